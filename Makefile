@@ -1,0 +1,39 @@
+# nvcc-evo: `make tune` is the main job, `make test` runs the tests.
+# Both set up everything on a fresh machine (a virtual environment in .venv).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+EVO := $(abspath $(BIN)/nvcc-evo)
+ARCH ?= sm_90
+BUILD := build
+
+.PHONY: setup test tune kernels clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+# The main job. Checks the kernels' ACF and builds every kernel through the
+# nvcc-evo wrapper, so that each gets its tuned flags.
+tune: setup
+	$(EVO) --acf-check kernels/nvcc-evo.acf
+	$(MAKE) kernels NVCC=$(EVO)
+
+# The kernel suite, built as a user's project would be: NVCC=nvcc-evo.
+NVCC ?= nvcc
+KERNELS := $(patsubst kernels/%.cu,$(BUILD)/%.o,$(wildcard kernels/*.cu))
+kernels: $(KERNELS)
+$(BUILD)/%.o: kernels/%.cu
+	@mkdir -p $(BUILD)
+	$(NVCC) -arch=$(ARCH) -c $< -o $@
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,271 @@
+"""Typed values of an ACF file, as the parser builds them.
+
+Every statement keeps its Span so that diagnostics point into the source and
+the formatter can put comments back where they were.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from nvcc_evo.knobs import Scalar
+
+ACF_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Span:
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    start: int      # character offsets into the text
+    end: int
+
+
+NO_SPAN = Span(0, 0, 0, 0, -1, -1)
+
+
+# ------------------------------------------------------------ expressions
+@dataclass(frozen=True)
+class Literal:
+    value: int | float
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True)
+class Ref:
+    name: str
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str
+    operand: "Expr"
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str
+    left: "Expr"
+    right: "Expr"
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True)
+class Call:
+    function: str
+    args: tuple["Expr", ...]
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+Expr = Union[Literal, Ref, Unary, Binary, Call]
+
+
+# ------------------------------------------------------------ statements
+@dataclass(frozen=True)
+class Setting:
+    """`knob = value`: a pin, or a tuned value in a target block."""
+
+    knob: str
+    value: Scalar
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True)
+class SetDomain:
+    values: tuple[Scalar, ...]
+
+
+@dataclass(frozen=True)
+class RangeDomain:
+    low: int
+    high: int
+    step: int = 1
+
+    def values(self) -> tuple[int, ...]:
+        return tuple(range(self.low, self.high + 1, self.step))
+
+
+@dataclass(frozen=True)
+class BoolDomain:
+    pass
+
+
+Domain = Union[SetDomain, RangeDomain, BoolDomain]
+
+
+@dataclass(frozen=True)
+class Space:
+    knob: str
+    domain: Domain
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """`metric CMP bound`; a relative bound multiplies the baseline's value."""
+
+    metric: str
+    op: str
+    bound: int | float
+    relative: bool = False
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True)
+class Tune:
+    minimize: tuple[str, ...] = ()
+    require: tuple[Condition, ...] = ()
+    select: str | None = None
+    select_where: tuple[Condition, ...] = ()
+    span: Span = field(default=NO_SPAN, compare=False)
+    item_spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False)  # (kind, span)
+
+
+@dataclass(frozen=True)
+class Let:
+    name: str
+    expr: Expr
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True)
+class InitParam:
+    name: str | None
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A kernel argument: an array (count and init) or a scalar (value)."""
+
+    name: str
+    dtype: str
+    count: Expr | None = None          # arrays only
+    init: str = ""                     # arrays: output, random, range, constant
+    params: tuple[InitParam, ...] = ()
+    value: Expr | None = None          # scalars only
+    span: Span = field(default=NO_SPAN, compare=False)
+
+    @property
+    def is_array(self) -> bool:
+        return self.count is not None
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    rtol: float | None = None
+    atol: float | None = None
+    exact: bool = False
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """`grid (...)`, `block (...)` or `shared expr`."""
+
+    what: str
+    dims: tuple[Expr, ...]
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True)
+class Text:
+    """`kernel`, `command` or `metric` with its text."""
+
+    what: str
+    text: str
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True)
+class Bench:
+    kernel: Text | None = None
+    lets: tuple[Let, ...] = ()
+    args: tuple[Arg, ...] = ()
+    launch: tuple[Launch, ...] = ()
+    checks: tuple[Check, ...] = ()
+    command: Text | None = None
+    metric: Text | None = None
+    span: Span = field(default=NO_SPAN, compare=False)
+
+    def launch_dims(self, what: str) -> tuple[Expr, ...] | None:
+        for item in self.launch:
+            if item.what == what:
+                return item.dims
+        return None
+
+
+@dataclass(frozen=True)
+class Record:
+    """One provenance line: `key = value [+- spread]`."""
+
+    key: str
+    value: Scalar
+    spread: float | None = None
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True)
+class Target:
+    arch: str
+    gpu: str | None = None
+    settings: tuple[Setting, ...] = ()
+    provenance: tuple[Record, ...] | None = None
+    span: Span = field(default=NO_SPAN, compare=False)
+    provenance_span: Span = field(default=NO_SPAN, compare=False)
+
+    def record(self, key: str) -> Record | None:
+        for rec in self.provenance or ():
+            if rec.key == key:
+                return rec
+        return None
+
+    def __str__(self) -> str:
+        return f"{self.arch} {self.gpu!r}" if self.gpu else self.arch
+
+
+@dataclass(frozen=True)
+class Unit:
+    globs: tuple[str, ...]
+    pins: tuple[Setting, ...] = ()
+    space: tuple[Space, ...] = ()
+    tune: Tune | None = None
+    bench: Bench | None = None
+    targets: tuple[Target, ...] = ()
+    span: Span = field(default=NO_SPAN, compare=False)
+    search_span: Span = field(default=NO_SPAN, compare=False)
+
+    def __str__(self) -> str:
+        return " ".join(f'"{g}"' for g in self.globs)
+
+    def find_target(self, arch: str, gpu: str | None = None) -> Target | None:
+        for target in self.targets:
+            if target.arch == arch and target.gpu == gpu:
+                return target
+        return None
+
+
+@dataclass(frozen=True)
+class Comment:
+    line: int
+    column: int
+    text: str
+    own_line: bool      # nothing but blanks before it on its line
+    start: int
+
+
+@dataclass(frozen=True)
+class AcfFile:
+    path: str
+    version: int
+    units: tuple[Unit, ...]
+    comments: tuple[Comment, ...] = ()
+    header_span: Span = field(default=NO_SPAN, compare=False)
+
+    def __str__(self) -> str:
+        return f"{self.path}: ACF {self.version}, {len(self.units)} unit(s)"

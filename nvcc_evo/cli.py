@@ -1,0 +1,113 @@
+"""Command line: nvcc-evo's own verbs, else the drop-in nvcc wrapper.
+
+A verb must come first (`nvcc-evo --acf-check FILE`); any other command line
+belongs to nvcc and goes to the wrapper untouched. Every verb is spelled so
+that it can never be an nvcc option (tests/test_cli.py compares them with
+`nvcc --help`). This is the only place that catches EvoError; exit codes are
+listed in nvcc_evo.errors.ExitCode and in the README.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from nvcc_evo.errors import AcfError, EvoError, ExitCode
+
+VERBS = ("--acf-check", "--acf-fmt", "--evo-help", "--evo-version")
+
+HELP = """\
+usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's tuned flags
+       nvcc-evo --acf-check ACF...             parse and check ACF files
+       nvcc-evo --acf-fmt [--check] ACF...     rewrite ACF files in canonical form
+                                               (--check: change nothing, exit 1 if not canonical)
+       nvcc-evo --evo-version                  print nvcc-evo's version
+       nvcc-evo --evo-help                     this help (--help is nvcc's own)
+
+exit codes: 0 ok, 1 invalid input, 2 usage, 3 environment (no nvcc, no GPU), 130 interrupted;
+in compile mode, nvcc's own exit code.
+"""
+
+
+def _files_parser(verb: str, with_check: bool = False) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"nvcc-evo {verb}")
+    if with_check:
+        parser.add_argument("--check", action="store_true",
+                            help="change nothing; exit 1 if a file is not canonical")
+    parser.add_argument("files", nargs="+", metavar="ACF")
+    return parser
+
+
+def acf_check(paths: list[str]) -> int:
+    from nvcc_evo.resolve import load
+    failed = 0
+    for path in paths:
+        try:
+            file = load(path)
+        except AcfError as error:
+            print(error, file=sys.stderr)
+            failed += 1
+        except OSError as error:
+            print(f"{path}: error: {error.strerror}", file=sys.stderr)
+            failed += 1
+        else:
+            print(f"{path}: ok ({len(file.units)} unit(s))")
+    return ExitCode.INVALID_INPUT if failed else ExitCode.OK
+
+
+def acf_fmt(paths: list[str], check_only: bool) -> int:
+    from nvcc_evo.format import format_file, write_atomic
+    from nvcc_evo.resolve import load
+    status = ExitCode.OK
+    for path in paths:
+        try:
+            text = Path(path).read_text()
+            formatted = format_file(load(path))
+        except AcfError as error:
+            print(error, file=sys.stderr)
+            status = ExitCode.INVALID_INPUT
+            continue
+        except OSError as error:
+            print(f"{path}: error: {error.strerror}", file=sys.stderr)
+            status = ExitCode.INVALID_INPUT
+            continue
+        if formatted == text:
+            continue
+        if check_only:
+            print(f"{path}: would reformat")
+            status = ExitCode.INVALID_INPUT
+        else:
+            write_atomic(path, formatted)
+            print(f"{path}: formatted")
+    return status
+
+
+def run_verb(verb: str, rest: list[str]) -> int:
+    if verb in ("--evo-help", "--evo-version"):
+        argparse.ArgumentParser(prog=f"nvcc-evo {verb}").parse_args(rest)
+    if verb == "--evo-help":
+        print(HELP, end="")
+        return ExitCode.OK
+    if verb == "--evo-version":
+        from nvcc_evo import __version__
+        print(f"nvcc-evo {__version__}")
+        return ExitCode.OK
+    if verb == "--acf-check":
+        return acf_check(_files_parser(verb).parse_args(rest).files)
+    args = _files_parser(verb, with_check=True).parse_args(rest)
+    return acf_fmt(args.files, args.check)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in VERBS:
+        from nvcc_evo.wrapper import run_wrapper
+        return run_wrapper(argv)
+    try:
+        return run_verb(argv[0], argv[1:])
+    except EvoError as error:
+        print(f"nvcc-evo: error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("nvcc-evo: interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED

@@ -1,0 +1,358 @@
+"""Formatter and writer: canonical ACF text with every comment kept.
+
+`format_text(text)` is a fixed point: formatting formatted text changes
+nothing. `update_target(...)` rewrites one unit's target block (knobs and
+provenance) and leaves every other byte of the file as it was, so that a
+retune never loses a hand edit. `write_atomic` replaces a file in one rename.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from nvcc_evo import acf
+from nvcc_evo.parse import parse_text
+
+INDENT = "    "
+PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2}
+KEYWORDS = frozenset(
+    "acf unit pin search in step bool tune minimize require select where and baseline bench "
+    "kernel let arg output grid block shared check rtol atol exact command metric target "
+    "provenance true false".split())
+
+
+# ---------------------------------------------------------------- values
+def show_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if value.isidentifier() and value not in KEYWORDS:
+        return value
+    return show_string(value)
+
+
+def show_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def show_expr(expr: acf.Expr, parent: int = 0) -> str:
+    if isinstance(expr, acf.Literal):
+        return repr(expr.value)
+    if isinstance(expr, acf.Ref):
+        return expr.name
+    if isinstance(expr, acf.Call):
+        return f"{expr.function}({', '.join(show_expr(a) for a in expr.args)})"
+    if isinstance(expr, acf.Unary):
+        return "-" + show_expr(expr.operand, 3)
+    own = PRECEDENCE[expr.op]
+    text = f"{show_expr(expr.left, own)} {expr.op} {show_expr(expr.right, own + 1)}"
+    return f"({text})" if own < parent else text
+
+
+def show_domain(domain: acf.Domain) -> str:
+    if isinstance(domain, acf.BoolDomain):
+        return "bool"
+    if isinstance(domain, acf.RangeDomain):
+        step = f" step {domain.step}" if domain.step != 1 else ""
+        return f"{domain.low}..{domain.high}{step}"
+    return "{" + ", ".join(show_value(v) for v in domain.values) + "}"
+
+
+def show_condition(condition: acf.Condition) -> str:
+    if condition.relative:
+        bound = "baseline" if condition.bound == 1.0 else f"{show_value(condition.bound)} * baseline"
+    else:
+        bound = show_value(condition.bound)
+    return f"{condition.metric} {condition.op} {bound}"
+
+
+def show_arg(arg: acf.Arg) -> str:
+    if not arg.is_array:
+        return f"arg {arg.name} : {arg.dtype} = {show_expr(arg.value)}"
+    if arg.init == "output":
+        init = "output"
+    else:
+        params = ", ".join((f"{p.name}=" if p.name else "") + show_expr(p.expr) for p in arg.params)
+        init = f"{arg.init}({params})"
+    return f"arg {arg.name} : {arg.dtype}[{show_expr(arg.count)}] = {init}"
+
+
+def show_check(check: acf.Check) -> str:
+    parts = [f"check {check.name}"]
+    if check.rtol is not None:
+        parts.append(f"rtol {show_value(check.rtol)}")
+    if check.atol is not None:
+        parts.append(f"atol {show_value(check.atol)}")
+    if check.exact:
+        parts.append("exact")
+    return " ".join(parts)
+
+
+def show_record(record: acf.Record) -> str:
+    spread = f" +- {show_value(record.spread)}" if record.spread is not None else ""
+    return f"{record.key} = {show_value(record.value)}{spread}"
+
+
+# ---------------------------------------------------------------- comments
+@dataclass
+class Attached:
+    """Comments owned by one statement."""
+
+    leading: list[str] = field(default_factory=list)
+    trailing: list[str] = field(default_factory=list)   # after the statement or block header
+    footer: list[str] = field(default_factory=list)     # own lines before a block's '}'
+    closing: list[str] = field(default_factory=list)    # after a block's '}'
+
+
+@dataclass
+class _Node:
+    span: acf.Span
+    children: list["_Node"] | None   # None for a one-line statement
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.span.start, self.span.end)
+
+
+def _leaf(span: acf.Span) -> _Node:
+    return _Node(span, None)
+
+
+def _block(span: acf.Span, children) -> _Node:
+    return _Node(span, sorted((c for c in children if c.span.start >= 0), key=lambda n: n.span.start))
+
+
+def _tree(file: acf.AcfFile) -> _Node:
+    """Statements with their spans, in source order."""
+    units = []
+    for unit in file.units:
+        parts = [_leaf(p.span) for p in unit.pins]
+        if unit.search_span.start >= 0:
+            parts.append(_block(unit.search_span, [_leaf(s.span) for s in unit.space]))
+        if unit.tune is not None:
+            parts.append(_block(unit.tune.span, [_leaf(s) for _, s in unit.tune.item_spans]))
+        if unit.bench is not None:
+            parts.append(_block(unit.bench.span, [_leaf(s.span) for s in _bench_items(unit.bench)]))
+        parts.extend(_target_node(t) for t in unit.targets)
+        units.append(_block(unit.span, parts))
+    return _block(acf.Span(0, 0, 10**9, 0, 0, 10**12), [_leaf(file.header_span)] + units)
+
+
+def _target_node(target: acf.Target) -> _Node:
+    parts = [_leaf(s.span) for s in target.settings]
+    if target.provenance is not None:
+        parts.append(_block(target.provenance_span, [_leaf(r.span) for r in target.provenance]))
+    return _block(target.span, parts)
+
+
+def _bench_items(bench: acf.Bench):
+    texts = [t for t in (bench.kernel, bench.command, bench.metric) if t is not None]
+    return [*texts, *bench.lets, *bench.args, *bench.launch, *bench.checks]
+
+
+def attach_comments(file: acf.AcfFile) -> dict[tuple[int, int], Attached]:
+    """Give every comment an owner statement (see Attached)."""
+    root = _tree(file)
+    owners: dict[tuple[int, int], Attached] = {}
+    for comment in file.comments:
+        node, parent = root, None
+        while node.children is not None:
+            inner = [c for c in node.children if c.span.line <= comment.line <= c.span.end_line]
+            if not inner:
+                break
+            parent, node = node, inner[0]
+        own = owners.setdefault(node.key, Attached())
+        if node.children is None and node is not root:
+            (own.leading if comment.own_line and comment.line < node.span.line else own.trailing).append(comment.text)
+        elif not comment.own_line and comment.line == node.span.line and node is not root:
+            own.trailing.append(comment.text)
+        elif not comment.own_line and comment.line == node.span.end_line and node is not root:
+            own.closing.append(comment.text)
+        else:
+            following = [c for c in node.children if c.span.line > comment.line]
+            target = owners.setdefault(following[0].key, Attached()) if following else own
+            (target.leading if following else target.footer).append(comment.text)
+    return owners
+
+
+# ---------------------------------------------------------------- writer
+class _Writer:
+    def __init__(self, comments: dict[tuple[int, int], Attached], depth: int = 0):
+        self.comments, self.depth, self.lines = comments, depth, []
+        self.done: set[tuple[int, int]] = set()
+
+    def _own(self, span: acf.Span) -> Attached:
+        key = (span.start, span.end)
+        self.done.add(key)
+        return self.comments.get(key, Attached()) if span.start >= 0 else Attached()
+
+    def _emit(self, text: str, trailing: list[str]) -> None:
+        suffix = "  " + " ".join(trailing) if trailing else ""
+        self.lines.append((INDENT * self.depth + text + suffix).rstrip() if text or suffix else "")
+
+    def leaf(self, span: acf.Span, text: str) -> None:
+        own = self._own(span)
+        for comment in own.leading:
+            self._emit(comment, [])
+        self._emit(text, own.trailing)
+
+    def open(self, span: acf.Span, header: str) -> None:
+        own = self._own(span)
+        for comment in own.leading:
+            self._emit(comment, [])
+        self._emit(header + " {", own.trailing)
+        self.depth += 1
+
+    def close(self, span: acf.Span) -> None:
+        own = self._own(span)
+        # Comments whose statement no longer prints (merged lines) stay inside the block.
+        for key, stray in self.comments.items():
+            if key not in self.done and span.start <= key[0] and key[1] <= span.end and span.start >= 0:
+                self.done.add(key)
+                for comment in stray.leading + stray.trailing + stray.footer + stray.closing:
+                    self._emit(comment, [])
+        for comment in own.footer:
+            self._emit(comment, [])
+        self.depth -= 1
+        self._emit("}", own.closing)
+
+
+def _write_unit(w: _Writer, unit: acf.Unit) -> None:
+    w.open(unit.span, "unit " + " ".join(show_string(g) for g in unit.globs))
+    for pin in unit.pins:
+        w.leaf(pin.span, f"pin {pin.knob} = {show_value(pin.value)}")
+    if unit.space or unit.search_span.start >= 0:
+        w.open(unit.search_span, "search")
+        for space in unit.space:
+            w.leaf(space.span, f"{space.knob} in {show_domain(space.domain)}")
+        w.close(unit.search_span)
+    if unit.tune is not None:
+        _write_tune(w, unit.tune)
+    if unit.bench is not None:
+        _write_bench(w, unit.bench)
+    for target in unit.targets:
+        write_target(w, target)
+    w.close(unit.span)
+
+
+def _write_tune(w: _Writer, tune: acf.Tune) -> None:
+    spans = {}
+    for kind, span in tune.item_spans:
+        spans.setdefault(kind, []).append(span)
+    w.open(tune.span, "tune")
+    if tune.minimize:
+        w.leaf(spans.get("minimize", [acf.NO_SPAN])[0], "minimize " + ", ".join(tune.minimize))
+    for condition, span in zip(tune.require, spans.get("require", []) + [acf.NO_SPAN] * len(tune.require)):
+        w.leaf(span, "require " + show_condition(condition))
+    if tune.select is not None:
+        where = " and ".join(show_condition(c) for c in tune.select_where)
+        w.leaf(spans.get("select", [acf.NO_SPAN])[-1], f"select {tune.select}" + (f" where {where}" if where else ""))
+    w.close(tune.span)
+
+
+def _write_bench(w: _Writer, bench: acf.Bench) -> None:
+    w.open(bench.span, "bench")
+    if bench.kernel is not None:
+        w.leaf(bench.kernel.span, f"kernel {show_value(bench.kernel.text)}")
+    for let in bench.lets:
+        w.leaf(let.span, f"let {let.name} = {show_expr(let.expr)}")
+    for arg in bench.args:
+        w.leaf(arg.span, show_arg(arg))
+    for launch in sorted(bench.launch, key=lambda x: ("grid", "block", "shared").index(x.what)):
+        dims = ", ".join(show_expr(d) for d in launch.dims)
+        w.leaf(launch.span, f"shared {dims}" if launch.what == "shared" else f"{launch.what} ({dims})")
+    for check in bench.checks:
+        w.leaf(check.span, show_check(check))
+    for text in (bench.command, bench.metric):
+        if text is not None:
+            w.leaf(text.span, f"{text.what} {show_string(text.text)}")
+    w.close(bench.span)
+
+
+def write_target(w: _Writer, target: acf.Target) -> None:
+    gpu = f" {show_string(target.gpu)}" if target.gpu else ""
+    w.open(target.span, f"target {target.arch}{gpu}")
+    for setting in target.settings:
+        w.leaf(setting.span, f"{setting.knob} = {show_value(setting.value)}")
+    if target.provenance is not None:
+        w.open(target.provenance_span, "provenance")
+        for record in target.provenance:
+            w.leaf(record.span, show_record(record))
+        w.close(target.provenance_span)
+    w.close(target.span)
+
+
+def format_file(file: acf.AcfFile) -> str:
+    comments = attach_comments(file)
+    w = _Writer(comments)
+    w.leaf(file.header_span, f"acf {file.version}")
+    for unit in file.units:
+        w.lines.append("")
+        _write_unit(w, unit)
+    root = comments.get((0, 10**12))
+    if root is not None and root.footer:
+        w.lines.append("")
+        w.lines.extend(root.footer)
+    return "\n".join(w.lines) + "\n"
+
+
+def format_text(text: str, path: str = "<acf>") -> str:
+    return format_file(parse_text(text, path))
+
+
+# ---------------------------------------------------------------- updates
+def update_target(text: str, unit_index: int, target: acf.Target, path: str = "<acf>") -> str:
+    """Replace (or add) `target` in unit number `unit_index`; all other bytes
+    stay. Comments of knobs that remain stay with them."""
+    file = parse_text(text, path)
+    unit = file.units[unit_index]
+    old = unit.find_target(target.arch, target.gpu)
+    if old is not None:
+        spans = {s.knob: s.span for s in old.settings}
+        target = replace(target, span=old.span, provenance_span=old.provenance_span,
+                         settings=tuple(replace(s, span=spans.get(s.knob, acf.NO_SPAN))
+                                        for s in target.settings))
+        start, end = old.span.start, old.span.end
+        indent, prefix, suffix = _indent_of(text, start), "", ""
+    else:
+        target = replace(target, span=acf.NO_SPAN, provenance_span=acf.NO_SPAN)
+        closing = unit.span.end - 1                     # the unit's '}'
+        line_start = text.rfind("\n", 0, closing) + 1
+        unit_indent = _indent_of(text, unit.span.start)
+        indent = unit_indent + INDENT
+        if text[line_start:closing].strip() == "":      # '}' alone on its line
+            start = end = line_start
+            prefix, suffix = indent, "\n"
+        else:                                           # a one-line unit
+            start = end = len(text[:closing].rstrip())
+            prefix, suffix = "\n" + indent, "\n" + unit_indent
+    w = _Writer(attach_comments(file))
+    write_target(w, target)
+    return text[:start] + prefix + ("\n" + indent).join(w.lines) + suffix + text[end:]
+
+
+def _indent_of(text: str, offset: int) -> str:
+    line_start = text.rfind("\n", 0, offset) + 1
+    line = text[line_start:offset]
+    return line[: len(line) - len(line.lstrip())]
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write via a temporary file in the same folder and one rename: readers
+    (a `make -j` build) see the old file or the new one, never half of one."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,60 @@
+"""What a search can minimise, and what provenance records may say."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Objective:
+    name: str
+    unit: str
+    needs_gpu: bool
+    meaning: str
+
+
+OBJECTIVES: tuple[Objective, ...] = (
+    Objective("runtime", "us", True, "median kernel time, CUDA events"),
+    Objective("energy", "mJ", True, "energy per launch from NVML's total-energy counter"),
+    Objective("metric", "", False, "the number a bench command prints"),
+    Objective("compile_time", "s", False, "wall time of the candidate's compile"),
+    Objective("registers", "", False, "registers per thread (ptxas -v)"),
+    Objective("spills", "B", False, "spill stores + spill loads in bytes (ptxas -v)"),
+    Objective("stack", "B", False, "stack frame bytes (ptxas -v)"),
+    Objective("shared", "B", False, "static shared memory bytes (ptxas -v)"),
+    Objective("instructions", "", False, "SASS instruction count"),
+    Objective("binary_size", "B", False, "cubin bytes"),
+)
+OBJECTIVE_BY_NAME = {o.name: o for o in OBJECTIVES}
+
+# Provenance keys a retune writes; `baseline.X` and `tuned.X` take any
+# objective X and may carry a spread (`812.5 +- 3.1`).
+PROVENANCE_KEYS: dict[str, type] = {
+    "fingerprint": str,
+    "toolkit": str,
+    "gpu": str,
+    "cc": str,
+    "driver": str,
+    "backend": str,
+    "date": str,
+    "seed": int,
+    "evaluations": int,
+    "reused": int,
+    "test": str,
+    "p_value": float,
+    "effect_size": float,
+    "significant": bool,
+    "verdict": str,
+}
+MEASURED_PREFIXES = ("baseline.", "tuned.")
+
+
+def provenance_type(key: str) -> type | None:
+    """The value type of a provenance key, float for measured objectives."""
+    for prefix in MEASURED_PREFIXES:
+        if key.startswith(prefix) and key[len(prefix):] in OBJECTIVE_BY_NAME:
+            return float
+    return PROVENANCE_KEYS.get(key)
+
+
+def known_provenance_keys() -> list[str]:
+    return sorted(PROVENANCE_KEYS) + [f"{p}<objective>" for p in MEASURED_PREFIXES]

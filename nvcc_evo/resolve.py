@@ -1,0 +1,307 @@
+"""Resolve stage: semantic checks of a parsed ACF.
+
+Every problem of a file is collected (not only the first) and reported as
+`path:LINE:COL: error: ...` saying what was expected and what was found.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import PurePosixPath
+
+from nvcc_evo import acf, benchspec, knobs
+from nvcc_evo.errors import AcfError, Diagnostic, Location
+from nvcc_evo.objectives import OBJECTIVE_BY_NAME, known_provenance_keys, provenance_type
+
+ARCH_PATTERN = re.compile(r"sm_[0-9]{2,3}[af]?")
+
+
+def _names(values) -> str:
+    return ", ".join(sorted(values))
+
+
+class Checker:
+    def __init__(self, file: acf.AcfFile, text: str):
+        self.file, self.lines = file, text.splitlines()
+        self.diagnostics: list[Diagnostic] = []
+
+    def error(self, span: acf.Span, message: str) -> None:
+        source = self.lines[span.line - 1] if 0 < span.line <= len(self.lines) else ""
+        self.diagnostics.append(Diagnostic(Location(self.file.path, span.line, span.column),
+                                           message, source))
+
+    # ---------------------------------------------------------------- file
+    def run(self) -> list[Diagnostic]:
+        if self.file.version != acf.ACF_VERSION:
+            self.error(self.file.header_span, f"unsupported ACF version {self.file.version} "
+                       f"(this nvcc-evo reads version {acf.ACF_VERSION})")
+        first_seen: dict[frozenset, acf.Unit] = {}
+        for unit in self.file.units:
+            key = frozenset(unit.globs)
+            if key in first_seen:
+                self.error(unit.span, f"duplicate unit {unit} (first at line {first_seen[key].span.line})")
+            first_seen.setdefault(key, unit)
+            self.check_unit(unit)
+        return sorted(self.diagnostics, key=lambda d: (d.location.line, d.location.column))
+
+    def check_unit(self, unit: acf.Unit) -> None:
+        for glob in unit.globs:
+            if not glob or PurePosixPath(glob).is_absolute():
+                self.error(unit.span, f"unit path '{glob}' must be relative to the ACF's folder")
+        pins = self.check_settings(unit.pins, "pin")
+        spaces = self.check_space(unit.space)
+        for knob_name, pin in pins.items():
+            space = spaces.get(knob_name)
+            if space is not None and not _in_domain(pin.value, space.domain, knobs.lookup(knob_name)):
+                self.error(pin.span, f"pinned value {_show(pin.value)} of {knob_name} is outside "
+                           f"its search space (line {space.span.line})")
+        if unit.tune is not None:
+            self.check_tune(unit.tune)
+        defines = {s.knob[len(knobs.DEFINE_PREFIX):] for s in _all_settings(unit)
+                   if knobs.is_define(s.knob)}
+        if unit.bench is not None:
+            self.check_bench(unit.bench, defines)
+        seen_targets: dict[tuple, acf.Target] = {}
+        for target in unit.targets:
+            key = (target.arch, target.gpu)
+            if key in seen_targets:
+                self.error(target.span, f"duplicate target {target} in unit {unit} "
+                           f"(first at line {seen_targets[key].span.line})")
+            seen_targets.setdefault(key, target)
+            self.check_target(target, pins)
+
+    # ---------------------------------------------------------------- knobs
+    def check_knob_name(self, name: str, span: acf.Span) -> knobs.Knob | None:
+        knob = knobs.lookup(name)
+        if knob is None and not knobs.is_define(name):
+            family = name.split(".", 1)[0]
+            same_family = [k for k in knobs.known_names() if k.startswith(family + ".")]
+            close = difflib.get_close_matches(name, knobs.known_names(), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            known = ", ".join(same_family) if same_family else \
+                "families ptxas.*, nvcc.* and define.NAME"
+            self.error(span, f"unknown knob '{name}'{hint} (known: {known})")
+        return knob
+
+    def check_value(self, knob: knobs.Knob | None, value, span: acf.Span) -> None:
+        if knob is not None and not knob.accepts(value):
+            self.error(span, f"{knob.name} takes {knob.describe_domain()}, got {_show(value)}")
+
+    def check_settings(self, settings, what: str) -> dict[str, acf.Setting]:
+        seen: dict[str, acf.Setting] = {}
+        for setting in settings:
+            if setting.knob in seen:
+                self.error(setting.span, f"{setting.knob} is set twice in this {what} "
+                           f"(first at line {seen[setting.knob].span.line})")
+            knob = self.check_knob_name(setting.knob, setting.span)
+            self.check_value(knob, setting.value, setting.span)
+            seen.setdefault(setting.knob, setting)
+        return seen
+
+    def check_space(self, entries) -> dict[str, acf.Space]:
+        seen: dict[str, acf.Space] = {}
+        for space in entries:
+            if space.knob in seen:
+                self.error(space.span, f"{space.knob} appears twice in search "
+                           f"(first at line {seen[space.knob].span.line})")
+            seen.setdefault(space.knob, space)
+            knob = self.check_knob_name(space.knob, space.span)
+            self.check_domain(knob, space)
+        return seen
+
+    def check_domain(self, knob: knobs.Knob | None, space: acf.Space) -> None:
+        domain = space.domain
+        if isinstance(domain, acf.RangeDomain):
+            if domain.step <= 0 or domain.low > domain.high:
+                self.error(space.span, f"empty range {domain.low}..{domain.high} step {domain.step}: "
+                           "expected LOW <= HIGH and a positive step")
+                return
+            if knob is not None and knob.kind is not knobs.Kind.INT:
+                self.error(space.span, f"{knob.name} takes {knob.describe_domain()}, got an integer range")
+                return
+            values = (domain.low, domain.high)
+        elif isinstance(domain, acf.BoolDomain):
+            values = (True, False)
+        else:
+            values = domain.values
+            if len(set(values)) != len(values):
+                self.error(space.span, f"the set for {space.knob} repeats a value")
+        for value in values:
+            self.check_value(knob, value, space.span)
+
+    # ---------------------------------------------------------------- tune
+    def check_metric(self, name: str, span: acf.Span) -> None:
+        if name not in OBJECTIVE_BY_NAME:
+            self.error(span, f"unknown objective '{name}' (known: {_names(OBJECTIVE_BY_NAME)})")
+
+    def check_tune(self, tune: acf.Tune) -> None:
+        minimize_span = next((span for kind, span in tune.item_spans if kind == "minimize"), tune.span)
+        if len(set(tune.minimize)) != len(tune.minimize):
+            self.error(minimize_span, "an objective is listed twice in minimize")
+        for name in tune.minimize:
+            self.check_metric(name, minimize_span)
+        if tune.select is not None:
+            self.check_metric(tune.select, next(span for kind, span in tune.item_spans if kind == "select"))
+        for condition in tune.require + tune.select_where:
+            self.check_metric(condition.metric, condition.span)
+
+    # ---------------------------------------------------------------- bench
+    def check_bench(self, bench: acf.Bench, defines: set[str]) -> None:
+        kernel_form = bench.kernel is not None or bench.args or bench.launch
+        if bench.command is not None:
+            if kernel_form:
+                self.error(bench.span, "a bench block is either a kernel launch (kernel, arg, grid, "
+                           "block) or a command with a metric, not both")
+            if bench.metric is None:
+                self.error(bench.command.span, "a bench command needs a `metric \"REGEX\"` line")
+            return
+        if bench.metric is not None:
+            self.check_metric_regex(bench.metric)
+            self.error(bench.metric.span, "a metric line needs a `command \"...\"` line")
+            return
+        if bench.kernel is None:
+            self.error(bench.span, "a bench block needs `kernel NAME` (or `command` and `metric`)")
+        for what in ("grid", "block"):
+            if bench.launch_dims(what) is None:
+                self.error(bench.span, f"a bench block needs a `{what} (x[, y[, z]])` line")
+        self.check_bench_names(bench, defines)
+
+    def check_metric_regex(self, metric: acf.Text) -> None:
+        try:
+            re.compile(metric.text)
+        except re.error as problem:
+            self.error(metric.span, f"metric is not a valid regular expression: {problem}")
+
+    def check_bench_names(self, bench: acf.Bench, defines: set[str]) -> None:
+        sizes: set[str] = set()
+        for let in bench.lets:
+            self.check_expr(let.expr, let.span, sizes, defines)
+            if let.name in sizes or let.name in defines:
+                self.error(let.span, f"size '{let.name}' is already a size or a define")
+            sizes.add(let.name)
+        arrays: set[str] = set()
+        for arg in bench.args:
+            self.check_arg(arg, sizes, defines)
+            if arg.is_array:
+                arrays.add(arg.name)
+        if len({a.name for a in bench.args}) != len(bench.args):
+            self.error(bench.span, "two kernel arguments share a name")
+        for launch in bench.launch:
+            limit = 1 if launch.what == "shared" else 3
+            if len(launch.dims) > limit:
+                self.error(launch.span, f"{launch.what} takes at most {limit} value(s), got {len(launch.dims)}")
+            for dim in launch.dims:
+                self.check_expr(dim, launch.span, sizes, defines)
+        for check in bench.checks:
+            if check.name not in arrays:
+                self.error(check.span, f"check names an array argument ({_names(arrays) or 'none'}), "
+                           f"got '{check.name}'")
+            if check.exact and (check.rtol is not None or check.atol is not None):
+                self.error(check.span, "a check is either exact or has tolerances, not both")
+            for tolerance in (check.rtol, check.atol):
+                if tolerance is not None and tolerance < 0:
+                    self.error(check.span, f"tolerances are >= 0, got {tolerance}")
+
+    def check_arg(self, arg: acf.Arg, sizes: set[str], defines: set[str]) -> None:
+        if arg.dtype not in benchspec.DTYPES:
+            self.error(arg.span, f"unknown dtype '{arg.dtype}' (known: {_names(benchspec.DTYPES)})")
+        if not arg.is_array:
+            self.check_expr(arg.value, arg.span, sizes, defines)
+            return
+        self.check_expr(arg.count, arg.span, sizes, defines)
+        if arg.init not in benchspec.INITS:
+            self.error(arg.span, f"unknown initialiser '{arg.init}' (known: {_names(benchspec.INITS)})")
+            return
+        allowed, positional = benchspec.INITS[arg.init]
+        unnamed = [p for p in arg.params if p.name is None]
+        if len(unnamed) > positional:
+            self.error(arg.span, f"{arg.init}() takes named parameters ({', '.join(allowed)})")
+        for param in arg.params:
+            if param.name is not None and param.name not in allowed:
+                self.error(arg.span, f"{arg.init}() has no parameter '{param.name}' "
+                           f"(known: {', '.join(allowed) or 'none'})")
+            self.check_expr(param.expr, arg.span, sizes, defines)
+
+    def check_expr(self, expr: acf.Expr, span: acf.Span, sizes: set[str], defines: set[str]) -> None:
+        for ref in benchspec.names_in(expr):
+            if ref.name not in sizes and ref.name not in defines:
+                self.error(ref.span, f"undefined name '{ref.name}' in expression (sizes: "
+                           f"{_names(sizes) or 'none'}; defines: {_names(defines) or 'none'})")
+        for call in benchspec.calls_in(expr):
+            known = benchspec.FUNCTIONS.get(call.function)
+            if known is None:
+                self.error(call.span, f"unknown function '{call.function}' "
+                           f"(known: {_names(benchspec.FUNCTIONS)})")
+            elif known[0] != len(call.args):
+                self.error(call.span, f"{call.function}() takes {known[0]} arguments, got {len(call.args)}")
+
+    # ---------------------------------------------------------------- targets
+    def check_target(self, target: acf.Target, pins: dict[str, acf.Setting]) -> None:
+        if not ARCH_PATTERN.fullmatch(target.arch):
+            self.error(target.span, f"target names a SASS architecture such as sm_90 or sm_90a, "
+                       f"got '{target.arch}'")
+        settings = self.check_settings(target.settings, "target")
+        for name, setting in settings.items():
+            pin = pins.get(name)
+            if pin is not None and pin.value != setting.value:
+                self.error(setting.span, f"{name} is pinned to {_show(pin.value)} (line "
+                           f"{pin.span.line}), but this target sets {_show(setting.value)}")
+        for record in target.provenance or ():
+            self.check_record(record)
+
+    def check_record(self, record: acf.Record) -> None:
+        expected = provenance_type(record.key)
+        if expected is None:
+            self.error(record.span, f"unknown provenance key '{record.key}' "
+                       f"(known: {', '.join(known_provenance_keys())})")
+            return
+        value = record.value
+        ok = {str: isinstance(value, str), bool: isinstance(value, bool),
+              int: isinstance(value, int) and not isinstance(value, bool),
+              float: isinstance(value, (int, float)) and not isinstance(value, bool)}[expected]
+        if not ok:
+            self.error(record.span, f"provenance '{record.key}' takes {expected.__name__}, got {_show(value)}")
+        if record.spread is not None and expected is not float:
+            self.error(record.span, f"only measured values (baseline.X, tuned.X) take a spread")
+
+
+def _all_settings(unit: acf.Unit):
+    yield from unit.pins
+    for space in unit.space:
+        yield acf.Setting(space.knob, None, space.span)
+    for target in unit.targets:
+        yield from target.settings
+
+
+def _in_domain(value, domain: acf.Domain, knob: knobs.Knob | None) -> bool:
+    if isinstance(domain, acf.BoolDomain):
+        return isinstance(value, bool)
+    if isinstance(domain, acf.RangeDomain):
+        return isinstance(value, int) and not isinstance(value, bool) and value in domain.values()
+    norm = knob.normalise if knob is not None else (lambda v: v)
+    return norm(value) in {norm(v) for v in domain.values}
+
+
+def _show(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f"'{value}'"
+    return repr(value)
+
+
+def check(file: acf.AcfFile, text: str) -> None:
+    """Raise AcfError with every semantic problem of `file`."""
+    diagnostics = Checker(file, text).run()
+    if diagnostics:
+        raise AcfError(diagnostics)
+
+
+def load(path) -> acf.AcfFile:
+    """Parse and check one ACF file; AcfError lists every problem."""
+    from nvcc_evo.parse import parse_text
+    from pathlib import Path
+    text = Path(path).read_text()
+    file = parse_text(text, str(path))
+    check(file, text)
+    return file

@@ -1,0 +1,104 @@
+"""The command line as a user runs it: installed `nvcc-evo`, real nvcc."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+
+from conftest import DATA, ROOT, run_evo
+from nvcc_evo.cli import VERBS
+
+
+def nvcc_option_names(nvcc) -> set[str]:
+    text = subprocess.run([str(nvcc), "--help"], capture_output=True, text=True, check=True).stdout
+    names = set()
+    for line in text.splitlines():
+        match = re.match(r"^(--[\w-]+)\S*.*?\((-[\w-]+)\)", line)
+        if match:
+            names.update(match.groups())
+    return names
+
+
+def test_verbs_never_collide_with_nvcc_options(real_nvcc):
+    nvcc_names = nvcc_option_names(real_nvcc)
+    assert len(nvcc_names) > 150            # the parse of --help found the options
+    assert "--ptxas-options" in nvcc_names and "-Xptxas" in nvcc_names
+    for verb in VERBS + ("--check",):
+        assert verb not in nvcc_names
+        assert not any(name.startswith(verb + "=") for name in nvcc_names)
+
+
+def test_acf_check_accepts_a_good_file():
+    result = run_evo("--acf-check", str(DATA / "acf" / "ok" / "full.acf"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("full.acf: ok (2 unit(s))")
+    assert result.stderr == ""
+
+
+def test_acf_check_reports_every_error_of_every_file(tmp_path):
+    bad = tmp_path / "bad.acf"
+    text = (DATA / "acf" / "err" / "pins.acf").read_text()
+    bad.write_text(text)
+    result = run_evo("--acf-check", str(bad), str(DATA / "acf" / "err" / "syntax_two_errors.acf"))
+    assert result.returncode == 1
+    assert result.stderr.count(": error: ") == 5
+    assert f"{bad}:3:5: error: pinned value 48" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert bad.read_text() == text
+
+
+def test_acf_check_missing_file():
+    result = run_evo("--acf-check", "/nonexistent/x.acf")
+    assert result.returncode == 1
+    assert "/nonexistent/x.acf: error: No such file or directory" in result.stderr
+
+
+def test_acf_fmt_check_then_rewrite(tmp_path):
+    path = tmp_path / "messy.acf"
+    shutil.copy(DATA / "acf" / "ok" / "messy.acf", path)
+    checked = run_evo("--acf-fmt", "--check", str(path))
+    assert checked.returncode == 1 and "would reformat" in checked.stdout
+    assert path.read_text() == (DATA / "acf" / "ok" / "messy.acf").read_text()
+    assert run_evo("--acf-fmt", str(path)).returncode == 0
+    assert path.read_text() == (DATA / "acf" / "ok" / "messy.fmt").read_text()
+    assert run_evo("--acf-fmt", "--check", str(path)).returncode == 0
+
+
+def test_acf_fmt_refuses_a_broken_file_and_leaves_it(tmp_path):
+    path = tmp_path / "b.acf"
+    path.write_text("acf 1\nunit {\n")
+    result = run_evo("--acf-fmt", str(path))
+    assert result.returncode == 1 and f"{path}:2:6: error:" in result.stderr
+    assert path.read_text() == "acf 1\nunit {\n"
+
+
+def test_usage_errors_exit_2():
+    result = run_evo("--acf-check")
+    assert result.returncode == 2 and "usage:" in result.stderr
+    result = run_evo("--evo-version", "--check")
+    assert result.returncode == 2
+
+
+def test_python_dash_m_runs_the_same_cli():
+    result = subprocess.run([sys.executable, "-m", "nvcc_evo", "--evo-version"], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.startswith("nvcc-evo ")
+
+
+def test_grammar_ships_inside_the_wheel(tmp_path):
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                            "-q", "-w", str(tmp_path / "dist"), str(ROOT)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = archive.read("nvcc_evo/grammar/acf.lark").decode()
+        archive.extractall(tmp_path / "site")
+    assert shipped == (ROOT / "grammar" / "acf.lark").read_text()
+    # The installed copy is the one the parser loads, from anywhere.
+    probe = ("from nvcc_evo.parse import grammar_location, parse_text; "
+             "parse_text('acf 1'); print(grammar_location())")
+    env = {"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(tmp_path / "site" / "nvcc_evo" / "grammar" / "acf.lark")

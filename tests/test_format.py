@@ -1,0 +1,124 @@
+"""Formatter details and the target-update API that retune relies on."""
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from nvcc_evo import acf
+from nvcc_evo.format import format_text, update_target, write_atomic
+from nvcc_evo.parse import parse_text
+
+HAND_EDITED = '''acf 1
+# project notes stay
+unit "a.cu" {   # odd  spacing stays too
+    pin nvcc.ftz = false # why
+    search { ptxas.maxrregcount in 32..128 step 32 }
+    target sm_90 {
+        # chosen by hand, keep this note
+        ptxas.maxrregcount = 64   # 64 is enough
+        ptxas.opt_level = 2
+        provenance { toolkit = "12.9" }
+    }
+}
+unit "b.cu" { pin nvcc.fmad = true }
+'''
+
+NEW = acf.Target("sm_90", None,
+                 (acf.Setting("ptxas.maxrregcount", 96), acf.Setting("ptxas.dlcm", "cg")),
+                 (acf.Record("toolkit", "13.0.88"), acf.Record("baseline.runtime", 12.5, 0.25)))
+
+
+def test_update_replaces_only_the_target_block():
+    updated = update_target(HAND_EDITED, 0, NEW)
+    old_target = parse_text(HAND_EDITED).units[0].targets[0].span
+    assert updated[:old_target.start] == HAND_EDITED[:old_target.start]
+    tail = HAND_EDITED[old_target.end:]
+    assert updated.endswith(tail)
+    block = updated[old_target.start:len(updated) - len(tail)]
+    assert block == '''target sm_90 {
+        # chosen by hand, keep this note
+        ptxas.maxrregcount = 96  # 64 is enough
+        ptxas.dlcm = cg
+        provenance {
+            toolkit = "13.0.88"
+            baseline.runtime = 12.5 +- 0.25
+        }
+    }'''
+    assert parse_text(updated).units[0].targets[0] == NEW
+
+
+def test_update_adds_a_new_target_before_the_closing_brace():
+    new = acf.Target("sm_100", "NVIDIA B200", (acf.Setting("ptxas.opt_level", 1),))
+    updated = update_target(HAND_EDITED, 0, new)
+    assert updated.startswith(HAND_EDITED[:HAND_EDITED.index("}\nunit \"b.cu\"")])
+    assert '    target sm_100 "NVIDIA B200" {\n        ptxas.opt_level = 1\n    }\n}\nunit "b.cu"' in updated
+    file = parse_text(updated)
+    assert file.units[0].targets[1] == new and len(file.units[0].targets) == 2
+
+
+def test_update_in_a_one_line_unit():
+    updated = update_target(HAND_EDITED, 1, NEW)
+    assert parse_text(updated).units[1].targets == (NEW,)
+    assert updated.startswith(HAND_EDITED[:HAND_EDITED.index('unit "b.cu"')])
+
+
+def test_update_is_idempotent():
+    once = update_target(HAND_EDITED, 0, NEW)
+    assert update_target(once, 0, NEW) == once
+
+
+def test_expressions_keep_their_meaning_with_fewest_parentheses():
+    text = 'acf 1\nunit "a" { bench { let A = (1 + 2) * 3 let B = 1 - (2 - 3) let C = (1 - 2) - 3 let D = -(A + 1) } }'
+    out = format_text(text)
+    assert "let A = (1 + 2) * 3" in out and "let B = 1 - (2 - 3)" in out
+    assert "let C = 1 - 2 - 3" in out and "let D = -(A + 1)" in out
+
+
+def test_strings_that_need_quotes_keep_them():
+    out = format_text('acf 1\nunit "a" { pin define.X = "two words" pin define.Y = "unit" pin define.Z = ok }')
+    assert 'define.X = "two words"' in out and 'define.Y = "unit"' in out and "define.Z = ok" in out
+
+
+def test_write_atomic_replaces_whole_file_and_keeps_mode(tmp_path):
+    path = tmp_path / "p.acf"
+    path.write_text("old\n")
+    os.chmod(path, 0o640)
+    write_atomic(path, "new\n")
+    assert path.read_text() == "new\n"
+    assert (path.stat().st_mode & 0o777) == 0o640
+    assert [p.name for p in tmp_path.iterdir()] == ["p.acf"]
+
+
+def test_readers_never_see_a_partial_file(tmp_path):
+    path = tmp_path / "p.acf"
+    texts = ["a" * 200_000 + "\n", "b" * 300_000 + "\n"]
+    write_atomic(path, texts[0])
+    seen, stop = set(), threading.Event()
+
+    def read():
+        while not stop.is_set():
+            seen.add(path.read_text())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    for i in range(40):
+        write_atomic(path, texts[i % 2])
+    stop.set()
+    reader.join()
+    assert seen <= set(texts)
+
+
+def test_failed_write_leaves_old_file(tmp_path, monkeypatch):
+    path = tmp_path / "p.acf"
+    path.write_text("old\n")
+
+    def broken_replace(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        write_atomic(path, "new\n")
+    assert path.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["p.acf"]
