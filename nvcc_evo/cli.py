@@ -14,13 +14,15 @@ from pathlib import Path
 
 from nvcc_evo.errors import AcfError, EvoError, ExitCode
 
-VERBS = ("--acf-check", "--acf-fmt", "--evo-help", "--evo-version")
+VERBS = ("--acf-check", "--acf-fmt", "--explain", "--evo-help", "--evo-version")
 
 HELP = """\
 usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's tuned flags
        nvcc-evo --acf-check ACF...             parse and check ACF files
        nvcc-evo --acf-fmt [--check] ACF...     rewrite ACF files in canonical form
                                                (--check: change nothing, exit 1 if not canonical)
+       nvcc-evo --explain [nvcc options and files]
+                                               what compiling would add, and why (compiles nothing)
        nvcc-evo --evo-version                  print nvcc-evo's version
        nvcc-evo --evo-help                     this help (--help is nvcc's own)
 
@@ -91,6 +93,10 @@ def run_verb(verb: str, rest: list[str]) -> int:
     if verb == "--evo-version":
         from nvcc_evo import __version__
         print(f"nvcc-evo {__version__}")
+        return ExitCode.OK
+    if verb == "--explain":
+        from nvcc_evo.explain import explain
+        print(explain(rest), end="")
         return ExitCode.OK
     if verb == "--acf-check":
         return acf_check(_files_parser(verb).parse_args(rest).files)

@@ -32,7 +32,6 @@ class Needs(Enum):
 
     ANY = "any"
     RELOCATABLE = "relocatable device code (-rdc=true or -dc)"
-    COMPILE_ONLY = "compile only (-c)"
 
 
 @dataclass(frozen=True)
@@ -49,6 +48,7 @@ class Knob:
     numeric: bool = False            # may change results: needs a tolerance check
     hazard: str = ""                 # may change semantics, not only numerics
     needs: Needs = Needs.ANY
+    names: tuple[str, ...] = ()      # option names that set it (ptxas's or nvcc's long form)
 
     @property
     def family(self) -> str:
@@ -78,38 +78,63 @@ _I, _B, _E = Kind.INT, Kind.BOOL, Kind.ENUM
 
 KNOBS: tuple[Knob, ...] = (
     # ptxas, through -Xptxas
-    Knob("ptxas.maxrregcount", _I, "-maxrregcount={}", low=24, high=255),
-    Knob("ptxas.register_usage_level", _I, "--register-usage-level={}", low=0, high=10, default=5),
-    Knob("ptxas.opt_level", _I, "-O{}", low=0, high=3, default=3, numeric=True),
-    Knob("ptxas.fast_compile", _E, "-Ofc={}", choices=("0", "min", "mid", "max"), default="0", numeric=True),
-    Knob("ptxas.dlcm", _E, "-dlcm={}", choices=("ca", "cg", "cs", "lu", "cv")),
-    Knob("ptxas.dscm", _E, "-dscm={}", choices=("wb", "cg", "cs", "wt")),
+    Knob("ptxas.maxrregcount", _I, "-maxrregcount={}", low=24, high=255,
+         names=('--maxrregcount', '-maxrregcount')),
+    Knob("ptxas.register_usage_level", _I, "--register-usage-level={}", low=0, high=10, default=5,
+         names=('--register-usage-level', '-regUsageLevel')),
+    Knob("ptxas.opt_level", _I, "-O{}", low=0, high=3, default=3, numeric=True,
+         names=('--opt-level', '-O')),
+    Knob("ptxas.fast_compile", _E, "-Ofc={}", choices=("0", "min", "mid", "max"), default="0", numeric=True,
+         names=('--Ofast-compile', '-Ofc')),
+    Knob("ptxas.dlcm", _E, "-dlcm={}", choices=("ca", "cg", "cs", "lu", "cv"),
+         names=('--def-load-cache', '-dlcm')),
+    Knob("ptxas.dscm", _E, "-dscm={}", choices=("wb", "cg", "cs", "wt"),
+         names=('--def-store-cache', '-dscm')),
     Knob("ptxas.flcm", _E, "-flcm={}", choices=("ca", "cg", "cs", "lu", "cv"),
-         hazard="overrides explicit cache qualifiers; can break inter-block communication"),
+         hazard="overrides explicit cache qualifiers; can break inter-block communication",
+         names=('--force-load-cache', '-flcm')),
     Knob("ptxas.fscm", _E, "-fscm={}", choices=("wb", "cg", "cs", "wt"),
-         hazard="overrides explicit cache qualifiers; can break inter-block communication"),
-    Knob("ptxas.fmad", _B, "--fmad={}", default=True, numeric=True),
-    Knob("ptxas.maxntid", _I, "--maxntid={}", low=32, high=1024),
-    Knob("ptxas.minnctapersm", _I, "--minnctapersm={}", low=1, high=32),
-    Knob("ptxas.override_directive_values", _B, "--override-directive-values", Form.SWITCH, default=False),
-    Knob("ptxas.disable_optimizer_constants", _B, "--disable-optimizer-constants", Form.SWITCH, default=False),
+         hazard="overrides explicit cache qualifiers; can break inter-block communication",
+         names=('--force-store-cache', '-fscm')),
+    Knob("ptxas.fmad", _B, "--fmad={}", default=True, numeric=True,
+         names=('--fmad', '-fmad')),
+    Knob("ptxas.maxntid", _I, "--maxntid={}", low=32, high=1024,
+         names=('--maxntid', '-maxntid')),
+    Knob("ptxas.minnctapersm", _I, "--minnctapersm={}", low=1, high=32,
+         names=('--minnctapersm', '-minnctapersm')),
+    Knob("ptxas.override_directive_values", _B, "--override-directive-values", Form.SWITCH, default=False,
+         names=('--override-directive-values', '-override-directive-values')),
+    Knob("ptxas.disable_optimizer_constants", _B, "--disable-optimizer-constants", Form.SWITCH, default=False,
+         names=('--disable-optimizer-constants', '-disable-optimizer-consts')),
     Knob("ptxas.device_function_maxrregcount", _I, "--device-function-maxrregcount={}", low=24, high=255,
-         needs=Needs.RELOCATABLE),
+         needs=Needs.RELOCATABLE,
+         names=('--device-function-maxrregcount', '-func-maxrregcount')),
     Knob("ptxas.enable_func_clone_sc", _B, "--enable-func-clone-sc={}", default=False, since=(13, 5),
-         needs=Needs.COMPILE_ONLY),
+         needs=Needs.RELOCATABLE,
+         names=('--enable-func-clone-sc', '-enable-func-clone-sc')),
     Knob("ptxas.optimize_float_atomics", _B, "--optimize-float-atomics", Form.SWITCH, default=False,
-         numeric=True),
+         numeric=True,
+         names=('--optimize-float-atomics', '-opt-fp-atomics')),
     # nvcc itself
-    Knob("nvcc.maxrregcount", _I, "-maxrregcount={}", low=24, high=255),
-    Knob("nvcc.fast_compile", _E, "-Ofc={}", choices=("0", "min", "mid", "max"), default="0", numeric=True),
-    Knob("nvcc.fmad", _B, "--fmad={}", default=True, numeric=True),
-    Knob("nvcc.use_fast_math", _B, "--use_fast_math", Form.SWITCH, default=False, numeric=True),
-    Knob("nvcc.ftz", _B, "--ftz={}", default=False, numeric=True),
-    Knob("nvcc.prec_div", _B, "--prec-div={}", default=True, numeric=True),
-    Knob("nvcc.prec_sqrt", _B, "--prec-sqrt={}", default=True, numeric=True),
-    Knob("nvcc.jtd", _I, "-jtd={}", low=0, high=101, default=101),
+    Knob("nvcc.maxrregcount", _I, "-maxrregcount={}", low=24, high=255,
+         names=('--maxrregcount',)),
+    Knob("nvcc.fast_compile", _E, "-Ofc={}", choices=("0", "min", "mid", "max"), default="0", numeric=True,
+         names=('--Ofast-compile',)),
+    Knob("nvcc.fmad", _B, "--fmad={}", default=True, numeric=True,
+         names=('--fmad',)),
+    Knob("nvcc.use_fast_math", _B, "--use_fast_math", Form.SWITCH, default=False, numeric=True,
+         names=('--use_fast_math',)),
+    Knob("nvcc.ftz", _B, "--ftz={}", default=False, numeric=True,
+         names=('--ftz',)),
+    Knob("nvcc.prec_div", _B, "--prec-div={}", default=True, numeric=True,
+         names=('--prec-div',)),
+    Knob("nvcc.prec_sqrt", _B, "--prec-sqrt={}", default=True, numeric=True,
+         names=('--prec-sqrt',)),
+    Knob("nvcc.jtd", _I, "-jtd={}", low=0, high=101, default=101,
+         names=('--jump-table-density',)),
     Knob("nvcc.restrict", _B, "--restrict", Form.SWITCH, default=False,
-         hazard="undefined behaviour if kernel pointers alias"),
+         hazard="undefined behaviour if kernel pointers alias",
+         names=('--restrict',)),
 )
 
 KNOB_BY_NAME: dict[str, Knob] = {k.name: k for k in KNOBS}
@@ -128,3 +153,26 @@ def is_define(name: str) -> bool:
 
 def known_names() -> list[str]:
     return sorted(KNOB_BY_NAME)
+
+
+# Knobs that set the same thing at two levels: a user setting either one
+# owns both (nvcc's --fmad also reaches ptxas; nvcc's -maxrregcount is placed
+# last on the ptxas line and always wins).
+SAME_CONTROL: tuple[frozenset[str], ...] = (
+    frozenset({"nvcc.fmad", "ptxas.fmad"}),
+    frozenset({"nvcc.maxrregcount", "ptxas.maxrregcount"}),
+    frozenset({"nvcc.fast_compile", "ptxas.fast_compile"}),
+)
+
+# nvcc options that imply knob values (`--use_fast_math` sets ftz, prec-div,
+# prec-sqrt and fmad), so a user giving them owns those knobs.
+IMPLIED_BY: dict[str, tuple[str, ...]] = {
+    "--use_fast_math": ("nvcc.ftz", "nvcc.prec_div", "nvcc.prec_sqrt", "nvcc.fmad", "ptxas.fmad"),
+}
+
+# Knobs that must not reach a debug build: ptxas rejects any -O1..3 with -g.
+OPTIMISATION_KNOBS = frozenset({"ptxas.opt_level", "ptxas.fast_compile", "nvcc.fast_compile",
+                                "ptxas.register_usage_level"})
+# Knobs that can make a kernel spill: off when spills are errors.
+REGISTER_CAPS = frozenset({"ptxas.maxrregcount", "nvcc.maxrregcount",
+                           "ptxas.device_function_maxrregcount"})

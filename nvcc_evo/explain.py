@@ -1,0 +1,42 @@
+"""`nvcc-evo --explain <nvcc args>`: what the wrapper would do, and why."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from nvcc_evo.wrapper import Decision, decide, find_real_nvcc
+
+
+def report(decision: Decision) -> str:
+    plan = decision.call_plan
+    lines = [f"real nvcc: {decision.nvcc}" + (f" (CUDA {decision.toolkit.version})" if decision.toolkit else "")]
+    lines += [f"problem: {p}" for p in decision.problems]
+    if plan.passthrough:
+        lines.append(f"pass-through: {plan.passthrough}")
+        return "\n".join(lines) + "\n"
+    lines.append(f"ACF: {plan.acf_path}")
+    lines.append(f"SASS targets: {', '.join(plan.archs) or 'none'}")
+    lines += [f"note: {n}" for n in plan.notes]
+    for match in plan.matches:
+        if match.unit is None:
+            lines.append(f"{match.input} [{match.arch}]: {match.note}")
+            continue
+        target = f"target {match.target} (line {match.target.span.line})" if match.target else "no target"
+        lines.append(f"{match.input} [{match.arch}]: unit {match.unit} (line {match.unit.span.line}), {target}")
+        if match.note:
+            lines.append(f"    {match.note}")
+        for why in match.stale:
+            lines.append(f"    stale: {why}")
+        lines.append(f"    fingerprint {match.fingerprint}")
+    lines.append("would add: " + (" ".join(decision.flags.flags) or "(nothing)"))
+    for knob, value in decision.flags.applied:
+        lines.append(f"    {knob} = {value}")
+    if decision.flags.skipped:
+        lines.append("skipped:")
+        lines += [f"    {knob}: {why}" for knob, why in decision.flags.skipped]
+    return "\n".join(lines) + "\n"
+
+
+def explain(argv: list[str]) -> str:
+    nvcc = find_real_nvcc()
+    return report(decide(argv, nvcc, os.environ, Path.cwd()))

@@ -1,0 +1,263 @@
+"""Match a compile against an ACF: which file, which unit, which target.
+
+The ACF is `$NVCC_EVO_ACF` if set, else the nearest `nvcc-evo.acf` walking up
+from each input's folder, else from the working directory. A unit matches an
+input when one of its globs (relative to the ACF's folder) matches the input's
+path. A target matches each SASS architecture the call builds.
+"""
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import pickle
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nvcc_evo import acf
+from nvcc_evo.nvcc_options import NvccCall
+
+ACF_NAME = "nvcc-evo.acf"
+ACF_ENV = "NVCC_EVO_ACF"
+GPU_ENV = "NVCC_EVO_GPU"          # the GPU model the build is for, to pick named targets
+STALE_ENV = "NVCC_EVO_STALE"      # keep (default): use stale knobs; default: build with defaults
+TUNABLE_SUFFIXES = (".cu", ".ptx")
+CMAKE_PROBES = ("CMakeCUDACompilerId.cu", "CMakeCUDACompilerABI.cu", "__cmake_determine_cuda")
+INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+@dataclass(frozen=True)
+class Match:
+    """One input file, one SASS architecture: the entry that applies."""
+
+    input: str
+    arch: str
+    unit: acf.Unit | None
+    unit_index: int = -1
+    target: acf.Target | None = None
+    fingerprint: str = ""
+    stale: tuple[str, ...] = ()       # why the entry is out of date
+    note: str = ""
+
+    def settings(self, stale_policy: str) -> dict:
+        if self.unit is None:
+            return {}
+        chosen = {s.knob: s.value for s in self.unit.pins}
+        if self.target is not None and not (self.stale and stale_policy == "default"):
+            chosen.update({s.knob: s.value for s in self.target.settings})
+            chosen.update({s.knob: s.value for s in self.unit.pins})   # pins always win
+        return chosen
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    acf_path: Path | None
+    matches: tuple[Match, ...] = ()
+    archs: tuple[str, ...] = ()
+    passthrough: str = ""              # why nothing is injected, when so
+    notes: tuple[str, ...] = field(default=())
+
+
+def find_acf(start_dirs: list[Path], environ) -> Path | None:
+    explicit = environ.get(ACF_ENV)
+    if explicit:
+        return Path(explicit).resolve()
+    for start in start_dirs:
+        for folder in [start, *start.parents]:
+            candidate = folder / ACF_NAME
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def load_cached(path: Path, cache_dir: Path):
+    """The checked AcfFile, unpickled when the text is unchanged (no lark
+    import on the hot path); AcfError if the file has errors."""
+    text = path.read_text()
+    digest = hashlib.sha256(text.encode() + str(path).encode()).hexdigest()[:24]
+    cached = cache_dir / f"acf-{digest}.pickle"
+    try:
+        with open(cached, "rb") as handle:
+            return pickle.load(handle)
+    except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError):
+        pass
+    from nvcc_evo.parse import parse_text
+    from nvcc_evo.resolve import check
+    file = parse_text(text, str(path))
+    check(file, text)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(pickle.dumps(file))
+        os.replace(tmp, cached)
+    except OSError:
+        pass
+    return file
+
+
+def match_unit(file: acf.AcfFile, acf_dir: Path, source: Path) -> tuple[int, acf.Unit | None]:
+    try:
+        relative = os.path.relpath(source.resolve(), acf_dir.resolve())
+    except ValueError:
+        return -1, None
+    for index, unit in enumerate(file.units):
+        if any(fnmatch.fnmatchcase(relative, glob) for glob in unit.globs):
+            return index, unit
+    return -1, None
+
+
+def _gencode_codes(spec: str) -> list[str]:
+    match = re.search(r"code=\[?([^\]]*)\]?", spec.replace('"', ""))
+    return [c.strip() for c in match.group(1).split(",")] if match else []
+
+
+def _native_archs() -> list[str]:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return sorted({"sm_" + line.strip().replace(".", "") for line in out.splitlines() if line.strip()})
+
+
+def sass_archs(call: NvccCall, default_arch: str) -> tuple[list[str], str]:
+    """The SASS targets the call builds, and a note when that is a guess."""
+    codes: list[str] = []
+    gencode = call.all_options()
+    for opt in gencode:
+        if opt.name == "--generate-code" and opt.value:
+            codes += _gencode_codes(opt.value)
+    arch = call.last("--gpu-architecture")
+    gpu_codes = call.values("--gpu-code")
+    if gpu_codes:
+        codes += gpu_codes
+    elif arch in ("native",):
+        found = _native_archs()
+        if not found:
+            return [], "-arch=native with no GPU visible: nothing matched"
+        codes += found
+    elif arch in ("all", "all-major"):
+        return [], f"-arch={arch} builds every architecture: apply only through -gencode"
+    elif arch is not None:
+        codes.append(arch)
+    elif not codes:
+        codes.append(default_arch)
+    sass = sorted({c for c in codes if c.startswith("sm_")})
+    return sass, ""
+
+
+def fingerprint(source: Path, include_dirs: list[str]) -> str:
+    """sha256 over the unit and every project header it includes with
+    quotes, found as the preprocessor would (its folder, then -I folders)."""
+    digest, seen, todo = hashlib.sha256(), set(), [source.resolve()]
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        digest.update(path.name.encode() + b"\0" + data + b"\0")
+        for name in INCLUDE.findall(data.decode(errors="replace")):
+            for folder in [path.parent, *map(Path, include_dirs)]:
+                candidate = (folder / name)
+                if candidate.is_file():
+                    todo.append(candidate.resolve())
+                    break
+    return "sha256:" + digest.hexdigest()[:32]
+
+
+def choose_target(unit: acf.Unit, arch: str, gpu: str | None) -> tuple[acf.Target | None, str]:
+    for_arch = [t for t in unit.targets if t.arch == arch]
+    if gpu:
+        named = [t for t in for_arch if t.gpu == gpu]
+        if named:
+            return named[0], ""
+    plain = [t for t in for_arch if t.gpu is None]
+    if plain:
+        return plain[0], ""
+    if len(for_arch) == 1:
+        return for_arch[0], f"only entry for {arch} is for {for_arch[0].gpu!r}; used it"
+    if for_arch:
+        names = ", ".join(repr(t.gpu) for t in for_arch)
+        return None, f"several entries for {arch} ({names}): set {GPU_ENV} to choose"
+    return None, f"no entry for {arch}: defaults (recorded for --retune)"
+
+
+def staleness(target: acf.Target | None, print_: str, toolkit_version: str) -> tuple[str, ...]:
+    if target is None or target.provenance is None:
+        return ()
+    why = []
+    recorded = target.record("fingerprint")
+    if recorded is not None and recorded.value != print_:
+        why.append("source changed since it was tuned")
+    toolkit = target.record("toolkit")
+    if toolkit is not None and toolkit.value != toolkit_version:
+        why.append(f"tuned with CUDA {toolkit.value}, building with {toolkit_version}")
+    return tuple(why)
+
+
+def is_cmake_probe(call: NvccCall, cwd: Path) -> bool:
+    text = " ".join(call.argv) + " " + str(cwd)
+    return any(p in text for p in CMAKE_PROBES) or "cmTC_" in text
+
+
+def tunable_inputs(call: NvccCall) -> list[str]:
+    language_cu = call.last("--x") == "cu"
+    return [i for i in call.inputs if i != "-" and (language_cu or i.endswith(TUNABLE_SUFFIXES))]
+
+
+def build_plan(call: NvccCall, cwd: Path, environ, toolkit, cache_dir: Path) -> CallPlan:
+    """Which ACF entries apply to this call, per input and architecture."""
+    if call.unknown or call.problems:
+        what = ", ".join(call.unknown) or "; ".join(call.problems)
+        return CallPlan(None, passthrough=f"nvcc-evo does not understand {what}: passed through untouched")
+    if is_cmake_probe(call, cwd):
+        return CallPlan(None, passthrough="a CMake probe or try-compile: passed through untouched")
+    if call.has("--device-link") and not call.has("--dlink-time-opt"):
+        return CallPlan(None, passthrough="device link without LTO runs no ptxas")
+    inputs = tunable_inputs(call)
+    if not inputs:
+        return CallPlan(None, passthrough="no .cu or .ptx input to tune")
+    acf_path = find_acf([(cwd / i).parent for i in inputs] + [cwd], environ)
+    if acf_path is None:
+        return CallPlan(None, passthrough=f"no {ACF_NAME} above the inputs or here, and {ACF_ENV} unset")
+    file = load_cached(acf_path, cache_dir)
+    archs, arch_note = sass_archs(call, toolkit.default_arch)
+    includes = call.values("--include-path")
+    matches = []
+    for name in inputs:
+        source = cwd / name
+        index, unit = match_unit(file, acf_path.parent, source)
+        print_ = fingerprint(source, [str(cwd / d) for d in includes]) if unit is not None else ""
+        for arch in archs:
+            if unit is None:
+                matches.append(Match(name, arch, None, note=f"no unit in {acf_path.name} covers it"))
+                continue
+            target, note = choose_target(unit, arch, environ.get(GPU_ENV))
+            matches.append(Match(name, arch, unit, index, target, print_,
+                                 staleness(target, print_, toolkit.version), note))
+    notes = (arch_note,) if arch_note else ()
+    return CallPlan(acf_path, tuple(matches), tuple(archs), notes=notes)
+
+
+def common_settings(plan: CallPlan, stale_policy: str) -> tuple[dict, list[tuple[str, str]]]:
+    """Knob values shared by every (input, arch) of the call; flags apply per
+    ptxas run, so a value that differs between them cannot be applied."""
+    if not plan.matches:
+        return {}, []
+    each = [m.settings(stale_policy) for m in plan.matches]
+    names = sorted(set().union(*each))
+    common, dropped = {}, []
+    for name in names:
+        values = [s.get(name, None) for s in each]
+        if all(v == values[0] for v in values) and values[0] is not None:
+            common[name] = values[0]
+        else:
+            where = ", ".join(f"{m.input}/{m.arch}={s.get(name, 'default')}" for m, s in zip(plan.matches, each))
+            dropped.append((name, f"differs within this call ({where}); compile them separately to tune each"))
+    return common, dropped

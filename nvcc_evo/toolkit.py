@@ -1,0 +1,136 @@
+"""What one CUDA toolkit accepts: probed once, cached by the nvcc binary.
+
+A knob is usable only if the real tool takes its flag without printing a
+single diagnostic (a ptxas "option not supported" line would match CMake's
+flag-check failure pattern). The answer is cached in the user's cache folder,
+keyed by nvcc's real path, size and modification time, so a build probes at
+most once per toolkit.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from nvcc_evo import knobs
+
+PROBE_SOURCE = 'extern "C" __global__ void probe(float* x) { x[threadIdx.x] *= 2.0f; }\n'
+CACHE_VERSION = 2
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    nvcc: str
+    ptxas: str
+    version: str                      # "13.0.88"
+    default_arch: str                 # the SASS target nvcc uses with no -arch
+    accepted: frozenset[str]          # knob names whose flag the toolkit takes silently
+    rejected: tuple[tuple[str, str], ...] = ()   # (knob, what the tool printed)
+
+    @property
+    def version_tuple(self) -> tuple[int, int]:
+        major, minor, *_ = (int(p) for p in self.version.split("."))
+        return (major, minor)
+
+    def accepts(self, knob_name: str) -> bool:
+        return knob_name in self.accepted or knobs.is_define(knob_name)
+
+    def why_rejected(self, knob_name: str) -> str:
+        return dict(self.rejected).get(knob_name, f"not available in CUDA {self.version}")
+
+    def __str__(self) -> str:
+        return f"CUDA {self.version} ({self.nvcc})"
+
+
+def cache_folder() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "nvcc-evo"
+
+
+def _cache_path(nvcc: Path) -> Path:
+    real = nvcc.resolve()
+    stat = real.stat()
+    key = f"{CACHE_VERSION}:{real}:{stat.st_size}:{stat.st_mtime_ns}"
+    return cache_folder() / f"toolkit-{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
+
+
+def _run(argv: list[str], cwd: str) -> tuple[int, str]:
+    result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    return result.returncode, (result.stdout + result.stderr).strip()
+
+
+def _version(nvcc: Path) -> str:
+    _, out = _run([str(nvcc), "--version"], ".")
+    match = re.search(r"V(\d+\.\d+\.\d+)", out)
+    return match.group(1) if match else "0.0.0"
+
+
+def _probe_value(knob: knobs.Knob) -> str:
+    """A flag with a value other than the default, to see it really taken."""
+    if knob.kind is knobs.Kind.BOOL:
+        value = not knob.default if knob.default is not None else True
+        return knob.spelling.format(str(value).lower()) if knob.form is knobs.Form.VALUE else knob.spelling
+    if knob.kind is knobs.Kind.ENUM:
+        choice = next(c for c in knob.choices if c != knob.default)
+        return knob.spelling.format(choice)
+    return knob.spelling.format(min(max(knob.low, 64), knob.high) if knob.high >= 64 else knob.low)
+
+
+def _probe_knob(knob: knobs.Knob, tools: dict, arch: str, work: str) -> tuple[str, bool, str]:
+    flag = _probe_value(knob)
+    if knob.family == "ptxas":
+        relocatable = ["-c"] if knob.needs is knobs.Needs.RELOCATABLE else []
+        argv = [tools["ptxas"], f"-arch={arch}", *relocatable, flag, "probe.ptx", "-o", f"{knob.name}.cubin"]
+    else:
+        argv = [tools["nvcc"], f"-arch={arch}", "-ptx", flag, "probe.cu", "-o", f"{knob.name}.ptx"]
+    code, out = _run(argv, work)
+    return knob.name, code == 0 and out == "", out.splitlines()[0] if out else f"exit {code}"
+
+
+def _default_arch(nvcc: str, work: str) -> str:
+    _, out = _run([nvcc, "--dryrun", "-c", "probe.cu", "-o", "probe.o"], work)
+    match = re.search(r"ptxas\S*\s.*?-arch=(sm_\w+)", out)
+    return match.group(1) if match else "sm_75"
+
+
+def probe(nvcc: Path) -> Toolkit:
+    """Ask the real tools which knobs they take (about a second, once)."""
+    tools = {"nvcc": str(nvcc), "ptxas": str(nvcc.parent / "ptxas")}
+    with tempfile.TemporaryDirectory(prefix="nvcc-evo-probe-") as work:
+        Path(work, "probe.cu").write_text(PROBE_SOURCE)
+        arch = _default_arch(tools["nvcc"], work)
+        code, out = _run([tools["nvcc"], f"-arch={arch}", "-ptx", "probe.cu", "-o", "probe.ptx"], work)
+        if code != 0:
+            raise OSError(f"{nvcc} cannot compile a probe kernel: {out}")
+        with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+            results = list(pool.map(lambda k: _probe_knob(k, tools, arch, work), knobs.KNOBS))
+    accepted = frozenset(name for name, ok, _ in results if ok)
+    rejected = tuple((name, why) for name, ok, why in results if not ok)
+    return Toolkit(tools["nvcc"], tools["ptxas"], _version(nvcc), arch, accepted, rejected)
+
+
+def load_toolkit(nvcc: Path) -> Toolkit:
+    """The cached probe of this nvcc, probing on first use."""
+    path = _cache_path(nvcc)
+    try:
+        data = json.loads(path.read_text())
+        return Toolkit(data["nvcc"], data["ptxas"], data["version"], data["default_arch"],
+                       frozenset(data["accepted"]), tuple(tuple(r) for r in data["rejected"]))
+    except (OSError, ValueError, KeyError):
+        pass
+    toolkit = probe(nvcc)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"nvcc": toolkit.nvcc, "ptxas": toolkit.ptxas, "version": toolkit.version,
+            "default_arch": toolkit.default_arch, "accepted": sorted(toolkit.accepted),
+            "rejected": [list(r) for r in toolkit.rejected]}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".toolkit-")
+    with os.fdopen(fd, "w") as out:
+        json.dump(data, out, indent=1)
+    os.replace(tmp, path)
+    return toolkit
