@@ -13,7 +13,7 @@ BUILD := build
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[test]"
+	$(BIN)/python -m pip install -q -e ".[test,cuda135]"
 	touch $@
 
 setup: $(VENV)/.installed

@@ -1,6 +1,7 @@
 """Shared fixtures: the real nvcc, temporary projects, and the GPU marker."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -44,8 +45,63 @@ def real_nvcc() -> Path:
     return Path(found).resolve()
 
 
+def _pip_toolkit() -> Path | None:
+    """CUDA 13.5 installed from the package index into site-packages/nvidia/cu13."""
+    import importlib.util
+    spec = importlib.util.find_spec("nvidia")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        nvcc = Path(folder) / "cu13" / "bin" / "nvcc"
+        if nvcc.is_file():
+            return nvcc
+    return None
+
+
+def cuobjdump() -> Path:
+    found = _pip_toolkit()
+    if found is None or not (found.parent / "cuobjdump").is_file():
+        pytest.fail("cuobjdump missing: `make test` installs nvidia-cuda-cuobjdump")
+    return found.parent / "cuobjdump"
+
+
+def toolkits() -> list:
+    """The installed CUDA 13.0 and the 13.5 from the package index."""
+    found = [pytest.param(Path(shutil.which("nvcc")).resolve(), id="cuda13.0")]
+    pip = _pip_toolkit()
+    found.append(pytest.param(pip, id="cuda13.5", marks=[] if pip else
+                              pytest.mark.skip(reason="CUDA 13.5 not installed (make test installs it)")))
+    return found
+
+
+def sass(binary: Path) -> str:
+    """Disassembly of every cubin in a .o or .cubin, for comparing builds."""
+    tool = cuobjdump()
+    env = dict(os.environ, PATH=f"{tool.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    result = subprocess.run([str(tool), "-sass", str(binary)], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    lines = [l for l in result.stdout.splitlines() if not l.startswith("Fatbin") and "code for" not in l
+             and not l.strip().startswith("File") and "arch =" not in l]
+    return "\n".join(lines)
+
+
+EVO = Path(sys.executable).parent / "nvcc-evo"
+
+
 def run_evo(*args: str, cwd: Path | None = None, env: dict | None = None, input: str | None = None):
     """Run the installed `nvcc-evo` command as a user would."""
-    exe = Path(sys.executable).parent / "nvcc-evo"
-    return subprocess.run([str(exe), *args], cwd=cwd, env=env, input=input,
+    return subprocess.run([str(EVO), *args], cwd=cwd, env=env, input=input,
                           capture_output=True, text=True)
+
+
+@pytest.fixture(scope="session")
+def evo_cache(tmp_path_factory) -> Path:
+    """One toolkit-probe cache for the whole session, apart from the user's."""
+    return tmp_path_factory.mktemp("xdg-cache")
+
+
+def evo_env(cache: Path, nvcc: Path | None = None, **extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVCC_EVO_")}
+    env["XDG_CACHE_HOME"] = str(cache)
+    if nvcc is not None:
+        env["NVCC_EVO_REAL_NVCC"] = str(nvcc)
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
