@@ -1,0 +1,208 @@
+"""With an ACF, the build gets the tuned knobs: per unit, per architecture,
+and never against the user's own flags. Real nvcc and ptxas throughout."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, EVO, evo_env, run_evo, toolkits
+
+ACF = """acf 1
+unit "regs.cu" {
+    pin ptxas.register_usage_level = 5
+    target sm_80 {
+        ptxas.maxrregcount = 32
+    }
+    target sm_90 {
+        ptxas.maxrregcount = 40
+        ptxas.opt_level = 2
+    }
+}
+unit "sub/regs_b.cu" {
+    target sm_90 {
+        define.TERMS = 8
+    }
+}
+"""
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    (tmp_path / "sub").mkdir()
+    shutil.copy(DATA / "cuda" / "regs.cu", tmp_path / "regs.cu")
+    shutil.copy(DATA / "cuda" / "regs.cu", tmp_path / "sub" / "regs_b.cu")
+    shutil.copy(DATA / "cuda" / "regs.cu", tmp_path / "plain.cu")
+    (tmp_path / "nvcc-evo.acf").write_text(ACF)
+    return tmp_path
+
+
+def registers(stderr: str) -> list[int]:
+    return [int(n) for n in re.findall(r"Used (\d+) registers", stderr)]
+
+
+def compile_regs(project: Path, env: dict, source: str, *args: str) -> subprocess.CompletedProcess:
+    result = subprocess.run([str(EVO), "-cubin", "-Xptxas", "-v", *args, source, "-o", "out.cubin"],
+                            cwd=project, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""           # the wrapper never writes to stdout
+    return result
+
+
+def test_knobs_follow_unit_and_architecture(project, evo_cache):
+    env = evo_env(evo_cache)
+    assert registers(compile_regs(project, env, "regs.cu", "-arch=sm_80").stderr) == [32]
+    assert registers(compile_regs(project, env, "regs.cu", "-arch=sm_90").stderr) == [40]
+    assert registers(compile_regs(project, env, "sub/regs_b.cu", "-arch=sm_90").stderr) == [32]  # TERMS=8
+    assert registers(compile_regs(project, env, "plain.cu", "-arch=sm_90").stderr) == [56]       # no unit
+    untouched = subprocess.run(["nvcc", "-cubin", "-Xptxas", "-v", "-arch=sm_75", "regs.cu", "-o", "n.cubin"],
+                               cwd=project, capture_output=True, text=True).stderr
+    assert registers(compile_regs(project, env, "regs.cu", "-arch=sm_75").stderr) == registers(untouched)
+
+
+def test_acf_is_found_from_the_input_folder(project, evo_cache):
+    inner = project / "sub"
+    result = compile_regs(inner, evo_cache and evo_env(evo_cache), "regs_b.cu", "-arch=sm_90")
+    assert registers(result.stderr) == [32]
+
+
+def test_mixed_architectures_get_only_common_knobs(project, evo_cache):
+    env = evo_env(evo_cache)
+    args = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90", "regs.cu"]
+    explained = run_evo("--explain", *args, cwd=project, env=env)
+    assert "ptxas.maxrregcount: differs within this call (regs.cu/sm_80=32, regs.cu/sm_90=40)" in explained.stdout
+    assert "would add: (nothing)" in explained.stdout
+    results = [subprocess.run([tool, "-Xptxas", "-v", "-c", *args, "-o", "out.o"], cwd=project, env=env,
+                              capture_output=True, text=True) for tool in (str(EVO), "nvcc")]
+    assert [r.returncode for r in results] == [0, 0]
+    assert registers(results[0].stderr) == registers(results[1].stderr)
+
+
+@pytest.mark.parametrize("spelling", [
+    ["-Xptxas", "-maxrregcount=48"], ["-Xptxas=-v,--maxrregcount=48"], ["--ptxas-options", "-maxrregcount 48"],
+    ["-maxrregcount=48"], ["--maxrregcount", "48"],
+])
+def test_the_user_wins_in_every_spelling(project, evo_cache, spelling):
+    result = compile_regs(project, evo_env(evo_cache), "regs.cu", "-arch=sm_90", *spelling)
+    assert registers(result.stderr) == [48]
+
+
+def test_the_user_wins_through_options_files_and_environment(project, evo_cache):
+    (project / "opts").write_text('-Xptxas "-maxrregcount=48"\n')
+    result = compile_regs(project, evo_env(evo_cache), "regs.cu", "-arch=sm_90", "--options-file", "opts")
+    assert registers(result.stderr) == [48]
+    env = evo_env(evo_cache, NVCC_APPEND_FLAGS="-Xptxas -maxrregcount=48")
+    assert registers(compile_regs(project, env, "regs.cu", "-arch=sm_90").stderr) == [48]
+    explained = run_evo("--explain", "-arch=sm_90", "-c", "regs.cu", cwd=project, env=env)
+    assert "ptxas.maxrregcount: the user sets it (-Xptxas -maxrregcount=48); the user wins" in explained.stdout
+
+
+def test_debug_builds_get_no_optimisation_level(project, evo_cache):
+    env = evo_env(evo_cache)
+    for debug in (["-G"], ["-Xptxas", "-g"]):
+        result = compile_regs(project, env, "regs.cu", "-arch=sm_90", *debug)
+        assert "Optimized debugging not supported" not in result.stderr
+    explained = run_evo("--explain", "-G", "-arch=sm_90", "-c", "regs.cu", cwd=project, env=env)
+    assert "ptxas.opt_level: debug build" in explained.stdout
+
+
+def test_no_register_cap_when_spills_are_errors(project, evo_cache):
+    result = compile_regs(project, evo_env(evo_cache), "regs.cu", "-arch=sm_90",
+                          "-Xptxas", "--warn-on-spills,-Werror")
+    assert registers(result.stderr) == [56]
+
+
+def test_cmake_probes_pass_through(project, evo_cache):
+    shutil.copy(project / "regs.cu", project / "CMakeCUDACompilerId.cu")
+    (project / "nvcc-evo.acf").write_text(ACF + 'unit "CMakeCUDACompilerId.cu" { pin ptxas.opt_level = 1 }\n')
+    explained = run_evo("--explain", "-arch=sm_90", "-c", "CMakeCUDACompilerId.cu", cwd=project, env=evo_env(evo_cache))
+    assert "pass-through: a CMake probe" in explained.stdout
+
+
+def test_unknown_options_pass_through_untouched(project, evo_cache):
+    explained = run_evo("--explain", "-arch=sm_90", "--future-option", "-c", "regs.cu", cwd=project,
+                        env=evo_env(evo_cache))
+    assert "pass-through: nvcc-evo does not understand --future-option" in explained.stdout
+
+
+def test_broken_acf_still_builds_and_says_why(project, evo_cache):
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "regs.cu" { pin ptxas.maxregs = 3 }\n')
+    result = compile_regs(project, evo_env(evo_cache), "regs.cu", "-arch=sm_90")
+    assert registers(result.stderr) == [56]
+    assert "nvcc-evo: warning: the ACF has errors; building without tuned flags: " in result.stderr
+    assert "nvcc-evo.acf:2:18: unknown knob 'ptxas.maxregs'" in result.stderr
+
+
+def test_stale_entry_is_detected_recorded_and_follows_policy(project, evo_cache):
+    env = evo_env(evo_cache)
+    explained = run_evo("--explain", "-arch=sm_90", "-c", "regs.cu", cwd=project, env=env).stdout
+    current = re.search(r"fingerprint (sha256:\w+)", explained).group(1)
+    acf = ACF.replace("ptxas.opt_level = 2\n", f'ptxas.opt_level = 2\n        provenance {{ fingerprint = "{current}" }}\n')
+    (project / "nvcc-evo.acf").write_text(acf)
+    assert "stale:" not in run_evo("--explain", "-arch=sm_90", "-c", "regs.cu", cwd=project, env=env).stdout
+    (project / "regs.cu").write_text((project / "regs.cu").read_text() + "\n// edited\n")
+    explained = run_evo("--explain", "-arch=sm_90", "-c", "regs.cu", cwd=project, env=env).stdout
+    assert "stale: source changed since it was tuned" in explained
+    assert registers(compile_regs(project, env, "regs.cu", "-arch=sm_90").stderr) == [40]     # keep (default)
+    env_default = evo_env(evo_cache, NVCC_EVO_STALE="default")
+    assert registers(compile_regs(project, env_default, "regs.cu", "-arch=sm_90").stderr) == [56]
+    (entry,) = [json.loads(p.read_text()) for p in (project / ".nvcc-evo" / "compile-db").glob("*.json")]
+    assert entry["stale"] == ["source changed since it was tuned"] and entry["arch"] == "sm_90"
+
+
+def test_header_edits_change_the_fingerprint(project, evo_cache):
+    (project / "tile.h").write_text("#define TILE 4\n")
+    (project / "regs.cu").write_text('#include "tile.h"\n' + (project / "regs.cu").read_text())
+    env = evo_env(evo_cache)
+    first = run_evo("--explain", "-arch=sm_90", "-c", "regs.cu", cwd=project, env=env).stdout
+    (project / "tile.h").write_text("#define TILE 8\n")
+    second = run_evo("--explain", "-arch=sm_90", "-c", "regs.cu", cwd=project, env=env).stdout
+    fingerprints = [re.search(r"fingerprint (sha256:\w+)", text).group(1) for text in (first, second)]
+    assert fingerprints[0] != fingerprints[1]
+
+
+def test_compile_database_under_parallel_builds(project, evo_cache):
+    env = evo_env(evo_cache)
+    for i in range(6):
+        shutil.copy(project / "regs.cu", project / f"u{i}.cu")
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "u*.cu" { pin ptxas.opt_level = 2 }\n')
+
+    def build(i):
+        return subprocess.run([str(EVO), "-arch=sm_90", "-c", f"u{i}.cu", "-o", f"u{i}.o"], cwd=project,
+                              env=env, capture_output=True, text=True).returncode
+
+    with ThreadPoolExecutor(6) as pool:
+        assert list(pool.map(build, range(6))) == [0] * 6
+    entries = [json.loads(p.read_text()) for p in (project / ".nvcc-evo" / "compile-db").glob("*.json")]
+    assert sorted(Path(e["input"]).name for e in entries) == [f"u{i}.cu" for i in range(6)]
+    assert all(e["flags"] == ["-Xptxas", "-O2"] and e["argv"][0] == "-arch=sm_90" for e in entries)
+
+
+@pytest.mark.parametrize("nvcc", toolkits())
+def test_probing_finds_what_each_toolkit_takes(nvcc, tmp_path):
+    from nvcc_evo.toolkit import probe
+    toolkit = probe(nvcc)
+    assert toolkit.default_arch.startswith("sm_")
+    assert {"ptxas.maxrregcount", "ptxas.opt_level", "nvcc.use_fast_math", "ptxas.dlcm"} <= toolkit.accepted
+    if toolkit.version_tuple >= (13, 5):
+        assert "ptxas.enable_func_clone_sc" in toolkit.accepted
+    else:
+        assert "ptxas.enable_func_clone_sc" not in toolkit.accepted
+        assert "Unknown option" in toolkit.why_rejected("ptxas.enable_func_clone_sc")
+
+
+def test_relocatable_only_knobs_wait_for_rdc(project, evo_cache):
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "regs.cu" { pin ptxas.device_function_maxrregcount = 64 }\n')
+    env = evo_env(evo_cache)
+    whole = run_evo("--explain", "-arch=sm_90", "-c", "regs.cu", cwd=project, env=env).stdout
+    assert "ptxas.device_function_maxrregcount: needs relocatable device code" in whole
+    rdc = run_evo("--explain", "-arch=sm_90", "-dc", "regs.cu", cwd=project, env=env).stdout
+    assert "would add: -Xptxas --device-function-maxrregcount=64" in rdc
+    result = subprocess.run([str(EVO), "-arch=sm_90", "-dc", "regs.cu", "-o", "r.o"], cwd=project, env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == 0 and result.stderr == ""
