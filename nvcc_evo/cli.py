@@ -8,7 +8,6 @@ listed in nvcc_evo.errors.ExitCode and in the README.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -31,7 +30,8 @@ in compile mode, nvcc's own exit code.
 """
 
 
-def _files_parser(verb: str, with_check: bool = False) -> argparse.ArgumentParser:
+def _files_parser(verb: str, with_check: bool = False):
+    import argparse   # verbs only: the compile path stays lean
     parser = argparse.ArgumentParser(prog=f"nvcc-evo {verb}")
     if with_check:
         parser.add_argument("--check", action="store_true",
@@ -86,6 +86,7 @@ def acf_fmt(paths: list[str], check_only: bool) -> int:
 
 def run_verb(verb: str, rest: list[str]) -> int:
     if verb in ("--evo-help", "--evo-version"):
+        import argparse
         argparse.ArgumentParser(prog=f"nvcc-evo {verb}").parse_args(rest)
     if verb == "--evo-help":
         print(HELP, end="")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,9 +48,8 @@ def record(acf_path: Path, entry: CompileRecord) -> None:
     folder = db_folder(acf_path)
     folder.mkdir(parents=True, exist_ok=True)
     data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in entry.__dict__.items()}
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".entry-")
-    with os.fdopen(fd, "w") as out:
-        json.dump(data, out, indent=1)
+    tmp = folder / f".{entry.key}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(data, indent=1))
     os.replace(tmp, folder / f"{entry.key}.json")
 
 

@@ -21,14 +21,14 @@ def report(decision: Decision) -> str:
         if match.unit is None:
             lines.append(f"{match.input} [{match.arch}]: {match.note}")
             continue
-        target = f"target {match.target} (line {match.target.span.line})" if match.target else "no target"
-        lines.append(f"{match.input} [{match.arch}]: unit {match.unit} (line {match.unit.span.line}), {target}")
+        target = f"target {match.target} (line {match.target.line})" if match.target else "no target"
+        lines.append(f"{match.input} [{match.arch}]: unit {match.unit} (line {match.unit.line}), {target}")
         if match.note:
             lines.append(f"    {match.note}")
         for why in match.stale:
             lines.append(f"    stale: {why}")
         lines.append(f"    fingerprint {match.fingerprint}")
-    lines.append("would add: " + (" ".join(decision.flags.flags) or "(nothing)"))
+    lines.append("would add: " + (" ".join(decision.extra_args) or "(nothing)"))
     for knob, value in decision.flags.applied:
         lines.append(f"    {knob} = {value}")
     if decision.flags.skipped:

@@ -1,6 +1,6 @@
 """nvcc's command line as data, and a parser that reads it the way nvcc does.
 
-OPTIONS lists every option of `nvcc --help` (CUDA 13.0): long spelling, short
+OPTIONS lists every option of `nvcc --help` (CUDA 13.0, then 13.5's additions): long spelling, short
 spelling, and whether it takes a value (LIST values split on commas, except
 inside double quotes or []). tests/test_nvcc_options.py checks the table
 against the real nvcc's help. The parser never changes argv: it only reads it,
@@ -18,9 +18,16 @@ class Takes(Enum):
     FLAG = "flag"      # no value
     VALUE = "value"    # one value: `-o out`, `-o=out`, `--output-file out`
     LIST = "list"      # a value that splits on commas: `-Xptxas -v,-O2`
+    OPTIONAL = "optional"  # takes the next argument only if it is one of its values
 
 
-FLAG, VALUE, LIST = Takes.FLAG, Takes.VALUE, Takes.LIST
+FLAG, VALUE, LIST, OPTIONAL = Takes.FLAG, Takes.VALUE, Takes.LIST, Takes.OPTIONAL
+
+# Values an OPTIONAL option takes from the next argument (`-Ofc max`, `-Ofc -c`).
+OPTIONAL_VALUES = {
+    "--Ofast-compile": ("0", "min", "mid", "max"),
+    "--host-linker-script": ("use-lcs", "gen-lcs"),
+}
 
 # (long, short, takes), in `nvcc --help` order.
 OPTIONS: tuple[tuple[str, str, Takes], ...] = (
@@ -35,7 +42,7 @@ OPTIONS: tuple[tuple[str, str, Takes], ...] = (
     ("--generate-nonsystem-dependencies", "-MM", FLAG),
     ("--generate-dependencies-with-compile", "-MD", FLAG),
     ("--generate-nonsystem-dependencies-with-compile", "-MMD", FLAG),
-    ("--dependency-output", "-MF", FLAG),
+    ("--dependency-output", "-MF", VALUE),      # --help shows no <file>, but it takes one
     ("--generate-dependency-targets", "-MP", FLAG),
     ("--compile", "-c", FLAG),
     ("--device-c", "-dc", FLAG),
@@ -69,7 +76,7 @@ OPTIONS: tuple[tuple[str, str, Takes], ...] = (
     ("--generate-line-info", "-lineinfo", FLAG),
     ("--optimization-info", "-opt-info", LIST),
     ("--optimize", "-O", VALUE),
-    ("--Ofast-compile", "-Ofc", VALUE),
+    ("--Ofast-compile", "-Ofc", OPTIONAL),
     ("--dopt", "-dopt", VALUE),
     ("--dlink-time-opt", "-dlto", FLAG),
     ("--lto", "-lto", FLAG),
@@ -144,7 +151,7 @@ OPTIONS: tuple[tuple[str, str, Takes], ...] = (
     ("--resource-usage", "-res-usage", FLAG),
     ("--extensible-whole-program", "-ewp", FLAG),
     ("--no-compress", "-no-compress", FLAG),
-    ("--qpp-config", "-qpp-config", FLAG),
+    ("--qpp-config", "-qpp-config", VALUE),   # likewise
     ("--compile-as-tools-patch", "-astoolspatch", FLAG),
     ("--list-gpu-code", "-code-ls", FLAG),
     ("--list-gpu-arch", "-arch-ls", FLAG),
@@ -153,7 +160,7 @@ OPTIONS: tuple[tuple[str, str, Takes], ...] = (
     ("--diag-error", "-diag-error", LIST),
     ("--diag-suppress", "-diag-suppress", LIST),
     ("--diag-warn", "-diag-warn", LIST),
-    ("--host-linker-script", "-hls", VALUE),
+    ("--host-linker-script", "-hls", OPTIONAL),
     ("--augment-host-linker-script", "-aug-hls", FLAG),
     ("--relocatable-link", "-r", FLAG),
     ("--brief-diagnostics", "-brief-diag", VALUE),
@@ -167,6 +174,28 @@ OPTIONS: tuple[tuple[str, str, Takes], ...] = (
     ("--help", "-h", FLAG),
     ("--version", "-V", FLAG),
     ("--options-file", "-optf", LIST),
+    # Added in CUDA 13.5 (13.0 rejects them; read so that a 13.5 build is understood).
+    ("--enable-tile", "-enable-tile", FLAG),
+    ("--tile-preview", "-tile-preview", VALUE),
+    ("--tile-only", "-tile-only", FLAG),
+    ("--simt-only", "-simt-only", FLAG),
+    ("--tilebc", "-tilebc", FLAG),
+    ("--tilecubin", "-tilecubin", FLAG),
+    ("--tilefatbin", "-tilefatbin", FLAG),
+    ("--tileiras-options", "-Xtileiras", LIST),
+    ("--stdlib", "-stdlib", VALUE),
+    ("--apply-controls", "-apply-controls", VALUE),
+    ("--nvprune-options", "-Xnvprune", LIST),
+    ("--verbose2", "-v2", FLAG),
+    ("--fmax-errors", "-fmax-errors", VALUE),
+    ("--fdevice-time-trace-granularity", "-fdevice-time-trace-granularity", VALUE),
+    ("--prune", "-prune", FLAG),
+    ("--Wconversion", "-Wconversion", FLAG),
+    ("--concat", "-concat", FLAG),
+    ("--fdevice-sanitize", "-fdevice-sanitize", VALUE),
+    ("--skip-ptx-semantics-check", "-skip-ptx-semantics-check", FLAG),
+    ("--utf-8", "-utf-8", FLAG),
+    ("--safety-compatibility", "-safety-compat", FLAG),
 )
 
 # Short options whose value may be glued on: -DX=1, -I/path, -lm, -O3.
@@ -290,6 +319,11 @@ def _read_options(args: list[str], origin: str, call: dict) -> None:
             call["unknown"].append(arg)
             continue
         long, takes, value = found
+        if takes is OPTIONAL:
+            if value is None and i < len(args) and args[i] in OPTIONAL_VALUES[long]:
+                value, i = args[i], i + 1
+            call["options"].append(Opt(long, value, origin))
+            continue
         if takes is not FLAG and value is None:
             if i >= len(args):
                 call["problems"].append(f"{arg} needs a value")

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import json
 import os
-import pickle
 import re
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nvcc_evo import acf
 from nvcc_evo.nvcc_options import NvccCall
 
 ACF_NAME = "nvcc-evo.acf"
@@ -29,14 +27,40 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
 @dataclass(frozen=True)
+class TargetEntry:
+    """What a build needs of one target block (a lean copy, cached as JSON)."""
+
+    arch: str
+    gpu: str | None
+    line: int
+    settings: tuple[tuple[str, object], ...]
+    fingerprint: str | None = None
+    toolkit: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.arch} {self.gpu!r}" if self.gpu else self.arch
+
+
+@dataclass(frozen=True)
+class UnitEntry:
+    index: int
+    globs: tuple[str, ...]
+    line: int
+    pins: tuple[tuple[str, object], ...]
+    targets: tuple[TargetEntry, ...]
+
+    def __str__(self) -> str:
+        return " ".join(f'"{g}"' for g in self.globs)
+
+
+@dataclass(frozen=True)
 class Match:
     """One input file, one SASS architecture: the entry that applies."""
 
     input: str
     arch: str
-    unit: acf.Unit | None
-    unit_index: int = -1
-    target: acf.Target | None = None
+    unit: UnitEntry | None
+    target: TargetEntry | None = None
     fingerprint: str = ""
     stale: tuple[str, ...] = ()       # why the entry is out of date
     note: str = ""
@@ -44,10 +68,10 @@ class Match:
     def settings(self, stale_policy: str) -> dict:
         if self.unit is None:
             return {}
-        chosen = {s.knob: s.value for s in self.unit.pins}
+        chosen = dict(self.unit.pins)
         if self.target is not None and not (self.stale and stale_policy == "default"):
-            chosen.update({s.knob: s.value for s in self.target.settings})
-            chosen.update({s.knob: s.value for s in self.unit.pins})   # pins always win
+            chosen.update(self.target.settings)
+            chosen.update(self.unit.pins)   # pins always win
         return chosen
 
 
@@ -72,40 +96,68 @@ def find_acf(start_dirs: list[Path], environ) -> Path | None:
     return None
 
 
-def load_cached(path: Path, cache_dir: Path):
-    """The checked AcfFile, unpickled when the text is unchanged (no lark
-    import on the hot path); AcfError if the file has errors."""
+def index_units(file) -> tuple[UnitEntry, ...]:
+    """The lean view of a checked AcfFile that builds need."""
+    units = []
+    for index, unit in enumerate(file.units):
+        targets = []
+        for target in unit.targets:
+            record = {r.key: r.value for r in target.provenance or ()}
+            targets.append(TargetEntry(target.arch, target.gpu, target.span.line,
+                                       tuple((s.knob, s.value) for s in target.settings),
+                                       record.get("fingerprint"), record.get("toolkit")))
+        units.append(UnitEntry(index, unit.globs, unit.span.line,
+                               tuple((p.knob, p.value) for p in unit.pins), tuple(targets)))
+    return tuple(units)
+
+
+def _to_json(units: tuple[UnitEntry, ...]) -> list:
+    return [[u.index, list(u.globs), u.line, [list(p) for p in u.pins],
+             [[t.arch, t.gpu, t.line, [list(s) for s in t.settings], t.fingerprint, t.toolkit]
+              for t in u.targets]] for u in units]
+
+
+def _from_json(data: list) -> tuple[UnitEntry, ...]:
+    return tuple(UnitEntry(index, tuple(globs), line, tuple(tuple(p) for p in pins),
+                           tuple(TargetEntry(a, g, l, tuple(tuple(s) for s in st), f, tk)
+                                 for a, g, l, st, f, tk in targets))
+                 for index, globs, line, pins, targets in data)
+
+
+def load_units(path: Path, cache_dir: Path) -> tuple[UnitEntry, ...]:
+    """The ACF's units, from a JSON cache while the text is unchanged, so that
+    a build neither imports lark nor re-checks the file; AcfError if it has errors."""
     text = path.read_text()
-    digest = hashlib.sha256(text.encode() + str(path).encode()).hexdigest()[:24]
-    cached = cache_dir / f"acf-{digest}.pickle"
+    digest = hashlib.sha256(text.encode() + b"\0" + str(path).encode()).hexdigest()[:24]
+    cached = cache_dir / f"acf-{digest}.json"
     try:
-        with open(cached, "rb") as handle:
-            return pickle.load(handle)
-    except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError):
+        return _from_json(json.loads(cached.read_text()))
+    except (OSError, ValueError, TypeError):
         pass
     from nvcc_evo.parse import parse_text
     from nvcc_evo.resolve import check
     file = parse_text(text, str(path))
     check(file, text)
+    units = index_units(file)
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(pickle.dumps(file))
+        tmp.write_text(json.dumps(_to_json(units)))
         os.replace(tmp, cached)
     except OSError:
         pass
-    return file
+    return units
 
 
-def match_unit(file: acf.AcfFile, acf_dir: Path, source: Path) -> tuple[int, acf.Unit | None]:
+def match_unit(units: tuple[UnitEntry, ...], acf_dir: Path, source: Path) -> UnitEntry | None:
     try:
         relative = os.path.relpath(source.resolve(), acf_dir.resolve())
     except ValueError:
-        return -1, None
-    for index, unit in enumerate(file.units):
+        return None
+    for unit in units:
         if any(fnmatch.fnmatchcase(relative, glob) for glob in unit.globs):
-            return index, unit
-    return -1, None
+            return unit
+    return None
 
 
 def _gencode_codes(spec: str) -> list[str]:
@@ -114,6 +166,7 @@ def _gencode_codes(spec: str) -> list[str]:
 
 
 def _native_archs() -> list[str]:
+    import subprocess
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=10).stdout
@@ -171,7 +224,7 @@ def fingerprint(source: Path, include_dirs: list[str]) -> str:
     return "sha256:" + digest.hexdigest()[:32]
 
 
-def choose_target(unit: acf.Unit, arch: str, gpu: str | None) -> tuple[acf.Target | None, str]:
+def choose_target(unit: UnitEntry, arch: str, gpu: str | None) -> tuple[TargetEntry | None, str]:
     for_arch = [t for t in unit.targets if t.arch == arch]
     if gpu:
         named = [t for t in for_arch if t.gpu == gpu]
@@ -188,16 +241,14 @@ def choose_target(unit: acf.Unit, arch: str, gpu: str | None) -> tuple[acf.Targe
     return None, f"no entry for {arch}: defaults (recorded for --retune)"
 
 
-def staleness(target: acf.Target | None, print_: str, toolkit_version: str) -> tuple[str, ...]:
-    if target is None or target.provenance is None:
+def staleness(target: TargetEntry | None, print_: str, toolkit_version: str) -> tuple[str, ...]:
+    if target is None:
         return ()
     why = []
-    recorded = target.record("fingerprint")
-    if recorded is not None and recorded.value != print_:
+    if target.fingerprint is not None and target.fingerprint != print_:
         why.append("source changed since it was tuned")
-    toolkit = target.record("toolkit")
-    if toolkit is not None and toolkit.value != toolkit_version:
-        why.append(f"tuned with CUDA {toolkit.value}, building with {toolkit_version}")
+    if target.toolkit is not None and target.toolkit != toolkit_version:
+        why.append(f"tuned with CUDA {target.toolkit}, building with {toolkit_version}")
     return tuple(why)
 
 
@@ -211,35 +262,37 @@ def tunable_inputs(call: NvccCall) -> list[str]:
     return [i for i in call.inputs if i != "-" and (language_cu or i.endswith(TUNABLE_SUFFIXES))]
 
 
-def build_plan(call: NvccCall, cwd: Path, environ, toolkit, cache_dir: Path) -> CallPlan:
-    """Which ACF entries apply to this call, per input and architecture."""
+def passthrough_reason(call: NvccCall, cwd: Path) -> str:
+    """Why this call gets nothing, before any ACF is read ("" if it may)."""
     if call.unknown or call.problems:
         what = ", ".join(call.unknown) or "; ".join(call.problems)
-        return CallPlan(None, passthrough=f"nvcc-evo does not understand {what}: passed through untouched")
+        return f"nvcc-evo does not understand {what}: passed through untouched"
     if is_cmake_probe(call, cwd):
-        return CallPlan(None, passthrough="a CMake probe or try-compile: passed through untouched")
+        return "a CMake probe or try-compile: passed through untouched"
     if call.has("--device-link") and not call.has("--dlink-time-opt"):
-        return CallPlan(None, passthrough="device link without LTO runs no ptxas")
+        return "device link without LTO runs no ptxas"
+    if not tunable_inputs(call):
+        return "no .cu or .ptx input to tune"
+    return ""
+
+
+def build_plan(call: NvccCall, cwd: Path, environ, toolkit, cache_dir: Path, acf_path: Path) -> CallPlan:
+    """Which ACF entries apply to this call, per input and architecture."""
     inputs = tunable_inputs(call)
-    if not inputs:
-        return CallPlan(None, passthrough="no .cu or .ptx input to tune")
-    acf_path = find_acf([(cwd / i).parent for i in inputs] + [cwd], environ)
-    if acf_path is None:
-        return CallPlan(None, passthrough=f"no {ACF_NAME} above the inputs or here, and {ACF_ENV} unset")
-    file = load_cached(acf_path, cache_dir)
+    units = load_units(acf_path, cache_dir)
     archs, arch_note = sass_archs(call, toolkit.default_arch)
     includes = call.values("--include-path")
     matches = []
     for name in inputs:
         source = cwd / name
-        index, unit = match_unit(file, acf_path.parent, source)
+        unit = match_unit(units, acf_path.parent, source)
         print_ = fingerprint(source, [str(cwd / d) for d in includes]) if unit is not None else ""
         for arch in archs:
             if unit is None:
                 matches.append(Match(name, arch, None, note=f"no unit in {acf_path.name} covers it"))
                 continue
             target, note = choose_target(unit, arch, environ.get(GPU_ENV))
-            matches.append(Match(name, arch, unit, index, target, print_,
+            matches.append(Match(name, arch, unit, target, print_,
                                  staleness(target, print_, toolkit.version), note))
     notes = (arch_note,) if arch_note else ()
     return CallPlan(acf_path, tuple(matches), tuple(archs), notes=notes)

@@ -8,13 +8,10 @@ most once per toolkit.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import hashlib
 import json
 import os
 import re
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,6 +58,7 @@ def _cache_path(nvcc: Path) -> Path:
 
 
 def _run(argv: list[str], cwd: str) -> tuple[int, str]:
+    import subprocess
     result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     return result.returncode, (result.stdout + result.stderr).strip()
 
@@ -101,6 +99,8 @@ def _default_arch(nvcc: str, work: str) -> str:
 
 def probe(nvcc: Path) -> Toolkit:
     """Ask the real tools which knobs they take (about a second, once)."""
+    import concurrent.futures
+    import tempfile
     tools = {"nvcc": str(nvcc), "ptxas": str(nvcc.parent / "ptxas")}
     with tempfile.TemporaryDirectory(prefix="nvcc-evo-probe-") as work:
         Path(work, "probe.cu").write_text(PROBE_SOURCE)
@@ -129,8 +129,7 @@ def load_toolkit(nvcc: Path) -> Toolkit:
     data = {"nvcc": toolkit.nvcc, "ptxas": toolkit.ptxas, "version": toolkit.version,
             "default_arch": toolkit.default_arch, "accepted": sorted(toolkit.accepted),
             "rejected": [list(r) for r in toolkit.rejected]}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".toolkit-")
-    with os.fdopen(fd, "w") as out:
-        json.dump(data, out, indent=1)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1))
     os.replace(tmp, path)
     return toolkit

@@ -14,11 +14,14 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from nvcc_evo import compiledb, plan as planning
+from nvcc_evo import plan as planning
 from nvcc_evo.errors import AcfError, EnvironmentProblem, ExitCode
-from nvcc_evo.flags import FlagPlan, plan_flags, read_facts
 from nvcc_evo.nvcc_options import parse_call
+
+if TYPE_CHECKING:
+    from nvcc_evo.flags import FlagPlan
 
 REAL_NVCC_ENV = "NVCC_EVO_REAL_NVCC"
 GUARD_ENV = "NVCC_EVO_ACTIVE"
@@ -67,33 +70,36 @@ def find_real_nvcc(environ=os.environ) -> Path:
 class Decision:
     nvcc: Path
     call_plan: planning.CallPlan
-    flags: FlagPlan
+    flags: "FlagPlan | None" = None      # None: passed through before any knob was read
     toolkit: object = None
     problems: tuple[str, ...] = field(default=())
 
     @property
     def extra_args(self) -> tuple[str, ...]:
-        return self.flags.flags
-
-
-NO_FLAGS = FlagPlan((), (), ())
+        return self.flags.flags if self.flags is not None else ()
 
 
 def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
-    """Everything the wrapper would add to this call, and why."""
-    from nvcc_evo.toolkit import cache_folder, load_toolkit
+    """Everything the wrapper would add to this call, and why. The common
+    cases (nothing to tune, no ACF) return before anything heavy is loaded."""
     call = parse_call(argv, environ)
-    toolkit = load_toolkit(nvcc) if planning.tunable_inputs(call) else None
-    if toolkit is None:
-        return Decision(nvcc, planning.CallPlan(None, passthrough="no .cu or .ptx input to tune"), NO_FLAGS)
+    reason = planning.passthrough_reason(call, cwd)
+    inputs = planning.tunable_inputs(call)
+    acf_path = None if reason else planning.find_acf([(cwd / i).parent for i in inputs] + [cwd], environ)
+    if acf_path is None:
+        reason = reason or f"no {planning.ACF_NAME} above the inputs or here, and {planning.ACF_ENV} unset"
+        return Decision(nvcc, planning.CallPlan(None, passthrough=reason))
+    from nvcc_evo.flags import FlagPlan, plan_flags, read_facts
+    from nvcc_evo.toolkit import cache_folder, load_toolkit
+    toolkit = load_toolkit(nvcc)
     try:
-        call_plan = planning.build_plan(call, cwd, environ, toolkit, cache_folder())
+        call_plan = planning.build_plan(call, cwd, environ, toolkit, cache_folder(), acf_path)
     except AcfError as error:
         first = error.diagnostics[0]
-        problem = f"{first.location}: {first.message} (and {len(error.diagnostics) - 1} more)" \
-            if len(error.diagnostics) > 1 else f"{first.location}: {first.message}"
-        return Decision(nvcc, planning.CallPlan(None, passthrough="the ACF has errors"), NO_FLAGS, toolkit,
-                        (f"the ACF has errors; building without tuned flags: {problem}",))
+        more = f" (and {len(error.diagnostics) - 1} more)" if len(error.diagnostics) > 1 else ""
+        return Decision(nvcc, planning.CallPlan(acf_path, passthrough="the ACF has errors"), None, toolkit,
+                        (f"the ACF has errors; building without tuned flags: {first.location}: "
+                         f"{first.message}{more}",))
     policy = environ.get(planning.STALE_ENV, "keep")
     settings, dropped = planning.common_settings(call_plan, policy)
     flags = plan_flags(settings, read_facts(call), toolkit)
@@ -103,15 +109,16 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
 
 def _record(decision: Decision, argv: list[str], environ, cwd: Path) -> None:
     plan_ = decision.call_plan
-    if plan_.acf_path is None:
+    if plan_.acf_path is None or not plan_.matches:
         return
+    from nvcc_evo import compiledb
     output = parse_call(argv, environ).last("--output-file") or ""
     for match in plan_.matches:
         if match.unit is None:
             continue
         compiledb.record(plan_.acf_path, compiledb.CompileRecord(
             tuple(argv), str(cwd), compiledb.relevant_env(environ), str(decision.nvcc),
-            decision.toolkit.version, str((cwd / match.input).resolve()), output, match.unit_index,
+            decision.toolkit.version, str((cwd / match.input).resolve()), output, match.unit.index,
             match.unit.globs, match.arch, str(match.target) if match.target else None,
             match.fingerprint, match.stale, decision.extra_args, time.time()))
 
@@ -120,7 +127,7 @@ def _log(decision: Decision, argv: list[str], environ, cwd: Path) -> None:
     line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "cwd": str(cwd), "argv": argv,
             "acf": str(decision.call_plan.acf_path or ""), "added": list(decision.extra_args),
             "passthrough": decision.call_plan.passthrough,
-            "skipped": [f"{k}: {why}" for k, why in decision.flags.skipped],
+            "skipped": [f"{k}: {why}" for k, why in (decision.flags.skipped if decision.flags else ())],
             "problems": list(decision.problems)}
     path = environ.get(LOG_ENV)
     if path:

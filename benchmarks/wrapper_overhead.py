@@ -1,0 +1,72 @@
+"""Wrapper overhead: nvcc and nvcc-evo run alternately on a real translation
+unit, without an ACF and with one (nvcc then gets the same flags by hand, so
+only the wrapper's own work differs). Prints median wall times and ratios.
+
+    .venv/bin/python benchmarks/wrapper_overhead.py [--runs 15]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EVO = Path(sys.executable).parent / "nvcc-evo"
+ACF = """acf 1
+unit "sgemm_regblock.cu" {
+    target sm_90 {
+        define.TM = 4
+        ptxas.opt_level = 2
+    }
+}
+"""
+
+
+def timed(argv: list[str], cwd: Path, env: dict) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def compare(label: str, plain: list[str], wrapped: list[str], cwd: Path, env: dict, runs: int) -> None:
+    timed(wrapped, cwd, env)          # warm: toolkit probe and ACF cache filled once
+    a, b = [], []
+    for _ in range(runs):
+        a.append(timed(plain, cwd, env))
+        b.append(timed(wrapped, cwd, env))
+    med_a, med_b = statistics.median(a), statistics.median(b)
+    print(f"{label:<10} nvcc {med_a * 1000:8.1f} ms   nvcc-evo {med_b * 1000:8.1f} ms   "
+          f"ratio {med_b / med_a:6.3f}   extra {(med_b - med_a) * 1000:+6.1f} ms   "
+          f"(medians of {runs}; nvcc spread {(max(a) - min(a)) * 1000:.0f} ms)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    nvcc = shutil.which("nvcc")
+    with tempfile.TemporaryDirectory() as work:
+        work = Path(work)
+        shutil.copy(ROOT / "kernels" / "sgemm_regblock.cu", work)
+        env = dict(os.environ, XDG_CACHE_HOME=str(work / "cache"))
+        base = ["-arch=sm_90", "-c", "sgemm_regblock.cu", "-o", "out.o"]
+        tuned = ["-DTM=4", "-Xptxas", "-O2"]
+        dry = ["--dryrun", *base]
+        print("compiling sgemm_regblock.cu (real compile; ratio is what a build sees):")
+        compare("no ACF", [nvcc, *base], [str(EVO), *base], work, env, args.runs)
+        (work / "nvcc-evo.acf").write_text(ACF)
+        compare("with ACF", [nvcc, *base, *tuned], [str(EVO), *base], work, env, args.runs)
+        print("the same calls with --dryrun (nvcc plans but runs nothing, so the wrapper's own cost stands out):")
+        compare("with ACF", [nvcc, *dry, *tuned], [str(EVO), *dry], work, env, 3 * args.runs)
+        (work / "nvcc-evo.acf").unlink()
+        compare("no ACF", [nvcc, *dry], [str(EVO), *dry], work, env, 3 * args.runs)
+
+
+if __name__ == "__main__":
+    main()

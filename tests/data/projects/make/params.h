@@ -1,0 +1,3 @@
+#ifndef TERMS
+#define TERMS 32
+#endif

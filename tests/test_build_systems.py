@@ -1,0 +1,74 @@
+"""Real Make and CMake projects build through nvcc-evo, unchanged, and the
+covered unit gets its tuned flags (seen in ptxas -v and the wrapper's log)."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, EVO, evo_env
+
+
+def log_entries(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def registers_by_function(stderr: str) -> list[int]:
+    return [int(n) for n in re.findall(r"Used (\d+) registers", stderr)]
+
+
+@pytest.mark.parametrize("variable", ["NVCC", "CUDA_NVCC"])
+def test_make_project_builds_with_tuned_flags(tmp_path, evo_cache, variable):
+    project = tmp_path / "proj"
+    shutil.copytree(DATA / "projects" / "make", project)
+    log = tmp_path / "evo.log"
+    env = evo_env(evo_cache, NVCC_EVO_LOG=log)
+    result = subprocess.run(["make", "-j2", f"{variable}={EVO}"], cwd=project, env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (project / "app").is_file()
+    assert 40 in registers_by_function(result.stderr)        # kernel.cu: tuned cap of 40
+    added = {Path(a).name: e["added"] for e in log_entries(log) for a in e["argv"] if a.endswith(".cu")}
+    assert added == {"kernel.cu": ["-Xptxas", "-maxrregcount=40"], "main.cu": []}
+
+
+def test_make_project_through_a_cuda_path_shim(tmp_path, evo_cache):
+    """NVIDIA's sample Makefiles call $(CUDA_PATH)/bin/nvcc: a folder whose
+    bin/nvcc is nvcc-evo works, and nvcc-evo skips itself to find the real one."""
+    project = tmp_path / "proj"
+    shutil.copytree(DATA / "projects" / "make", project)
+    shim = tmp_path / "cuda" / "bin"
+    shim.mkdir(parents=True)
+    (shim / "nvcc").symlink_to(EVO)
+    env = evo_env(evo_cache, CUDA_PATH=tmp_path / "cuda")
+    result = subprocess.run(["make", f"NVCC={shim / 'nvcc'}"], cwd=project, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert 40 in registers_by_function(result.stderr)
+
+
+def test_cmake_project_with_separable_compilation(tmp_path, evo_cache):
+    source = tmp_path / "src"
+    shutil.copytree(DATA / "projects" / "cmake", source)
+    log = tmp_path / "evo.log"
+    env = evo_env(evo_cache, NVCC_EVO_LOG=log)
+    configure = subprocess.run(["cmake", "-S", str(source), "-B", str(tmp_path / "build"),
+                                f"-DCMAKE_CUDA_COMPILER={EVO}"], env=env, capture_output=True, text=True)
+    assert configure.returncode == 0, configure.stdout + configure.stderr
+    assert "Performing Test HAVE_PTXAS_V - Success" in configure.stdout   # flag checks unaffected
+    build = subprocess.run(["cmake", "--build", str(tmp_path / "build"), "-j2"], env=env,
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stdout + build.stderr
+    assert (tmp_path / "build" / "app").is_file()
+    entries = log_entries(log)
+    kernel = [e for e in entries if any(a.endswith("kernel.cu") for a in e["argv"])]
+    assert len(kernel) == 1 and kernel[0]["added"] == ["-Xptxas", "-maxrregcount=40"]
+    assert "-rdc=true" in kernel[0]["argv"]
+    probes = [e for e in entries if "CMake probe" in e["passthrough"]]
+    assert probes and all(e["added"] == [] for e in probes)
+    device_links = [e for e in entries if "-dlink" in e["argv"]]
+    assert len(device_links) == 1 and device_links[0]["added"] == []
+    assert "Used 40 registers" in build.stdout + build.stderr
