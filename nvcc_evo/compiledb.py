@@ -66,3 +66,12 @@ def read_all(acf_path: Path) -> list[CompileRecord]:
 
 def relevant_env(environ) -> dict:
     return {k: environ[k] for k in RELEVANT_ENV if k in environ}
+
+
+def by_output(acf_path: Path) -> dict[str, CompileRecord]:
+    """The latest record for each object file (absolute path), for LTO links."""
+    found: dict[str, CompileRecord] = {}
+    for entry in sorted(read_all(acf_path), key=lambda e: e.time):
+        if entry.output:
+            found[os.path.abspath(os.path.join(entry.cwd, entry.output))] = entry
+    return found

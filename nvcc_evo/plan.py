@@ -257,6 +257,44 @@ def is_cmake_probe(call: NvccCall, cwd: Path) -> bool:
     return any(p in text for p in CMAKE_PROBES) or "cmTC_" in text
 
 
+def is_lto_link(call: NvccCall) -> bool:
+    """`-dlink -dlto`: ptxas runs here, on code compiled earlier with -dlto."""
+    return call.has("--device-link") and call.has("--dlink-time-opt")
+
+
+def lto_objects(call: NvccCall) -> list[str]:
+    return [i for i in call.inputs if i.endswith((".o", ".obj", ".a"))]
+
+
+def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit, cache_dir: Path, acf_path: Path,
+                    compiled: dict) -> CallPlan:
+    """For an LTO device link: each object's unit comes from the compile
+    database (how the build compiled it); its target from the link's archs.
+    Only ptxas knobs apply here: the sources were compiled already."""
+    units = {u.index: u for u in load_units(acf_path, cache_dir)}
+    archs, arch_note = sass_archs(call, toolkit.default_arch)
+    matches = []
+    for name in lto_objects(call):
+        record = compiled.get(str((cwd / name).resolve()))
+        unit = units.get(record.unit_index) if record is not None else None
+        if unit is not None and unit.globs != tuple(record.unit_globs):
+            unit = None
+        for arch in archs:
+            if unit is None:
+                matches.append(Match(name, arch, None, note="not compiled through nvcc-evo for this ACF"))
+                continue
+            target, note = choose_target(unit, arch, environ.get(GPU_ENV))
+            ptxas_only = UnitEntry(unit.index, unit.globs, unit.line,
+                                   tuple(p for p in unit.pins if p[0].startswith("ptxas.")), unit.targets)
+            if target is not None:
+                target = TargetEntry(target.arch, target.gpu, target.line,
+                                     tuple(s for s in target.settings if s[0].startswith("ptxas.")),
+                                     target.fingerprint, target.toolkit)
+            matches.append(Match(name, arch, ptxas_only, target, record.fingerprint,
+                                 staleness(target, record.fingerprint, toolkit.version), note))
+    return CallPlan(acf_path, tuple(matches), tuple(archs), notes=(arch_note,) if arch_note else ())
+
+
 def tunable_inputs(call: NvccCall) -> list[str]:
     language_cu = call.last("--x") == "cu"
     return [i for i in call.inputs if i != "-" and (language_cu or i.endswith(TUNABLE_SUFFIXES))]
@@ -271,6 +309,8 @@ def passthrough_reason(call: NvccCall, cwd: Path) -> str:
         return "a CMake probe or try-compile: passed through untouched"
     if call.has("--device-link") and not call.has("--dlink-time-opt"):
         return "device link without LTO runs no ptxas"
+    if is_lto_link(call):
+        return "" if lto_objects(call) else "LTO device link with no object inputs"
     if not tunable_inputs(call):
         return "no .cu or .ptx input to tune"
     return ""

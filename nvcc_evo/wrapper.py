@@ -84,7 +84,7 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
     cases (nothing to tune, no ACF) return before anything heavy is loaded."""
     call = parse_call(argv, environ)
     reason = planning.passthrough_reason(call, cwd)
-    inputs = planning.tunable_inputs(call)
+    inputs = planning.lto_objects(call) if planning.is_lto_link(call) else planning.tunable_inputs(call)
     acf_path = None if reason else planning.find_acf([(cwd / i).parent for i in inputs] + [cwd], environ)
     if acf_path is None:
         reason = reason or f"no {planning.ACF_NAME} above the inputs or here, and {planning.ACF_ENV} unset"
@@ -93,7 +93,12 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
     from nvcc_evo.toolkit import cache_folder, load_toolkit
     toolkit = load_toolkit(nvcc)
     try:
-        call_plan = planning.build_plan(call, cwd, environ, toolkit, cache_folder(), acf_path)
+        if planning.is_lto_link(call):
+            from nvcc_evo.compiledb import by_output
+            call_plan = planning.build_link_plan(call, cwd, environ, toolkit, cache_folder(), acf_path,
+                                                 by_output(acf_path))
+        else:
+            call_plan = planning.build_plan(call, cwd, environ, toolkit, cache_folder(), acf_path)
     except AcfError as error:
         first = error.diagnostics[0]
         more = f" (and {len(error.diagnostics) - 1} more)" if len(error.diagnostics) > 1 else ""
@@ -109,7 +114,7 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
 
 def _record(decision: Decision, argv: list[str], environ, cwd: Path) -> None:
     plan_ = decision.call_plan
-    if plan_.acf_path is None or not plan_.matches:
+    if plan_.acf_path is None or not plan_.matches or "--device-link" in parse_call(argv, environ).all_names():
         return
     from nvcc_evo import compiledb
     output = parse_call(argv, environ).last("--output-file") or ""

@@ -206,3 +206,22 @@ def test_relocatable_only_knobs_wait_for_rdc(project, evo_cache):
     result = subprocess.run([str(EVO), "-arch=sm_90", "-dc", "regs.cu", "-o", "r.o"], cwd=project, env=env,
                             capture_output=True, text=True)
     assert result.returncode == 0 and result.stderr == ""
+
+
+def test_lto_device_link_gets_the_ptxas_knobs_of_its_objects(project, evo_cache):
+    """With -dlto, ptxas runs at -dlink: the knobs go there, found through the
+    compile database. (The LTO link itself needs nvvm/lib64/libnvvm.so, which
+    the CPU machines' toolkit lacks, so this checks the decision.)"""
+    env = evo_env(evo_cache)
+    (project / "nvcc-evo.acf").write_text(ACF.replace("pin ptxas.register_usage_level = 5",
+                                                      "pin define.TERMS = 16"))
+    compiled = subprocess.run([str(EVO), "-arch=sm_90", "-dc", "-dlto", "regs.cu", "-o", "regs.o"], cwd=project,
+                              env=env, capture_output=True, text=True)
+    assert compiled.returncode == 0, compiled.stderr
+    link = run_evo("--explain", "-arch=sm_90", "-dlink", "-dlto", "regs.o", "-o", "link.o", cwd=project, env=env)
+    assert "would add: -Xptxas -maxrregcount=40 -Xptxas -O2\n" in link.stdout   # no -D at link time
+    shutil.copy(project / "regs.o", project / "foreign.o")
+    mixed = run_evo("--explain", "-arch=sm_90", "-dlink", "-dlto", "regs.o", "foreign.o", "-o", "l.o",
+                    cwd=project, env=env)
+    assert "foreign.o [sm_90]: not compiled through nvcc-evo" in mixed.stdout
+    assert "would add: (nothing)" in mixed.stdout
