@@ -13,7 +13,7 @@ from pathlib import Path
 
 from nvcc_evo.errors import AcfError, EvoError, ExitCode
 
-VERBS = ("--acf-check", "--acf-fmt", "--explain", "--evo-help", "--evo-version")
+VERBS = ("--acf-check", "--acf-fmt", "--explain", "--retune", "--evo-help", "--evo-version")
 
 HELP = """\
 usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's tuned flags
@@ -22,6 +22,10 @@ usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's t
                                                (--check: change nothing, exit 1 if not canonical)
        nvcc-evo --explain [nvcc options and files]
                                                what compiling would add, and why (compiles nothing)
+       nvcc-evo --retune [UNIT-GLOB...] [--all] [--target sm_XX] [--acf FILE]
+                [--evaluations N] [--generations N] [--time-limit S] [--patience N]
+                [--population N] [--seed N] [--jobs N] [--timeout S] [--backend static]
+                                               search each stale unit's knobs and write them to the ACF
        nvcc-evo --evo-version                  print nvcc-evo's version
        nvcc-evo --evo-help                     this help (--help is nvcc's own)
 
@@ -84,6 +88,29 @@ def acf_fmt(paths: list[str], check_only: bool) -> int:
     return status
 
 
+def retune(rest: list[str]) -> int:
+    import argparse
+    from nvcc_evo.retune import Options, run_retune
+    parser = argparse.ArgumentParser(prog="nvcc-evo --retune")
+    parser.add_argument("globs", nargs="*", metavar="UNIT-GLOB", help="retune units whose globs match, stale or not")
+    parser.add_argument("--all", action="store_true", help="retune every unit, stale or not")
+    parser.add_argument("--target", help="the SASS architecture to tune for (sm_90, ...)")
+    parser.add_argument("--acf", help="the ACF (default: nearest nvcc-evo.acf here or above)")
+    parser.add_argument("--backend", default="static", choices=["static"])
+    parser.add_argument("--evaluations", type=int, default=60, help="evaluation budget per unit and target")
+    parser.add_argument("--generations", type=int, default=1000)
+    parser.add_argument("--time-limit", type=float, default=float("inf"), help="seconds per unit and target")
+    parser.add_argument("--patience", type=int, default=4, help="generations without progress before stopping")
+    parser.add_argument("--population", type=int, default=12)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=None, help="parallel compiles (default: CPU cores)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds before a compile counts as hung")
+    args = parser.parse_args(rest)
+    return run_retune(Options(args.acf, tuple(args.globs), args.target, args.all, args.backend, args.evaluations,
+                              args.generations, args.time_limit, args.patience, args.population, args.seed,
+                              args.jobs, args.timeout))
+
+
 def run_verb(verb: str, rest: list[str]) -> int:
     if verb in ("--evo-help", "--evo-version"):
         import argparse
@@ -99,6 +126,8 @@ def run_verb(verb: str, rest: list[str]) -> int:
         from nvcc_evo.explain import explain
         print(explain(rest), end="")
         return ExitCode.OK
+    if verb == "--retune":
+        return retune(rest)
     if verb == "--acf-check":
         return acf_check(_files_parser(verb).parse_args(rest).files)
     args = _files_parser(verb, with_check=True).parse_args(rest)

@@ -366,3 +366,38 @@ def parse_call(argv: list[str], environ: dict | None = None) -> NvccCall:
     own = [o for o in call["options"] if o.origin == "argv"]
     return NvccCall(tuple(argv), tuple(own), tuple(call["inputs"]), tuple(call["unknown"]),
                     tuple(call["problems"]), tuple(call["extra"]))
+
+
+def rebuild_argv(argv: list[str], drop: set[str], keep_input: str) -> list[str]:
+    """`argv` with the options named in `drop` (canonical long names) and
+    every input but `keep_input` left out; options files are expanded in
+    place so that nothing in them can override what the caller adds."""
+    out, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg == "-" or not arg.startswith("-"):
+            if arg == keep_input:
+                out.append(arg)
+            continue
+        found = _lookup(arg)
+        if found is None:
+            out.append(arg)
+            continue
+        long, takes, value = found
+        words = [arg]
+        takes_next = takes in (VALUE, LIST) or (takes is OPTIONAL and i < len(argv)
+                                                and argv[i] in OPTIONAL_VALUES[long])
+        if value is None and takes_next and i < len(argv):
+            words.append(argv[i])
+            value, i = argv[i], i + 1
+        if long == "--options-file":
+            for path in split_list(value or ""):
+                try:
+                    out.extend(rebuild_argv(tokenize(Path(path).read_text()), drop, keep_input))
+                except OSError:
+                    out.extend(words)
+            continue
+        if long not in drop:
+            out.extend(words)
+    return out

@@ -1,0 +1,123 @@
+"""nvcc driver stage: compile one candidate exactly as the build does.
+
+A CompileJob is the build's own command line (from the compile database, or
+`-c SOURCE` for a unit never built through the wrapper) with its outputs, its
+dependency files and its architectures replaced: the candidate is built for
+one SASS target into a private folder (`--keep`), and the cubin ptxas wrote
+there is what gets measured. A failed or hung compile is a result, not an
+exception.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from nvcc_evo.nvcc_options import rebuild_argv
+
+# Options of the build's command line that a candidate compile replaces.
+REPLACED = {"--output-file", "--generate-code", "--gpu-architecture", "--gpu-code",
+            "--generate-dependencies", "--generate-nonsystem-dependencies",
+            "--generate-dependencies-with-compile", "--generate-nonsystem-dependencies-with-compile",
+            "--dependency-output", "--dependency-target-name", "--generate-dependency-targets",
+            "--keep", "--keep-dir", "--save-temps", "--dryrun", "--link", "--lib", "--run",
+            "--preprocess", "--cuda", "--ptx", "--cubin", "--fatbin", "--device-link"}
+TOOL_NOTE = ".note.nv.tkinfo"     # the section where ptxas writes its own command line
+
+
+@dataclass(frozen=True)
+class CompileJob:
+    nvcc: str
+    argv: tuple[str, ...]         # the build's arguments
+    cwd: str
+    source: str                   # the unit's input as the build names it
+    arch: str                     # sm_XX
+    flags: tuple[str, ...] = ()   # the candidate's additions
+    env: tuple[tuple[str, str], ...] = ()
+    timeout: float = 300.0
+
+    def command(self, work: str) -> list[str]:
+        base = rebuild_argv(list(self.argv), REPLACED, self.source)
+        if not any(a in ("-c", "--compile", "-dc", "--device-c") for a in base):
+            base.append("-c")
+        compute = self.arch.replace("sm_", "compute_")
+        return [self.nvcc, *base, f"-gencode=arch={compute},code={self.arch}", "-Xptxas", "-v",
+                "--keep", "--keep-dir", work, "-o", os.path.join(work, "candidate.o"), *self.flags]
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    status: str                   # ok, compile-error, timeout, no-cubin
+    seconds: float
+    stderr: str
+    cubin: bytes = b""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def compile_candidate(job: CompileJob) -> CompileResult:
+    work = tempfile.mkdtemp(prefix="nvcc-evo-cand-")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVCC_EVO_")}
+    env.update(dict(job.env))
+    started = time.monotonic()
+    try:
+        done = subprocess.run(job.command(work), cwd=job.cwd, env=env, capture_output=True, text=True,
+                              timeout=job.timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as expired:
+        shutil.rmtree(work, ignore_errors=True)
+        return CompileResult("timeout", time.monotonic() - started,
+                             f"compile exceeded {job.timeout:.0f} s\n{expired.stderr or ''}")
+    seconds = time.monotonic() - started
+    try:
+        if done.returncode != 0:
+            return CompileResult("compile-error", seconds, done.stderr)
+        # One architecture: nvcc names it SOURCE.cubin; several: SOURCE.sm_XX.cubin.
+        cubins = sorted(Path(work).glob(f"*.{job.arch}.cubin")) or sorted(Path(work).glob("*.cubin"))
+        if not cubins:
+            return CompileResult("no-cubin", seconds, done.stderr + "\nno cubin for " + job.arch)
+        return CompileResult("ok", seconds, done.stderr, cubins[0].read_bytes())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def compile_all(jobs: list[CompileJob], workers: int | None = None) -> list[CompileResult]:
+    """Candidates compile in parallel on the CPU cores."""
+    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2) as pool:
+        return list(pool.map(compile_candidate, jobs))
+
+
+# ---------------------------------------------------------------- cubin (ELF)
+def cubin_sections(data: bytes) -> dict[str, bytes]:
+    """Section name -> contents of an ELF64 cubin."""
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    entsize, count, names_index = struct.unpack_from("<HHH", data, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * entsize) for i in range(count)]
+    names_offset = headers[names_index][4]
+    sections = {}
+    for name_at, kind, _, _, offset, size, *_ in headers:
+        name = data[names_offset + name_at:data.index(b"\0", names_offset + name_at)].decode()
+        sections[name] = b"" if kind == 8 else data[offset:offset + size]   # 8: NOBITS
+    return sections
+
+
+def sass_hash(cubin: bytes) -> str:
+    """Identity of the machine code, leaving out ptxas's note of its own options."""
+    digest = hashlib.sha256()
+    for name, content in sorted(cubin_sections(cubin).items()):
+        if name != TOOL_NOTE:
+            digest.update(name.encode() + b"\0" + hashlib.sha256(content).digest())
+    return digest.hexdigest()[:32]
+
+
+def instruction_count(cubin: bytes) -> int:
+    """SASS instructions: every instruction is 16 bytes on sm_70 and later."""
+    return sum(len(body) for name, body in cubin_sections(cubin).items() if name.startswith(".text.")) // 16

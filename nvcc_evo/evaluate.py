@@ -1,0 +1,132 @@
+"""From genomes to evaluations: compile, deduplicate, measure, store.
+
+The Evaluator is the `evaluate` the search engine calls. Each candidate is
+compiled (in parallel), its SASS hashed, and a binary already measured gets
+that measurement again instead of a new one; every result is appended to the
+results store as soon as it exists. Failures are results with infinite
+objectives and their stderr kept.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from nvcc_evo import acf
+from nvcc_evo.compile import CompileJob, CompileResult, compile_all, sass_hash
+from nvcc_evo.evolve import Evaluation
+from nvcc_evo.measure import Measurement
+from nvcc_evo.space import Genome
+from nvcc_evo.store import Context, Record, Store
+
+STATIC_DEFAULT = ("spills", "registers")
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What to minimise, what must hold, and how to pick one point."""
+
+    minimize: tuple[str, ...]
+    require: tuple[acf.Condition, ...] = ()
+    select: str = ""
+    select_where: tuple[acf.Condition, ...] = ()
+    note: str = ""
+
+    def __str__(self) -> str:
+        return "minimize " + ", ".join(self.minimize) + (f" ({self.note})" if self.note else "")
+
+
+def goal_for(tune: acf.Tune | None, available: tuple[str, ...]) -> Goal:
+    """The unit's tune block, limited to what the backend can measure."""
+    wanted = tune.minimize if tune and tune.minimize else ()
+    usable = tuple(m for m in wanted if m in available)
+    note = ""
+    if not usable:
+        usable = tuple(m for m in STATIC_DEFAULT if m in available) or available[:1]
+        if wanted:
+            note = f"{', '.join(wanted)} cannot be measured here; tuning {', '.join(usable)} instead"
+    require = tuple(c for c in (tune.require if tune else ()) if c.metric in available)
+    select = tune.select if tune and tune.select in usable else usable[0]
+    where = tuple(c for c in (tune.select_where if tune else ()) if c.metric in available)
+    return Goal(usable, require, select, where, note)
+
+
+def holds(condition: acf.Condition, metrics: dict, baseline: dict) -> float:
+    """How far `metrics` is from meeting the condition (0: it holds)."""
+    value = metrics.get(condition.metric, math.inf)
+    bound = condition.bound * baseline.get(condition.metric, math.inf) if condition.relative else condition.bound
+    if condition.op in ("<=", "<"):
+        gap = value - bound
+        return max(0.0, gap) + (1e-9 if condition.op == "<" and gap == 0 else 0.0)
+    if condition.op in (">=", ">"):
+        gap = bound - value
+        return max(0.0, gap) + (1e-9 if condition.op == ">" and gap == 0 else 0.0)
+    return abs(value - bound)
+
+
+@dataclass
+class Tally:
+    evaluated: int = 0
+    reused: int = 0          # same SASS as an earlier candidate: its measurement reused
+    resumed: int = 0         # read back from the results store
+    failed: int = 0
+
+
+@dataclass
+class Evaluator:
+    job: CompileJob                                   # the build, without candidate flags
+    goal: Goal
+    context: Context
+    store: Store
+    flags_for: Callable[[Genome], tuple[str, ...]]
+    measure: Callable[[Genome, tuple[str, ...], CompileResult | None], Measurement]
+    compiles: bool = True                             # replay answers without compiling
+    workers: int | None = None
+    baseline: dict = field(default_factory=dict)
+    by_hash: dict = field(default_factory=dict)
+    measured: dict = field(default_factory=dict)      # genome -> Measurement
+    tally: Tally = field(default_factory=Tally)
+
+    def resume(self, records: list[Record]) -> list[Evaluation]:
+        """Evaluations read back from the store, so no genome is redone."""
+        evaluations = []
+        for record in records:
+            self.measured[record.genome] = record.measurement
+            if record.sass_hash and record.measurement.ok:
+                self.by_hash.setdefault(record.sass_hash, record.measurement)
+            evaluations.append(self.evaluation(record.genome, record.measurement))
+        self.tally.resumed += len(records)
+        return evaluations
+
+    def evaluation(self, genome: Genome, measurement: Measurement) -> Evaluation:
+        if not measurement.ok:
+            return Evaluation(genome, tuple(math.inf for _ in self.goal.minimize), math.inf, measurement.status)
+        metrics = dict(measurement.metrics)
+        violation = sum(holds(c, metrics, self.baseline) for c in self.goal.require)
+        return Evaluation(genome, tuple(metrics.get(m, math.inf) for m in self.goal.minimize), violation)
+
+    def __call__(self, genomes: list[Genome]) -> list[Evaluation]:
+        flags = [self.flags_for(g) for g in genomes]
+        results = compile_all([replace(self.job, flags=f) for f in flags], self.workers) if self.compiles \
+            else [None] * len(genomes)
+        evaluations = []
+        for genome, flag_list, result in zip(genomes, flags, results):
+            measurement, digest = self._measure_once(genome, flag_list, result)
+            self.measured[genome] = measurement
+            self.store.append(Record(genome, flag_list, measurement, digest, self.context))
+            self.tally.evaluated += 1
+            self.tally.failed += 0 if measurement.ok else 1
+            evaluations.append(self.evaluation(genome, measurement))
+        return evaluations
+
+    def _measure_once(self, genome, flag_list, result) -> tuple[Measurement, str]:
+        digest = sass_hash(result.cubin) if result is not None and result.ok else ""
+        if digest and digest in self.by_hash:
+            self.tally.reused += 1
+            return replace(self.by_hash[digest], reused=True), digest
+        measurement = self.measure(genome, flag_list, result)
+        if isinstance(measurement, tuple):          # replay returns (measurement, recorded hash)
+            measurement, digest = measurement
+        if digest and measurement.ok:
+            self.by_hash[digest] = measurement
+        return measurement, digest

@@ -1,0 +1,236 @@
+"""Evolve stage: NSGA-II over genomes, ask/tell, with constraints.
+
+One engine serves one objective and several: with one objective the
+non-dominated sort is a ranking and NSGA-II is an elitist GA with tournament
+selection. Constraints use constrained domination (a feasible point beats an
+infeasible one; two infeasible points compare by total violation). The engine
+never asks for a genome it has already seen, including those a resumed search
+read back from the results store.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from nvcc_evo.space import Genome, SearchSpace, crossover, mutate, sample
+
+INF = math.inf
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What the engine needs to know about one evaluated genome."""
+
+    genome: Genome
+    objectives: tuple[float, ...]      # minimised; inf when the candidate failed
+    violation: float = 0.0             # 0 when every constraint holds
+    status: str = "ok"
+
+    @property
+    def feasible(self) -> bool:
+        return self.status == "ok" and self.violation == 0.0
+
+
+@dataclass(frozen=True)
+class Budget:
+    evaluations: int = 60
+    generations: int = 1000
+    seconds: float = INF
+    patience: int = 4            # generations without a new front point before stopping
+
+
+@dataclass
+class Progress:
+    generation: int = 0
+    evaluations: int = 0
+    stale_generations: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+
+def dominates(a: Evaluation, b: Evaluation) -> bool:
+    if a.feasible != b.feasible:
+        return a.feasible
+    if not a.feasible:
+        return a.violation < b.violation
+    return all(x <= y for x, y in zip(a.objectives, b.objectives)) and a.objectives != b.objectives
+
+
+def non_dominated_sort(pop: Sequence[Evaluation]) -> list[list[int]]:
+    """Fronts of indices, best first (Deb's fast non-dominated sort)."""
+    dominated_by = [[] for _ in pop]
+    counts = [0] * len(pop)
+    for i, a in enumerate(pop):
+        for j, b in enumerate(pop):
+            if i != j and dominates(a, b):
+                dominated_by[i].append(j)
+            elif i != j and dominates(b, a):
+                counts[i] += 1
+    fronts, current = [], [i for i, c in enumerate(counts) if c == 0]
+    while current:
+        fronts.append(current)
+        following = []
+        for i in current:
+            for j in dominated_by[i]:
+                counts[j] -= 1
+                if counts[j] == 0:
+                    following.append(j)
+        current = following
+    return fronts
+
+
+def crowding_distance(pop: Sequence[Evaluation], front: list[int]) -> dict[int, float]:
+    distance = {i: 0.0 for i in front}
+    if len(front) <= 2:
+        return {i: INF for i in front}
+    for m in range(len(pop[front[0]].objectives)):
+        ordered = sorted(front, key=lambda i: pop[i].objectives[m])
+        low, high = pop[ordered[0]].objectives[m], pop[ordered[-1]].objectives[m]
+        distance[ordered[0]] = distance[ordered[-1]] = INF
+        if not math.isfinite(high - low) or high == low:
+            continue
+        for before, at, after in zip(ordered, ordered[1:], ordered[2:]):
+            distance[at] += (pop[after].objectives[m] - pop[before].objectives[m]) / (high - low)
+    return distance
+
+
+def survivors(pop: Sequence[Evaluation], k: int) -> list[Evaluation]:
+    """The k best by rank, then crowding distance (NSGA-II's environmental selection)."""
+    chosen: list[Evaluation] = []
+    for front in non_dominated_sort(pop):
+        if len(chosen) + len(front) <= k:
+            chosen.extend(pop[i] for i in front)
+            continue
+        distance = crowding_distance(pop, front)
+        ordered = sorted(front, key=lambda i: -distance[i])
+        chosen.extend(pop[i] for i in ordered[: k - len(chosen)])
+        break
+    return chosen
+
+
+def pareto_front(evaluations: Iterable[Evaluation]) -> list[Evaluation]:
+    pool = [e for e in evaluations if e.feasible]
+    if not pool:
+        return []
+    unique = list({e.objectives: e for e in pool}.values())
+    return sorted((unique[i] for i in non_dominated_sort(unique)[0]), key=lambda e: e.objectives)
+
+
+class Engine:
+    """Ask for genomes, tell their evaluations; NSGA-II in between."""
+
+    def __init__(self, space: SearchSpace, rng: np.random.Generator, population: int = 12,
+                 seeds: Sequence[Genome] = (), history: Sequence[Evaluation] = ()):
+        self.space, self.rng, self.size = space, rng, population
+        self.seen: dict[Genome, Evaluation] = {e.genome: e for e in history}
+        self.pending: set[Genome] = set()
+        self.population: list[Evaluation] = survivors(list(self.seen.values()), population)
+        self.seeds = [g for g in dict.fromkeys(seeds) if g not in self.seen]
+        self._front: list[Evaluation] = pareto_front(self.seen.values())
+
+    def _fresh(self, genome: Genome, batch: list[Genome]) -> bool:
+        return genome not in self.seen and genome not in self.pending and genome not in batch
+
+    def _tournament(self) -> Genome:
+        a, b = (self.population[i] for i in self.rng.integers(len(self.population), size=2))
+        if dominates(a, b):
+            return a.genome
+        if dominates(b, a):
+            return b.genome
+        return (a if self.rng.random() < 0.5 else b).genome
+
+    def ask(self, count: int | None = None) -> list[Genome]:
+        count = count or self.size
+        batch: list[Genome] = []
+        while self.seeds and len(batch) < count:
+            seed = self.seeds.pop(0)
+            if self._fresh(seed, batch):
+                batch.append(seed)
+        tries = 0
+        while len(batch) < count and tries < 50 * count:
+            tries += 1
+            if len(self.population) >= 2:
+                child = mutate(crossover(self._tournament(), self._tournament(), self.rng), self.space, self.rng)
+            else:
+                child = sample(self.space, self.rng)
+            if not self._fresh(child, batch) and tries % 5 == 0:
+                child = sample(self.space, self.rng)   # crowded space: explore
+            if self._fresh(child, batch):
+                batch.append(child)
+        self.pending.update(batch)
+        return batch
+
+    def tell(self, evaluations: Sequence[Evaluation]) -> bool:
+        """Record results; True when one of them entered the Pareto front."""
+        entered = False
+        for evaluation in evaluations:
+            self.seen[evaluation.genome] = evaluation
+            self.pending.discard(evaluation.genome)
+            entered |= self._offer(evaluation)
+        self.population = survivors(self.population + list(evaluations), self.size)
+        return entered
+
+    def _offer(self, candidate: Evaluation) -> bool:
+        """Keep the front up to date, one point at a time."""
+        if not candidate.feasible or any(dominates(e, candidate) or e.objectives == candidate.objectives
+                                         for e in self._front):
+            return False
+        self._front = [e for e in self._front if not dominates(candidate, e)] + [candidate]
+        return True
+
+    def front(self) -> list[Evaluation]:
+        return sorted(self._front, key=lambda e: e.objectives)
+
+
+Evaluate = Callable[[list[Genome]], list[Evaluation]]
+
+
+def run_search(engine: Engine, evaluate: Evaluate, budget: Budget,
+               on_generation: Callable[[Progress, Engine], None] = lambda p, e: None) -> Progress:
+    """The ask/tell loop, until the budget or the patience runs out."""
+    progress = Progress()
+    while (progress.evaluations < budget.evaluations and progress.generation < budget.generations
+           and progress.elapsed() < budget.seconds and progress.stale_generations < budget.patience):
+        batch = engine.ask(min(engine.size, budget.evaluations - progress.evaluations))
+        if not batch:
+            break                                  # the space is exhausted
+        improved = engine.tell(evaluate(batch))
+        progress.generation += 1
+        progress.evaluations += len(batch)
+        progress.stale_generations = 0 if improved else progress.stale_generations + 1
+        on_generation(progress, engine)
+    return progress
+
+
+def random_search(space: SearchSpace, evaluate: Evaluate, evaluations: int, rng: np.random.Generator,
+                  batch: int = 12) -> list[Evaluation]:
+    """The reference a GA must beat: uniform samples, never the same twice."""
+    seen: dict[Genome, Evaluation] = {}
+    tries = 0
+    while len(seen) < min(evaluations, space.size) and tries < 100 * evaluations:
+        wanted = []
+        while len(wanted) < min(batch, evaluations - len(seen)) and tries < 100 * evaluations:
+            tries += 1
+            genome = sample(space, rng)
+            if genome not in seen and genome not in wanted:
+                wanted.append(genome)
+        for evaluation in evaluate(wanted):
+            seen[evaluation.genome] = evaluation
+    return list(seen.values())
+
+
+def hypervolume_2d(front: Sequence[tuple[float, float]], reference: tuple[float, float]) -> float:
+    """Area dominated by a two-objective front, up to a reference point."""
+    points = sorted(p for p in front if p[0] < reference[0] and p[1] < reference[1])
+    area, last_y = 0.0, reference[1]
+    for x, y in points:
+        if y < last_y:
+            area += (reference[0] - x) * (last_y - y)
+            last_y = y
+    return area

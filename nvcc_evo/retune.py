@@ -1,0 +1,307 @@
+"""`nvcc-evo --retune`: find what is stale, search, write the ACF back.
+
+A (unit, target) is retuned when it has no entry, when its source, toolkit or
+build changed since its provenance was written, or when asked (`--all`, unit
+globs). Each is rebuilt as the build does (compile database) or, for a unit
+never built through the wrapper, as `nvcc -c SOURCE`. The chosen point goes
+into the unit's target block with provenance; every other byte stays.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from nvcc_evo import acf, compiledb, knobs
+from nvcc_evo.compile import CompileJob
+from nvcc_evo.errors import EnvironmentProblem, UsageError
+from nvcc_evo.evaluate import Evaluator, Goal, goal_for, holds
+from nvcc_evo.evolve import Budget, Engine, Evaluation, Progress, run_search
+from nvcc_evo.flags import plan_flags, read_facts
+from nvcc_evo.measure import Measurement, static
+from nvcc_evo.nvcc_options import parse_call
+from nvcc_evo.plan import ACF_NAME, fingerprint, find_acf
+from nvcc_evo.space import Genome, SearchSpace, build_space
+from nvcc_evo.store import Context, Store
+
+DEFAULT_ARCH = "sm_90"
+
+
+@dataclass(frozen=True)
+class Options:
+    acf: str | None = None
+    globs: tuple[str, ...] = ()
+    target: str | None = None
+    all: bool = False
+    backend: str = "static"
+    evaluations: int = 60
+    generations: int = 1000
+    seconds: float = float("inf")
+    patience: int = 4
+    population: int = 12
+    seed: int = 0
+    jobs: int | None = None
+    timeout: float = 300.0
+
+
+@dataclass(frozen=True)
+class Task:
+    unit_index: int
+    unit: acf.Unit
+    arch: str
+    source: Path
+    job: CompileJob
+    fingerprint: str
+    reasons: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.unit} [{self.arch}]"
+
+
+@dataclass
+class Outcome:
+    task: Task
+    goal: Goal
+    space: SearchSpace
+    baseline: Measurement
+    chosen: Genome
+    chosen_measurement: Measurement
+    front: list[Evaluation]
+    evaluator: Evaluator
+    progress: Progress
+    verdict: str = ""
+    written: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+def log(message: str) -> None:
+    print(f"nvcc-evo: {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- what to tune
+def _source_files(unit: acf.Unit, folder: Path) -> list[Path]:
+    found = set()
+    for glob in unit.globs:
+        found.update(p for p in folder.glob(glob) if p.is_file())
+    return sorted(found)
+
+
+def _job_for(unit_index: int, unit: acf.Unit, arch: str, acf_path: Path, records, nvcc: str,
+             timeout: float) -> tuple[CompileJob, Path] | None:
+    """How the build compiles this unit: its latest compile-database entry, or `-c SOURCE`."""
+    mine = [r for r in records if r.unit_index == unit_index and tuple(r.unit_globs) == unit.globs]
+    if mine:
+        record = max(mine, key=lambda r: (r.arch == arch, r.time))
+        token = next((a for a in record.argv if os.path.abspath(os.path.join(record.cwd, a)) == record.input),
+                     record.input)
+        env = tuple((k, v) for k, v in record.env.items() if k.startswith("NVCC_") and "EVO" not in k)
+        return CompileJob(nvcc, tuple(record.argv), record.cwd, token, arch, (), env, timeout), Path(record.input)
+    files = _source_files(unit, acf_path.parent)
+    if not files:
+        return None
+    source = files[0]
+    return CompileJob(nvcc, ("-c", str(source)), str(acf_path.parent), str(source), arch, (), (), timeout), source
+
+
+def _stale_reasons(unit: acf.Unit, arch: str, print_: str, toolkit_version: str) -> tuple[str, ...]:
+    target = unit.find_target(arch) or next((t for t in unit.targets if t.arch == arch), None)
+    if target is None:
+        return (f"no entry for {arch}",)
+    if target.provenance is None:
+        return ("never tuned (no provenance)",)
+    reasons = []
+    recorded = target.record("fingerprint")
+    if recorded is None or recorded.value != print_:
+        reasons.append("source changed")
+    toolkit = target.record("toolkit")
+    if toolkit is None or toolkit.value != toolkit_version:
+        reasons.append(f"toolkit {toolkit.value if toolkit else '?'} -> {toolkit_version}")
+    return tuple(reasons)
+
+
+def find_tasks(file: acf.AcfFile, acf_path: Path, toolkit, options: Options) -> list[Task]:
+    records = compiledb.read_all(acf_path)
+    tasks = []
+    for index, unit in enumerate(file.units):
+        asked = options.all or any(fnmatch.fnmatchcase(g, pattern) for g in unit.globs for pattern in options.globs)
+        if options.globs and not asked:
+            continue
+        archs = [options.target] if options.target else sorted(
+            {r.arch for r in records if r.unit_index == index} | {t.arch for t in unit.targets}) or [DEFAULT_ARCH]
+        for arch in archs:
+            found = _job_for(index, unit, arch, acf_path, records, toolkit.nvcc, options.timeout)
+            if found is None:
+                log(f"unit {unit}: no source file matches it under {acf_path.parent}; skipped")
+                continue
+            job, source = found
+            includes = parse_call(list(job.argv), {}).values("--include-path")
+            print_ = fingerprint(source, [os.path.join(job.cwd, d) for d in includes])
+            reasons = ("asked",) if asked else _stale_reasons(unit, arch, print_, toolkit.version)
+            if reasons:
+                tasks.append(Task(index, unit, arch, source, job, print_, reasons))
+    return tasks
+
+
+# ---------------------------------------------------------------- one search
+def _seeds(task: Task, space: SearchSpace) -> list[Genome]:
+    """Baseline first, then the unit's current knobs, then its other targets'."""
+    seeds = [space.baseline()]
+    current = [t for t in task.unit.targets if t.arch == task.arch]
+    others = [t for t in task.unit.targets if t.arch != task.arch]
+    for target in current + others:
+        seeds.append(space.genome({s.knob: s.value for s in target.settings}))
+    return seeds
+
+
+def _fixed_settings(task: Task, space: SearchSpace) -> dict:
+    """Knobs set in the current target but outside the search space stay set."""
+    searched = {d.knob for d in space.dimensions}
+    current = next((t for t in task.unit.targets if t.arch == task.arch), None)
+    return {s.knob: s.value for s in (current.settings if current else ()) if s.knob not in searched}
+
+
+def choose(evaluations: list[Evaluation], front: list[Evaluation], baseline: Evaluation, goal: Goal,
+           measured: dict, base: dict) -> Evaluation:
+    """The ACF's selection rule over the front and the baseline: the lowest
+    `select` objective among points meeting `where`, ties by the others."""
+    index = goal.minimize.index(goal.select)
+    on_front = {e.objectives for e in front}
+    pool = [e for e in evaluations if e.feasible and e.objectives in on_front] + [baseline]
+    pool = [e for e in pool if e.feasible]
+    pool = [e for e in pool if all(holds(c, dict(measured[e.genome].metrics), base) == 0 for c in goal.select_where)]
+    if not pool:
+        return baseline
+    base = dict(baseline.genome.items)
+    changed = lambda e: sum(value != base.get(knob) for knob, value in e.genome.items)
+    # Equal scores: the fewest knobs moved from the baseline (the smallest change that does it).
+    return min(pool, key=lambda e: (e.objectives[index], e.objectives, changed(e)))
+
+
+def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Generator) -> Outcome:
+    space = build_space(task.unit, task.source, toolkit.accepts)
+    goal = goal_for(task.unit.tune, static.OBJECTIVES)
+    facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
+    fixed = _fixed_settings(task, space)
+
+    def flags_for(genome: Genome) -> tuple[str, ...]:
+        return plan_flags({**fixed, **genome.settings()}, facts, toolkit).flags
+
+    context = Context(toolkit.version, task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
+                      _build_key(task.job))
+    evaluator = Evaluator(task.job, goal, context, store, flags_for,
+                          lambda genome, flags, result: static.measure(result, task.arch), workers=options.jobs)
+    mine, others = store.for_context(context)
+    if others:
+        log(f"{task}: {len(others)} other context(s) in the results store left aside "
+            f"(e.g. {'; '.join(context.differences(others[0]))})")
+    history = evaluator.resume(mine)
+    baseline_genome = space.baseline()
+    if baseline_genome not in evaluator.measured:
+        evaluator([baseline_genome])
+    baseline_measurement = evaluator.measured[baseline_genome]
+    evaluator.baseline = dict(baseline_measurement.metrics)
+    history = [evaluator.evaluation(g, m) for g, m in evaluator.measured.items()]   # with baseline known
+    engine = Engine(space, rng, options.population, seeds=_seeds(task, space), history=history)
+    log(f"{task}: {', '.join(task.reasons)}; {goal}; space {space.size} points, {len(space.dimensions)} knobs"
+        + (f"; resuming with {len(mine)} stored evaluations" if mine else ""))
+    budget = Budget(options.evaluations, options.generations, options.seconds, options.patience)
+    progress = run_search(engine, evaluator, budget, lambda p, e: _report_generation(task, goal, p, e, evaluator))
+    base_eval = evaluator.evaluation(baseline_genome, baseline_measurement)
+    best = choose(list(engine.seen.values()), engine.front(), base_eval, goal, evaluator.measured,
+                  evaluator.baseline)
+    return Outcome(task, goal, space, baseline_measurement, best.genome, evaluator.measured[best.genome],
+                   engine.front(), evaluator, progress)
+
+
+def _build_key(job: CompileJob) -> str:
+    import hashlib
+    return hashlib.sha256(repr((job.argv, job.env, job.nvcc)).encode()).hexdigest()[:16]
+
+
+def _report_generation(task: Task, goal: Goal, progress: Progress, engine: Engine, evaluator: Evaluator) -> None:
+    front = engine.front()
+    best = ", ".join(f"{m}={v:g}" for m, v in zip(goal.minimize, front[0].objectives)) if front else "none feasible"
+    t = evaluator.tally
+    log(f"{task} gen {progress.generation}: {progress.evaluations} evaluations ({t.reused} same binary, "
+        f"{t.failed} failed), front {len(front)}, best {best} [{progress.elapsed():.0f} s]")
+
+
+# ---------------------------------------------------------------- write back
+def _settings_of(outcome: Outcome) -> tuple[acf.Setting, ...]:
+    """Values a build must pass: not pinned (pins apply anyway), not the baseline."""
+    chosen = []
+    for (name, value), dim in zip(outcome.chosen.items, outcome.space.dimensions):
+        if value is not None and not dim.pinned and value != dim.baseline:
+            chosen.append(acf.Setting(name, value))
+    chosen.extend(acf.Setting(k, v) for k, v in _fixed_settings(outcome.task, outcome.space).items())
+    return tuple(chosen)
+
+
+def _provenance(outcome: Outcome, toolkit, options: Options) -> tuple[acf.Record, ...]:
+    t = outcome.evaluator.tally
+    records = [acf.Record("fingerprint", outcome.task.fingerprint), acf.Record("toolkit", toolkit.version),
+               acf.Record("backend", options.backend), acf.Record("date", time.strftime("%Y-%m-%d")),
+               acf.Record("seed", options.seed), acf.Record("evaluations", t.evaluated + t.resumed),
+               acf.Record("reused", t.reused)]
+    whole = lambda v: int(v) if float(v).is_integer() else v
+    for metric in dict.fromkeys(outcome.goal.minimize + (outcome.goal.select,)):
+        records.append(acf.Record(f"baseline.{metric}", whole(outcome.baseline.get(metric))))
+        records.append(acf.Record(f"tuned.{metric}", whole(outcome.chosen_measurement.get(metric))))
+    records.append(acf.Record("verdict", outcome.verdict))
+    return tuple(records)
+
+
+def write_back(acf_path: Path, outcome: Outcome, toolkit, options: Options) -> None:
+    from nvcc_evo.format import update_target, write_atomic
+    text = acf_path.read_text()
+    target = acf.Target(outcome.task.arch, None, _settings_of(outcome), _provenance(outcome, toolkit, options))
+    write_atomic(acf_path, update_target(text, outcome.task.unit_index, target, str(acf_path)))
+    outcome.written = True
+
+
+def _verdict(outcome: Outcome) -> str:
+    if not outcome.baseline.ok:
+        return f"baseline failed ({outcome.baseline.status}); nothing written"
+    if outcome.chosen == outcome.space.baseline():
+        return "baseline kept: no candidate beat it"
+    index = outcome.goal.minimize.index(outcome.goal.select)
+    before, after = outcome.baseline.get(outcome.goal.select), outcome.chosen_measurement.get(outcome.goal.select)
+    return f"improved {outcome.goal.minimize[index]} {before:g} -> {after:g}" if after < before else \
+        "same score, chosen by the selection rule"
+
+
+# ---------------------------------------------------------------- entry point
+def run_retune(options: Options) -> int:
+    from nvcc_evo.report import render
+    from nvcc_evo.resolve import load
+    from nvcc_evo.toolkit import load_toolkit
+    from nvcc_evo.wrapper import find_real_nvcc
+    if options.backend != "static":
+        raise EnvironmentProblem(f"backend '{options.backend}' is not available in this build of nvcc-evo "
+                                 "(static is)")
+    acf_path = Path(options.acf).resolve() if options.acf else find_acf([Path.cwd()], os.environ)
+    if acf_path is None:
+        raise UsageError(f"no {ACF_NAME} here or above; name one with --acf")
+    toolkit = load_toolkit(find_real_nvcc())
+    file = load(acf_path)
+    log(f"{acf_path}: {toolkit}; backend static (no GPU timing: registers, spills and other compiler "
+        "facts are the objectives)")
+    tasks = find_tasks(file, acf_path, toolkit, options)
+    if not tasks:
+        log("every unit and target is up to date; nothing to retune (use --all to force)")
+        return 0
+    store = Store(acf_path.parent / ".nvcc-evo" / "results.jsonl")
+    outcomes = []
+    for task in tasks:
+        outcome = tune(task, options, toolkit, store, np.random.default_rng(options.seed))
+        outcome.verdict = _verdict(outcome)
+        if outcome.baseline.ok:
+            write_back(acf_path, outcome, toolkit, options)
+        outcomes.append(outcome)
+    print(render(outcomes), end="")
+    return 0

@@ -1,0 +1,187 @@
+"""Search spaces and genomes, with the small seeded operators evolve uses.
+
+A genome fixes one value for each knob of a unit's search space. `None` means
+"flag not passed" (the toolkit's own behaviour); the baseline genome is all
+defaults. Operators are pure functions of their inputs and an explicit
+`numpy.random.Generator`, so a seed reproduces a search.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from nvcc_evo import acf, knobs
+from nvcc_evo.knobs import Scalar
+
+# Searched when a unit gives no search block: knobs that change codegen but
+# not results (see ../shared/knobs.md), kept to what the toolkit takes.
+DEFAULT_SPACE: tuple[tuple[str, tuple], ...] = (
+    ("ptxas.opt_level", (1, 2, 3)),
+    ("ptxas.register_usage_level", tuple(range(0, 11))),
+    ("ptxas.maxrregcount", (None, 32, 40, 48, 64, 80, 96, 128, 168, 255)),
+    ("ptxas.dlcm", (None, "ca", "cg")),
+    ("ptxas.disable_optimizer_constants", (False, True)),
+)
+
+
+@dataclass(frozen=True)
+class Dimension:
+    knob: str
+    choices: tuple          # ordered: neighbours in the tuple are neighbours for mutation
+    baseline: Scalar | None
+    pinned: bool = False
+
+    def __str__(self) -> str:
+        shown = ", ".join("default" if c is None else str(c) for c in self.choices)
+        return f"{self.knob} in {{{shown}}}" + (" (pinned)" if self.pinned else "")
+
+
+@dataclass(frozen=True)
+class Genome:
+    """A point of a search space: (knob, value) in the space's order; hashable."""
+
+    items: tuple[tuple[str, Scalar | None], ...]
+
+    def value(self, knob: str):
+        return dict(self.items)[knob]
+
+    def settings(self) -> dict[str, Scalar]:
+        """The knob values a build passes (None: nothing to pass)."""
+        return {k: v for k, v in self.items if v is not None}
+
+    def __str__(self) -> str:
+        shown = [f"{k}={v}" for k, v in self.items if v is not None]
+        return " ".join(shown) or "(defaults)"
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    dimensions: tuple[Dimension, ...]
+
+    @property
+    def size(self) -> int:
+        return int(np.prod([len(d.choices) for d in self.dimensions])) if self.dimensions else 1
+
+    def baseline(self) -> Genome:
+        return Genome(tuple((d.knob, d.baseline) for d in self.dimensions))
+
+    def genome(self, values: dict) -> Genome:
+        """A genome from knob values; missing knobs take the baseline, and
+        values outside a dimension snap to its baseline."""
+        items = []
+        for d in self.dimensions:
+            value = values.get(d.knob, d.baseline)
+            items.append((d.knob, value if value in d.choices else d.baseline))
+        return repair(Genome(tuple(items)), self)
+
+    def __str__(self) -> str:
+        return "; ".join(str(d) for d in self.dimensions) + f" ({self.size} points)"
+
+
+def source_default(source: Path, name: str):
+    """The value a source gives a parameter itself (`#define NAME value`)."""
+    try:
+        text = source.read_text(errors="replace")
+    except OSError:
+        return None
+    match = re.search(rf"^\s*#\s*define\s+{re.escape(name)}\s+(\S+)", text, re.M)
+    if not match:
+        return None
+    token = match.group(1)
+    for kind in (int, float):
+        try:
+            return kind(token)
+        except ValueError:
+            pass
+    return token
+
+
+def _domain_values(domain: acf.Domain) -> tuple:
+    if isinstance(domain, acf.BoolDomain):
+        return (False, True)
+    if isinstance(domain, acf.RangeDomain):
+        return domain.values()
+    return tuple(domain.values)
+
+
+def _baseline(knob_name: str, source: Path | None):
+    if knobs.is_define(knob_name):
+        return source_default(source, knob_name[len(knobs.DEFINE_PREFIX):]) if source else None
+    knob = knobs.lookup(knob_name)
+    return knob.normalise(knob.default) if knob.default is not None else None
+
+
+def build_space(unit: acf.Unit, source: Path | None, accepts=lambda name: True) -> SearchSpace:
+    """The unit's search block (or DEFAULT_SPACE), its pins fixed, and only
+    knobs the toolkit takes (`accepts`)."""
+    entries = [(s.knob, _domain_values(s.domain)) for s in unit.space] if unit.space else list(DEFAULT_SPACE)
+    pins = {p.knob: p.value for p in unit.pins}
+    dimensions = []
+    for name, values in entries:
+        if not accepts(name):
+            continue
+        knob = knobs.lookup(name)
+        norm = knob.normalise if knob is not None else (lambda v: v)
+        baseline = _baseline(name, source)
+        choices = tuple(dict.fromkeys(norm(v) if v is not None else None for v in values))
+        if name in pins:
+            dimensions.append(Dimension(name, (norm(pins[name]),), norm(pins[name]), pinned=True))
+            continue
+        if baseline not in choices:
+            choices = (baseline, *choices)
+        dimensions.append(Dimension(name, choices, baseline))
+    return SearchSpace(tuple(dimensions))
+
+
+# ---------------------------------------------------------------- operators
+def sample(space: SearchSpace, rng: np.random.Generator) -> Genome:
+    items = tuple((d.knob, d.choices[rng.integers(len(d.choices))]) for d in space.dimensions)
+    return repair(Genome(items), space)
+
+
+def crossover(a: Genome, b: Genome, rng: np.random.Generator) -> Genome:
+    """Uniform crossover: each gene from either parent."""
+    take = rng.random(len(a.items)) < 0.5
+    return Genome(tuple(x if pick else y for x, y, pick in zip(a.items, b.items, take)))
+
+
+def mutate(genome: Genome, space: SearchSpace, rng: np.random.Generator, rate: float | None = None) -> Genome:
+    """Each gene changes with probability `rate` (default 1/len): to a
+    neighbouring choice half the time (ordered domains), else to any choice."""
+    rate = rate if rate is not None else 1.0 / max(1, len(space.dimensions))
+    items = []
+    for (knob, value), d in zip(genome.items, space.dimensions):
+        if len(d.choices) > 1 and rng.random() < rate:
+            index = d.choices.index(value)
+            if rng.random() < 0.5:
+                index = min(len(d.choices) - 1, max(0, index + (1 if rng.random() < 0.5 else -1)))
+            else:
+                index = int(rng.integers(len(d.choices)))
+            value = d.choices[index]
+        items.append((knob, value))
+    return repair(Genome(tuple(items)), space)
+
+
+# Combinations that mean nothing to the toolkit, made meaningful:
+# (condition on the genome, knob to reset, why).
+REPAIRS: tuple[tuple, ...] = (
+    (lambda g: g.get("ptxas.override_directive_values") and g.get("ptxas.maxrregcount") is None
+     and g.get("nvcc.maxrregcount") is None, "ptxas.override_directive_values",
+     "overriding directives needs a register cap"),
+    (lambda g: g.get("ptxas.maxrregcount") is not None and g.get("nvcc.maxrregcount") is not None,
+     "ptxas.maxrregcount", "nvcc's -maxrregcount wins over ptxas's; keep one"),
+    (lambda g: g.get("ptxas.minnctapersm") is not None and g.get("ptxas.maxntid") is None,
+     "ptxas.minnctapersm", "min CTAs per SM only acts with a block-size hint"),
+)
+
+
+def repair(genome: Genome, space: SearchSpace) -> Genome:
+    values = dict(genome.items)
+    baselines = {d.knob: d.baseline for d in space.dimensions}
+    for applies, knob, _ in REPAIRS:
+        if knob in values and applies(values):
+            values[knob] = baselines[knob]
+    return Genome(tuple((k, values[k]) for k, _ in genome.items))

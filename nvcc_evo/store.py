@@ -1,0 +1,116 @@
+"""Results store: an append-only JSONL file, one line per evaluation, written
+(and flushed to disk) as soon as the evaluation is measured.
+
+Each line carries its context: toolkit, source fingerprint, target arch,
+device, backend, the build's command line and the environment that matters.
+A search reads back only the lines of its own context, so an interrupted
+search resumes where it stopped and results from another device, toolkit or
+source are never mixed in.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from nvcc_evo.errors import EvoError
+from nvcc_evo.measure import Measurement
+from nvcc_evo.space import Genome
+
+
+@dataclass(frozen=True)
+class Context:
+    toolkit: str
+    fingerprint: str
+    arch: str
+    device: str            # GPU name, or "cpu" for static measurements
+    backend: str
+    unit: str
+    build: str             # hash of the build's command line and environment
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(self.__dict__, sort_keys=True).encode()).hexdigest()[:16]
+
+    def differences(self, other: "Context") -> list[str]:
+        return [f"{name}: {getattr(other, name)!r} there, {getattr(self, name)!r} here"
+                for name in self.__dict__ if getattr(self, name) != getattr(other, name)]
+
+
+@dataclass(frozen=True)
+class Record:
+    genome: Genome
+    flags: tuple[str, ...]
+    measurement: Measurement
+    sass_hash: str
+    context: Context
+
+
+class MixedResults(EvoError):
+    """Recorded results come from another context than the one asked for."""
+
+
+def _encode(record: Record) -> str:
+    m = record.measurement
+    return json.dumps({
+        "context_key": record.context.key, "context": record.context.__dict__,
+        "genome": [list(item) for item in record.genome.items], "flags": list(record.flags),
+        "status": m.status, "metrics": dict(m.metrics), "spreads": dict(m.spreads),
+        "detail": m.detail[-2000:], "sass_hash": record.sass_hash, "time": time.time(),
+    })
+
+
+def _decode(line: str) -> Record:
+    data = json.loads(line)
+    measurement = Measurement(data["status"], tuple(data["metrics"].items()), tuple(data["spreads"].items()),
+                              data["detail"])
+    return Record(Genome(tuple(tuple(item) for item in data["genome"])), tuple(data["flags"]),
+                  measurement, data["sass_hash"], Context(**data["context"]))
+
+
+class Store:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def read(self) -> list[Record]:
+        """Every complete line; a line cut short by a crash is skipped."""
+        records = []
+        try:
+            lines = self.path.read_text().splitlines()
+        except OSError:
+            return []
+        for line in lines:
+            try:
+                records.append(_decode(line))
+            except (ValueError, KeyError, TypeError):
+                continue
+        return records
+
+    def for_context(self, context: Context) -> tuple[list[Record], list[Context]]:
+        """(records of this context, the other contexts found)."""
+        mine, others = [], {}
+        for record in self.read():
+            if record.context == context:
+                mine.append(record)
+            else:
+                others[record.context.key] = record.context
+        return mine, list(others.values())
+
+    def append(self, record: Record) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as out:
+            out.write(_encode(record) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+
+
+def require_same_context(records: list[Record], context: Context, source: str) -> None:
+    """Replay refuses answers recorded elsewhere, naming both sides."""
+    foreign = {r.context.key: r.context for r in records if r.context != context}
+    if foreign and not any(r.context == context for r in records):
+        first = next(iter(foreign.values()))
+        raise MixedResults(f"{source} was recorded for another context; refusing to mix: "
+                           + "; ".join(context.differences(first)))
