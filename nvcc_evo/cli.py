@@ -24,7 +24,8 @@ usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's t
                                                what compiling would add, and why (compiles nothing)
        nvcc-evo --retune [UNIT-GLOB...] [--all] [--target sm_XX] [--acf FILE]
                 [--evaluations N] [--generations N] [--time-limit S] [--patience N]
-                [--population N] [--seed N] [--jobs N] [--timeout S] [--backend static]
+                [--population N] [--seed N] [--jobs N] [--timeout S]
+                [--backend static|command|replay] [--replay JSONL]
                                                search each stale unit's knobs and write them to the ACF
        nvcc-evo --evo-version                  print nvcc-evo's version
        nvcc-evo --evo-help                     this help (--help is nvcc's own)
@@ -96,7 +97,10 @@ def retune(rest: list[str]) -> int:
     parser.add_argument("--all", action="store_true", help="retune every unit, stale or not")
     parser.add_argument("--target", help="the SASS architecture to tune for (sm_90, ...)")
     parser.add_argument("--acf", help="the ACF (default: nearest nvcc-evo.acf here or above)")
-    parser.add_argument("--backend", default="static", choices=["static"])
+    parser.add_argument("--backend", default="static", choices=["static", "command", "replay"],
+                        help="static: ptxas facts (no GPU); command: the unit's bench command; "
+                             "replay: a recorded results store (--replay)")
+    parser.add_argument("--replay", metavar="JSONL", help="results store to answer from, with --backend replay")
     parser.add_argument("--evaluations", type=int, default=60, help="evaluation budget per unit and target")
     parser.add_argument("--generations", type=int, default=1000)
     parser.add_argument("--time-limit", type=float, default=float("inf"), help="seconds per unit and target")
@@ -108,7 +112,7 @@ def retune(rest: list[str]) -> int:
     args = parser.parse_args(rest)
     return run_retune(Options(args.acf, tuple(args.globs), args.target, args.all, args.backend, args.evaluations,
                               args.generations, args.time_limit, args.patience, args.population, args.seed,
-                              args.jobs, args.timeout))
+                              args.jobs, args.timeout, args.replay))
 
 
 def run_verb(verb: str, rest: list[str]) -> int:
@@ -144,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     except EvoError as error:
         print(f"nvcc-evo: error: {error}", file=sys.stderr)
         return error.exit_code
+    except OSError as error:   # a tool or file the machine lacks
+        print(f"nvcc-evo: error: {error}", file=sys.stderr)
+        return ExitCode.ENVIRONMENT
     except KeyboardInterrupt:
         print("nvcc-evo: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED

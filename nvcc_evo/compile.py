@@ -16,7 +16,7 @@ import struct
 import subprocess
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,10 +89,16 @@ def compile_candidate(job: CompileJob) -> CompileResult:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def compile_all(jobs: list[CompileJob], workers: int | None = None) -> list[CompileResult]:
-    """Candidates compile in parallel on the CPU cores."""
-    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2) as pool:
-        return list(pool.map(compile_candidate, jobs))
+def compile_each(jobs: list[CompileJob], workers: int | None = None):
+    """Candidates compile in parallel on the CPU cores; yields (index, result)
+    as each finishes, so the caller can store it before the next one."""
+    pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2)
+    try:
+        futures = {pool.submit(compile_candidate, job): i for i, job in enumerate(jobs)}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 # ---------------------------------------------------------------- cubin (ELF)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from nvcc_evo import acf
-from nvcc_evo.compile import CompileJob, CompileResult, compile_all, sass_hash
+from nvcc_evo.compile import CompileJob, CompileResult, compile_each, sass_hash
 from nvcc_evo.evolve import Evaluation
 from nvcc_evo.measure import Measurement
 from nvcc_evo.space import Genome
@@ -106,18 +106,23 @@ class Evaluator:
         return Evaluation(genome, tuple(metrics.get(m, math.inf) for m in self.goal.minimize), violation)
 
     def __call__(self, genomes: list[Genome]) -> list[Evaluation]:
+        """Evaluate a batch; each result is stored the moment it is measured,
+        so an interruption loses only what is still compiling."""
         flags = [self.flags_for(g) for g in genomes]
-        results = compile_all([replace(self.job, flags=f) for f in flags], self.workers) if self.compiles \
-            else [None] * len(genomes)
-        evaluations = []
-        for genome, flag_list, result in zip(genomes, flags, results):
-            measurement, digest = self._measure_once(genome, flag_list, result)
+        if self.compiles:
+            finished = compile_each([replace(self.job, flags=f) for f in flags], self.workers)
+        else:
+            finished = ((i, None) for i in range(len(genomes)))
+        done: dict[int, Evaluation] = {}
+        for index, result in finished:
+            genome = genomes[index]
+            measurement, digest = self._measure_once(genome, flags[index], result)
             self.measured[genome] = measurement
-            self.store.append(Record(genome, flag_list, measurement, digest, self.context))
+            self.store.append(Record(genome, flags[index], measurement, digest, self.context))
             self.tally.evaluated += 1
             self.tally.failed += 0 if measurement.ok else 1
-            evaluations.append(self.evaluation(genome, measurement))
-        return evaluations
+            done[index] = self.evaluation(genome, measurement)
+        return [done[i] for i in range(len(genomes))]
 
     def _measure_once(self, genome, flag_list, result) -> tuple[Measurement, str]:
         digest = sass_hash(result.cubin) if result is not None and result.ok else ""

@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from nvcc_evo.space import Genome, SearchSpace, crossover, mutate, sample
+from nvcc_evo.space import Genome, SearchSpace, crossover, mutate, sample, step
 
 INF = math.inf
 
@@ -126,8 +126,8 @@ class Engine:
     """Ask for genomes, tell their evaluations; NSGA-II in between."""
 
     def __init__(self, space: SearchSpace, rng: np.random.Generator, population: int = 12,
-                 seeds: Sequence[Genome] = (), history: Sequence[Evaluation] = ()):
-        self.space, self.rng, self.size = space, rng, population
+                 seeds: Sequence[Genome] = (), history: Sequence[Evaluation] = (), local_share: float = 0.5):
+        self.space, self.rng, self.size, self.local_share = space, rng, population, local_share
         self.seen: dict[Genome, Evaluation] = {e.genome: e for e in history}
         self.pending: set[Genome] = set()
         self.population: list[Evaluation] = survivors(list(self.seen.values()), population)
@@ -155,7 +155,10 @@ class Engine:
         tries = 0
         while len(batch) < count and tries < 50 * count:
             tries += 1
-            if len(self.population) >= 2:
+            if len(self.population) >= 2 and self._front and self.rng.random() < self.local_share:
+                elite = self._front[int(self.rng.integers(len(self._front)))].genome
+                child = step(elite, self.space, self.rng)
+            elif len(self.population) >= 2:
                 child = mutate(crossover(self._tournament(), self._tournament(), self.rng), self.space, self.rng)
             else:
                 child = sample(self.space, self.rng)

@@ -12,18 +12,19 @@ import fnmatch
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from nvcc_evo import acf, compiledb, knobs
 from nvcc_evo.compile import CompileJob
-from nvcc_evo.errors import EnvironmentProblem, UsageError
+from nvcc_evo.errors import UsageError
 from nvcc_evo.evaluate import Evaluator, Goal, goal_for, holds
 from nvcc_evo.evolve import Budget, Engine, Evaluation, Progress, run_search
 from nvcc_evo.flags import plan_flags, read_facts
-from nvcc_evo.measure import Measurement, static
+from nvcc_evo.measure import Measurement
+from nvcc_evo.measure.choose import measurer_for
 from nvcc_evo.nvcc_options import parse_call
 from nvcc_evo.plan import ACF_NAME, fingerprint, find_acf
 from nvcc_evo.space import Genome, SearchSpace, build_space
@@ -47,6 +48,7 @@ class Options:
     seed: int = 0
     jobs: int | None = None
     timeout: float = 300.0
+    replay: str | None = None
 
 
 @dataclass(frozen=True)
@@ -182,9 +184,9 @@ def choose(evaluations: list[Evaluation], front: list[Evaluation], baseline: Eva
     return min(pool, key=lambda e: (e.objectives[index], e.objectives, changed(e)))
 
 
-def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Generator) -> Outcome:
+def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Generator,
+         acf_path: Path) -> Outcome:
     space = build_space(task.unit, task.source, toolkit.accepts)
-    goal = goal_for(task.unit.tune, static.OBJECTIVES)
     facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
     fixed = _fixed_settings(task, space)
 
@@ -193,8 +195,11 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
 
     context = Context(toolkit.version, task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
                       _build_key(task.job))
-    evaluator = Evaluator(task.job, goal, context, store, flags_for,
-                          lambda genome, flags, result: static.measure(result, task.arch), workers=options.jobs)
+    measurer = measurer_for(options.backend, task, acf_path, context, options.replay, options.timeout)
+    context = replace(context, device=measurer.device)
+    goal = goal_for(task.unit.tune, measurer.objectives)
+    evaluator = Evaluator(task.job, goal, context, store, flags_for, measurer.measure, measurer.compiles,
+                          workers=options.jobs)
     mine, others = store.for_context(context)
     if others:
         log(f"{task}: {len(others)} other context(s) in the results store left aside "
@@ -207,7 +212,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     evaluator.baseline = dict(baseline_measurement.metrics)
     history = [evaluator.evaluation(g, m) for g, m in evaluator.measured.items()]   # with baseline known
     engine = Engine(space, rng, options.population, seeds=_seeds(task, space), history=history)
-    log(f"{task}: {', '.join(task.reasons)}; {goal}; space {space.size} points, {len(space.dimensions)} knobs"
+    log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, {len(space.dimensions)} knobs"
         + (f"; resuming with {len(mine)} stored evaluations" if mine else ""))
     budget = Budget(options.evaluations, options.generations, options.seconds, options.patience)
     progress = run_search(engine, evaluator, budget, lambda p, e: _report_generation(task, goal, p, e, evaluator))
@@ -281,16 +286,14 @@ def run_retune(options: Options) -> int:
     from nvcc_evo.resolve import load
     from nvcc_evo.toolkit import load_toolkit
     from nvcc_evo.wrapper import find_real_nvcc
-    if options.backend != "static":
-        raise EnvironmentProblem(f"backend '{options.backend}' is not available in this build of nvcc-evo "
-                                 "(static is)")
     acf_path = Path(options.acf).resolve() if options.acf else find_acf([Path.cwd()], os.environ)
     if acf_path is None:
         raise UsageError(f"no {ACF_NAME} here or above; name one with --acf")
     toolkit = load_toolkit(find_real_nvcc())
     file = load(acf_path)
-    log(f"{acf_path}: {toolkit}; backend static (no GPU timing: registers, spills and other compiler "
-        "facts are the objectives)")
+    log(f"{acf_path}: {toolkit}; backend {options.backend}"
+        + (" (no GPU timing: registers, spills and other compiler facts are the objectives)"
+           if options.backend == "static" else ""))
     tasks = find_tasks(file, acf_path, toolkit, options)
     if not tasks:
         log("every unit and target is up to date; nothing to retune (use --all to force)")
@@ -298,7 +301,12 @@ def run_retune(options: Options) -> int:
     store = Store(acf_path.parent / ".nvcc-evo" / "results.jsonl")
     outcomes = []
     for task in tasks:
-        outcome = tune(task, options, toolkit, store, np.random.default_rng(options.seed))
+        try:
+            outcome = tune(task, options, toolkit, store, np.random.default_rng(options.seed), acf_path)
+        except KeyboardInterrupt:
+            log(f"interrupted: every finished evaluation is kept in {store.path}; "
+                "the same command resumes from there")
+            raise
         outcome.verdict = _verdict(outcome)
         if outcome.baseline.ok:
             write_back(acf_path, outcome, toolkit, options)

@@ -165,6 +165,23 @@ def mutate(genome: Genome, space: SearchSpace, rng: np.random.Generator, rate: f
     return repair(Genome(tuple(items)), space)
 
 
+def step(genome: Genome, space: SearchSpace, rng: np.random.Generator) -> Genome:
+    """Change exactly one gene, to a neighbouring choice: a local move from a
+    good point, which crossover of two good points rarely makes."""
+    movable = [i for i, d in enumerate(space.dimensions) if len(d.choices) > 1]
+    if not movable:
+        return genome
+    i = movable[int(rng.integers(len(movable)))]
+    choices = space.dimensions[i].choices
+    at = choices.index(genome.items[i][1])
+    index = at + (1 if rng.random() < 0.5 else -1)
+    if not 0 <= index < len(choices):
+        index = at - (index - at)          # at an end: the only neighbour is inward
+    items = list(genome.items)
+    items[i] = (items[i][0], choices[index])
+    return repair(Genome(tuple(items)), space)
+
+
 # Combinations that mean nothing to the toolkit, made meaningful:
 # (condition on the genome, knob to reset, why).
 REPAIRS: tuple[tuple, ...] = (
@@ -175,6 +192,11 @@ REPAIRS: tuple[tuple, ...] = (
      "ptxas.maxrregcount", "nvcc's -maxrregcount wins over ptxas's; keep one"),
     (lambda g: g.get("ptxas.minnctapersm") is not None and g.get("ptxas.maxntid") is None,
      "ptxas.minnctapersm", "min CTAs per SM only acts with a block-size hint"),
+    # ptxas 13.0: "Conflicting options -opt-level=<1,2,3> and --Ofast-compile=..." for -O2 with
+    # any -Ofc level and -O1 with -Ofc=max (tests/data/recorded/spill_space.jsonl holds the failures).
+    (lambda g: g.get("ptxas.fast_compile") not in (None, "0")
+     and (g.get("ptxas.opt_level") == 2 or (g.get("ptxas.opt_level") == 1 and g.get("ptxas.fast_compile") == "max")),
+     "ptxas.fast_compile", "ptxas rejects -O1/-O2 with these -Ofc levels"),
 )
 
 

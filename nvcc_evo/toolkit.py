@@ -91,20 +91,24 @@ def _probe_knob(knob: knobs.Knob, tools: dict, arch: str, work: str) -> tuple[st
     return knob.name, code == 0 and out == "", out.splitlines()[0] if out else f"exit {code}"
 
 
-def _default_arch(nvcc: str, work: str) -> str:
+def _dryrun_facts(nvcc: str, work: str) -> tuple[str, str]:
+    """(default SASS arch, the folder of nvcc's own tools), from --dryrun:
+    the toolkit nvcc really uses, even behind a wrapper script."""
     _, out = _run([nvcc, "--dryrun", "-c", "probe.cu", "-o", "probe.o"], work)
-    match = re.search(r"ptxas\S*\s.*?-arch=(sm_\w+)", out)
-    return match.group(1) if match else "sm_75"
+    arch = re.search(r"ptxas\S*\s.*?-arch=(sm_\w+)", out)
+    here = re.search(r"^#\$ _HERE_=(.*)$", out, re.M)
+    return (arch.group(1) if arch else "sm_75"), (here.group(1).strip() if here else str(Path(nvcc).parent))
 
 
 def probe(nvcc: Path) -> Toolkit:
     """Ask the real tools which knobs they take (about a second, once)."""
     import concurrent.futures
     import tempfile
-    tools = {"nvcc": str(nvcc), "ptxas": str(nvcc.parent / "ptxas")}
+    tools = {"nvcc": str(nvcc)}
     with tempfile.TemporaryDirectory(prefix="nvcc-evo-probe-") as work:
         Path(work, "probe.cu").write_text(PROBE_SOURCE)
-        arch = _default_arch(tools["nvcc"], work)
+        arch, bin_dir = _dryrun_facts(tools["nvcc"], work)
+        tools["ptxas"] = str(Path(bin_dir) / "ptxas")
         code, out = _run([tools["nvcc"], f"-arch={arch}", "-ptx", "probe.cu", "-o", "probe.ptx"], work)
         if code != 0:
             raise OSError(f"{nvcc} cannot compile a probe kernel: {out}")

@@ -1,0 +1,87 @@
+"""Which backend measures a retune's candidates, and how it is called.
+
+Returns a Measurer: the function the Evaluator calls per candidate, the
+objectives it can answer, whether candidates must be compiled first, and
+the device name that goes into the results' context.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+from nvcc_evo import acf
+from nvcc_evo.errors import EnvironmentProblem, UsageError
+from nvcc_evo.measure import Measurement, command, failed, static
+from nvcc_evo.space import Genome
+from nvcc_evo.store import Context, require_same_context
+
+
+@dataclass(frozen=True)
+class Measurer:
+    measure: Callable
+    objectives: tuple[str, ...]
+    compiles: bool = True
+    device: str = "cpu"
+    describe: str = ""
+
+
+def _static(task) -> Measurer:
+    return Measurer(lambda genome, flags, result: static.measure(result, task.arch), static.OBJECTIVES,
+                    describe="static (no GPU timing: registers, spills and other compiler facts)")
+
+
+def _candidate_acf(acf_path: Path, task, genome: Genome) -> Path:
+    """A copy of the ACF whose target holds the candidate: beside the real
+    one, so that unit globs resolve the same."""
+    from nvcc_evo.format import update_target
+    target = acf.Target(task.arch, None, tuple(acf.Setting(k, v) for k, v in genome.settings().items()))
+    path = acf_path.parent / f".nvcc-evo-candidate-{os.getpid()}.acf"
+    path.write_text(update_target(acf_path.read_text(), task.unit_index, target, str(acf_path)))
+    return path
+
+
+def _command(task, acf_path: Path, timeout: float) -> Measurer:
+    bench = task.unit.bench
+    if bench is None or bench.command is None:
+        raise UsageError(f"unit {task.unit} has no `bench {{ command ...; metric ... }}` for the command backend")
+
+    def measure(genome: Genome, flags, result) -> Measurement:
+        compiled = static.measure(result, task.arch)
+        if not compiled.ok:
+            return compiled
+        candidate = _candidate_acf(acf_path, task, genome)
+        try:
+            ran = command.run_command(bench.command.text, bench.metric.text, acf_path.parent, candidate, flags,
+                                      timeout)
+        finally:
+            candidate.unlink(missing_ok=True)
+        return replace(ran, metrics=compiled.metrics + ran.metrics) if ran.ok else ran
+
+    return Measurer(measure, ("metric",) + static.OBJECTIVES,
+                    describe=f"command `{bench.command.text}` (metric /{bench.metric.text}/)")
+
+
+def _replay(task, path: str | None, context: Context) -> Measurer:
+    from nvcc_evo.measure.replay import Replay
+    if not path:
+        raise UsageError("--backend replay needs --replay FILE (a results store)")
+    replay = Replay.from_file(Path(path))
+    records = list(replay.answers.values())
+    if not records:
+        raise UsageError(f"{path} holds no recorded results")
+    require_same_context(records, replace(context, backend=records[0].context.backend), path)
+    return Measurer(lambda genome, flags, result: replay.measure(genome), static.OBJECTIVES, compiles=False,
+                    device=records[0].context.device, describe=f"replay of {path}")
+
+
+def measurer_for(backend: str, task, acf_path: Path, context: Context, replay_path: str | None,
+                 timeout: float) -> Measurer:
+    if backend == "static":
+        return _static(task)
+    if backend == "command":
+        return _command(task, acf_path, timeout)
+    if backend == "replay":
+        return _replay(task, replay_path, context)
+    raise EnvironmentProblem(f"backend '{backend}' is not available in this build of nvcc-evo")

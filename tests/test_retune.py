@@ -1,0 +1,141 @@
+"""`nvcc-evo --retune` end to end on the CPU, with the real nvcc and ptxas."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, EVO, evo_env, run_evo
+
+ACF = """acf 1
+# hand-written notes survive a retune
+unit "spill.cu" {
+    search {
+        ptxas.opt_level in 1..3
+        ptxas.register_usage_level in 0..10
+    }
+    tune {
+        minimize spills, registers   # static objectives
+    }
+}
+"""
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+    (tmp_path / "nvcc-evo.acf").write_text(ACF)
+    return tmp_path
+
+
+def spills(stderr: str) -> int:
+    return sum(int(a) + int(b) for a, b in re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", stderr))
+
+
+def store_lines(project: Path) -> list[dict]:
+    path = project / ".nvcc-evo" / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def retune(project: Path, env: dict, *args: str):
+    return run_evo("--retune", "--target", "sm_90", "--seed", "1", *args, cwd=project, env=env)
+
+
+def test_retune_cuts_spills_and_the_build_uses_it(project, evo_cache):
+    env = evo_env(evo_cache)
+    before = subprocess.run([str(EVO), "-arch=sm_90", "-cubin", "-Xptxas", "-v", "spill.cu", "-o", "a.cubin"],
+                            cwd=project, env=env, capture_output=True, text=True)
+    result = retune(project, env, "--evaluations", "24")
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"spills\s+284\s+48\s+-83.1%", result.stdout), result.stdout
+    assert "backend static (no GPU timing" in result.stderr and "gen 1:" in result.stderr
+    text = (project / "nvcc-evo.acf").read_text()
+    assert text.startswith(ACF[: ACF.rindex("}")])              # every byte before the new block kept
+    assert "        ptxas.opt_level = 1\n" in text and 'verdict = "improved spills 284 -> 48"' in text
+    assert run_evo("--acf-check", "nvcc-evo.acf", cwd=project).returncode == 0
+    after = subprocess.run([str(EVO), "-arch=sm_90", "-cubin", "-Xptxas", "-v", "spill.cu", "-o", "b.cubin"],
+                           cwd=project, env=env, capture_output=True, text=True)
+    assert (spills(before.stderr), spills(after.stderr)) == (284, 48)
+
+
+def test_only_stale_units_are_retuned(project, evo_cache):
+    shutil.copy(DATA / "cuda" / "regs.cu", project / "regs.cu")
+    (project / "nvcc-evo.acf").write_text(ACF + 'unit "regs.cu" {\n    search {\n        ptxas.opt_level in 1..3\n'
+                                          '    }\n}\n')
+    env = evo_env(evo_cache)
+    first = retune(project, env, "--evaluations", "6")
+    assert first.returncode == 0 and first.stderr.count("no entry for sm_90") == 2
+    tuned = (project / "nvcc-evo.acf").read_text()
+    again = retune(project, env, "--evaluations", "6")
+    assert "nothing to retune" in again.stderr and (project / "nvcc-evo.acf").read_text() == tuned
+    (project / "regs.cu").write_text((project / "regs.cu").read_text() + "// edited\n")
+    edited = retune(project, env, "--evaluations", "6")
+    assert edited.returncode == 0
+    assert '"regs.cu" [sm_90]: source changed' in edited.stderr and '"spill.cu" [sm_90]' not in edited.stderr
+    new = (project / "nvcc-evo.acf").read_text()
+    spill_block = tuned[tuned.index('unit "spill.cu"'):tuned.index('unit "regs.cu"')]
+    assert spill_block in new
+
+
+def test_interrupted_search_resumes_from_the_store(project, evo_cache):
+    env = evo_env(evo_cache)
+    argv = [str(EVO), "--retune", "--target", "sm_90", "--seed", "3", "--evaluations", "33", "--patience", "99",
+            "--population", "6", "--jobs", "1"]
+    running = subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while len(store_lines(project)) < 4 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    running.send_signal(signal.SIGINT)
+    out, err = running.communicate(timeout=120)
+    assert running.returncode == 130, err
+    assert "interrupted: every finished evaluation is kept" in err
+    assert (project / "nvcc-evo.acf").read_text() == ACF            # nothing half-written
+    kept = len(store_lines(project))
+    assert kept >= 4
+    resumed = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming with {kept} stored evaluations" in resumed.stderr
+    genomes = [json.dumps(line["genome"]) for line in store_lines(project)]
+    assert len(genomes) == len(set(genomes)) == 33                   # the whole space, nothing twice
+
+
+def test_kill_minus_nine_loses_at_most_the_evaluation_in_flight(project, evo_cache):
+    env = evo_env(evo_cache)
+    argv = [str(EVO), "--retune", "--target", "sm_90", "--evaluations", "20", "--jobs", "1", "--population", "4"]
+    running = subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(store_lines(project)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    running.kill()
+    running.wait()
+    kept = store_lines(project)          # every line still parses
+    resumed = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0 and f"resuming with {len(kept)} stored evaluations" in resumed.stderr
+
+
+def test_a_hung_compile_times_out_and_is_recorded(project, evo_cache, real_nvcc):
+    """A fake nvcc that hangs for one define value, through the real code path."""
+    fake = project / "bin" / "nvcc"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\ncase " $* " in *" -DHANG=1 "*) sleep 60;; esac\nexec {real_nvcc} "$@"\n')
+    fake.chmod(0o755)
+    source = project / "spill.cu"
+    source.write_text("#define HANG 0\n" + source.read_text())
+    (project / "nvcc-evo.acf").write_text(ACF.replace("ptxas.register_usage_level in 0..10",
+                                                      "define.HANG in {0, 1}"))
+    env = evo_env(evo_cache, fake)
+    started = time.monotonic()
+    result = retune(project, env, "--timeout", "5", "--evaluations", "10")
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started < 55
+    statuses = {line["genome"][1][1]: line["status"] for line in store_lines(project) if line["genome"][0][1] == 3}
+    assert statuses == {0: "ok", 1: "timeout"}
+    assert any("compile exceeded 5 s" in line["detail"] for line in store_lines(project))
+    assert "define.HANG = 1" not in (project / "nvcc-evo.acf").read_text()

@@ -1,0 +1,49 @@
+"""The append-only results store: resume, contexts, crash safety."""
+from __future__ import annotations
+
+import pytest
+
+from nvcc_evo.measure import Measurement
+from nvcc_evo.space import Genome
+from nvcc_evo.store import Context, MixedResults, Record, Store, require_same_context
+
+HERE = Context("13.0.88", "sha256:a", "sm_90", "cpu", "static", '"k.cu"', "b1")
+ELSEWHERE = Context("13.0.88", "sha256:a", "sm_90", "NVIDIA H200", "pycuda", '"k.cu"', "b1")
+
+
+def record(value: int, context: Context = HERE) -> Record:
+    genome = Genome((("ptxas.opt_level", value), ("define.T", None)))
+    return Record(genome, ("-Xptxas", f"-O{value}"), Measurement("ok", (("spills", 8.0 * value),)), f"h{value}",
+                  context)
+
+
+def test_round_trip_keeps_every_field(tmp_path):
+    store = Store(tmp_path / "r.jsonl")
+    store.append(record(1))
+    (back,) = store.read()
+    assert back == record(1)
+
+
+def test_a_line_cut_short_by_a_crash_is_skipped(tmp_path):
+    store = Store(tmp_path / "r.jsonl")
+    store.append(record(1))
+    store.append(record(2))
+    text = store.path.read_text()
+    store.path.write_text(text[: len(text) - 25])          # kill -9 in the middle of a write
+    assert [r.genome.value("ptxas.opt_level") for r in store.read()] == [1]
+
+
+def test_other_contexts_are_kept_apart(tmp_path):
+    store = Store(tmp_path / "r.jsonl")
+    store.append(record(1))
+    store.append(record(2, ELSEWHERE))
+    mine, others = store.for_context(HERE)
+    assert [r.genome.value("ptxas.opt_level") for r in mine] == [1] and others == [ELSEWHERE]
+
+
+def test_replay_refuses_another_context_naming_both_sides():
+    with pytest.raises(MixedResults) as caught:
+        require_same_context([record(1, ELSEWHERE)], HERE, "rec.jsonl")
+    assert "device: 'NVIDIA H200' there, 'cpu' here" in str(caught.value)
+    assert "backend: 'pycuda' there, 'static' here" in str(caught.value)
+    require_same_context([record(1)], HERE, "rec.jsonl")    # same context: fine
