@@ -201,6 +201,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     evaluator = Evaluator(task.job, goal, context, store, flags_for, measurer.measure, measurer.compiles,
                           workers=options.jobs)
     mine, others = store.for_context(context)
+    others = [c for c in others if c.unit == context.unit and c.arch == context.arch]
     if others:
         log(f"{task}: {len(others)} other context(s) in the results store left aside "
             f"(e.g. {'; '.join(context.differences(others[0]))})")
@@ -274,10 +275,12 @@ def _verdict(outcome: Outcome) -> str:
         return f"baseline failed ({outcome.baseline.status}); nothing written"
     if outcome.chosen == outcome.space.baseline():
         return "baseline kept: no candidate beat it"
-    index = outcome.goal.minimize.index(outcome.goal.select)
-    before, after = outcome.baseline.get(outcome.goal.select), outcome.chosen_measurement.get(outcome.goal.select)
-    return f"improved {outcome.goal.minimize[index]} {before:g} -> {after:g}" if after < before else \
-        "same score, chosen by the selection rule"
+    changes = []
+    for metric in outcome.goal.minimize:
+        before, after = outcome.baseline.get(metric), outcome.chosen_measurement.get(metric)
+        if after != before:
+            changes.append(f"{metric} {before:g} -> {after:g}")
+    return ("improved " + ", ".join(changes)) if changes else "same scores; chosen by the selection rule"
 
 
 # ---------------------------------------------------------------- entry point
