@@ -8,7 +8,7 @@ EVO := $(abspath $(BIN)/nvcc-evo)
 ARCH ?= sm_90
 BUILD := build
 
-.PHONY: setup test tune kernels clean
+.PHONY: setup test tune kernels clean gpu-setup gpu-test
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,3 +42,12 @@ $(BUILD)/%.o: kernels/%.cu
 
 clean:
 	rm -rf $(BUILD)
+
+# GPU tests and a GPU retune on a machine without network (the H200): the
+# project runs from the source tree with carried wheels (see ../shared/DEVICE.md).
+SITE ?= /tmp/evo-site
+gpu-setup:
+	python3 -m pip install -q --no-index --no-deps --target $(SITE) .device-wheels/*.whl
+	mkdir -p $(SITE)/bin && printf '#!/bin/sh\nexec python3 -m nvcc_evo "$$@"\n' > $(SITE)/bin/nvcc-evo && chmod +x $(SITE)/bin/nvcc-evo
+gpu-test: gpu-setup
+	PYTHONPATH=$(CURDIR):$(SITE) python3 -m pytest -q -m gpu tests/test_gpu.py tests/test_gpu_logic.py

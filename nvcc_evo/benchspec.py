@@ -5,6 +5,7 @@ GPU backend turns an evaluated spec into device buffers.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from nvcc_evo import acf
@@ -97,3 +98,89 @@ def evaluate(expr: acf.Expr, env: Mapping[str, int | float]) -> int | float:
     if expr.op == "%":
         return left - right * int(left / right) if both_int else left % right
     return {"+": left + right, "-": left - right, "*": left * right}[expr.op]
+
+
+# ---------------------------------------------------------------- plans
+@dataclass(frozen=True)
+class ArrayPlan:
+    name: str
+    dtype: str
+    count: int
+    init: str                                  # output, random, range, constant
+    params: tuple[tuple[str, float], ...]      # evaluated, with defaults filled in
+
+
+@dataclass(frozen=True)
+class ScalarPlan:
+    name: str
+    dtype: str
+    value: int | float
+
+
+@dataclass(frozen=True)
+class CheckPlan:
+    name: str
+    rtol: float
+    atol: float
+    exact: bool
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """A bench spec with every expression evaluated for one candidate."""
+
+    kernel: str
+    args: tuple                                # ArrayPlan | ScalarPlan, in launch order
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int
+    checks: tuple[CheckPlan, ...]
+
+    @property
+    def arrays(self) -> tuple[ArrayPlan, ...]:
+        return tuple(a for a in self.args if isinstance(a, ArrayPlan))
+
+    @property
+    def bytes_moved(self) -> int:
+        """Each array read or written once: the floor a memory-bound kernel can't beat."""
+        return sum(a.count * DTYPES[a.dtype][0] for a in self.arrays)
+
+
+INIT_DEFAULTS = {"random": {"seed": 0, "low": -1.0, "high": 1.0}, "range": {"start": 0, "step": 1},
+                 "constant": {"value": 0}, "output": {}}
+
+
+def _dims(exprs, env, what: str) -> tuple[int, int, int]:
+    values = [evaluate(e, env) for e in exprs]
+    if any(not isinstance(v, int) or v <= 0 for v in values):
+        raise ExprError(exprs[0], f"{what} must be positive integers, got {values}")
+    return tuple(values + [1] * (3 - len(values)))
+
+
+def plan_bench(bench: acf.Bench, defines: Mapping[str, int | float]) -> BenchPlan:
+    """Evaluate sizes, argument counts, initialisers, grid and block with the
+    candidate's defines (ExprError on an undefined name or a bad value)."""
+    env = dict(defines)
+    for let in bench.lets:
+        env[let.name] = evaluate(let.expr, env)
+    args = []
+    for arg in bench.args:
+        if not arg.is_array:
+            value = evaluate(arg.value, env)
+            args.append(ScalarPlan(arg.name, arg.dtype, float(value) if arg.dtype.startswith(("f", "bf")) else int(value)))
+            continue
+        count = evaluate(arg.count, env)
+        if not isinstance(count, int) or count <= 0:
+            raise ExprError(arg.count, f"element count of {arg.name} must be a positive integer, got {count}")
+        params = dict(INIT_DEFAULTS[arg.init])
+        names = INITS[arg.init][0]
+        for position, param in enumerate(arg.params):
+            params[param.name or names[position]] = evaluate(param.expr, env)
+        args.append(ArrayPlan(arg.name, arg.dtype, count, arg.init, tuple(sorted(params.items()))))
+    grid = _dims(bench.launch_dims("grid"), env, "grid")
+    block = _dims(bench.launch_dims("block"), env, "block")
+    shared_dims = bench.launch_dims("shared")
+    shared = int(evaluate(shared_dims[0], env)) if shared_dims else 0
+    checks = tuple(CheckPlan(c.name, c.rtol if c.rtol is not None else (0.0 if c.exact else 1e-5),
+                             c.atol if c.atol is not None else 0.0, c.exact) for c in bench.checks)
+    return BenchPlan(bench.kernel.text, tuple(args), grid, block, shared, checks)

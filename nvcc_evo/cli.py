@@ -25,7 +25,7 @@ usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's t
        nvcc-evo --retune [UNIT-GLOB...] [--all] [--target sm_XX] [--acf FILE]
                 [--evaluations N] [--generations N] [--time-limit S] [--patience N]
                 [--population N] [--seed N] [--jobs N] [--timeout S]
-                [--backend static|command|replay] [--replay JSONL]
+                [--backend auto|pycuda|static|command|replay] [--replay JSONL]
                                                search each stale unit's knobs and write them to the ACF
        nvcc-evo --evo-version                  print nvcc-evo's version
        nvcc-evo --evo-help                     this help (--help is nvcc's own)
@@ -97,9 +97,10 @@ def retune(rest: list[str]) -> int:
     parser.add_argument("--all", action="store_true", help="retune every unit, stale or not")
     parser.add_argument("--target", help="the SASS architecture to tune for (sm_90, ...)")
     parser.add_argument("--acf", help="the ACF (default: nearest nvcc-evo.acf here or above)")
-    parser.add_argument("--backend", default="static", choices=["static", "command", "replay"],
-                        help="static: ptxas facts (no GPU); command: the unit's bench command; "
-                             "replay: a recorded results store (--replay)")
+    parser.add_argument("--backend", default="auto", choices=["auto", "pycuda", "static", "command", "replay"],
+                        help="auto (default): pycuda when PyCUDA and a GPU are there, else static; "
+                             "pycuda: kernel time and energy on the GPU; static: ptxas facts (no GPU); "
+                             "command: the unit's bench command; replay: a recorded results store (--replay)")
     parser.add_argument("--replay", metavar="JSONL", help="results store to answer from, with --backend replay")
     parser.add_argument("--evaluations", type=int, default=60, help="evaluation budget per unit and target")
     parser.add_argument("--generations", type=int, default=1000)

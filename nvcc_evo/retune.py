@@ -24,7 +24,7 @@ from nvcc_evo.evaluate import Evaluator, Goal, goal_for, holds
 from nvcc_evo.evolve import Budget, Engine, Evaluation, Progress, run_search
 from nvcc_evo.flags import plan_flags, read_facts
 from nvcc_evo.measure import Measurement
-from nvcc_evo.measure.choose import measurer_for
+from nvcc_evo.measure.choose import close_pool, measurer_for, resolve_backend
 from nvcc_evo.nvcc_options import parse_call
 from nvcc_evo.plan import ACF_NAME, fingerprint, find_acf
 from nvcc_evo.space import Genome, SearchSpace, build_space
@@ -39,7 +39,7 @@ class Options:
     globs: tuple[str, ...] = ()
     target: str | None = None
     all: bool = False
-    backend: str = "static"
+    backend: str = "auto"
     evaluations: int = 60
     generations: int = 1000
     seconds: float = float("inf")
@@ -195,7 +195,8 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
 
     context = Context(toolkit.version, task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
                       _build_key(task.job))
-    measurer = measurer_for(options.backend, task, acf_path, context, options.replay, options.timeout)
+    measurer = measurer_for(options.backend, task, acf_path, context, options.replay, options.timeout,
+                            _define_defaults(task, space))
     context = replace(context, device=measurer.device)
     goal = goal_for(task.unit.tune, measurer.objectives)
     evaluator = Evaluator(task.job, goal, context, store, flags_for, measurer.measure, measurer.compiles,
@@ -220,8 +221,46 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     base_eval = evaluator.evaluation(baseline_genome, baseline_measurement)
     best = choose(list(engine.seen.values()), engine.front(), base_eval, goal, evaluator.measured,
                   evaluator.baseline)
-    return Outcome(task, goal, space, baseline_measurement, best.genome, evaluator.measured[best.genome],
-                   engine.front(), evaluator, progress)
+    outcome = Outcome(task, goal, space, baseline_measurement, best.genome, evaluator.measured[best.genome],
+                      engine.front(), evaluator, progress, extra={"measurer": measurer})
+    if measurer.gpu is not None and best.genome != baseline_genome and baseline_measurement.ok:
+        _verify_on_gpu(outcome, measurer, flags_for)
+    return outcome
+
+
+def _define_defaults(task: Task, space: SearchSpace) -> dict:
+    """Values of source parameters a bench expression may name: the source's
+    own #defines, then the baselines and pins of the search space."""
+    import re
+    text = task.source.read_text(errors="replace")
+    found = {m.group(1): m.group(2) for m in re.finditer(r"^\s*#\s*define\s+(\w+)\s+(-?[0-9.]+)\s*$", text, re.M)}
+    values = {name: (float(v) if "." in v else int(v)) for name, v in found.items()}
+    for dim in space.dimensions:
+        if dim.knob.startswith("define.") and dim.baseline is not None:
+            values[dim.knob[len("define."):]] = dim.baseline
+    return values
+
+
+def _verify_on_gpu(outcome: Outcome, measurer, flags_for) -> None:
+    """Interleaved re-measurement of the winner against the baseline; a gain
+    that is not significant, or a wrong answer on fresh inputs, keeps the baseline."""
+    from nvcc_evo.compile import compile_candidate
+    from nvcc_evo.measure.gpu import verify
+    task, gpu, baseline = outcome.task, measurer.gpu, outcome.space.baseline()
+    cubins = {g: compile_candidate(replace(task.job, flags=flags_for(g))) for g in (baseline, outcome.chosen)}
+    if not all(c.ok for c in cubins.values()):
+        outcome.extra["rejected"] = "recompiling for the verification failed"
+    else:
+        stats, problem = verify(gpu.pool, (cubins[baseline].cubin, gpu.plan(baseline)),
+                                (cubins[outcome.chosen].cubin, gpu.plan(outcome.chosen)))
+        outcome.extra["stats"] = stats
+        log(f"{task}: verification {stats}" + (f"; fresh inputs: {problem}" if problem else ""))
+        if problem:
+            outcome.extra["rejected"] = f"wrong on fresh inputs: {problem}"
+        elif not stats.significant:
+            outcome.extra["rejected"] = f"gain not significant ({stats})"
+    if "rejected" in outcome.extra:
+        outcome.chosen, outcome.chosen_measurement = baseline, outcome.baseline
 
 
 def _build_key(job: CompileJob) -> str:
@@ -250,14 +289,24 @@ def _settings_of(outcome: Outcome) -> tuple[acf.Setting, ...]:
 
 def _provenance(outcome: Outcome, toolkit, options: Options) -> tuple[acf.Record, ...]:
     t = outcome.evaluator.tally
-    records = [acf.Record("fingerprint", outcome.task.fingerprint), acf.Record("toolkit", toolkit.version),
-               acf.Record("backend", options.backend), acf.Record("date", time.strftime("%Y-%m-%d")),
-               acf.Record("seed", options.seed), acf.Record("evaluations", t.evaluated + t.resumed),
-               acf.Record("reused", t.reused)]
-    whole = lambda v: int(v) if float(v).is_integer() else v
+    records = [acf.Record("fingerprint", outcome.task.fingerprint), acf.Record("toolkit", toolkit.version)]
+    hello = outcome.extra["measurer"].hello
+    if hello:
+        records += [acf.Record("gpu", hello["name"]), acf.Record("cc", hello["cc"]),
+                    acf.Record("driver", str(hello["driver"]))]
+    records += [acf.Record("backend", options.backend), acf.Record("date", time.strftime("%Y-%m-%d")),
+                acf.Record("seed", options.seed), acf.Record("evaluations", t.evaluated + t.resumed),
+                acf.Record("reused", t.reused)]
+    whole = lambda v: int(v) if float(v).is_integer() else round(v, 6)
     for metric in dict.fromkeys(outcome.goal.minimize + (outcome.goal.select,)):
-        records.append(acf.Record(f"baseline.{metric}", whole(outcome.baseline.get(metric))))
-        records.append(acf.Record(f"tuned.{metric}", whole(outcome.chosen_measurement.get(metric))))
+        for side, measured in (("baseline", outcome.baseline), ("tuned", outcome.chosen_measurement)):
+            value, spread = measured.get(metric), dict(measured.spreads).get(metric)
+            records.append(acf.Record(f"{side}.{metric}", whole(value),
+                                      round(value * spread, 6) if spread is not None else None))
+    stats = outcome.extra.get("stats")
+    if stats is not None:
+        records += [acf.Record("test", stats.test), acf.Record("p_value", float(f"{stats.p_value:.3g}")),
+                    acf.Record("effect_size", round(stats.effect, 4)), acf.Record("significant", stats.significant)]
     records.append(acf.Record("verdict", outcome.verdict))
     return tuple(records)
 
@@ -273,6 +322,8 @@ def write_back(acf_path: Path, outcome: Outcome, toolkit, options: Options) -> N
 def _verdict(outcome: Outcome) -> str:
     if not outcome.baseline.ok:
         return f"baseline failed ({outcome.baseline.status}); nothing written"
+    if "rejected" in outcome.extra:
+        return f"baseline kept: {outcome.extra['rejected']}"
     if outcome.chosen == outcome.space.baseline():
         return "baseline kept: no candidate beat it"
     changes = []
@@ -294,6 +345,10 @@ def run_retune(options: Options) -> int:
         raise UsageError(f"no {ACF_NAME} here or above; name one with --acf")
     toolkit = load_toolkit(find_real_nvcc())
     file = load(acf_path)
+    options = replace(options, backend=resolve_backend(options.backend))
+    if options.backend == "pycuda" and options.target is None:
+        from nvcc_evo.measure.choose import gpu_pool
+        options = replace(options, target=gpu_pool().hello["arch"])   # measure what this GPU runs
     log(f"{acf_path}: {toolkit}; backend {options.backend}"
         + (" (no GPU timing: registers, spills and other compiler facts are the objectives)"
            if options.backend == "static" else ""))
@@ -302,6 +357,15 @@ def run_retune(options: Options) -> int:
         log("every unit and target is up to date; nothing to retune (use --all to force)")
         return 0
     store = Store(acf_path.parent / ".nvcc-evo" / "results.jsonl")
+    try:
+        outcomes = _retune_all(tasks, options, toolkit, store, acf_path)
+    finally:
+        close_pool()
+    print(render(outcomes), end="")
+    return 0
+
+
+def _retune_all(tasks: list[Task], options: Options, toolkit, store: Store, acf_path: Path) -> list[Outcome]:
     outcomes = []
     for task in tasks:
         try:
@@ -314,5 +378,4 @@ def run_retune(options: Options) -> int:
         if outcome.baseline.ok:
             write_back(acf_path, outcome, toolkit, options)
         outcomes.append(outcome)
-    print(render(outcomes), end="")
-    return 0
+    return outcomes

@@ -84,11 +84,13 @@ def sass(binary: Path) -> str:
 
 
 EVO = Path(sys.executable).parent / "nvcc-evo"
+# Where the package is not installed (the GPU machine runs from the source tree):
+EVO_COMMAND = [str(EVO)] if EVO.exists() else [sys.executable, "-m", "nvcc_evo"]
 
 
 def run_evo(*args: str, cwd: Path | None = None, env: dict | None = None, input: str | None = None):
     """Run the installed `nvcc-evo` command as a user would."""
-    return subprocess.run([str(EVO), *args], cwd=cwd, env=env, input=input,
+    return subprocess.run([*EVO_COMMAND, *args], cwd=cwd, env=env, input=input,
                           capture_output=True, text=True)
 
 

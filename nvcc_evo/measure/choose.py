@@ -25,6 +25,8 @@ class Measurer:
     compiles: bool = True
     device: str = "cpu"
     describe: str = ""
+    gpu: object = None          # the GpuBench, for the final interleaved verification
+    hello: dict | None = None   # the GPU's name, compute capability and driver
 
 
 def _static(task) -> Measurer:
@@ -76,8 +78,55 @@ def _replay(task, path: str | None, context: Context) -> Measurer:
                     device=records[0].context.device, describe=f"replay of {path}")
 
 
+_POOL = None
+
+
+def gpu_pool():
+    """One measuring process for the whole retune (started on first use)."""
+    global _POOL
+    if _POOL is None:
+        try:
+            import pycuda  # noqa: F401
+        except ImportError:
+            raise EnvironmentProblem("the pycuda backend needs PyCUDA (pip install 'nvcc-evo[gpu]') and a GPU")
+        from nvcc_evo.measure.gpu import WorkerPool
+        _POOL = WorkerPool()
+    return _POOL
+
+
+def close_pool() -> None:
+    global _POOL
+    if _POOL is not None:
+        _POOL.close()
+        _POOL = None
+
+
+def _pycuda(task, space_defaults: dict) -> Measurer:
+    from nvcc_evo.measure.gpu import OBJECTIVES, GpuBench
+    bench = task.unit.bench
+    if bench is None or bench.kernel is None:
+        raise UsageError(f"unit {task.unit} has no `bench {{ kernel ... }}` block for the pycuda backend")
+    pool = gpu_pool()
+    defines = lambda genome: {**space_defaults, **{k[len("define."):]: v for k, v in genome.settings().items()
+                                                   if k.startswith("define.")}}
+    gpu = GpuBench(bench, pool, task.arch, defines, energy=True)
+    energy = "energy from NVML" if pool.hello.get("nvml") else "no NVML: energy dropped"
+    return Measurer(gpu.measure, OBJECTIVES, device=pool.hello["name"], gpu=gpu, hello=pool.hello,
+                    describe=f"pycuda on {pool.hello['name']} (sm {pool.hello['cc']}; {energy})")
+
+
+def resolve_backend(backend: str) -> str:
+    """`auto`: the GPU when PyCUDA and a device are there, else static."""
+    if backend != "auto":
+        return backend
+    from nvcc_evo.measure.gpu import gpu_available
+    return "pycuda" if gpu_available() else "static"
+
+
 def measurer_for(backend: str, task, acf_path: Path, context: Context, replay_path: str | None,
-                 timeout: float) -> Measurer:
+                 timeout: float, space_defaults: dict | None = None) -> Measurer:
+    if backend == "pycuda":
+        return _pycuda(task, space_defaults or {})
     if backend == "static":
         return _static(task)
     if backend == "command":

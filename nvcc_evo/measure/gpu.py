@@ -1,0 +1,182 @@
+"""The pycuda backend: real kernel time and energy on the GPU, correctness first.
+
+Measurements run in a worker process (measure/gpu_worker.py), one request at
+a time. A candidate that kills the CUDA context or hangs is recorded with its
+status and the worker is replaced. The baseline's outputs are the reference;
+every candidate is compared with them within the bench spec's tolerances
+(NaN never passes), on outputs poisoned before the launch.
+"""
+from __future__ import annotations
+
+import multiprocessing
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from nvcc_evo import acf
+from nvcc_evo.benchspec import BenchPlan, ExprError, plan_bench
+from nvcc_evo.compile import CompileResult
+from nvcc_evo.errors import EnvironmentProblem
+from nvcc_evo.measure import Measurement, failed, static
+from nvcc_evo.measure.stats import Verdict, faster, summarize
+
+OBJECTIVES = ("runtime", "energy") + static.OBJECTIVES
+
+
+class WorkerPool:
+    """One measuring process, replaced whenever a candidate breaks it."""
+
+    def __init__(self, target: Callable | None = None, timeout: float = 120.0, device: int = 0):
+        from nvcc_evo.measure.gpu_worker import worker_main
+        self.target, self.timeout, self.device = target or worker_main, timeout, device
+        self.context = multiprocessing.get_context("spawn")
+        self.replaced = 0
+        self.hello = self._start()
+
+    def _start(self) -> dict:
+        self.connection, child = self.context.Pipe()
+        self.process = self.context.Process(target=self.target, args=(child, self.device), daemon=True)
+        self.process.start()
+        child.close()
+        if not self.connection.poll(self.timeout):
+            self._stop()
+            raise EnvironmentProblem("the GPU worker did not start")
+        hello = self.connection.recv()
+        if hello.get("status") == "no-gpu":
+            self._stop()
+            raise EnvironmentProblem(f"no usable GPU: {hello['detail']}")
+        return hello
+
+    def _stop(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5)
+
+    def _replace(self) -> None:
+        self._stop()
+        self.replaced += 1
+        self.hello = self._start()
+
+    def request(self, message: dict, timeout: float | None = None) -> dict:
+        try:
+            self.connection.send(message)
+            if not self.connection.poll(timeout or self.timeout):
+                self._replace()
+                return {"status": "timeout", "detail": f"no answer within {timeout or self.timeout:.0f} s"}
+            answer = self.connection.recv()
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            code = self.process.exitcode
+            self._replace()
+            return {"status": "crash", "detail": f"the measuring process died (exit code {code})"}
+        if not self.process.is_alive() or answer.get("status") == "crash":
+            self.process.join(2)
+            self._replace()
+        return answer
+
+    def close(self) -> None:
+        try:
+            self.connection.send(None)
+        except OSError:
+            pass
+        self._stop()
+
+
+def outputs_match(got: dict, reference: dict, plan: BenchPlan) -> str:
+    """"" when every checked output is within tolerance, else what is wrong."""
+    for check in plan.checks:
+        out, ref = _as_float(got[check.name], plan, check.name), _as_float(reference[check.name], plan, check.name)
+        if np.isnan(out).any():
+            return f"{check.name}: {int(np.isnan(out).sum())} NaN or unwritten elements"
+        if check.exact:
+            if not np.array_equal(out, ref):
+                return f"{check.name}: {int((out != ref).sum())} elements differ (exact check)"
+            continue
+        bad = np.abs(out - ref) > check.atol + check.rtol * np.abs(ref)
+        if bad.any():
+            worst = float(np.max(np.abs(out - ref) / (np.abs(ref) + check.atol + 1e-30)))
+            return f"{check.name}: {int(bad.sum())} elements outside rtol {check.rtol} atol {check.atol} " \
+                   f"(worst relative error {worst:.3g})"
+    return ""
+
+
+def _as_float(values: np.ndarray, plan: BenchPlan, name: str) -> np.ndarray:
+    dtype = next(a.dtype for a in plan.arrays if a.name == name)
+    if dtype == "bf16":
+        return (values.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return values.astype(np.float64)
+
+
+@dataclass
+class GpuBench:
+    """Measures candidates of one unit with its bench spec."""
+
+    bench: acf.Bench
+    pool: WorkerPool
+    arch: str
+    defines_for: Callable                 # genome -> {NAME: value}
+    energy: bool = True
+    reference: dict | None = None
+
+    def plan(self, genome) -> BenchPlan:
+        return plan_bench(self.bench, self.defines_for(genome))
+
+    def measure(self, genome, flags, result: CompileResult) -> Measurement:
+        compiled = static.measure(result, self.arch)
+        if not result.ok:
+            return compiled
+        try:
+            plan = self.plan(genome)
+        except ExprError as error:
+            return failed("bad-bench", f"bench spec with this candidate's defines: {error}")
+        answer = self.pool.request({"cubin": result.cubin, "plan": plan, "outputs": True, "time": True,
+                                    "energy": self.energy and self.pool.hello.get("nvml")})
+        if answer["status"] != "ok":
+            return failed(answer["status"], answer.get("detail", ""))
+        if self.reference is None:             # the first measurement is the baseline's
+            self.reference = answer["outputs"]
+        else:
+            wrong = outputs_match(answer["outputs"], self.reference, plan)
+            if wrong:
+                return failed("wrong-answer", wrong)
+        times = summarize(answer["times_us"])
+        metrics = (("runtime", times.median),) + tuple((k, v) for k, v in compiled.metrics if k != "runtime")
+        if "energy_mj" in answer:
+            metrics += (("energy", answer["energy_mj"]), ("power", answer["power_w"]))
+        return Measurement("ok", metrics, (("runtime", times.spread),))
+
+
+def verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[bytes, BenchPlan],
+           rounds: int = 10) -> tuple[Verdict, str]:
+    """Re-measure the winner against the baseline, interleaved A B A B, and
+    check the winner once more on fresh random inputs."""
+    medians = {"a": [], "b": []}
+    for _ in range(rounds):
+        for side, (cubin, plan) in (("a", baseline), ("b", chosen)):
+            answer = pool.request({"cubin": cubin, "plan": plan, "time": True, "min_seconds": 0.2})
+            if answer["status"] != "ok":
+                raise EnvironmentProblem(f"verification run failed: {answer.get('detail', answer['status'])}")
+            medians[side].append(summarize(answer["times_us"]).median)
+    fresh = [pool.request({"cubin": cubin, "plan": plan, "outputs": True, "seed": 1000})
+             for cubin, plan in (baseline, chosen)]
+    problem = "" if all(f["status"] == "ok" for f in fresh) else "fresh-input run failed"
+    if not problem:
+        problem = outputs_match(fresh[1]["outputs"], fresh[0]["outputs"], chosen[1])
+    return faster(medians["a"], medians["b"]), problem
+
+
+def gpu_available() -> bool:
+    """PyCUDA importable and a CUDA device present (checked in a child, so
+    this process never creates a context)."""
+    try:
+        import pycuda  # noqa: F401
+    except ImportError:
+        return False
+    import subprocess
+    import sys
+    probe = "import pycuda.driver as d; d.init(); print(d.Device.count())"
+    try:
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and out.stdout.strip() not in ("", "0")

@@ -1,0 +1,185 @@
+"""The measuring process: one per GPU, started fresh after a candidate breaks
+its CUDA context. Runs in a child process (spawn); PyCUDA and NVML are
+imported here only, so nothing else of nvcc-evo needs them.
+
+Protocol over a multiprocessing Connection: the worker first sends a hello
+(device name, compute capability, driver, L2 size, NVML availability), then
+answers one request dict per message; None asks it to exit.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from nvcc_evo.benchspec import DTYPES, ArrayPlan, BenchPlan, ScalarPlan
+from nvcc_evo.measure.stats import repetitions
+
+# Errors after which the context cannot be trusted: the worker exits and is replaced.
+FATAL_WORDS = ("illegal", "misaligned", "launch failed", "unspecified launch failure", "exception",
+               "hardware stack error", "timeout", "context is destroyed")
+
+
+def host_array(plan: ArrayPlan, seed_offset: int) -> np.ndarray:
+    """Initial data for one array (outputs are poisoned separately)."""
+    params = dict(plan.params)
+    store = np.dtype(DTYPES[plan.dtype][1])
+    if plan.init == "random":
+        rng = np.random.default_rng(int(params["seed"]) + seed_offset)
+        if store.kind in "iu" and plan.dtype != "bf16":
+            values = rng.integers(int(params["low"]), int(params["high"]) + 1, plan.count)
+        else:
+            values = rng.uniform(params["low"], params["high"], plan.count)
+    elif plan.init == "range":
+        values = params["start"] + params["step"] * np.arange(plan.count)
+    elif plan.init == "constant":
+        values = np.full(plan.count, params["value"])
+    else:
+        values = np.zeros(plan.count)
+    return to_storage(values, plan.dtype)
+
+
+def to_storage(values: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "bf16":     # round to nearest even, keep the upper 16 bits
+        bits = np.asarray(values, dtype=np.float32).view(np.uint32)
+        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.asarray(values).astype(DTYPES[dtype][1])
+
+
+def poison(plan: ArrayPlan) -> np.ndarray:
+    """NaN for floats, all ones for integers: an element the kernel never wrote stands out."""
+    store = np.dtype(DTYPES[plan.dtype][1])
+    if plan.dtype == "bf16":
+        return np.full(plan.count, 0x7FC0, dtype=np.uint16)
+    if store.kind == "f":
+        return np.full(plan.count, np.nan, dtype=store)
+    return np.full(plan.count, -1, dtype=np.int64).astype(store)
+
+
+def _scalar(plan: ScalarPlan):
+    return np.dtype(DTYPES[plan.dtype][1]).type(plan.value)
+
+
+class Device:
+    def __init__(self, index: int = 0):
+        import pycuda.driver as cuda
+        self.cuda = cuda
+        cuda.init()
+        self.device = cuda.Device(index)
+        self.context = self.device.make_context()
+        self.l2 = self.device.get_attribute(cuda.device_attribute.L2_CACHE_SIZE)
+        self.scratch = cuda.mem_alloc(max(2 * self.l2, 1 << 20))
+        self.nvml = _nvml_handle(index)
+
+    def hello(self) -> dict:
+        major, minor = self.device.compute_capability()
+        return {"name": self.device.name(), "cc": f"{major}.{minor}", "arch": f"sm_{major}{minor}",
+                "driver": self.cuda.get_driver_version(), "l2": self.l2, "nvml": self.nvml is not None}
+
+    def flush(self) -> None:
+        self.cuda.memset_d8_async(self.scratch, 0, 2 * self.l2)
+
+    def run(self, request: dict) -> dict:
+        cuda, plan = self.cuda, request["plan"]
+        module = cuda.module_from_buffer(request["cubin"])
+        function = module.get_function(plan.kernel)
+        hosts = {a.name: host_array(a, request.get("seed", 0)) for a in plan.arrays}
+        for a in plan.arrays:
+            if a.init == "output":
+                hosts[a.name] = poison(a)
+        device = {name: cuda.to_device(data) for name, data in hosts.items()}
+        args = [device[a.name] if isinstance(a, ArrayPlan) else _scalar(a) for a in plan.args]
+        launch = lambda: function(*args, grid=plan.grid[:2] if plan.grid[2] == 1 else plan.grid,
+                                  block=plan.block, shared=plan.shared)
+        launch()
+        cuda.Context.synchronize()
+        answer = {"status": "ok"}
+        if request.get("outputs"):
+            answer["outputs"] = {c.name: cuda.from_device_like(device[c.name], hosts[c.name]) for c in plan.checks}
+        if request.get("time"):
+            answer["times_us"] = self.time(launch, plan, request.get("min_seconds", 0.3))
+        if request.get("energy") and self.nvml is not None:
+            answer.update(self.energy(launch))
+        return answer
+
+    def time(self, launch, plan: BenchPlan, min_seconds: float) -> list[float]:
+        """Events around each launch, after warm-up; the L2 flushed before each
+        launch when the data would otherwise stay in it."""
+        cuda = self.cuda
+        flush = plan.bytes_moved < 4 * self.l2
+        start, end = cuda.Event(), cuda.Event()
+        for _ in range(3):
+            launch()
+        start.record()
+        launch()
+        end.record()
+        end.synchronize()
+        count = repetitions(end.time_since(start) / 1e3, min_seconds)
+        pairs = [(cuda.Event(), cuda.Event()) for _ in range(count)]
+        for begin, finish in pairs:
+            if flush:
+                self.flush()
+            begin.record()
+            launch()
+            finish.record()
+        pairs[-1][1].synchronize()
+        return [finish.time_since(begin) * 1e3 for begin, finish in pairs]
+
+    def energy(self, launch, seconds: float = 1.0) -> dict:
+        """Energy per launch from NVML's total-energy counter over a window of
+        at least `seconds` (the counter moves in coarse steps)."""
+        import pynvml
+        cuda = self.cuda
+        cuda.Context.synchronize()
+        before, started, launches = pynvml.nvmlDeviceGetTotalEnergyConsumption(self.nvml), time.monotonic(), 0
+        while time.monotonic() - started < seconds:
+            for _ in range(16):
+                launch()
+            launches += 16
+            cuda.Context.synchronize()
+        elapsed = time.monotonic() - started
+        spent_mj = pynvml.nvmlDeviceGetTotalEnergyConsumption(self.nvml) - before
+        return {"energy_mj": spent_mj / launches, "power_w": spent_mj / 1e3 / elapsed, "launches": launches}
+
+
+def _nvml_handle(index: int):
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception:   # no NVML library or no permission: energy is dropped, said in hello
+        return None
+
+
+def classify(error: Exception) -> tuple[str, bool]:
+    """(status, fatal) for a CUDA error raised by a candidate."""
+    text = str(error).lower()
+    if "too many resources" in text or "out of resources" in text:
+        return "resource-limit", False
+    if "out of memory" in text:
+        return "out-of-memory", False
+    if "not found" in text and "named symbol" in text:
+        return "no-kernel", False
+    return "crash", any(word in text for word in FATAL_WORDS) or "launch" in text
+
+
+def worker_main(connection, index: int = 0) -> None:
+    try:
+        device = Device(index)
+    except Exception as error:
+        connection.send({"status": "no-gpu", "detail": str(error)})
+        return
+    connection.send(device.hello())
+    while True:
+        request = connection.recv()
+        if request is None:
+            return
+        try:
+            answer = device.run(request)
+        except Exception as error:
+            status, fatal = classify(error)
+            connection.send({"status": status, "detail": f"{type(error).__name__}: {error}"})
+            if fatal:
+                return
+            continue
+        connection.send(answer)

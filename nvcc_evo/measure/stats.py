@@ -1,0 +1,63 @@
+"""Statistics for GPU timings: summaries, repetition counts, and the test
+that decides whether a tuned build is really faster than the baseline."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+SIGNIFICANCE = 0.01
+
+
+@dataclass(frozen=True)
+class Summary:
+    median: float
+    p20: float
+    p80: float
+    count: int
+
+    @property
+    def spread(self) -> float:
+        """Relative width of the middle 60% of samples."""
+        return (self.p80 - self.p20) / self.median if self.median > 0 else float("inf")
+
+    def __str__(self) -> str:
+        return f"{self.median:.4g} (p20 {self.p20:.4g}, p80 {self.p80:.4g}, n={self.count})"
+
+
+def summarize(samples: Sequence[float]) -> Summary:
+    values = np.asarray(samples, dtype=float)
+    p20, median, p80 = np.percentile(values, [20, 50, 80])
+    return Summary(float(median), float(p20), float(p80), len(values))
+
+
+def repetitions(one_launch_s: float, min_seconds: float = 0.3, least: int = 20, most: int = 2000) -> int:
+    """Enough launches that a short kernel is timed for long enough."""
+    if one_launch_s <= 0:
+        return most
+    return int(min(most, max(least, np.ceil(min_seconds / one_launch_s))))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    test: str
+    p_value: float
+    effect: float            # baseline median / candidate median (> 1: candidate faster)
+    noise: float             # the larger relative spread of the two
+    significant: bool
+
+    def __str__(self) -> str:
+        return (f"{self.test}: p={self.p_value:.2g}, speedup {self.effect:.4f}x, noise {self.noise:.2%}: "
+                + ("significant" if self.significant else "not significant"))
+
+
+def faster(baseline: Sequence[float], candidate: Sequence[float], alpha: float = SIGNIFICANCE) -> Verdict:
+    """Is `candidate` faster than `baseline` (samples of time, interleaved)?
+    One-sided Mann-Whitney U, and the gain must exceed the measured spread."""
+    from scipy.stats import mannwhitneyu
+    base, cand = summarize(baseline), summarize(candidate)
+    p_value = float(mannwhitneyu(baseline, candidate, alternative="greater").pvalue)
+    effect = base.median / cand.median if cand.median > 0 else float("inf")
+    noise = max(base.spread, cand.spread)
+    return Verdict("mannwhitneyu", p_value, effect, noise, p_value < alpha and effect - 1 > noise)

@@ -1,0 +1,109 @@
+"""The pycuda backend on a real GPU (run on the H200 through the device tool;
+skipped elsewhere with the reason)."""
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, evo_env, run_evo
+from nvcc_evo.compile import CompileJob, compile_candidate
+from nvcc_evo.measure.stats import summarize
+from nvcc_evo.parse import parse_text
+
+pytestmark = pytest.mark.gpu
+
+BENCH = '''
+    bench {
+        kernel saxpy
+        let N = 1024 * 1024 * 32
+        arg n : i32 = N
+        arg a : f32 = 2.0
+        arg x : f32[N] = random(seed=3)
+        arg y : f32[N] = random(seed=4)
+        grid (cdiv(N, BLOCK))
+        block (BLOCK)
+        check y rtol 1e-6
+    }
+'''
+
+
+@pytest.fixture(scope="module")
+def gpu(tmp_path_factory):
+    from nvcc_evo.measure.gpu import GpuBench, WorkerPool
+    from nvcc_evo.toolkit import load_toolkit
+    from nvcc_evo.wrapper import find_real_nvcc
+    folder = tmp_path_factory.mktemp("gpu")
+    shutil.copy(DATA / "cuda" / "faulty.cu", folder / "faulty.cu")
+    pool = WorkerPool()
+    bench = parse_text('acf 1\nunit "faulty.cu" {' + BENCH + '}\n').units[0].bench
+    toolkit = load_toolkit(find_real_nvcc())
+    job = CompileJob(toolkit.nvcc, ("-c", "faulty.cu"), str(folder), "faulty.cu", pool.hello["arch"])
+    yield pool, bench, job, GpuBench
+    pool.close()
+
+
+def measure(gpu, defines: dict, reference=None):
+    pool, bench, job, GpuBench = gpu
+    flags = tuple(f"-D{k}={v}" for k, v in defines.items())
+    result = compile_candidate(replace(job, flags=flags))
+    assert result.ok, result.stderr
+    measurer = GpuBench(bench, pool, job.arch, lambda g: {"BLOCK": defines.get("BLOCK", 256)}, reference=reference)
+    return measurer.measure(None, flags, result), measurer
+
+
+def test_a_correct_kernel_is_timed_with_energy(gpu):
+    measurement, bench = measure(gpu, {})
+    assert measurement.ok, measurement.detail
+    assert 10 < measurement.get("runtime") < 10_000          # us: 384 MB moved
+    assert dict(measurement.spreads)["runtime"] < 0.1
+    if gpu[0].hello["nvml"]:
+        assert measurement.get("energy") > 0 and 50 < measurement.get("power") < 1500
+    assert bench.reference is not None
+
+
+def test_wrong_and_unwritten_outputs_are_caught(gpu):
+    _, baseline = measure(gpu, {})
+    wrong, _ = measure(gpu, {"BUG": 1}, reference=baseline.reference)
+    assert wrong.status == "wrong-answer" and "outside rtol" in wrong.detail
+    skipped, _ = measure(gpu, {"SKIP": 1, "BLOCK": 256}, reference=baseline.reference)
+    assert skipped.status == "wrong-answer"
+
+
+def test_a_crashing_candidate_is_recorded_and_the_worker_replaced(gpu):
+    pool = gpu[0]
+    before = pool.replaced
+    crashed, _ = measure(gpu, {"CRASH": 1})
+    assert crashed.status == "crash", crashed
+    assert pool.replaced == before + 1
+    again, _ = measure(gpu, {})
+    assert again.ok
+
+
+def test_two_runs_of_one_binary_agree_within_their_spread(gpu):
+    pool, bench, job, _ = gpu
+    from nvcc_evo.benchspec import plan_bench
+    result = compile_candidate(job)
+    plan = plan_bench(bench, {"BLOCK": 256})
+    runs = [summarize(pool.request({"cubin": result.cubin, "plan": plan, "time": True})["times_us"])
+            for _ in range(2)]
+    gap = abs(runs[0].median - runs[1].median) / runs[0].median
+    assert gap <= max(runs[0].spread, runs[1].spread, 0.01), runs
+
+
+def test_retune_on_the_gpu_writes_statistics_and_rejects_wrong_answers(tmp_path, evo_cache):
+    shutil.copy(DATA / "cuda" / "faulty.cu", tmp_path / "faulty.cu")
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\nunit "faulty.cu" {\n    search {\n'
+                                           '        define.BLOCK in {64, 128, 256, 512, 1024}\n'
+                                           '        define.BUG in {0, 1}\n    }\n    tune {\n'
+                                           '        minimize runtime\n    }' + BENCH + '}\n')
+    result = run_evo("--retune", "--backend", "pycuda", "--evaluations", "10", cwd=tmp_path, env=evo_env(evo_cache))
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "nvcc-evo.acf").read_text()
+    assert "define.BUG = 1" not in text
+    assert 'test = "mannwhitneyu"' in text or "baseline kept: no candidate beat it" in text
+    assert 'gpu = "NVIDIA' in text and "baseline.runtime = " in text and " +- " in text
+    store = (tmp_path / ".nvcc-evo" / "results.jsonl").read_text()
+    assert '"status": "wrong-answer"' in store

@@ -1,0 +1,132 @@
+"""The GPU backend's logic on the CPU: arguments from bench specs, data,
+poison, output checks, and the worker pool's replacement of a dead worker."""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from nvcc_evo.benchspec import ExprError, plan_bench
+from nvcc_evo.errors import EnvironmentProblem
+from nvcc_evo.measure.gpu import WorkerPool, outputs_match
+from nvcc_evo.measure.gpu_worker import classify, host_array, poison, to_storage
+from nvcc_evo.parse import parse_text
+
+BENCH = parse_text('''acf 1
+unit "k.cu" {
+    bench {
+        kernel saxpy
+        let N = 1000 * TILE
+        arg n : i32 = N
+        arg a : f32 = 2.5
+        arg x : f32[N] = random(seed=3, low=0, high=2)
+        arg h : bf16[N / 2] = range(start=1, step=0.5)
+        arg c : i32[4] = constant(7)
+        arg y : f32[N] = output
+        grid (cdiv(N, TILE * 32), 2)
+        block (TILE * 32)
+        shared TILE * 64
+        check y rtol 1e-5 atol 1e-6
+    }
+}
+''').units[0].bench
+
+
+def test_plan_evaluates_every_expression_with_the_defines():
+    plan = plan_bench(BENCH, {"TILE": 4})
+    assert [type(a).__name__ for a in plan.args] == ["ScalarPlan", "ScalarPlan", "ArrayPlan", "ArrayPlan",
+                                                     "ArrayPlan", "ArrayPlan"]
+    n, a, x, h, c, y = plan.args
+    assert (n.value, a.value, x.count, h.count, c.count, y.count) == (4000, 2.5, 4000, 2000, 4, 4000)
+    assert dict(x.params) == {"seed": 3, "low": 0, "high": 2} and dict(c.params) == {"value": 7}
+    assert plan.grid == (32, 2, 1) and plan.block == (128, 1, 1) and plan.shared == 256
+    assert plan.checks[0].rtol == 1e-5 and plan.bytes_moved == 4000 * 4 * 2 + 2000 * 2 + 16
+
+
+def test_plan_without_a_needed_define_is_a_clear_error():
+    with pytest.raises(ExprError, match="undefined name 'TILE'"):
+        plan_bench(BENCH, {})
+
+
+def test_host_data_is_seeded_typed_and_poisoned():
+    plan = plan_bench(BENCH, {"TILE": 1})
+    x, h, c, y = plan.arrays
+    first, again, fresh = host_array(x, 0), host_array(x, 0), host_array(x, 1000)
+    assert first.dtype == np.float32 and np.array_equal(first, again) and not np.array_equal(first, fresh)
+    assert 0 <= first.min() and first.max() <= 2 and first.std() > 0.3        # never zeros
+    assert np.array_equal(host_array(c, 0), np.full(4, 7, dtype=np.int32))
+    bits = host_array(h, 0)
+    assert bits.dtype == np.uint16 and (bits[:3] == [0x3F80, 0x3FC0, 0x4000]).all()   # 1.0, 1.5, 2.0 in bf16
+    assert np.isnan(poison(y)).all()
+    assert to_storage(np.array([1.00390625]), "bf16")[0] == 0x3F80             # ties round to even
+
+
+def test_output_checks_catch_wrong_unwritten_and_nan():
+    plan = plan_bench(BENCH, {"TILE": 1})
+    ref = {"y": np.linspace(1, 2, 1000, dtype=np.float32)}
+    assert outputs_match({"y": ref["y"].copy()}, ref, plan) == ""
+    assert outputs_match({"y": ref["y"] * (1 + 5e-6)}, ref, plan) == ""
+    assert "elements outside rtol" in outputs_match({"y": ref["y"] * 1.001}, ref, plan)
+    unwritten = ref["y"].copy()
+    unwritten[::2] = np.nan
+    assert "500 NaN or unwritten" in outputs_match({"y": unwritten}, ref, plan)
+
+
+def test_cuda_errors_are_classified():
+    assert classify(RuntimeError("cuLaunchKernel failed: too many resources requested for launch")) == \
+        ("resource-limit", False)
+    assert classify(RuntimeError("cuCtxSynchronize failed: an illegal memory access was encountered")) == \
+        ("crash", True)
+
+
+# Fake workers, top-level so that a spawned process can import them.
+def worker_that_dies_on_request(connection, device):
+    connection.send({"name": "fake", "cc": "0.0", "arch": "sm_00", "driver": 0, "nvml": False})
+    while True:
+        request = connection.recv()
+        if request is None:
+            return
+        if request.get("die"):
+            os._exit(17)
+        if request.get("hang"):
+            time.sleep(60)
+        connection.send({"status": "ok", "pid": os.getpid()})
+
+
+def worker_without_gpu(connection, device):
+    connection.send({"status": "no-gpu", "detail": "cuInit failed: no CUDA-capable device is detected"})
+
+
+def test_a_worker_that_dies_is_recorded_and_replaced():
+    pool = WorkerPool(target=worker_that_dies_on_request, timeout=30)
+    try:
+        first = pool.request({})
+        died = pool.request({"die": True})
+        assert died["status"] == "crash" and "exit code 17" in died["detail"]
+        after = pool.request({})
+        assert after["status"] == "ok" and after["pid"] != first["pid"] and pool.replaced == 1
+        hung = pool.request({"hang": True}, timeout=2)
+        assert hung["status"] == "timeout" and pool.request({})["status"] == "ok" and pool.replaced == 2
+    finally:
+        pool.close()
+
+
+def test_no_gpu_is_a_clear_environment_error():
+    with pytest.raises(EnvironmentProblem, match="no usable GPU: cuInit failed"):
+        WorkerPool(target=worker_without_gpu, timeout=30)
+
+
+def test_choosing_pycuda_without_pycuda_says_so(tmp_path):
+    from conftest import evo_env, run_evo, DATA
+    import shutil
+    try:
+        import pycuda  # noqa: F401
+        pytest.skip("PyCUDA is installed here")
+    except ImportError:
+        pass
+    shutil.copy(DATA / "cuda" / "faulty.cu", tmp_path / "faulty.cu")
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\nunit "faulty.cu" { }\n')
+    result = run_evo("--retune", "--backend", "pycuda", cwd=tmp_path, env=evo_env(tmp_path / "cache"))
+    assert result.returncode == 3 and "needs PyCUDA" in result.stderr and "Traceback" not in result.stderr

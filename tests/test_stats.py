@@ -1,0 +1,36 @@
+"""Timing statistics and the significance test, on synthetic samples."""
+from __future__ import annotations
+
+import numpy as np
+
+from nvcc_evo.measure.stats import faster, repetitions, summarize
+
+
+def test_summary_and_spread():
+    s = summarize([10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20])
+    assert s.median == 15 and s.p20 == 12 and s.p80 == 18 and s.count == 11
+    assert abs(s.spread - 6 / 15) < 1e-12
+
+
+def test_repetitions_follow_the_kernel_length():
+    assert repetitions(1e-6) == 2000          # 1 us kernels: capped
+    assert repetitions(0.01) == 30            # 10 ms: 0.3 s worth
+    assert repetitions(1.0) == 20             # long: at least 20
+
+
+def test_a_real_gain_is_significant_and_noise_is_not():
+    rng = np.random.default_rng(0)
+    base = 100 * (1 + 0.005 * rng.standard_normal(30))
+    better = 95 * (1 + 0.005 * rng.standard_normal(30))
+    same = 100 * (1 + 0.005 * rng.standard_normal(30))
+    verdict = faster(base, better)
+    assert verdict.significant and verdict.p_value < 1e-6 and abs(verdict.effect - 100 / 95) < 0.01
+    assert not faster(base, same).significant
+
+
+def test_a_gain_inside_the_spread_is_not_accepted():
+    rng = np.random.default_rng(1)
+    base = 100 * (1 + 0.05 * rng.standard_normal(400))        # 5% noise
+    slightly = 99 * (1 + 0.05 * rng.standard_normal(400))     # 1% faster: p small, but inside the spread
+    verdict = faster(base, slightly)
+    assert verdict.p_value < 0.05 and not verdict.significant
