@@ -217,7 +217,8 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, {len(space.dimensions)} knobs"
         + (f"; resuming with {len(mine)} stored evaluations" if mine else ""))
     budget = Budget(options.evaluations, options.generations, options.seconds, options.patience)
-    progress = run_search(engine, evaluator, budget, lambda p, e: _report_generation(task, goal, p, e, evaluator))
+    progress = run_search(engine, evaluator, budget,
+                          lambda p, e: _report_generation(task, goal, p, e, evaluator, measurer.gpu))
     base_eval = evaluator.evaluation(baseline_genome, baseline_measurement)
     best = choose(list(engine.seen.values()), engine.front(), base_eval, goal, evaluator.measured,
                   evaluator.baseline)
@@ -268,12 +269,15 @@ def _build_key(job: CompileJob) -> str:
     return hashlib.sha256(repr((job.argv, job.env, job.nvcc)).encode()).hexdigest()[:16]
 
 
-def _report_generation(task: Task, goal: Goal, progress: Progress, engine: Engine, evaluator: Evaluator) -> None:
+def _report_generation(task: Task, goal: Goal, progress: Progress, engine: Engine, evaluator: Evaluator,
+                       gpu=None) -> None:
     front = engine.front()
-    best = ", ".join(f"{m}={v:g}" for m, v in zip(goal.minimize, front[0].objectives)) if front else "none feasible"
+    best = ", ".join(f"{m}={v:.4g}" for m, v in zip(goal.minimize, front[0].objectives)) if front else "none feasible"
     t = evaluator.tally
+    drift = gpu.drift() if gpu is not None else None      # the baseline again, between generations
+    noted = f", baseline drift {drift:+.2%}" if drift is not None else ""
     log(f"{task} gen {progress.generation}: {progress.evaluations} evaluations ({t.reused} same binary, "
-        f"{t.failed} failed), front {len(front)}, best {best} [{progress.elapsed():.0f} s]")
+        f"{t.failed} failed), front {len(front)}, best {best}{noted} [{progress.elapsed():.0f} s]")
 
 
 # ---------------------------------------------------------------- write back
@@ -297,12 +301,15 @@ def _provenance(outcome: Outcome, toolkit, options: Options) -> tuple[acf.Record
     records += [acf.Record("backend", options.backend), acf.Record("date", time.strftime("%Y-%m-%d")),
                 acf.Record("seed", options.seed), acf.Record("evaluations", t.evaluated + t.resumed),
                 acf.Record("reused", t.reused)]
-    whole = lambda v: int(v) if float(v).is_integer() else round(v, 6)
-    for metric in dict.fromkeys(outcome.goal.minimize + (outcome.goal.select,)):
+    whole = lambda v: int(v) if float(v).is_integer() else float(f"{v:.5g}")
+    measured_too = tuple(m for m in ("runtime", "energy") if m in dict(outcome.baseline.metrics))
+    for metric in dict.fromkeys(outcome.goal.minimize + (outcome.goal.select,) + measured_too):
         for side, measured in (("baseline", outcome.baseline), ("tuned", outcome.chosen_measurement)):
             value, spread = measured.get(metric), dict(measured.spreads).get(metric)
+            if value == float("inf"):
+                continue
             records.append(acf.Record(f"{side}.{metric}", whole(value),
-                                      round(value * spread, 6) if spread is not None else None))
+                                      float(f"{value * spread:.3g}") if spread is not None else None))
     stats = outcome.extra.get("stats")
     if stats is not None:
         records += [acf.Record("test", stats.test), acf.Record("p_value", float(f"{stats.p_value:.3g}")),

@@ -107,3 +107,17 @@ def test_retune_on_the_gpu_writes_statistics_and_rejects_wrong_answers(tmp_path,
     assert 'gpu = "NVIDIA' in text and "baseline.runtime = " in text and " +- " in text
     store = (tmp_path / ".nvcc-evo" / "results.jsonl").read_text()
     assert '"status": "wrong-answer"' in store
+
+
+def test_two_objectives_give_a_front_and_the_selection_rule_picks(tmp_path, evo_cache):
+    shutil.copy(DATA / "cuda" / "faulty.cu", tmp_path / "faulty.cu")
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\nunit "faulty.cu" {\n    search {\n'
+                                           '        define.BLOCK in {32, 64, 128, 256, 512, 1024}\n    }\n'
+                                           '    tune {\n        minimize runtime, energy\n'
+                                           '        select runtime where energy <= 1.05 * baseline\n    }'
+                                           + BENCH + '}\n')
+    result = run_evo("--retune", "--backend", "pycuda", "--evaluations", "6", cwd=tmp_path, env=evo_env(evo_cache))
+    assert result.returncode == 0, result.stderr
+    assert "Pareto front (runtime, energy):" in result.stdout
+    text = (tmp_path / "nvcc-evo.acf").read_text()
+    assert "baseline.energy = " in text and "tuned.energy = " in text

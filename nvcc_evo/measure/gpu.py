@@ -117,6 +117,7 @@ class GpuBench:
     defines_for: Callable                 # genome -> {NAME: value}
     energy: bool = True
     reference: dict | None = None
+    baseline_run: tuple | None = None      # (cubin, plan, median us) of the baseline, for drift checks
 
     def plan(self, genome) -> BenchPlan:
         return plan_bench(self.bench, self.defines_for(genome))
@@ -133,17 +134,26 @@ class GpuBench:
                                     "energy": self.energy and self.pool.hello.get("nvml")})
         if answer["status"] != "ok":
             return failed(answer["status"], answer.get("detail", ""))
+        times = summarize(answer["times_us"])
         if self.reference is None:             # the first measurement is the baseline's
-            self.reference = answer["outputs"]
+            self.reference, self.baseline_run = answer["outputs"], (result.cubin, plan, times.median)
         else:
             wrong = outputs_match(answer["outputs"], self.reference, plan)
             if wrong:
                 return failed("wrong-answer", wrong)
-        times = summarize(answer["times_us"])
         metrics = (("runtime", times.median),) + tuple((k, v) for k, v in compiled.metrics if k != "runtime")
         if "energy_mj" in answer:
             metrics += (("energy", answer["energy_mj"]), ("power", answer["power_w"]))
         return Measurement("ok", metrics, (("runtime", times.spread),))
+
+
+    def drift(self) -> float | None:
+        """The baseline timed again: its relative change since the search began."""
+        if self.baseline_run is None:
+            return None
+        cubin, plan, first = self.baseline_run
+        answer = self.pool.request({"cubin": cubin, "plan": plan, "time": True, "min_seconds": 0.1})
+        return summarize(answer["times_us"]).median / first - 1 if answer["status"] == "ok" else None
 
 
 def verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[bytes, BenchPlan],

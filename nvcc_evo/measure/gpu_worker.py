@@ -73,8 +73,14 @@ class Device:
 
     def hello(self) -> dict:
         major, minor = self.device.compute_capability()
+        cuda_api = self.cuda.get_driver_version()
+        driver = f"CUDA {cuda_api // 1000}.{cuda_api % 1000 // 10}"
+        if self.nvml is not None:
+            import pynvml
+            version = pynvml.nvmlSystemGetDriverVersion()
+            driver = f"{version.decode() if isinstance(version, bytes) else version} ({driver})"
         return {"name": self.device.name(), "cc": f"{major}.{minor}", "arch": f"sm_{major}{minor}",
-                "driver": self.cuda.get_driver_version(), "l2": self.l2, "nvml": self.nvml is not None}
+                "driver": driver, "l2": self.l2, "nvml": self.nvml is not None}
 
     def flush(self) -> None:
         self.cuda.memset_d8_async(self.scratch, 0, 2 * self.l2)
