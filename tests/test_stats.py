@@ -34,3 +34,11 @@ def test_a_gain_inside_the_spread_is_not_accepted():
     slightly = 99 * (1 + 0.05 * rng.standard_normal(400))     # 1% faster: p small, but inside the spread
     verdict = faster(base, slightly)
     assert verdict.p_value < 0.05 and not verdict.significant
+
+
+def test_a_tiny_steady_gain_is_below_the_floor():
+    rng = np.random.default_rng(2)
+    base = 100 * (1 + 0.0003 * rng.standard_normal(10))
+    tiny = 99.87 * (1 + 0.0003 * rng.standard_normal(10))     # 0.13% faster, very steady (seen on the H200)
+    verdict = faster(base, tiny)
+    assert verdict.p_value < 0.001 and not verdict.significant and verdict.noise == 0.005
