@@ -48,7 +48,10 @@ def show_expr(expr: acf.Expr, parent: int = 0) -> str:
     if isinstance(expr, acf.Unary):
         return "-" + show_expr(expr.operand, 3)
     own = PRECEDENCE[expr.op]
-    text = f"{show_expr(expr.left, own)} {expr.op} {show_expr(expr.right, own + 1)}"
+    left = show_expr(expr.left, own)
+    if expr.op == "*" and isinstance(expr.left, acf.Binary) and expr.left.op in "/%":
+        left = f"({left})"      # (A / B) * C: keep the truncating division visibly first
+    text = f"{left} {expr.op} {show_expr(expr.right, own + 1)}"
     return f"({text})" if own < parent else text
 
 

@@ -74,6 +74,7 @@ def test_expressions_keep_their_meaning_with_fewest_parentheses():
     out = format_text(text)
     assert "let A = (1 + 2) * 3" in out and "let B = 1 - (2 - 3)" in out
     assert "let C = 1 - 2 - 3" in out and "let D = -(A + 1)" in out
+    assert format_text('acf 1\nunit "a" { bench { let E = (8 / 2) * (4 / 2) } }').count("let E = (8 / 2) * (4 / 2)") == 1
 
 
 def test_strings_that_need_quotes_keep_them():
