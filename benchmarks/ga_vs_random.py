@@ -16,7 +16,6 @@ import numpy as np
 from nvcc_evo.evolve import Budget, Engine, Evaluation, random_search, run_search
 from nvcc_evo.measure.replay import Replay
 from nvcc_evo.space import Dimension, SearchSpace
-from nvcc_evo.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDING = ROOT / "tests" / "data" / "recorded" / "spill_space.jsonl"

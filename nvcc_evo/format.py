@@ -161,12 +161,12 @@ def attach_comments(file: acf.AcfFile) -> dict[tuple[int, int], Attached]:
     root = _tree(file)
     owners: dict[tuple[int, int], Attached] = {}
     for comment in file.comments:
-        node, parent = root, None
+        node = root
         while node.children is not None:
             inner = [c for c in node.children if c.span.line <= comment.line <= c.span.end_line]
             if not inner:
                 break
-            parent, node = node, inner[0]
+            node = inner[0]
         own = owners.setdefault(node.key, Attached())
         if node.children is None and node is not root:
             (own.leading if comment.own_line and comment.line < node.span.line else own.trailing).append(comment.text)

@@ -1,10 +1,7 @@
 """Parse stage: ACF text -> AcfFile, or an AcfError with every syntax error.
 
-The grammar is grammar/acf.lark (installed as nvcc_evo/grammar/acf.lark).
-Syntax errors are located and, where a table of example mistakes matches,
-named in words a user knows. To report every error of a file in one run, the
-statement at each error is blanked out (positions kept) and the text parsed
-again.
+The grammar is grammar/acf.lark (installed as nvcc_evo/grammar/acf.lark);
+nvcc_evo/syntax.py turns lark's errors into located, labelled diagnostics.
 """
 from __future__ import annotations
 
@@ -18,75 +15,7 @@ from lark import Token, Transformer, v_args
 
 from nvcc_evo import acf
 from nvcc_evo.errors import AcfError, Diagnostic, Location
-
-MAX_SYNTAX_ERRORS = 20
-
-# Friendly names for terminals in "expected ..." lists.
-TERMINAL_WORDS = {
-    "KNOB": "a knob name (ptxas.NAME, nvcc.NAME or define.NAME)",
-    "NAME": "a name",
-    "STRING": "a quoted string",
-    "INT": "an integer",
-    "SIGNED_INT": "an integer",
-    "FLOAT": "a number",
-    "SIGNED_FLOAT": "a number",
-    "CMP": "a comparison (<=, <, ==, >=, >)",
-    "$END": "end of file",
-}
-
-# Example mistakes -> what to tell the user. Each row is tested
-# (tests/test_parse.py) to produce exactly its label.
-SYNTAX_EXAMPLES: dict[str, list[str]] = {
-    "an ACF starts with its version header `acf 1`": [
-        'unit "a.cu" {}',
-        "# nothing\ntarget sm_90 {}",
-    ],
-    "missing '=' between knob and value": [
-        'acf 1\nunit "a.cu" { target sm_90 { ptxas.maxrregcount 40 } }',
-        'acf 1\nunit "a.cu" { pin nvcc.ftz true }',
-    ],
-    "a knob name needs its family: ptxas.NAME, nvcc.NAME or define.NAME": [
-        'acf 1\nunit "a.cu" { target sm_90 { maxrregcount = 40 } }',
-        'acf 1\nunit "a.cu" { pin ftz = true }',
-        'acf 1\nunit "a.cu" { search { TILE in {8, 16} } }',
-    ],
-    "unit paths are quoted strings: unit \"kernels/*.cu\" { ... }": [
-        "acf 1\nunit kernels {}",
-        "acf 1\nunit {}",
-    ],
-    "a search entry reads `knob in {a, b}`, `knob in LOW..HIGH [step N]` or `knob in bool`": [
-        'acf 1\nunit "a.cu" { search { ptxas.opt_level = 3 } }',
-        'acf 1\nunit "a.cu" { search { ptxas.opt_level in 0 } }',
-        'acf 1\nunit "a.cu" { search { define.T in 1, 2 } }',
-    ],
-    "a unit holds pin, search, tune, bench and target blocks": [
-        'acf 1\nunit "a.cu" { foo }',
-        'acf 1\nunit "a.cu" { ptxas.opt_level = 3 }',
-    ],
-    "a bench block holds kernel, let, arg, grid, block, shared, check, command and metric": [
-        'acf 1\nunit "a.cu" { bench { foo } }',
-        'acf 1\nunit "a.cu" { bench { size N = 4 } }',
-    ],
-    "an argument reads `arg NAME : DTYPE[COUNT] = INIT` or `arg NAME : DTYPE = VALUE`": [
-        'acf 1\nunit "a.cu" { bench { arg A f32[4] = output } }',
-        'acf 1\nunit "a.cu" { bench { arg A : f32[4] } }',
-    ],
-    "a target names a GPU architecture: target sm_90 [\"GPU name\"] { ... }": [
-        'acf 1\nunit "a.cu" { target "sm_90" {} }',
-        'acf 1\nunit "a.cu" { target {} }',
-    ],
-    "a tune block holds `minimize`, `require` and `select` lines": [
-        'acf 1\nunit "a.cu" { tune { maximize runtime } }',
-    ],
-    "a provenance line reads `key = value [+- spread]`": [
-        'acf 1\nunit "a.cu" { target sm_90 { provenance { date "x" } } }',
-    ],
-    "a value is a number, true, false, a name or a quoted string": [
-        'acf 1\nunit "a.cu" { pin nvcc.ftz = }',
-        'acf 1\nunit "a.cu" { target sm_90 { ptxas.opt_level = { } } }',
-    ],
-}
-
+from nvcc_evo.syntax import parse_reporting_all, source_line
 
 def _grammar_text() -> str:
     """The grammar from the installed package; a source checkout falls back
@@ -381,190 +310,16 @@ def find_comments(text: str) -> tuple[acf.Comment, ...]:
     return tuple(comments)
 
 
-def _source_line(text: str, line: int) -> str:
-    lines = text.splitlines()
-    return lines[line - 1] if 0 < line <= len(lines) else ""
-
-
-def _end_location(text: str) -> tuple[int, int]:
-    lines = text.split("\n")
-    return len(lines), len(lines[-1]) + 1
-
-
-def _describe_token(tok: Token) -> str:
-    if tok.type == "$END":
-        return "end of file"
-    return f"'{tok}'"
-
-
-def _expected_words(parser: lark.Lark, names) -> str:
-    patterns = {t.name: t.pattern for t in parser.terminals}
-    words = set()
-    for name in names:
-        pattern = patterns.get(name)
-        if name in TERMINAL_WORDS:
-            words.add(TERMINAL_WORDS[name])
-        elif pattern is not None and pattern.type == "str":
-            words.add(f"'{pattern.value}'")
-        else:
-            words.add(name.lower())
-    return ", ".join(sorted(words))
-
-
-@functools.lru_cache(maxsize=None)
-def _example_errors() -> tuple[tuple[str, int, frozenset], ...]:
-    """(label, LALR state, accepted terminals) of every example mistake."""
-    rows = []
-    for label, examples in SYNTAX_EXAMPLES.items():
-        for example in examples:
-            try:
-                build_parser().parse(example)
-            except lark.UnexpectedInput as error:
-                rows.append((label, error.state.position, frozenset(getattr(error, "accepts", ()) or ())))
-    return tuple(rows)
-
-
-def match_label(error: lark.UnexpectedInput) -> str | None:
-    """The label of the example mistake in the same parser state. Unlike
-    lark's match_examples, the depth of the stack does not matter, so an
-    example written in the first unit also names a mistake in the tenth."""
-    if error.state is None:
-        return None
-    accepts = frozenset(getattr(error, "accepts", ()) or ())
-    for label, position, example_accepts in _example_errors():
-        if position == error.state.position and (not accepts or not example_accepts
-                                                 or accepts == example_accepts):
-            return label
-    return None
-
-
-def _syntax_message(parser: lark.Lark, error: lark.UnexpectedInput) -> str:
-    label = match_label(error)
-    if isinstance(error, lark.UnexpectedCharacters):
-        found = f"unexpected character '{error.char}'"
-        expected = error.allowed
-    else:
-        found = f"unexpected {_describe_token(error.token)}"
-        expected = error.expected
-    if label:
-        return f"{label} ({found})"
-    return f"{found}; expected {_expected_words(parser, expected)}"
-
-
-def _code_chars(text: str):
-    """(offset, char) of every character outside strings and comments."""
-    in_string = in_comment = False
-    escaped = False
-    for offset, ch in enumerate(text):
-        if ch == "\n":
-            in_string = in_comment = False
-        elif in_comment:
-            continue
-        elif in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-            continue
-        elif ch == '"':
-            in_string = True
-            continue
-        elif ch == "#":
-            in_comment = True
-            continue
-        yield offset, ch
-
-
-def _unclosed_brace(text: str) -> int | None:
-    """Offset of the innermost '{' that no '}' closes."""
-    opened: list[int] = []
-    for offset, ch in _code_chars(text):
-        if ch == "{":
-            opened.append(offset)
-        elif ch == "}" and opened:
-            opened.pop()
-    return opened[-1] if opened else None
-
-
-def _line_column(text: str, offset: int) -> tuple[int, int]:
-    line_start = text.rfind("\n", 0, offset) + 1
-    return text.count("\n", 0, offset) + 1, offset - line_start + 1
-
-
-def _syntax_error(text: str, parser: lark.Lark, error: lark.UnexpectedInput) -> tuple[int, int, int, str]:
-    """(line, column, offset, message) of a syntax error. A file that ends
-    too early is reported at the block that was never closed."""
-    token = getattr(error, "token", None)
-    if token is not None and token.type == "$END":
-        brace = _unclosed_brace(text)
-        if brace is not None:
-            line, column = _line_column(text, brace)
-            return line, column, len(text), "this block is never closed: missing '}' before end of file"
-        line, column = _end_location(text)
-        return line, column, len(text), _syntax_message(parser, error)
-    return error.line, error.column, error.pos_in_stream, _syntax_message(parser, error)
-
-
-def _blank(text: str, start: int, end: int) -> str:
-    """Spaces over text[start:end], newlines kept so positions stay valid."""
-    return text[:start] + re.sub(r"[^\n]", " ", text[start:end]) + text[end:]
-
-
-def _statement_extent(text: str, offset: int) -> tuple[int, int]:
-    """The region to blank for an error at `offset`: its line, grown to the
-    matching '}' when the line opens a block, and back to the previous line
-    when the error is the line's first token (an unfinished statement)."""
-    start = text.rfind("\n", 0, offset) + 1
-    end = text.find("\n", offset)
-    end = len(text) if end < 0 else end
-    if text[start:offset].strip() == "" and start > 0:
-        prev_start = text.rfind("\n", 0, start - 1) + 1
-        if text[prev_start:start].strip() and "{" not in text[prev_start:start]:
-            return prev_start, start
-    depth, i = 0, start
-    while i < len(text):
-        ch = text[i]
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0 and i >= end:
-                return start, i + 1
-        elif ch == "\n" and i >= end and depth <= 0:
-            break
-        i += 1
-    return start, end
-
-
 def parse_text(text: str, path: str = "<acf>") -> acf.AcfFile:
     """Parse ACF text; raise AcfError listing every syntax error."""
-    parser = build_parser()
-    diagnostics: list[Diagnostic] = []
-    working, seen = text, set()
-    tree = None
-    while len(diagnostics) < MAX_SYNTAX_ERRORS:
-        try:
-            tree = parser.parse(working)
-            break
-        except lark.UnexpectedInput as error:
-            line, column, offset, message = _syntax_error(working, parser, error)
-            if (line, column) not in seen:
-                seen.add((line, column))
-                diagnostics.append(Diagnostic(Location(path, line, column), message,
-                                              _source_line(text, line)))
-            start, end = _statement_extent(working, min(offset, len(working)))
-            if offset >= len(working) or not working[start:end].strip():
-                break
-            working = _blank(working, start, end)
+    tree, diagnostics = parse_reporting_all(build_parser(), text, path)
     if diagnostics:
         raise AcfError(diagnostics)
     build = _Build()
     (version, header_span), *units = build.transform(tree).children
     if build.repeats:
         raise AcfError([Diagnostic(Location(path, span.line, span.column), message,
-                                   _source_line(text, span.line))
+                                   source_line(text, span.line))
                         for span, message in build.repeats])
     return acf.AcfFile(path, version, tuple(units),
                        find_comments(text), header_span)

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import difflib
 import re
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from nvcc_evo import acf, benchspec, knobs
 from nvcc_evo.errors import AcfError, Diagnostic, Location
+from nvcc_evo.parse import parse_text
 from nvcc_evo.objectives import OBJECTIVE_BY_NAME, known_provenance_keys, provenance_type
 
 ARCH_PATTERN = re.compile(r"sm_[0-9]{2,3}[af]?")
@@ -262,7 +263,7 @@ class Checker:
         if not ok:
             self.error(record.span, f"provenance '{record.key}' takes {expected.__name__}, got {_show(value)}")
         if record.spread is not None and expected is not float:
-            self.error(record.span, f"only measured values (baseline.X, tuned.X) take a spread")
+            self.error(record.span, "only measured values (baseline.X, tuned.X) take a spread")
 
 
 def _all_settings(unit: acf.Unit):
@@ -299,8 +300,6 @@ def check(file: acf.AcfFile, text: str) -> None:
 
 def load(path) -> acf.AcfFile:
     """Parse and check one ACF file; AcfError lists every problem."""
-    from nvcc_evo.parse import parse_text
-    from pathlib import Path
     text = Path(path).read_text()
     file = parse_text(text, str(path))
     check(file, text)

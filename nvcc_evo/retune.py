@@ -9,6 +9,7 @@ into the unit's target block with provenance; every other byte stays.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import os
 import sys
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nvcc_evo import acf, compiledb, knobs
+from nvcc_evo import acf, compiledb
 from nvcc_evo.compile import CompileJob
 from nvcc_evo.errors import UsageError
 from nvcc_evo.evaluate import Evaluator, Goal, goal_for, holds
@@ -265,7 +266,6 @@ def _verify_on_gpu(outcome: Outcome, measurer, flags_for) -> None:
 
 
 def _build_key(job: CompileJob) -> str:
-    import hashlib
     return hashlib.sha256(repr((job.argv, job.env, job.nvcc)).encode()).hexdigest()[:16]
 
 

@@ -7,7 +7,8 @@ import pytest
 from conftest import DATA
 from nvcc_evo import acf
 from nvcc_evo.errors import AcfError
-from nvcc_evo.parse import SYNTAX_EXAMPLES, build_parser, parse_text
+from nvcc_evo.parse import build_parser, parse_text
+from nvcc_evo.syntax import SYNTAX_EXAMPLES
 
 
 def test_grammar_builds_strict_without_collisions():

@@ -13,7 +13,7 @@ from typing import Callable
 
 from nvcc_evo import acf
 from nvcc_evo.errors import EnvironmentProblem, UsageError
-from nvcc_evo.measure import Measurement, command, failed, static
+from nvcc_evo.measure import Measurement, command, static
 from nvcc_evo.space import Genome
 from nvcc_evo.store import Context, require_same_context
 
