@@ -2,7 +2,7 @@
 unit, without an ACF and with one (nvcc then gets the same flags by hand, so
 only the wrapper's own work differs). Prints median wall times and ratios.
 
-    .venv/bin/python benchmarks/wrapper_overhead.py [--runs 15]
+    .venv/bin/python benchmarks/wrapper_overhead.py [--runs 15] [--evo PATH]
 """
 from __future__ import annotations
 
@@ -49,7 +49,10 @@ def compare(label: str, plain: list[str], wrapped: list[str], cwd: Path, env: di
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--evo", default=str(EVO),
+                        help="the nvcc-evo to time (default: this venv's; an editable install adds its finder)")
     args = parser.parse_args()
+    evo = args.evo
     nvcc = shutil.which("nvcc")
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
@@ -59,13 +62,13 @@ def main() -> None:
         tuned = ["-DTM=4", "-Xptxas", "-O2"]
         dry = ["--dryrun", *base]
         print("compiling sgemm_regblock.cu (real compile; ratio is what a build sees):")
-        compare("no ACF", [nvcc, *base], [str(EVO), *base], work, env, args.runs)
+        compare("no ACF", [nvcc, *base], [evo, *base], work, env, args.runs)
         (work / "nvcc-evo.acf").write_text(ACF)
-        compare("with ACF", [nvcc, *base, *tuned], [str(EVO), *base], work, env, args.runs)
+        compare("with ACF", [nvcc, *base, *tuned], [evo, *base], work, env, args.runs)
         print("the same calls with --dryrun (nvcc plans but runs nothing, so the wrapper's own cost stands out):")
-        compare("with ACF", [nvcc, *dry, *tuned], [str(EVO), *dry], work, env, 3 * args.runs)
+        compare("with ACF", [nvcc, *dry, *tuned], [evo, *dry], work, env, 3 * args.runs)
         (work / "nvcc-evo.acf").unlink()
-        compare("no ACF", [nvcc, *dry], [str(EVO), *dry], work, env, 3 * args.runs)
+        compare("no ACF", [nvcc, *dry], [evo, *dry], work, env, 3 * args.runs)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from nvcc_evo.errors import AcfError, EvoError, ExitCode
 
 VERBS = ("--acf-check", "--acf-fmt", "--explain", "--retune", "--evo-help", "--evo-version")
 
@@ -46,6 +45,7 @@ def _files_parser(verb: str, with_check: bool = False):
 
 
 def acf_check(paths: list[str]) -> int:
+    from nvcc_evo.errors import AcfError, ExitCode
     from nvcc_evo.resolve import load
     failed = 0
     for path in paths:
@@ -63,6 +63,7 @@ def acf_check(paths: list[str]) -> int:
 
 
 def acf_fmt(paths: list[str], check_only: bool) -> int:
+    from nvcc_evo.errors import AcfError, ExitCode
     from nvcc_evo.format import format_file, write_atomic
     from nvcc_evo.resolve import load
     status = ExitCode.OK
@@ -117,6 +118,7 @@ def retune(rest: list[str]) -> int:
 
 
 def run_verb(verb: str, rest: list[str]) -> int:
+    from nvcc_evo.errors import ExitCode
     if verb in ("--evo-help", "--evo-version"):
         import argparse
         argparse.ArgumentParser(prog=f"nvcc-evo {verb}").parse_args(rest)
@@ -142,8 +144,9 @@ def run_verb(verb: str, rest: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in VERBS:
-        from nvcc_evo.wrapper import run_wrapper
-        return run_wrapper(argv)
+        from nvcc_evo.shim import run      # the compile path: nothing else imported
+        return run(argv)
+    from nvcc_evo.errors import EvoError, ExitCode
     try:
         return run_verb(argv[0], argv[1:])
     except EvoError as error:

@@ -9,15 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 from pathlib import Path
 
 RELEVANT_ENV = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "CUDA_HOME", "CUDA_PATH", "PATH",
                 "NVCC_EVO_GPU", "NVCC_EVO_STALE")
 
 
-@dataclass(frozen=True)
-class CompileRecord:
+class CompileRecord(NamedTuple):
     argv: tuple[str, ...]
     cwd: str
     env: dict
@@ -47,7 +46,7 @@ def db_folder(acf_path: Path) -> Path:
 def record(acf_path: Path, entry: CompileRecord) -> None:
     folder = db_folder(acf_path)
     folder.mkdir(parents=True, exist_ok=True)
-    data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in entry.__dict__.items()}
+    data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in entry._asdict().items()}
     tmp = folder / f".{entry.key}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(data, indent=1))
     os.replace(tmp, folder / f"{entry.key}.json")

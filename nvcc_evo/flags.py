@@ -6,7 +6,7 @@ Every knob that is not passed on gets a reason, for `--explain` and the log.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from nvcc_evo import knobs
 from nvcc_evo.knobs import Form, Needs, Scalar
@@ -17,8 +17,7 @@ PTXAS_WERROR = {"-Werror", "--warning-as-error"}
 PTXAS_SPILL_WARNING = {"-warn-spills", "--warn-on-spills"}
 
 
-@dataclass(frozen=True)
-class CallFacts:
+class CallFacts(NamedTuple):
     """What the user's command line says, as far as knobs care."""
 
     user_knobs: dict[str, str]       # knob -> the user's spelling that owns it
@@ -27,8 +26,7 @@ class CallFacts:
     relocatable: bool
 
 
-@dataclass(frozen=True)
-class FlagPlan:
+class FlagPlan(NamedTuple):
     flags: tuple[str, ...]
     applied: tuple[tuple[str, Scalar], ...]
     skipped: tuple[tuple[str, str], ...]      # (knob, why)

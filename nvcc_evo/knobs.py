@@ -7,9 +7,8 @@ parameter (`-DNAME=value`) with no fixed domain.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
-from typing import Union
+from typing import NamedTuple, Union
 
 Scalar = Union[int, float, bool, str]
 
@@ -34,8 +33,7 @@ class Needs(Enum):
     RELOCATABLE = "relocatable device code (-rdc=true or -dc)"
 
 
-@dataclass(frozen=True)
-class Knob:
+class Knob(NamedTuple):
     name: str
     kind: Kind
     spelling: str

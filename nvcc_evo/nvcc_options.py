@@ -9,9 +9,9 @@ so that the wrapper can exec the original arguments plus its additions.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import NamedTuple
 
 
 class Takes(Enum):
@@ -210,8 +210,7 @@ INPUT_SUFFIXES = (".cu", ".ptx", ".c", ".cc", ".cpp", ".cxx", ".gpu", ".o", ".ob
                   ".cubin", ".fatbin", ".i", ".ii", ".lib", ".res")
 
 
-@dataclass(frozen=True)
-class Opt:
+class Opt(NamedTuple):
     """One option as given: canonical long name, its value, where it came from."""
 
     name: str
@@ -226,14 +225,13 @@ class Opt:
         return split_list(self.value) if takes is LIST else [self.value]
 
 
-@dataclass(frozen=True)
-class NvccCall:
+class NvccCall(NamedTuple):
     argv: tuple[str, ...]
     options: tuple[Opt, ...]
     inputs: tuple[str, ...]
     unknown: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()   # unreadable options files, missing values
-    extra: tuple[Opt, ...] = field(default=(), compare=False)  # from files and the environment
+    extra: tuple[Opt, ...] = ()     # from options files and the environment
 
     def all_options(self) -> tuple[Opt, ...]:
         return self.options + self.extra

@@ -12,8 +12,8 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from nvcc_evo.nvcc_options import NvccCall
 
@@ -26,8 +26,7 @@ CMAKE_PROBES = ("CMakeCUDACompilerId.cu", "CMakeCUDACompilerABI.cu", "__cmake_de
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
-@dataclass(frozen=True)
-class TargetEntry:
+class TargetEntry(NamedTuple):
     """What a build needs of one target block (a lean copy, cached as JSON)."""
 
     arch: str
@@ -41,9 +40,8 @@ class TargetEntry:
         return f"{self.arch} {self.gpu!r}" if self.gpu else self.arch
 
 
-@dataclass(frozen=True)
-class UnitEntry:
-    index: int
+class UnitEntry(NamedTuple):
+    position: int                  # the unit's index in the ACF
     globs: tuple[str, ...]
     line: int
     pins: tuple[tuple[str, object], ...]
@@ -53,8 +51,7 @@ class UnitEntry:
         return " ".join(f'"{g}"' for g in self.globs)
 
 
-@dataclass(frozen=True)
-class Match:
+class Match(NamedTuple):
     """One input file, one SASS architecture: the entry that applies."""
 
     input: str
@@ -75,13 +72,12 @@ class Match:
         return chosen
 
 
-@dataclass(frozen=True)
-class CallPlan:
+class CallPlan(NamedTuple):
     acf_path: Path | None
     matches: tuple[Match, ...] = ()
     archs: tuple[str, ...] = ()
     passthrough: str = ""              # why nothing is injected, when so
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
 
 
 def find_acf(start_dirs: list[Path], environ) -> Path | None:
@@ -112,7 +108,7 @@ def index_units(file) -> tuple[UnitEntry, ...]:
 
 
 def _to_json(units: tuple[UnitEntry, ...]) -> list:
-    return [[u.index, list(u.globs), u.line, [list(p) for p in u.pins],
+    return [[u.position, list(u.globs), u.line, [list(p) for p in u.pins],
              [[t.arch, t.gpu, t.line, [list(s) for s in t.settings], t.fingerprint, t.toolkit]
               for t in u.targets]] for u in units]
 
@@ -271,7 +267,7 @@ def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit, cache_dir: Path
     """For an LTO device link: each object's unit comes from the compile
     database (how the build compiled it); its target from the link's archs.
     Only ptxas knobs apply here: the sources were compiled already."""
-    units = {u.index: u for u in load_units(acf_path, cache_dir)}
+    units = {u.position: u for u in load_units(acf_path, cache_dir)}
     archs, arch_note = sass_archs(call, toolkit.default_arch)
     matches = []
     for name in lto_objects(call):
@@ -284,7 +280,7 @@ def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit, cache_dir: Path
                 matches.append(Match(name, arch, None, note="not compiled through nvcc-evo for this ACF"))
                 continue
             target, note = choose_target(unit, arch, environ.get(GPU_ENV))
-            ptxas_only = UnitEntry(unit.index, unit.globs, unit.line,
+            ptxas_only = UnitEntry(unit.position, unit.globs, unit.line,
                                    tuple(p for p in unit.pins if p[0].startswith("ptxas.")), unit.targets)
             if target is not None:
                 target = TargetEntry(target.arch, target.gpu, target.line,

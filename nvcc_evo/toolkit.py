@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 from pathlib import Path
 
 from nvcc_evo import knobs
@@ -21,8 +21,7 @@ PROBE_SOURCE = 'extern "C" __global__ void probe(float* x) { x[threadIdx.x] *= 2
 CACHE_VERSION = 2
 
 
-@dataclass(frozen=True)
-class Toolkit:
+class Toolkit(NamedTuple):
     nvcc: str
     ptxas: str
     version: str                      # "13.0.88"

@@ -1,8 +1,8 @@
-"""The drop-in nvcc: read the call, add the ACF's flags, exec the real nvcc.
+"""The drop-in nvcc's decision: read the call, match the ACF, choose the flags.
 
-Nothing of ours goes to stdout. The real nvcc gets its absolute path as
-argv[0] (it finds its toolkit from there) and replaces this process, so exit
-codes, signals and make's jobserver descriptors pass through untouched. The
+nvcc_evo.shim runs first and execs the real nvcc (its absolute path as
+argv[0], so it finds its toolkit; exec, so exit codes, signals and make's
+jobserver descriptors pass through). Nothing of ours goes to stdout. The
 user's argv is never rewritten: additions go after it. Anything the wrapper
 does not understand is compiled exactly as asked.
 """
@@ -12,67 +12,36 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo import plan as planning
-from nvcc_evo.errors import AcfError, EnvironmentProblem, ExitCode
+from nvcc_evo.errors import AcfError, EnvironmentProblem
 from nvcc_evo.nvcc_options import parse_call
+from nvcc_evo.shim import NvccNotFound, find_real_nvcc as find_nvcc
 
 if TYPE_CHECKING:
     from nvcc_evo.flags import FlagPlan
 
-REAL_NVCC_ENV = "NVCC_EVO_REAL_NVCC"
-GUARD_ENV = "NVCC_EVO_ACTIVE"
-LOG_ENV = "NVCC_EVO_LOG"
+from nvcc_evo.shim import LOG_ENV  # noqa: E402  (one name for the log variable)
+
 VERBOSE_ENV = "NVCC_EVO_VERBOSE"
 
 
-def _is_self(candidate: Path) -> bool:
-    me = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None
-    try:
-        resolved = candidate.resolve()
-        if me is not None and resolved == me:
-            return True
-        with open(resolved, "rb") as handle:
-            return b"nvcc_evo" in handle.read(1024)   # a console-script shim of ours
-    except OSError:
-        return False
-
-
-def _usable(path: Path) -> bool:
-    return path.is_file() and os.access(path, os.X_OK) and not _is_self(path)
-
-
 def find_real_nvcc(environ=os.environ) -> Path:
-    """Explicit setting, else CUDA_HOME/CUDA_PATH, else PATH; never ourselves."""
-    explicit = environ.get(REAL_NVCC_ENV)
-    if explicit:
-        path = Path(explicit)
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise EnvironmentProblem(f"{REAL_NVCC_ENV}={explicit} is not an executable file")
-        if _is_self(path):
-            raise EnvironmentProblem(f"{REAL_NVCC_ENV}={explicit} points at nvcc-evo itself")
-        return path.absolute()
-    for variable in ("CUDA_HOME", "CUDA_PATH"):
-        root = environ.get(variable)
-        if root and _usable(Path(root) / "bin" / "nvcc"):
-            return (Path(root) / "bin" / "nvcc").absolute()
-    for folder in environ.get("PATH", "").split(os.pathsep):
-        path = Path(folder or ".") / "nvcc"
-        if _usable(path):
-            return path.absolute()
-    raise EnvironmentProblem(f"no real nvcc found: set {REAL_NVCC_ENV}, CUDA_HOME or PATH")
+    """The real nvcc (see nvcc_evo.shim), as an EnvironmentProblem if there is none."""
+    try:
+        return Path(find_nvcc(environ))
+    except NvccNotFound as problem:
+        raise EnvironmentProblem(str(problem)) from None
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     nvcc: Path
     call_plan: planning.CallPlan
     flags: "FlagPlan | None" = None      # None: passed through before any knob was read
     toolkit: object = None
-    problems: tuple[str, ...] = field(default=())
+    problems: tuple[str, ...] = ()
 
     @property
     def extra_args(self) -> tuple[str, ...]:
@@ -123,7 +92,7 @@ def _record(decision: Decision, argv: list[str], environ, cwd: Path) -> None:
             continue
         compiledb.record(plan_.acf_path, compiledb.CompileRecord(
             tuple(argv), str(cwd), compiledb.relevant_env(environ), str(decision.nvcc),
-            decision.toolkit.version, str((cwd / match.input).resolve()), output, match.unit.index,
+            decision.toolkit.version, str((cwd / match.input).resolve()), output, match.unit.position,
             match.unit.globs, match.arch, str(match.target) if match.target else None,
             match.fingerprint, match.stale, decision.extra_args, time.time()))
 
@@ -142,31 +111,22 @@ def _log(decision: Decision, argv: list[str], environ, cwd: Path) -> None:
         print(f"nvcc-evo: added: {' '.join(decision.extra_args) or '(nothing)'}", file=sys.stderr)
 
 
-def run_wrapper(argv: list[str]) -> int:
+def extra_flags(argv: list[str], nvcc: str) -> tuple[str, ...]:
+    """What to add to this compile; never raises: our own trouble must not
+    break a build (it goes to the log, and nvcc runs as asked)."""
     environ = os.environ
-    if environ.get(GUARD_ENV):
-        print(f"nvcc-evo: error: nvcc-evo called itself as nvcc; set {REAL_NVCC_ENV} to the real nvcc",
-              file=sys.stderr)
-        return ExitCode.ENVIRONMENT
-    try:
-        nvcc = find_real_nvcc()
-    except EnvironmentProblem as problem:
-        print(f"nvcc-evo: error: {problem}", file=sys.stderr)
-        return ExitCode.ENVIRONMENT
-    extra: tuple[str, ...] = ()
     try:
         cwd = Path.cwd()
-        decision = decide(argv, nvcc, environ, cwd)
+        decision = decide(argv, Path(nvcc), environ, cwd)
         for problem in decision.problems:
             print(f"nvcc-evo: warning: {problem}", file=sys.stderr)
         _record(decision, argv, environ, cwd)
         _log(decision, argv, environ, cwd)
-        extra = decision.extra_args
+        return decision.extra_args
     except KeyboardInterrupt:
         raise
-    except Exception as error:   # never break a build over our own trouble
+    except Exception as error:
         if environ.get(LOG_ENV):
             with open(environ[LOG_ENV], "a") as log:
                 log.write(json.dumps({"internal_error": repr(error), "argv": argv}) + "\n")
-    os.environ[GUARD_ENV] = "1"
-    os.execv(nvcc, [str(nvcc), *argv, *extra])
+        return ()

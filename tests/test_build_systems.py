@@ -55,14 +55,15 @@ def test_cmake_project_with_separable_compilation(tmp_path, evo_cache):
     shutil.copytree(DATA / "projects" / "cmake", source)
     log = tmp_path / "evo.log"
     env = evo_env(evo_cache, NVCC_EVO_LOG=log)
-    configure = subprocess.run(["cmake", "-S", str(source), "-B", str(tmp_path / "build"),
+    build_dir = source / "build"        # in the source tree, below the ACF: CMake's probes see it too
+    configure = subprocess.run(["cmake", "-S", str(source), "-B", str(build_dir),
                                 f"-DCMAKE_CUDA_COMPILER={EVO}"], env=env, capture_output=True, text=True)
     assert configure.returncode == 0, configure.stdout + configure.stderr
     assert "Performing Test HAVE_PTXAS_V - Success" in configure.stdout   # flag checks unaffected
-    build = subprocess.run(["cmake", "--build", str(tmp_path / "build"), "-j2"], env=env,
+    build = subprocess.run(["cmake", "--build", str(build_dir), "-j2"], env=env,
                            capture_output=True, text=True)
     assert build.returncode == 0, build.stdout + build.stderr
-    assert (tmp_path / "build" / "app").is_file()
+    assert (build_dir / "app").is_file()
     entries = log_entries(log)
     kernel = [e for e in entries if any(a.endswith("kernel.cu") for a in e["argv"])]
     assert len(kernel) == 1 and kernel[0]["added"] == ["-Xptxas", "-maxrregcount=40"]

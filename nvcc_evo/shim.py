@@ -1,0 +1,105 @@
+"""The first code every compile runs: find the real nvcc, and exec it at
+once when no ACF can apply. Only `os` and `sys` here: a build that has no
+ACF pays for starting Python and nothing more. When an ACF may apply, the
+wrapper (nvcc_evo.wrapper) decides what to add.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+REAL_NVCC_ENV = "NVCC_EVO_REAL_NVCC"
+GUARD_ENV = "NVCC_EVO_ACTIVE"
+ACF_ENV = "NVCC_EVO_ACF"
+ACF_NAME = "nvcc-evo.acf"
+ENVIRONMENT = 3      # nvcc_evo.errors.ExitCode.ENVIRONMENT, without importing it
+
+
+LOG_ENV = "NVCC_EVO_LOG"
+
+
+def _log_passthrough(path: str, argv: list[str]) -> None:
+    import json
+    import time
+    line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "cwd": os.getcwd(), "argv": argv, "acf": "",
+            "added": [], "passthrough": f"no {ACF_NAME} above the inputs or here, and {ACF_ENV} unset",
+            "skipped": [], "problems": []}
+    with open(path, "a") as log:
+        log.write(json.dumps(line) + "\n")
+
+
+class NvccNotFound(Exception):
+    pass
+
+
+def is_self(candidate: str) -> bool:
+    try:
+        resolved = os.path.realpath(candidate)
+        if sys.argv and sys.argv[0] and resolved == os.path.realpath(sys.argv[0]):
+            return True
+        with open(resolved, "rb") as handle:
+            return b"nvcc_evo" in handle.read(1024)   # a console-script shim of ours
+    except OSError:
+        return False
+
+
+def _usable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK) and not is_self(path)
+
+
+def find_real_nvcc(environ=os.environ) -> str:
+    """Explicit setting, else CUDA_HOME/CUDA_PATH, else PATH; never ourselves."""
+    explicit = environ.get(REAL_NVCC_ENV)
+    if explicit:
+        if not (os.path.isfile(explicit) and os.access(explicit, os.X_OK)):
+            raise NvccNotFound(f"{REAL_NVCC_ENV}={explicit} is not an executable file")
+        if is_self(explicit):
+            raise NvccNotFound(f"{REAL_NVCC_ENV}={explicit} points at nvcc-evo itself")
+        return os.path.abspath(explicit)
+    for variable in ("CUDA_HOME", "CUDA_PATH"):
+        root = environ.get(variable)
+        if root and _usable(os.path.join(root, "bin", "nvcc")):
+            return os.path.abspath(os.path.join(root, "bin", "nvcc"))
+    for folder in environ.get("PATH", "").split(os.pathsep):
+        path = os.path.join(folder or ".", "nvcc")
+        if _usable(path):
+            return os.path.abspath(path)
+    raise NvccNotFound(f"no real nvcc found: set {REAL_NVCC_ENV}, CUDA_HOME or PATH")
+
+
+def acf_may_apply(argv: list[str], environ, cwd: str) -> bool:
+    """Cheap and on the safe side: is there an ACF above the working folder
+    or above any argument that could be a file? (The wrapper then decides
+    properly; a False here means nvcc runs exactly as asked.)"""
+    if environ.get(ACF_ENV):
+        return True
+    folders = {cwd} | {os.path.dirname(os.path.join(cwd, a)) for a in argv if a and not a.startswith("-")}
+    seen = set()
+    for folder in folders:
+        while folder not in seen:
+            seen.add(folder)
+            if os.path.isfile(os.path.join(folder, ACF_NAME)):
+                return True
+            folder = os.path.dirname(folder)
+    return False
+
+
+def run(argv: list[str]) -> int:
+    environ = os.environ
+    if environ.get(GUARD_ENV):
+        print(f"nvcc-evo: error: nvcc-evo called itself as nvcc; set {REAL_NVCC_ENV} to the real nvcc",
+              file=sys.stderr)
+        return ENVIRONMENT
+    try:
+        nvcc = find_real_nvcc(environ)
+    except NvccNotFound as problem:
+        print(f"nvcc-evo: error: {problem}", file=sys.stderr)
+        return ENVIRONMENT
+    extra: tuple[str, ...] = ()
+    if acf_may_apply(argv, environ, os.getcwd()):
+        from nvcc_evo.wrapper import extra_flags
+        extra = extra_flags(argv, nvcc)
+    elif environ.get(LOG_ENV):
+        _log_passthrough(environ[LOG_ENV], argv)
+    environ[GUARD_ENV] = "1"
+    os.execv(nvcc, [nvcc, *argv, *extra])
