@@ -28,7 +28,7 @@ from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.choose import close_pool, measurer_for, resolve_backend
 from nvcc_evo.nvcc_options import parse_call
 from nvcc_evo.plan import ACF_NAME, fingerprint, find_acf
-from nvcc_evo.space import Genome, SearchSpace, build_space
+from nvcc_evo.space import Genome, SearchSpace, build_space, source_defines
 from nvcc_evo.store import Context, Store
 
 DEFAULT_ARCH = "sm_90"
@@ -233,10 +233,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
 def _define_defaults(task: Task, space: SearchSpace) -> dict:
     """Values of source parameters a bench expression may name: the source's
     own #defines, then the baselines and pins of the search space."""
-    import re
-    text = task.source.read_text(errors="replace")
-    found = {m.group(1): m.group(2) for m in re.finditer(r"^\s*#\s*define\s+(\w+)\s+(-?[0-9.]+)\s*$", text, re.M)}
-    values = {name: (float(v) if "." in v else int(v)) for name, v in found.items()}
+    values = source_defines(task.source)
     for dim in space.dimensions:
         if dim.knob.startswith("define.") and dim.baseline is not None:
             values[dim.knob[len("define."):]] = dim.baseline

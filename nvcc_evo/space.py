@@ -99,6 +99,13 @@ def source_default(source: Path, name: str):
     return token
 
 
+def source_defines(source: Path) -> dict:
+    """Every numeric `#define NAME value` of a source: the parameters it gives itself."""
+    text = source.read_text(errors="replace")
+    found = re.finditer(r"^\s*#\s*define\s+(\w+)\s+(-?[0-9.]+)\b", text, re.M)
+    return {m.group(1): (float(m.group(2)) if "." in m.group(2) else int(m.group(2))) for m in found}
+
+
 def _domain_values(domain: acf.Domain) -> tuple:
     if isinstance(domain, acf.BoolDomain):
         return (False, True)

@@ -1,0 +1,33 @@
+"""kernels/: every unit of the project's ACF compiles for sm_90 without
+spilling at its own defaults, and its bench spec evaluates with them."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from conftest import ROOT
+from nvcc_evo.benchspec import plan_bench
+from nvcc_evo.compile import CompileJob, compile_candidate
+from nvcc_evo.measure import static
+from nvcc_evo.resolve import load
+from nvcc_evo.space import source_defines
+
+ACF = load(ROOT / "kernels" / "nvcc-evo.acf")
+
+
+@pytest.mark.parametrize("unit", ACF.units, ids=[u.globs[0] for u in ACF.units])
+def test_kernel_compiles_and_its_bench_evaluates(unit):
+    source = ROOT / "kernels" / unit.globs[0]
+    job = CompileJob(shutil.which("nvcc"), ("-c", source.name), str(source.parent), source.name, "sm_90")
+    measured = static.measure(compile_candidate(job), "sm_90")
+    assert measured.ok, measured.detail
+    assert measured.get("spills") == 0
+    plan = plan_bench(unit.bench, source_defines(source))
+    assert plan.kernel and plan.grid[0] > 0 and plan.checks
+    assert plan.bytes_moved >= 32 * 2**20            # big enough to time (the L2 is flushed between launches)
+
+
+def test_every_kernel_file_has_a_unit():
+    covered = {u.globs[0] for u in ACF.units}
+    assert {p.name for p in (ROOT / "kernels").glob("*.cu")} == covered
