@@ -8,7 +8,7 @@ EVO := $(abspath $(BIN)/nvcc-evo)
 ARCH ?= sm_90
 BUILD := build
 
-.PHONY: setup test tune kernels clean gpu-setup gpu-test
+.PHONY: setup test tune kernels clean gpu-setup gpu-test bench
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,3 +51,7 @@ gpu-setup:
 	mkdir -p $(SITE)/bin && printf '#!/bin/sh\nexec python3 -m nvcc_evo "$$@"\n' > $(SITE)/bin/nvcc-evo && chmod +x $(SITE)/bin/nvcc-evo
 gpu-test: gpu-setup
 	PYTHONPATH=$(CURDIR):$(SITE) python3 -m pytest -q -m gpu tests/test_gpu.py tests/test_gpu_logic.py
+
+# The kernel benchmark on a GPU: default against tuned builds, side by side.
+bench: gpu-setup
+	PYTHONPATH=$(CURDIR):$(SITE) python3 benchmarks/bench.py --out $(BUILD)/bench

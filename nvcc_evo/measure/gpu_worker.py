@@ -85,7 +85,24 @@ class Device:
     def flush(self) -> None:
         self.cuda.memset_d8_async(self.scratch, 0, 2 * self.l2)
 
+    def copy_bandwidth(self, size: int = 1 << 30, repeats: int = 20) -> dict:
+        """Device-to-device copy rate (bytes read + written per second): the
+        ceiling a memory-bound kernel is measured against."""
+        cuda = self.cuda
+        src, dst = cuda.mem_alloc(size), cuda.mem_alloc(size)
+        cuda.memset_d8(src, 1, size)
+        start, end, times = cuda.Event(), cuda.Event(), []
+        for _ in range(repeats):
+            start.record()
+            cuda.memcpy_dtod_async(dst, src, size)
+            end.record()
+            end.synchronize()
+            times.append(end.time_since(start) / 1e3)
+        return {"status": "ok", "copy_bytes_per_s": 2 * size / float(np.median(times))}
+
     def run(self, request: dict) -> dict:
+        if request.get("copy"):
+            return self.copy_bandwidth()
         cuda, plan = self.cuda, request["plan"]
         module = cuda.module_from_buffer(request["cubin"])
         function = module.get_function(plan.kernel)
