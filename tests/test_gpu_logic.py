@@ -42,7 +42,7 @@ def test_plan_evaluates_every_expression_with_the_defines():
     assert (n.value, a.value, x.count, h.count, c.count, y.count) == (4000, 2.5, 4000, 2000, 4, 4000)
     assert dict(x.params) == {"seed": 3, "low": 0, "high": 2} and dict(c.params) == {"value": 7}
     assert plan.grid == (32, 2, 1) and plan.block == (128, 1, 1) and plan.shared == 256
-    assert plan.checks[0].rtol == 1e-5 and plan.bytes_moved == 4000 * 4 * 2 + 2000 * 2 + 16
+    assert plan.checks[0].rtol == 1e-5 and plan.bytes_moved == 4000 * 4 * 2 + 2000 * 2 + 16   # y: output only
 
 
 def test_plan_without_a_needed_define_is_a_clear_error():
@@ -130,3 +130,9 @@ def test_choosing_pycuda_without_pycuda_says_so(tmp_path):
     (tmp_path / "nvcc-evo.acf").write_text('acf 1\nunit "faulty.cu" { }\n')
     result = run_evo("--retune", "--backend", "pycuda", cwd=tmp_path, env=evo_env(tmp_path / "cache"))
     assert result.returncode == 3 and "needs PyCUDA" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_array_read_and_written_counts_twice():
+    bench = parse_text('acf 1\nunit "k.cu" { bench { kernel k arg y : f32[100] = random(seed=1) '
+                       'grid (1) block (32) check y rtol 0 } }').units[0].bench
+    assert plan_bench(bench, {}).bytes_moved == 800
