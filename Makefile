@@ -22,15 +22,25 @@ test: setup
 	$(BIN)/python -m pytest -q
 
 # The main job: build every kernel through the wrapper (which records how
-# each is compiled), retune what is stale, and build again with the result.
-# Without a GPU the objectives are static (spills, registers from ptxas):
-# real compiler facts, said so in the output; with one, see issue notes.
+# each is compiled), retune, and build again.
+# With a GPU (PyCUDA + a device): runtime and energy, stale units only, into
+# kernels/nvcc-evo.acf. Without one: static objectives (spills and registers
+# from ptxas) on a copy in build/static/, so that the committed entries,
+# measured on an H200, are not overwritten by a proxy; said in the output.
 EVALUATIONS ?= 36
+GPU := $(shell $(BIN)/python -c "from nvcc_evo.measure.gpu import gpu_available as g; print(int(g()))" 2>/dev/null)
 tune: setup
 	$(EVO) --acf-check kernels/nvcc-evo.acf
 	$(MAKE) -B kernels NVCC=$(EVO)
-	$(EVO) --retune --acf kernels/nvcc-evo.acf --evaluations $(EVALUATIONS)
+ifeq ($(GPU),1)
+	$(EVO) --retune --acf kernels/nvcc-evo.acf --backend pycuda --evaluations $(EVALUATIONS)
 	$(MAKE) -B kernels NVCC=$(EVO)
+else
+	@echo "tune: no GPU here: tuning static objectives (spills, registers) on a copy in $(BUILD)/static/;"
+	@echo "tune: kernels/nvcc-evo.acf keeps its GPU-measured entries"
+	rm -rf $(BUILD)/static && mkdir -p $(BUILD)/static && cp kernels/*.cu kernels/nvcc-evo.acf $(BUILD)/static/
+	$(EVO) --retune --all --acf $(BUILD)/static/nvcc-evo.acf --backend static --evaluations $(EVALUATIONS)
+endif
 
 # The kernel suite, built as a user's project would be: NVCC=nvcc-evo.
 NVCC ?= nvcc
