@@ -1,0 +1,98 @@
+"""kernels/ against numpy references, on the GPU (small sizes): the suite's
+kernels compute what they claim, so a tuned build compared with the default
+build is compared with something right."""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from nvcc_evo.benchspec import plan_bench
+from nvcc_evo.compile import CompileJob, compile_candidate
+from nvcc_evo.measure.gpu_worker import host_array
+from nvcc_evo.parse import parse_text
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def pool():
+    from nvcc_evo.measure.gpu import WorkerPool
+    pool = WorkerPool()
+    yield pool
+    pool.close()
+
+
+def run(pool, source: str, bench: str, defines: dict) -> tuple[dict, dict]:
+    """(outputs, host inputs) of one launch of kernels/SOURCE with `bench`."""
+    spec = parse_text(f'acf 1\nunit "{source}" {{ bench {{ {bench} }} }}\n').units[0].bench
+    plan = plan_bench(spec, defines)
+    flags = tuple(f"-D{k}={v}" for k, v in defines.items())
+    job = CompileJob(shutil.which("nvcc"), ("-c", source), str(ROOT / "kernels"), source, pool.hello["arch"], flags)
+    result = compile_candidate(job)
+    assert result.ok, result.stderr
+    answer = pool.request({"cubin": result.cubin, "plan": plan, "outputs": True})
+    assert answer["status"] == "ok", answer
+    inputs = {a.name: host_array(a, 0) for a in plan.arrays if a.init != "output"}
+    return answer["outputs"], inputs
+
+
+def test_softmax(pool):
+    out, x = run(pool, "softmax.cu", "kernel softmax arg x : f32[64 * 1000] = random(seed=1, low=-8, high=8) "
+                 "arg y : f32[64 * 1000] = output arg r : i32 = 64 arg c : i32 = 1000 grid (64) block (256) "
+                 "check y rtol 1e-5", {"BLOCK": 256, "VEC": 4, "ITEMS": 1})
+    rows = x["x"].astype(np.float64).reshape(64, 1000)
+    ref = np.exp(rows - rows.max(axis=1, keepdims=True))
+    ref /= ref.sum(axis=1, keepdims=True)
+    assert np.allclose(out["y"].reshape(64, 1000), ref, rtol=1e-5, atol=1e-7)
+
+
+def test_rmsnorm(pool):
+    out, x = run(pool, "rmsnorm.cu", "kernel rmsnorm arg x : f32[32 * 1000] = random(seed=2) "
+                 "arg w : f32[1000] = random(seed=3, low=0.5, high=1.5) arg y : f32[32 * 1000] = output "
+                 "arg r : i32 = 32 arg c : i32 = 1000 arg eps : f32 = 0.000001 grid (32) block (256) check y rtol 1e-5",
+                 {"BLOCK": 256, "VEC": 4})
+    rows = x["x"].astype(np.float64).reshape(32, 1000)
+    ref = rows / np.sqrt((rows ** 2).mean(axis=1, keepdims=True) + 1e-6) * x["w"]
+    assert np.allclose(out["y"].reshape(32, 1000), ref, rtol=1e-5, atol=1e-6)
+
+
+def test_reduce_sum(pool):
+    out, x = run(pool, "reduce_sum.cu", "kernel reduce_sum arg x : f32[1000003] = random(seed=4) "
+                 "arg total : f64[1] = constant(0) arg n : i64 = 1000003 grid (8) block (256) check total rtol 1e-9",
+                 {"BLOCK": 256, "ITEMS": 4})
+    assert out["total"][0] == pytest.approx(x["x"].astype(np.float64).sum(), rel=1e-9, abs=1e-9)
+
+
+def test_sgemm(pool):
+    out, x = run(pool, "sgemm_regblock.cu", "kernel sgemm arg A : f32[192 * 160] = random(seed=5) "
+                 "arg B : f32[160 * 200] = random(seed=6) arg C : f32[192 * 200] = output arg m : i32 = 192 "
+                 "arg n : i32 = 200 arg k : i32 = 160 grid (cdiv(200, 64), cdiv(192, 64)) block (64) check C rtol 1e-4",
+                 {})
+    ref = x["A"].astype(np.float64).reshape(192, 160) @ x["B"].astype(np.float64).reshape(160, 200)
+    assert np.allclose(out["C"].reshape(192, 200), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_hgemm_wmma(pool):
+    out, x = run(pool, "hgemm_wmma.cu", "kernel hgemm arg A : f16[256 * 512] = random(seed=7) "
+                 "arg B : f16[512 * 384] = random(seed=8) arg C : f32[256 * 384] = output arg m : i32 = 256 "
+                 "arg n : i32 = 384 arg k : i32 = 512 grid (384 / 128, 256 / 128) block (256) check C rtol 1e-3", {})
+    ref = x["A"].astype(np.float64).reshape(256, 512) @ x["B"].astype(np.float64).reshape(512, 384)
+    assert np.allclose(out["C"].reshape(256, 384), ref, rtol=1e-3, atol=1e-3)
+
+
+def test_decode_attention(pool):
+    heads, length, dim = 4, 1024, 128
+    out, x = run(pool, "decode_attention.cu", f"kernel decode_attention arg q : f16[{heads * dim}] = random(seed=9) "
+                 f"arg k : f16[{heads * length * dim}] = random(seed=10) arg v : f16[{heads * length * dim}] = "
+                 f"random(seed=11) arg out : f32[{heads * dim}] = output arg scale : f32 = 0.08838834764831845 "
+                 f"grid ({heads}) block (256) check out rtol 1e-4", {"LEN": length, "HEAD_DIM": dim})
+    q = x["q"].astype(np.float64).reshape(heads, dim)
+    k = x["k"].astype(np.float64).reshape(heads, length, dim)
+    v = x["v"].astype(np.float64).reshape(heads, length, dim)
+    scores = np.einsum("hd,htd->ht", q, k) * 0.08838834764831845
+    p = np.exp(scores - scores.max(axis=1, keepdims=True))
+    ref = np.einsum("ht,htd->hd", p / p.sum(axis=1, keepdims=True), v)
+    assert np.allclose(out["out"].reshape(heads, dim), ref, rtol=1e-3, atol=1e-4)
