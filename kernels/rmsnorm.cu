@@ -27,7 +27,9 @@ rmsnorm(const float* __restrict__ x, const float* __restrict__ w, float* __restr
     for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
     if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = sum;
     __syncthreads();
-    sum = threadIdx.x < BLOCK / 32 ? partial[threadIdx.x] : 0.0f;
+    // Every warp sums the partials itself, so every thread has the row total.
+    const int lane = threadIdx.x % 32;
+    sum = lane < BLOCK / 32 ? partial[lane] : 0.0f;
     for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
     const float scale = rsqrtf(sum / cols + eps);
     for (int col = threadIdx.x * VEC; col < cols; col += BLOCK * VEC)
