@@ -1,5 +1,7 @@
 // Row-wise softmax of a [rows, cols] fp32 matrix: one block per row.
-// Each thread keeps VEC-wide chunks in registers (cols <= BLOCK * VEC * ITEMS),
+// Each thread keeps VEC-wide chunks in registers; a row longer than
+// BLOCK * VEC * ITEMS is written as NaN (a tuning candidate that is too small
+// fails the check instead of computing half a row),
 // finds the row max and the sum of exponentials with warp shuffles, and
 // writes exp(x - max) / sum. Memory-bound: one read and one write per element.
 #ifndef BLOCK
@@ -47,6 +49,10 @@ softmax(const float* __restrict__ x, float* __restrict__ y, int rows, int cols)
     if (row >= rows) return;
     const float* in = x + (size_t)row * cols;
     float* out = y + (size_t)row * cols;
+    if (cols > BLOCK * VEC * ITEMS) {        // the row does not fit this tiling: fail loudly, not silently
+        for (int col = threadIdx.x; col < cols; col += BLOCK) out[col] = __int_as_float(0x7fc00000);
+        return;
+    }
     float values[ITEMS][VEC];
     float local_max = -INFINITY;
 #pragma unroll

@@ -96,3 +96,10 @@ def test_decode_attention(pool):
     p = np.exp(scores - scores.max(axis=1, keepdims=True))
     ref = np.einsum("ht,htd->hd", p / p.sum(axis=1, keepdims=True), v)
     assert np.allclose(out["out"].reshape(heads, dim), ref, rtol=1e-3, atol=1e-4)
+
+
+def test_softmax_rows_too_long_for_the_tiling_fail_loudly(pool):
+    out, _ = run(pool, "softmax.cu", "kernel softmax arg x : f32[4 * 1000] = random(seed=1) "
+                 "arg y : f32[4 * 1000] = output arg r : i32 = 4 arg c : i32 = 1000 grid (4) block (128) "
+                 "check y rtol 1e-5", {"BLOCK": 128, "VEC": 1, "ITEMS": 4})
+    assert np.isnan(out["y"]).all()
