@@ -236,9 +236,6 @@ class NvccCall(NamedTuple):
     def all_options(self) -> tuple[Opt, ...]:
         return self.options + self.extra
 
-    def all_names(self) -> set[str]:
-        return {o.name for o in self.all_options()}
-
     def has(self, name: str) -> bool:
         return any(o.name == name for o in self.all_options())
 

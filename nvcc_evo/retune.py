@@ -207,7 +207,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     if others:
         log(f"{task}: {len(others)} other context(s) in the results store left aside "
             f"(e.g. {'; '.join(context.differences(others[0]))})")
-    history = evaluator.resume(mine)
+    evaluator.resume(mine)
     baseline_genome = space.baseline()
     if baseline_genome not in evaluator.measured:
         evaluator([baseline_genome])

@@ -42,6 +42,7 @@ class Decision(NamedTuple):
     flags: "FlagPlan | None" = None      # None: passed through before any knob was read
     toolkit: object = None
     problems: tuple[str, ...] = ()
+    call: object = None                   # the NvccCall read from argv, for the compile database
 
     @property
     def extra_args(self) -> tuple[str, ...]:
@@ -78,15 +79,15 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
     settings, dropped = planning.common_settings(call_plan, policy)
     flags = plan_flags(settings, read_facts(call), toolkit)
     flags = FlagPlan(flags.flags, flags.applied, tuple(dropped) + flags.skipped)
-    return Decision(nvcc, call_plan, flags, toolkit)
+    return Decision(nvcc, call_plan, flags, toolkit, call=call)
 
 
 def _record(decision: Decision, argv: list[str], environ, cwd: Path) -> None:
     plan_ = decision.call_plan
-    if plan_.acf_path is None or not plan_.matches or "--device-link" in parse_call(argv, environ).all_names():
+    if plan_.acf_path is None or not plan_.matches or decision.call.has("--device-link"):
         return
     from nvcc_evo import compiledb
-    output = parse_call(argv, environ).last("--output-file") or ""
+    output = decision.call.last("--output-file") or ""
     for match in plan_.matches:
         if match.unit is None:
             continue
