@@ -192,6 +192,7 @@ class Bench:
     command: Text | None = None
     metric: Text | None = None
     span: Span = field(default=NO_SPAN, compare=False)
+    reference: Text | None = None      # "file.py:function": numpy outputs to check against
 
     def launch_dims(self, what: str) -> tuple[Expr, ...] | None:
         for item in self.launch:

@@ -135,6 +135,7 @@ class BenchPlan:
     block: tuple[int, int, int]
     shared: int
     checks: tuple[CheckPlan, ...]
+    sizes: tuple[tuple[str, int | float], ...] = ()    # lets and defines, for references
 
     @property
     def arrays(self) -> tuple[ArrayPlan, ...]:
@@ -187,4 +188,4 @@ def plan_bench(bench: acf.Bench, defines: Mapping[str, int | float]) -> BenchPla
     shared = int(evaluate(shared_dims[0], env)) if shared_dims else 0
     checks = tuple(CheckPlan(c.name, c.rtol if c.rtol is not None else (0.0 if c.exact else 1e-5),
                              c.atol if c.atol is not None else 0.0, c.exact) for c in bench.checks)
-    return BenchPlan(bench.kernel.text, tuple(args), grid, block, shared, checks)
+    return BenchPlan(bench.kernel.text, tuple(args), grid, block, shared, checks, tuple(sorted(env.items())))

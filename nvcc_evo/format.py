@@ -152,7 +152,7 @@ def _target_node(target: acf.Target) -> _Node:
 
 
 def _bench_items(bench: acf.Bench):
-    texts = [t for t in (bench.kernel, bench.command, bench.metric) if t is not None]
+    texts = [t for t in (bench.kernel, bench.reference, bench.command, bench.metric) if t is not None]
     return [*texts, *bench.lets, *bench.args, *bench.launch, *bench.checks]
 
 
@@ -269,7 +269,7 @@ def _write_bench(w: _Writer, bench: acf.Bench) -> None:
         w.leaf(launch.span, f"shared {dims}" if launch.what == "shared" else f"{launch.what} ({dims})")
     for check in bench.checks:
         w.leaf(check.span, show_check(check))
-    for text in (bench.command, bench.metric):
+    for text in (bench.reference, bench.command, bench.metric):
         if text is not None:
             w.leaf(text.span, f"{text.what} {show_string(text.text)}")
     w.close(bench.span)

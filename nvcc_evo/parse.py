@@ -188,6 +188,10 @@ class _Build(Transformer):
         return acf.Text("kernel", text, _span(meta))
 
     @v_args(meta=True)
+    def reference(self, meta, items):
+        return acf.Text("reference", unquote(items[0]), _span(meta))
+
+    @v_args(meta=True)
     def command(self, meta, items):
         return acf.Text("command", unquote(items[0]), _span(meta))
 
@@ -248,11 +252,13 @@ class _Build(Transformer):
     @v_args(meta=True)
     def bench(self, meta, items):
         of = lambda cls: tuple(i for i in items if isinstance(i, cls))
-        self._once([(t.what, t, t.span) for t in of(acf.Text)], ("kernel", "command", "metric"), "bench")
+        self._once([(t.what, t, t.span) for t in of(acf.Text)], ("kernel", "reference", "command", "metric"),
+                   "bench")
         self._once([(x.what, x, x.span) for x in of(acf.Launch)], ("grid", "block", "shared"), "bench")
         texts = {t.what: t for t in of(acf.Text)}
         bench = acf.Bench(texts.get("kernel"), of(acf.Let), of(acf.Arg), of(acf.Launch),
-                          of(acf.Check), texts.get("command"), texts.get("metric"), _span(meta))
+                          of(acf.Check), texts.get("command"), texts.get("metric"), _span(meta),
+                          texts.get("reference"))
         return ("bench", bench, _span(meta))
 
     # targets

@@ -162,10 +162,21 @@ class Checker:
             return
         if bench.kernel is None:
             self.error(bench.span, "a bench block needs `kernel NAME` (or `command` and `metric`)")
+        if bench.reference is not None:
+            self.check_reference(bench.reference)
         for what in ("grid", "block"):
             if bench.launch_dims(what) is None:
                 self.error(bench.span, f"a bench block needs a `{what} (x[, y[, z]])` line")
         self.check_bench_names(bench, defines)
+
+    def check_reference(self, reference: acf.Text) -> None:
+        path, _, function = reference.text.rpartition(":")
+        if not path.endswith(".py") or not function.isidentifier():
+            self.error(reference.span, f"a reference reads \"FILE.py:FUNCTION\", got '{reference.text}'")
+            return
+        folder = Path(self.file.path).parent
+        if not (folder / path).is_file():
+            self.error(reference.span, f"reference file '{path}' not found next to the ACF ({folder})")
 
     def check_metric_regex(self, metric: acf.Text) -> None:
         try:

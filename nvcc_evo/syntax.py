@@ -59,7 +59,7 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         'acf 1\nunit "a.cu" { foo }',
         'acf 1\nunit "a.cu" { ptxas.opt_level = 3 }',
     ],
-    "a bench block holds kernel, let, arg, grid, block, shared, check, command and metric": [
+    "a bench block holds kernel, let, arg, grid, block, shared, check, reference, command and metric": [
         'acf 1\nunit "a.cu" { bench { foo } }',
         'acf 1\nunit "a.cu" { bench { size N = 4 } }',
     ],

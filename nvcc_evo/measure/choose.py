@@ -101,7 +101,19 @@ def close_pool() -> None:
         _POOL = None
 
 
-def _pycuda(task, space_defaults: dict) -> Measurer:
+def load_reference(bench: acf.Bench, folder: Path):
+    """The bench's `reference "FILE.py:FUNCTION"`, imported from beside the ACF."""
+    if bench.reference is None:
+        return None
+    import importlib.util
+    path, _, name = bench.reference.text.rpartition(":")
+    spec = importlib.util.spec_from_file_location(f"nvcc_evo_reference_{Path(path).stem}", folder / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+def _pycuda(task, space_defaults: dict, acf_folder: Path) -> Measurer:
     from nvcc_evo.measure.gpu import OBJECTIVES, GpuBench
     bench = task.unit.bench
     if bench is None or bench.kernel is None:
@@ -109,7 +121,7 @@ def _pycuda(task, space_defaults: dict) -> Measurer:
     pool = gpu_pool()
     defines = lambda genome: {**space_defaults, **{k[len("define."):]: v for k, v in genome.settings().items()
                                                    if k.startswith("define.")}}
-    gpu = GpuBench(bench, pool, task.arch, defines, energy=True)
+    gpu = GpuBench(bench, pool, task.arch, defines, energy=True, expected_fn=load_reference(bench, acf_folder))
     energy = "energy from NVML" if pool.hello.get("nvml") else "no NVML: energy dropped"
     return Measurer(gpu.measure, OBJECTIVES, device=pool.hello["name"], gpu=gpu, hello=pool.hello,
                     describe=f"pycuda on {pool.hello['name']} (sm {pool.hello['cc']}; {energy})")
@@ -126,7 +138,7 @@ def resolve_backend(backend: str) -> str:
 def measurer_for(backend: str, task, acf_path: Path, context: Context, replay_path: str | None,
                  timeout: float, space_defaults: dict | None = None) -> Measurer:
     if backend == "pycuda":
-        return _pycuda(task, space_defaults or {})
+        return _pycuda(task, space_defaults or {}, acf_path.parent)
     if backend == "static":
         return _static(task)
     if backend == "command":

@@ -15,10 +15,11 @@ from typing import Callable
 import numpy as np
 
 from nvcc_evo import acf
-from nvcc_evo.benchspec import BenchPlan, ExprError, plan_bench
+from nvcc_evo.benchspec import BenchPlan, ExprError, ScalarPlan, plan_bench
 from nvcc_evo.compile import CompileResult
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.measure import Measurement, failed, static
+from nvcc_evo.measure.gpu_worker import host_array
 from nvcc_evo.measure.stats import Verdict, faster, summarize
 
 OBJECTIVES = ("runtime", "energy") + static.OBJECTIVES
@@ -66,6 +67,7 @@ class WorkerPool:
                 return {"status": "timeout", "detail": f"no answer within {timeout or self.timeout:.0f} s"}
             answer = self.connection.recv()
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            self.process.join(5)             # reap it, so that its exit code is known
             code = self.process.exitcode
             self._replace()
             return {"status": "crash", "detail": f"the measuring process died (exit code {code})"}
@@ -118,6 +120,18 @@ class GpuBench:
     energy: bool = True
     reference: dict | None = None
     baseline_run: tuple | None = None      # (cubin, plan, median us) of the baseline, for drift checks
+    expected_fn: Callable | None = None    # the bench's numpy reference, if it names one
+    expected: dict | None = None
+
+    def expected_outputs(self, plan: BenchPlan) -> dict:
+        """The numpy reference's outputs for the plan's inputs (seed 0), computed once."""
+        if self.expected is None:
+            inputs = dict(plan.sizes)
+            inputs.update({a.name: _as_float(host_array(a, 0), plan, a.name) for a in plan.arrays
+                           if a.init != "output"})
+            inputs.update({s.name: s.value for s in plan.args if isinstance(s, ScalarPlan)})
+            self.expected = self.expected_fn(**inputs)
+        return self.expected
 
     def plan(self, genome) -> BenchPlan:
         return plan_bench(self.bench, self.defines_for(genome))
@@ -135,12 +149,18 @@ class GpuBench:
         if answer["status"] != "ok":
             return failed(answer["status"], answer.get("detail", ""))
         times = summarize(answer["times_us"])
-        if self.reference is None:             # the first measurement is the baseline's
-            self.reference, self.baseline_run = answer["outputs"], (result.cubin, plan, times.median)
-        else:
+        first = self.reference is None         # the first measurement is the baseline's
+        if self.expected_fn is not None:
+            wrong = outputs_match(answer["outputs"], self.expected_outputs(plan), plan)
+            if wrong:
+                return failed("wrong-answer", ("the baseline disagrees with the numpy reference: " if first
+                                               else "against the numpy reference: ") + wrong)
+        elif not first:
             wrong = outputs_match(answer["outputs"], self.reference, plan)
             if wrong:
                 return failed("wrong-answer", wrong)
+        if first:
+            self.reference, self.baseline_run = answer["outputs"], (result.cubin, plan, times.median)
         metrics = (("runtime", times.median),) + tuple((k, v) for k, v in compiled.metrics if k != "runtime")
         if "energy_mj" in answer:
             metrics += (("energy", answer["energy_mj"]), ("power", answer["power_w"]))
