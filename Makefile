@@ -38,7 +38,7 @@ ifeq ($(GPU),1)
 else
 	@echo "tune: no GPU here: tuning static objectives (spills, registers) on a copy in $(BUILD)/static/;"
 	@echo "tune: kernels/nvcc-evo.acf keeps its GPU-measured entries"
-	rm -rf $(BUILD)/static && mkdir -p $(BUILD)/static && cp kernels/*.cu kernels/nvcc-evo.acf $(BUILD)/static/
+	rm -rf $(BUILD)/static && mkdir -p $(BUILD)/static && cp kernels/*.cu kernels/*.py kernels/nvcc-evo.acf $(BUILD)/static/
 	$(EVO) --retune --all --acf $(BUILD)/static/nvcc-evo.acf --backend static --evaluations $(EVALUATIONS)
 endif
 
