@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from nvcc_evo.nvcc_options import NvccCall
+from nvcc_evo.shim import ACF_ENV, ACF_NAME
 
-ACF_NAME = "nvcc-evo.acf"
-ACF_ENV = "NVCC_EVO_ACF"
 GPU_ENV = "NVCC_EVO_GPU"          # the GPU model the build is for, to pick named targets
 STALE_ENV = "NVCC_EVO_STALE"      # keep (default): use stale knobs; default: build with defaults
 TUNABLE_SUFFIXES = (".cu", ".ptx")

@@ -18,12 +18,16 @@ ENVIRONMENT = 3      # nvcc_evo.errors.ExitCode.ENVIRONMENT, without importing i
 LOG_ENV = "NVCC_EVO_LOG"
 
 
-def _log_passthrough(path: str, argv: list[str]) -> None:
+NO_ACF = f"no {ACF_NAME} above the inputs or here, and {ACF_ENV} unset"
+
+
+def append_log(path: str, cwd: str, argv: list[str], acf: str = "", added=(), passthrough: str = "",
+               skipped=(), problems=()) -> None:
+    """One JSON line per compile in NVCC_EVO_LOG (the wrapper's and the shim's)."""
     import json
     import time
-    line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "cwd": os.getcwd(), "argv": argv, "acf": "",
-            "added": [], "passthrough": f"no {ACF_NAME} above the inputs or here, and {ACF_ENV} unset",
-            "skipped": [], "problems": []}
+    line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "cwd": cwd, "argv": argv, "acf": acf,
+            "added": list(added), "passthrough": passthrough, "skipped": list(skipped), "problems": list(problems)}
     with open(path, "a") as log:
         log.write(json.dumps(line) + "\n")
 
@@ -100,6 +104,6 @@ def run(argv: list[str]) -> int:
         from nvcc_evo.wrapper import extra_flags
         extra = extra_flags(argv, nvcc)
     elif environ.get(LOG_ENV):
-        _log_passthrough(environ[LOG_ENV], argv)
+        append_log(environ[LOG_ENV], os.getcwd(), argv, passthrough=NO_ACF)
     environ[GUARD_ENV] = "1"
     os.execv(nvcc, [nvcc, *argv, *extra])

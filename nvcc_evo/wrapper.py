@@ -23,7 +23,7 @@ from nvcc_evo.shim import NvccNotFound, find_real_nvcc as find_nvcc
 if TYPE_CHECKING:
     from nvcc_evo.flags import FlagPlan
 
-from nvcc_evo.shim import LOG_ENV  # noqa: E402  (one name for the log variable)
+from nvcc_evo.shim import LOG_ENV, NO_ACF, append_log  # noqa: E402
 
 VERBOSE_ENV = "NVCC_EVO_VERBOSE"
 
@@ -57,7 +57,7 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
     inputs = planning.lto_objects(call) if planning.is_lto_link(call) else planning.tunable_inputs(call)
     acf_path = None if reason else planning.find_acf([(cwd / i).parent for i in inputs] + [cwd], environ)
     if acf_path is None:
-        reason = reason or f"no {planning.ACF_NAME} above the inputs or here, and {planning.ACF_ENV} unset"
+        reason = reason or NO_ACF
         return Decision(nvcc, planning.CallPlan(None, passthrough=reason))
     from nvcc_evo.flags import FlagPlan, plan_flags, read_facts
     from nvcc_evo.toolkit import cache_folder, load_toolkit
@@ -99,15 +99,12 @@ def _record(decision: Decision, argv: list[str], environ, cwd: Path) -> None:
 
 
 def _log(decision: Decision, argv: list[str], environ, cwd: Path) -> None:
-    line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "cwd": str(cwd), "argv": argv,
-            "acf": str(decision.call_plan.acf_path or ""), "added": list(decision.extra_args),
-            "passthrough": decision.call_plan.passthrough,
-            "skipped": [f"{k}: {why}" for k, why in (decision.flags.skipped if decision.flags else ())],
-            "problems": list(decision.problems)}
     path = environ.get(LOG_ENV)
     if path:
-        with open(path, "a") as log:
-            log.write(json.dumps(line) + "\n")
+        append_log(path, str(cwd), argv, str(decision.call_plan.acf_path or ""), decision.extra_args,
+                   decision.call_plan.passthrough,
+                   [f"{k}: {why}" for k, why in (decision.flags.skipped if decision.flags else ())],
+                   decision.problems)
     if environ.get(VERBOSE_ENV):
         print(f"nvcc-evo: added: {' '.join(decision.extra_args) or '(nothing)'}", file=sys.stderr)
 
