@@ -1,9 +1,12 @@
 // fp16 GEMM on the tensor cores (WMMA 16x16x16, fp32 accumulate):
-// C[M,N] = A[M,K] * B[K,N], row-major, M, N, K multiples of BM, BN, BK.
+// C[M,N] = A[M,K] * B[K,N], row-major, M, N, K multiples of BM, BN, BK * SPLIT_K.
 // A block of WARPS_M x WARPS_N warps computes a BM x BN tile; each warp a
 // (BM / WARPS_M) x (BN / WARPS_N) tile of 16x16 fragments. BK-deep slabs of
 // A and B are staged in shared memory with 16-byte loads; rows are padded by
 // 8 halves to spread shared-memory banks.
+// Split-K (decode shapes, few rows): SPLIT_K blocks (grid z) each take a
+// K / SPLIT_K slice and add their partial tile into C, which must start at
+// zero; with SPLIT_K = 1 the tile is stored.
 #include <cuda_fp16.h>
 #include <mma.h>
 
@@ -22,6 +25,9 @@
 #ifndef WARPS_N
 #define WARPS_N 4
 #endif
+#ifndef SPLIT_K
+#define SPLIT_K 1
+#endif
 
 #define THREADS (WARPS_M * WARPS_N * 32)
 #define WARP_M (BM / WARPS_M)
@@ -30,7 +36,7 @@
 
 static_assert(WARP_M % 16 == 0 && WARP_N % 16 == 0, "warp tiles are whole 16x16 fragments");
 static_assert(BK % 16 == 0, "BK is whole k-steps of 16");
-static_assert((BM * BK / 8) % THREADS == 0 && (BK * BN / 8) % THREADS == 0, "16-byte loads divide evenly");
+static_assert(BN % 8 == 0, "16-byte loads of B");
 
 using namespace nvcuda;
 
@@ -49,7 +55,8 @@ hgemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict_
 #pragma unroll
         for (int j = 0; j < WARP_N / 16; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
 
-    for (int k0 = 0; k0 < K; k0 += BK) {
+    const int slice = K / SPLIT_K, k_begin = blockIdx.z * slice;
+    for (int k0 = k_begin; k0 < k_begin + slice; k0 += BK) {
 #pragma unroll
         for (int i = threadIdx.x; i < BM * BK / 8; i += THREADS) {
             int r = i / (BK / 8), c = i % (BK / 8) * 8;
@@ -80,11 +87,22 @@ hgemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict_
         }
         __syncthreads();
     }
+#if SPLIT_K > 1
+    __shared__ __align__(16) float partial[THREADS / 32][16 * 16];
+    float* mine = partial[warp];
+#endif
 #pragma unroll
     for (int i = 0; i < WARP_M / 16; ++i)
 #pragma unroll
         for (int j = 0; j < WARP_N / 16; ++j) {
             float* out = C + (size_t)(row0 + wm * WARP_M + i * 16) * N + col0 + wn * WARP_N + j * 16;
+#if SPLIT_K > 1
+            wmma::store_matrix_sync(mine, acc[i][j], 16, wmma::mem_row_major);
+            __syncwarp();
+            for (int e = threadIdx.x % 32; e < 16 * 16; e += 32) atomicAdd(out + (size_t)(e / 16) * N + e % 16, mine[e]);
+            __syncwarp();
+#else
             wmma::store_matrix_sync(out, acc[i][j], N, wmma::mem_row_major);
+#endif
         }
 }

@@ -13,8 +13,9 @@ def sgemm(A, B, m, n, k, **_):
     return {"C": (A.reshape(m, k) @ B.reshape(k, n)).ravel()}
 
 
-def hgemm(A, B, m, n, k, **_):
-    return {"C": (A.reshape(m, k) @ B.reshape(k, n)).ravel()}
+def hgemm(A, B, m, n, k, C=0.0, **_):
+    """C += A B (C starts at zero for split-K; it is an output otherwise)."""
+    return {"C": C + (A.reshape(m, k) @ B.reshape(k, n)).ravel()}
 
 
 def saxpy(n, a, x, y, **_):
@@ -41,3 +42,15 @@ def decode_attention(q, k, v, scale, HEADS, HEAD_DIM, LEN, **_):
     scores = np.einsum("hd,htd->ht", q, k) * scale
     p = np.exp(scores - scores.max(axis=1, keepdims=True))
     return {"out": np.einsum("ht,htd->hd", p / p.sum(axis=1, keepdims=True), v).ravel()}
+
+
+def flash_attention(q, k, v, scale, causal, BH, L, HEAD_DIM, **_):
+    shape = (BH, L, HEAD_DIM)
+    q, k, v = q.reshape(shape), k.reshape(shape), v.reshape(shape)
+    hidden = np.triu(np.ones((L, L), dtype=bool), 1) if causal else np.zeros((L, L), dtype=bool)
+    out = np.empty(shape)
+    for h in range(BH):                      # one head at a time: L x L scores in float64
+        scores = np.where(hidden, -np.inf, q[h] @ k[h].T * scale)
+        p = np.exp(scores - scores.max(axis=1, keepdims=True))
+        out[h] = (p / p.sum(axis=1, keepdims=True)) @ v[h]
+    return {"o": out.ravel()}

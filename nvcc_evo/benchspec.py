@@ -162,12 +162,19 @@ def _dims(exprs, env, what: str) -> tuple[int, int, int]:
     return tuple(values + [1] * (3 - len(values)))
 
 
-def plan_bench(bench: acf.Bench, defines: Mapping[str, int | float]) -> BenchPlan:
+def plan_bench(bench: acf.Bench, defines: Mapping[str, int | float],
+               lets: Mapping[str, int | float] | None = None) -> BenchPlan:
     """Evaluate sizes, argument counts, initialisers, grid and block with the
-    candidate's defines (ExprError on an undefined name or a bad value)."""
+    candidate's defines (ExprError on an undefined name or a bad value).
+    `lets` replaces the values of some of the bench's own `let`s: the same
+    bench at another shape."""
+    lets = dict(lets or {})
+    unknown = sorted(set(lets) - {let.name for let in bench.lets})
+    if unknown:
+        raise ValueError(f"no `let {unknown[0]}` in the bench of kernel {bench.kernel.text} to replace")
     env = dict(defines)
     for let in bench.lets:
-        env[let.name] = evaluate(let.expr, env)
+        env[let.name] = lets[let.name] if let.name in lets else evaluate(let.expr, env)
     args = []
     for arg in bench.args:
         if not arg.is_array:

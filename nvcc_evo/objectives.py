@@ -39,6 +39,7 @@ PROVENANCE_KEYS: dict[str, type] = {
     "seed": int,
     "evaluations": int,
     "reused": int,
+    "search_seconds": float,
     "test": str,
     "p_value": float,
     "effect_size": float,

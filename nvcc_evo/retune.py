@@ -187,6 +187,7 @@ def choose(evaluations: list[Evaluation], front: list[Evaluation], baseline: Eva
 
 def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Generator,
          acf_path: Path) -> Outcome:
+    started = time.monotonic()
     space = build_space(task.unit, task.source, toolkit.accepts)
     facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
     fixed = _fixed_settings(task, space)
@@ -227,6 +228,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
                       engine.front(), evaluator, progress, extra={"measurer": measurer})
     if measurer.gpu is not None and best.genome != baseline_genome and baseline_measurement.ok:
         _verify_on_gpu(outcome, measurer, flags_for)
+    outcome.extra["seconds"] = time.monotonic() - started     # search and verification, this run
     return outcome
 
 
@@ -297,7 +299,7 @@ def _provenance(outcome: Outcome, toolkit, options: Options) -> tuple[acf.Record
                     acf.Record("driver", str(hello["driver"]))]
     records += [acf.Record("backend", options.backend), acf.Record("date", time.strftime("%Y-%m-%d")),
                 acf.Record("seed", options.seed), acf.Record("evaluations", t.evaluated + t.resumed),
-                acf.Record("reused", t.reused)]
+                acf.Record("reused", t.reused), acf.Record("search_seconds", round(outcome.extra["seconds"], 1))]
     whole = lambda v: int(v) if float(v).is_integer() else float(f"{v:.5g}")
     measured_too = tuple(m for m in ("runtime", "energy") if m in dict(outcome.baseline.metrics))
     for metric in dict.fromkeys(outcome.goal.minimize + (outcome.goal.select,) + measured_too):

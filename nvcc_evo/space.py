@@ -81,13 +81,30 @@ class SearchSpace:
         return "; ".join(str(d) for d in self.dimensions) + f" ({self.size} points)"
 
 
-def source_default(source: Path, name: str):
-    """The value a source gives a parameter itself (`#define NAME value`)."""
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def source_text(source: Path, _seen: frozenset = frozenset()) -> str:
+    """The source with its quoted includes inlined where they stand (found
+    beside the including file), as far as they can be read: where a kernel
+    lives in a header, a thin unit that sets a parameter and includes it
+    still shows every parameter."""
     try:
         text = source.read_text(errors="replace")
     except OSError:
-        return None
-    match = re.search(rf"^\s*#\s*define\s+{re.escape(name)}\s+(\S+)", text, re.M)
+        return ""
+    seen = _seen | {source.resolve()}
+
+    def inline(match: re.Match) -> str:
+        included = source.parent / match.group(1)
+        return source_text(included, seen) if included.resolve() not in seen else ""
+    return INCLUDE.sub(inline, text)
+
+
+def source_default(source: Path, name: str):
+    """The value a source gives a parameter itself (`#define NAME value`);
+    the first definition wins, as behind an #ifndef guard."""
+    match = re.search(rf"^\s*#\s*define\s+{re.escape(name)}\s+(\S+)", source_text(source), re.M)
     if not match:
         return None
     token = match.group(1)
@@ -100,10 +117,13 @@ def source_default(source: Path, name: str):
 
 
 def source_defines(source: Path) -> dict:
-    """Every numeric `#define NAME value` of a source: the parameters it gives itself."""
-    text = source.read_text(errors="replace")
-    found = re.finditer(r"^\s*#\s*define\s+(\w+)\s+(-?[0-9.]+)\b", text, re.M)
-    return {m.group(1): (float(m.group(2)) if "." in m.group(2) else int(m.group(2))) for m in found}
+    """Every numeric `#define NAME value` of a source and its quoted includes
+    (the first definition of a name wins): the parameters it gives itself."""
+    found = re.finditer(r"^\s*#\s*define\s+(\w+)\s+(-?[0-9.]+)\b", source_text(source), re.M)
+    values: dict = {}
+    for m in found:
+        values.setdefault(m.group(1), float(m.group(2)) if "." in m.group(2) else int(m.group(2)))
+    return values
 
 
 def _domain_values(domain: acf.Domain) -> tuple:

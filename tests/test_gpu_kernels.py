@@ -103,3 +103,40 @@ def test_softmax_rows_too_long_for_the_tiling_fail_loudly(pool):
                  "arg y : f32[4 * 1000] = output arg r : i32 = 4 arg c : i32 = 1000 grid (4) block (128) "
                  "check y rtol 1e-5", {"BLOCK": 128, "VEC": 1, "ITEMS": 4})
     assert np.isnan(out["y"]).all()
+
+
+@pytest.mark.parametrize("split_k", [1, 4])
+def test_hgemm_decode_shape_with_split_k(pool, split_k):
+    m, n, k = 32, 256, 1024
+    out, x = run(pool, "hgemm_decode.cu", f"kernel hgemm arg A : f16[{m * k}] = random(seed=12) "
+                 f"arg B : f16[{k * n}] = random(seed=13) arg C : f32[{m * n}] = constant(0) arg m : i32 = {m} "
+                 f"arg n : i32 = {n} arg k : i32 = {k} grid ({n} / 64, {m} / 16, {split_k}) block (64) check C rtol 1e-3",
+                 {"BM": 16, "BN": 64, "BK": 64, "WARPS_M": 1, "WARPS_N": 2, "SPLIT_K": split_k})
+    ref = x["A"].astype(np.float64).reshape(m, k) @ x["B"].astype(np.float64).reshape(k, n)
+    assert np.allclose(out["C"].reshape(m, n), ref, rtol=1e-3, atol=1e-3)
+
+
+def attention(q, k, v, scale, causal):
+    scores = np.einsum("hqd,hkd->hqk", q, k) * scale
+    if causal:
+        scores = np.where(np.triu(np.ones(scores.shape[1:], dtype=bool), 1), -np.inf, scores)
+    p = np.exp(scores - scores.max(axis=2, keepdims=True))
+    return np.einsum("hqk,hkd->hqd", p / p.sum(axis=2, keepdims=True), v)
+
+
+@pytest.mark.parametrize("dim,causal,warps,bkv", [(128, 0, 4, 64), (128, 1, 4, 32), (64, 1, 2, 128), (64, 0, 8, 16)])
+def test_flash_attention(pool, dim, causal, warps, bkv):
+    heads, length = 3, 256
+    size = heads * length * dim
+    source = "flash_attention.cu" if dim == 128 else "flash_attention_d64.cu"
+    out, x = run(pool, source, f"kernel flash_attention arg q : f16[{size}] = random(seed=14, low=-3, high=3) "
+                 f"arg k : f16[{size}] = random(seed=15) arg v : f16[{size}] = random(seed=16) "
+                 f"arg o : f16[{size}] = output arg l : i32 = {length} arg scale : f32 = {dim ** -0.5} "
+                 f"arg causal : i32 = {causal} grid ({length // (16 * warps)}, {heads}) block ({32 * warps}) "
+                 "check o rtol 1e-2", {"HEAD_DIM": dim, "WARPS": warps, "BKV": bkv})
+    q, k, v = (x[name].astype(np.float64).reshape(heads, length, dim) for name in "qkv")
+    ref = attention(q, k, v, dim ** -0.5, causal)
+    got = out["o"].astype(np.float64).reshape(heads, length, dim)
+    assert np.allclose(got, ref, rtol=1e-2, atol=5e-4), float(np.max(np.abs(got - ref)))
+    if causal:
+        assert np.allclose(got[:, 0], v[:, 0], rtol=1e-3, atol=1e-3)      # the first query sees only key 0

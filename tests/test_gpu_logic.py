@@ -50,6 +50,14 @@ def test_plan_without_a_needed_define_is_a_clear_error():
         plan_bench(BENCH, {})
 
 
+def test_a_bench_at_another_shape_replaces_its_lets_and_everything_after_follows():
+    plan = plan_bench(BENCH, {"TILE": 4}, lets={"N": 64})
+    assert plan.args[0].value == 64 and plan.args[2].count == 64 and plan.grid == (1, 2, 1)
+    assert dict(plan.sizes)["N"] == 64
+    with pytest.raises(ValueError, match="no `let M`"):
+        plan_bench(BENCH, {"TILE": 4}, lets={"M": 1})
+
+
 def test_host_data_is_seeded_typed_and_poisoned():
     plan = plan_bench(BENCH, {"TILE": 1})
     x, h, c, y = plan.arrays

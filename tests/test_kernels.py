@@ -23,7 +23,8 @@ def test_kernel_compiles_and_its_bench_evaluates(unit):
     measured = static.measure(compile_candidate(job), "sm_90")
     assert measured.ok, measured.detail
     assert measured.get("spills") == 0
-    plan = plan_bench(unit.bench, source_defines(source))
+    pins = {p.knob[len("define."):]: p.value for p in unit.pins if p.knob.startswith("define.")}
+    plan = plan_bench(unit.bench, {**source_defines(source), **pins})
     assert plan.kernel and plan.grid[0] > 0 and plan.checks
     assert plan.bytes_moved >= 32 * 2**20            # big enough to time (the L2 is flushed between launches)
 

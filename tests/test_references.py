@@ -97,3 +97,19 @@ def test_the_references_agree_with_independent_formulas():
     out = refs.decode_attention(q=q, k=k, v=v, scale=0.0, HEADS=2, HEAD_DIM=4, LEN=3)["out"].reshape(2, 4)
     assert np.allclose(out, v.reshape(2, 3, 4).mean(axis=1))          # scale 0: uniform weights
     assert refs.reduce_sum(x=x, total=np.zeros(1))["total"][0] == pytest.approx(x.sum())
+
+
+def test_attention_reference_masks_the_future_when_causal():
+    flash = load_reference(next(u for u in ACF.units if u.globs == ("flash_attention.cu",)).bench, ROOT / "kernels")
+    rng = np.random.default_rng(0)
+    bh, length, dim = 2, 5, 4
+    q, k, v = (rng.uniform(-1, 1, bh * length * dim) for _ in range(3))
+    causal = flash(q, k, v, 0.5, 1, BH=bh, L=length, HEAD_DIM=dim)["o"].reshape(bh, length, dim)
+    full = flash(q, k, v, 0.5, 0, BH=bh, L=length, HEAD_DIM=dim)["o"].reshape(bh, length, dim)
+    values = v.reshape(bh, length, dim)
+    assert np.allclose(causal[:, 0], values[:, 0])                # the first position sees only itself
+    assert np.allclose(causal[:, -1], full[:, -1])                # the last sees everything
+    assert not np.allclose(causal[:, 1:-1], full[:, 1:-1])
+    scores = q.reshape(bh, length, dim)[1, 2] @ k.reshape(bh, length, dim)[1, :3].T * 0.5
+    weights = np.exp(scores) / np.exp(scores).sum()
+    assert np.allclose(causal[1, 2], weights @ values[1, :3])

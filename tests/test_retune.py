@@ -58,6 +58,7 @@ def test_retune_cuts_spills_and_the_build_uses_it(project, evo_cache):
     text = (project / "nvcc-evo.acf").read_text()
     assert text.startswith(ACF[: ACF.rindex("}")])              # every byte before the new block kept
     assert "        ptxas.opt_level = 1\n" in text and 'verdict = "improved spills 284 -> 48"' in text
+    assert 0 < float(re.search(r"search_seconds = ([0-9.]+)", text).group(1)) < 600
     assert run_evo("--acf-check", "nvcc-evo.acf", cwd=project).returncode == 0
     after = subprocess.run([str(EVO), "-arch=sm_90", "-cubin", "-Xptxas", "-v", "spill.cu", "-o", "b.cubin"],
                            cwd=project, env=env, capture_output=True, text=True)

@@ -6,7 +6,7 @@ import numpy as np
 from conftest import DATA
 from nvcc_evo import acf
 from nvcc_evo.parse import parse_text
-from nvcc_evo.space import DEFAULT_SPACE, Genome, build_space, crossover, mutate, repair, sample, source_default, step
+from nvcc_evo.space import DEFAULT_SPACE, Genome, build_space, crossover, mutate, repair, sample, source_default, source_defines, step
 
 UNIT = parse_text('''acf 1
 unit "spill.cu" {
@@ -77,6 +77,15 @@ def test_source_default_reads_the_define(tmp_path):
     source.write_text("#ifndef TILE\n#  define TILE 32\n#endif\n#define NAME fast\n#define RATE 0.5\n")
     assert source_default(source, "TILE") == 32 and source_default(source, "RATE") == 0.5
     assert source_default(source, "NAME") == "fast" and source_default(source, "MISSING") is None
+
+
+def test_source_defaults_follow_quoted_includes_first_definition_wins(tmp_path):
+    (tmp_path / "kernel.cuh").write_text('#ifndef DIM\n#define DIM 128\n#endif\n#define TILE 32\n#include "thin.cu"\n')
+    thin = tmp_path / "thin.cu"
+    thin.write_text('#define DIM 64\n#include "kernel.cuh"\n#include "missing.h"\n#include <cuda.h>\n')
+    assert source_default(thin, "DIM") == 64 and source_default(thin, "TILE") == 32
+    assert source_defines(thin) == {"DIM": 64, "TILE": 32}           # the include cycle back to thin.cu is cut
+    assert source_defines(tmp_path / "kernel.cuh") == {"DIM": 128, "TILE": 32}
 
 
 def test_repair_keeps_ptxas_from_conflicting_levels():
