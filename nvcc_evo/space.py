@@ -142,8 +142,9 @@ def _baseline(knob_name: str, source: Path | None):
 
 
 def build_space(unit: acf.Unit, source: Path | None, accepts=lambda name: True) -> SearchSpace:
-    """The unit's search block (or DEFAULT_SPACE), its pins fixed, and only
-    knobs the toolkit takes (`accepts`)."""
+    """The unit's search block (or DEFAULT_SPACE) and its pins, fixed (a pin
+    outside the search block is a one-value dimension), with only knobs the
+    toolkit takes (`accepts`)."""
     entries = [(s.knob, _domain_values(s.domain)) for s in unit.space] if unit.space else list(DEFAULT_SPACE)
     pins = {p.knob: p.value for p in unit.pins}
     dimensions = []
@@ -160,6 +161,12 @@ def build_space(unit: acf.Unit, source: Path | None, accepts=lambda name: True) 
         if baseline not in choices:
             choices = (baseline, *choices)
         dimensions.append(Dimension(name, choices, baseline))
+    searched = {name for name, _ in entries}
+    for name, value in pins.items():         # pinned but not searched: still built and benched with it
+        if name not in searched and accepts(name):
+            knob = knobs.lookup(name)
+            value = knob.normalise(value) if knob is not None else value
+            dimensions.append(Dimension(name, (value,), value, pinned=True))
     return SearchSpace(tuple(dimensions))
 
 

@@ -35,6 +35,14 @@ def test_space_has_baseline_pins_and_source_defaults():
                                            "ptxas.override_directive_values": False}
 
 
+def test_a_pin_outside_the_search_block_is_still_built_and_benched():
+    unit = acf.Unit(("x.cu",), pins=(acf.Setting("define.BM", 16),),
+                    space=(acf.Space("define.BN", acf.SetDomain((64, 128))),))
+    space = build_space(unit, None)
+    assert space.size == 3 and space.baseline().settings()["define.BM"] == 16      # BN: not passed, 64, 128
+    assert next(d for d in space.dimensions if d.knob == "define.BM").pinned
+
+
 def test_default_space_is_filtered_by_the_toolkit():
     unit = acf.Unit(("x.cu",))
     space = build_space(unit, None, accepts=lambda name: name != "ptxas.dlcm")
