@@ -1,15 +1,21 @@
-"""Record a whole search space with the static backend, once, into a JSONL
-results store, so that search strategies can be compared on it for free
-(replay). The committed recording is tests/data/recorded/spill_space.jsonl:
-tests/data/cuda/spill.cu for sm_90 over six ptxas knobs.
+"""Record a whole search space, once, into a JSONL results store, so that
+search strategies can be compared on it for free (replay).
 
-Every knob here is a ptxas knob, so the PTX is made once and ptxas alone runs
-per genome (the same ptxas nvcc would run, ten times faster).
+Static (no GPU): tests/data/cuda/spill.cu for sm_90 over six ptxas knobs, the
+committed tests/data/recorded/spill_space.jsonl. Every knob there is a ptxas
+knob, so the PTX is made once and ptxas alone runs per genome (the same ptxas
+nvcc would run, ten times faster).
+
+GPU (--gpu UNIT): every genome of a kernels/ unit's search space compiled with
+nvcc and timed on this GPU through its bench spec, each checked against the
+unit's numpy reference (runtime only; the baseline first).
 
     .venv/bin/python benchmarks/record_space.py OUT.jsonl
+    python3 benchmarks/record_space.py OUT.jsonl --gpu reduce_sum.cu [--min-seconds 0.1]
 """
 from __future__ import annotations
 
+import argparse
 import itertools
 import os
 import subprocess
@@ -29,6 +35,7 @@ from nvcc_evo.toolkit import load_toolkit
 from nvcc_evo.wrapper import find_real_nvcc
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 SOURCE = ROOT / "tests" / "data" / "cuda" / "spill.cu"
 ARCH = "sm_90"
 UNIT = acf.Unit(("spill.cu",), space=(
@@ -55,8 +62,56 @@ def ptxas_run(ptxas: str, ptx: Path, flags: tuple[str, ...], work: Path) -> Comp
     return CompileResult("ok", seconds, done.stderr, data)
 
 
+def record_gpu(store: Store, glob: str, min_seconds: float) -> None:
+    from nvcc_evo.compile import CompileJob, compile_candidate, compile_each
+    from nvcc_evo.measure.choose import close_pool, gpu_pool, load_reference
+    from nvcc_evo.measure.gpu import GpuBench
+    from nvcc_evo.resolve import load
+    from nvcc_evo.space import source_defines
+    kernels = ROOT / "kernels"
+    unit = next(u for u in load(kernels / "nvcc-evo.acf").units if glob in u.globs)
+    source = kernels / glob
+    toolkit = load_toolkit(find_real_nvcc())
+    space = build_space(unit, source, toolkit.accepts)
+    genomes = list(dict.fromkeys(space.genome(dict(zip([d.knob for d in space.dimensions], values)))
+                                 for values in itertools.product(*[d.choices for d in space.dimensions])))
+    genomes.remove(space.baseline())
+    genomes.insert(0, space.baseline())            # measured first: the GPU backend's reference run
+    defaults = {**source_defines(source), **{d.knob[len("define."):]: d.baseline for d in space.dimensions
+                                             if d.knob.startswith("define.") and d.baseline is not None}}
+    defines = lambda g: {**defaults, **{k[len("define."):]: v for k, v in g.settings().items()
+                                        if k.startswith("define.")}}
+    pool = gpu_pool()
+    arch = pool.hello["arch"]
+    gpu = GpuBench(unit.bench, pool, arch, defines, energy=False, min_seconds=min_seconds,
+                   expected_fn=load_reference(unit.bench, kernels))
+    facts = CallFacts({}, False, False, False)
+    flags = [plan_flags(g.settings(), facts, toolkit).flags for g in genomes]
+    jobs = [CompileJob(toolkit.nvcc, ("-c", glob), str(kernels), glob, arch, f) for f in flags]
+    context = Context(toolkit.version, "recorded", arch, pool.hello["name"], "pycuda", glob, "nvcc -c")
+    started = time.monotonic()
+    try:
+        first = compile_candidate(jobs[0])
+        for count, (i, result) in enumerate([(0, first)] + [(i + 1, r) for i, r in compile_each(jobs[1:])], 1):
+            measurement = gpu.measure(genomes[i], flags[i], result)
+            store.append(Record(genomes[i], flags[i], measurement, sass_hash(result.cubin) if result.ok else "",
+                                context))
+            if count % 25 == 0 or count == len(genomes):
+                print(f"{count}/{len(genomes)} [{time.monotonic() - started:.0f} s]", file=sys.stderr, flush=True)
+    finally:
+        close_pool()
+
+
 def main() -> None:
-    store = Store(Path(sys.argv[1]))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--gpu", metavar="UNIT", help="a kernels/ unit to time on this GPU")
+    parser.add_argument("--min-seconds", type=float, default=0.1, help="timing window per genome (GPU)")
+    args = parser.parse_args()
+    store = Store(Path(args.out))
+    if args.gpu:
+        record_gpu(store, args.gpu, args.min_seconds)
+        return
     toolkit = load_toolkit(find_real_nvcc())
     space = build_space(UNIT, SOURCE, toolkit.accepts)
     genomes = list(dict.fromkeys(space.genome(dict(zip([d.knob for d in space.dimensions], values)))

@@ -122,6 +122,7 @@ class GpuBench:
     baseline_run: tuple | None = None      # (cubin, plan, median us) of the baseline, for drift checks
     expected_fn: Callable | None = None    # the bench's numpy reference, if it names one
     expected: dict | None = None
+    min_seconds: float = 0.3                # timing window per candidate
 
     def expected_outputs(self, plan: BenchPlan) -> dict:
         """The numpy reference's outputs for the plan's inputs (seed 0), computed once."""
@@ -145,6 +146,7 @@ class GpuBench:
         except ExprError as error:
             return failed("bad-bench", f"bench spec with this candidate's defines: {error}")
         answer = self.pool.request({"cubin": result.cubin, "plan": plan, "outputs": True, "time": True,
+                                    "min_seconds": self.min_seconds,
                                     "energy": self.energy and self.pool.hello.get("nvml")})
         if answer["status"] != "ok":
             return failed(answer["status"], answer.get("detail", ""))
