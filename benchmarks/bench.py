@@ -1,60 +1,124 @@
 """The kernel benchmark (`make bench`, on a GPU): for every unit of
-kernels/nvcc-evo.acf with a kernel bench spec, the default build against the
-tuned build of its sm_90 target, measured side by side in one run.
+kernels/nvcc-evo.acf with a kernel bench spec, and for every shape it is run
+at, the default build against the tuned build of this GPU's target, side by
+side in one run.
 
-Per kernel: median runtime and p20..p80 spread of both (interleaved A B A B),
-speedup with its Mann-Whitney p-value, energy per launch of both, the search's
-evaluations (from the provenance), and the distance to the ceiling: for
-memory-bound kernels the fraction of measured device copy bandwidth, for the
-GEMM the fraction of cuBLAS's fp32 rate (torch, TF32 off) measured in the same
-run. Prints a markdown table last and writes every figure to JSON.
+Per kernel and shape: median runtime and p20..p80 spread of both builds
+(interleaved A B A B), speedup with its Mann-Whitney p-value, energy per
+launch of both, both builds checked against the unit's numpy reference, the
+search's evaluations and wall time (from the provenance), and the distance
+to the ceiling measured in the same run: the library (cuBLAS GEMM or
+scaled_dot_product_attention, through torch) for GEMMs and attention, the
+device's copy bandwidth for memory-bound kernels.
 
-    python3 benchmarks/bench.py [--out DIR] [--rounds 10]
+Then the plots, which need no GPU (`--plots-only`): runtime against energy of
+every candidate the searches measured, with the Pareto front, per kernel
+(from the results store), and GA against random search on a space recorded
+on the GPU (benchmarks/record_space.py --gpu): median best-so-far runtime
+against evaluations over several seeds.
+
+Prints a markdown table last; writes bench.json (every figure, written after
+each row) and the SVG plots to --out.
+
+    python3 benchmarks/bench.py [--out DIR] [--rounds 10] [--plots-only]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from nvcc_evo.benchspec import plan_bench  # noqa: E402
 from nvcc_evo.compile import CompileJob, compile_candidate  # noqa: E402
+from nvcc_evo.evolve import Evaluation, dominates  # noqa: E402
 from nvcc_evo.flags import CallFacts, plan_flags  # noqa: E402
-from nvcc_evo.measure.gpu import WorkerPool, outputs_match  # noqa: E402
-from nvcc_evo.measure.stats import faster, summarize  # noqa: E402
-from nvcc_evo.resolve import load  # noqa: E402
-from nvcc_evo.space import source_defines  # noqa: E402
-from nvcc_evo.toolkit import load_toolkit  # noqa: E402
-from nvcc_evo.wrapper import find_real_nvcc  # noqa: E402
+from nvcc_evo.store import Store  # noqa: E402
 
-ACF = ROOT / "kernels" / "nvcc-evo.acf"
-TORCH_GEMM = """
-import torch, sys
-n = int(sys.argv[1]); torch.backends.cuda.matmul.allow_tf32 = False
-a, b = (torch.rand(n, n, device="cuda") * 2 - 1 for _ in range(2))
-for _ in range(3): a @ b
-start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-times = []
-for _ in range(20):
-    start.record(); a @ b; end.record(); end.synchronize(); times.append(start.elapsed_time(end))
-times.sort(); print(2 * n ** 3 / (times[len(times) // 2] / 1e3))
+KERNELS = ROOT / "kernels"
+ACF = KERNELS / "nvcc-evo.acf"
+SEARCHES = (KERNELS / ".nvcc-evo" / "results.jsonl", ROOT / "benchmarks" / "data" / "h200-search.jsonl")
+RECORDING = ROOT / "benchmarks" / "data" / "h200-reduce_sum-space.jsonl"
+
+# Shapes run besides the bench spec's own: `let` values replaced.
+SHAPES: dict[str, list[dict]] = {
+    "hgemm_decode.cu": [{"M": 16}, {"M": 128}],
+    "flash_attention.cu": [{"CAUSAL": 1}],
+    "flash_attention_d64.cu": [{"CAUSAL": 1}],
+}
+
+# kernel -> the library call it is measured against, from the plan's sizes.
+LIBRARY = {
+    "sgemm": lambda s: {"kind": "gemm", "dtype": "f32", "m": s["M"], "n": s["N"], "k": s["K"]},
+    "hgemm": lambda s: {"kind": "gemm", "dtype": "f16", "m": s["M"], "n": s["N"], "k": s["K"]},
+    "flash_attention": lambda s: {"kind": "sdpa", "bh": s["BH"], "lq": s["L"], "lk": s["L"], "d": s["HEAD_DIM"],
+                                  "causal": s["CAUSAL"]},
+    "decode_attention": lambda s: {"kind": "sdpa", "bh": s["HEADS"], "lq": 1, "lk": s["LEN"], "d": s["HEAD_DIM"],
+                                   "causal": 0},
+}
+LIBRARY_NAME = {"gemm": "cuBLAS", "sdpa": "torch SDPA"}
+# Kernels whose copy-bandwidth fraction means nothing (bounded by arithmetic, not memory).
+COMPUTE_BOUND = {"sgemm_regblock.cu", "hgemm_wmma.cu", "flash_attention.cu", "flash_attention_d64.cu"}
+
+# Library times in a separate process (torch), the L2 flushed before each call as for our kernels.
+TORCH = """
+import json, sys, torch
+cases = json.loads(sys.argv[1])
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20)
+scratch = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
+def timed(fn):
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(30):
+        scratch.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record(); fn(); end.record(); end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return sorted(times)[len(times) // 2]
+out = []
+for c in cases:
+    if c["kind"] == "gemm":
+        dtype = {"f32": torch.float32, "f16": torch.float16}[c["dtype"]]
+        a = torch.rand(c["m"], c["k"], device="cuda", dtype=dtype)
+        b = torch.rand(c["k"], c["n"], device="cuda", dtype=dtype)
+        out.append(timed(lambda: a @ b))
+    else:
+        q = torch.randn(1, c["bh"], c["lq"], c["d"], device="cuda", dtype=torch.float16)
+        k, v = (torch.randn(1, c["bh"], c["lk"], c["d"], device="cuda", dtype=torch.float16) for _ in range(2))
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        out.append(timed(lambda: sdpa(q, k, v, is_causal=bool(c["causal"]))))
+print(json.dumps(out))
 """
 
 
-def cublas_flops(n: int) -> float | None:
+def library_times(cases: list[dict]) -> list[float | None]:
+    """Microseconds per library call, one per case (None where torch is missing or fails)."""
+    if not cases:
+        return []
     try:
-        out = subprocess.run([sys.executable, "-c", TORCH_GEMM, str(n)], capture_output=True, text=True, timeout=300)
-        return float(out.stdout.strip().splitlines()[-1])
+        done = subprocess.run([sys.executable, "-c", TORCH, json.dumps(cases)], capture_output=True, text=True,
+                              timeout=600)
+        return json.loads(done.stdout.strip().splitlines()[-1])
     except (OSError, ValueError, IndexError, subprocess.SubprocessError):
-        return None
+        print(f"bench: no library ceilings (torch): {done.stderr[-300:] if 'done' in locals() else ''}",
+              file=sys.stderr)
+        return [None] * len(cases)
 
 
-def build(toolkit, source: Path, settings: dict, arch: str):
+# ---------------------------------------------------------------- one kernel
+def build(toolkit, source: Path, settings: dict, arch: str) -> bytes:
     flags = plan_flags(settings, CallFacts({}, False, False, False), toolkit).flags
     job = CompileJob(toolkit.nvcc, ("-c", source.name), str(source.parent), source.name, arch, flags)
     result = compile_candidate(job)
@@ -63,49 +127,222 @@ def build(toolkit, source: Path, settings: dict, arch: str):
     return result.cubin
 
 
-def bench_unit(pool, toolkit, unit, arch: str, rounds: int, copy_rate: float) -> dict:
-    source = ACF.parent / unit.globs[0]
-    defaults = source_defines(source)
+def builds(toolkit, unit, arch: str) -> dict:
+    """Both sides of one unit: (cubin, defines, knobs, target) for the default
+    build (pins only, as the wrapper would pass them) and the tuned one."""
+    from nvcc_evo.space import source_defines
+    source = KERNELS / unit.globs[0]
+    pins = {p.knob: p.value for p in unit.pins}
     target = next((t for t in unit.targets if t.arch == arch), None)
-    tuned = {s.knob: s.value for s in target.settings} if target else {}
-    tuned_defines = {**defaults, **{k[7:]: v for k, v in tuned.items() if k.startswith("define.")}}
-    sides = {"default": (build(toolkit, source, {}, arch), plan_bench(unit.bench, defaults)),
-             "tuned": (build(toolkit, source, tuned, arch), plan_bench(unit.bench, tuned_defines))}
-    samples = {"default": [], "tuned": []}
+    tuned = {**pins, **({s.knob: s.value for s in target.settings} if target else {})}
+    sides = {}
+    for side, settings in (("default", pins), ("tuned", tuned)):
+        defines = {**source_defines(source), **{k[len("define."):]: v for k, v in settings.items()
+                                                 if k.startswith("define.")}}
+        sides[side] = (build(toolkit, source, settings, arch), defines)
+    return {"sides": sides, "knobs": {k: v for k, v in tuned.items() if k not in pins}, "target": target}
+
+
+def bench_shape(pool, unit, built: dict, shape: dict, rounds: int, copy_rate: float) -> dict:
+    from nvcc_evo.measure.choose import load_reference
+    from nvcc_evo.measure.gpu import outputs_match, reference_outputs
+    from nvcc_evo.measure.stats import faster, summarize
+    plans = {side: plan_bench(unit.bench, defines, lets=shape) for side, (_, defines) in built["sides"].items()}
+    cubins = {side: cubin for side, (cubin, _) in built["sides"].items()}
+    reference = load_reference(unit.bench, KERNELS)
+    expected = reference_outputs(reference, plans["default"]) if reference else None
+    problems = {}
+    for side in plans:
+        answer = pool.request({"cubin": cubins[side], "plan": plans[side], "outputs": True})
+        if answer["status"] != "ok":
+            problems[side] = f"{answer['status']}: {answer.get('detail', '')}"
+        elif expected is not None:
+            problems[side] = outputs_match(answer["outputs"], expected, plans[side])
+    samples = {side: [] for side in plans}
     for _ in range(rounds):
-        for side, (cubin, plan) in sides.items():
-            answer = pool.request({"cubin": cubin, "plan": plan, "time": True, "min_seconds": 0.2})
-            samples[side].append(summarize(answer["times_us"]).median)
-    energy = {side: pool.request({"cubin": c, "plan": p, "energy": True}) for side, (c, p) in sides.items()}
-    fresh = {side: pool.request({"cubin": c, "plan": p, "outputs": True, "seed": 77}) for side, (c, p) in sides.items()}
-    wrong = outputs_match(fresh["tuned"]["outputs"], fresh["default"]["outputs"], sides["tuned"][1])
+        for side in plans:
+            answer = pool.request({"cubin": cubins[side], "plan": plans[side], "time": True, "min_seconds": 0.2})
+            samples[side].append(summarize(answer["times_us"]).median if answer["status"] == "ok" else math.inf)
+    energy = {side: pool.request({"cubin": cubins[side], "plan": plans[side], "energy": True}) for side in plans}
     verdict = faster(samples["default"], samples["tuned"])
-    row = {"kernel": unit.globs[0], "tuned_knobs": tuned, "correct": not wrong, "problem": wrong,
+    target = built["target"]
+    record = lambda key: target.record(key).value if target and target.record(key) else None
+    row = {"kernel": unit.globs[0], "function": unit.bench.kernel.text, "shape": shape_text(unit, plans["default"], shape), "knobs": built["knobs"],
+           "correct": not any(problems.values()), "problems": {k: v for k, v in problems.items() if v},
+           "checked_against": "numpy reference" if expected is not None else "nothing",
            "p_value": verdict.p_value, "speedup": verdict.effect, "significant": verdict.significant,
-           "evaluations": target.record("evaluations").value if target and target.record("evaluations") else 0}
-    for side in sides:
+           "evaluations": record("evaluations"), "search_seconds": record("search_seconds"),
+           "sizes": dict(plans["default"].sizes)}
+    for side, plan in plans.items():
         s = summarize(samples[side])
         row[side] = {"median_us": s.median, "p20_us": s.p20, "p80_us": s.p80,
-                     "energy_mj": energy[side].get("energy_mj"), "power_w": energy[side].get("power_w")}
-        plan = sides[side][1]
-        row[side]["bandwidth_fraction"] = plan.bytes_moved / (s.median * 1e-6) / copy_rate
+                     "energy_mj": energy[side].get("energy_mj"), "power_w": energy[side].get("power_w"),
+                     "bandwidth_fraction": plan.bytes_moved / (s.median * 1e-6) / copy_rate}
     return row
 
 
-def markdown(rows: list[dict], gpu: dict, copy_rate: float, gemm_rate: float | None, toolkit) -> str:
-    lines = [f"GPU {gpu['name']} (sm {gpu['cc']}), driver {gpu['driver']}, CUDA {toolkit.version}; "
-             f"copy bandwidth {copy_rate / 1e12:.2f} TB/s" + (f", cuBLAS fp32 {gemm_rate / 1e12:.1f} TFLOP/s"
-                                                             if gemm_rate else ""), "",
-             "| kernel | default us (p20-p80) | tuned us (p20-p80) | speedup | p | energy mJ default/tuned | "
-             "ceiling (tuned) | evals | tuned knobs |", "|---|---|---|---|---|---|---|---|---|"]
+def shape_text(unit, plan, shape: dict) -> str:
+    """The bench's `let` sizes as run (with any replaced by the shape)."""
+    sizes = dict(plan.sizes)
+    return " ".join(f"{let.name}={sizes[let.name]}" for let in unit.bench.lets)
+
+
+# ---------------------------------------------------------------- the table
+def ceiling_text(row: dict) -> str:
+    texts = []
+    if row.get("library_us"):
+        texts.append(f"{row['library_us'] / row['tuned']['median_us']:.0%} of {row['library']} "
+                     f"({row['library_us']:.1f} us)")
+    if row["kernel"] not in COMPUTE_BOUND:
+        texts.append(f"{row['tuned']['bandwidth_fraction']:.0%} of copy bw")
+    return "; ".join(texts)
+
+
+def geomean(values: list[float]) -> float:
+    return float(math.exp(sum(math.log(v) for v in values) / len(values))) if values else float("nan")
+
+
+def markdown(result: dict) -> str:
+    rows, gpu = result["rows"], result["gpu"]
+    lines = [f"GPU {gpu['name']} (sm {gpu['cc']}), driver {gpu['driver']}, CUDA {result['toolkit']}; "
+             f"copy bandwidth {result['copy_bytes_per_s'] / 1e12:.2f} TB/s; {result['rounds']} interleaved rounds "
+             f"per kernel; {result['date']}", "",
+             "| kernel | shape | default us (p20-p80) | tuned us (p20-p80) | speedup | p | energy mJ default / tuned "
+             "| ceiling (tuned) | search | correct |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         d, t = r["default"], r["tuned"]
-        ceiling = r.get("ceiling", f"{t['bandwidth_fraction']:.0%} of copy bw")
-        knobs = " ".join(f"{k}={v}" for k, v in r["tuned_knobs"].items()) or "(defaults)"
-        verdict = f"{r['speedup']:.3f}x" + ("" if r["significant"] else " (n.s.)") + ("" if r["correct"] else " WRONG")
-        lines.append(f"| {r['kernel']} | {d['median_us']:.1f} ({d['p20_us']:.1f}-{d['p80_us']:.1f}) | "
+        verdict = f"{r['speedup']:.3f}x" + ("" if r["significant"] else " (n.s.)")
+        search = f"{r['evaluations']} evals" + (f", {r['search_seconds']:.0f} s" if r["search_seconds"] else "") \
+            if r["evaluations"] else "not tuned"
+        correct = "yes" if r["correct"] else "NO: " + "; ".join(f"{k}: {v}" for k, v in r["problems"].items())
+        lines.append(f"| {r['kernel']} | {r['shape']} | {d['median_us']:.1f} ({d['p20_us']:.1f}-{d['p80_us']:.1f}) | "
                      f"{t['median_us']:.1f} ({t['p20_us']:.1f}-{t['p80_us']:.1f}) | {verdict} | {r['p_value']:.2g} | "
-                     f"{d['energy_mj'] or 0:.1f} / {t['energy_mj'] or 0:.1f} | {ceiling} | {r['evaluations']} | {knobs} |")
+                     f"{d['energy_mj'] or 0:.1f} / {t['energy_mj'] or 0:.1f} | {ceiling_text(r)} | {search} | "
+                     f"{correct} |")
+    speedups = [r["speedup"] for r in rows if r["correct"]]
+    lines += ["", f"Geometric mean speedup over the {len(speedups)} correct rows (not-significant ones at their "
+                  f"measured ratio): {geomean(speedups):.3f}x", "", "Tuned knobs (beyond the unit's pins):", ""]
+    seen = set()
+    for r in rows:
+        if r["kernel"] not in seen:
+            seen.add(r["kernel"])
+            knobs = " ".join(f"{k}={v}" for k, v in r["knobs"].items()) or "(defaults: nothing significant found)"
+            lines.append(f"- {r['kernel']}: {knobs}")
+    return "\n".join(lines) + "\n"
+
+
+def run_gpu(out: Path, rounds: int, only: list[str]) -> dict:
+    from nvcc_evo.measure.gpu import WorkerPool
+    from nvcc_evo.resolve import load
+    from nvcc_evo.toolkit import load_toolkit
+    from nvcc_evo.wrapper import find_real_nvcc
+    toolkit = load_toolkit(find_real_nvcc())
+    units = [u for u in load(ACF).units if u.bench is not None and u.bench.kernel is not None
+             and (not only or u.globs[0] in only)]
+    pool = WorkerPool()
+    result = {"gpu": pool.hello, "toolkit": toolkit.version, "rounds": rounds, "date": time.strftime("%Y-%m-%d"),
+              "rows": []}
+    try:
+        arch = pool.hello["arch"]
+        result["copy_bytes_per_s"] = pool.request({"copy": True})["copy_bytes_per_s"]
+        started = time.monotonic()
+        for unit in units:
+            built = builds(toolkit, unit, arch)
+            for shape in [{}] + SHAPES.get(unit.globs[0], []):
+                row = bench_shape(pool, unit, built, shape, rounds, result["copy_bytes_per_s"])
+                result["rows"].append(row)
+                (out / "bench.json").write_text(json.dumps(result, indent=1, default=str))
+                print(f"bench: {row['kernel']} {row['shape']}: {row['default']['median_us']:.1f} -> "
+                      f"{row['tuned']['median_us']:.1f} us ({row['speedup']:.3f}x, p={row['p_value']:.2g}) "
+                      f"[{time.monotonic() - started:.0f} s]", file=sys.stderr, flush=True)
+    finally:
+        pool.close()
+    cases = [(row, LIBRARY[row["function"]](row["sizes"])) for row in result["rows"] if row["function"] in LIBRARY]
+    for (row, case), micros in zip(cases, library_times([c for _, c in cases])):
+        row["library"], row["library_us"] = LIBRARY_NAME[case["kind"]] + (f" {case['dtype']}" if "dtype" in case
+                                                                           else ""), micros
+    (out / "bench.json").write_text(json.dumps(result, indent=1, default=str))
+    return result
+
+
+# ---------------------------------------------------------------- plots
+def pareto_plots(out: Path, stores: tuple[Path, ...] = SEARCHES) -> list[Path]:
+    """Runtime against energy of every measured candidate, front drawn, one
+    SVG per kernel, from the first results store that exists."""
+    from svg import chart
+    store = next((p for p in stores if p.exists()), None)
+    if store is None:
+        return []
+    by_unit: dict[str, list] = {}
+    for record in Store(store).read():
+        m = record.measurement
+        if m.ok and m.get("energy") not in (None, math.inf) and record.context.device != "cpu":
+            by_unit.setdefault(record.context.unit.strip('"'), []).append(
+                Evaluation(record.genome, (m.get("runtime"), m.get("energy"))))
+    written = []
+    for unit, points in sorted(by_unit.items()):
+        unique = list({p.objectives: p for p in points}.values())
+        front = sorted((p for p in unique if not any(dominates(q, p) for q in unique)), key=lambda e: e.objectives)
+        series = {"candidates": [p.objectives for p in unique], "Pareto front": [p.objectives for p in front],
+                  "baseline": [points[0].objectives]}
+        path = out / f"pareto-{Path(unit).stem}.svg"
+        path.write_text(chart(series, f"{unit}: {len(unique)} measured candidates ({store.name})",
+                              "runtime (us)", "energy per launch (mJ)", lines={"Pareto front"}))
+        written.append(path)
+    return written
+
+
+def ga_plot(out: Path, recording: Path = RECORDING, seeds: int = 21, budget: int = 60) -> dict | None:
+    """GA against random search on a space recorded on the GPU: median (and
+    quartiles) of the best runtime found after each evaluation."""
+    if not recording.exists():
+        return None
+    import ga_vs_random as gvr
+    from svg import chart
+    from nvcc_evo.evolve import Budget, Engine, random_search, run_search
+    space, replay = gvr.recorded(recording)
+    evaluate = gvr._evaluator(replay, "runtime")
+    everything = evaluate(list(replay.answers))
+    optimum, baseline = gvr.score(everything), everything[0].objectives[0]
+    runs = {"GA (NSGA-II + local steps)": [], "random search": []}
+    for seed in range(seeds):
+        engine = Engine(space, np.random.default_rng(seed), population=8, seeds=[space.baseline()])
+        run_search(engine, evaluate, Budget(evaluations=budget, patience=10**6))
+        runs["GA (NSGA-II + local steps)"].append(gvr.best_so_far(engine.seen.values()))
+        runs["random search"].append(gvr.best_so_far(random_search(space, evaluate, budget,
+                                                                   np.random.default_rng(seed))))
+    at = lambda trace, i: trace[min(i, len(trace) - 1)]
+    curves = {name: [(i + 1, float(np.median([at(t, i) for t in traces]))) for i in range(budget)]
+              for name, traces in runs.items()}
+    curves["optimum of the recording"] = [(1, optimum), (budget, optimum)]
+    path = out / "ga-vs-random-gpu.svg"
+    path.write_text(chart(curves, f"best runtime found, median of {seeds} seeds ({recording.name})",
+                          "evaluations", "best runtime so far (us)"))
+    summary = {"recording": recording.name, "genomes": len(replay.answers), "optimum_us": optimum,
+               "baseline_us": baseline, "seeds": seeds, "plot": path.name, "budgets": {}}
+    ga_runs, random_runs = runs.values()
+    for b in (10, 20, 30, 40, 60):
+        if b <= budget:
+            ga, rnd = [at(t, b - 1) for t in ga_runs], [at(t, b - 1) for t in random_runs]
+            summary["budgets"][b] = {
+                "ga_median_us": float(np.median(ga)), "random_median_us": float(np.median(rnd)),
+                "ga_better": int(sum(g < r for g, r in zip(ga, rnd))), "ga_worse": int(sum(g > r for g, r in zip(ga, rnd))),
+                "ga_within_1pct": int(sum(g <= optimum * 1.01 for g in ga)),
+                "random_within_1pct": int(sum(r <= optimum * 1.01 for r in rnd))}
+    return summary
+
+
+def ga_text(summary: dict | None) -> str:
+    if not summary:
+        return ""
+    lines = ["", f"GA against random search on {summary['recording']} ({summary['genomes']} genomes timed on the GPU; "
+                 f"optimum {summary['optimum_us']:.1f} us, baseline {summary['baseline_us']:.1f} us), "
+                 f"{summary['seeds']} seeds each:", "",
+             "| evaluations | GA median us | random median us | GA better / worse | within 1% of optimum: GA / random |",
+             "|---|---|---|---|---|"]
+    for budget, b in summary["budgets"].items():
+        lines.append(f"| {budget} | {b['ga_median_us']:.2f} | {b['random_median_us']:.2f} | {b['ga_better']} / "
+                     f"{b['ga_worse']} | {b['ga_within_1pct']} / {b['random_within_1pct']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -113,33 +350,21 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=str(ROOT / "build" / "bench"))
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--plots-only", action="store_true", help="only the plots (no GPU needed)")
+    parser.add_argument("--only", nargs="*", default=[], help="unit files to bench (default: all)")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    toolkit = load_toolkit(find_real_nvcc())
-    file = load(ACF)
-    pool = WorkerPool()
-    try:
-        arch = pool.hello["arch"]
-        copy_rate = pool.request({"copy": True})["copy_bytes_per_s"]
-        gemm_rate = cublas_flops(2048)
-        rows = []
-        for unit in file.units:
-            if unit.bench is None or unit.bench.kernel is None:
-                continue
-            print(f"bench: {unit.globs[0]}", file=sys.stderr, flush=True)
-            row = bench_unit(pool, toolkit, unit, arch, args.rounds, copy_rate)
-            if unit.bench.kernel.text == "sgemm" and gemm_rate:
-                flops = 2 * 2048 ** 3
-                row["ceiling"] = f"{flops / (row['tuned']['median_us'] * 1e-6) / gemm_rate:.0%} of cuBLAS"
-            rows.append(row)
-    finally:
-        pool.close()
-    table = markdown(rows, pool.hello, copy_rate, gemm_rate, toolkit)
-    (out / "bench.json").write_text(json.dumps({"gpu": pool.hello, "copy_bytes_per_s": copy_rate,
-                                                "cublas_flops": gemm_rate, "rows": rows}, indent=1, default=str))
-    (out / "bench.md").write_text(table)
-    print(table)
+    plots = [p.name for p in pareto_plots(out)]
+    summary = ga_plot(out)
+    text = ga_text(summary) + "".join(f"\nwrote {out / name}" for name in plots + ([summary["plot"]] if summary else []))
+    if not args.plots_only:
+        result = run_gpu(out, args.rounds, args.only)
+        result["ga_vs_random"], result["plots"] = summary, plots
+        (out / "bench.json").write_text(json.dumps(result, indent=1, default=str))
+        text = markdown(result) + text
+    (out / "bench.md").write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":

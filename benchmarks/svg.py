@@ -15,8 +15,9 @@ def _scale(values, low_px, high_px):
 
 
 def chart(series: dict[str, list[tuple[float, float]]], title: str, x_label: str, y_label: str,
-          lines: bool = True) -> str:
-    """An SVG document: one polyline (or set of dots) per named series."""
+          lines: bool | set[str] = True) -> str:
+    """An SVG document: one polyline (or set of dots) per named series;
+    `lines` as a set names the series drawn as lines, the rest as dots."""
     points = [p for values in series.values() for p in values]
     sx = _scale([p[0] for p in points], MARGIN, WIDTH - 20)
     sy = _scale([p[1] for p in points], HEIGHT - MARGIN, 30)
@@ -36,7 +37,7 @@ def chart(series: dict[str, list[tuple[float, float]]], title: str, x_label: str
     for index, (name, values) in enumerate(series.items()):
         colour = COLOURS[index % len(COLOURS)]
         coords = [(sx(x), sy(y)) for x, y in values]
-        if lines:
+        if lines is True or (isinstance(lines, set) and name in lines):
             path = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
             parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
         else:

@@ -102,6 +102,15 @@ def outputs_match(got: dict, reference: dict, plan: BenchPlan) -> str:
     return ""
 
 
+def reference_outputs(reference: Callable, plan: BenchPlan, seed: int = 0) -> dict:
+    """A numpy reference called with the plan's inputs (as float64), scalars,
+    sizes and defines, by name."""
+    inputs = dict(plan.sizes)
+    inputs.update({a.name: _as_float(host_array(a, seed), plan, a.name) for a in plan.arrays if a.init != "output"})
+    inputs.update({s.name: s.value for s in plan.args if isinstance(s, ScalarPlan)})
+    return reference(**inputs)
+
+
 def _as_float(values: np.ndarray, plan: BenchPlan, name: str) -> np.ndarray:
     dtype = next(a.dtype for a in plan.arrays if a.name == name)
     if dtype == "bf16":
@@ -127,11 +136,7 @@ class GpuBench:
     def expected_outputs(self, plan: BenchPlan) -> dict:
         """The numpy reference's outputs for the plan's inputs (seed 0), computed once."""
         if self.expected is None:
-            inputs = dict(plan.sizes)
-            inputs.update({a.name: _as_float(host_array(a, 0), plan, a.name) for a in plan.arrays
-                           if a.init != "output"})
-            inputs.update({s.name: s.value for s in plan.args if isinstance(s, ScalarPlan)})
-            self.expected = self.expected_fn(**inputs)
+            self.expected = reference_outputs(self.expected_fn, plan)
         return self.expected
 
     def plan(self, genome) -> BenchPlan:
