@@ -2,25 +2,34 @@
 and scatter plots, for the benchmark reports."""
 from __future__ import annotations
 
+import math
 from xml.sax.saxutils import escape
 
 WIDTH, HEIGHT, MARGIN = 640, 400, 60
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e")
 
 
-def _scale(values, low_px, high_px):
-    low, high = min(values), max(values)
+def _scale(values, low_px, high_px, log: bool = False):
+    warp = math.log10 if log else (lambda v: v)
+    low, high = warp(min(values)), warp(max(values))
     span = (high - low) or 1.0
-    return lambda v: low_px + (v - low) / span * (high_px - low_px)
+    return lambda v: low_px + (warp(v) - low) / span * (high_px - low_px)
 
 
 def chart(series: dict[str, list[tuple[float, float]]], title: str, x_label: str, y_label: str,
-          lines: bool | set[str] = True) -> str:
+          lines: bool | set[str] = True, log: bool = False, y_max: float | None = None) -> str:
     """An SVG document: one polyline (or set of dots) per named series;
-    `lines` as a set names the series drawn as lines, the rest as dots."""
+    `lines` as a set names the series drawn as lines, the rest as dots.
+    `log`: both axes logarithmic (positive values); `y_max`: y values above
+    it are drawn at it (the axis says so)."""
+    if y_max is not None:
+        series = {name: [(x, min(y, y_max)) for x, y in values] for name, values in series.items()}
+        y_label += f" (clipped at {y_max:.4g})"
     points = [p for values in series.values() for p in values]
-    sx = _scale([p[0] for p in points], MARGIN, WIDTH - 20)
-    sy = _scale([p[1] for p in points], HEIGHT - MARGIN, 30)
+    sx = _scale([p[0] for p in points], MARGIN, WIDTH - 20, log)
+    sy = _scale([p[1] for p in points], HEIGHT - MARGIN, 30, log)
+    if log:
+        x_label, y_label = x_label + ", log scale", y_label + ", log scale"
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" font-family="sans-serif" '
              f'font-size="12">', f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
              f'<text x="{WIDTH / 2}" y="18" text-anchor="middle" font-size="14">{escape(title)}</text>',
