@@ -266,27 +266,37 @@ def run_gpu(out: Path, rounds: int, only: list[str]) -> dict:
 
 
 # ---------------------------------------------------------------- plots
+def measured_points(stores: tuple[Path, ...] = SEARCHES) -> dict[str, list[Evaluation]]:
+    """(runtime, energy) of every candidate measured on a GPU, per unit, from
+    the results stores that exist (the first measurement of a genome counts;
+    a search measures its baseline first)."""
+    by_unit: dict[str, dict] = {}
+    for store in stores:
+        if not store.exists():
+            continue
+        for record in Store(store).read():
+            m = record.measurement
+            if m.ok and m.get("energy") not in (None, math.inf) and record.context.device != "cpu":
+                by_unit.setdefault(record.context.unit.strip('"'), {}).setdefault(
+                    record.genome, Evaluation(record.genome, (m.get("runtime"), m.get("energy"))))
+    return {unit: list(points.values()) for unit, points in by_unit.items()}
+
+
+def pareto_front(points: list[Evaluation]) -> list[Evaluation]:
+    """The points no other point dominates (both objectives minimised), by runtime."""
+    return sorted((p for p in points if not any(dominates(q, p) for q in points)), key=lambda e: e.objectives)
+
+
 def pareto_plots(out: Path, stores: tuple[Path, ...] = SEARCHES) -> list[Path]:
-    """Runtime against energy of every measured candidate, front drawn, one
-    SVG per kernel, from the first results store that exists."""
+    """Runtime against energy of every measured candidate, the front in its
+    own colour, one SVG per kernel."""
     from svg import chart
-    store = next((p for p in stores if p.exists()), None)
-    if store is None:
-        return []
-    by_unit: dict[str, list] = {}
-    for record in Store(store).read():
-        m = record.measurement
-        if m.ok and m.get("energy") not in (None, math.inf) and record.context.device != "cpu":
-            by_unit.setdefault(record.context.unit.strip('"'), []).append(
-                Evaluation(record.genome, (m.get("runtime"), m.get("energy"))))
     written = []
-    for unit, points in sorted(by_unit.items()):
-        unique = list({p.objectives: p for p in points}.values())
-        front = sorted((p for p in unique if not any(dominates(q, p) for q in unique)), key=lambda e: e.objectives)
-        series = {"candidates": [p.objectives for p in unique], "Pareto front": [p.objectives for p in front],
-                  "baseline": [points[0].objectives]}
+    for unit, points in sorted(measured_points(stores).items()):
+        series = {"candidates": [p.objectives for p in points],
+                  "Pareto front": [p.objectives for p in pareto_front(points)], "baseline": [points[0].objectives]}
         path = out / f"pareto-{Path(unit).stem}.svg"
-        path.write_text(chart(series, f"{unit}: {len(unique)} measured candidates ({store.name})",
+        path.write_text(chart(series, f"{unit}: {len(points)} candidates measured on the GPU",
                               "runtime (us)", "energy per launch (mJ)", lines=False, log=True))
         written.append(path)
     return written

@@ -1,0 +1,76 @@
+"""The benchmark report's logic on the CPU: shapes and library ceilings fit
+every unit's bench, the Pareto fronts and the GA-vs-random summary come from
+the committed H200 records, and the table states what it measured."""
+from __future__ import annotations
+
+import sys
+
+from conftest import ROOT
+from nvcc_evo.benchspec import plan_bench
+from nvcc_evo.evolve import dominates
+from nvcc_evo.resolve import load
+from nvcc_evo.space import source_defines
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench  # noqa: E402  (the benchmark's own functions)
+
+UNITS = {u.globs[0]: u for u in load(bench.ACF).units}
+
+
+def defaults(unit) -> dict:
+    pins = {p.knob[len("define."):]: p.value for p in unit.pins if p.knob.startswith("define.")}
+    return {**source_defines(bench.KERNELS / unit.globs[0]), **pins}
+
+
+def test_every_shape_and_library_ceiling_fits_its_unit():
+    for name, shapes in bench.SHAPES.items():
+        for shape in shapes:
+            plan = plan_bench(UNITS[name].bench, defaults(UNITS[name]), lets=shape)
+            assert {k: v for k, v in plan.sizes if k in shape} == shape
+    functions = {u.bench.kernel.text for u in UNITS.values()}
+    assert set(bench.LIBRARY) <= functions
+    for unit in UNITS.values():
+        if unit.bench.kernel.text in bench.LIBRARY:
+            case = bench.LIBRARY[unit.bench.kernel.text](dict(plan_bench(unit.bench, defaults(unit)).sizes))
+            assert case["kind"] in bench.LIBRARY_NAME and all(v > 0 for k, v in case.items() if k in "mnk")
+
+
+def test_pareto_fronts_from_the_h200_searches(tmp_path):
+    points = bench.measured_points()
+    assert {"flash_attention.cu", "hgemm_decode.cu", "softmax.cu"} <= set(points)
+    for unit, measured in points.items():
+        front = bench.pareto_front(measured)
+        assert front and all(not dominates(a, b) for a in front for b in front)
+        assert all(p in front or any(dominates(f, p) or f.objectives == p.objectives for f in front)
+                   for p in measured), unit
+    written = bench.pareto_plots(tmp_path)
+    assert len(written) == len(points) and all("<circle" in p.read_text() for p in written)
+
+
+def test_ga_against_random_summary_on_the_gpu_recording(tmp_path):
+    summary = bench.ga_plot(tmp_path, seeds=3, budget=20)
+    assert summary["genomes"] == 400 and set(summary["budgets"]) == {10, 20}
+    for row in summary["budgets"].values():
+        assert row["ga_median_us"] >= summary["optimum_us"] and row["random_median_us"] >= summary["optimum_us"]
+        assert row["ga_better"] + row["ga_worse"] <= 3
+    assert (tmp_path / summary["plot"]).exists()
+    assert "| 20 |" in bench.ga_text(summary)
+
+
+def test_the_table_counts_every_correct_row_and_names_wrong_ones():
+    side = lambda us: {"median_us": us, "p20_us": us, "p80_us": us, "energy_mj": 1.0, "power_w": 1.0,
+                       "bandwidth_fraction": 0.5}
+    rows = [{"kernel": "softmax.cu", "shape": "ROWS=1", "knobs": {"define.VEC": 2}, "correct": True, "problems": {},
+             "p_value": 0.001, "speedup": 2.0, "significant": True, "evaluations": 5, "search_seconds": 9.0,
+             "default": side(2.0), "tuned": side(1.0)},
+            {"kernel": "scale.cu", "shape": "N=1", "knobs": {}, "correct": True, "problems": {}, "p_value": 0.5,
+             "speedup": 0.5, "significant": False, "evaluations": None, "search_seconds": None,
+             "default": side(1.0), "tuned": side(2.0)},
+            {"kernel": "rmsnorm.cu", "shape": "ROWS=1", "knobs": {}, "correct": False,
+             "problems": {"tuned": "y: 3 NaN"}, "p_value": 0.001, "speedup": 9.0, "significant": True,
+             "evaluations": 3, "search_seconds": 1.0, "default": side(9.0), "tuned": side(1.0)}]
+    text = bench.markdown({"rows": rows, "gpu": {"name": "G", "cc": "9.0", "driver": "d"}, "toolkit": "13.0",
+                           "copy_bytes_per_s": 4e12, "rounds": 8, "date": "today"})
+    assert "over the 2 correct rows" in text and "1.000x" in text           # sqrt(2.0 * 0.5)
+    assert "0.500x (n.s.)" in text and "not tuned" in text and "NO: tuned: y: 3 NaN" in text
+    assert "50% of copy bw" in text
