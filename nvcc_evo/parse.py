@@ -6,7 +6,9 @@ nvcc_evo/syntax.py turns lark's errors into located, labelled diagnostics.
 from __future__ import annotations
 
 import functools
+import math
 import re
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -67,6 +69,15 @@ class _Build(Transformer):
         super().__init__()
         self.repeats: list[tuple[acf.Span, str]] = []
 
+    def _float(self, token) -> float:
+        """A float literal; one too large for a double (1e400) is a located error,
+        not an infinity the formatter could not write back."""
+        value = float(token)
+        if math.isinf(value) and isinstance(token, Token):
+            self.repeats.append((_token_span(token), f"number {token} is out of range (a double's largest is "
+                                                     f"{sys.float_info.max:.6g})"))
+        return value
+
     def _once(self, parts, kinds: tuple[str, ...], where: str):
         """Note every repeat of a once-only part, given (kind, value, span)."""
         for kind in kinds:
@@ -78,7 +89,7 @@ class _Build(Transformer):
         return int(items[0])
 
     def signed_float(self, items):
-        return float(items[0])
+        return self._float(items[0])
 
     def true(self, _):
         return True
@@ -99,7 +110,7 @@ class _Build(Transformer):
 
     @v_args(meta=True)
     def float_literal(self, meta, items):
-        return acf.Literal(float(items[0]), _span(meta))
+        return acf.Literal(self._float(items[0]), _span(meta))
 
     @v_args(meta=True)
     def ref(self, meta, items):
@@ -241,10 +252,10 @@ class _Build(Transformer):
                          "exact" in tolerances, _span(meta))
 
     def rtol(self, items):
-        return ("rtol", float(items[0]))
+        return ("rtol", self._float(items[0]))
 
     def atol(self, items):
-        return ("atol", float(items[0]))
+        return ("atol", self._float(items[0]))
 
     def exact(self, _):
         return ("exact", True)
@@ -264,7 +275,7 @@ class _Build(Transformer):
     # targets
     @v_args(meta=True)
     def record(self, meta, items):
-        spread = float(items[2]) if items[2] is not None else None
+        spread = self._float(items[2]) if items[2] is not None else None
         return acf.Record(str(items[0]), items[1], spread, _span(meta))
 
     @v_args(meta=True)
