@@ -24,11 +24,23 @@ KEYWORDS = frozenset(
 
 
 # ---------------------------------------------------------------- values
+def show_number(value: int | float) -> str:
+    """Integers as they are; floats in the shortest text that reads back the
+    same, in exponent form (1e-5, not 1e-05 or 0.00001) below 1e-3 and from 1e16."""
+    if isinstance(value, int) or value == 0 or 1e-3 <= abs(value) < 1e16:
+        return repr(value)
+    for digits in range(17):
+        mantissa, exponent = f"{value:.{digits}e}".split("e")
+        if float(f"{mantissa}e{exponent}") == value:
+            return f"{mantissa}e{int(exponent)}"
+    return repr(value)
+
+
 def show_value(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
-        return repr(value)
+        return show_number(value)
     if value.isidentifier() and value not in KEYWORDS:
         return value
     return show_string(value)
@@ -40,7 +52,7 @@ def show_string(text: str) -> str:
 
 def show_expr(expr: acf.Expr, parent: int = 0) -> str:
     if isinstance(expr, acf.Literal):
-        return repr(expr.value)
+        return show_number(expr.value)
     if isinstance(expr, acf.Ref):
         return expr.name
     if isinstance(expr, acf.Call):
@@ -105,7 +117,8 @@ class Attached:
     """Comments owned by one statement."""
 
     leading: list[str] = field(default_factory=list)
-    trailing: list[str] = field(default_factory=list)   # after the statement or block header
+    trailing: list[acf.Comment] = field(default_factory=list)   # after the statement or block header
+    below: list[str] = field(default_factory=list)      # own lines kept under it (the file's header comment)
     footer: list[str] = field(default_factory=list)     # own lines before a block's '}'
     closing: list[str] = field(default_factory=list)    # after a block's '}'
 
@@ -160,6 +173,7 @@ def attach_comments(file: acf.AcfFile) -> dict[tuple[int, int], Attached]:
     """Give every comment an owner statement (see Attached)."""
     root = _tree(file)
     owners: dict[tuple[int, int], Attached] = {}
+    own_lines = {c.line for c in file.comments if c.own_line}
     for comment in file.comments:
         node = root
         while node.children is not None:
@@ -169,9 +183,14 @@ def attach_comments(file: acf.AcfFile) -> dict[tuple[int, int], Attached]:
             node = inner[0]
         own = owners.setdefault(node.key, Attached())
         if node.children is None and node is not root:
-            (own.leading if comment.own_line and comment.line < node.span.line else own.trailing).append(comment.text)
+            if comment.own_line and comment.line < node.span.line:
+                own.leading.append(comment.text)
+            else:
+                own.trailing.append(comment)
         elif not comment.own_line and comment.line == node.span.line and node is not root:
-            own.trailing.append(comment.text)
+            own.trailing.append(comment)
+        elif node is root and _heads_the_file(comment, file, own_lines):
+            owners.setdefault(root.children[0].key, Attached()).below.append(comment.text)
         elif not comment.own_line and comment.line == node.span.end_line and node is not root:
             own.closing.append(comment.text)
         else:
@@ -181,10 +200,22 @@ def attach_comments(file: acf.AcfFile) -> dict[tuple[int, int], Attached]:
     return owners
 
 
+def _heads_the_file(comment: acf.Comment, file: acf.AcfFile, own_lines: set[int]) -> bool:
+    """An own-line comment after the `acf` line and before the first unit, with
+    a blank line between it and the unit: it is about the file, not the unit."""
+    if not comment.own_line or comment.line <= file.header_span.line:
+        return False
+    first = file.units[0].span.line if file.units else None
+    if first is None or comment.line > first:
+        return False
+    return any(line not in own_lines for line in range(comment.line + 1, first))
+
+
 # ---------------------------------------------------------------- writer
 class _Writer:
-    def __init__(self, comments: dict[tuple[int, int], Attached], depth: int = 0):
+    def __init__(self, comments: dict[tuple[int, int], Attached], depth: int = 0, margin: int = 0):
         self.comments, self.depth, self.lines = comments, depth, []
+        self.margin = margin            # columns the caller puts before each line (update_target)
         self.done: set[tuple[int, int]] = set()
 
     def _own(self, span: acf.Span) -> Attached:
@@ -192,15 +223,24 @@ class _Writer:
         self.done.add(key)
         return self.comments.get(key, Attached()) if span.start >= 0 else Attached()
 
-    def _emit(self, text: str, trailing: list[str]) -> None:
-        suffix = "  " + " ".join(trailing) if trailing else ""
-        self.lines.append((INDENT * self.depth + text + suffix).rstrip() if text or suffix else "")
+    def _emit(self, text: str, trailing: list) -> None:
+        """One line; a trailing comment two spaces after the code, or further
+        right at the column it had (aligned comments stay aligned)."""
+        line = INDENT * self.depth + text
+        if trailing:
+            first = trailing[0]
+            column = first.column - 1 if isinstance(first, acf.Comment) else 0
+            line = line + " " * max(2, column - self.margin - len(line))
+            line += " ".join(c.text if isinstance(c, acf.Comment) else c for c in trailing)
+        self.lines.append(line.rstrip() if text or trailing else "")
 
     def leaf(self, span: acf.Span, text: str) -> None:
         own = self._own(span)
         for comment in own.leading:
             self._emit(comment, [])
         self._emit(text, own.trailing)
+        for comment in own.below:
+            self._emit(comment, [])
 
     def open(self, span: acf.Span, header: str) -> None:
         own = self._own(span)
@@ -215,7 +255,7 @@ class _Writer:
         for key, stray in self.comments.items():
             if key not in self.done and span.start <= key[0] and key[1] <= span.end and span.start >= 0:
                 self.done.add(key)
-                for comment in stray.leading + stray.trailing + stray.footer + stray.closing:
+                for comment in stray.leading + [c.text for c in stray.trailing] + stray.footer + stray.closing:
                     self._emit(comment, [])
         for comment in own.footer:
             self._emit(comment, [])
@@ -260,6 +300,9 @@ def _write_bench(w: _Writer, bench: acf.Bench) -> None:
     w.open(bench.span, "bench")
     if bench.kernel is not None:
         w.leaf(bench.kernel.span, f"kernel {show_value(bench.kernel.text)}")
+    for text in (bench.reference, bench.command, bench.metric):
+        if text is not None:
+            w.leaf(text.span, f"{text.what} {show_string(text.text)}")
     for let in bench.lets:
         w.leaf(let.span, f"let {let.name} = {show_expr(let.expr)}")
     for arg in bench.args:
@@ -269,9 +312,6 @@ def _write_bench(w: _Writer, bench: acf.Bench) -> None:
         w.leaf(launch.span, f"shared {dims}" if launch.what == "shared" else f"{launch.what} ({dims})")
     for check in bench.checks:
         w.leaf(check.span, show_check(check))
-    for text in (bench.reference, bench.command, bench.metric):
-        if text is not None:
-            w.leaf(text.span, f"{text.what} {show_string(text.text)}")
     w.close(bench.span)
 
 
@@ -332,7 +372,7 @@ def update_target(text: str, unit_index: int, target: acf.Target, path: str = "<
         else:                                           # a one-line unit
             start = end = len(text[:closing].rstrip())
             prefix, suffix = "\n" + indent, "\n" + unit_indent
-    w = _Writer(attach_comments(file))
+    w = _Writer(attach_comments(file), margin=len(indent))
     write_target(w, target)
     return text[:start] + prefix + ("\n" + indent).join(w.lines) + suffix + text[end:]
 

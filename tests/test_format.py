@@ -39,7 +39,7 @@ def test_update_replaces_only_the_target_block():
     block = updated[old_target.start:len(updated) - len(tail)]
     assert block == '''target sm_90 {
         # chosen by hand, keep this note
-        ptxas.maxrregcount = 96  # 64 is enough
+        ptxas.maxrregcount = 96   # 64 is enough
         ptxas.dlcm = cg
         provenance {
             toolkit = "13.0.88"
@@ -67,6 +67,17 @@ def test_update_in_a_one_line_unit():
 def test_update_is_idempotent():
     once = update_target(HAND_EDITED, 0, NEW)
     assert update_target(once, 0, NEW) == once
+
+
+def test_floats_read_as_written_and_aligned_comments_stay_aligned():
+    text = ('acf 1\n# about this file\n\nunit "a" {  # the unit\n    bench {\n        check y rtol 1e-5 atol 0.00001\n'
+            '        check z rtol 0.001    # loose\n        check w rtol 2.5e-12  # tight\n        let X = 1e300\n'
+            '        let Y = 0.25\n    }\n}\n')
+    out = format_text(text)
+    assert out.startswith("acf 1\n# about this file\n\nunit")         # the file's comment stays the file's
+    assert "check y rtol 1e-5 atol 1e-5\n" in out and "let X = 1e300\n" in out and "let Y = 0.25\n" in out
+    assert "        check z rtol 0.001    # loose\n        check w rtol 2.5e-12  # tight\n" in out
+    assert format_text(out) == out
 
 
 def test_expressions_keep_their_meaning_with_fewest_parentheses():

@@ -32,3 +32,9 @@ def test_kernel_compiles_and_its_bench_evaluates(unit):
 def test_every_kernel_file_has_a_unit():
     covered = {u.globs[0] for u in ACF.units}
     assert {p.name for p in (ROOT / "kernels").glob("*.cu")} == covered
+
+
+def test_the_project_acf_is_in_canonical_form():
+    from nvcc_evo.format import format_text
+    text = (ROOT / "kernels" / "nvcc-evo.acf").read_text()
+    assert format_text(text) == text
