@@ -12,6 +12,8 @@ import os
 from typing import NamedTuple
 from pathlib import Path
 
+from nvcc_evo.shim import replace_file
+
 RELEVANT_ENV = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "CUDA_HOME", "CUDA_PATH", "PATH",
                 "NVCC_EVO_GPU", "NVCC_EVO_STALE")
 
@@ -47,9 +49,7 @@ def record(acf_path: Path, entry: CompileRecord) -> None:
     folder = db_folder(acf_path)
     folder.mkdir(parents=True, exist_ok=True)
     data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in entry._asdict().items()}
-    tmp = folder / f".{entry.key}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, folder / f"{entry.key}.json")
+    replace_file(folder / f"{entry.key}.json", json.dumps(data, indent=1))
 
 
 def read_all(acf_path: Path) -> list[CompileRecord]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from nvcc_evo.nvcc_options import NvccCall
-from nvcc_evo.shim import ACF_ENV, ACF_NAME
+from nvcc_evo.shim import ACF_ENV, ACF_NAME, replace_file
 
 GPU_ENV = "NVCC_EVO_GPU"          # the GPU model the build is for, to pick named targets
 STALE_ENV = "NVCC_EVO_STALE"      # keep (default): use stale knobs; default: build with defaults
@@ -136,9 +136,7 @@ def load_units(path: Path, cache_dir: Path) -> tuple[UnitEntry, ...]:
     units = index_units(file)
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(_to_json(units)))
-        os.replace(tmp, cached)
+        replace_file(cached, json.dumps(_to_json(units)))
     except OSError:
         pass
     return units

@@ -32,6 +32,22 @@ def append_log(path: str, cwd: str, argv: list[str], acf: str = "", added=(), pa
         log.write(json.dumps(line) + "\n")
 
 
+def replace_file(path, text: str) -> None:
+    """Write a cache file (compile database, ACF index, toolkit facts) by a
+    temporary file and one rename, so that parallel builds never read half of
+    one; the temporary goes if the write fails. (ACFs themselves go through
+    format.write_atomic, which also syncs to disk and keeps the mode.)"""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 class NvccNotFound(Exception):
     pass
 

@@ -16,6 +16,7 @@ from typing import NamedTuple
 from pathlib import Path
 
 from nvcc_evo import knobs
+from nvcc_evo.shim import replace_file
 
 PROBE_SOURCE = 'extern "C" __global__ void probe(float* x) { x[threadIdx.x] *= 2.0f; }\n'
 CACHE_VERSION = 2
@@ -132,7 +133,5 @@ def load_toolkit(nvcc: Path) -> Toolkit:
     data = {"nvcc": toolkit.nvcc, "ptxas": toolkit.ptxas, "version": toolkit.version,
             "default_arch": toolkit.default_arch, "accepted": sorted(toolkit.accepted),
             "rejected": [list(r) for r in toolkit.rejected]}
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    replace_file(path, json.dumps(data, indent=1))
     return toolkit

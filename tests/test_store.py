@@ -47,3 +47,19 @@ def test_replay_refuses_another_context_naming_both_sides():
     assert "device: 'NVIDIA H200' there, 'cpu' here" in str(caught.value)
     assert "backend: 'pycuda' there, 'static' here" in str(caught.value)
     require_same_context([record(1)], HERE, "rec.jsonl")    # same context: fine
+
+
+def test_cache_files_are_replaced_whole_and_a_failed_write_leaves_no_temporary(tmp_path, monkeypatch):
+    from nvcc_evo.shim import replace_file
+    target = tmp_path / "cache.json"
+    replace_file(target, "old")
+    replace_file(target, "new")
+    assert target.read_text() == "new"
+
+    def broken(src, dst):
+        raise OSError("disk full")
+    monkeypatch.setattr("os.replace", broken)
+    import pytest
+    with pytest.raises(OSError):
+        replace_file(target, "newer")
+    assert target.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["cache.json"]
