@@ -17,7 +17,7 @@ from lark import Token, Transformer, v_args
 
 from nvcc_evo import acf
 from nvcc_evo.errors import AcfError, Diagnostic, Location
-from nvcc_evo.syntax import parse_reporting_all, source_line
+from nvcc_evo.syntax import char_places, parse_reporting_all, source_line
 
 def _grammar_text() -> str:
     """The grammar from the installed package; a source checkout falls back
@@ -307,23 +307,16 @@ class _Build(Transformer):
 
 def find_comments(text: str) -> tuple[acf.Comment, ...]:
     """Every `#` comment outside strings (the only other place `#` can be)."""
-    comments, line, line_start, i, in_string = [], 1, 0, 0, False
-    while i < len(text):
-        ch = text[i]
+    comments, line, line_start, previous = [], 1, 0, "code"
+    for offset, ch, place in char_places(text):
         if ch == "\n":
-            line, line_start, in_string = line + 1, i + 1, False
-        elif in_string and ch == "\\":
-            i += 1
-        elif ch == '"':
-            in_string = not in_string
-        elif ch == "#" and not in_string:
-            end = text.find("\n", i)
+            line, line_start = line + 1, offset + 1
+        elif place == "comment" and previous != "comment":
+            end = text.find("\n", offset)
             end = len(text) if end < 0 else end
-            own_line = text[line_start:i].strip() == ""
-            comments.append(acf.Comment(line, i - line_start + 1, text[i:end], own_line, i))
-            i = end
-            continue
-        i += 1
+            own_line = text[line_start:offset].strip() == ""
+            comments.append(acf.Comment(line, offset - line_start + 1, text[offset:end], own_line, offset))
+        previous = place
     return tuple(comments)
 
 

@@ -155,30 +155,34 @@ def _syntax_message(parser: lark.Lark, error: lark.UnexpectedInput) -> str:
     return f"{found}; expected {_expected_words(parser, expected)}"
 
 
-def _code_chars(text: str):
-    """(offset, char) of every character outside strings and comments."""
-    in_string = in_comment = False
-    escaped = False
+def char_places(text: str):
+    """(offset, char, place) for every character, place being "code",
+    "string" (quotes included) or "comment" (from '#' to the line's end):
+    the one reading of strings and comments, for comments, braces and
+    error recovery alike. Neither a string nor a comment crosses a line."""
+    place, escaped = "code", False
     for offset, ch in enumerate(text):
         if ch == "\n":
-            in_string = in_comment = False
-        elif in_comment:
+            place, escaped = "code", False
+            yield offset, ch, place
             continue
-        elif in_string:
+        if place == "string":
+            yield offset, ch, place
             if escaped:
                 escaped = False
             elif ch == "\\":
                 escaped = True
             elif ch == '"':
-                in_string = False
+                place = "code"
             continue
-        elif ch == '"':
-            in_string = True
-            continue
-        elif ch == "#":
-            in_comment = True
-            continue
-        yield offset, ch
+        if place == "code" and ch in '"#':
+            place = "string" if ch == '"' else "comment"
+        yield offset, ch, place
+
+
+def _code_chars(text: str):
+    """(offset, char) of every character outside strings and comments."""
+    return ((offset, ch) for offset, ch, place in char_places(text) if place == "code")
 
 
 def _unclosed_brace(text: str) -> int | None:
@@ -227,9 +231,9 @@ def _statement_extent(text: str, offset: int) -> tuple[int, int]:
         prev_start = text.rfind("\n", 0, start - 1) + 1
         if text[prev_start:start].strip() and "{" not in text[prev_start:start]:
             return prev_start, start
-    depth, i = 0, start
-    while i < len(text):
-        ch = text[i]
+    depth = 0
+    for i, ch in _code_chars(text[start:]):         # braces in strings and comments do not count
+        i += start
         if ch == "{":
             depth += 1
         elif ch == "}":
@@ -238,7 +242,6 @@ def _statement_extent(text: str, offset: int) -> tuple[int, int]:
                 return start, i + 1
         elif ch == "\n" and i >= end and depth <= 0:
             break
-        i += 1
     return start, end
 
 
