@@ -140,3 +140,15 @@ def test_flash_attention(pool, dim, causal, warps, bkv):
     assert np.allclose(got, ref, rtol=1e-2, atol=5e-4), float(np.max(np.abs(got - ref)))
     if causal:
         assert np.allclose(got[:, 0], v[:, 0], rtol=1e-3, atol=1e-3)      # the first query sees only key 0
+
+
+@pytest.mark.parametrize("stages,split_k", [(2, 1), (3, 1), (4, 1), (2, 4)])
+def test_hgemm_pipelined(pool, stages, split_k):
+    m, n, k = 128, 192, 1024
+    out, x = run(pool, "hgemm_wmma.cu", f"kernel hgemm arg A : f16[{m * k}] = random(seed=17) "
+                 f"arg B : f16[{k * n}] = random(seed=18) arg C : f32[{m * n}] = constant(0) arg m : i32 = {m} "
+                 f"arg n : i32 = {n} arg k : i32 = {k} grid ({n} / 64, {m} / 64, {split_k}) block (128) "
+                 "check C rtol 1e-3",
+                 {"BM": 64, "BN": 64, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": stages, "SPLIT_K": split_k})
+    ref = x["A"].astype(np.float64).reshape(m, k) @ x["B"].astype(np.float64).reshape(k, n)
+    assert np.allclose(out["C"].reshape(m, n), ref, rtol=1e-3, atol=1e-3)

@@ -3,6 +3,7 @@ spilling at its own defaults, and its bench spec evaluates with them."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 
 import pytest
 
@@ -38,3 +39,20 @@ def test_the_project_acf_is_in_canonical_form():
     from nvcc_evo.format import format_text
     text = (ROOT / "kernels" / "nvcc-evo.acf").read_text()
     assert format_text(text) == text
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_pipelined_gemm_copies_slabs_asynchronously(tmp_path, stages):
+    """hgemm_wmma.cu with STAGES > 1 moves slabs with cp.async (LDGSTS in
+    SASS), fits static shared memory, and does not spill; STAGES=1 does not."""
+    from conftest import sass
+    sources = {}
+    for depth in (1, stages):
+        out = tmp_path / f"stages{depth}.o"
+        done = subprocess.run(["nvcc", "-arch=sm_90", "-c", "hgemm_wmma.cu", "-o", str(out), "-Xptxas", "-v",
+                               f"-DSTAGES={depth}", "-DBK=32", "-DBN=64", "-DWARPS_M=4", "-DWARPS_N=1"],
+                              cwd=ROOT / "kernels", capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert " 0 bytes spill stores" in done.stderr
+        sources[depth] = sass(out)
+    assert "LDGSTS" in sources[stages] and "LDGSTS" not in sources[1]
