@@ -78,10 +78,11 @@ torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
 l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20)
 scratch = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
 def timed(fn):
-    for _ in range(3):
+    for _ in range(20):
         fn()
+    torch.cuda.synchronize()
     times = []
-    for _ in range(30):
+    for _ in range(50):
         scratch.zero_()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record(); fn(); end.record(); end.synchronize()
@@ -239,10 +240,12 @@ def run_gpu(out: Path, rounds: int, only: list[str]) -> dict:
     toolkit = load_toolkit(find_real_nvcc())
     units = [u for u in load(ACF).units if u.bench is not None and u.bench.kernel is not None
              and (not only or u.globs[0] in only)]
+    cases = library_cases(units)
     pool = WorkerPool()
     result = {"gpu": pool.hello, "toolkit": toolkit.version, "rounds": rounds, "date": time.strftime("%Y-%m-%d"),
               "rows": []}
     try:
+        before = library_times([case for _, case in cases])     # the library, before our kernels ...
         arch = pool.hello["arch"]
         result["copy_bytes_per_s"] = pool.request({"copy": True})["copy_bytes_per_s"]
         started = time.monotonic()
@@ -250,6 +253,7 @@ def run_gpu(out: Path, rounds: int, only: list[str]) -> dict:
             built = builds(toolkit, unit, arch)
             for shape in [{}] + SHAPES.get(unit.globs[0], []):
                 row = bench_shape(pool, unit, built, shape, rounds, result["copy_bytes_per_s"])
+                row["case_key"] = case_key(unit, shape)
                 result["rows"].append(row)
                 (out / "bench.json").write_text(json.dumps(result, indent=1, default=str))
                 print(f"bench: {row['kernel']} {row['shape']}: {row['default']['median_us']:.1f} -> "
@@ -257,12 +261,41 @@ def run_gpu(out: Path, rounds: int, only: list[str]) -> dict:
                       f"[{time.monotonic() - started:.0f} s]", file=sys.stderr, flush=True)
     finally:
         pool.close()
-    cases = [(row, LIBRARY[row["function"]](row["sizes"])) for row in result["rows"] if row["function"] in LIBRARY]
-    for (row, case), micros in zip(cases, library_times([c for _, c in cases])):
-        row["library"], row["library_us"] = LIBRARY_NAME[case["kind"]] + (f" {case['dtype']}" if "dtype" in case
-                                                                           else ""), micros
+    after = library_times([case for _, case in cases])           # ... and after them
+    by_key = {row["case_key"]: row for row in result["rows"]}
+    for (key, case), runs in zip(cases, zip(before, after)):
+        if key in by_key:
+            by_key[key].update(library_fields(case, list(runs)))
     (out / "bench.json").write_text(json.dumps(result, indent=1, default=str))
     return result
+
+
+def case_key(unit, shape: dict) -> str:
+    return f"{unit.globs[0]} {json.dumps(shape, sort_keys=True)}"
+
+
+def library_cases(units) -> list[tuple[str, dict]]:
+    """(row key, library call) for every kernel and shape that has a library
+    counterpart, sized from the default build's plan."""
+    from nvcc_evo.space import source_defines
+    cases = []
+    for unit in units:
+        if unit.bench.kernel.text not in LIBRARY:
+            continue
+        pins = {p.knob[len("define."):]: p.value for p in unit.pins if p.knob.startswith("define.")}
+        defines = {**source_defines(KERNELS / unit.globs[0]), **pins}
+        for shape in [{}] + SHAPES.get(unit.globs[0], []):
+            sizes = dict(plan_bench(unit.bench, defines, lets=shape).sizes)
+            cases.append((case_key(unit, shape), LIBRARY[unit.bench.kernel.text](sizes)))
+    return cases
+
+
+def library_fields(case: dict, runs: list[float | None]) -> dict:
+    """The library's time for one row: the faster of its runs (a library call
+    has no reason to be slower than it can be; a slow run is warm-up or clocks)."""
+    measured = [r for r in runs if r is not None]
+    name = LIBRARY_NAME[case["kind"]] + (f" {case['dtype']}" if "dtype" in case else "")
+    return {"library": name, "library_us": min(measured) if measured else None, "library_runs_us": runs}
 
 
 # ---------------------------------------------------------------- plots

@@ -74,3 +74,16 @@ def test_the_table_counts_every_correct_row_and_names_wrong_ones():
     assert "over the 2 correct rows" in text and "1.000x" in text           # sqrt(2.0 * 0.5)
     assert "0.500x (n.s.)" in text and "not tuned" in text and "NO: tuned: y: 3 NaN" in text
     assert "50% of copy bw" in text
+
+
+def test_library_calls_are_sized_per_shape_and_the_faster_run_counts():
+    cases = dict(bench.library_cases(list(UNITS.values())))
+    decode = [case for key, case in cases.items() if key.startswith("hgemm_decode.cu")]
+    assert sorted(c["m"] for c in decode) == [16, 64, 128] and {c["dtype"] for c in decode} == {"f16"}
+    causal = [case["causal"] for key, case in cases.items() if key.startswith("flash_attention.cu")]
+    assert sorted(causal) == [0, 1]
+    assert not any(key.startswith(("softmax.cu", "scale.cu")) for key in cases)    # no library counterpart
+    fields = bench.library_fields({"kind": "gemm", "dtype": "f16"}, [47.2, 16.8])
+    assert fields == {"library": "cuBLAS f16", "library_us": 16.8, "library_runs_us": [47.2, 16.8]}
+    assert bench.library_fields({"kind": "sdpa"}, [None, None])["library_us"] is None
+    compile(bench.TORCH, "<library timing script>", "exec")                    # at least valid Python
