@@ -10,10 +10,13 @@ BUILD := build
 
 .PHONY: setup test tune kernels clean gpu-setup gpu-test bench
 
+# Where a GPU answers (nvidia-smi), the GPU extra (PyCUDA, NVML) comes too,
+# so that `make tune` and `make bench` measure on it.
+EXTRAS := test,cuda135$(shell nvidia-smi -L >/dev/null 2>&1 && echo ,gpu)
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[test,cuda135]"
+	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
 	touch $@
 
 setup: $(VENV)/.installed
@@ -63,5 +66,12 @@ gpu-test: gpu-setup
 	PYTHONPATH=$(CURDIR):$(SITE) python3 -m pytest -q -m gpu tests/test_gpu.py tests/test_gpu_logic.py
 
 # The kernel benchmark on a GPU: default against tuned builds, side by side.
+# With carried wheels (.device-wheels/, a machine without network) it runs
+# from the source tree; otherwise from the virtual environment.
+ifneq ($(wildcard .device-wheels/*.whl),)
 bench: gpu-setup
 	PYTHONPATH=$(CURDIR):$(SITE) python3 benchmarks/bench.py --out $(BUILD)/bench
+else
+bench: setup
+	$(BIN)/python benchmarks/bench.py --out $(BUILD)/bench
+endif
