@@ -23,7 +23,7 @@ usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's t
                                                what compiling would add, and why (compiles nothing)
        nvcc-evo --retune [UNIT-GLOB...] [--all] [--target sm_XX] [--acf FILE]
                 [--evaluations N] [--generations N] [--time-limit S] [--patience N]
-                [--population N] [--seed N] [--jobs N] [--timeout S]
+                [--population N] [--seed N] [--jobs N] [--timeout S] [--dry-run]
                 [--backend auto|pycuda|static|command|replay] [--replay JSONL]
                                                search each stale unit's knobs and write them to the ACF
        nvcc-evo --evo-version                  print nvcc-evo's version
@@ -111,10 +111,11 @@ def retune(rest: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=None, help="parallel compiles (default: CPU cores)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds before a compile counts as hung")
+    parser.add_argument("--dry-run", action="store_true", help="list what would be retuned, and why; tune nothing")
     args = parser.parse_args(rest)
     return run_retune(Options(args.acf, tuple(args.globs), args.target, args.all, args.backend, args.evaluations,
                               args.generations, args.time_limit, args.patience, args.population, args.seed,
-                              args.jobs, args.timeout, args.replay))
+                              args.jobs, args.timeout, args.replay, args.dry_run))
 
 
 def run_verb(verb: str, rest: list[str]) -> int:

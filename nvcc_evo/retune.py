@@ -50,6 +50,7 @@ class Options:
     jobs: int | None = None
     timeout: float = 300.0
     replay: str | None = None
+    dry_run: bool = False
 
 
 @dataclass(frozen=True)
@@ -352,18 +353,23 @@ def run_retune(options: Options) -> int:
     toolkit = load_toolkit(find_real_nvcc())
     file = load(acf_path)
     options = replace(options, backend=resolve_backend(options.backend))
-    if options.backend == "pycuda" and options.target is None:
-        from nvcc_evo.measure.choose import gpu_pool
-        options = replace(options, target=gpu_pool().hello["arch"])   # measure what this GPU runs
-    log(f"{acf_path}: {toolkit}; backend {options.backend}"
-        + (" (no GPU timing: registers, spills and other compiler facts are the objectives)"
-           if options.backend == "static" else ""))
-    tasks = find_tasks(file, acf_path, toolkit, options)
-    if not tasks:
-        log("every unit and target is up to date; nothing to retune (use --all to force)")
-        return 0
-    store = Store(acf_path.parent / ".nvcc-evo" / "results.jsonl")
     try:
+        if options.backend == "pycuda" and options.target is None:
+            from nvcc_evo.measure.choose import gpu_pool
+            options = replace(options, target=gpu_pool().hello["arch"])   # measure what this GPU runs
+        log(f"{acf_path}: {toolkit}; backend {options.backend}"
+            + (" (no GPU timing: registers, spills and other compiler facts are the objectives)"
+               if options.backend == "static" else ""))
+        tasks = find_tasks(file, acf_path, toolkit, options)
+        if not tasks:
+            log("every unit and target is up to date; nothing to retune (use --all to force)")
+            return 0
+        if options.dry_run:
+            for task in tasks:
+                print(f"{task}: {'; '.join(task.reasons)}")
+            log(f"{len(tasks)} to retune (dry run: nothing tuned)")
+            return 0
+        store = Store(acf_path.parent / ".nvcc-evo" / "results.jsonl")
         outcomes = _retune_all(tasks, options, toolkit, store, acf_path)
     finally:
         close_pool()

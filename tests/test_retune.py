@@ -76,6 +76,11 @@ def test_only_stale_units_are_retuned(project, evo_cache):
     again = retune(project, env, "--evaluations", "6")
     assert "nothing to retune" in again.stderr and (project / "nvcc-evo.acf").read_text() == tuned
     (project / "regs.cu").write_text((project / "regs.cu").read_text() + "// edited\n")
+    stored = store_lines(project)
+    listed = retune(project, env, "--dry-run")                 # what would be retuned, nothing tuned
+    assert listed.returncode == 0 and listed.stdout == '"regs.cu" [sm_90]: source changed\n'
+    assert "1 to retune (dry run" in listed.stderr
+    assert (project / "nvcc-evo.acf").read_text() == tuned and store_lines(project) == stored
     edited = retune(project, env, "--evaluations", "6")
     assert edited.returncode == 0
     assert '"regs.cu" [sm_90]: source changed' in edited.stderr and '"spill.cu" [sm_90]' not in edited.stderr
