@@ -221,7 +221,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
         + (f"; resuming with {len(mine)} stored evaluations" if mine else ""))
     budget = Budget(options.evaluations, options.generations, options.seconds, options.patience)
     progress = run_search(engine, evaluator, budget,
-                          lambda p, e: _report_generation(task, goal, p, e, evaluator, measurer.gpu))
+                          lambda p, e: _report_generation(task, goal, p, e, evaluator, measurer.gpu, budget))
     base_eval = evaluator.evaluation(baseline_genome, baseline_measurement)
     best = choose(list(engine.seen.values()), engine.front(), base_eval, goal, evaluator.measured,
                   evaluator.baseline)
@@ -270,14 +270,18 @@ def _build_key(job: CompileJob) -> str:
 
 
 def _report_generation(task: Task, goal: Goal, progress: Progress, engine: Engine, evaluator: Evaluator,
-                       gpu=None) -> None:
+                       gpu=None, budget: Budget | None = None) -> None:
     front = engine.front()
     best = ", ".join(f"{m}={v:.4g}" for m, v in zip(goal.minimize, front[0].objectives)) if front else "none feasible"
     t = evaluator.tally
     drift = gpu.drift() if gpu is not None else None      # the baseline again, between generations
     noted = f", baseline drift {drift:+.2%}" if drift is not None else ""
+    pace = ""
+    if budget is not None and progress.evaluations < budget.evaluations < float("inf"):
+        left = progress.elapsed() / progress.evaluations * (budget.evaluations - progress.evaluations)
+        pace = f"; at most {budget.evaluations - progress.evaluations} more, ~{left:.0f} s at this pace"
     log(f"{task} gen {progress.generation}: {progress.evaluations} evaluations ({t.reused} same binary, "
-        f"{t.failed} failed), front {len(front)}, best {best}{noted} [{progress.elapsed():.0f} s]")
+        f"{t.failed} failed), front {len(front)}, best {best}{noted} [{progress.elapsed():.0f} s{pace}]")
 
 
 # ---------------------------------------------------------------- write back
