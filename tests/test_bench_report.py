@@ -87,3 +87,48 @@ def test_library_calls_are_sized_per_shape_and_the_faster_run_counts():
     assert fields == {"library": "cuBLAS f16", "library_us": 16.8, "library_runs_us": [47.2, 16.8]}
     assert bench.library_fields({"kind": "sdpa"}, [None, None])["library_us"] is None
     compile(bench.TORCH, "<library timing script>", "exec")                    # at least valid Python
+
+
+class FakePool:
+    """Stands in for the GPU worker: answers with the numpy reference's
+    outputs, fixed times (the tuned build faster) and energy, so that the
+    bench's wiring is exercised without a GPU."""
+
+    hello = {"name": "fake", "cc": "9.0", "arch": "sm_90", "driver": "none", "nvml": True}
+
+    def __init__(self):
+        from nvcc_evo.measure.choose import load_reference
+        self.reference = load_reference(UNITS["hgemm_decode.cu"].bench, bench.KERNELS)
+        self.cubins = []
+
+    def request(self, message):
+        from nvcc_evo.measure.gpu import reference_outputs
+        if message.get("copy"):
+            return {"status": "ok", "copy_bytes_per_s": 4e12}
+        if message["cubin"] not in self.cubins:
+            self.cubins.append(message["cubin"])
+        tuned = self.cubins.index(message["cubin"]) == 1
+        answer = {"status": "ok", "energy_mj": 2.0 if tuned else 3.0, "power_w": 500.0}
+        if message.get("outputs"):
+            answer["outputs"] = reference_outputs(self.reference, message["plan"])
+        if message.get("time"):
+            answer["times_us"] = [10.0 + i % 3 for i in range(9)] if tuned else [20.0 + i % 3 for i in range(9)]
+        return answer
+
+    def close(self):
+        pass
+
+
+def test_the_bench_wiring_with_a_stand_in_for_the_gpu(tmp_path, monkeypatch):
+    runs = iter([[30.0, 20.0, 40.0], [15.0, None, 45.0]])                # library before and after our kernels
+    monkeypatch.setattr("nvcc_evo.measure.gpu.WorkerPool", FakePool)
+    monkeypatch.setattr(bench, "library_times", lambda cases: next(runs))
+    result = bench.run_gpu(tmp_path, rounds=3, only=["hgemm_decode.cu"])
+    rows = result["rows"]
+    assert [r["shape"] for r in rows] == ["M=64 N=4096 K=4096", "M=16 N=4096 K=4096", "M=128 N=4096 K=4096"]
+    assert all(r["correct"] and r["checked_against"] == "numpy reference" for r in rows)
+    assert [r["library_us"] for r in rows] == [15.0, 20.0, 40.0] and rows[0]["library_runs_us"] == [30.0, 15.0]
+    assert rows[0]["speedup"] > 1.5 and rows[0]["tuned"]["energy_mj"] == 2.0
+    assert rows[0]["knobs"] == {"define.BK": 64, "define.SPLIT_K": 8, "ptxas.opt_level": 2}
+    assert "| hgemm_decode.cu | M=16 N=4096 K=4096 |" in bench.markdown(result)
+    assert (tmp_path / "bench.json").exists()
