@@ -400,14 +400,16 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     plots = [p.name for p in pareto_plots(out)]
     summary = ga_plot(out)
-    text = ga_text(summary) + "".join(f"\nwrote {out / name}" for name in plots + ([summary["plot"]] if summary else []))
+    text = ga_text(summary)
     if not args.plots_only:
         result = run_gpu(out, args.rounds, args.only)
         result["ga_vs_random"], result["plots"] = summary, plots
         (out / "bench.json").write_text(json.dumps(result, indent=1, default=str))
         text = markdown(result) + text
     (out / ("plots.md" if args.plots_only else "bench.md")).write_text(text)    # a plots-only run keeps the table
-    print(text)
+    for name in ["bench.json"] * (not args.plots_only) + plots + ([summary["plot"]] if summary else []):
+        print(f"bench: wrote {out / name}", file=sys.stderr)
+    print(text, end="", flush=True)           # the tables, last
 
 
 if __name__ == "__main__":
