@@ -1,0 +1,29 @@
+#!/bin/sh
+# One device call on a GPU machine without network (the project's H200, see
+# ../shared/DEVICE.md; .device-wheels/ carried): the GPU tests, a retune of
+# whatever is stale in kernels/nvcc-evo.acf, then the benchmark. Everything
+# lands under $OUT (default build/device): logs, the retuned ACF, the search
+# records, bench/ (bench.md, bench.json, plots). Steps are timed out so that
+# the whole stays under the device tool's 10 minutes; a step that fails does
+# not stop the next.
+#
+#     sh benchmarks/device_refresh.sh            (EVALUATIONS=30 by default)
+set -u
+OUT=${OUT:-build/device}
+mkdir -p "$OUT"
+make gpu-setup > "$OUT/setup.log" 2>&1 || { echo "gpu-setup failed (see setup.log)"; exit 3; }
+export PYTHONPATH="$PWD:/tmp/evo-site" PATH="/tmp/evo-site/bin:$PATH" XDG_CACHE_HOME=/tmp/xdg
+
+timeout 120 python3 -m pytest -q -m gpu tests/test_gpu.py tests/test_gpu_logic.py tests/test_gpu_kernels.py \
+    > "$OUT/gpu-tests.log" 2>&1
+echo "gpu tests: rc=$? $(tail -1 "$OUT/gpu-tests.log")"
+
+nvcc-evo --retune --dry-run --acf kernels/nvcc-evo.acf --backend pycuda 2>/dev/null | sed 's/^/stale: /'
+timeout 240 nvcc-evo --retune --acf kernels/nvcc-evo.acf --backend pycuda --evaluations "${EVALUATIONS:-30}" \
+    --patience 4 --seed 1 > "$OUT/retune.out" 2> "$OUT/retune.err"
+echo "retune: rc=$?"; grep -E '^".*\]: (improved|baseline)' "$OUT/retune.out"
+cp kernels/nvcc-evo.acf "$OUT/nvcc-evo.acf"
+cp kernels/.nvcc-evo/results.jsonl "$OUT/results.jsonl" 2>/dev/null
+
+timeout 330 python3 benchmarks/bench.py --out "$OUT/bench" > "$OUT/bench.md" 2> "$OUT/bench.err"
+echo "bench: rc=$?"; grep -E "^Geometric" "$OUT/bench.md"
