@@ -112,10 +112,12 @@ def library_times(cases: list[dict]) -> list[float | None]:
         done = subprocess.run([sys.executable, "-c", TORCH, json.dumps(cases)], capture_output=True, text=True,
                               timeout=600)
         return json.loads(done.stdout.strip().splitlines()[-1])
-    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
-        print(f"bench: no library ceilings (torch): {done.stderr[-300:] if 'done' in locals() else ''}",
-              file=sys.stderr)
-        return [None] * len(cases)
+    except (OSError, subprocess.SubprocessError) as error:
+        problem = str(error)
+    except (ValueError, IndexError):
+        problem = done.stderr[-300:]
+    print(f"bench: no library ceilings (torch): {problem}", file=sys.stderr)
+    return [None] * len(cases)
 
 
 # ---------------------------------------------------------------- one kernel
@@ -168,7 +170,8 @@ def bench_shape(pool, unit, built: dict, shape: dict, rounds: int, copy_rate: fl
     verdict = faster(samples["default"], samples["tuned"])
     target = built["target"]
     record = lambda key: target.record(key).value if target and target.record(key) else None
-    row = {"kernel": unit.globs[0], "function": unit.bench.kernel.text, "shape": shape_text(unit, plans["default"], shape), "knobs": built["knobs"],
+    row = {"kernel": unit.globs[0], "function": unit.bench.kernel.text, "shape": shape_text(unit, plans["default"]),
+           "knobs": built["knobs"],
            "correct": not any(problems.values()), "problems": {k: v for k, v in problems.items() if v},
            "checked_against": "numpy reference" if expected is not None else "nothing",
            "p_value": verdict.p_value, "speedup": verdict.effect, "significant": verdict.significant,
@@ -182,7 +185,7 @@ def bench_shape(pool, unit, built: dict, shape: dict, rounds: int, copy_rate: fl
     return row
 
 
-def shape_text(unit, plan, shape: dict) -> str:
+def shape_text(unit, plan) -> str:
     """The bench's `let` sizes as run (with any replaced by the shape)."""
     sizes = dict(plan.sizes)
     return " ".join(f"{let.name}={sizes[let.name]}" for let in unit.bench.lets)
@@ -369,7 +372,8 @@ def ga_plot(out: Path, recording: Path = RECORDING, seeds: int = 21, budget: int
             ga, rnd = [at(t, b - 1) for t in ga_runs], [at(t, b - 1) for t in random_runs]
             summary["budgets"][b] = {
                 "ga_median_us": float(np.median(ga)), "random_median_us": float(np.median(rnd)),
-                "ga_better": int(sum(g < r for g, r in zip(ga, rnd))), "ga_worse": int(sum(g > r for g, r in zip(ga, rnd))),
+                "ga_better": int(sum(g < r for g, r in zip(ga, rnd))),
+                "ga_worse": int(sum(g > r for g, r in zip(ga, rnd))),
                 "ga_within_1pct": int(sum(g <= optimum * 1.01 for g in ga)),
                 "random_within_1pct": int(sum(r <= optimum * 1.01 for r in rnd))}
     return summary
@@ -381,7 +385,8 @@ def ga_text(summary: dict | None) -> str:
     lines = ["", f"GA against random search on {summary['recording']} ({summary['genomes']} genomes timed on the GPU; "
                  f"optimum {summary['optimum_us']:.1f} us, baseline {summary['baseline_us']:.1f} us), "
                  f"{summary['seeds']} seeds each:", "",
-             "| evaluations | GA median us | random median us | GA better / worse | within 1% of optimum: GA / random |",
+             "| evaluations | GA median us | random median us | GA better / worse "
+             "| within 1% of optimum: GA / random |",
              "|---|---|---|---|---|"]
     for budget, b in summary["budgets"].items():
         lines.append(f"| {budget} | {b['ga_median_us']:.2f} | {b['random_median_us']:.2f} | {b['ga_better']} / "

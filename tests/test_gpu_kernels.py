@@ -110,7 +110,8 @@ def test_hgemm_decode_shape_with_split_k(pool, split_k):
     m, n, k = 32, 256, 1024
     out, x = run(pool, "hgemm_decode.cu", f"kernel hgemm arg A : f16[{m * k}] = random(seed=12) "
                  f"arg B : f16[{k * n}] = random(seed=13) arg C : f32[{m * n}] = constant(0) arg m : i32 = {m} "
-                 f"arg n : i32 = {n} arg k : i32 = {k} grid ({n} / 64, {m} / 16, {split_k}) block (64) check C rtol 1e-3",
+                 f"arg n : i32 = {n} arg k : i32 = {k} grid ({n} / 64, {m} / 16, {split_k}) block (64) "
+                 "check C rtol 1e-3",
                  {"BM": 16, "BN": 64, "BK": 64, "WARPS_M": 1, "WARPS_N": 2, "SPLIT_K": split_k})
     ref = x["A"].astype(np.float64).reshape(m, k) @ x["B"].astype(np.float64).reshape(k, n)
     assert np.allclose(out["C"].reshape(m, n), ref, rtol=1e-3, atol=1e-3)
