@@ -22,8 +22,8 @@ def _names(values) -> str:
 
 
 class Checker:
-    def __init__(self, file: acf.AcfFile, text: str):
-        self.file, self.lines = file, text.splitlines()
+    def __init__(self, file: acf.AcfFile, text: str, with_sources: bool = False):
+        self.file, self.lines, self.with_sources = file, text.splitlines(), with_sources
         self.diagnostics: list[Diagnostic] = []
 
     def error(self, span: acf.Span, message: str) -> None:
@@ -61,7 +61,10 @@ class Checker:
         defines = {s.knob[len(knobs.DEFINE_PREFIX):] for s in _all_settings(unit)
                    if knobs.is_define(s.knob)}
         if unit.bench is not None:
+            before = len(self.diagnostics)
             self.check_bench(unit.bench, defines)
+            if self.with_sources and unit.bench.kernel is not None and len(self.diagnostics) == before:
+                self.check_bench_at_defaults(unit, defines)
         seen_targets: dict[tuple, acf.Target] = {}
         for target in unit.targets:
             key = (target.arch, target.gpu)
@@ -168,6 +171,26 @@ class Checker:
             if bench.launch_dims(what) is None:
                 self.error(bench.span, f"a bench block needs a `{what} (x[, y[, z]])` line")
         self.check_bench_names(bench, defines)
+
+    def check_bench_at_defaults(self, unit: acf.Unit, defines: set[str]) -> None:
+        """The bench evaluates with the unit's own defaults (its source's
+        #defines, then its pins): the baseline every search starts from must
+        launch. Skipped where no source is beside the ACF or a searched define
+        has no default there."""
+        from nvcc_evo.space import source_defines        # numpy: only for units with a kernel bench
+        folder = Path(self.file.path).parent
+        sources = sorted(p for glob in unit.globs for p in folder.glob(glob) if p.is_file())
+        if not sources:
+            return
+        values = source_defines(sources[0])
+        values.update({p.knob[len(knobs.DEFINE_PREFIX):]: p.value for p in unit.pins if knobs.is_define(p.knob)})
+        if not defines <= set(values):
+            return
+        try:
+            benchspec.plan_bench(unit.bench, values)
+        except benchspec.ExprError as problem:
+            span = problem.node.span if problem.node.span.line > 0 else unit.bench.span
+            self.error(span, f"with the unit's defaults ({sources[0].name}'s #defines and the pins): {problem}")
 
     def check_reference(self, reference: acf.Text) -> None:
         path, _, function = reference.text.rpartition(":")
@@ -302,16 +325,20 @@ def _show(value) -> str:
     return repr(value)
 
 
-def check(file: acf.AcfFile, text: str) -> None:
-    """Raise AcfError with every semantic problem of `file`."""
-    diagnostics = Checker(file, text).run()
+def check(file: acf.AcfFile, text: str, with_sources: bool = False) -> None:
+    """Raise AcfError with every semantic problem of `file`. `with_sources`:
+    also what depends on the units' source files beside it (each bench must
+    launch at its source's defaults). The wrapper leaves that out, so that
+    editing a kernel's #define never turns tuning off for a whole build."""
+    diagnostics = Checker(file, text, with_sources).run()
     if diagnostics:
         raise AcfError(diagnostics)
 
 
 def load(path) -> acf.AcfFile:
-    """Parse and check one ACF file; AcfError lists every problem."""
+    """Parse and check one ACF file, sources included (--acf-check, --retune);
+    AcfError lists every problem."""
     text = Path(path).read_text()
     file = parse_text(text, str(path))
-    check(file, text)
+    check(file, text, with_sources=True)
     return file

@@ -49,6 +49,25 @@ def test_acf_check_reports_every_error_of_every_file(tmp_path):
     assert bad.read_text() == text
 
 
+def test_acf_check_launches_the_bench_with_the_sources_own_defaults(tmp_path):
+    (tmp_path / "k.cu").write_text("#ifndef BM\n#define BM 128\n#endif\n__global__ void k(float* c) {}\n")
+    acf_text = ('acf 1\nunit "k.cu" {\n    search {\n        define.BM in {16, 128}\n    }\n    bench {\n'
+                '        kernel k\n        let M = 64\n        arg c : f32[M] = output\n        grid (M / BM)\n'
+                '        block (BM)\n        check c\n    }\n}\n')
+    (tmp_path / "nvcc-evo.acf").write_text(acf_text)
+    bad = run_evo("--acf-check", "nvcc-evo.acf", cwd=tmp_path)
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("nvcc-evo.acf:10:15: error: with the unit's defaults (k.cu's #defines and the pins): "
+                                 "grid must be positive integers, got [0]\n        grid (M / BM)\n              ^")
+    built = run_evo("-arch=sm_90", "-c", "k.cu", "-o", "k.o", cwd=tmp_path)
+    assert built.returncode == 0 and "the ACF has errors" not in built.stderr       # a build is not held back
+    (tmp_path / "nvcc-evo.acf").write_text(acf_text.replace("    search {", "    pin define.BM = 16\n    search {"))
+    assert run_evo("--acf-check", "nvcc-evo.acf", cwd=tmp_path).returncode == 0       # the pin makes it launch
+    (tmp_path / "k.cu").unlink()
+    (tmp_path / "nvcc-evo.acf").write_text(acf_text)
+    assert run_evo("--acf-check", "nvcc-evo.acf", cwd=tmp_path).returncode == 0       # no source: nothing to check
+
+
 def test_acf_check_missing_file():
     result = run_evo("--acf-check", "/nonexistent/x.acf")
     assert result.returncode == 1
