@@ -25,5 +25,5 @@ echo "retune: rc=$?"; grep -E '^".*\]: (improved|baseline)' "$OUT/retune.out"
 cp kernels/nvcc-evo.acf "$OUT/nvcc-evo.acf"
 cp kernels/.nvcc-evo/results.jsonl "$OUT/results.jsonl" 2>/dev/null
 
-timeout 330 python3 benchmarks/bench.py --out "$OUT/bench" > "$OUT/bench.md" 2> "$OUT/bench.err"
+timeout 330 python3 benchmarks/bench.py --rounds 8 --out "$OUT/bench" > "$OUT/bench.md" 2> "$OUT/bench.err"
 echo "bench: rc=$?"; grep -E "^Geometric" "$OUT/bench.md"
