@@ -146,9 +146,29 @@ def find_tasks(file: acf.AcfFile, acf_path: Path, toolkit, options: Options) -> 
             includes = parse_call(list(job.argv), {}).values("--include-path")
             print_ = fingerprint(source, [os.path.join(job.cwd, d) for d in includes])
             reasons = ("asked",) if asked else _stale_reasons(unit, arch, print_, toolkit.version)
+            measured = None if asked else _measured_on(unit, arch)
+            if reasons and options.backend == "static" and measured:
+                log(f"{unit} [{arch}]: {'; '.join(reasons)}, but its entry was measured ({measured}); static "
+                    f"objectives cannot judge runtime, so it stays until a retune on a GPU (name the unit or "
+                    f"use --all to overwrite it anyway)")
+                continue
             if reasons:
                 tasks.append(Task(index, unit, arch, source, job, print_, reasons))
     return tasks
+
+
+MEASURING_BACKENDS = ("pycuda", "command")
+
+
+def _measured_on(unit: acf.Unit, arch: str) -> str | None:
+    """Where the unit's current entry for `arch` was measured (runtime, not
+    compiler facts), or None."""
+    target = next((t for t in unit.targets if t.arch == arch), None)
+    backend = target.record("backend") if target is not None and target.provenance else None
+    if backend is None or backend.value not in MEASURING_BACKENDS:
+        return None
+    gpu, date = target.record("gpu"), target.record("date")
+    return f"backend {backend.value}" + (f" on {gpu.value}" if gpu else "") + (f", {date.value}" if date else "")
 
 
 # ---------------------------------------------------------------- one search
@@ -366,7 +386,8 @@ def run_retune(options: Options) -> int:
                if options.backend == "static" else ""))
         tasks = find_tasks(file, acf_path, toolkit, options)
         if not tasks:
-            log("every unit and target is up to date; nothing to retune (use --all to force)")
+            log("nothing to retune: every unit and target is up to date, or kept for a GPU as said above "
+                "(use --all to force)")
             return 0
         if options.dry_run:
             for task in tasks:

@@ -145,3 +145,20 @@ def test_a_hung_compile_times_out_and_is_recorded(project, evo_cache, real_nvcc)
     assert statuses == {0: "ok", 1: "timeout"}
     assert any("compile exceeded 5 s" in line["detail"] for line in store_lines(project))
     assert "define.HANG = 1" not in (project / "nvcc-evo.acf").read_text()
+
+
+def test_a_static_retune_keeps_entries_measured_on_a_gpu(project, evo_cache):
+    """Stale by its fingerprint, but measured on a GPU: without a GPU the entry stays (registers do not rank
+    runtime); naming the unit overwrites it."""
+    measured = ACF[:ACF.rindex("}")] + (
+        '    target sm_90 {\n        ptxas.opt_level = 2\n        provenance {\n'
+        '            fingerprint = "sha256:0000"\n            backend = pycuda\n            gpu = "NVIDIA H200"\n'
+        '            date = "2026-11-30"\n        }\n    }\n}\n')
+    (project / "nvcc-evo.acf").write_text(measured)
+    env = evo_env(evo_cache)
+    kept = retune(project, env, "--evaluations", "6", "--backend", "static")
+    assert kept.returncode == 0 and (project / "nvcc-evo.acf").read_text() == measured
+    assert '"spill.cu" [sm_90]: source changed' in kept.stderr and "nothing to retune" in kept.stderr
+    assert "but its entry was measured (backend pycuda on NVIDIA H200, 2026-11-30)" in kept.stderr
+    forced = retune(project, env, "--evaluations", "6", "--backend", "static", "spill.cu")
+    assert forced.returncode == 0 and "backend = static" in (project / "nvcc-evo.acf").read_text()
