@@ -133,15 +133,14 @@ def build(toolkit, source: Path, settings: dict, arch: str) -> bytes:
 def builds(toolkit, unit, arch: str) -> dict:
     """Both sides of one unit: (cubin, defines, knobs, target) for the default
     build (pins only, as the wrapper would pass them) and the tuned one."""
-    from nvcc_evo.space import source_defines
+    from nvcc_evo.space import define_values, unit_defines
     source = KERNELS / unit.globs[0]
     pins = {p.knob: p.value for p in unit.pins}
     target = next((t for t in unit.targets if t.arch == arch), None)
     tuned = {**pins, **({s.knob: s.value for s in target.settings} if target else {})}
     sides = {}
     for side, settings in (("default", pins), ("tuned", tuned)):
-        defines = {**source_defines(source), **{k[len("define."):]: v for k, v in settings.items()
-                                                 if k.startswith("define.")}}
+        defines = {**unit_defines(unit, source), **define_values(settings)}
         sides[side] = (build(toolkit, source, settings, arch), defines)
     return {"sides": sides, "knobs": {k: v for k, v in tuned.items() if k not in pins}, "target": target}
 
@@ -280,13 +279,12 @@ def case_key(unit, shape: dict) -> str:
 def library_cases(units) -> list[tuple[str, dict]]:
     """(row key, library call) for every kernel and shape that has a library
     counterpart, sized from the default build's plan."""
-    from nvcc_evo.space import source_defines
+    from nvcc_evo.space import unit_defines
     cases = []
     for unit in units:
         if unit.bench.kernel.text not in LIBRARY:
             continue
-        pins = {p.knob[len("define."):]: p.value for p in unit.pins if p.knob.startswith("define.")}
-        defines = {**source_defines(KERNELS / unit.globs[0]), **pins}
+        defines = unit_defines(unit, KERNELS / unit.globs[0])
         for shape in [{}] + SHAPES.get(unit.globs[0], []):
             sizes = dict(plan_bench(unit.bench, defines, lets=shape).sizes)
             cases.append((case_key(unit, shape), LIBRARY[unit.bench.kernel.text](sizes)))

@@ -67,7 +67,7 @@ def record_gpu(store: Store, glob: str, min_seconds: float) -> None:
     from nvcc_evo.measure.choose import close_pool, gpu_pool, load_reference
     from nvcc_evo.measure.gpu import GpuBench
     from nvcc_evo.resolve import load
-    from nvcc_evo.space import source_defines
+    from nvcc_evo.space import baseline_defines, define_values
     kernels = ROOT / "kernels"
     unit = next(u for u in load(kernels / "nvcc-evo.acf").units if glob in u.globs)
     source = kernels / glob
@@ -77,10 +77,8 @@ def record_gpu(store: Store, glob: str, min_seconds: float) -> None:
                                  for values in itertools.product(*[d.choices for d in space.dimensions])))
     genomes.remove(space.baseline())
     genomes.insert(0, space.baseline())            # measured first: the GPU backend's reference run
-    defaults = {**source_defines(source), **{d.knob[len("define."):]: d.baseline for d in space.dimensions
-                                             if d.knob.startswith("define.") and d.baseline is not None}}
-    defines = lambda g: {**defaults, **{k[len("define."):]: v for k, v in g.settings().items()
-                                        if k.startswith("define.")}}
+    defaults = baseline_defines(source, space)
+    defines = lambda g: {**defaults, **define_values(g.settings())}
     pool = gpu_pool()
     arch = pool.hello["arch"]
     gpu = GpuBench(unit.bench, pool, arch, defines, energy=False, min_seconds=min_seconds,

@@ -177,13 +177,12 @@ class Checker:
         #defines, then its pins): the baseline every search starts from must
         launch. Skipped where no source is beside the ACF or a searched define
         has no default there."""
-        from nvcc_evo.space import source_defines        # numpy: only for units with a kernel bench
+        from nvcc_evo.space import unit_defines          # numpy: only for units with a kernel bench
         folder = Path(self.file.path).parent
         sources = sorted(p for glob in unit.globs for p in folder.glob(glob) if p.is_file())
         if not sources:
             return
-        values = source_defines(sources[0])
-        values.update({p.knob[len(knobs.DEFINE_PREFIX):]: p.value for p in unit.pins if knobs.is_define(p.knob)})
+        values = unit_defines(unit, sources[0])
         if not defines <= set(values):
             return
         try:

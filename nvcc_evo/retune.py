@@ -28,7 +28,7 @@ from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.choose import close_pool, measurer_for, resolve_backend
 from nvcc_evo.nvcc_options import parse_call
 from nvcc_evo.plan import ACF_NAME, fingerprint, find_acf
-from nvcc_evo.space import Genome, SearchSpace, build_space, source_defines
+from nvcc_evo.space import Genome, SearchSpace, baseline_defines, build_space
 from nvcc_evo.store import Context, Store
 
 DEFAULT_ARCH = "sm_90"
@@ -219,7 +219,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     context = Context(toolkit.version, task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
                       _build_key(task.job))
     measurer = measurer_for(options.backend, task, acf_path, context, options.replay, options.timeout,
-                            _define_defaults(task, space))
+                            baseline_defines(task.source, space))
     context = replace(context, device=measurer.device)
     goal = goal_for(task.unit.tune, measurer.objectives)
     evaluator = Evaluator(task.job, goal, context, store, flags_for, measurer.measure, measurer.compiles,
@@ -251,16 +251,6 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
         _verify_on_gpu(outcome, measurer, flags_for)
     outcome.extra["seconds"] = time.monotonic() - started     # search and verification, this run
     return outcome
-
-
-def _define_defaults(task: Task, space: SearchSpace) -> dict:
-    """Values of source parameters a bench expression may name: the source's
-    own #defines, then the baselines and pins of the search space."""
-    values = source_defines(task.source)
-    for dim in space.dimensions:
-        if dim.knob.startswith("define.") and dim.baseline is not None:
-            values[dim.knob[len("define."):]] = dim.baseline
-    return values
 
 
 def _verify_on_gpu(outcome: Outcome, measurer, flags_for) -> None:

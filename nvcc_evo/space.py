@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 
@@ -124,6 +125,26 @@ def source_defines(source: Path) -> dict:
     for m in found:
         values.setdefault(m.group(1), float(m.group(2)) if "." in m.group(2) else int(m.group(2)))
     return values
+
+
+def define_values(settings: Mapping[str, object]) -> dict:
+    """{NAME: value} of the `define.NAME` knobs among `settings`: what a
+    bench expression sees of them."""
+    return {k[len(knobs.DEFINE_PREFIX):]: v for k, v in settings.items() if knobs.is_define(k)}
+
+
+def unit_defines(unit: acf.Unit, source: Path) -> dict:
+    """Source parameters at the unit's defaults: the source's own #defines
+    (through quoted includes), then the unit's pins."""
+    return {**source_defines(source), **define_values({p.knob: p.value for p in unit.pins})}
+
+
+def baseline_defines(source: Path, space: "SearchSpace") -> dict:
+    """Values of source parameters a bench expression may name at the
+    space's baseline: the source's own #defines, then the baselines and pins
+    of the space."""
+    return {**source_defines(source),
+            **define_values({d.knob: d.baseline for d in space.dimensions if d.baseline is not None})}
 
 
 def _domain_values(domain: acf.Domain) -> tuple:

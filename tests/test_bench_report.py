@@ -9,7 +9,7 @@ from conftest import ROOT
 from nvcc_evo.benchspec import plan_bench
 from nvcc_evo.evolve import dominates
 from nvcc_evo.resolve import load
-from nvcc_evo.space import source_defines
+from nvcc_evo.space import unit_defines
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench  # noqa: E402  (the benchmark's own functions)
@@ -18,8 +18,7 @@ UNITS = {u.globs[0]: u for u in load(bench.ACF).units}
 
 
 def defaults(unit) -> dict:
-    pins = {p.knob[len("define."):]: p.value for p in unit.pins if p.knob.startswith("define.")}
-    return {**source_defines(bench.KERNELS / unit.globs[0]), **pins}
+    return unit_defines(unit, bench.KERNELS / unit.globs[0])
 
 
 def test_every_shape_and_library_ceiling_fits_its_unit():

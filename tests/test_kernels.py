@@ -12,7 +12,7 @@ from nvcc_evo.benchspec import plan_bench
 from nvcc_evo.compile import CompileJob, compile_candidate
 from nvcc_evo.measure import static
 from nvcc_evo.resolve import load
-from nvcc_evo.space import source_defines
+from nvcc_evo.space import unit_defines
 
 ACF = load(ROOT / "kernels" / "nvcc-evo.acf")
 
@@ -24,8 +24,7 @@ def test_kernel_compiles_and_its_bench_evaluates(unit):
     measured = static.measure(compile_candidate(job), "sm_90")
     assert measured.ok, measured.detail
     assert measured.get("spills") == 0
-    pins = {p.knob[len("define."):]: p.value for p in unit.pins if p.knob.startswith("define.")}
-    plan = plan_bench(unit.bench, {**source_defines(source), **pins})
+    plan = plan_bench(unit.bench, unit_defines(unit, source))
     assert plan.kernel and plan.grid[0] > 0 and plan.checks
     assert plan.bytes_moved >= 32 * 2**20            # big enough to time (the L2 is flushed between launches)
 

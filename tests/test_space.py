@@ -6,7 +6,7 @@ import numpy as np
 from conftest import DATA
 from nvcc_evo import acf
 from nvcc_evo.parse import parse_text
-from nvcc_evo.space import DEFAULT_SPACE, Genome, build_space, crossover, mutate, repair, sample, source_default, source_defines, step
+from nvcc_evo.space import DEFAULT_SPACE, Genome, build_space, crossover, mutate, repair, sample, source_default, source_defines, step, unit_defines
 
 UNIT = parse_text('''acf 1
 unit "spill.cu" {
@@ -94,6 +94,8 @@ def test_source_defaults_follow_quoted_includes_first_definition_wins(tmp_path):
     assert source_default(thin, "DIM") == 64 and source_default(thin, "TILE") == 32
     assert source_defines(thin) == {"DIM": 64, "TILE": 32}           # the include cycle back to thin.cu is cut
     assert source_defines(tmp_path / "kernel.cuh") == {"DIM": 128, "TILE": 32}
+    unit = acf.Unit(("thin.cu",), pins=(acf.Setting("define.TILE", 16), acf.Setting("ptxas.opt_level", 2)))
+    assert unit_defines(unit, thin) == {"DIM": 64, "TILE": 16}                  # pins over the source's own
 
 
 def test_repair_keeps_ptxas_from_conflicting_levels():

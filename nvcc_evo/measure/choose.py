@@ -14,7 +14,7 @@ from typing import Callable
 from nvcc_evo import acf
 from nvcc_evo.errors import EnvironmentProblem, UsageError
 from nvcc_evo.measure import Measurement, command, static
-from nvcc_evo.space import Genome
+from nvcc_evo.space import Genome, define_values
 from nvcc_evo.store import Context, require_same_context
 
 
@@ -119,8 +119,7 @@ def _pycuda(task, space_defaults: dict, acf_folder: Path) -> Measurer:
     if bench is None or bench.kernel is None:
         raise UsageError(f"unit {task.unit} has no `bench {{ kernel ... }}` block for the pycuda backend")
     pool = gpu_pool()
-    defines = lambda genome: {**space_defaults, **{k[len("define."):]: v for k, v in genome.settings().items()
-                                                   if k.startswith("define.")}}
+    defines = lambda genome: {**space_defaults, **define_values(genome.settings())}
     gpu = GpuBench(bench, pool, task.arch, defines, energy=True, expected_fn=load_reference(bench, acf_folder))
     energy = "energy from NVML" if pool.hello.get("nvml") else "no NVML: energy dropped"
     return Measurer(gpu.measure, OBJECTIVES, device=pool.hello["name"], gpu=gpu, hello=pool.hello,
