@@ -177,9 +177,8 @@ class Checker:
         #defines, then its pins): the baseline every search starts from must
         launch. Skipped where no source is beside the ACF or a searched define
         has no default there."""
-        from nvcc_evo.space import unit_defines          # numpy: only for units with a kernel bench
-        folder = Path(self.file.path).parent
-        sources = sorted(p for glob in unit.globs for p in folder.glob(glob) if p.is_file())
+        from nvcc_evo.space import unit_defines, unit_sources    # numpy: only for units with a kernel bench
+        sources = unit_sources(unit, Path(self.file.path).parent)
         if not sources:
             return
         values = unit_defines(unit, sources[0])

@@ -28,7 +28,7 @@ from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.choose import close_pool, measurer_for, resolve_backend
 from nvcc_evo.nvcc_options import parse_call
 from nvcc_evo.plan import ACF_NAME, fingerprint, find_acf
-from nvcc_evo.space import Genome, SearchSpace, baseline_defines, build_space
+from nvcc_evo.space import Genome, SearchSpace, baseline_defines, build_space, unit_sources
 from nvcc_evo.store import Context, Store
 
 DEFAULT_ARCH = "sm_90"
@@ -88,13 +88,6 @@ def log(message: str) -> None:
 
 
 # ---------------------------------------------------------------- what to tune
-def _source_files(unit: acf.Unit, folder: Path) -> list[Path]:
-    found = set()
-    for glob in unit.globs:
-        found.update(p for p in folder.glob(glob) if p.is_file())
-    return sorted(found)
-
-
 def _job_for(unit_index: int, unit: acf.Unit, arch: str, acf_path: Path, records, nvcc: str,
              timeout: float) -> tuple[CompileJob, Path] | None:
     """How the build compiles this unit: its latest compile-database entry, or `-c SOURCE`."""
@@ -105,7 +98,7 @@ def _job_for(unit_index: int, unit: acf.Unit, arch: str, acf_path: Path, records
                      record.input)
         env = tuple((k, v) for k, v in record.env.items() if k.startswith("NVCC_") and "EVO" not in k)
         return CompileJob(nvcc, tuple(record.argv), record.cwd, token, arch, (), env, timeout), Path(record.input)
-    files = _source_files(unit, acf_path.parent)
+    files = unit_sources(unit, acf_path.parent)
     if not files:
         return None
     source = files[0]

@@ -127,6 +127,14 @@ def source_defines(source: Path) -> dict:
     return values
 
 
+def unit_sources(unit: acf.Unit, folder: Path) -> list[Path]:
+    """The files a unit's globs match under `folder` (the ACF's), sorted."""
+    found = set()
+    for glob in unit.globs:
+        found.update(p for p in folder.glob(glob) if p.is_file())
+    return sorted(found)
+
+
 def define_values(settings: Mapping[str, object]) -> dict:
     """{NAME: value} of the `define.NAME` knobs among `settings`: what a
     bench expression sees of them."""
