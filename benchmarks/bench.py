@@ -337,26 +337,18 @@ def pareto_plots(out: Path, stores: tuple[Path, ...] = SEARCHES) -> list[Path]:
 
 
 def ga_plot(out: Path, recording: Path = RECORDING, seeds: int = 21, budget: int = 60) -> dict | None:
-    """GA against random search on a space recorded on the GPU: median (and
-    quartiles) of the best runtime found after each evaluation."""
+    """GA against random search on a space recorded on the GPU: median over
+    seeds of the best runtime found after each evaluation."""
     if not recording.exists():
         return None
     import ga_vs_random as gvr
     from svg import chart
-    from nvcc_evo.evolve import Budget, Engine, random_search, run_search
     space, replay = gvr.recorded(recording)
     evaluate = gvr._evaluator(replay, "runtime")
     everything = evaluate(list(replay.answers))
     optimum, baseline = gvr.score(everything), everything[0].objectives[0]
-    runs = {"GA (NSGA-II + local steps)": [], "random search": []}
-    for seed in range(seeds):
-        engine = Engine(space, np.random.default_rng(seed), population=8, seeds=[space.baseline()])
-        run_search(engine, evaluate, Budget(evaluations=budget, patience=10**6))
-        runs["GA (NSGA-II + local steps)"].append(gvr.best_so_far(engine.seen.values()))
-        runs["random search"].append(gvr.best_so_far(random_search(space, evaluate, budget,
-                                                                   np.random.default_rng(seed))))
-    at = lambda trace, i: trace[min(i, len(trace) - 1)]
-    curves = {name: [(i + 1, float(np.median([at(t, i) for t in traces]))) for i in range(budget)]
+    runs = gvr.best_so_far_runs(space, evaluate, budget, seeds)
+    curves = {name: [(i, float(np.median([gvr.after(t, i) for t in traces]))) for i in range(1, budget + 1)]
               for name, traces in runs.items()}
     curves["optimum of the recording"] = [(1, optimum), (budget, optimum)]
     path = out / "ga-vs-random-gpu.svg"
@@ -367,7 +359,7 @@ def ga_plot(out: Path, recording: Path = RECORDING, seeds: int = 21, budget: int
     ga_runs, random_runs = runs.values()
     for b in (10, 20, 30, 40, 60):
         if b <= budget:
-            ga, rnd = [at(t, b - 1) for t in ga_runs], [at(t, b - 1) for t in random_runs]
+            ga, rnd = [gvr.after(t, b) for t in ga_runs], [gvr.after(t, b) for t in random_runs]
             summary["budgets"][b] = {
                 "ga_median_us": float(np.median(ga)), "random_median_us": float(np.median(rnd)),
                 "ga_better": int(sum(g < r for g, r in zip(ga, rnd))),

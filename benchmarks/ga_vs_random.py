@@ -87,20 +87,30 @@ def best_so_far(evaluations) -> list[float]:
     return trace
 
 
+def best_so_far_runs(space, evaluate, budget: int, seeds: int) -> dict[str, list[list[float]]]:
+    """Per seed, the best score after each evaluation: the GA's and random search's."""
+    runs = {"GA (NSGA-II + local steps)": [], "random search": []}
+    for seed in range(seeds):
+        engine = Engine(space, np.random.default_rng(seed), population=8, seeds=[space.baseline()])
+        run_search(engine, evaluate, Budget(evaluations=budget, patience=10**6))
+        runs["GA (NSGA-II + local steps)"].append(best_so_far(engine.seen.values()))
+        runs["random search"].append(best_so_far(random_search(space, evaluate, budget, np.random.default_rng(seed))))
+    return runs
+
+
+def after(trace: list[float], evaluations: int) -> float:
+    """The best score after that many evaluations (the last, for a run that stopped early)."""
+    return trace[min(evaluations, len(trace)) - 1]
+
+
 def traces(budget: int, seeds: int, goal: float, path: Path = RECORDING,
            objective: str = "static") -> dict[str, list[tuple[float, float]]]:
     """Share of seeds that have reached `goal` (the optimum, or within a
     tolerance of it) after each evaluation, GA and random search."""
     space, replay = recorded(path)
-    runs = {"GA (NSGA-II + local steps)": [], "random search": []}
-    for seed in range(seeds):
-        engine = Engine(space, np.random.default_rng(seed), population=8, seeds=[space.baseline()])
-        run_search(engine, _evaluator(replay, objective), Budget(evaluations=budget, patience=10**6))
-        runs["GA (NSGA-II + local steps)"].append(best_so_far(engine.seen.values()))
-        found = random_search(space, _evaluator(replay, objective), budget, np.random.default_rng(seed))
-        runs["random search"].append(best_so_far(found))
-    return {name: [(i + 1, float(np.mean([t[min(i, len(t) - 1)] <= goal for t in trials])))
-                   for i in range(budget)] for name, trials in runs.items()}
+    runs = best_so_far_runs(space, _evaluator(replay, objective), budget, seeds)
+    return {name: [(i, float(np.mean([after(t, i) <= goal for t in trials]))) for i in range(1, budget + 1)]
+            for name, trials in runs.items()}
 
 
 def compare(budget: int, seeds: int, path: Path = RECORDING,
