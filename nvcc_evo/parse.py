@@ -63,18 +63,19 @@ class _Build(Transformer):
     """Lark tree -> acf values; one short method per grammar rule.
 
     Blocks that may appear once per parent (search, tune, bench, provenance,
-    kernel, command, metric) are counted; repeats land in `repeats`."""
+    kernel, command, metric) are counted: repeats, and numbers out of range, land in
+    `problems`."""
 
     def __init__(self):
         super().__init__()
-        self.repeats: list[tuple[acf.Span, str]] = []
+        self.problems: list[tuple[acf.Span, str]] = []
 
     def _float(self, token) -> float:
         """A float literal; one too large for a double (1e400) is a located error,
         not an infinity the formatter could not write back."""
         value = float(token)
         if math.isinf(value) and isinstance(token, Token):
-            self.repeats.append((_token_span(token), f"number {token} is out of range (a double's largest is "
+            self.problems.append((_token_span(token), f"number {token} is out of range (a double's largest is "
                                                      f"{sys.float_info.max:.6g})"))
         return value
 
@@ -82,7 +83,7 @@ class _Build(Transformer):
         """Note every repeat of a once-only part, given (kind, value, span)."""
         for kind in kinds:
             for _, _, span in [p for p in parts if p[0] == kind][1:]:
-                self.repeats.append((span, f"a {where} block has one '{kind}'; this one repeats it"))
+                self.problems.append((span, f"a {where} block has one '{kind}'; this one repeats it"))
 
     # values
     def signed_int(self, items):
@@ -327,10 +328,10 @@ def parse_text(text: str, path: str = "<acf>") -> acf.AcfFile:
         raise AcfError(diagnostics)
     build = _Build()
     (version, header_span), *units = build.transform(tree).children
-    if build.repeats:
+    if build.problems:
         raise AcfError([Diagnostic(Location(path, span.line, span.column), message,
                                    source_line(text, span.line))
-                        for span, message in build.repeats])
+                        for span, message in build.problems])
     return acf.AcfFile(path, version, tuple(units),
                        find_comments(text), header_span)
 
