@@ -4,26 +4,37 @@
 # whatever is stale in kernels/nvcc-evo.acf, then the benchmark. Everything
 # lands under $OUT (default build/device): logs, the retuned ACF, the search
 # records, bench/ (bench.md, bench.json, plots). Steps are timed out so that
-# the whole stays under the device tool's 10 minutes; a step that fails does
-# not stop the next.
+# each call stays under the device tool's 10 minutes; a step that fails does
+# not stop the next. Steps: test, retune, bench; all three by default, which
+# with a long retune needs two calls:
 #
-#     sh benchmarks/device_refresh.sh            (EVALUATIONS=30 by default)
+#     sh benchmarks/device_refresh.sh test retune     (EVALUATIONS=30 by default)
+#     sh benchmarks/device_refresh.sh bench
 set -u
 OUT=${OUT:-build/device}
 mkdir -p "$OUT"
 make gpu-setup > "$OUT/setup.log" 2>&1 || { echo "gpu-setup failed (see setup.log)"; exit 3; }
 export PYTHONPATH="$PWD:/tmp/evo-site" PATH="/tmp/evo-site/bin:$PATH" XDG_CACHE_HOME=/tmp/xdg
 
-timeout 120 python3 -m pytest -q -m gpu tests/test_gpu.py tests/test_gpu_logic.py tests/test_gpu_kernels.py \
+STEPS=${*:-test retune bench}
+step() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
+
+if step test; then
+timeout 150 python3 -m pytest -q -m gpu tests/test_gpu.py tests/test_gpu_logic.py tests/test_gpu_kernels.py \
     > "$OUT/gpu-tests.log" 2>&1
 echo "gpu tests: rc=$? $(tail -1 "$OUT/gpu-tests.log")"
+fi
 
+if step retune; then
 nvcc-evo --retune --dry-run --acf kernels/nvcc-evo.acf --backend pycuda 2>/dev/null | sed 's/^/stale: /'
-timeout 240 nvcc-evo --retune --acf kernels/nvcc-evo.acf --backend pycuda --evaluations "${EVALUATIONS:-30}" \
+timeout 420 nvcc-evo --retune --acf kernels/nvcc-evo.acf --backend pycuda --evaluations "${EVALUATIONS:-30}" \
     --patience 4 --seed 1 > "$OUT/retune.out" 2> "$OUT/retune.err"
 echo "retune: rc=$?"; grep -E '^".*\]: (improved|baseline)' "$OUT/retune.out"
 cp kernels/nvcc-evo.acf "$OUT/nvcc-evo.acf"
 cp kernels/.nvcc-evo/results.jsonl "$OUT/results.jsonl" 2>/dev/null
+fi
 
-timeout 330 python3 benchmarks/bench.py --rounds 8 --out "$OUT/bench" > "$OUT/bench.md" 2> "$OUT/bench.err"
+if step bench; then
+timeout 540 python3 benchmarks/bench.py --rounds 8 --out "$OUT/bench" > "$OUT/bench.md" 2> "$OUT/bench.err"
 echo "bench: rc=$?"; grep -E "^Geometric" "$OUT/bench.md"
+fi

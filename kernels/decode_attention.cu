@@ -5,6 +5,7 @@
 // splits into GROUPS = BLOCK / HEAD_DIM groups, each summing every GROUPS-th
 // position for all HEAD_DIM outputs, then the groups add up.
 #include <cuda_fp16.h>
+#include "block_reduce.cuh"
 
 #ifndef BLOCK
 #define BLOCK 256
@@ -25,34 +26,12 @@
 static_assert(BLOCK % HEAD_DIM == 0 && BLOCK % 32 == 0, "whole groups of HEAD_DIM threads");
 static_assert(HEAD_DIM % 8 == 0, "16-byte loads of K");
 
-__device__ __forceinline__ float block_sum_or_max(float v, bool is_max, float* scratch)
-{
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        float other = __shfl_xor_sync(0xffffffffu, v, offset);
-        v = is_max ? fmaxf(v, other) : v + other;
-    }
-    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
-    __syncthreads();
-    v = threadIdx.x < BLOCK / 32 ? scratch[threadIdx.x] : (is_max ? -INFINITY : 0.0f);
-    if (threadIdx.x < 32)
-        for (int offset = 16; offset > 0; offset >>= 1) {
-            float other = __shfl_xor_sync(0xffffffffu, v, offset);
-            v = is_max ? fmaxf(v, other) : v + other;
-        }
-    if (threadIdx.x == 0) scratch[0] = v;
-    __syncthreads();
-    v = scratch[0];
-    __syncthreads();
-    return v;
-}
-
 extern "C" __global__ void __launch_bounds__(BLOCK)
 decode_attention(const half* __restrict__ q, const half* __restrict__ k, const half* __restrict__ v,
                  float* __restrict__ out, float scale)
 {
     __shared__ float scores[LEN];
     __shared__ float qs[HEAD_DIM];
-    __shared__ float scratch[32];
     __shared__ float partial[GROUPS][HEAD_DIM];
     const int head = blockIdx.x;
     const half* kh = k + (size_t)head * LEN * HEAD_DIM;
@@ -77,18 +56,18 @@ decode_attention(const half* __restrict__ q, const half* __restrict__ k, const h
         scores[t] = dot * scale;
         local_max = fmaxf(local_max, dot * scale);
     }
-    const float top = block_sum_or_max(local_max, true, scratch);
+    const float top = block_reduce<BLOCK, Max>(local_max);
     float local_sum = 0.0f;
     for (int t = threadIdx.x; t < LEN; t += BLOCK) {
         float p = __expf(scores[t] - top);
         scores[t] = p;
         local_sum += p;
     }
-    const float inverse = 1.0f / block_sum_or_max(local_sum, false, scratch);
+    const float inverse = 1.0f / block_reduce<BLOCK, Sum>(local_sum);
 
     const int d = threadIdx.x % HEAD_DIM, group = threadIdx.x / HEAD_DIM;
     float acc = 0.0f;
-        UNROLL_BY(UNROLL)
+    UNROLL_BY(UNROLL)
     for (int t = group; t < LEN; t += GROUPS) acc = fmaf(scores[t], __half2float(vh[(size_t)t * HEAD_DIM + d]), acc);
     partial[group][d] = acc;
     __syncthreads();

@@ -15,31 +15,13 @@
 #endif
 
 static_assert(VEC == 1 || VEC == 2 || VEC == 4, "VEC is 1, 2 or 4 floats");
-static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "BLOCK is whole warps");
+
+#include "block_reduce.cuh"
 
 template <int N> struct Vec;
 template <> struct Vec<1> { using T = float; };
 template <> struct Vec<2> { using T = float2; };
 template <> struct Vec<4> { using T = float4; };
-
-__device__ __forceinline__ float block_reduce(float v, bool is_max)
-{
-    __shared__ float partial[BLOCK / 32];
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        float other = __shfl_xor_sync(0xffffffffu, v, offset);
-        v = is_max ? fmaxf(v, other) : v + other;
-    }
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (lane == 0) partial[warp] = v;
-    __syncthreads();
-    v = lane < BLOCK / 32 ? partial[lane] : (is_max ? -INFINITY : 0.0f);
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        float other = __shfl_xor_sync(0xffffffffu, v, offset);
-        v = is_max ? fmaxf(v, other) : v + other;
-    }
-    __syncthreads();
-    return v;
-}
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
 softmax(const float* __restrict__ x, float* __restrict__ y, int rows, int cols)
@@ -70,7 +52,7 @@ softmax(const float* __restrict__ x, float* __restrict__ y, int rows, int cols)
 #pragma unroll
         for (int k = 0; k < VEC; ++k) local_max = fmaxf(local_max, values[item][k]);
     }
-    const float row_max = block_reduce(local_max, true);
+    const float row_max = block_reduce<BLOCK, Max>(local_max);
     float local_sum = 0.0f;
 #pragma unroll
     for (int item = 0; item < ITEMS; ++item)
@@ -79,7 +61,7 @@ softmax(const float* __restrict__ x, float* __restrict__ y, int rows, int cols)
             values[item][k] = __expf(values[item][k] - row_max);
             local_sum += values[item][k];
         }
-    const float inverse = 1.0f / block_reduce(local_sum, false);
+    const float inverse = 1.0f / block_reduce<BLOCK, Sum>(local_sum);
 #pragma unroll
     for (int item = 0; item < ITEMS; ++item) {
         int col = (item * BLOCK + threadIdx.x) * VEC;

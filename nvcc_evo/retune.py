@@ -361,7 +361,7 @@ def run_retune(options: Options) -> int:
     file = load(acf_path)
     options = replace(options, backend=resolve_backend(options.backend))
     try:
-        if options.backend == "pycuda" and options.target is None:
+        if options.backend == "pycuda" and options.target is None and not options.dry_run:
             from nvcc_evo.measure.choose import gpu_pool
             options = replace(options, target=gpu_pool().hello["arch"])   # measure what this GPU runs
         log(f"{acf_path}: {toolkit}; backend {options.backend}"

@@ -82,6 +82,8 @@ def test_only_stale_units_are_retuned(project, evo_cache):
     assert listed.returncode == 0 and listed.stdout == '"regs.cu" [sm_90]: source changed\n'
     assert "1 to retune (dry run" in listed.stderr
     assert (project / "nvcc-evo.acf").read_text() == tuned and store_lines(project) == stored
+    gpu_list = run_evo("--retune", "--dry-run", "--backend", "pycuda", cwd=project, env=env)   # no GPU: the ACF's
+    assert gpu_list.returncode == 0 and gpu_list.stdout == listed.stdout
     edited = retune(project, env, "--evaluations", "6")
     assert edited.returncode == 0
     assert '"regs.cu" [sm_90]: source changed' in edited.stderr and '"spill.cu" [sm_90]' not in edited.stderr
