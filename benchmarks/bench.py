@@ -300,18 +300,33 @@ def library_fields(case: dict, runs: list[float | None]) -> dict:
 
 
 # ---------------------------------------------------------------- plots
+def source_fingerprints() -> dict[str, str]:
+    """{unit file: fingerprint of its source as it is now (with its quoted
+    includes)}, for the units of kernels/nvcc-evo.acf."""
+    from nvcc_evo.plan import fingerprint
+    from nvcc_evo.resolve import load
+    from nvcc_evo.space import unit_sources
+    return {source.name: fingerprint(source, []) for unit in load(ACF).units
+            for source in unit_sources(unit, KERNELS)}
+
+
 def measured_points(stores: tuple[Path, ...] = SEARCHES) -> dict[str, list[Evaluation]]:
     """(runtime, energy) of every candidate measured on a GPU, per unit, from
     the results stores that exist (the first measurement of a genome counts;
-    a search measures its baseline first)."""
+    a search measures its baseline first). Only measurements of the unit's
+    source as it is now: an edited kernel's old candidates are another kernel."""
+    current = source_fingerprints()
     by_unit: dict[str, dict] = {}
     for store in stores:
         if not store.exists():
             continue
         for record in Store(store).read():
             m = record.measurement
+            name = record.context.unit.strip('"')
+            if record.context.fingerprint != current.get(name, record.context.fingerprint):
+                continue
             if m.ok and m.get("energy") not in (None, math.inf) and record.context.device != "cpu":
-                by_unit.setdefault(record.context.unit.strip('"'), {}).setdefault(
+                by_unit.setdefault(name, {}).setdefault(
                     record.genome, Evaluation(record.genome, (m.get("runtime"), m.get("energy"))))
     return {unit: list(points.values()) for unit, points in by_unit.items()}
 

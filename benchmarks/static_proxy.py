@@ -2,7 +2,8 @@
 predict runtime, from the H200 search records: per kernel, the Spearman rank
 correlation of runtime with registers and with SASS instructions over every
 candidate measured, and the runtime of the fewest-register candidate (no
-spills) against the fastest one.
+spills) against the fastest one. Only measurements of each kernel's source as
+it is now.
 
     .venv/bin/python benchmarks/static_proxy.py [benchmarks/data/h200-search.jsonl]
 """
@@ -15,17 +16,20 @@ from scipy.stats import spearmanr
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from bench import source_fingerprints  # noqa: E402
 from nvcc_evo.store import Store  # noqa: E402
 
 
 def main() -> None:
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "benchmarks" / "data" / "h200-search.jsonl"
+    current = source_fingerprints()
     by_unit: dict[str, dict] = {}
     for record in Store(path).read():
-        m = record.measurement
-        if m.ok and record.context.device != "cpu":
-            by_unit.setdefault(record.context.unit.strip('"'), {}).setdefault(record.genome, dict(m.metrics))
+        m, name = record.measurement, record.context.unit.strip('"')
+        if m.ok and record.context.device != "cpu" and record.context.fingerprint == current.get(name):
+            by_unit.setdefault(name, {}).setdefault(record.genome, dict(m.metrics))
     print("| kernel | candidates | rho(runtime, registers) | rho(runtime, instructions) | fastest | fewest registers |")
     print("|---|---|---|---|---|---|")
     for unit, found in sorted(by_unit.items()):
