@@ -22,6 +22,13 @@ from bench import source_fingerprints  # noqa: E402
 from nvcc_evo.store import Store  # noqa: E402
 
 
+def _rho(runtime: list[float], values: list[float]) -> str:
+    """Spearman's rho as text; "n/a" where every candidate has the same value."""
+    if len(set(values)) < 2:
+        return "n/a (all equal)"
+    return f"{spearmanr(runtime, values)[0]:+.2f}"
+
+
 def main() -> None:
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "benchmarks" / "data" / "h200-search.jsonl"
     current = source_fingerprints()
@@ -35,10 +42,10 @@ def main() -> None:
     for unit, found in sorted(by_unit.items()):
         points = list(found.values())
         runtime = [p["runtime"] for p in points]
-        rho = {k: spearmanr(runtime, [p[k] for p in points])[0] for k in ("registers", "instructions")}
+        rho = {k: _rho(runtime, [p[k] for p in points]) for k in ("registers", "instructions")}
         fastest = min(points, key=lambda p: p["runtime"])
         lean = min((p for p in points if p.get("spills", 0) == 0), key=lambda p: (p["registers"], p["runtime"]))
-        print(f"| {unit} | {len(points)} | {rho['registers']:+.2f} | {rho['instructions']:+.2f} | "
+        print(f"| {unit} | {len(points)} | {rho['registers']} | {rho['instructions']} | "
               f"{fastest['runtime']:.1f} us, {fastest['registers']:.0f} regs | {lean['runtime']:.1f} us, "
               f"{lean['registers']:.0f} regs ({lean['runtime'] / fastest['runtime']:.2f}x the fastest) |")
 
