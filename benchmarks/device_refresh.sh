@@ -3,7 +3,7 @@
 # ../shared/DEVICE.md; .device-wheels/ carried): the GPU tests, a retune of
 # whatever is stale in kernels/nvcc-evo.acf, then the benchmark. Everything
 # lands under $OUT (default build/device): logs, the retuned ACF, the search
-# records, bench/ (bench.md, bench.json, plots). Steps are timed out so that
+# records, bench.md, bench.json and bench-plots.tar (the SVGs). Steps are timed out so that
 # each call stays under the device tool's 10 minutes; a step that fails does
 # not stop the next. Steps: test, retune, bench; all three by default, which
 # with a long retune needs two calls:
@@ -35,6 +35,8 @@ cp kernels/.nvcc-evo/results.jsonl "$OUT/results.jsonl" 2>/dev/null
 fi
 
 if step bench; then
-timeout 540 python3 benchmarks/bench.py --rounds 8 --out "$OUT/bench" > "$OUT/bench.md" 2> "$OUT/bench.err"
+timeout 540 python3 benchmarks/bench.py --rounds 8 --out build/device-bench > "$OUT/bench.md" 2> "$OUT/bench.err"
 echo "bench: rc=$?"; grep -E "^Geometric" "$OUT/bench.md"
+# bench.json as is; the plots in one tar (the device tool brings back only so many files)
+cp build/device-bench/bench.json "$OUT/" && tar -cf "$OUT/bench-plots.tar" -C build/device-bench .
 fi
