@@ -43,6 +43,11 @@ def ptxas_tokens(call: NvccCall) -> list[str]:
     return tokens
 
 
+def ptxas_values(flags: tuple[str, ...]) -> tuple[str, ...]:
+    """The ptxas options in one of our flag lists (the values after each -Xptxas)."""
+    return tuple(flags[i + 1] for i, flag in enumerate(flags[:-1]) if flag == "-Xptxas")
+
+
 def _ptxas_knob(token: str) -> str | None:
     name = token.split("=", 1)[0]
     if re.fullmatch(r"-O[0-9]", name):

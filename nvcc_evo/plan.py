@@ -345,5 +345,5 @@ def common_settings(plan: CallPlan, stale_policy: str) -> tuple[dict, list[tuple
             common[name] = values[0]
         else:
             where = ", ".join(f"{m.input}/{m.arch}={s.get(name, 'default')}" for m, s in zip(plan.matches, each))
-            dropped.append((name, f"differs within this call ({where}); compile them separately to tune each"))
+            dropped.append((name, f"differs within this call ({where})"))
     return common, dropped

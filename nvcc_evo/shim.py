@@ -22,12 +22,15 @@ NO_ACF = f"no {ACF_NAME} above the inputs or here, and {ACF_ENV} unset"
 
 
 def append_log(path: str, cwd: str, argv: list[str], acf: str = "", added=(), passthrough: str = "",
-               skipped=(), problems=()) -> None:
-    """One JSON line per compile in NVCC_EVO_LOG (the wrapper's and the shim's)."""
+               skipped=(), problems=(), per_arch=None) -> None:
+    """One JSON line per compile in NVCC_EVO_LOG (the wrapper's and the shim's);
+    `per_arch`: {arch: ptxas options} when nvcc's steps ran split."""
     import json
     import time
     line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "cwd": cwd, "argv": argv, "acf": acf,
             "added": list(added), "passthrough": passthrough, "skipped": list(skipped), "problems": list(problems)}
+    if per_arch:
+        line["ptxas_per_arch"] = {arch: list(options) for arch, options in per_arch.items()}
     with open(path, "a") as log:
         log.write(json.dumps(line) + "\n")
 
@@ -115,11 +118,12 @@ def run(argv: list[str]) -> int:
     except NvccNotFound as problem:
         print(f"nvcc-evo: error: {problem}", file=sys.stderr)
         return ENVIRONMENT
-    extra: tuple[str, ...] = ()
     if acf_may_apply(argv, environ, os.getcwd()):
-        from nvcc_evo.wrapper import extra_flags
-        extra = extra_flags(argv, nvcc)
-    elif environ.get(LOG_ENV):
-        append_log(environ[LOG_ENV], os.getcwd(), argv, passthrough=NO_ACF)
-    environ[GUARD_ENV] = "1"
-    os.execv(nvcc, [nvcc, *argv, *extra])
+        from nvcc_evo.wrapper import launch
+        path, args, env = launch(argv, nvcc)
+    else:
+        if environ.get(LOG_ENV):
+            append_log(environ[LOG_ENV], os.getcwd(), argv, passthrough=NO_ACF)
+        path, args, env = nvcc, [nvcc, *argv], dict(environ)
+    env[GUARD_ENV] = "1"
+    os.execve(path, args, env)

@@ -50,13 +50,14 @@ def test_make_project_through_a_cuda_path_shim(tmp_path, evo_cache):
     assert 40 in registers_by_function(result.stderr)
 
 
-def test_cmake_project_with_separable_compilation(tmp_path, evo_cache):
+@pytest.mark.parametrize("archs", ["90", "80;90"])
+def test_cmake_project_with_separable_compilation(tmp_path, evo_cache, archs):
     source = tmp_path / "src"
     shutil.copytree(DATA / "projects" / "cmake", source)
     log = tmp_path / "evo.log"
     env = evo_env(evo_cache, NVCC_EVO_LOG=log)
     build_dir = source / "build"        # in the source tree, below the ACF: CMake's probes see it too
-    configure = subprocess.run(["cmake", "-S", str(source), "-B", str(build_dir),
+    configure = subprocess.run(["cmake", "-S", str(source), "-B", str(build_dir), f"-DEVO_ARCHS={archs}",
                                 f"-DCMAKE_CUDA_COMPILER={EVO}"], env=env, capture_output=True, text=True)
     assert configure.returncode == 0, configure.stdout + configure.stderr
     assert "Performing Test HAVE_PTXAS_V - Success" in configure.stdout   # flag checks unaffected
@@ -66,8 +67,13 @@ def test_cmake_project_with_separable_compilation(tmp_path, evo_cache):
     assert (build_dir / "app").is_file()
     entries = log_entries(log)
     kernel = [e for e in entries if any(a.endswith("kernel.cu") for a in e["argv"])]
-    assert len(kernel) == 1 and kernel[0]["added"] == ["-Xptxas", "-maxrregcount=40"]
-    assert "-rdc=true" in kernel[0]["argv"]
+    assert len(kernel) == 1 and "-rdc=true" in kernel[0]["argv"]
+    if archs == "90":
+        assert kernel[0]["added"] == ["-Xptxas", "-maxrregcount=40"]
+    else:                               # one call for both: each ptxas step gets its own cap
+        assert kernel[0]["added"] == [] and kernel[0]["problems"] == []
+        assert kernel[0]["ptxas_per_arch"] == {"sm_80": ["-maxrregcount=32"], "sm_90": ["-maxrregcount=40"]}
+        assert "Used 32 registers" in build.stdout + build.stderr
     probes = [e for e in entries if "CMake probe" in e["passthrough"]]
     assert probes and all(e["added"] == [] for e in probes)
     device_links = [e for e in entries if "-dlink" in e["argv"]]

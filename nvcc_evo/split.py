@@ -1,0 +1,162 @@
+"""Per-architecture ptxas options for a call that builds several SASS targets.
+
+nvcc hands every -Xptxas value to every architecture of a call, so tuned
+knobs that differ between, say, sm_80 and sm_90 cannot go on its command
+line. Instead nvcc-evo asks nvcc for its own steps (`--dryrun`, with a
+private `--keep-dir` so that no temporary file can collide or stay behind),
+gives each `ptxas -arch=sm_XX` step the options of its architecture, and
+runs the steps with /bin/sh, as nvcc itself does. The private folder is
+removed when the steps end, whether they succeed or fail.
+
+Only ptxas knobs can differ per architecture: defines and nvcc options reach
+the host compile too, which is one for all architectures. Anything
+unexpected in the steps (a ptxas step for an architecture the call does not
+name, none at all) means no split: the call then runs as nvcc would, with
+the knobs common to every architecture.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+from typing import NamedTuple
+
+from nvcc_evo.nvcc_options import NvccCall, rebuild_argv
+
+# Calls whose steps are not a plain compile, or whose user wants to see or
+# keep nvcc's own steps: run as asked.
+NOT_SPLIT = ("--verbose", "--dryrun", "--keep", "--keep-dir", "--save-temps", "--preprocess",
+             "--generate-dependencies", "--generate-nonsystem-dependencies", "--dlink-time-opt", "--lto",
+             "--device-link", "--run", "--ptx", "--cubin", "--optix-ir", "--lib")
+
+ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
+PTXAS_STEP = re.compile(r"ptxas\s(?:.*\s)?-arch=(sm_[0-9a-z]+)\s")
+
+
+class Steps(NamedTuple):
+    """nvcc's steps for one call: the variables it sets, then the commands."""
+
+    variables: dict[str, str]
+    commands: tuple[str, ...]
+
+
+# Dependency files: nvcc writes them from an internal step that no shell can
+# run, so the split run asks nvcc for them alone first (`-M`/`-MM` with the
+# same -MF, -MT and -MP give the same file as `-MD`/`-MMD`).
+DEPENDENCIES = {"--generate-dependencies-with-compile": "-M",
+                "--generate-nonsystem-dependencies-with-compile": "-MM"}
+DEPENDENCY_OPTIONS = {*DEPENDENCIES, "--dependency-output", "--dependency-target-name",
+                      "--generate-dependency-targets"}
+
+
+def why_not(call: NvccCall) -> str:
+    """Why this call's steps are not split ("" when they may be)."""
+    for name in NOT_SPLIT:
+        if call.has(name):
+            return f"{name} asks for nvcc's own steps or keeps them"
+    if len(call.inputs) != 1:
+        return "more than one input in the call"
+    if any(call.has(name) for name in DEPENDENCIES) and not call.has("--dependency-output"):
+        return "a dependency file without -MF (nvcc names it itself)"
+    if any(o.origin != "argv" and o.name in DEPENDENCY_OPTIONS for o in call.all_options()):
+        return "dependency options from the environment"
+    return ""
+
+
+def dependency_command(nvcc: str, call: NvccCall, extra: list[str]) -> list[str]:
+    """nvcc asked for the call's dependency file alone; [] when the call
+    writes none."""
+    mode = next((DEPENDENCIES[name] for name in DEPENDENCIES if call.has(name)), None)
+    if mode is None:
+        return []
+    targets = call.values("--dependency-target-name") or \
+        ([call.last("--output-file")] if call.has("--output-file") else [])
+    command = [nvcc, *rebuild_argv(list(call.argv), DEPENDENCY_OPTIONS | {"--output-file"}, call.inputs[0]),
+               *extra, mode, "-MF", call.last("--dependency-output")]
+    for target in targets:
+        command += ["-MT", target]
+    return command + (["-MP"] if call.has("--generate-dependency-targets") else [])
+
+
+def read_steps(text: str) -> Steps:
+    """The `#$ ` lines of `nvcc --dryrun`: `NAME=value` lines set a variable
+    (the value taken as printed), every other line is a shell command."""
+    variables: dict[str, str] = {}
+    commands = []
+    for line in text.splitlines():
+        if not line.startswith("#$ "):
+            continue
+        body = line[3:]
+        assignment = ASSIGNMENT.fullmatch(body)
+        if assignment and " " not in assignment.group(1):
+            variables[assignment.group(1)] = assignment.group(2)
+        else:
+            commands.append(body.strip())
+    return Steps(variables, tuple(commands))
+
+
+def with_options(steps: Steps, options: dict[str, tuple[str, ...]]) -> Steps | str:
+    """The steps with each ptxas run given its architecture's options, or why
+    that cannot be done. (`rm` of a file that is not there does not stop
+    nvcc; here neither.)"""
+    commands, seen = [], set()
+    for command in steps.commands:
+        if command.startswith("--"):
+            return f"nvcc's steps include an internal one ({command})"
+        step = PTXAS_STEP.match(command)
+        if step is None:
+            commands.append("rm -f " + command[3:] if command.startswith("rm ") else command)
+            continue
+        arch = step.group(1)
+        if arch not in options:
+            return f"nvcc runs ptxas for {arch}, which the call was not seen to build"
+        seen.add(arch)
+        added = " ".join(shlex.quote(token) for token in options[arch])
+        commands.append(f"ptxas {added} {command[len('ptxas '):]}" if added else command)
+    if not seen:
+        return "nvcc's steps run no ptxas"
+    return Steps(steps.variables, tuple(commands))
+
+
+def script(steps: Steps, keep_dir: str, first: list[str] = ()) -> str:
+    """A /bin/sh script that runs the command `first` (if any), then the
+    steps in order, stops at the first failure with its exit status, and
+    removes `keep_dir` in any case."""
+    lines = ["set -e", f"trap 'rm -rf {shlex.quote(keep_dir)}' EXIT"]
+    if first:
+        lines.append(" ".join(shlex.quote(word) for word in first))
+    return "\n".join(lines + list(steps.commands)) + "\n"
+
+
+class Launch(NamedTuple):
+    """What to exec: the program, its argv and its environment."""
+
+    path: str
+    argv: list[str]
+    env: dict[str, str]
+
+
+def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[str, tuple[str, ...]],
+                environ) -> Launch | str:
+    """The split run of the call (with the common flags `extra` added) with
+    per-architecture ptxas `options`, or why there is none (then nothing is
+    left behind). The call must have passed why_not."""
+    keep_dir = tempfile.mkdtemp(prefix="nvcc-evo-steps-")
+    argv = [*rebuild_argv(list(call.argv), DEPENDENCY_OPTIONS, call.inputs[0]), *extra]
+    try:
+        asked = subprocess.run([nvcc, *argv, "--dryrun", "--keep", "--keep-dir", keep_dir],
+                               capture_output=True, text=True, timeout=120, env=dict(environ))
+    except (OSError, subprocess.SubprocessError) as error:
+        shutil.rmtree(keep_dir, ignore_errors=True)
+        return f"nvcc --dryrun failed to run ({error})"
+    steps = with_options(read_steps(asked.stderr), options) if asked.returncode == 0 else \
+        f"nvcc --dryrun exited with {asked.returncode}"
+    if isinstance(steps, str):
+        shutil.rmtree(keep_dir, ignore_errors=True)
+        return steps
+    env = {**environ, **steps.variables}
+    first = dependency_command(nvcc, call, extra)
+    return Launch("/bin/sh", ["/bin/sh", "-c", script(steps, keep_dir, first)], env)
+
