@@ -124,7 +124,8 @@ def script(steps: Steps, keep_dir: str, first: list[str] = ()) -> str:
     """A /bin/sh script that runs the command `first` (if any), then the
     steps in order, stops at the first failure with its exit status, and
     removes `keep_dir` in any case."""
-    lines = ["set -e", f"trap 'rm -rf {shlex.quote(keep_dir)}' EXIT"]
+    lines = ["set -e", f"trap 'rm -rf {shlex.quote(keep_dir)}' EXIT",
+             "trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM"]   # then the EXIT trap runs
     if first:
         lines.append(" ".join(shlex.quote(word) for word in first))
     return "\n".join(lines + list(steps.commands)) + "\n"
@@ -143,7 +144,7 @@ def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[str, 
     """The split run of the call (with the common flags `extra` added) with
     per-architecture ptxas `options`, or why there is none (then nothing is
     left behind). The call must have passed why_not."""
-    keep_dir = tempfile.mkdtemp(prefix="nvcc-evo-steps-")
+    keep_dir = tempfile.mkdtemp(prefix="nvcc-evo-steps-", dir=environ.get("TMPDIR") or None)
     argv = [*rebuild_argv(list(call.argv), DEPENDENCY_OPTIONS, call.inputs[0]), *extra]
     try:
         asked = subprocess.run([nvcc, *argv, "--dryrun", "--keep", "--keep-dir", keep_dir],

@@ -95,3 +95,17 @@ def test_reading_and_changing_nvccs_steps(work, real_nvcc):
 ])
 def test_calls_whose_steps_are_not_split(argv, why):
     assert why in why_not(parse_call(argv, {}))
+
+
+def test_a_signal_ends_the_steps_and_removes_their_folder(work, real_nvcc):
+    import os
+    import time
+    launch = plan_launch(str(real_nvcc), parse_call([*TWO_ARCHS, "-c", "regs.cu", "-o", "x.o"], {}), [],
+                         {"sm_80": ("-maxrregcount=32",), "sm_90": ()}, dict(os.environ))
+    running = subprocess.Popen(launch.argv, env=launch.env, stderr=subprocess.DEVNULL)
+    folder = next((work / "tmp").glob("nvcc-evo-steps-*"))
+    deadline = time.monotonic() + 30
+    while not any(folder.iterdir()) and time.monotonic() < deadline:     # the steps have begun
+        time.sleep(0.01)
+    running.terminate()
+    assert running.wait(timeout=60) == 143 and not folder.exists()
