@@ -157,7 +157,7 @@ def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[str, 
     if isinstance(steps, str):
         shutil.rmtree(keep_dir, ignore_errors=True)
         return steps
-    env = {**environ, **steps.variables}
+    env = {**environ, **steps.variables, "TMPDIR": keep_dir}    # the tools' own temporary files go too
     first = dependency_command(nvcc, call, extra)
     return Launch("/bin/sh", ["/bin/sh", "-c", script(steps, keep_dir, first)], env)
 
