@@ -5,8 +5,11 @@ knobs that differ between, say, sm_80 and sm_90 cannot go on its command
 line. Instead nvcc-evo asks nvcc for its own steps (`--dryrun`, with a
 private `--keep-dir` so that no temporary file can collide or stay behind),
 gives each `ptxas -arch=sm_XX` step the options of its architecture, and
-runs the steps with /bin/sh, as nvcc itself does. The private folder is
-removed when the steps end, whether they succeed or fail.
+runs the steps with /bin/sh, as nvcc itself does. The tools' own temporary
+files go to the private folder too (TMPDIR), and it is removed when the
+steps end: done, failed or interrupted. A dependency file (`-MD`, `-MMD`)
+comes from an internal nvcc step no shell can run, so nvcc is asked for it
+alone first (`-M`, `-MM` with the same -MF, -MT, -MP: the same file).
 
 Only ptxas knobs can differ per architecture: defines and nvcc options reach
 the host compile too, which is one for all architectures. Anything
@@ -42,9 +45,7 @@ class Steps(NamedTuple):
     commands: tuple[str, ...]
 
 
-# Dependency files: nvcc writes them from an internal step that no shell can
-# run, so the split run asks nvcc for them alone first (`-M`/`-MM` with the
-# same -MF, -MT and -MP give the same file as `-MD`/`-MMD`).
+# -MD, -MMD and what nvcc alone makes of them.
 DEPENDENCIES = {"--generate-dependencies-with-compile": "-M",
                 "--generate-nonsystem-dependencies-with-compile": "-MM"}
 DEPENDENCY_OPTIONS = {*DEPENDENCIES, "--dependency-output", "--dependency-target-name",
@@ -120,7 +121,7 @@ def with_options(steps: Steps, options: dict[str, tuple[str, ...]]) -> Steps | s
     return Steps(steps.variables, tuple(commands))
 
 
-def script(steps: Steps, keep_dir: str, first: list[str] = ()) -> str:
+def script(steps: Steps, keep_dir: str, first: list[str] | tuple = ()) -> str:
     """A /bin/sh script that runs the command `first` (if any), then the
     steps in order, stops at the first failure with its exit status, and
     removes `keep_dir` in any case."""
