@@ -41,7 +41,7 @@ ifeq ($(GPU),1)
 else
 	@echo "tune: no GPU here: tuning static objectives (spills, registers) on a copy in $(BUILD)/static/;"
 	@echo "tune: kernels/nvcc-evo.acf keeps its GPU-measured entries"
-	rm -rf $(BUILD)/static && mkdir -p $(BUILD)/static && cp kernels/*.cu kernels/*.py kernels/nvcc-evo.acf $(BUILD)/static/
+	rm -rf $(BUILD)/static && mkdir -p $(BUILD) && cp -r kernels $(BUILD)/static && rm -rf $(BUILD)/static/.nvcc-evo
 	$(EVO) --retune --all --acf $(BUILD)/static/nvcc-evo.acf --backend static --evaluations $(EVALUATIONS)
 endif
 
@@ -51,7 +51,8 @@ KERNELS := $(patsubst kernels/%.cu,$(BUILD)/%.o,$(wildcard kernels/*.cu))
 kernels: $(KERNELS)
 $(BUILD)/%.o: kernels/%.cu
 	@mkdir -p $(BUILD)
-	$(NVCC) -arch=$(ARCH) -c $< -o $@
+	$(NVCC) -arch=$(ARCH) -c $< -o $@ -MMD -MF $@.d
+-include $(KERNELS:=.d)
 
 clean:
 	rm -rf $(BUILD)
