@@ -20,7 +20,7 @@ import numpy as np
 
 from nvcc_evo import acf, compiledb
 from nvcc_evo.compile import CompileJob
-from nvcc_evo.errors import UsageError
+from nvcc_evo.errors import ExitCode, UsageError
 from nvcc_evo.evaluate import Evaluator, Goal, goal_for, holds
 from nvcc_evo.evolve import Budget, Engine, Evaluation, Progress, run_search
 from nvcc_evo.flags import plan_flags, read_facts
@@ -382,7 +382,12 @@ def run_retune(options: Options) -> int:
     finally:
         close_pool()
     print(render(outcomes), end="")
-    return 0
+    failed = [str(o.task) for o in outcomes if not o.baseline.ok]
+    if failed:        # a build that cannot even make its baseline must not look like a finished retune
+        log(f"{len(failed)} of {len(outcomes)} not tuned, their baseline failed: {', '.join(failed)} "
+            "(see above); the others are written")
+        return ExitCode.INVALID_INPUT
+    return ExitCode.OK
 
 
 def _retune_all(tasks: list[Task], options: Options, toolkit, store: Store, acf_path: Path) -> list[Outcome]:

@@ -164,3 +164,13 @@ def test_a_static_retune_keeps_entries_measured_on_a_gpu(project, evo_cache):
     assert "but its entry was measured (backend pycuda on NVIDIA H200, 2026-11-30)" in kept.stderr
     forced = retune(project, env, "--evaluations", "6", "--backend", "static", "spill.cu")
     assert forced.returncode == 0 and "backend = static" in (project / "nvcc-evo.acf").read_text()
+
+
+def test_a_unit_whose_baseline_fails_makes_the_retune_fail(project, evo_cache):
+    (project / "broken.cu").write_text('extern "C" __global__ void k(float* y) { y[0] = 1.0f }\n')
+    (project / "nvcc-evo.acf").write_text(ACF + 'unit "broken.cu" {\n    search {\n        ptxas.opt_level in 1..3\n'
+                                          '    }\n}\n')
+    result = retune(project, evo_env(evo_cache), "--evaluations", "6")
+    assert result.returncode == 1
+    assert 'not tuned, their baseline failed: "broken.cu" [sm_90]' in result.stderr
+    assert 'verdict = "improved' in (project / "nvcc-evo.acf").read_text()      # spill.cu is written all the same
