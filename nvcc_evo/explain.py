@@ -32,11 +32,11 @@ def report(decision: Decision) -> str:
     lines.append("would add: " + (" ".join(decision.extra_args) or "(nothing)"))
     for knob, value in decision.flags.applied:
         lines.append(f"    {knob} = {value}")
-    if decision.per_arch:
-        lines.append("per architecture, at each ptxas step (nvcc's own steps run split):")
-        for arch, plan in decision.per_arch:
+    if decision.per_step:
+        lines.append("per input and architecture, at each ptxas step (nvcc's own steps run split):")
+        for (name, arch), plan in decision.per_step:
             given = ", ".join(f"{knob} = {value}" for knob, value in plan.applied) or "(nothing)"
-            lines.append(f"    {arch}: {' '.join(ptxas_values(plan.flags)) or '(nothing)'}   [{given}]")
+            lines.append(f"    {name} [{arch}]: {' '.join(ptxas_values(plan.flags)) or '(nothing)'}   [{given}]")
     if decision.flags.skipped:
         lines.append("skipped:")
         lines += [f"    {knob}: {why}" for knob, why in decision.flags.skipped]

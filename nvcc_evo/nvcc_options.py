@@ -363,16 +363,17 @@ def parse_call(argv: list[str], environ: dict | None = None) -> NvccCall:
                     tuple(call["problems"]), tuple(call["extra"]))
 
 
-def rebuild_argv(argv: list[str], drop: set[str], keep_input: str) -> list[str]:
+def rebuild_argv(argv: list[str], drop: set[str], keep_input: str | None) -> list[str]:
     """`argv` with the options named in `drop` (canonical long names) and
-    every input but `keep_input` left out; options files are expanded in
-    place so that nothing in them can override what the caller adds."""
+    every input but `keep_input` left out (None: every input stays); options
+    files are expanded in place so that nothing in them can override what the
+    caller adds."""
     out, i = [], 0
     while i < len(argv):
         arg = argv[i]
         i += 1
         if arg == "-" or not arg.startswith("-"):
-            if arg == keep_input:
+            if keep_input is None or arg == keep_input:
                 out.append(arg)
             continue
         found = _lookup(arg)

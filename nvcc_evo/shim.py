@@ -22,15 +22,16 @@ NO_ACF = f"no {ACF_NAME} above the inputs or here, and {ACF_ENV} unset"
 
 
 def append_log(path: str, cwd: str, argv: list[str], acf: str = "", added=(), passthrough: str = "",
-               skipped=(), problems=(), per_arch=None) -> None:
+               skipped=(), problems=(), per_step=None) -> None:
     """One JSON line per compile in NVCC_EVO_LOG (the wrapper's and the shim's);
-    `per_arch`: {arch: ptxas options} when nvcc's steps ran split."""
+    `per_step`: {(input, arch): ptxas options} when nvcc's steps ran split."""
     import json
     import time
     line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "cwd": cwd, "argv": argv, "acf": acf,
             "added": list(added), "passthrough": passthrough, "skipped": list(skipped), "problems": list(problems)}
-    if per_arch:
-        line["ptxas_per_arch"] = {arch: list(options) for arch, options in per_arch.items()}
+    if per_step:
+        line["ptxas_per_step"] = [{"input": name, "arch": arch, "options": list(options)}
+                                  for (name, arch), options in per_step.items()]
     with open(path, "a") as log:
         log.write(json.dumps(line) + "\n")
 

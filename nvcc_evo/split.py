@@ -1,29 +1,33 @@
-"""Per-architecture ptxas options for a call that builds several SASS targets.
+"""ptxas options per input and architecture, for a call that builds several.
 
-nvcc hands every -Xptxas value to every architecture of a call, so tuned
-knobs that differ between, say, sm_80 and sm_90 cannot go on its command
-line. Instead nvcc-evo asks nvcc for its own steps (`--dryrun`, with a
-private `--keep-dir` so that no temporary file can collide or stay behind),
-gives each `ptxas -arch=sm_XX` step the options of its architecture, and
-runs the steps with /bin/sh, as nvcc itself does. The tools' own temporary
+nvcc hands every -Xptxas value to every ptxas run of a call, so tuned knobs
+that differ between, say, sm_80 and sm_90, or between two inputs compiled in
+one call, cannot go on its command line. Instead nvcc-evo asks nvcc for its
+own steps (`--dryrun`, with a private `--keep-dir` so that no temporary file
+can collide or stay behind), gives each `ptxas -arch=sm_XX` step the options
+of its input and architecture (the step's PTX file says which input: nvcc
+names kept files after it), and runs the steps with /bin/sh, as nvcc itself
+does. The tools' own temporary
 files go to the private folder too (TMPDIR), and it is removed when the
 steps end: done, failed or interrupted. A dependency file (`-MD`, `-MMD`)
 comes from an internal nvcc step no shell can run, so nvcc is asked for it
 alone first (`-M`, `-MM` with the same -MF, -MT, -MP: the same file).
 
-Only ptxas knobs can differ per architecture: defines and nvcc options reach
-the host compile too, which is one for all architectures. Anything
-unexpected in the steps (a ptxas step for an architecture the call does not
-name, none at all) means no split: the call then runs as nvcc would, with
-the knobs common to every architecture.
+Only ptxas knobs can differ: defines and nvcc options reach the host
+compile too, which is one for all architectures. Anything unexpected in the
+steps (a ptxas step for an input or architecture the call does not name,
+none at all) means no split: the call then runs as nvcc would, with the
+knobs common to every input and architecture.
 """
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
 import subprocess
 import tempfile
+from pathlib import Path
 from typing import NamedTuple
 
 from nvcc_evo.nvcc_options import NvccCall, rebuild_argv
@@ -57,10 +61,14 @@ def why_not(call: NvccCall) -> str:
     for name in NOT_SPLIT:
         if call.has(name):
             return f"{name} asks for nvcc's own steps or keeps them"
-    if len(call.inputs) != 1:
-        return "more than one input in the call"
-    if any(call.has(name) for name in DEPENDENCIES) and not call.has("--dependency-output"):
-        return "a dependency file without -MF (nvcc names it itself)"
+    if any(call.has(name) for name in DEPENDENCIES):
+        if len(call.inputs) != 1:
+            return "a dependency file for several inputs"
+        if not call.has("--dependency-output"):
+            return "a dependency file without -MF (nvcc names it itself)"
+    stems = [Path(name).stem for name in call.inputs]
+    if len(set(stems)) != len(stems):
+        return "two inputs of the same name (their kept files would collide)"
     if any(o.origin != "argv" and o.name in DEPENDENCY_OPTIONS for o in call.all_options()):
         return "dependency options from the environment"
     return ""
@@ -98,10 +106,25 @@ def read_steps(text: str) -> Steps:
     return Steps(variables, tuple(commands))
 
 
-def with_options(steps: Steps, options: dict[str, tuple[str, ...]]) -> Steps | str:
-    """The steps with each ptxas run given its architecture's options, or why
-    that cannot be done. (`rm` of a file that is not there does not stop
-    nvcc; here neither.)"""
+def step_input(command: str, keep_dir: str, inputs: tuple[str, ...]) -> str | None:
+    """The input a ptxas step compiles: its PTX is the user's own file, or a
+    kept file nvcc named after the input (`NAME.ptx`, `NAME.compute_90.ptx`)."""
+    ptx = next((word for word in shlex.split(command) if word.endswith(".ptx")), None)
+    if ptx is None:
+        return None
+    if os.path.dirname(ptx) != keep_dir:
+        return next((name for name in inputs if os.path.abspath(name) == os.path.abspath(ptx)), None)
+    kept = os.path.basename(ptx)
+    named = [name for name in inputs
+             if kept == f"{Path(name).stem}.ptx" or kept.startswith(f"{Path(name).stem}.compute_")]
+    return max(named, key=lambda name: len(Path(name).stem)) if named else None
+
+
+def with_options(steps: Steps, options: dict[tuple[str, str], tuple[str, ...]], keep_dir: str,
+                 inputs: tuple[str, ...]) -> Steps | str:
+    """The steps with each ptxas run given the options of its (input, arch),
+    or why that cannot be done. (`rm` of a file that is not there does not
+    stop nvcc; here neither.)"""
     commands, seen = [], set()
     for command in steps.commands:
         if command.startswith("--"):
@@ -110,11 +133,12 @@ def with_options(steps: Steps, options: dict[str, tuple[str, ...]]) -> Steps | s
         if step is None:
             commands.append("rm -f " + command[3:] if command.startswith("rm ") else command)
             continue
-        arch = step.group(1)
-        if arch not in options:
-            return f"nvcc runs ptxas for {arch}, which the call was not seen to build"
-        seen.add(arch)
-        added = " ".join(shlex.quote(token) for token in options[arch])
+        key = (step_input(command, keep_dir, inputs), step.group(1))
+        if key not in options:
+            return f"nvcc runs ptxas for {key[0] or 'an unknown input'} [{key[1]}], which the call was not seen to " \
+                "build"
+        seen.add(key)
+        added = " ".join(shlex.quote(token) for token in options[key])
         commands.append(f"ptxas {added} {command[len('ptxas '):]}" if added else command)
     if not seen:
         return "nvcc's steps run no ptxas"
@@ -140,20 +164,20 @@ class Launch(NamedTuple):
     env: dict[str, str]
 
 
-def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[str, tuple[str, ...]],
+def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[tuple[str, str], tuple[str, ...]],
                 environ) -> Launch | str:
     """The split run of the call (with the common flags `extra` added) with
-    per-architecture ptxas `options`, or why there is none (then nothing is
+    ptxas `options` per (input, arch), or why there is none (then nothing is
     left behind). The call must have passed why_not."""
     keep_dir = tempfile.mkdtemp(prefix="nvcc-evo-steps-", dir=environ.get("TMPDIR") or None)
-    argv = [*rebuild_argv(list(call.argv), DEPENDENCY_OPTIONS, call.inputs[0]), *extra]
+    argv = [*rebuild_argv(list(call.argv), DEPENDENCY_OPTIONS, None), *extra]
     try:
         asked = subprocess.run([nvcc, *argv, "--dryrun", "--keep", "--keep-dir", keep_dir],
                                capture_output=True, text=True, timeout=120, env=dict(environ))
     except (OSError, subprocess.SubprocessError) as error:
         shutil.rmtree(keep_dir, ignore_errors=True)
         return f"nvcc --dryrun failed to run ({error})"
-    steps = with_options(read_steps(asked.stderr), options) if asked.returncode == 0 else \
+    steps = with_options(read_steps(asked.stderr), options, keep_dir, call.inputs) if asked.returncode == 0 else \
         f"nvcc --dryrun exited with {asked.returncode}"
     if isinstance(steps, str):
         shutil.rmtree(keep_dir, ignore_errors=True)

@@ -43,16 +43,16 @@ class Decision(NamedTuple):
     toolkit: object = None
     problems: tuple[str, ...] = ()
     call: object = None                   # the NvccCall read from argv, for the compile database
-    per_arch: tuple[tuple[str, "FlagPlan"], ...] = ()   # ptxas knobs that differ: given per ptxas step
+    per_step: tuple[tuple[tuple[str, str], "FlagPlan"], ...] = ()   # ((input, arch), ptxas knobs that differ)
 
     @property
     def extra_args(self) -> tuple[str, ...]:
         return self.flags.flags if self.flags is not None else ()
 
-    def ptxas_options(self) -> dict[str, tuple[str, ...]]:
-        """{arch: ptxas options} for the split run; empty when there is none."""
+    def ptxas_options(self) -> dict[tuple[str, str], tuple[str, ...]]:
+        """{(input, arch): ptxas options} for the split run; empty when there is none."""
         from nvcc_evo.flags import ptxas_values
-        options = {arch: ptxas_values(plan.flags) for arch, plan in self.per_arch}
+        options = {key: ptxas_values(plan.flags) for key, plan in self.per_step}
         return options if any(options.values()) else {}
 
 
@@ -86,17 +86,17 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
     settings, dropped = planning.common_settings(call_plan, policy)
     facts = read_facts(call)
     flags = plan_flags(settings, facts, toolkit)
-    per_arch, dropped = _per_arch(call, call_plan, policy, dropped, facts, toolkit)
+    per_step, dropped = _per_step(call, call_plan, policy, dropped, facts, toolkit)
     skipped = tuple(dropped) + flags.skipped + tuple(
-        (f"{knob} [{arch}]", why) for arch, plan in per_arch for knob, why in plan.skipped)
+        (f"{knob} ({name} [{arch}])", why) for (name, arch), plan in per_step for knob, why in plan.skipped)
     return Decision(nvcc, call_plan, FlagPlan(flags.flags, flags.applied, skipped), toolkit, call=call,
-                    per_arch=per_arch)
+                    per_step=per_step)
 
 
-def _per_arch(call, call_plan, policy, dropped, facts, toolkit):
-    """ptxas knobs whose values differ between the call's architectures go to
-    each ptxas step on its own (nvcc_evo.split) where the call allows it;
-    every other knob that differs stays out, with the reason."""
+def _per_step(call, call_plan, policy, dropped, facts, toolkit):
+    """ptxas knobs whose values differ between the call's inputs or
+    architectures go to each ptxas step on its own (nvcc_evo.split) where the
+    call allows it; every other knob that differs stays out, with the reason."""
     from nvcc_evo import knobs
     from nvcc_evo.flags import plan_flags
     ptxas = {name for name, _ in dropped if getattr(knobs.lookup(name), "family", "") == "ptxas"}
@@ -104,15 +104,15 @@ def _per_arch(call, call_plan, policy, dropped, facts, toolkit):
         return (), [(name, f"{reason}; compile them separately to tune each") for name, reason in dropped]
     from nvcc_evo.split import why_not      # (subprocess and tempfile: only for calls that need them)
     why = why_not(call)
-    per_arch = []
+    per_step = []
     if not why:
         for match in call_plan.matches:
             chosen = {k: v for k, v in match.settings(policy).items() if k in ptxas}
-            per_arch.append((match.arch, plan_flags(chosen, facts, toolkit)))
-    left = [(name, f"{reason}; not given per architecture: {why}" if name in ptxas else
+            per_step.append(((match.input, match.arch), plan_flags(chosen, facts, toolkit)))
+    left = [(name, f"{reason}; not given per ptxas step: {why}" if name in ptxas else
              f"{reason}; compile them separately to tune each")
-            for name, reason in dropped if not (per_arch and name in ptxas)]
-    return tuple(per_arch), left
+            for name, reason in dropped if not (per_step and name in ptxas)]
+    return tuple(per_step), left
 
 
 def _record(decision: Decision, argv: list[str], environ, cwd: Path) -> None:
@@ -131,22 +131,24 @@ def _record(decision: Decision, argv: list[str], environ, cwd: Path) -> None:
             match.fingerprint, match.stale, decision.extra_args, time.time()))
 
 
-def _log(decision: Decision, argv: list[str], environ, cwd: Path, per_arch: dict) -> None:
+def _log(decision: Decision, argv: list[str], environ, cwd: Path, per_step: dict) -> None:
     path = environ.get(LOG_ENV)
     if path:
         append_log(path, str(cwd), argv, str(decision.call_plan.acf_path or ""), decision.extra_args,
                    decision.call_plan.passthrough,
                    [f"{k}: {why}" for k, why in (decision.flags.skipped if decision.flags else ())],
-                   decision.problems, per_arch)
+                   decision.problems, per_step)
     if environ.get(VERBOSE_ENV):
-        each = "".join(f"; ptxas for {arch}: {' '.join(o) or '(nothing)'}" for arch, o in per_arch.items())
+        each = "".join(f"; ptxas for {name} [{arch}]: {' '.join(o) or '(nothing)'}"
+                       for (name, arch), o in per_step.items())
         print(f"nvcc-evo: added: {' '.join(decision.extra_args) or '(nothing)'}{each}", file=sys.stderr)
 
 
 def launch(argv: list[str], nvcc: str) -> tuple[str, list[str], dict]:
     """What to exec for this compile (program, argv, environment): nvcc with the common flags added, or,
-    where tuned ptxas knobs differ per architecture, nvcc's own steps with
-    each ptxas given its own (nvcc_evo.split). Never raises: our own trouble
+    where tuned ptxas knobs differ between the call's inputs or
+    architectures, nvcc's own steps with each ptxas given its own
+    (nvcc_evo.split). Never raises: our own trouble
     must not break a build (it goes to the log, and nvcc runs as asked)."""
     environ = os.environ
     plain = (nvcc, [nvcc, *argv], dict(environ))
@@ -160,7 +162,7 @@ def launch(argv: list[str], nvcc: str) -> tuple[str, list[str], dict]:
             from nvcc_evo.split import plan_launch
             split = plan_launch(nvcc, decision.call, list(decision.extra_args), options, environ)
             if isinstance(split, str):
-                problems.append(f"per-architecture ptxas options not applied: {split}")
+                problems.append(f"ptxas options per input and architecture not applied: {split}")
                 options = {}
             else:
                 chosen = split

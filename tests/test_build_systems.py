@@ -72,7 +72,8 @@ def test_cmake_project_with_separable_compilation(tmp_path, evo_cache, archs):
         assert kernel[0]["added"] == ["-Xptxas", "-maxrregcount=40"]
     else:                               # one call for both: each ptxas step gets its own cap
         assert kernel[0]["added"] == [] and kernel[0]["problems"] == []
-        assert kernel[0]["ptxas_per_arch"] == {"sm_80": ["-maxrregcount=32"], "sm_90": ["-maxrregcount=40"]}
+        assert [(step["arch"], step["options"]) for step in kernel[0]["ptxas_per_step"]] == [
+            ("sm_80", ["-maxrregcount=32"]), ("sm_90", ["-maxrregcount=40"])]
         assert "Used 32 registers" in build.stdout + build.stderr
     probes = [e for e in entries if "CMake probe" in e["passthrough"]]
     assert probes and all(e["added"] == [] for e in probes)

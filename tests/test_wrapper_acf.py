@@ -77,8 +77,9 @@ def test_each_architecture_of_one_call_gets_its_own_ptxas_knobs(project, evo_cac
     args = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90", "-Xptxas", "-v",
             "-c", "regs.cu", "-MD", "-MT", "out.o", "-MF"]
     explained = run_evo("--explain", *args, "out.d", cwd=project, env=env)
-    assert "    sm_80: -maxrregcount=32   [ptxas.maxrregcount = 32]" in explained.stdout
-    assert "    sm_90: -maxrregcount=40 -O2   [ptxas.maxrregcount = 40, ptxas.opt_level = 2]" in explained.stdout
+    assert "    regs.cu [sm_80]: -maxrregcount=32   [ptxas.maxrregcount = 32]" in explained.stdout
+    assert ("    regs.cu [sm_90]: -maxrregcount=40 -O2   [ptxas.maxrregcount = 40, ptxas.opt_level = 2]"
+            in explained.stdout)
     tuned = subprocess.run([str(EVO), *args, "evo.d", "-o", "out.o"], cwd=project, env=env, capture_output=True,
                            text=True)
     plain = subprocess.run(["nvcc", *args, "nvcc.d", "-o", "nvcc.o"], cwd=project, capture_output=True, text=True)
@@ -86,8 +87,22 @@ def test_each_architecture_of_one_call_gets_its_own_ptxas_knobs(project, evo_cac
     assert registers(tuned.stderr) == [32, 40] and registers(plain.stderr) == [48, 56]
     assert (project / "evo.d").read_text() == (project / "nvcc.d").read_text()   # the same dependency file
     logged = json.loads((project / "log.jsonl").read_text().splitlines()[-1])
-    assert logged["ptxas_per_arch"] == {"sm_80": ["-maxrregcount=32"], "sm_90": ["-maxrregcount=40", "-O2"]}
+    assert logged["ptxas_per_step"] == [{"input": "regs.cu", "arch": "sm_80", "options": ["-maxrregcount=32"]},
+                                        {"input": "regs.cu", "arch": "sm_90", "options": ["-maxrregcount=40", "-O2"]}]
     assert [p.name for p in temp.iterdir() if p.name.startswith(("nvcc-evo-steps", "tmpxft"))] == []
+
+
+def test_each_input_of_one_call_gets_its_own_ptxas_knobs(project, evo_cache):
+    env = evo_env(evo_cache)
+    args = ["-arch=sm_90", "-Xptxas", "-v", "-c", "regs.cu", "sub/regs_b.cu", "plain.cu"]
+    explained = run_evo("--explain", *args, cwd=project, env=env)
+    assert "    regs.cu [sm_90]: -maxrregcount=40 -O2   [" in explained.stdout
+    assert "    plain.cu [sm_90]: (nothing)   [(nothing)]" in explained.stdout
+    assert "define.TERMS: differs within this call" in explained.stdout     # a define: the host sees it too
+    tuned = subprocess.run([str(EVO), *args], cwd=project, env=env, capture_output=True, text=True)
+    assert tuned.returncode == 0, tuned.stderr
+    assert registers(tuned.stderr) == [40, 56, 56]         # regs.cu capped; regs_b.cu (TERMS dropped), plain.cu
+    assert all((project / f"{name}.o").is_file() for name in ("regs", "regs_b", "plain"))
 
 
 def test_calls_that_show_nvccs_steps_get_only_common_knobs(project, evo_cache):
@@ -95,7 +110,7 @@ def test_calls_that_show_nvccs_steps_get_only_common_knobs(project, evo_cache):
     args = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90", "regs.cu", "-v"]
     explained = run_evo("--explain", *args, cwd=project, env=env)
     assert ("ptxas.maxrregcount: differs within this call (regs.cu/sm_80=32, regs.cu/sm_90=40); not given per "
-            "architecture: --verbose asks for nvcc's own steps or keeps them") in explained.stdout
+            "ptxas step: --verbose asks for nvcc's own steps or keeps them") in explained.stdout
     assert "would add: (nothing)" in explained.stdout
     results = [subprocess.run([tool, "-Xptxas", "-v", "-c", *args, "-o", "out.o"], cwd=project, env=env,
                               capture_output=True, text=True) for tool in (str(EVO), "nvcc")]
