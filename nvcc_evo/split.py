@@ -38,6 +38,7 @@ NOT_SPLIT = ("--verbose", "--dryrun", "--keep", "--keep-dir", "--save-temps", "-
              "--generate-dependencies", "--generate-nonsystem-dependencies", "--dlink-time-opt", "--lto",
              "--device-link", "--run", "--ptx", "--cubin", "--optix-ir", "--lib")
 
+SHELL = "/bin/sh"          # what nvcc itself runs its steps with
 ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
 PTXAS_STEP = re.compile(r"ptxas\s(?:.*\s)?-arch=(sm_[0-9a-z]+)\s")
 
@@ -169,6 +170,8 @@ def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[tuple
     """The split run of the call (with the common flags `extra` added) with
     ptxas `options` per (input, arch), or why there is none (then nothing is
     left behind). The call must have passed why_not."""
+    if not os.access(SHELL, os.X_OK):
+        return f"no {SHELL} to run nvcc's steps"
     keep_dir = tempfile.mkdtemp(prefix="nvcc-evo-steps-", dir=environ.get("TMPDIR") or None)
     argv = [*rebuild_argv(list(call.argv), DEPENDENCY_OPTIONS, None), *extra]
     try:
@@ -184,5 +187,5 @@ def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[tuple
         return steps
     env = {**environ, **steps.variables, "TMPDIR": keep_dir}    # the tools' own temporary files go too
     first = dependency_command(nvcc, call, extra)
-    return Launch("/bin/sh", ["/bin/sh", "-c", script(steps, keep_dir, first)], env)
+    return Launch(SHELL, [SHELL, "-c", script(steps, keep_dir, first)], env)
 
