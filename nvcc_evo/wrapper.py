@@ -145,11 +145,11 @@ def _log(decision: Decision, argv: list[str], environ, cwd: Path, per_step: dict
 
 
 def launch(argv: list[str], nvcc: str) -> tuple[str, list[str], dict]:
-    """What to exec for this compile (program, argv, environment): nvcc with the common flags added, or,
-    where tuned ptxas knobs differ between the call's inputs or
-    architectures, nvcc's own steps with each ptxas given its own
-    (nvcc_evo.split). Never raises: our own trouble
-    must not break a build (it goes to the log, and nvcc runs as asked)."""
+    """What to exec for this compile (program, argv, environment): nvcc with
+    the common flags added, or, where tuned ptxas knobs differ between the
+    call's inputs or architectures, nvcc's own steps with each ptxas given
+    its own (nvcc_evo.split). Never raises: our own trouble must not break a
+    build (it goes to the log, and nvcc runs as asked)."""
     environ = os.environ
     plain = (nvcc, [nvcc, *argv], dict(environ))
     try:
