@@ -166,10 +166,11 @@ class Launch(NamedTuple):
 
 
 def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[tuple[str, str], tuple[str, ...]],
-                environ) -> Launch | str:
+                environ) -> Launch | str | None:
     """The split run of the call (with the common flags `extra` added) with
-    ptxas `options` per (input, arch), or why there is none (then nothing is
-    left behind). The call must have passed why_not."""
+    ptxas `options` per (input, arch); else why there is none, or None when
+    nvcc refuses the call itself (it will say why when run as asked).
+    Nothing is left behind without a split. The call must have passed why_not."""
     if not os.access(SHELL, os.X_OK):
         return f"no {SHELL} to run nvcc's steps"
     keep_dir = tempfile.mkdtemp(prefix="nvcc-evo-steps-", dir=environ.get("TMPDIR") or None)
@@ -180,9 +181,8 @@ def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[tuple
     except (OSError, subprocess.SubprocessError) as error:
         shutil.rmtree(keep_dir, ignore_errors=True)
         return f"nvcc --dryrun failed to run ({error})"
-    steps = with_options(read_steps(asked.stderr), options, keep_dir, call.inputs) if asked.returncode == 0 else \
-        f"nvcc --dryrun exited with {asked.returncode}"
-    if isinstance(steps, str):
+    steps = with_options(read_steps(asked.stderr), options, keep_dir, call.inputs) if asked.returncode == 0 else None
+    if not isinstance(steps, Steps):
         shutil.rmtree(keep_dir, ignore_errors=True)
         return steps
     env = {**environ, **steps.variables, "TMPDIR": keep_dir}    # the tools' own temporary files go too

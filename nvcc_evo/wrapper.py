@@ -163,6 +163,7 @@ def launch(argv: list[str], nvcc: str) -> tuple[str, list[str], dict]:
             split = plan_launch(nvcc, decision.call, list(decision.extra_args), options, environ)
             if isinstance(split, str):
                 problems.append(f"ptxas options per input and architecture not applied: {split}")
+            if split is None or isinstance(split, str):      # None: nvcc refuses the call, and will say why
                 options = {}
             else:
                 chosen = split

@@ -105,6 +105,13 @@ def test_each_input_of_one_call_gets_its_own_ptxas_knobs(project, evo_cache):
     assert all((project / f"{name}.o").is_file() for name in ("regs", "regs_b", "plain"))
 
 
+def test_a_call_nvcc_refuses_gets_nvccs_words_only(project, evo_cache):
+    args = ["-arch=sm_90", "-c", "regs.cu", "plain.cu", "-o", "both.o"]     # -o with two inputs: nvcc says no
+    results = [subprocess.run([tool, *args], cwd=project, env=evo_env(evo_cache), capture_output=True, text=True)
+               for tool in (str(EVO), "nvcc")]
+    assert (results[0].returncode, results[0].stderr) == (results[1].returncode, results[1].stderr) != (0, "")
+
+
 def test_calls_that_show_nvccs_steps_get_only_common_knobs(project, evo_cache):
     env = evo_env(evo_cache)
     args = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90", "regs.cu", "-v"]
