@@ -32,7 +32,7 @@ def report(decision: Decision) -> str:
     lines.append("would add: " + (" ".join(decision.extra_args) or "(nothing)"))
     for knob, value in decision.flags.applied:
         lines.append(f"    {knob} = {value}")
-    if decision.per_step:
+    if decision.ptxas_options():           # (all empty: the user set them all, nothing runs split)
         lines.append("per input and architecture, at each ptxas step (nvcc's own steps run split):")
         for (name, arch), plan in decision.per_step:
             given = ", ".join(f"{knob} = {value}" for knob, value in plan.applied) or "(nothing)"
