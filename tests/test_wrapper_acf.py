@@ -105,6 +105,21 @@ def test_each_input_of_one_call_gets_its_own_ptxas_knobs(project, evo_cache):
     assert all((project / f"{name}.o").is_file() for name in ("regs", "regs_b", "plain"))
 
 
+def test_the_user_wins_over_per_architecture_knobs_too(project, evo_cache):
+    env = evo_env(evo_cache, NVCC_EVO_LOG=project / "log.jsonl")
+    args = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90", "-Xptxas",
+            "-v,-maxrregcount=48", "-c", "regs.cu", "-o", "out.o"]
+    explained = run_evo("--explain", *args, cwd=project, env=env).stdout
+    assert "ptxas.maxrregcount (regs.cu [sm_80]): the user sets it" in explained
+    assert "    regs.cu [sm_90]: -O2   [ptxas.opt_level = 2]" in explained        # the rest still per step
+    result = subprocess.run([str(EVO), *args], cwd=project, env=env, capture_output=True, text=True)
+    assert registers(result.stderr) == [48, 48]
+    steps = json.loads((project / "log.jsonl").read_text().splitlines()[-1])["ptxas_per_step"]
+    assert [s["options"] for s in steps] == [[], ["-O2"]]
+    alone = run_evo("--explain", *args[:5], "-Xptxas", "-O3", *args[5:], cwd=project, env=env).stdout
+    assert "run split" not in alone                    # every per-step knob is the user's: nothing runs split
+
+
 def test_a_call_nvcc_refuses_gets_nvccs_words_only(project, evo_cache):
     args = ["-arch=sm_90", "-c", "regs.cu", "plain.cu", "-o", "both.o"]     # -o with two inputs: nvcc says no
     results = [subprocess.run([tool, *args], cwd=project, env=evo_env(evo_cache), capture_output=True, text=True)
