@@ -310,24 +310,30 @@ def source_fingerprints() -> dict[str, str]:
             for source in unit_sources(unit, KERNELS)}
 
 
-def measured_points(stores: tuple[Path, ...] = SEARCHES) -> dict[str, list[Evaluation]]:
-    """(runtime, energy) of every candidate measured on a GPU, per unit, from
-    the results stores that exist (the first measurement of a genome counts;
-    a search measures its baseline first). Only measurements of the unit's
-    source as it is now: an edited kernel's old candidates are another kernel."""
+def gpu_records(stores: tuple[Path, ...] = SEARCHES):
+    """(unit file, record) of every successful GPU measurement in the results
+    stores that exist, in the order they were made, of each unit's source as
+    it is now only: an edited kernel's old candidates are another kernel."""
     current = source_fingerprints()
-    by_unit: dict[str, dict] = {}
     for store in stores:
         if not store.exists():
             continue
         for record in Store(store).read():
-            m = record.measurement
             name = record.context.unit.strip('"')
-            if record.context.fingerprint != current.get(name, record.context.fingerprint):
-                continue
-            if m.ok and m.get("energy") not in (None, math.inf) and record.context.device != "cpu":
-                by_unit.setdefault(name, {}).setdefault(
-                    record.genome, Evaluation(record.genome, (m.get("runtime"), m.get("energy"))))
+            if (record.measurement.ok and record.context.device != "cpu"
+                    and record.context.fingerprint == current.get(name, record.context.fingerprint)):
+                yield name, record
+
+
+def measured_points(stores: tuple[Path, ...] = SEARCHES) -> dict[str, list[Evaluation]]:
+    """(runtime, energy) of every candidate measured on a GPU, per unit (the
+    first measurement of a genome counts; a search measures its baseline first)."""
+    by_unit: dict[str, dict] = {}
+    for name, record in gpu_records(stores):
+        m = record.measurement
+        if m.get("energy") not in (None, math.inf):
+            by_unit.setdefault(name, {}).setdefault(
+                record.genome, Evaluation(record.genome, (m.get("runtime"), m.get("energy"))))
     return {unit: list(points.values()) for unit, points in by_unit.items()}
 
 

@@ -18,8 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench import source_fingerprints  # noqa: E402
-from nvcc_evo.store import Store  # noqa: E402
+from bench import gpu_records  # noqa: E402
 
 
 def _rho(runtime: list[float], values: list[float]) -> str:
@@ -31,12 +30,9 @@ def _rho(runtime: list[float], values: list[float]) -> str:
 
 def main() -> None:
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "benchmarks" / "data" / "h200-search.jsonl"
-    current = source_fingerprints()
     by_unit: dict[str, dict] = {}
-    for record in Store(path).read():
-        m, name = record.measurement, record.context.unit.strip('"')
-        if m.ok and record.context.device != "cpu" and record.context.fingerprint == current.get(name):
-            by_unit.setdefault(name, {}).setdefault(record.genome, dict(m.metrics))
+    for name, record in gpu_records((path,)):
+        by_unit.setdefault(name, {}).setdefault(record.genome, dict(record.measurement.metrics))
     print("| kernel | candidates | rho(runtime, registers) | rho(runtime, instructions) | fastest | fewest registers |")
     print("|---|---|---|---|---|---|")
     for unit, found in sorted(by_unit.items()):

@@ -371,12 +371,12 @@ def run_retune(options: Options) -> int:
         if not tasks:
             log("nothing to retune: every unit and target is up to date, or kept for a GPU as said above "
                 "(use --all to force)")
-            return 0
+            return ExitCode.OK
         if options.dry_run:
             for task in tasks:
                 print(f"{task}: {'; '.join(task.reasons)}")
             log(f"{len(tasks)} to retune (dry run: nothing tuned)")
-            return 0
+            return ExitCode.OK
         store = Store(acf_path.parent / ".nvcc-evo" / "results.jsonl")
         outcomes = _retune_all(tasks, options, toolkit, store, acf_path)
     finally:
