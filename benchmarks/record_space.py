@@ -62,6 +62,13 @@ def ptxas_run(ptxas: str, ptx: Path, flags: tuple[str, ...], work: Path) -> Comp
     return CompileResult("ok", seconds, done.stderr, data)
 
 
+def every_genome(space) -> list:
+    """Every point of the space once (repairs can map two choices to one genome), in product order."""
+    knob_names = [d.knob for d in space.dimensions]
+    return list(dict.fromkeys(space.genome(dict(zip(knob_names, values)))
+                              for values in itertools.product(*[d.choices for d in space.dimensions])))
+
+
 def record_gpu(store: Store, glob: str, min_seconds: float) -> None:
     from nvcc_evo.compile import CompileJob, compile_candidate, compile_each
     from nvcc_evo.measure.choose import close_pool, gpu_pool, load_reference
@@ -73,8 +80,7 @@ def record_gpu(store: Store, glob: str, min_seconds: float) -> None:
     source = kernels / glob
     toolkit = load_toolkit(find_real_nvcc())
     space = build_space(unit, source, toolkit.accepts)
-    genomes = list(dict.fromkeys(space.genome(dict(zip([d.knob for d in space.dimensions], values)))
-                                 for values in itertools.product(*[d.choices for d in space.dimensions])))
+    genomes = every_genome(space)
     genomes.remove(space.baseline())
     genomes.insert(0, space.baseline())            # measured first: the GPU backend's reference run
     defaults = baseline_defines(source, space)
@@ -112,8 +118,7 @@ def main() -> None:
         return
     toolkit = load_toolkit(find_real_nvcc())
     space = build_space(UNIT, SOURCE, toolkit.accepts)
-    genomes = list(dict.fromkeys(space.genome(dict(zip([d.knob for d in space.dimensions], values)))
-                                 for values in itertools.product(*[d.choices for d in space.dimensions])))
+    genomes = every_genome(space)
     facts = CallFacts({}, False, False, False)
     context = Context(toolkit.version, "recorded", ARCH, "cpu", "static", "spill.cu", "ptxas")
     with tempfile.TemporaryDirectory() as work:
