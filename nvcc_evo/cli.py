@@ -64,12 +64,13 @@ def acf_check(paths: list[str]) -> int:
 
 def acf_fmt(paths: list[str], check_only: bool) -> int:
     from nvcc_evo.errors import AcfError, ExitCode
+    from nvcc_evo.acftext import read_text
     from nvcc_evo.format import format_file, write_atomic
     from nvcc_evo.resolve import load
     status = ExitCode.OK
     for path in paths:
         try:
-            text = Path(path).read_text()
+            text = read_text(path)
             formatted = format_file(load(path))
         except AcfError as error:
             print(error, file=sys.stderr)

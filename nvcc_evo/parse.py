@@ -16,6 +16,7 @@ import lark
 from lark import Token, Transformer, v_args
 
 from nvcc_evo import acf
+from nvcc_evo.acftext import read_text
 from nvcc_evo.errors import AcfError, Diagnostic, Location
 from nvcc_evo.syntax import char_places, parse_reporting_all, source_line
 
@@ -337,4 +338,4 @@ def parse_text(text: str, path: str = "<acf>") -> acf.AcfFile:
 
 
 def parse_file(path: str | Path) -> acf.AcfFile:
-    return parse_text(Path(path).read_text(), str(path))
+    return parse_text(read_text(path), str(path))

@@ -122,7 +122,8 @@ def _from_json(data: list) -> tuple[UnitEntry, ...]:
 def load_units(path: Path, cache_dir: Path) -> tuple[UnitEntry, ...]:
     """The ACF's units, from a JSON cache while the text is unchanged, so that
     a build neither imports lark nor re-checks the file; AcfError if it has errors."""
-    text = path.read_text()
+    from nvcc_evo.acftext import read_text
+    text = read_text(path)
     digest = hashlib.sha256(text.encode() + b"\0" + str(path).encode()).hexdigest()[:24]
     cached = cache_dir / f"acf-{digest}.json"
     try:

@@ -10,6 +10,7 @@ import re
 from pathlib import Path, PurePosixPath
 
 from nvcc_evo import acf, benchspec, knobs
+from nvcc_evo.acftext import read_text
 from nvcc_evo.errors import AcfError, Diagnostic, Location
 from nvcc_evo.parse import parse_text
 from nvcc_evo.objectives import OBJECTIVE_BY_NAME, known_provenance_keys, provenance_type
@@ -336,7 +337,7 @@ def check(file: acf.AcfFile, text: str, with_sources: bool = False) -> None:
 def load(path) -> acf.AcfFile:
     """Parse and check one ACF file, sources included (--acf-check, --retune);
     AcfError lists every problem."""
-    text = Path(path).read_text()
+    text = read_text(path)
     file = parse_text(text, str(path))
     check(file, text, with_sources=True)
     return file

@@ -326,8 +326,9 @@ def _provenance(outcome: Outcome, toolkit, options: Options) -> tuple[acf.Record
 
 
 def write_back(acf_path: Path, outcome: Outcome, toolkit, options: Options) -> None:
+    from nvcc_evo.acftext import read_text
     from nvcc_evo.format import update_target, write_atomic
-    text = acf_path.read_text()
+    text = read_text(acf_path)
     target = acf.Target(outcome.task.arch, None, _settings_of(outcome), _provenance(outcome, toolkit, options))
     write_atomic(acf_path, update_target(text, outcome.task.unit_index, target, str(acf_path)))
     outcome.written = True

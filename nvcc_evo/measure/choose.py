@@ -37,10 +37,11 @@ def _static(task) -> Measurer:
 def _candidate_acf(acf_path: Path, task, genome: Genome) -> Path:
     """A copy of the ACF whose target holds the candidate: beside the real
     one, so that unit globs resolve the same."""
+    from nvcc_evo.acftext import read_text
     from nvcc_evo.format import update_target
     target = acf.Target(task.arch, None, tuple(acf.Setting(k, v) for k, v in genome.settings().items()))
     path = acf_path.parent / f".nvcc-evo-candidate-{os.getpid()}.acf"
-    path.write_text(update_target(acf_path.read_text(), task.unit_index, target, str(acf_path)))
+    path.write_text(update_target(read_text(acf_path), task.unit_index, target, str(acf_path)))
     return path
 
 
