@@ -8,7 +8,6 @@ into the unit's target block with provenance; every other byte stays.
 """
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import os
 import sys
@@ -28,6 +27,7 @@ from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.choose import close_pool, measurer_for, resolve_backend
 from nvcc_evo.nvcc_options import parse_call
 from nvcc_evo.plan import ACF_NAME, fingerprint, find_acf
+from nvcc_evo.selection import check_target, select_units
 from nvcc_evo.space import Genome, SearchSpace, baseline_defines, build_space, unit_sources
 from nvcc_evo.store import Context, Store
 
@@ -124,10 +124,11 @@ def _stale_reasons(unit: acf.Unit, arch: str, print_: str, toolkit_version: str)
 def find_tasks(file: acf.AcfFile, acf_path: Path, toolkit, options: Options) -> list[Task]:
     records = compiledb.read_all(acf_path)
     tasks = []
+    selected = select_units(file, acf_path, options.globs, Path.cwd())
     for index, unit in enumerate(file.units):
-        asked = options.all or any(fnmatch.fnmatchcase(g, pattern) for g in unit.globs for pattern in options.globs)
-        if options.globs and not asked:
+        if index not in selected:
             continue
+        asked = options.all or bool(options.globs)
         archs = [options.target] if options.target else sorted(
             {r.arch for r in records if r.unit_index == index} | {t.arch for t in unit.targets}) or [DEFAULT_ARCH]
         for arch in archs:
@@ -360,6 +361,7 @@ def run_retune(options: Options) -> int:
         raise UsageError(f"no {ACF_NAME} here or above; name one with --acf")
     toolkit = load_toolkit(find_real_nvcc())
     file = load(acf_path)
+    check_target(options.target, toolkit)
     options = replace(options, backend=resolve_backend(options.backend))
     try:
         if options.backend == "pycuda" and options.target is None and not options.dry_run:
