@@ -88,21 +88,38 @@ def log(message: str) -> None:
 
 
 # ---------------------------------------------------------------- what to tune
-def _job_for(unit_index: int, unit: acf.Unit, arch: str, acf_path: Path, records, nvcc: str,
-             timeout: float) -> tuple[CompileJob, Path] | None:
-    """How the build compiles this unit: its latest compile-database entry, or `-c SOURCE`."""
-    mine = [r for r in records if r.unit_index == unit_index and tuple(r.unit_globs) == unit.globs]
+def _job_for(unit: acf.Unit, arch: str, acf_path: Path, db, nvcc: str,
+             timeout: float) -> tuple[CompileJob, Path] | str:
+    """How the build compiles this unit: its latest usable compile-database
+    record, else `-c SOURCE`; or why it cannot be built as the build does."""
+    records, unusable = db
+    mine = [r for r in records if tuple(r.unit_globs) == unit.globs]
     if mine:
         record = max(mine, key=lambda r: (r.arch == arch, r.time))
-        token = next((a for a in record.argv if os.path.abspath(os.path.join(record.cwd, a)) == record.input),
+        real = os.path.realpath(record.input)
+        token = next((a for a in record.argv if os.path.realpath(os.path.join(record.cwd, a)) == real),
                      record.input)
-        env = tuple((k, v) for k, v in record.env.items() if k.startswith("NVCC_") and "EVO" not in k)
-        return CompileJob(nvcc, tuple(record.argv), record.cwd, token, arch, (), env, timeout), Path(record.input)
+        return CompileJob(nvcc, tuple(record.argv), record.cwd, token, arch, (), record.compile_env(),
+                          timeout), Path(record.input)
+    unreadable = [u for u in unusable if not u.unit_globs]
+    if unreadable:
+        return (f"no usable compile-database record, and {len(unreadable)} record(s) cannot be read (e.g. "
+                f"{unreadable[0]}), so how the build compiles it is unknown: not tuned (rebuild it through "
+                f"nvcc-evo, or remove the broken file)")
     files = unit_sources(unit, acf_path.parent)
     if not files:
-        return None
+        return f"no source file matches it under {acf_path.parent}"
     source = files[0]
     return CompileJob(nvcc, ("-c", str(source)), str(acf_path.parent), str(source), arch, (), (), timeout), source
+
+
+def _say_unusable(unit: acf.Unit, unusable, records) -> None:
+    """Each compile-database record of `unit` that is not used, and what happens instead."""
+    instead = "another record of it is used" if any(tuple(r.unit_globs) == unit.globs for r in records) else \
+        "it is compiled as `nvcc -c SOURCE` instead"
+    for entry in unusable:
+        if entry.unit_globs == unit.globs:
+            log(f"{unit}: compile database {entry}: not used; {instead}")
 
 
 def _stale_reasons(unit: acf.Unit, arch: str, print_: str, toolkit_version: str) -> tuple[str, ...]:
@@ -121,20 +138,25 @@ def _stale_reasons(unit: acf.Unit, arch: str, print_: str, toolkit_version: str)
     return tuple(reasons)
 
 
-def find_tasks(file: acf.AcfFile, acf_path: Path, toolkit, options: Options) -> list[Task]:
-    records = compiledb.read_all(acf_path)
-    tasks = []
+def find_tasks(file: acf.AcfFile, acf_path: Path, toolkit, options: Options) -> tuple[list[Task], list[str]]:
+    """The (unit, target) searches to run, and those that cannot be (said on stderr)."""
+    db = compiledb.scan(acf_path)
+    records = db[0]
+    tasks, skipped = [], []
     selected = select_units(file, acf_path, options.globs, Path.cwd())
     for index, unit in enumerate(file.units):
         if index not in selected:
             continue
+        _say_unusable(unit, db[1], records)
         asked = options.all or bool(options.globs)
         archs = [options.target] if options.target else sorted(
-            {r.arch for r in records if r.unit_index == index} | {t.arch for t in unit.targets}) or [DEFAULT_ARCH]
+            {r.arch for r in records if tuple(r.unit_globs) == unit.globs} | {t.arch for t in unit.targets}) \
+            or [DEFAULT_ARCH]
         for arch in archs:
-            found = _job_for(index, unit, arch, acf_path, records, toolkit.nvcc, options.timeout)
-            if found is None:
-                log(f"unit {unit}: no source file matches it under {acf_path.parent}; skipped")
+            found = _job_for(unit, arch, acf_path, db, toolkit.nvcc, options.timeout)
+            if isinstance(found, str):
+                log(f"unit {unit} [{arch}]: {found}; skipped")
+                skipped.append(f"{unit} [{arch}]")
                 continue
             job, source = found
             includes = parse_call(list(job.argv), {}).values("--include-path")
@@ -148,7 +170,7 @@ def find_tasks(file: acf.AcfFile, acf_path: Path, toolkit, options: Options) -> 
                 continue
             if reasons:
                 tasks.append(Task(index, unit, arch, source, job, print_, reasons))
-    return tasks
+    return tasks, skipped
 
 
 MEASURING_BACKENDS = ("pycuda", "command")
@@ -370,27 +392,34 @@ def run_retune(options: Options) -> int:
         log(f"{acf_path}: {toolkit}; backend {options.backend}"
             + (" (no GPU timing: registers, spills and other compiler facts are the objectives)"
                if options.backend == "static" else ""))
-        tasks = find_tasks(file, acf_path, toolkit, options)
+        tasks, skipped = find_tasks(file, acf_path, toolkit, options)
         if not tasks:
-            log("nothing to retune: every unit and target is up to date, or kept for a GPU as said above "
+            log(f"nothing retuned: {len(skipped)} skipped, as said above" if skipped else
+                "nothing to retune: every unit and target is up to date, or kept for a GPU as said above "
                 "(use --all to force)")
-            return ExitCode.OK
+            return ExitCode.INVALID_INPUT if skipped else ExitCode.OK
         if options.dry_run:
             for task in tasks:
                 print(f"{task}: {'; '.join(task.reasons)}")
-            log(f"{len(tasks)} to retune (dry run: nothing tuned)")
-            return ExitCode.OK
+            log(f"{len(tasks)} to retune (dry run: nothing tuned)" + (f"; {len(skipped)} skipped" if skipped else ""))
+            return ExitCode.INVALID_INPUT if skipped else ExitCode.OK
         store = Store(acf_path.parent / ".nvcc-evo" / "results.jsonl")
         outcomes = _retune_all(tasks, options, toolkit, store, acf_path)
     finally:
         close_pool()
     print(render(outcomes), end="")
+    return _exit_status(outcomes, skipped)
+
+
+def _exit_status(outcomes: list[Outcome], skipped: list[str]) -> int:
+    """A retune that could not build (or even find) some unit must not look finished."""
     failed = [str(o.task) for o in outcomes if not o.baseline.ok]
-    if failed:        # a build that cannot even make its baseline must not look like a finished retune
+    if failed:
         log(f"{len(failed)} of {len(outcomes)} not tuned, their baseline failed: {', '.join(failed)} "
             "(see above); the others are written")
-        return ExitCode.INVALID_INPUT
-    return ExitCode.OK
+    if skipped:
+        log(f"{len(skipped)} skipped before the search: {', '.join(skipped)} (see above)")
+    return ExitCode.INVALID_INPUT if failed or skipped else ExitCode.OK
 
 
 def _retune_all(tasks: list[Task], options: Options, toolkit, store: Store, acf_path: Path) -> list[Outcome]:
