@@ -255,7 +255,11 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     engine = Engine(space, rng, options.population, seeds=_seeds(task, space), history=history)
     log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, {len(space.dimensions)} knobs"
         + (f"; resuming with {len(mine)} stored evaluations" if mine else ""))
-    budget = Budget(options.evaluations, options.generations, options.seconds, options.patience)
+    if not baseline_measurement.ok:      # every candidate would fail the same way: say why, search nothing
+        log(f"{task}: the baseline (the build's own flags) failed, {baseline_measurement.status}:\n"
+            + _first_lines(baseline_measurement.detail))
+    budget = Budget(options.evaluations if baseline_measurement.ok else 0, options.generations, options.seconds,
+                    options.patience)
     progress = run_search(engine, evaluator, budget,
                           lambda p, e: _report_generation(task, goal, p, e, evaluator, measurer.gpu, budget))
     base_eval = evaluator.evaluation(baseline_genome, baseline_measurement)
@@ -291,6 +295,12 @@ def _verify_on_gpu(outcome: Outcome, measurer, flags_for) -> None:
         outcome.chosen, outcome.chosen_measurement = baseline, outcome.baseline
 
 
+def _first_lines(detail: str, count: int = 8) -> str:
+    """The first lines of a tool's message, indented, for stderr."""
+    lines = [line for line in detail.splitlines() if line.strip()][:count]
+    return "\n".join(f"    {line}" for line in lines) or "    (no message)"
+
+
 def _build_key(job: CompileJob) -> str:
     return hashlib.sha256(repr((job.argv, job.env, job.nvcc)).encode()).hexdigest()[:16]
 
@@ -306,8 +316,9 @@ def _report_generation(task: Task, goal: Goal, progress: Progress, engine: Engin
     if budget is not None and progress.evaluations < budget.evaluations < float("inf"):
         left = progress.elapsed() / progress.evaluations * (budget.evaluations - progress.evaluations)
         pace = f"; at most {budget.evaluations - progress.evaluations} more, ~{left:.0f} s at this pace"
+    failed = f"{t.failed} failed: {t.failures_text()}" if t.failed else "0 failed"
     log(f"{task} gen {progress.generation}: {progress.evaluations} evaluations ({t.reused} same binary, "
-        f"{t.failed} failed), front {len(front)}, best {best}{noted} [{progress.elapsed():.0f} s{pace}]")
+        f"{failed}), front {len(front)}, best {best}{noted} [{progress.elapsed():.0f} s{pace}]")
 
 
 # ---------------------------------------------------------------- write back

@@ -54,7 +54,8 @@ class Genome:
         return {k: v for k, v in self.items if v is not None}
 
     def __str__(self) -> str:
-        shown = [f"{k}={v}" for k, v in self.items if v is not None]
+        from nvcc_evo.format import show_value     # spelled as the ACF spells it (false, not False)
+        shown = [f"{k}={show_value(v)}" for k, v in self.items if v is not None]
         return " ".join(shown) or "(defaults)"
 
 
