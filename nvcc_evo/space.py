@@ -18,7 +18,7 @@ from nvcc_evo import acf, knobs
 from nvcc_evo.knobs import Scalar
 
 # Searched when a unit gives no search block: knobs that change codegen but
-# not results (see ../shared/knobs.md), kept to what the toolkit takes.
+# not results (README, "Knobs"), kept to what the toolkit takes.
 DEFAULT_SPACE: tuple[tuple[str, tuple], ...] = (
     ("ptxas.opt_level", (1, 2, 3)),
     ("ptxas.register_usage_level", tuple(range(0, 11))),

@@ -27,7 +27,7 @@ def _gpu_missing_reason() -> str | None:
     try:
         import pycuda.driver as driver  # noqa: F401
     except ImportError:
-        return "needs PyCUDA and an NVIDIA GPU (run on the H200 through the device tool)"
+        return "needs PyCUDA and an NVIDIA GPU (pip install 'nvcc-evo[gpu]' on a machine with one)"
     try:
         driver.init()
         if driver.Device.count() == 0:
