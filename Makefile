@@ -60,7 +60,7 @@ static-tune:
 	    rm -rf $(STATIC) && mkdir -p $(OUT) && cp -rp kernels $(STATIC) && rm -rf $(STATIC)/.nvcc-evo && \
 	    cp -p kernels/nvcc-evo.acf $(STATIC)/.acf-copied-from && touch $(STATIC)/.retune-all; \
 	else \
-	    cp -p kernels/*.cu kernels/*.cuh kernels/*.py $(STATIC)/; \
+	    cp -p $(wildcard kernels/*.cu kernels/*.cuh kernels/*.h kernels/*.py) $(STATIC)/; \
 	fi
 	$(MAKE) --no-print-directory kernels SRC=$(STATIC) NVCC=$(EVO)
 	$(EVO) --retune --acf $(STATIC)/nvcc-evo.acf --backend static --evaluations $(EVALUATIONS) \

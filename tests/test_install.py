@@ -13,29 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, ROOT, evo_env
-
-
-def _tracked_tree(dest: Path) -> Path:
-    """The checkout as a clone would have it (no build outputs, no caches)."""
-    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            capture_output=True)
-    if listed.returncode != 0:
-        shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(".venv", "build", "out", "*.egg-info",
-                                                                  "__pycache__", ".nvcc-evo"))
-        return dest
-    for name in filter(None, listed.stdout.decode().split("\0")):
-        source = ROOT / name
-        if source.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, dest / name)
-    return dest
+from conftest import DATA, ROOT, evo_env, tracked_tree
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("wheel")
-    tree = _tracked_tree(work / "src")
+    tree = tracked_tree(work / "src")
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                             "-w", str(work / "dist"), str(tree)], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
