@@ -3,16 +3,15 @@
 `format_text(text)` is a fixed point: formatting formatted text changes
 nothing. `update_target(...)` rewrites one unit's target block (knobs and
 provenance) and leaves every other byte of the file as it was, so that a
-retune never loses a hand edit. `write_atomic` replaces a file in one rename.
+retune never loses a hand edit. Writing the file is acfwrite's (`rewrite`,
+`write_atomic`: locked, atomic, the file's links, mode and spelling kept).
 """
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from nvcc_evo import acf
+from nvcc_evo.acfwrite import write_atomic  # noqa: F401  (the writer lives in acfwrite; re-exported)
 from nvcc_evo.parse import parse_text
 
 INDENT = "    "
@@ -381,21 +380,3 @@ def _indent_of(text: str, offset: int) -> str:
     line_start = text.rfind("\n", 0, offset) + 1
     line = text[line_start:offset]
     return line[: len(line) - len(line.lstrip())]
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write via a temporary file in the same folder and one rename: readers
-    (a `make -j` build) see the old file or the new one, never half of one."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
