@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from nvcc_evo import acf
 from nvcc_evo.acfwrite import write_atomic  # noqa: F401  (the writer lives in acfwrite; re-exported)
+from nvcc_evo.errors import AcfChanged
 from nvcc_evo.parse import parse_text
 
 INDENT = "    "
@@ -346,11 +347,32 @@ def format_text(text: str, path: str = "<acf>") -> str:
 
 
 # ---------------------------------------------------------------- updates
-def update_target(text: str, unit_index: int, target: acf.Target, path: str = "<acf>") -> str:
-    """Replace (or add) `target` in unit number `unit_index`; all other bytes
-    stay. Comments of knobs that remain stay with them."""
+def update_target(text: str, globs: tuple[str, ...], target: acf.Target, path: str = "<acf>") -> str:
+    """Replace (or add) `target` in the unit with these globs, found in
+    `text` as it is now (never by position: a unit inserted above must not
+    receive another's result); all other bytes stay. AcfChanged when no unit
+    or several have those globs."""
     file = parse_text(text, path)
-    unit = file.units[unit_index]
+    return replace_target(text, file, find_unit(file, globs), target)
+
+
+def find_unit(file: acf.AcfFile, globs: tuple[str, ...]) -> acf.Unit:
+    """The one unit with these globs (in any order, as duplicate units are
+    told apart); AcfChanged if there is none or there are several."""
+    found = [u for u in file.units if frozenset(u.globs) == frozenset(globs)]
+    shown = " ".join(show_string(g) for g in globs)
+    if not found:
+        raise AcfChanged(f"no unit {shown} in {file.path} any more (removed, or its globs changed)")
+    if len(found) > 1:
+        lines = ", ".join(str(u.span.line) for u in found)
+        raise AcfChanged(f"{len(found)} units {shown} in {file.path} (lines {lines}): which one is meant is unclear")
+    return found[0]
+
+
+def replace_target(text: str, file: acf.AcfFile, unit: acf.Unit, target: acf.Target) -> str:
+    """Replace (or add) `target` in `unit` of `file` (parsed from `text`): the
+    block for the same architecture and GPU name. Comments of knobs that
+    remain stay with them."""
     old = unit.find_target(target.arch, target.gpu)
     if old is not None:
         spans = {s.knob: s.span for s in old.settings}
