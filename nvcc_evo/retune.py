@@ -328,11 +328,16 @@ def _write_or_say_why(acf_path: Path, outcome: Outcome, toolkit, options: Option
     that does not parse now) is reported on stderr and in the summary."""
     try:
         write_back(acf_path, outcome, toolkit, options)
-    except (AcfChanged, AcfError) as problem:
-        reason = str(problem) if isinstance(problem, AcfChanged) else f"the ACF has errors now:\n{problem}"
-        outcome.extra["not_written"] = reason
-        outcome.verdict += f"; NOT written: {reason}"
-        log(f"{outcome.task}: not written to the ACF: {reason} (its evaluations are kept in the results store)")
+        return
+    except AcfChanged as problem:
+        reason = str(problem)
+    except AcfError as problem:          # saved mid-edit, say
+        reason = f"the ACF has errors now:\n{problem}"
+    except FileNotFoundError:
+        reason = f"{acf_path} is gone"
+    outcome.extra["not_written"] = reason
+    outcome.verdict += f"; NOT written: {reason}"
+    log(f"{outcome.task}: not written to the ACF: {reason} (its evaluations are kept in the results store)")
 
 
 # ---------------------------------------------------------------- entry point
