@@ -165,10 +165,12 @@ def _search(task: Task, options: Options, toolkit, engine: Engine, evaluator: Ev
     to date, why nothing is to be written either ("" otherwise)."""
     budget = Budget(options.evaluations, options.generations, options.seconds, options.patience)
     searched = sum(1 for genome in evaluator.measured if genome in space and genome != space.baseline())
-    if searched < budget.evaluations:
+    left = space.size - 1 - searched               # a space searched whole has nothing left, whatever the budget
+    if searched < budget.evaluations and left > 0:
         return run_search(engine, evaluator, budget, lambda p, e: report(p, e, budget), done=searched), ""
+    limit = "the whole space" if left <= 0 else f"--evaluations {budget.evaluations}"
     within = f"already within budget ({searched} evaluations of this search space stored besides the baseline, " \
-             f"--evaluations {budget.evaluations})"
+             f"{limit})"
     if not _entry_is_current(task, toolkit, options):
         log(f"{task}: {within}: nothing to search; its entry is not up to date: the choice is written")
         return Progress(), ""

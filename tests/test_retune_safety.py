@@ -191,6 +191,25 @@ def test_a_finished_retune_run_again_does_nothing(project, evo_cache):
     assert "written to the ACF" not in again.stdout
 
 
+def test_a_space_searched_whole_is_within_budget(project, evo_cache):
+    """A budget larger than the space: the first run searches all of it, a
+    second one has nothing left to search and must not re-verify or rewrite
+    (seen on the H200: a 12-point space with --evaluations 12 was verified
+    and written again)."""
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "spill.cu" {\n    search {\n'
+                                          '        ptxas.opt_level in 1..3\n    }\n}\n')
+    env = evo_env(evo_cache)
+    argv = retune_argv("--all", "--evaluations", "10")
+    assert subprocess.run(argv, cwd=project, env=env, capture_output=True).returncode == 0
+    tuned, stored = (project / "nvcc-evo.acf").read_text(), store_lines(project)
+    assert len(stored) == 3                                               # the whole space
+    again = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert (project / "nvcc-evo.acf").read_text() == tuned and store_lines(project) == stored
+    assert "already within budget (2 evaluations of this search space stored besides the baseline, " \
+           "the whole space" in again.stderr
+
+
 def test_after_kill_minus_nine_each_unit_resumes_where_it_stopped(project, evo_cache):
     env = evo_env(evo_cache)
     argv = retune_argv("--all", "--evaluations", "6")
