@@ -22,6 +22,10 @@ GPU_ENV = "NVCC_EVO_GPU"          # the GPU model the build is for, to pick name
 STALE_ENV = "NVCC_EVO_STALE"      # keep (default): use stale knobs; default: build with defaults
 TUNABLE_SUFFIXES = (".cu", ".ptx")
 CMAKE_PROBES = ("CMakeCUDACompilerId.cu", "CMakeCUDACompilerABI.cu", "__cmake_determine_cuda")
+# Part of the index cache's key: an index written before the check refused
+# something (a define's shell characters, a path out of the ACF's folder) is
+# not trusted. Change it whenever the check or the index changes.
+INDEX_FORMAT = b"index-2\0"
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
@@ -124,7 +128,7 @@ def load_units(path: Path, cache_dir: Path) -> tuple[UnitEntry, ...]:
     a build neither imports lark nor re-checks the file; AcfError if it has errors."""
     from nvcc_evo.acftext import read_text
     text = read_text(path)
-    digest = hashlib.sha256(text.encode() + b"\0" + str(path).encode()).hexdigest()[:24]
+    digest = hashlib.sha256(INDEX_FORMAT + text.encode() + b"\0" + str(path).encode()).hexdigest()[:24]
     cached = cache_dir / f"acf-{digest}.json"
     try:
         return _from_json(json.loads(cached.read_text()))

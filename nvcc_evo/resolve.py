@@ -88,9 +88,16 @@ class Checker:
             self.error(span, f"unknown knob '{name}'{hint} (known: {known})")
         return knob
 
-    def check_value(self, knob: knobs.Knob | None, value, span: acf.Span) -> None:
+    def check_value(self, name: str, value, span: acf.Span) -> None:
+        """A knob's value in its domain; a define's, a C macro value that no
+        shell reads anything into (nvcc runs its steps through /bin/sh)."""
+        knob = knobs.lookup(name)
         if knob is not None and not knob.accepts(value):
             self.error(span, f"{knob.name} takes {knob.describe_domain()}, got {_show(value)}")
+        elif knob is None and knobs.is_define(name):
+            problem = knobs.define_value_problem(value)
+            if problem is not None:
+                self.error(span, f"{name}: {problem}")
 
     def check_settings(self, settings, what: str) -> dict[str, acf.Setting]:
         seen: dict[str, acf.Setting] = {}
@@ -98,8 +105,8 @@ class Checker:
             if setting.knob in seen:
                 self.error(setting.span, f"{setting.knob} is set twice in this {what} "
                            f"(first at line {seen[setting.knob].span.line})")
-            knob = self.check_knob_name(setting.knob, setting.span)
-            self.check_value(knob, setting.value, setting.span)
+            self.check_knob_name(setting.knob, setting.span)
+            self.check_value(setting.knob, setting.value, setting.span)
             seen.setdefault(setting.knob, setting)
         return seen
 
@@ -132,7 +139,7 @@ class Checker:
             if len(set(values)) != len(values):
                 self.error(space.span, f"the set for {space.knob} repeats a value")
         for value in values:
-            self.check_value(knob, value, space.span)
+            self.check_value(space.knob, value, space.span)
 
     # ---------------------------------------------------------------- tune
     def check_metric(self, name: str, span: acf.Span) -> None:
