@@ -158,5 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nvcc-evo: error: {error}", file=sys.stderr)
         return ExitCode.ENVIRONMENT
     except KeyboardInterrupt:
+        from nvcc_evo.leftovers import kill_running
+        kill_running()           # compiles in groups of their own, which the terminal's Ctrl-C missed
         print("nvcc-evo: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
