@@ -71,6 +71,7 @@ def compile_candidate(job: CompileJob) -> CompileResult:
     work = private_folder("cand")
     env = {k: v for k, v in os.environ.items() if not k.startswith("NVCC_EVO_")}
     env.update(dict(job.env))
+    env["TMPDIR"] = work          # nvcc's own temporary files too: a killed compile leaves them
     started = time.monotonic()
     try:
         done = run_in_group(job.command(work), cwd=job.cwd, env=env, timeout=job.timeout)

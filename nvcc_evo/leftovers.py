@@ -102,6 +102,12 @@ def sweep_acf_folder(acf_path) -> list[str]:
     return removed
 
 
+def sweep_for(acf_path) -> list[str]:
+    """Everything of processes that are gone: private folders in the
+    temporary folder, temporary files beside the ACF (at a retune's start)."""
+    return sweep_temporary() + sweep_acf_folder(acf_path)
+
+
 # ---------------------------------------------------------------- child process groups
 class Finished(NamedTuple):
     returncode: int | None        # None: killed at the timeout
