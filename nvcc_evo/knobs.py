@@ -160,8 +160,7 @@ _C_NUMBER = (r"[+-]?(?:0[xX][0-9A-Fa-f]+[uUlLzZ]*|0[bB][01]+[uUlLzZ]*"
              r"|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFlLuUzZ]*)")
 _C_TOKEN = f"(?:{_C_NAME}|{_C_NUMBER})"
 DEFINE_VALUE = re.compile(f"(?:{_C_TOKEN}(?: {_C_TOKEN})*)?")
-DEFINE_VALUE_FORMS = "identifiers and number literals (TILE, std::size_t, 16, -1.5e-3f, 0x1Fu), " \
-    "one space between them"
+DEFINE_VALUE_FORMS = "C identifiers and number literals (TILE, std::size_t, 16, -1.5e-3f, 0x1Fu; one space between)"
 
 
 def define_text(value: Scalar) -> str:
@@ -174,7 +173,7 @@ def define_value_problem(value: Scalar) -> str | None:
     text = define_text(value)
     if DEFINE_VALUE.fullmatch(text):
         return None
-    return f"a define's value is {DEFINE_VALUE_FORMS}, got {text!r}"
+    return f"takes {DEFINE_VALUE_FORMS}, got {text!r} (nvcc's steps run through a shell)"
 
 
 def known_names() -> list[str]:

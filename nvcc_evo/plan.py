@@ -3,18 +3,17 @@
 The ACF is `$NVCC_EVO_ACF` if set, else the nearest `nvcc-evo.acf` walking up
 from each input's folder, else from the working directory. A unit matches an
 input when one of its globs (relative to the ACF's folder) matches the input's
-path. A target matches each SASS architecture the call builds.
+path (nvcc_evo.unitpath). A target matches each SASS architecture the call builds.
 """
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import json
-import os
 import re
 from pathlib import Path
 from typing import NamedTuple
 
+from nvcc_evo import unitpath
 from nvcc_evo.nvcc_options import NvccCall
 from nvcc_evo.shim import ACF_ENV, ACF_NAME, replace_file
 
@@ -148,12 +147,11 @@ def load_units(path: Path, cache_dir: Path) -> tuple[UnitEntry, ...]:
 
 
 def match_unit(units: tuple[UnitEntry, ...], acf_dir: Path, source: Path) -> UnitEntry | None:
-    try:
-        relative = os.path.relpath(source.resolve(), acf_dir.resolve())
-    except ValueError:
-        return None
+    """The first unit whose globs name `source` (nvcc_evo.unitpath: path
+    segments, inside the ACF's folder only)."""
+    parts = unitpath.inside(source, acf_dir)
     for unit in units:
-        if any(fnmatch.fnmatchcase(relative, glob) for glob in unit.globs):
+        if any(unitpath.matches(glob, parts) for glob in unit.globs):
             return unit
     return None
 

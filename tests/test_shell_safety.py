@@ -56,7 +56,7 @@ def test_no_acf_value_reaches_a_shell(project, evo_cache, payload):
     assert checked.returncode == 1 and "Traceback" not in checked.stderr
     for line in (3, 5, 7):
         assert f"nvcc-evo.acf:{line}:" in checked.stderr, checked.stderr
-    assert "a define's value is identifiers and number literals" in checked.stderr
+    assert "takes C identifiers and number literals" in checked.stderr
     explained = run_evo("--explain", "-arch=sm_90", "-c", "k.cu", cwd=project, env=env)
     assert "problem: the ACF has errors; building without tuned flags: " in explained.stdout
     for argv in (["-arch=sm_90", "-c", "k.cu", "-o", "plain.o"], [*SPLIT, "-c", "k.cu", "-o", "split.o"]):
