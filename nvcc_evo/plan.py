@@ -94,6 +94,25 @@ def find_acf(start_dirs: list[Path], environ) -> Path | None:
     return None
 
 
+def unreadable(path) -> str:
+    """Why the file at `path` cannot be read ("" when it can)."""
+    try:
+        with open(path, "rb"):
+            return ""
+    except OSError as error:
+        return error.strerror or str(error)
+
+
+def acf_problem(acf_path: Path, environ) -> str:
+    """Why the ACF found cannot be read, naming NVCC_EVO_ACF when it named
+    the file ("" when it can be read)."""
+    why = unreadable(acf_path)
+    if not why:
+        return ""
+    named = f" ({ACF_ENV}={environ[ACF_ENV]})" if environ.get(ACF_ENV) else ""
+    return f"cannot read the ACF {acf_path}{named}: {why}"
+
+
 def index_units(file) -> tuple[UnitEntry, ...]:
     """The lean view of a checked AcfFile that builds need."""
     units = []
