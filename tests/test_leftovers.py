@@ -192,3 +192,22 @@ def test_the_sweep_leaves_what_it_cannot_know_is_gone(tmp_path):
     assert leftovers.sweep_temporary(str(tmp_path)) == [str(tmp_path / f"nvcc-evo-steps-{gone}-a")]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [f"nvcc-evo-steps-{os.getpid()}-b", "nvcc-evo-steps-abc-c", f"nvcc-evo-cand-{gone}-file"])
+
+
+def test_a_split_build_killed_with_minus_nine_is_swept_by_the_next(project, evo_cache):
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "*.cu" {\n    target sm_80 { ptxas.maxrregcount = 32 }\n'
+                                          '    target sm_90 { ptxas.maxrregcount = 40 }\n}\n')
+    (project / "small.cu").write_text("__global__ void small(float *x) { x[threadIdx.x] = 1.0f; }\n")
+    env = evo_env(evo_cache, TMPDIR=project / "tmp")
+    archs = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"]
+    build = subprocess.Popen([*EVO_COMMAND, *archs, "-c", "slow.cu", "-o", "slow.o"], cwd=project, env=env,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    folders = lambda: list((project / "tmp").glob(f"nvcc-evo-steps-{build.pid}-*"))
+    assert wait_until(lambda: folders() and any("cicc" in c for c in processes_naming(project / "tmp").values()), 60)
+    left = folders()
+    os.killpg(build.pid, signal.SIGKILL)                # make's group, killed: the EXIT trap never runs
+    build.wait()
+    assert all(folder.is_dir() for folder in left)
+    again = run_evo(*archs, "-c", "small.cu", "-o", "small.o", cwd=project, env=env)
+    assert again.returncode == 0, again.stderr
+    assert not any(folder.exists() for folder in left)
