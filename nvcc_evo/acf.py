@@ -5,6 +5,8 @@ the formatter can put comments back where they were.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -95,6 +97,14 @@ class BoolDomain:
 
 
 Domain = Union[SetDomain, RangeDomain, BoolDomain]
+
+
+def domain_values(domain: Domain) -> tuple:
+    if isinstance(domain, BoolDomain):
+        return (False, True)
+    if isinstance(domain, RangeDomain):
+        return domain.values()
+    return tuple(domain.values)
 
 
 @dataclass(frozen=True)
@@ -249,6 +259,15 @@ class Unit:
             if target.arch == arch and target.gpu == gpu:
                 return target
         return None
+
+    @property
+    def space_digest(self) -> str:
+        """A digest of the pins and the search block (values, not spelling:
+        `1..3` is `{1, 2, 3}`; order of statements ignored): what a tuned entry
+        depends on besides the source and toolkit, kept in its provenance."""
+        pins = sorted(([p.knob, p.value] for p in self.pins), key=lambda pin: pin[0])
+        space = sorted(([s.knob, list(domain_values(s.domain))] for s in self.space), key=lambda entry: entry[0])
+        return "sha256:" + hashlib.sha256(json.dumps([pins, space]).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

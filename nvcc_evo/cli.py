@@ -63,32 +63,39 @@ def acf_check(paths: list[str]) -> int:
 
 
 def acf_fmt(paths: list[str], check_only: bool) -> int:
-    from nvcc_evo.errors import AcfError, ExitCode
+    from nvcc_evo.acfwrite import rewrite
     from nvcc_evo.acftext import read_text
-    from nvcc_evo.format import format_file, write_atomic
-    from nvcc_evo.resolve import load
+    from nvcc_evo.errors import AcfError, ExitCode, NotWritable
     status = ExitCode.OK
     for path in paths:
         try:
-            text = read_text(path)
-            formatted = format_file(load(path))
+            if check_only:
+                text = read_text(path)
+                if _formatted(text, path) != text:
+                    print(f"{path}: would reformat")
+                    status = max(status, ExitCode.INVALID_INPUT)
+            elif rewrite(path, lambda text: _formatted(text, path)):   # locked, the file's spelling kept
+                print(f"{path}: formatted")
         except AcfError as error:
             print(error, file=sys.stderr)
-            status = ExitCode.INVALID_INPUT
-            continue
+            status = max(status, ExitCode.INVALID_INPUT)
+        except NotWritable as error:
+            print(f"nvcc-evo: error: {error}", file=sys.stderr)
+            status = max(status, ExitCode.ENVIRONMENT)
         except OSError as error:
             print(f"{path}: error: {error.strerror}", file=sys.stderr)
-            status = ExitCode.INVALID_INPUT
-            continue
-        if formatted == text:
-            continue
-        if check_only:
-            print(f"{path}: would reformat")
-            status = ExitCode.INVALID_INPUT
-        else:
-            write_atomic(path, formatted)
-            print(f"{path}: formatted")
+            status = max(status, ExitCode.INVALID_INPUT)
     return status
+
+
+def _formatted(text: str, path: str) -> str:
+    """`text` in canonical form, if it parses and checks (AcfError if not)."""
+    from nvcc_evo.format import format_file
+    from nvcc_evo.parse import parse_text
+    from nvcc_evo.resolve import check
+    file = parse_text(text, path)
+    check(file, text, with_sources=True)
+    return format_file(file)
 
 
 def retune(rest: list[str]) -> int:

@@ -89,3 +89,14 @@ class EnvironmentProblem(EvoError):
     """The machine lacks what the command needs (nvcc, a GPU, a backend)."""
 
     exit_code = ExitCode.ENVIRONMENT
+
+
+class NotWritable(EnvironmentProblem):
+    """A file nvcc-evo must rewrite (an ACF) or its folder is read-only: it is
+    left as it is, never replaced."""
+
+
+class AcfChanged(EvoError):
+    """The ACF changed under a retune so that a result no longer has its place
+    (its unit is gone or has other globs) or is stale (pins or search space
+    edited since the search began): the result is not written."""

@@ -195,9 +195,11 @@ Evaluate = Callable[[list[Genome]], list[Evaluation]]
 
 
 def run_search(engine: Engine, evaluate: Evaluate, budget: Budget,
-               on_generation: Callable[[Progress, Engine], None] = lambda p, e: None) -> Progress:
-    """The ask/tell loop, until the budget or the patience runs out."""
-    progress = Progress()
+               on_generation: Callable[[Progress, Engine], None] = lambda p, e: None, done: int = 0) -> Progress:
+    """The ask/tell loop, until the budget or the patience runs out. `done`:
+    evaluations made before (read back from the results store); they count
+    toward `budget.evaluations`, so a resumed search only reaches the budget."""
+    progress = Progress(evaluations=done)
     while (progress.evaluations < budget.evaluations and progress.generation < budget.generations
            and progress.elapsed() < budget.seconds and progress.stale_generations < budget.patience):
         batch = engine.ask(min(engine.size, budget.evaluations - progress.evaluations))

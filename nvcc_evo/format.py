@@ -3,16 +3,16 @@
 `format_text(text)` is a fixed point: formatting formatted text changes
 nothing. `update_target(...)` rewrites one unit's target block (knobs and
 provenance) and leaves every other byte of the file as it was, so that a
-retune never loses a hand edit. `write_atomic` replaces a file in one rename.
+retune never loses a hand edit. Writing the file is acfwrite's (`rewrite`,
+`write_atomic`: locked, atomic, the file's links, mode and spelling kept).
 """
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from nvcc_evo import acf
+from nvcc_evo.acfwrite import write_atomic  # noqa: F401  (the writer lives in acfwrite; re-exported)
+from nvcc_evo.errors import AcfChanged
 from nvcc_evo.parse import parse_text
 
 INDENT = "    "
@@ -347,11 +347,32 @@ def format_text(text: str, path: str = "<acf>") -> str:
 
 
 # ---------------------------------------------------------------- updates
-def update_target(text: str, unit_index: int, target: acf.Target, path: str = "<acf>") -> str:
-    """Replace (or add) `target` in unit number `unit_index`; all other bytes
-    stay. Comments of knobs that remain stay with them."""
+def update_target(text: str, globs: tuple[str, ...], target: acf.Target, path: str = "<acf>") -> str:
+    """Replace (or add) `target` in the unit with these globs, found in
+    `text` as it is now (never by position: a unit inserted above must not
+    receive another's result); all other bytes stay. AcfChanged when no unit
+    or several have those globs."""
     file = parse_text(text, path)
-    unit = file.units[unit_index]
+    return replace_target(text, file, find_unit(file, globs), target)
+
+
+def find_unit(file: acf.AcfFile, globs: tuple[str, ...]) -> acf.Unit:
+    """The one unit with these globs (in any order, as duplicate units are
+    told apart); AcfChanged if there is none or there are several."""
+    found = [u for u in file.units if frozenset(u.globs) == frozenset(globs)]
+    shown = " ".join(show_string(g) for g in globs)
+    if not found:
+        raise AcfChanged(f"no unit {shown} in {file.path} any more (removed, or its globs changed)")
+    if len(found) > 1:
+        lines = ", ".join(str(u.span.line) for u in found)
+        raise AcfChanged(f"{len(found)} units {shown} in {file.path} (lines {lines}): which one is meant is unclear")
+    return found[0]
+
+
+def replace_target(text: str, file: acf.AcfFile, unit: acf.Unit, target: acf.Target) -> str:
+    """Replace (or add) `target` in `unit` of `file` (parsed from `text`): the
+    block for the same architecture and GPU name. Comments of knobs that
+    remain stay with them."""
     old = unit.find_target(target.arch, target.gpu)
     if old is not None:
         spans = {s.knob: s.span for s in old.settings}
@@ -381,21 +402,3 @@ def _indent_of(text: str, offset: int) -> str:
     line_start = text.rfind("\n", 0, offset) + 1
     line = text[line_start:offset]
     return line[: len(line) - len(line.lstrip())]
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write via a temporary file in the same folder and one rename: readers
-    (a `make -j` build) see the old file or the new one, never half of one."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -85,7 +85,7 @@ def sweep_temporary(folder: str | None = None) -> list[str]:
 def sweep_acf_folder(acf_path) -> list[str]:
     """Remove, beside the ACF, the temporary files of writers that are gone
     (`.NAME.PID.XXXX.tmp`, `.nvcc-evo-candidate-PID.acf`); the paths removed."""
-    folder, name = os.path.split(os.fspath(acf_path))
+    folder, name = os.path.split(os.path.realpath(acf_path))      # (a linked ACF is written at its target)
     patterns = (_temporary_file(name), CANDIDATE_ACF)
     removed = []
     try:

@@ -31,6 +31,7 @@ OBJECTIVE_BY_NAME = {o.name: o for o in OBJECTIVES}
 PROVENANCE_KEYS: dict[str, type] = {
     "fingerprint": str,
     "toolkit": str,
+    "space_digest": str,     # of the unit's pins and search block (acf.Unit.space_digest): staleness
     "gpu": str,
     "cc": str,
     "driver": str,

@@ -26,6 +26,7 @@ CMAKE_PROBES = ("CMakeCUDACompilerId.cu", "CMakeCUDACompilerABI.cu", "__cmake_de
 # not trusted. Change it whenever the check or the index changes.
 INDEX_FORMAT = b"index-2\0"
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+SPACE_CHANGED = "pins or search space changed"     # the same words in --explain and --retune --dry-run
 
 
 class TargetEntry(NamedTuple):
@@ -37,6 +38,7 @@ class TargetEntry(NamedTuple):
     settings: tuple[tuple[str, object], ...]
     fingerprint: str | None = None
     toolkit: str | None = None
+    space_digest: str | None = None    # of the unit's pins and search block when it was tuned
 
     def __str__(self) -> str:
         return f"{self.arch} {self.gpu!r}" if self.gpu else self.arch
@@ -48,6 +50,7 @@ class UnitEntry(NamedTuple):
     line: int
     pins: tuple[tuple[str, object], ...]
     targets: tuple[TargetEntry, ...]
+    space_digest: str = ""             # of its pins and search block now (acf.Unit.space_digest)
 
     def __str__(self) -> str:
         return " ".join(f'"{g}"' for g in self.globs)
@@ -122,23 +125,23 @@ def index_units(file) -> tuple[UnitEntry, ...]:
             record = {r.key: r.value for r in target.provenance or ()}
             targets.append(TargetEntry(target.arch, target.gpu, target.span.line,
                                        tuple((s.knob, s.value) for s in target.settings),
-                                       record.get("fingerprint"), record.get("toolkit")))
+                                       record.get("fingerprint"), record.get("toolkit"), record.get("space_digest")))
         units.append(UnitEntry(index, unit.globs, unit.span.line,
-                               tuple((p.knob, p.value) for p in unit.pins), tuple(targets)))
+                               tuple((p.knob, p.value) for p in unit.pins), tuple(targets), unit.space_digest))
     return tuple(units)
 
 
 def _to_json(units: tuple[UnitEntry, ...]) -> list:
     return [[u.position, list(u.globs), u.line, [list(p) for p in u.pins],
-             [[t.arch, t.gpu, t.line, [list(s) for s in t.settings], t.fingerprint, t.toolkit]
-              for t in u.targets]] for u in units]
+             [[t.arch, t.gpu, t.line, [list(s) for s in t.settings], t.fingerprint, t.toolkit, t.space_digest]
+              for t in u.targets], u.space_digest] for u in units]
 
 
 def _from_json(data: list) -> tuple[UnitEntry, ...]:
     return tuple(UnitEntry(index, tuple(globs), line, tuple(tuple(p) for p in pins),
-                           tuple(TargetEntry(a, g, l, tuple(tuple(s) for s in st), f, tk)
-                                 for a, g, l, st, f, tk in targets))
-                 for index, globs, line, pins, targets in data)
+                           tuple(TargetEntry(a, g, l, tuple(tuple(s) for s in st), f, tk, sd)
+                                 for a, g, l, st, f, tk, sd in targets), space)
+                 for index, globs, line, pins, targets, space in data)
 
 
 def load_units(path: Path, cache_dir: Path) -> tuple[UnitEntry, ...]:
@@ -256,7 +259,9 @@ def choose_target(unit: UnitEntry, arch: str, gpu: str | None) -> tuple[TargetEn
     return None, f"no entry for {arch}: defaults (recorded for --retune)"
 
 
-def staleness(target: TargetEntry | None, print_: str, toolkit_version: str) -> tuple[str, ...]:
+def staleness(target: TargetEntry | None, print_: str, toolkit_version: str, space_digest: str = "") -> tuple[str, ...]:
+    """Why a target's entry is out of date. A provenance without a key (an
+    entry written before it existed) is not stale for that key."""
     if target is None:
         return ()
     why = []
@@ -264,6 +269,8 @@ def staleness(target: TargetEntry | None, print_: str, toolkit_version: str) -> 
         why.append("source changed since it was tuned")
     if target.toolkit is not None and target.toolkit != toolkit_version:
         why.append(f"tuned with CUDA {target.toolkit}, building with {toolkit_version}")
+    if target.space_digest is not None and space_digest and target.space_digest != space_digest:
+        why.append(SPACE_CHANGED)
     return tuple(why)
 
 
@@ -299,14 +306,11 @@ def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit, cache_dir: Path
                 matches.append(Match(name, arch, None, note="not compiled through nvcc-evo for this ACF"))
                 continue
             target, note = choose_target(unit, arch, environ.get(GPU_ENV))
-            ptxas_only = UnitEntry(unit.position, unit.globs, unit.line,
-                                   tuple(p for p in unit.pins if p[0].startswith("ptxas.")), unit.targets)
+            ptxas_only = unit._replace(pins=tuple(p for p in unit.pins if p[0].startswith("ptxas.")))
             if target is not None:
-                target = TargetEntry(target.arch, target.gpu, target.line,
-                                     tuple(s for s in target.settings if s[0].startswith("ptxas.")),
-                                     target.fingerprint, target.toolkit)
+                target = target._replace(settings=tuple(s for s in target.settings if s[0].startswith("ptxas.")))
             matches.append(Match(name, arch, ptxas_only, target, record.fingerprint,
-                                 staleness(target, record.fingerprint, toolkit.version), note))
+                                 staleness(target, record.fingerprint, toolkit.version, unit.space_digest), note))
     return CallPlan(acf_path, tuple(matches), tuple(archs), notes=(arch_note,) if arch_note else ())
 
 
@@ -348,7 +352,7 @@ def build_plan(call: NvccCall, cwd: Path, environ, toolkit, cache_dir: Path, acf
                 continue
             target, note = choose_target(unit, arch, environ.get(GPU_ENV))
             matches.append(Match(name, arch, unit, target, print_,
-                                 staleness(target, print_, toolkit.version), note))
+                                 staleness(target, print_, toolkit.version, unit.space_digest), note))
     notes = (arch_note,) if arch_note else ()
     return CallPlan(acf_path, tuple(matches), tuple(archs), notes=notes)
 

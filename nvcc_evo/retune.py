@@ -20,7 +20,7 @@ import numpy as np
 
 from nvcc_evo import acf, compiledb
 from nvcc_evo.compile import CompileJob
-from nvcc_evo.errors import ExitCode, UsageError
+from nvcc_evo.errors import AcfChanged, AcfError, ExitCode, UsageError
 from nvcc_evo.evaluate import Evaluator, Goal, goal_for, holds
 from nvcc_evo.evolve import Budget, Engine, Evaluation, Progress, run_search
 from nvcc_evo.flags import plan_flags, read_facts
@@ -28,9 +28,10 @@ from nvcc_evo.leftovers import sweep_for
 from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.choose import close_pool, measurer_for, resolve_backend
 from nvcc_evo.nvcc_options import parse_call
-from nvcc_evo.plan import ACF_NAME, fingerprint, find_acf
+from nvcc_evo.plan import ACF_NAME, SPACE_CHANGED, fingerprint, find_acf
 from nvcc_evo.space import Genome, SearchSpace, baseline_defines, build_space, unit_sources
 from nvcc_evo.store import Context, Store
+from nvcc_evo.writeback import current_genome, fixed_settings, one_retune_at_a_time, verdict_of, write_back
 
 DEFAULT_ARCH = "sm_90"
 
@@ -119,6 +120,9 @@ def _stale_reasons(unit: acf.Unit, arch: str, print_: str, toolkit_version: str)
     toolkit = target.record("toolkit")
     if toolkit is None or toolkit.value != toolkit_version:
         reasons.append(f"toolkit {toolkit.value if toolkit else '?'} -> {toolkit_version}")
+    space = target.record("space_digest")     # absent in entries written before it existed: not stale for it
+    if space is not None and space.value != unit.space_digest:
+        reasons.append(SPACE_CHANGED)
     return tuple(reasons)
 
 
@@ -176,15 +180,8 @@ def _seeds(task: Task, space: SearchSpace) -> list[Genome]:
     return seeds
 
 
-def _fixed_settings(task: Task, space: SearchSpace) -> dict:
-    """Knobs set in the current target but outside the search space stay set."""
-    searched = {d.knob for d in space.dimensions}
-    current = next((t for t in task.unit.targets if t.arch == task.arch), None)
-    return {s.knob: s.value for s in (current.settings if current else ()) if s.knob not in searched}
-
-
 def choose(evaluations: list[Evaluation], front: list[Evaluation], baseline: Evaluation, goal: Goal,
-           measured: dict, base: dict) -> Evaluation:
+           measured: dict, base: dict, current: Genome | None = None) -> Evaluation:
     """The ACF's selection rule over the front and the baseline: the lowest
     `select` objective among points meeting `where`, ties by the others."""
     index = goal.minimize.index(goal.select)
@@ -196,8 +193,11 @@ def choose(evaluations: list[Evaluation], front: list[Evaluation], baseline: Eva
         return baseline
     base = dict(baseline.genome.items)
     changed = lambda e: sum(value != base.get(knob) for knob, value in e.genome.items)
-    # Equal scores: the fewest knobs moved from the baseline (the smallest change that does it).
-    return min(pool, key=lambda e: (e.objectives[index], e.objectives, changed(e)))
+    # Equal scores: the unit's current entry (a rerun never swaps it for an equal one), then the fewest
+    # knobs moved from the baseline (the smallest change that does it), then one fixed order, so that the
+    # order evaluations come back from the store in changes nothing.
+    return min(pool, key=lambda e: (e.objectives[index], e.objectives, e.genome != current, changed(e),
+                                    repr(e.genome.items)))
 
 
 def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Generator,
@@ -205,7 +205,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     started = time.monotonic()
     space = build_space(task.unit, task.source, toolkit.accepts)
     facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
-    fixed = _fixed_settings(task, space)
+    fixed = fixed_settings(task, space)
 
     def flags_for(genome: Genome) -> tuple[str, ...]:
         return plan_flags({**fixed, **genome.settings()}, facts, toolkit).flags
@@ -218,12 +218,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     goal = goal_for(task.unit.tune, measurer.objectives)
     evaluator = Evaluator(task.job, goal, context, store, flags_for, measurer.measure, measurer.compiles,
                           workers=options.jobs)
-    mine, others = store.for_context(context)
-    others = [c for c in others if c.unit == context.unit and c.arch == context.arch]
-    if others:
-        log(f"{task}: {len(others)} other context(s) in the results store left aside "
-            f"(e.g. {'; '.join(context.differences(others[0]))})")
-    evaluator.resume(mine)
+    stored = _resume(task, store, context, evaluator)
     baseline_genome = space.baseline()
     if baseline_genome not in evaluator.measured:
         evaluator([baseline_genome])
@@ -232,19 +227,60 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     history = [evaluator.evaluation(g, m) for g, m in evaluator.measured.items()]   # with baseline known
     engine = Engine(space, rng, options.population, seeds=_seeds(task, space), history=history)
     log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, {len(space.dimensions)} knobs"
-        + (f"; resuming with {len(mine)} stored evaluations" if mine else ""))
-    budget = Budget(options.evaluations, options.generations, options.seconds, options.patience)
-    progress = run_search(engine, evaluator, budget,
-                          lambda p, e: _report_generation(task, goal, p, e, evaluator, measurer.gpu, budget))
+        + (f"; resuming with {stored} stored evaluations" if stored else ""))
+    progress, settled = _search(task, options, toolkit, engine, evaluator, space,
+                                lambda p, e, b: _report_generation(task, goal, p, e, evaluator, measurer.gpu, b))
     base_eval = evaluator.evaluation(baseline_genome, baseline_measurement)
     best = choose(list(engine.seen.values()), engine.front(), base_eval, goal, evaluator.measured,
-                  evaluator.baseline)
+                  evaluator.baseline, current_genome(task, space))
     outcome = Outcome(task, goal, space, baseline_measurement, best.genome, evaluator.measured[best.genome],
                       engine.front(), evaluator, progress, extra={"measurer": measurer})
-    if measurer.gpu is not None and best.genome != baseline_genome and baseline_measurement.ok:
+    if settled:
+        outcome.extra["settled"] = settled
+    elif measurer.gpu is not None and best.genome != baseline_genome and baseline_measurement.ok:
         _verify_on_gpu(outcome, measurer, flags_for)
     outcome.extra["seconds"] = time.monotonic() - started     # search and verification, this run
     return outcome
+
+
+def _resume(task: Task, store: Store, context: Context, evaluator: Evaluator) -> int:
+    """Read back this context's evaluations from the store; how many."""
+    mine, others = store.for_context(context)
+    others = [c for c in others if c.unit == context.unit and c.arch == context.arch]
+    if others:
+        log(f"{task}: {len(others)} other context(s) in the results store left aside "
+            f"(e.g. {'; '.join(context.differences(others[0]))})")
+    evaluator.resume(mine)
+    return len(mine)
+
+
+def _search(task: Task, options: Options, toolkit, engine: Engine, evaluator: Evaluator, space: SearchSpace,
+            report) -> tuple[Progress, str]:
+    """Search until the budget is reached, counting the evaluations of this
+    search space read back from the store (the baseline aside, as in a first
+    run), so a rerun or a resumed run only reaches the budget. Returns the
+    progress and, when there is nothing to search and the unit's entry is up
+    to date, why nothing is to be written either ("" otherwise)."""
+    budget = Budget(options.evaluations, options.generations, options.seconds, options.patience)
+    searched = sum(1 for genome in evaluator.measured if genome in space and genome != space.baseline())
+    if searched < budget.evaluations:
+        return run_search(engine, evaluator, budget, lambda p, e: report(p, e, budget), done=searched), ""
+    within = f"already within budget ({searched} evaluations of this search space stored besides the baseline, " \
+             f"--evaluations {budget.evaluations})"
+    if not _entry_is_current(task, toolkit, options):
+        log(f"{task}: {within}: nothing to search; its entry is not up to date: the choice is written")
+        return Progress(), ""
+    log(f"{task}: {within}: nothing to search; its entry is up to date: nothing to write")
+    return Progress(), f"{within}; the entry is up to date, not rewritten"
+
+
+def _entry_is_current(task: Task, toolkit, options: Options) -> bool:
+    """The unit's entry for the task's architecture is up to date and was
+    written by this backend (a static search never settles for a GPU's entry)."""
+    target = task.unit.find_target(task.arch) or next((t for t in task.unit.targets if t.arch == task.arch), None)
+    backend = target.record("backend") if target is not None else None
+    return (backend is not None and backend.value == options.backend
+            and not _stale_reasons(task.unit, task.arch, task.fingerprint, toolkit.version))
 
 
 def _verify_on_gpu(outcome: Outcome, measurer, flags_for) -> None:
@@ -288,66 +324,21 @@ def _report_generation(task: Task, goal: Goal, progress: Progress, engine: Engin
         f"{t.failed} failed), front {len(front)}, best {best}{noted} [{progress.elapsed():.0f} s{pace}]")
 
 
-# ---------------------------------------------------------------- write back
-def _settings_of(outcome: Outcome) -> tuple[acf.Setting, ...]:
-    """Values a build must pass: not pinned (pins apply anyway), not the baseline."""
-    chosen = []
-    for (name, value), dim in zip(outcome.chosen.items, outcome.space.dimensions):
-        if value is not None and not dim.pinned and value != dim.baseline:
-            chosen.append(acf.Setting(name, value))
-    chosen.extend(acf.Setting(k, v) for k, v in _fixed_settings(outcome.task, outcome.space).items())
-    return tuple(chosen)
-
-
-def _provenance(outcome: Outcome, toolkit, options: Options) -> tuple[acf.Record, ...]:
-    t = outcome.evaluator.tally
-    records = [acf.Record("fingerprint", outcome.task.fingerprint), acf.Record("toolkit", toolkit.version)]
-    hello = outcome.extra["measurer"].hello
-    if hello:
-        records += [acf.Record("gpu", hello["name"]), acf.Record("cc", hello["cc"]),
-                    acf.Record("driver", str(hello["driver"]))]
-    records += [acf.Record("backend", options.backend), acf.Record("date", time.strftime("%Y-%m-%d")),
-                acf.Record("seed", options.seed), acf.Record("evaluations", t.evaluated + t.resumed),
-                acf.Record("reused", t.reused), acf.Record("search_seconds", round(outcome.extra["seconds"], 1))]
-    whole = lambda v: int(v) if float(v).is_integer() else float(f"{v:.5g}")
-    measured_too = tuple(m for m in ("runtime", "energy") if m in dict(outcome.baseline.metrics))
-    for metric in dict.fromkeys(outcome.goal.minimize + (outcome.goal.select,) + measured_too):
-        for side, measured in (("baseline", outcome.baseline), ("tuned", outcome.chosen_measurement)):
-            value, spread = measured.get(metric), dict(measured.spreads).get(metric)
-            if value == float("inf"):
-                continue
-            records.append(acf.Record(f"{side}.{metric}", whole(value),
-                                      float(f"{value * spread:.3g}") if spread is not None else None))
-    stats = outcome.extra.get("stats")
-    if stats is not None:
-        records += [acf.Record("test", stats.test), acf.Record("p_value", float(f"{stats.p_value:.3g}")),
-                    acf.Record("effect_size", round(stats.effect, 4)), acf.Record("significant", stats.significant)]
-    records.append(acf.Record("verdict", outcome.verdict))
-    return tuple(records)
-
-
-def write_back(acf_path: Path, outcome: Outcome, toolkit, options: Options) -> None:
-    from nvcc_evo.acftext import read_text
-    from nvcc_evo.format import update_target, write_atomic
-    text = read_text(acf_path)
-    target = acf.Target(outcome.task.arch, None, _settings_of(outcome), _provenance(outcome, toolkit, options))
-    write_atomic(acf_path, update_target(text, outcome.task.unit_index, target, str(acf_path)))
-    outcome.written = True
-
-
-def _verdict(outcome: Outcome) -> str:
-    if not outcome.baseline.ok:
-        return f"baseline failed ({outcome.baseline.status}); nothing written"
-    if "rejected" in outcome.extra:
-        return f"baseline kept: {outcome.extra['rejected']}"
-    if outcome.chosen == outcome.space.baseline():
-        return "baseline kept: no candidate beat it"
-    changes = []
-    for metric in outcome.goal.minimize:
-        before, after = outcome.baseline.get(metric), outcome.chosen_measurement.get(metric)
-        if after != before:
-            changes.append(f"{metric} {before:g} -> {after:g}")
-    return ("improved " + ", ".join(changes)) if changes else "same scores; chosen by the selection rule"
+def _write_or_say_why(acf_path: Path, outcome: Outcome, toolkit, options: Options) -> None:
+    """Write the outcome; a unit the ACF no longer has as it was (or an ACF
+    that does not parse now) is reported on stderr and in the summary."""
+    try:
+        write_back(acf_path, outcome, toolkit, options)
+        return
+    except AcfChanged as problem:
+        reason = str(problem)
+    except AcfError as problem:          # saved mid-edit, say
+        reason = f"the ACF has errors now:\n{problem}"
+    except FileNotFoundError:
+        reason = f"{acf_path} is gone"
+    outcome.extra["not_written"] = reason
+    outcome.verdict += f"; NOT written: {reason}"
+    log(f"{outcome.task}: not written to the ACF: {reason} (its evaluations are kept in the results store)")
 
 
 # ---------------------------------------------------------------- entry point
@@ -363,9 +354,10 @@ def run_retune(options: Options) -> int:
     if swept:
         log(f"removed {len(swept)} folder(s) and file(s) that killed runs left: {', '.join(swept)}")
     toolkit = load_toolkit(find_real_nvcc())
-    file = load(acf_path)
-    options = replace(options, backend=resolve_backend(options.backend))
+    held = one_retune_at_a_time(acf_path, options.dry_run, log)
     try:
+        file = load(acf_path)
+        options = replace(options, backend=resolve_backend(options.backend))
         if options.backend == "pycuda" and options.target is None and not options.dry_run:
             from nvcc_evo.measure.choose import gpu_pool
             options = replace(options, target=gpu_pool().hello["arch"])   # measure what this GPU runs
@@ -386,11 +378,14 @@ def run_retune(options: Options) -> int:
         outcomes = _retune_all(tasks, options, toolkit, store, acf_path)
     finally:
         close_pool()
+        held.close()
     print(render(outcomes), end="")
     failed = [str(o.task) for o in outcomes if not o.baseline.ok]
     if failed:        # a build that cannot even make its baseline must not look like a finished retune
         log(f"{len(failed)} of {len(outcomes)} not tuned, their baseline failed: {', '.join(failed)} "
             "(see above); the others are written")
+        return ExitCode.INVALID_INPUT
+    if any("not_written" in o.extra for o in outcomes):     # the ACF changed under the retune (said above)
         return ExitCode.INVALID_INPUT
     return ExitCode.OK
 
@@ -404,8 +399,8 @@ def _retune_all(tasks: list[Task], options: Options, toolkit, store: Store, acf_
             log(f"interrupted: every finished evaluation is kept in {store.path}; "
                 "the same command resumes from there")
             raise
-        outcome.verdict = _verdict(outcome)
-        if outcome.baseline.ok:
-            write_back(acf_path, outcome, toolkit, options)
+        outcome.verdict = verdict_of(outcome)
+        if outcome.baseline.ok and "settled" not in outcome.extra:
+            _write_or_say_why(acf_path, outcome, toolkit, options)
         outcomes.append(outcome)
     return outcomes

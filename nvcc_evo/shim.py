@@ -40,7 +40,7 @@ def replace_file(path, text: str) -> None:
     """Write a cache file (compile database, ACF index, toolkit facts) by a
     temporary file and one rename, so that parallel builds never read half of
     one; the temporary goes if the write fails. (ACFs themselves go through
-    format.write_atomic, which also syncs to disk and keeps the mode.)"""
+    acfwrite, which also locks, syncs to disk and keeps links, mode and spelling.)"""
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with open(tmp, "w") as out:

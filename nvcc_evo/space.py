@@ -69,6 +69,11 @@ class SearchSpace:
     def baseline(self) -> Genome:
         return Genome(tuple((d.knob, d.baseline) for d in self.dimensions))
 
+    def __contains__(self, genome: Genome) -> bool:
+        """A genome of this space (a stored one may be of an earlier space)."""
+        return len(genome.items) == len(self.dimensions) and all(
+            knob == d.knob and value in d.choices for (knob, value), d in zip(genome.items, self.dimensions))
+
     def genome(self, values: dict) -> Genome:
         """A genome from knob values; missing knobs take the baseline, and
         values outside a dimension snap to its baseline."""
@@ -153,14 +158,6 @@ def baseline_defines(source: Path, space: "SearchSpace") -> dict:
             **define_values({d.knob: d.baseline for d in space.dimensions if d.baseline is not None})}
 
 
-def _domain_values(domain: acf.Domain) -> tuple:
-    if isinstance(domain, acf.BoolDomain):
-        return (False, True)
-    if isinstance(domain, acf.RangeDomain):
-        return domain.values()
-    return tuple(domain.values)
-
-
 def _baseline(knob_name: str, source: Path | None):
     if knobs.is_define(knob_name):
         return source_default(source, knob_name[len(knobs.DEFINE_PREFIX):]) if source else None
@@ -172,7 +169,7 @@ def build_space(unit: acf.Unit, source: Path | None, accepts=lambda name: True) 
     """The unit's search block (or DEFAULT_SPACE) and its pins, fixed (a pin
     outside the search block is a one-value dimension), with only knobs the
     toolkit takes (`accepts`)."""
-    entries = [(s.knob, _domain_values(s.domain)) for s in unit.space] if unit.space else list(DEFAULT_SPACE)
+    entries = [(s.knob, acf.domain_values(s.domain)) for s in unit.space] if unit.space else list(DEFAULT_SPACE)
     pins = {p.knob: p.value for p in unit.pins}
     dimensions = []
     for name, values in entries:

@@ -5,10 +5,12 @@ Each line carries its context: toolkit, source fingerprint, target arch,
 device, backend, the build's command line and the environment that matters.
 A search reads back only the lines of its own context, so an interrupted
 search resumes where it stopped and results from another device, toolkit or
-source are never mixed in.
+source are never mixed in. Appends take the file's lock, and a last line cut
+short by a crash is ended before the next one, so it never swallows it.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -79,7 +81,7 @@ class Store:
         """Every complete line; a line cut short by a crash is skipped."""
         records = []
         try:
-            lines = self.path.read_text().splitlines()
+            lines = self.path.read_text(errors="replace").splitlines()
         except OSError:
             return []
         for line in lines:
@@ -100,11 +102,25 @@ class Store:
         return mine, list(others.values())
 
     def append(self, record: Record) -> None:
+        """One line, synced, under the store's lock (one appender at a time, so
+        the torn-line check and the write are one step)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as out:
-            out.write(_encode(record) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
+        line = (_encode(record) + "\n").encode()
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if _ends_torn(fd):
+                line = b"\n" + line     # a line cut short (kill -9) stays apart, skipped by read()
+            while line:
+                line = line[os.write(fd, line):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)                 # releases the lock
+
+
+def _ends_torn(fd: int) -> bool:
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
 
 
 def require_same_context(records: list[Record], context: Context, source: str) -> None:

@@ -91,3 +91,21 @@ def test_svg_chart_is_valid_and_draws_each_series(tmp_path):
     assert "a &amp; b" in document and "t &lt;1&gt;" in document
     dots = xml.dom.minidom.parseString(svg.chart({"s": [(0, 0), (1, 1), (2, 4)]}, "t", "x", "y", lines=False))
     assert len(dots.getElementsByTagName("circle")) == 3
+
+
+def test_the_candidate_copy_finds_its_unit_by_globs_in_the_acf_as_it_is_now(tmp_path):
+    """A unit inserted above during the run takes no candidate; while the ACF is mid-edit the copy is made
+    from the text as the search began."""
+    from types import SimpleNamespace
+    from nvcc_evo.measure.choose import _candidate_acf
+    from nvcc_evo.parse import parse_text
+    from nvcc_evo.space import Genome
+    at_start = 'acf 1\nunit "a.cu" { }\nunit "b.cu" { }\n'
+    path = tmp_path / "nvcc-evo.acf"
+    task = SimpleNamespace(arch="sm_90", unit=parse_text(at_start).units[1], unit_index=1)
+    genome = Genome((("ptxas.opt_level", 1),))
+    for now in ['acf 1\nunit "new.cu" { }\nunit "a.cu" { }\nunit "b.cu" { }\n', 'acf 1\nunit "b.cu" {']:
+        path.write_text(now)
+        copy = parse_text(_candidate_acf(path, task, genome, at_start).read_text())
+        assert [(u.globs, [str(s.knob) for t in u.targets for s in t.settings]) for u in copy.units if u.targets] \
+            == [(("b.cu",), ["ptxas.opt_level"])]

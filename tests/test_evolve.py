@@ -120,3 +120,19 @@ def test_non_dominated_sort_and_domination():
 
 def test_hypervolume_of_a_known_front():
     assert hypervolume_2d([(0.0, 1.0), (1.0, 0.0)], (2.0, 2.0)) == pytest.approx(3.0)
+
+
+def test_evaluations_made_before_count_toward_the_budget():
+    """A resumed search reaches the budget; it does not spend it again."""
+    asked = []
+
+    def evaluate(batch):
+        asked.extend(batch)
+        return evaluate_zdt1(batch)
+
+    engine = Engine(zdt1_space(), np.random.default_rng(0), population=8)
+    progress = run_search(engine, evaluate, Budget(evaluations=20, patience=100), done=15)
+    assert len(asked) == 5 and progress.evaluations == 20
+    run_search(Engine(zdt1_space(), np.random.default_rng(0), population=8), evaluate,
+               Budget(evaluations=20, patience=100), done=20)
+    assert len(asked) == 5

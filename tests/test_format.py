@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from nvcc_evo import acf
+from nvcc_evo.errors import AcfChanged
 from nvcc_evo.format import format_text, update_target, write_atomic
 from nvcc_evo.parse import parse_text
 
@@ -30,8 +31,11 @@ NEW = acf.Target("sm_90", None,
                  (acf.Record("toolkit", "13.0.88"), acf.Record("baseline.runtime", 12.5, 0.25)))
 
 
+A, B = ("a.cu",), ("b.cu",)
+
+
 def test_update_replaces_only_the_target_block():
-    updated = update_target(HAND_EDITED, 0, NEW)
+    updated = update_target(HAND_EDITED, A, NEW)
     old_target = parse_text(HAND_EDITED).units[0].targets[0].span
     assert updated[:old_target.start] == HAND_EDITED[:old_target.start]
     tail = HAND_EDITED[old_target.end:]
@@ -51,7 +55,7 @@ def test_update_replaces_only_the_target_block():
 
 def test_update_adds_a_new_target_before_the_closing_brace():
     new = acf.Target("sm_100", "NVIDIA B200", (acf.Setting("ptxas.opt_level", 1),))
-    updated = update_target(HAND_EDITED, 0, new)
+    updated = update_target(HAND_EDITED, A, new)
     assert updated.startswith(HAND_EDITED[:HAND_EDITED.index("}\nunit \"b.cu\"")])
     assert '    target sm_100 "NVIDIA B200" {\n        ptxas.opt_level = 1\n    }\n}\nunit "b.cu"' in updated
     file = parse_text(updated)
@@ -59,14 +63,34 @@ def test_update_adds_a_new_target_before_the_closing_brace():
 
 
 def test_update_in_a_one_line_unit():
-    updated = update_target(HAND_EDITED, 1, NEW)
+    updated = update_target(HAND_EDITED, B, NEW)
     assert parse_text(updated).units[1].targets == (NEW,)
     assert updated.startswith(HAND_EDITED[:HAND_EDITED.index('unit "b.cu"')])
 
 
+def test_update_finds_the_unit_by_its_globs_not_its_position():
+    """A unit inserted above (an editor, a git pull) between the read and the write takes nothing."""
+    inserted = HAND_EDITED.replace('unit "a.cu"', 'unit "new.cu" { pin nvcc.fmad = false }\nunit "a.cu"', 1)
+    updated = parse_text(update_target(inserted, B, NEW))
+    assert [u.globs for u in updated.units] == [("new.cu",), ("a.cu",), ("b.cu",)]
+    assert updated.units[0].targets == () and updated.units[2].targets == (NEW,)
+    assert updated.units[1].targets == parse_text(HAND_EDITED).units[0].targets
+    assert parse_text(update_target('acf 1\nunit "y.cu" "x.cu" { }\n', ("x.cu", "y.cu"), NEW)).units[0].targets == (NEW,)
+
+
+@pytest.mark.parametrize("text, message", [
+    (HAND_EDITED.replace('unit "b.cu"', 'unit "b*.cu"'), 'no unit "b.cu" in <acf> any more (removed, or its globs changed)'),
+    (HAND_EDITED + 'unit "b.cu" { }\n', '2 units "b.cu" in <acf> (lines 13, 14): which one is meant is unclear'),
+])
+def test_a_unit_that_is_gone_or_ambiguous_gets_nothing(text, message):
+    with pytest.raises(AcfChanged) as caught:
+        update_target(text, B, NEW)
+    assert str(caught.value) == message
+
+
 def test_update_is_idempotent():
-    once = update_target(HAND_EDITED, 0, NEW)
-    assert update_target(once, 0, NEW) == once
+    once = update_target(HAND_EDITED, A, NEW)
+    assert update_target(once, A, NEW) == once
 
 
 def test_floats_read_as_written_and_aligned_comments_stay_aligned():

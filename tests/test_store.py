@@ -1,6 +1,8 @@
 """The append-only results store: resume, contexts, crash safety."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from nvcc_evo.measure import Measurement
@@ -31,6 +33,38 @@ def test_a_line_cut_short_by_a_crash_is_skipped(tmp_path):
     text = store.path.read_text()
     store.path.write_text(text[: len(text) - 25])          # kill -9 in the middle of a write
     assert [r.genome.value("ptxas.opt_level") for r in store.read()] == [1]
+
+
+def test_a_torn_last_line_is_isolated_before_the_next_append(tmp_path):
+    """kill -9 mid-write leaves a partial last line; the next record starts on a line of its own."""
+    store = Store(tmp_path / "r.jsonl")
+    store.append(record(1))
+    store.append(record(2))
+    text = store.path.read_text()
+    torn = text[: len(text) - 25]
+    store.path.write_text(torn)
+    store.append(record(3))
+    assert [r.genome.value("ptxas.opt_level") for r in store.read()] == [1, 3]
+    assert store.path.read_text().splitlines()[1] == torn.splitlines()[1]     # the torn part kept, apart
+
+
+def test_appends_wait_for_the_store_lock(tmp_path):
+    """Appenders take turns: the torn-line check and the write are one step."""
+    import fcntl
+    import subprocess
+    import sys
+    import time
+    store = Store(tmp_path / "r.jsonl")
+    store.append(record(1))
+    holder = open(store.path, "rb")
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    code = ("import sys; sys.path[:0] = [sys.argv[1]]; from test_store import record; from nvcc_evo.store import Store; "
+            "from pathlib import Path; Store(Path(sys.argv[2])).append(record(2))")
+    other = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).parent), str(store.path)])
+    time.sleep(2.0)
+    assert other.poll() is None and len(store.read()) == 1       # waiting for the lock
+    holder.close()
+    assert other.wait(timeout=60) == 0 and len(store.read()) == 2
 
 
 def test_other_contexts_are_kept_apart(tmp_path):

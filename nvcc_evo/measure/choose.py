@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from nvcc_evo import acf, unitpath
-from nvcc_evo.errors import EnvironmentProblem, UsageError
+from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
 from nvcc_evo.measure import Measurement, command, static
 from nvcc_evo.space import Genome, define_values
 from nvcc_evo.store import Context, require_same_context
@@ -34,27 +34,35 @@ def _static(task) -> Measurer:
                     describe="static (no GPU timing: registers, spills and other compiler facts)")
 
 
-def _candidate_acf(acf_path: Path, task, genome: Genome) -> Path:
-    """A copy of the ACF whose target holds the candidate: beside the real
-    one, so that unit globs resolve the same."""
+def _candidate_acf(acf_path: Path, task, genome: Genome, at_start: str) -> Path:
+    """A copy of the ACF whose target for the task's unit (found by its globs)
+    holds the candidate: beside the real one, so that unit globs resolve the
+    same. While the ACF, as it is now, lacks the unit or does not parse (an
+    edit under way), the copy is made from the text as the search began."""
     from nvcc_evo.acftext import read_text
     from nvcc_evo.format import update_target
     target = acf.Target(task.arch, None, tuple(acf.Setting(k, v) for k, v in genome.settings().items()))
     path = acf_path.parent / f".nvcc-evo-candidate-{os.getpid()}.acf"
-    path.write_text(update_target(read_text(acf_path), task.unit_index, target, str(acf_path)))
+    try:
+        text = update_target(read_text(acf_path), task.unit.globs, target, str(acf_path))
+    except EvoError:           # AcfChanged, AcfError: the search's own ACF still says how to build
+        text = update_target(at_start, task.unit.globs, target, str(acf_path))
+    path.write_text(text)
     return path
 
 
 def _command(task, acf_path: Path, timeout: float) -> Measurer:
+    from nvcc_evo.acftext import read_text
     bench = task.unit.bench
     if bench is None or bench.command is None:
         raise UsageError(f"unit {task.unit} has no `bench {{ command ...; metric ... }}` for the command backend")
+    at_start = read_text(acf_path)
 
     def measure(genome: Genome, flags, result) -> Measurement:
         compiled = static.measure(result, task.arch)
         if not compiled.ok:
             return compiled
-        candidate = _candidate_acf(acf_path, task, genome)
+        candidate = _candidate_acf(acf_path, task, genome, at_start)
         try:
             ran = command.run_command(bench.command.text, bench.metric.text, acf_path.parent, candidate, flags,
                                       timeout)

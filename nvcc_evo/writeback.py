@@ -1,0 +1,124 @@
+"""A retune's choice into the ACF: the settings and provenance of a target
+block, written by identity.
+
+The unit is found by its globs in the ACF as it is at write time, under the
+file's lock (acfwrite.rewrite), never by the position it had when the run
+began; a unit gone, or with other pins or another search space than the
+search ran with, gets nothing (AcfChanged). One retune of an ACF runs at a
+time (`one_retune_at_a_time`).
+"""
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Callable
+
+from nvcc_evo import acf
+from nvcc_evo.acfwrite import rewrite, writable
+from nvcc_evo.errors import AcfChanged
+from nvcc_evo.format import find_unit, replace_target
+from nvcc_evo.locks import run_lock
+from nvcc_evo.parse import parse_text
+from nvcc_evo.plan import SPACE_CHANGED
+from nvcc_evo.space import Genome, SearchSpace
+
+
+def fixed_settings(task, space: SearchSpace) -> dict:
+    """Knobs set in the current target but outside the search space stay set."""
+    searched = {d.knob for d in space.dimensions}
+    current = next((t for t in task.unit.targets if t.arch == task.arch), None)
+    return {s.knob: s.value for s in (current.settings if current else ()) if s.knob not in searched}
+
+
+def current_genome(task, space: SearchSpace) -> Genome | None:
+    """The unit's entry for the task's architecture as a genome of `space`."""
+    current = next((t for t in task.unit.targets if t.arch == task.arch), None)
+    return space.genome({s.knob: s.value for s in current.settings}) if current is not None else None
+
+
+def settings_of(outcome) -> tuple[acf.Setting, ...]:
+    """Values a build must pass: not pinned (pins apply anyway), not the baseline."""
+    chosen = []
+    for (name, value), dim in zip(outcome.chosen.items, outcome.space.dimensions):
+        if value is not None and not dim.pinned and value != dim.baseline:
+            chosen.append(acf.Setting(name, value))
+    chosen.extend(acf.Setting(k, v) for k, v in fixed_settings(outcome.task, outcome.space).items())
+    return tuple(chosen)
+
+
+def provenance(outcome, toolkit, options) -> tuple[acf.Record, ...]:
+    t = outcome.evaluator.tally
+    records = [acf.Record("fingerprint", outcome.task.fingerprint), acf.Record("toolkit", toolkit.version),
+               acf.Record("space_digest", outcome.task.unit.space_digest)]
+    hello = outcome.extra["measurer"].hello
+    if hello:
+        records += [acf.Record("gpu", hello["name"]), acf.Record("cc", hello["cc"]),
+                    acf.Record("driver", str(hello["driver"]))]
+    records += [acf.Record("backend", options.backend), acf.Record("date", time.strftime("%Y-%m-%d")),
+                acf.Record("seed", options.seed), acf.Record("evaluations", t.evaluated + t.resumed),
+                acf.Record("reused", t.reused), acf.Record("search_seconds", round(outcome.extra["seconds"], 1))]
+    whole = lambda v: int(v) if float(v).is_integer() else float(f"{v:.5g}")
+    measured_too = tuple(m for m in ("runtime", "energy") if m in dict(outcome.baseline.metrics))
+    for metric in dict.fromkeys(outcome.goal.minimize + (outcome.goal.select,) + measured_too):
+        for side, measured in (("baseline", outcome.baseline), ("tuned", outcome.chosen_measurement)):
+            value, spread = measured.get(metric), dict(measured.spreads).get(metric)
+            if value == float("inf"):
+                continue
+            records.append(acf.Record(f"{side}.{metric}", whole(value),
+                                      float(f"{value * spread:.3g}") if spread is not None else None))
+    stats = outcome.extra.get("stats")
+    if stats is not None:
+        records += [acf.Record("test", stats.test), acf.Record("p_value", float(f"{stats.p_value:.3g}")),
+                    acf.Record("effect_size", round(stats.effect, 4)), acf.Record("significant", stats.significant)]
+    records.append(acf.Record("verdict", outcome.verdict))
+    return tuple(records)
+
+
+def write_back(acf_path: Path, outcome, toolkit, options) -> None:
+    """Into the unit with the task's globs in the ACF as it is at write time,
+    under its lock. AcfChanged (nothing written) when that unit is gone, or
+    its pins or search space are not those the search ran with: the result
+    would be stale."""
+    task = outcome.task
+    target = acf.Target(task.arch, None, settings_of(outcome), provenance(outcome, toolkit, options))
+
+    def update(text: str) -> str:
+        file = parse_text(text, str(acf_path))
+        unit = find_unit(file, task.unit.globs)
+        if unit.space_digest != task.unit.space_digest:
+            raise AcfChanged(f"its {SPACE_CHANGED} since the search began: the result is stale")
+        return replace_target(text, file, unit, target)
+
+    rewrite(acf_path, update)
+    outcome.written = True
+
+
+def verdict_of(outcome) -> str:
+    if "settled" in outcome.extra:
+        return outcome.extra["settled"]
+    if not outcome.baseline.ok:
+        return f"baseline failed ({outcome.baseline.status}); nothing written"
+    if "rejected" in outcome.extra:
+        return f"baseline kept: {outcome.extra['rejected']}"
+    if outcome.chosen == outcome.space.baseline():
+        return "baseline kept: no candidate beat it"
+    changes = []
+    for metric in outcome.goal.minimize:
+        before, after = outcome.baseline.get(metric), outcome.chosen_measurement.get(metric)
+        if after != before:
+            changes.append(f"{metric} {before:g} -> {after:g}")
+    return ("improved " + ", ".join(changes)) if changes else "same scores; chosen by the selection rule"
+
+
+def one_retune_at_a_time(acf_path: Path, dry_run: bool, log: Callable[[str], None]) -> ExitStack:
+    """The run's hold on the ACF (a lock file in `.nvcc-evo/` beside it): a
+    second retune of it says so and waits; a dry run writes nothing and takes
+    no turn. A read-only ACF stops the run here, before any search."""
+    held = ExitStack()
+    if not dry_run:
+        real = writable(acf_path)
+        lock = acf_path.parent / ".nvcc-evo" / f"retune-{real.name}.lock"
+        held.enter_context(run_lock(lock, lambda pid: log(
+            f"another retune of {acf_path} is running (pid {pid}); waiting for it to finish")))
+    return held
