@@ -1,64 +1,93 @@
 # nvcc-evo: `make tune` is the main job, `make test` runs the tests.
 # Both set up everything on a fresh machine (a virtual environment in .venv).
+# Build outputs of this Makefile go to out/ (pip keeps its own build/).
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 EVO := $(abspath $(BIN)/nvcc-evo)
 ARCH ?= sm_90
-BUILD := build
+OUT := out
 
 .PHONY: setup test tune kernels clean gpu-setup gpu-test bench
 
-# Where a GPU answers (nvidia-smi), the GPU extra (PyCUDA, NVML) comes too,
-# so that `make tune` and `make bench` measure on it.
-EXTRAS := test,cuda135$(shell nvidia-smi -L >/dev/null 2>&1 && echo ,gpu)
-$(VENV)/.installed: pyproject.toml
+# `make tune` needs the package (and, where a GPU answers, PyCUDA and NVML);
+# `make test` adds the test tools and a second CUDA toolkit (13.5) for the
+# two-toolkit tests, which tune never needs.
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+comma := ,
+$(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
+	$(BIN)/python -m pip install -q -e ".$(if $(HAS_GPU),[gpu])"
+	rm -f $(VENV)/.test
+	touch $@
+$(VENV)/.test: $(VENV)/.base
+	$(BIN)/python -m pip install -q -e ".[test,cuda135$(if $(HAS_GPU),$(comma)gpu)]"
 	touch $@
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.test
 
-test: setup
+test: $(VENV)/.test
 	$(BIN)/python -m pytest -q
 
-# The main job: build every kernel through the wrapper (which records how
-# each is compiled), retune, and build again.
-# With a GPU (PyCUDA + a device): runtime and energy, stale units only, into
-# kernels/nvcc-evo.acf. Without one: static objectives (spills and registers
-# from ptxas) on a copy in build/static/, so that the committed entries,
-# measured on an H200, are not overwritten by a proxy; said in the output.
+# The main job: build the kernels through the wrapper (which records how
+# each is compiled), retune what is stale, and build again with the result.
+# With a GPU (PyCUDA + a device): runtime and energy, into kernels/nvcc-evo.acf.
+# Without one: static objectives (spills, registers from ptxas) on a copy in
+# out/static/, so that the committed entries, measured on an H200, are never
+# overwritten by a proxy. The copy is kept between runs: a second run retunes
+# only what changed since (a new copy, retuned whole, when the ACF changes).
 EVALUATIONS ?= 36
-GPU := $(shell $(BIN)/python -c "from nvcc_evo.measure.gpu import gpu_available as g; print(int(g()))" 2>/dev/null)
-tune: setup
+STATIC := $(OUT)/static
+tune: $(VENV)/.base
 	$(EVO) --acf-check kernels/nvcc-evo.acf
-	$(MAKE) -B kernels NVCC=$(EVO)
-ifeq ($(GPU),1)
-	$(EVO) --retune --acf kernels/nvcc-evo.acf --backend pycuda --evaluations $(EVALUATIONS)
-	$(MAKE) -B kernels NVCC=$(EVO)
-else
-	@echo "tune: no GPU here: tuning static objectives (spills, registers) on a copy in $(BUILD)/static/;"
-	@echo "tune: kernels/nvcc-evo.acf keeps its GPU-measured entries"
-	rm -rf $(BUILD)/static && mkdir -p $(BUILD) && cp -r kernels $(BUILD)/static && rm -rf $(BUILD)/static/.nvcc-evo
-	$(EVO) --retune --all --acf $(BUILD)/static/nvcc-evo.acf --backend static --evaluations $(EVALUATIONS)
-endif
+	@if $(BIN)/python -c "from nvcc_evo.measure.gpu import gpu_available as g; raise SystemExit(not g())" 2>/dev/null; then \
+	    $(MAKE) --no-print-directory kernels NVCC=$(EVO) && \
+	    $(EVO) --retune --acf kernels/nvcc-evo.acf --backend pycuda --evaluations $(EVALUATIONS) && \
+	    $(MAKE) --no-print-directory kernels NVCC=$(EVO) && \
+	    echo "tune: measured on this GPU; the result is in kernels/nvcc-evo.acf" && \
+	    echo "tune: build with it: make kernels NVCC=$(EVO)  (objects in $(OUT)/kernels/)"; \
+	else \
+	    $(MAKE) --no-print-directory static-tune; \
+	fi
+
+.PHONY: static-tune
+static-tune:
+	@echo "tune: no GPU here: tuning static objectives (spills, registers: compiler facts, not speed)"
+	@echo "tune: on a copy in $(STATIC)/; kernels/nvcc-evo.acf keeps its GPU-measured entries"
+	@if ! cmp -s kernels/nvcc-evo.acf $(STATIC)/.acf-copied-from; then \
+	    rm -rf $(STATIC) && mkdir -p $(OUT) && cp -rp kernels $(STATIC) && rm -rf $(STATIC)/.nvcc-evo && \
+	    cp -p kernels/nvcc-evo.acf $(STATIC)/.acf-copied-from && touch $(STATIC)/.retune-all; \
+	else \
+	    cp -p $(wildcard kernels/*.cu kernels/*.cuh kernels/*.h kernels/*.py) $(STATIC)/; \
+	fi
+	$(MAKE) --no-print-directory kernels SRC=$(STATIC) NVCC=$(EVO)
+	$(EVO) --retune --acf $(STATIC)/nvcc-evo.acf --backend static --evaluations $(EVALUATIONS) \
+	    $$(test -e $(STATIC)/.retune-all && echo --all)
+	@rm -f $(STATIC)/.retune-all
+	$(MAKE) --no-print-directory kernels SRC=$(STATIC) NVCC=$(EVO)
+	@echo "tune: the static result is in $(STATIC)/nvcc-evo.acf; objects built with it in $(STATIC)/obj/"
+	@echo "tune: build with it: make kernels SRC=$(STATIC) NVCC=$(EVO)"
 
 # The kernel suite, built as a user's project would be: NVCC=nvcc-evo.
+# Objects depend on the ACF, so a retune or a hand edit rebuilds them.
 NVCC ?= nvcc
-KERNELS := $(patsubst kernels/%.cu,$(BUILD)/%.o,$(wildcard kernels/*.cu))
+SRC ?= kernels
+OBJ := $(if $(filter kernels,$(SRC)),$(OUT)/kernels,$(SRC)/obj)
+KERNELS := $(patsubst $(SRC)/%.cu,$(OBJ)/%.o,$(wildcard $(SRC)/*.cu))
 kernels: $(KERNELS)
-$(BUILD)/%.o: kernels/%.cu
-	@mkdir -p $(BUILD)
+$(OBJ)/%.o: $(SRC)/%.cu $(SRC)/nvcc-evo.acf
+	@mkdir -p $(OBJ)
 	$(NVCC) -arch=$(ARCH) -c $< -o $@ -MMD -MF $@.d
 -include $(KERNELS:=.d)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(OUT)
 
-# GPU tests and a GPU retune on a machine without network (the H200): the
-# project runs from the source tree with carried wheels (see ../shared/DEVICE.md).
+# GPU tests and a GPU retune on a machine without network: the project runs
+# from the source tree, with PyCUDA and its pure-Python dependencies carried
+# as wheels in .device-wheels/ (built for that machine's Python).
 SITE ?= /tmp/evo-site
 gpu-setup:
 	python3 -m pip install -q --no-index --no-deps --target $(SITE) .device-wheels/*.whl
@@ -71,8 +100,8 @@ gpu-test: gpu-setup
 # from the source tree; otherwise from the virtual environment.
 ifneq ($(wildcard .device-wheels/*.whl),)
 bench: gpu-setup
-	PYTHONPATH=$(CURDIR):$(SITE) python3 benchmarks/bench.py --out $(BUILD)/bench
+	PYTHONPATH=$(CURDIR):$(SITE) python3 benchmarks/bench.py --out $(OUT)/bench
 else
-bench: setup
-	$(BIN)/python benchmarks/bench.py --out $(BUILD)/bench
+bench: $(VENV)/.base
+	$(BIN)/python benchmarks/bench.py --out $(OUT)/bench
 endif

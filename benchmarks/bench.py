@@ -407,7 +407,7 @@ def ga_text(summary: dict | None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default=str(ROOT / "build" / "bench"))
+    parser.add_argument("--out", default=str(ROOT / "out" / "bench"))
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--plots-only", action="store_true", help="only the plots (no GPU needed)")
     parser.add_argument("--only", nargs="*", default=[], help="unit files to bench (default: all)")

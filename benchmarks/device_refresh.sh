@@ -1,17 +1,17 @@
 #!/bin/sh
-# One device call on a GPU machine without network (the project's H200, see
-# ../shared/DEVICE.md; .device-wheels/ carried): the GPU tests, a retune of
+# One device call on a GPU machine without network (the project's H200, with
+# PyCUDA's wheels carried in .device-wheels/): the GPU tests, a retune of
 # whatever is stale in kernels/nvcc-evo.acf, then the benchmark. Everything
-# lands under $OUT (default build/device): logs, the retuned ACF, the search
+# lands under $OUT (default out/device): logs, the retuned ACF, the search
 # records, bench.md, bench.json and bench-plots.tar (the SVGs). Steps are timed out so that
-# each call stays under the device tool's 10 minutes; a step that fails does
+# each call stays under 10 minutes (a limit of the machine it was written for); a step that fails does
 # not stop the next. Steps: test, retune, bench; all three by default, which
 # with a long retune needs two calls:
 #
 #     sh benchmarks/device_refresh.sh test retune     (EVALUATIONS=30 by default)
 #     sh benchmarks/device_refresh.sh bench
 set -u
-OUT=${OUT:-build/device}
+OUT=${OUT:-out/device}
 mkdir -p "$OUT"
 make gpu-setup > "$OUT/setup.log" 2>&1 || { echo "gpu-setup failed (see setup.log)"; exit 3; }
 export PYTHONPATH="$PWD:/tmp/evo-site" PATH="/tmp/evo-site/bin:$PATH" XDG_CACHE_HOME=/tmp/xdg
@@ -35,8 +35,8 @@ cp kernels/.nvcc-evo/results.jsonl "$OUT/results.jsonl" 2>/dev/null
 fi
 
 if step bench; then
-timeout 540 python3 benchmarks/bench.py --rounds 8 --out build/device-bench > "$OUT/bench.md" 2> "$OUT/bench.err"
+timeout 540 python3 benchmarks/bench.py --rounds 8 --out out/device-bench > "$OUT/bench.md" 2> "$OUT/bench.err"
 echo "bench: rc=$?"; grep -E "^Geometric" "$OUT/bench.md"
-# bench.json as is; the plots in one tar (the device tool brings back only so many files)
-cp build/device-bench/bench.json "$OUT/" && tar -cf "$OUT/bench-plots.tar" -C build/device-bench .
+# bench.json as is; the plots in one tar (fewer files to bring back)
+cp out/device-bench/bench.json "$OUT/" && tar -cf "$OUT/bench-plots.tar" -C out/device-bench .
 fi

@@ -1,30 +1,42 @@
 """The compile database: how the build compiles each covered unit.
 
-One JSON file per (working directory, input, output) under
+One JSON file per (working directory, input, output, arch) under
 `<ACF folder>/.nvcc-evo/compile-db/`, replaced atomically, so that `make -j`
 never interleaves two writers. `--retune` rebuilds a unit exactly as recorded.
+
+A record survives a move or a copy of the project: its working folder and
+input are kept relative to the ACF's folder where they lie under it, with
+that folder (`root`) noted, so a record read under another folder has every
+path of the old one (in argv and in the environment) mapped to the new one.
+A record whose files are gone, or that names a file of another tree, is not
+used; a file that cannot be read is reported. Both come back as Unusable,
+for --retune to say.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-from typing import NamedTuple
 from pathlib import Path
+from typing import NamedTuple
 
 from nvcc_evo.shim import replace_file
 
-RELEVANT_ENV = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "CUDA_HOME", "CUDA_PATH", "PATH",
-                "NVCC_EVO_GPU", "NVCC_EVO_STALE")
+# The environment that changes what a compile does (include and library
+# search paths, nvcc's own flag variables, the host compiler): recorded with
+# each compile and set again when --retune rebuilds it.
+COMPILE_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "LD_LIBRARY_PATH",
+               "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "CUDAHOSTCXX", "PATH")
+RELEVANT_ENV = COMPILE_ENV + ("CUDA_HOME", "CUDA_PATH", "NVCC_EVO_GPU", "NVCC_EVO_STALE")
 
 
 class CompileRecord(NamedTuple):
     argv: tuple[str, ...]
-    cwd: str
+    cwd: str                  # absolute, for the ACF's folder as it is now
     env: dict
     nvcc: str
     toolkit: str
-    input: str
+    input: str                # absolute, like cwd
     output: str
     unit_index: int
     unit_globs: tuple[str, ...]
@@ -35,32 +47,96 @@ class CompileRecord(NamedTuple):
     flags: tuple[str, ...]
     time: float
 
-    @property
-    def key(self) -> str:
-        text = f"{self.cwd}\0{self.input}\0{self.output}\0{self.arch}"
+    def key(self, root: Path) -> str:
+        text = f"{_relative(self.cwd, root)}\0{_relative(self.input, root)}\0{self.output}\0{self.arch}"
         return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+    def compile_env(self) -> tuple[tuple[str, str], ...]:
+        return tuple((k, self.env[k]) for k in COMPILE_ENV if k in self.env)
+
+
+class Unusable(NamedTuple):
+    """A record --retune must not use, and why; unit_globs is () when the
+    file could not be read at all (then no unit can be told apart)."""
+
+    path: Path
+    why: str
+    unit_globs: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.why}"
 
 
 def db_folder(acf_path: Path) -> Path:
     return acf_path.parent / ".nvcc-evo" / "compile-db"
 
 
+def _root(acf_path: Path) -> Path:
+    return Path(os.path.realpath(acf_path.parent))
+
+
+def _relative(path: str, root: Path) -> str:
+    """`path` relative to `root` where it lies under it, else as it is."""
+    relative = os.path.relpath(os.path.realpath(path), root) if os.path.isabs(path) else path
+    return path if relative == ".." or relative.startswith(".." + os.sep) else relative
+
+
 def record(acf_path: Path, entry: CompileRecord) -> None:
+    root = _root(acf_path)
     folder = db_folder(acf_path)
     folder.mkdir(parents=True, exist_ok=True)
     data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in entry._asdict().items()}
-    replace_file(folder / f"{entry.key}.json", json.dumps(data, indent=1))
+    data.update(cwd=_relative(entry.cwd, root), input=_relative(entry.input, root), root=str(root))
+    replace_file(folder / f"{entry.key(root)}.json", json.dumps(data, indent=1))
 
 
-def read_all(acf_path: Path) -> list[CompileRecord]:
-    entries = []
+def _moved(text: str, old: str, new: str) -> str:
+    """A recorded value with the old project folder replaced by the new one."""
+    if text == old:
+        return new
+    return text.replace(old + os.sep, new + os.sep)
+
+
+def _decode(data: dict, root: Path) -> CompileRecord | str:
+    """The record for the ACF folder `root`, or why it cannot be used."""
+    old = data.pop("root", None)
+    data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    entry = CompileRecord(**data)
+    if old is None and os.path.isabs(entry.input) and _relative(entry.input, root) == entry.input:
+        return f"recorded for a file outside {root} ({entry.input}), by an older nvcc-evo"
+    if old is not None and old != str(root):
+        entry = entry._replace(argv=tuple(_moved(a, old, str(root)) for a in entry.argv),
+                               env={k: _moved(v, old, str(root)) for k, v in entry.env.items()},
+                               output=_moved(entry.output, old, str(root)))
+    entry = entry._replace(cwd=str(root / entry.cwd), input=str(root / entry.input))
+    if not os.path.isdir(entry.cwd):
+        return f"its working folder {entry.cwd} is gone"
+    if not os.path.isfile(entry.input):
+        return f"its input {entry.input} is gone"
+    return entry
+
+
+def scan(acf_path: Path) -> tuple[list[CompileRecord], list[Unusable]]:
+    """Every usable record, and every file that is not, with the reason."""
+    root = _root(acf_path)
+    entries, unusable = [], []
     for path in sorted(db_folder(acf_path).glob("*.json")):
         try:
             data = json.loads(path.read_text())
-            entries.append(CompileRecord(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}))
-        except (OSError, ValueError, TypeError):
+            globs = tuple(data.get("unit_globs", ())) if isinstance(data, dict) else ()
+            found = _decode(dict(data), root)
+        except (OSError, ValueError, TypeError, AttributeError) as error:
+            unusable.append(Unusable(path, f"unreadable ({type(error).__name__}: {error})"))
             continue
-    return entries
+        if isinstance(found, str):
+            unusable.append(Unusable(path, found, globs))
+        else:
+            entries.append(found)
+    return entries, unusable
+
+
+def read_all(acf_path: Path) -> list[CompileRecord]:
+    return scan(acf_path)[0]
 
 
 def relevant_env(environ) -> dict:

@@ -64,12 +64,32 @@ def holds(condition: acf.Condition, metrics: dict, baseline: dict) -> float:
     return abs(value - bound)
 
 
+def first_problem(detail: str, width: int = 160) -> str:
+    """The line of a failure's stderr a user reads first: the first that says
+    error (or fatal), else the last non-empty one."""
+    lines = [line.strip() for line in detail.splitlines() if line.strip()]
+    said = next((line for line in lines if "error" in line.lower() or "fatal" in line.lower()),
+                lines[-1] if lines else "(no message)")
+    return said if len(said) <= width else said[:width - 3] + "..."
+
+
 @dataclass
 class Tally:
     evaluated: int = 0
     reused: int = 0          # same SASS as an earlier candidate: its measurement reused
     resumed: int = 0         # read back from the results store
     failed: int = 0
+    failures: dict = field(default_factory=dict)    # status -> [count, first message]
+
+    def count_failure(self, measurement: Measurement) -> None:
+        self.failed += 1
+        seen = self.failures.setdefault(measurement.status, [0, first_problem(measurement.detail)])
+        seen[0] += 1
+
+    def failures_text(self) -> str:
+        """`compile-error 14 (e.g. "ptxas error : ..."); timeout 1 (...)`, or ""."""
+        return "; ".join(f'{status} {count} (e.g. "{example}")'
+                         for status, (count, example) in sorted(self.failures.items(), key=lambda s: -s[1][0]))
 
 
 @dataclass
@@ -120,7 +140,8 @@ class Evaluator:
             self.measured[genome] = measurement
             self.store.append(Record(genome, flags[index], measurement, digest, self.context))
             self.tally.evaluated += 1
-            self.tally.failed += 0 if measurement.ok else 1
+            if not measurement.ok:
+                self.tally.count_failure(measurement)
             done[index] = self.evaluation(genome, measurement)
         return [done[i] for i in range(len(genomes))]
 

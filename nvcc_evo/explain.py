@@ -6,6 +6,7 @@ from pathlib import Path
 
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.flags import ptxas_values
+from nvcc_evo.format import show_value
 from nvcc_evo.plan import acf_problem
 from nvcc_evo.shim import ACF_ENV
 from nvcc_evo.wrapper import Decision, decide, find_real_nvcc
@@ -34,11 +35,11 @@ def report(decision: Decision) -> str:
         lines.append(f"    fingerprint {match.fingerprint}")
     lines.append("would add: " + (" ".join(decision.extra_args) or "(nothing)"))
     for knob, value in decision.flags.applied:
-        lines.append(f"    {knob} = {value}")
+        lines.append(f"    {knob} = {show_value(value)}")
     if decision.ptxas_options():           # (all empty: the user set them all, nothing runs split)
         lines.append("per input and architecture, at each ptxas step (nvcc's own steps run split):")
         for (name, arch), plan in decision.per_step:
-            given = ", ".join(f"{knob} = {value}" for knob, value in plan.applied) or "(nothing)"
+            given = ", ".join(f"{knob} = {show_value(value)}" for knob, value in plan.applied) or "(nothing)"
             lines.append(f"    {name} [{arch}]: {' '.join(ptxas_values(plan.flags)) or '(nothing)'}   [{given}]")
     if decision.flags.skipped:
         lines.append("skipped:")

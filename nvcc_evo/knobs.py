@@ -1,7 +1,6 @@
 """The knob table: every compiler control an ACF may name, as data.
 
-One row per knob (see ../shared/knobs.md for the measurements behind each
-row). A knob's dotted name says its family: `ptxas.*` travels as
+One row per knob (README.md's knob table says what each one does). A knob's dotted name says its family: `ptxas.*` travels as
 `-Xptxas <flag>`, `nvcc.*` is an nvcc option, `define.NAME` is a source
 parameter (`-DNAME=value`) with no fixed domain.
 """

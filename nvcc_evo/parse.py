@@ -1,6 +1,6 @@
 """Parse stage: ACF text -> AcfFile, or an AcfError with every syntax error.
 
-The grammar is grammar/acf.lark (installed as nvcc_evo/grammar/acf.lark);
+The grammar is nvcc_evo/grammar/acf.lark (package data);
 nvcc_evo/syntax.py turns lark's errors into located, labelled diagnostics.
 """
 from __future__ import annotations
@@ -20,20 +20,15 @@ from nvcc_evo.acftext import read_text
 from nvcc_evo.errors import AcfError, Diagnostic, Location
 from nvcc_evo.syntax import char_places, parse_reporting_all, source_line
 
+GRAMMAR = resources.files("nvcc_evo") / "grammar" / "acf.lark"     # package data, in the wheel too
+
+
 def _grammar_text() -> str:
-    """The grammar from the installed package; a source checkout falls back
-    to the repository's grammar/ folder."""
-    try:
-        return resources.files("nvcc_evo.grammar").joinpath("acf.lark").read_text()
-    except (ModuleNotFoundError, FileNotFoundError):
-        return (Path(__file__).resolve().parent.parent / "grammar" / "acf.lark").read_text()
+    return GRAMMAR.read_text()
 
 
 def grammar_location() -> str:
-    try:
-        return str(resources.files("nvcc_evo.grammar").joinpath("acf.lark"))
-    except ModuleNotFoundError:
-        return str(Path(__file__).resolve().parent.parent / "grammar" / "acf.lark")
+    return str(GRAMMAR)
 
 
 @functools.lru_cache(maxsize=None)

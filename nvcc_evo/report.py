@@ -24,22 +24,58 @@ def render(outcomes) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     for o in outcomes:
-        t = o.evaluator.tally
-        lines.append("")
-        lines.append(f"{o.task.unit} [{o.task.arch}]: {o.verdict}")
-        lines.append(f"  chosen: {o.chosen}")
-        spreads = [f"{m} +- {o.baseline.get(m) * s:.3g} / +- {o.chosen_measurement.get(m) * t:.3g}"
-                   for m, s in o.baseline.spreads for n, t in o.chosen_measurement.spreads if n == m]
-        if spreads:
-            lines.append("  spread (p20..p80, baseline / tuned): " + "; ".join(spreads))
-        if "stats" in o.extra:
-            lines.append(f"  verification: {o.extra['stats']}")
-        lines.append(f"  {t.evaluated} evaluated, {t.resumed} resumed from the store, {t.reused} same binary "
-                     f"as an earlier candidate (measurement reused), {t.failed} failed; "
-                     f"{o.progress.generation} generations, {o.progress.elapsed():.0f} s"
-                     + ("; written to the ACF" if o.written else ""))
-        if len(o.goal.minimize) > 1:
-            lines.append("  Pareto front (" + ", ".join(o.goal.minimize) + "):")
-            for point in o.front:
-                lines.append("    " + "  ".join(_cell(v) for v in point.objectives) + f"   {point.genome}")
+        lines += _summary(o)
     return "\n".join(lines) + "\n"
+
+
+def _summary(o) -> list[str]:
+    """One unit and target: verdict, choice, counts, its own time, the front."""
+    t = o.evaluator.tally
+    lines = ["", f"{o.task.unit} [{o.task.arch}]: {o.verdict}"]
+    if o.baseline.ok:
+        why = _off_front(o)
+        lines.append(f"  chosen: {o.chosen}" + (f"  ({why})" if why else ""))
+    spreads = [f"{m} +- {o.baseline.get(m) * s:.3g} / +- {o.chosen_measurement.get(m) * u:.3g}"
+               for m, s in o.baseline.spreads for n, u in o.chosen_measurement.spreads if n == m]
+    if spreads:
+        lines.append("  spread (p20..p80, baseline / tuned): " + "; ".join(spreads))
+    if "stats" in o.extra:
+        lines.append(f"  verification: {o.extra['stats']}")
+    seconds = o.extra.get("seconds", o.progress.elapsed())
+    lines.append(f"  {t.evaluated} evaluated, {t.resumed} resumed from the store, {t.reused} same binary "
+                 f"as an earlier candidate (measurement reused), {t.failed} failed; "
+                 f"{o.progress.generation} generations, {seconds:.0f} s" + ("; written to the ACF" if o.written else ""))
+    if t.failed:
+        lines.append(f"  failures: {t.failures_text()}")
+    if len(o.goal.minimize) > 1 and o.front:
+        lines.append("  Pareto front (" + ", ".join(o.goal.minimize) + "):")
+        for point in o.front:
+            lines.append("    " + "  ".join(_cell(v) for v in point.objectives) + f"   {point.genome}")
+    return lines
+
+
+def _off_front(o) -> str:
+    """Why the chosen point is not one of the printed front's, if it is not."""
+    if len(o.goal.minimize) < 2 or any(p.genome == o.chosen for p in o.front):
+        return ""
+    if o.chosen == o.space.baseline():
+        rule = _select_rule(o)
+        if rule and not any(_meets_rule(o, p.genome) for p in o.front):
+            return f"the baseline, not on the front: no front point meets `{rule}`"
+        return "the baseline, not on the front: " + o.verdict.removeprefix("baseline kept: ")
+    scores = tuple(o.chosen_measurement.get(m) for m in o.goal.minimize)
+    if any(p.objectives == scores for p in o.front):
+        return "the same scores as a front point, with fewer knobs moved from the baseline"
+    return f"picked by the select rule `{_select_rule(o)}`" if o.goal.select_where else ""
+
+
+def _select_rule(o) -> str:
+    from nvcc_evo.format import show_condition
+    where = " and ".join(show_condition(c) for c in o.goal.select_where)
+    return f"select {o.goal.select} where {where}" if where else ""
+
+
+def _meets_rule(o, genome) -> bool:
+    from nvcc_evo.evaluate import holds
+    metrics = dict(o.evaluator.measured[genome].metrics)
+    return all(holds(c, metrics, o.evaluator.baseline) == 0 for c in o.goal.select_where)

@@ -8,7 +8,6 @@ into the unit's target block with provenance; every other byte stays.
 """
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import os
 import sys
@@ -29,6 +28,7 @@ from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.choose import close_pool, measurer_for, resolve_backend
 from nvcc_evo.nvcc_options import parse_call
 from nvcc_evo.plan import ACF_NAME, SPACE_CHANGED, fingerprint, find_acf
+from nvcc_evo.selection import check_target, select_units
 from nvcc_evo.space import Genome, SearchSpace, baseline_defines, build_space, unit_sources
 from nvcc_evo.store import Context, Store
 from nvcc_evo.writeback import current_genome, fixed_settings, one_retune_at_a_time, verdict_of, write_back
@@ -90,21 +90,38 @@ def log(message: str) -> None:
 
 
 # ---------------------------------------------------------------- what to tune
-def _job_for(unit_index: int, unit: acf.Unit, arch: str, acf_path: Path, records, nvcc: str,
-             timeout: float) -> tuple[CompileJob, Path] | None:
-    """How the build compiles this unit: its latest compile-database entry, or `-c SOURCE`."""
-    mine = [r for r in records if r.unit_index == unit_index and tuple(r.unit_globs) == unit.globs]
+def _job_for(unit: acf.Unit, arch: str, acf_path: Path, db, nvcc: str,
+             timeout: float) -> tuple[CompileJob, Path] | str:
+    """How the build compiles this unit: its latest usable compile-database
+    record, else `-c SOURCE`; or why it cannot be built as the build does."""
+    records, unusable = db
+    mine = [r for r in records if tuple(r.unit_globs) == unit.globs]
     if mine:
         record = max(mine, key=lambda r: (r.arch == arch, r.time))
-        token = next((a for a in record.argv if os.path.abspath(os.path.join(record.cwd, a)) == record.input),
+        real = os.path.realpath(record.input)
+        token = next((a for a in record.argv if os.path.realpath(os.path.join(record.cwd, a)) == real),
                      record.input)
-        env = tuple((k, v) for k, v in record.env.items() if k.startswith("NVCC_") and "EVO" not in k)
-        return CompileJob(nvcc, tuple(record.argv), record.cwd, token, arch, (), env, timeout), Path(record.input)
+        return CompileJob(nvcc, tuple(record.argv), record.cwd, token, arch, (), record.compile_env(),
+                          timeout), Path(record.input)
+    unreadable = [u for u in unusable if not u.unit_globs]
+    if unreadable:
+        return (f"no usable compile-database record, and {len(unreadable)} record(s) cannot be read (e.g. "
+                f"{unreadable[0]}), so how the build compiles it is unknown: not tuned (rebuild it through "
+                f"nvcc-evo, or remove the broken file)")
     files = unit_sources(unit, acf_path.parent)
     if not files:
-        return None
+        return f"no source file matches it under {acf_path.parent}"
     source = files[0]
     return CompileJob(nvcc, ("-c", str(source)), str(acf_path.parent), str(source), arch, (), (), timeout), source
+
+
+def _say_unusable(unit: acf.Unit, unusable, records) -> None:
+    """Each compile-database record of `unit` that is not used, and what happens instead."""
+    instead = "another record of it is used" if any(tuple(r.unit_globs) == unit.globs for r in records) else \
+        "it is compiled as `nvcc -c SOURCE` instead"
+    for entry in unusable:
+        if entry.unit_globs == unit.globs:
+            log(f"{unit}: compile database {entry}: not used; {instead}")
 
 
 def _stale_reasons(unit: acf.Unit, arch: str, print_: str, toolkit_version: str) -> tuple[str, ...]:
@@ -126,19 +143,25 @@ def _stale_reasons(unit: acf.Unit, arch: str, print_: str, toolkit_version: str)
     return tuple(reasons)
 
 
-def find_tasks(file: acf.AcfFile, acf_path: Path, toolkit, options: Options) -> list[Task]:
-    records = compiledb.read_all(acf_path)
-    tasks = []
+def find_tasks(file: acf.AcfFile, acf_path: Path, toolkit, options: Options) -> tuple[list[Task], list[str]]:
+    """The (unit, target) searches to run, and those that cannot be (said on stderr)."""
+    db = compiledb.scan(acf_path)
+    records = db[0]
+    tasks, skipped = [], []
+    selected = select_units(file, acf_path, options.globs, Path.cwd())
     for index, unit in enumerate(file.units):
-        asked = options.all or any(fnmatch.fnmatchcase(g, pattern) for g in unit.globs for pattern in options.globs)
-        if options.globs and not asked:
+        if index not in selected:
             continue
+        _say_unusable(unit, db[1], records)
+        asked = options.all or bool(options.globs)
         archs = [options.target] if options.target else sorted(
-            {r.arch for r in records if r.unit_index == index} | {t.arch for t in unit.targets}) or [DEFAULT_ARCH]
+            {r.arch for r in records if tuple(r.unit_globs) == unit.globs} | {t.arch for t in unit.targets}) \
+            or [DEFAULT_ARCH]
         for arch in archs:
-            found = _job_for(index, unit, arch, acf_path, records, toolkit.nvcc, options.timeout)
-            if found is None:
-                log(f"unit {unit}: no source file matches it under {acf_path.parent}; skipped")
+            found = _job_for(unit, arch, acf_path, db, toolkit.nvcc, options.timeout)
+            if isinstance(found, str):
+                log(f"unit {unit} [{arch}]: {found}; skipped")
+                skipped.append(f"{unit} [{arch}]")
                 continue
             job, source = found
             includes = parse_call(list(job.argv), {}).values("--include-path")
@@ -152,7 +175,7 @@ def find_tasks(file: acf.AcfFile, acf_path: Path, toolkit, options: Options) -> 
                 continue
             if reasons:
                 tasks.append(Task(index, unit, arch, source, job, print_, reasons))
-    return tasks
+    return tasks, skipped
 
 
 MEASURING_BACKENDS = ("pycuda", "command")
@@ -228,8 +251,13 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     engine = Engine(space, rng, options.population, seeds=_seeds(task, space), history=history)
     log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, {len(space.dimensions)} knobs"
         + (f"; resuming with {stored} stored evaluations" if stored else ""))
-    progress, settled = _search(task, options, toolkit, engine, evaluator, space,
-                                lambda p, e, b: _report_generation(task, goal, p, e, evaluator, measurer.gpu, b))
+    if not baseline_measurement.ok:      # every candidate would fail the same way: say why, search nothing
+        log(f"{task}: the baseline (the build's own flags) failed, {baseline_measurement.status}:\n"
+            + _first_lines(baseline_measurement.detail))
+        progress, settled = Progress(), ""
+    else:
+        progress, settled = _search(task, options, toolkit, engine, evaluator, space,
+                                    lambda p, e, b: _report_generation(task, goal, p, e, evaluator, measurer.gpu, b))
     base_eval = evaluator.evaluation(baseline_genome, baseline_measurement)
     best = choose(list(engine.seen.values()), engine.front(), base_eval, goal, evaluator.measured,
                   evaluator.baseline, current_genome(task, space))
@@ -305,6 +333,12 @@ def _verify_on_gpu(outcome: Outcome, measurer, flags_for) -> None:
         outcome.chosen, outcome.chosen_measurement = baseline, outcome.baseline
 
 
+def _first_lines(detail: str, count: int = 8) -> str:
+    """The first lines of a tool's message, indented, for stderr."""
+    lines = [line for line in detail.splitlines() if line.strip()][:count]
+    return "\n".join(f"    {line}" for line in lines) or "    (no message)"
+
+
 def _build_key(job: CompileJob) -> str:
     return hashlib.sha256(repr((job.argv, job.env, job.nvcc)).encode()).hexdigest()[:16]
 
@@ -320,8 +354,9 @@ def _report_generation(task: Task, goal: Goal, progress: Progress, engine: Engin
     if budget is not None and progress.evaluations < budget.evaluations < float("inf"):
         left = progress.elapsed() / progress.evaluations * (budget.evaluations - progress.evaluations)
         pace = f"; at most {budget.evaluations - progress.evaluations} more, ~{left:.0f} s at this pace"
+    failed = f"{t.failed} failed: {t.failures_text()}" if t.failed else "0 failed"
     log(f"{task} gen {progress.generation}: {progress.evaluations} evaluations ({t.reused} same binary, "
-        f"{t.failed} failed), front {len(front)}, best {best}{noted} [{progress.elapsed():.0f} s{pace}]")
+        f"{failed}), front {len(front)}, best {best}{noted} [{progress.elapsed():.0f} s{pace}]")
 
 
 def _write_or_say_why(acf_path: Path, outcome: Outcome, toolkit, options: Options) -> None:
@@ -354,6 +389,7 @@ def run_retune(options: Options) -> int:
     if swept:
         log(f"removed {len(swept)} folder(s) and file(s) that killed runs left: {', '.join(swept)}")
     toolkit = load_toolkit(find_real_nvcc())
+    check_target(options.target, toolkit)
     held = one_retune_at_a_time(acf_path, options.dry_run, log)
     try:
         file = load(acf_path)
@@ -364,30 +400,36 @@ def run_retune(options: Options) -> int:
         log(f"{acf_path}: {toolkit}; backend {options.backend}"
             + (" (no GPU timing: registers, spills and other compiler facts are the objectives)"
                if options.backend == "static" else ""))
-        tasks = find_tasks(file, acf_path, toolkit, options)
+        tasks, skipped = find_tasks(file, acf_path, toolkit, options)
         if not tasks:
-            log("nothing to retune: every unit and target is up to date, or kept for a GPU as said above "
+            log(f"nothing retuned: {len(skipped)} skipped, as said above" if skipped else
+                "nothing to retune: every unit and target is up to date, or kept for a GPU as said above "
                 "(use --all to force)")
-            return ExitCode.OK
+            return ExitCode.INVALID_INPUT if skipped else ExitCode.OK
         if options.dry_run:
             for task in tasks:
                 print(f"{task}: {'; '.join(task.reasons)}")
-            log(f"{len(tasks)} to retune (dry run: nothing tuned)")
-            return ExitCode.OK
+            log(f"{len(tasks)} to retune (dry run: nothing tuned)" + (f"; {len(skipped)} skipped" if skipped else ""))
+            return ExitCode.INVALID_INPUT if skipped else ExitCode.OK
         store = Store(acf_path.parent / ".nvcc-evo" / "results.jsonl")
         outcomes = _retune_all(tasks, options, toolkit, store, acf_path)
     finally:
         close_pool()
         held.close()
     print(render(outcomes), end="")
+    return _exit_status(outcomes, skipped)
+
+
+def _exit_status(outcomes: list[Outcome], skipped: list[str]) -> int:
+    """A retune that could not build (or even find) some unit must not look finished."""
     failed = [str(o.task) for o in outcomes if not o.baseline.ok]
-    if failed:        # a build that cannot even make its baseline must not look like a finished retune
+    if failed:
         log(f"{len(failed)} of {len(outcomes)} not tuned, their baseline failed: {', '.join(failed)} "
             "(see above); the others are written")
-        return ExitCode.INVALID_INPUT
-    if any("not_written" in o.extra for o in outcomes):     # the ACF changed under the retune (said above)
-        return ExitCode.INVALID_INPUT
-    return ExitCode.OK
+    if skipped:
+        log(f"{len(skipped)} skipped before the search: {', '.join(skipped)} (see above)")
+    not_written = any("not_written" in o.extra for o in outcomes)     # the ACF changed under the retune (said above)
+    return ExitCode.INVALID_INPUT if failed or skipped or not_written else ExitCode.OK
 
 
 def _retune_all(tasks: list[Task], options: Options, toolkit, store: Store, acf_path: Path) -> list[Outcome]:

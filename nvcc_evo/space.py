@@ -18,7 +18,7 @@ from nvcc_evo import acf, knobs, unitpath
 from nvcc_evo.knobs import Scalar
 
 # Searched when a unit gives no search block: knobs that change codegen but
-# not results (see ../shared/knobs.md), kept to what the toolkit takes.
+# not results (README, "Knobs"), kept to what the toolkit takes.
 DEFAULT_SPACE: tuple[tuple[str, tuple], ...] = (
     ("ptxas.opt_level", (1, 2, 3)),
     ("ptxas.register_usage_level", tuple(range(0, 11))),
@@ -54,7 +54,8 @@ class Genome:
         return {k: v for k, v in self.items if v is not None}
 
     def __str__(self) -> str:
-        shown = [f"{k}={v}" for k, v in self.items if v is not None]
+        from nvcc_evo.format import show_value     # spelled as the ACF spells it (false, not False)
+        shown = [f"{k}={show_value(v)}" for k, v in self.items if v is not None]
         return " ".join(shown) or "(defaults)"
 
 

@@ -27,7 +27,7 @@ def _gpu_missing_reason() -> str | None:
     try:
         import pycuda.driver as driver  # noqa: F401
     except ImportError:
-        return "needs PyCUDA and an NVIDIA GPU (run on the H200 through the device tool)"
+        return "needs PyCUDA and an NVIDIA GPU (pip install 'nvcc-evo[gpu]' on a machine with one)"
     try:
         driver.init()
         if driver.Device.count() == 0:
@@ -107,3 +107,19 @@ def evo_env(cache: Path, nvcc: Path | None = None, **extra) -> dict:
         env["NVCC_EVO_REAL_NVCC"] = str(nvcc)
     env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+def tracked_tree(dest: Path) -> Path:
+    """The checkout as a clone would have it (no build outputs, no caches)."""
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            capture_output=True)
+    if listed.returncode != 0:
+        shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(".venv", "build", "out", "*.egg-info",
+                                                                  "__pycache__", ".nvcc-evo"))
+        return dest
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    return dest

@@ -80,3 +80,36 @@ def test_cmake_project_with_separable_compilation(tmp_path, evo_cache, archs):
     device_links = [e for e in entries if "-dlink" in e["argv"]]
     assert len(device_links) == 1 and device_links[0]["added"] == []
     assert "Used 40 registers" in build.stdout + build.stderr
+
+
+def _retuned_by_hand(acf: Path) -> None:
+    """A hand edit of the ACF (as a retune would write it): sm_90's cap 40 -> 48."""
+    acf.write_text(acf.read_text().replace("ptxas.maxrregcount = 40", "ptxas.maxrregcount = 48"))
+
+
+def test_make_rebuilds_when_the_acf_changes(tmp_path, evo_cache):
+    project = tmp_path / "proj"
+    shutil.copytree(DATA / "projects" / "make", project)
+    env = evo_env(evo_cache)
+    first = subprocess.run(["make", f"NVCC={EVO}"], cwd=project, env=env, capture_output=True, text=True)
+    assert first.returncode == 0 and 40 in registers_by_function(first.stderr), first.stderr
+    _retuned_by_hand(project / "nvcc-evo.acf")
+    again = subprocess.run(["make", f"NVCC={EVO}"], cwd=project, env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert 48 in registers_by_function(again.stderr) and (project / "app").is_file()
+
+
+def test_cmake_rebuilds_when_the_acf_changes(tmp_path, evo_cache):
+    source = tmp_path / "src"
+    shutil.copytree(DATA / "projects" / "cmake", source)
+    env = evo_env(evo_cache)
+    build_dir = source / "build"
+    configure = subprocess.run(["cmake", "-S", str(source), "-B", str(build_dir), f"-DCMAKE_CUDA_COMPILER={EVO}"],
+                               env=env, capture_output=True, text=True)
+    assert configure.returncode == 0, configure.stdout + configure.stderr
+    first = subprocess.run(["cmake", "--build", str(build_dir)], env=env, capture_output=True, text=True)
+    assert first.returncode == 0 and "Used 40 registers" in first.stdout + first.stderr, first.stdout + first.stderr
+    _retuned_by_hand(source / "nvcc-evo.acf")
+    again = subprocess.run(["cmake", "--build", str(build_dir)], env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "Used 48 registers" in again.stdout + again.stderr

@@ -5,7 +5,6 @@ import re
 import shutil
 import subprocess
 import sys
-import zipfile
 
 from conftest import DATA, ROOT, run_evo
 from nvcc_evo.cli import VERBS
@@ -103,21 +102,3 @@ def test_usage_errors_exit_2():
 def test_python_dash_m_runs_the_same_cli():
     result = subprocess.run([sys.executable, "-m", "nvcc_evo", "--evo-version"], capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout.startswith("nvcc-evo ")
-
-
-def test_grammar_ships_inside_the_wheel(tmp_path):
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                            "-q", "-w", str(tmp_path / "dist"), str(ROOT)], capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
-    (wheel,) = (tmp_path / "dist").glob("*.whl")
-    with zipfile.ZipFile(wheel) as archive:
-        shipped = archive.read("nvcc_evo/grammar/acf.lark").decode()
-        archive.extractall(tmp_path / "site")
-    assert shipped == (ROOT / "grammar" / "acf.lark").read_text()
-    # The installed copy is the one the parser loads, from anywhere.
-    probe = ("from nvcc_evo.parse import grammar_location, parse_text; "
-             "parse_text('acf 1'); print(grammar_location())")
-    env = {"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"}
-    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == str(tmp_path / "site" / "nvcc_evo" / "grammar" / "acf.lark")

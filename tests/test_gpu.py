@@ -1,4 +1,4 @@
-"""The pycuda backend on a real GPU (run on the H200 through the device tool;
+"""The pycuda backend on a real GPU (run on a machine with an NVIDIA GPU;
 skipped elsewhere with the reason)."""
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ def test_every_row_is_well_formed():
 
 
 def test_knobs_md_rows_are_all_in_the_table():
-    # The measured list in ../shared/knobs.md, by ptxas/nvcc spelling.
+    # The measured list of knobs that change device code, by ptxas/nvcc spelling.
     for spelling in ["-maxrregcount", "--register-usage-level", "-Ofc", "-dlcm", "-dscm", "-flcm", "-fscm",
                      "--fmad", "--use_fast_math", "--ftz", "--prec-div", "--prec-sqrt", "--maxntid",
                      "--minnctapersm", "--override-directive-values", "-jtd", "--disable-optimizer-constants",

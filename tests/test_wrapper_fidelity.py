@@ -1,5 +1,5 @@
 """With no ACF, nvcc-evo is nvcc: same exit code, same stdout and stderr, same
-SASS, on both toolkits, over a corpus of command lines from ../shared/knobs.md."""
+SASS, on both toolkits, over a corpus of command lines that exercise nvcc's hazards."""
 from __future__ import annotations
 
 import re

@@ -9,7 +9,7 @@ import numpy as np
 
 SIGNIFICANCE = 0.01
 # Medians of one binary re-measured on the H200 agree within about 0.5%
-# (../shared/DEVICE.md): a smaller gain is not worth a tuned entry.
+# (BENCHMARKS.md): a smaller gain is not worth a tuned entry.
 MIN_GAIN = 0.005
 
 

@@ -1,0 +1,102 @@
+"""The compile database as a user's project lives: moved, copied, built
+with an environment the retune shell lacks, or with a broken record."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import EVO, evo_env, run_evo
+
+KERNEL = """#include "params.h"
+extern "C" __global__ void scale(float* y, const float* x, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = FACTOR * x[i];
+}
+"""
+ACF = 'acf 1\nunit "src/kernel.cu" {\n    search {\n        ptxas.opt_level in {1, 3}\n    }\n}\n'
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """A project whose unit needs the build's -I (an absolute path into the project)."""
+    root = tmp_path / "old" / "proj"
+    (root / "src").mkdir(parents=True)
+    (root / "include").mkdir()
+    (root / "include" / "params.h").write_text("#define FACTOR 2.0f\n")
+    (root / "src" / "kernel.cu").write_text(KERNEL)
+    (root / "nvcc-evo.acf").write_text(ACF)
+    return root
+
+
+def build(root: Path, cache: Path, **env) -> None:
+    done = subprocess.run([str(EVO), "-arch=sm_90", f"-I{root / 'include'}", "-c", "src/kernel.cu",
+                           "-o", "kernel.o"], cwd=root, env=evo_env(cache, **env), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def retune(root: Path, cache: Path, *args: str, **env):
+    return run_evo("--retune", "--backend", "static", "--evaluations", "3", *args, cwd=root,
+                   env=evo_env(cache, **env))
+
+
+def test_a_moved_project_retunes_its_own_files(project, tmp_path, evo_cache):
+    build(project, evo_cache)
+    moved = tmp_path / "new" / "proj"
+    moved.parent.mkdir()
+    shutil.move(project, moved)                      # the old folder is gone
+    done = retune(moved, evo_cache)
+    assert done.returncode == 0, done.stderr         # was: [Errno 2] No such file or directory (exit 3)
+    assert "target sm_90 {" in (moved / "nvcc-evo.acf").read_text()
+    assert "compiled as `nvcc -c SOURCE`" not in done.stderr     # the record, with its -I moved, was used
+
+
+def test_a_copied_project_is_stale_where_its_own_source_changed(project, tmp_path, evo_cache):
+    build(project, evo_cache)
+    assert retune(project, evo_cache).returncode == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(project, copy)                   # .nvcc-evo/ comes along
+    with open(copy / "src" / "kernel.cu", "a") as source:
+        source.write("// edited in the copy\n")
+    dry = retune(copy, evo_cache, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout == '"src/kernel.cu" [sm_90]: source changed\n'
+    explained = run_evo("--explain", "-arch=sm_90", f"-I{copy / 'include'}", "-c", "src/kernel.cu",
+                        cwd=copy, env=evo_env(evo_cache))
+    assert "stale: source changed" in explained.stdout
+    assert retune(project, evo_cache, "--dry-run").stdout == ""        # the original is up to date
+
+
+def test_the_build_environment_is_recorded_and_used(project, tmp_path, evo_cache):
+    """A header found through CPATH at build time is found by --retune from a shell without it."""
+    elsewhere = tmp_path / "sdk"
+    elsewhere.mkdir()
+    (elsewhere / "extra.h").write_text("#define OFFSET 1.0f\n")
+    (project / "src" / "kernel.cu").write_text('#include <extra.h>\n' + KERNEL.replace("* x[i]", "* x[i] + OFFSET"))
+    build(project, evo_cache, CPATH=elsewhere)
+    done = retune(project, evo_cache)
+    assert done.returncode == 0, done.stderr
+
+
+def test_an_unreadable_record_is_named_and_the_unit_not_tuned_blind(project, evo_cache):
+    folder = project / ".nvcc-evo" / "compile-db"
+    folder.mkdir(parents=True)
+    (folder / "0123.json").write_text("{ not json")
+    done = retune(project, evo_cache)
+    assert f"{folder / '0123.json'}: unreadable" in done.stderr
+    assert "not tuned" in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode == 1 and "nothing retuned: 1 skipped" in done.stderr
+    assert "target sm_90" not in (project / "nvcc-evo.acf").read_text()
+    build(project, evo_cache)                        # recorded again: tuned as the build compiles it
+    assert retune(project, evo_cache).returncode == 0
+
+
+def test_records_are_relative_to_the_acf_folder(project, evo_cache):
+    build(project, evo_cache)
+    (entry,) = (project / ".nvcc-evo" / "compile-db").glob("*.json")
+    data = json.loads(entry.read_text())
+    assert (data["cwd"], data["input"]) == (".", "src/kernel.cu")

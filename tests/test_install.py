@@ -1,0 +1,93 @@
+"""What a user installs: a wheel built from the checkout's tracked files,
+installed into a fresh virtual environment with no source tree on sys.path,
+must do everything, retune included (a hand-listed package set once left
+nvcc_evo.measure out: `--retune` then ended in ModuleNotFoundError)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, ROOT, evo_env, tracked_tree
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("wheel")
+    tree = tracked_tree(work / "src")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                            "-w", str(work / "dist"), str(tree)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    (found,) = (work / "dist").glob("*.whl")
+    return found
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> Path:
+    """A fresh venv with the wheel and its dependencies: the user's install."""
+    venv = tmp_path_factory.mktemp("venv") / "env"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return venv
+
+
+def test_every_package_of_the_tree_is_in_the_wheel(wheel):
+    packages = {str(p.parent.relative_to(ROOT)) for p in (ROOT / "nvcc_evo").rglob("*.py")
+                if "__pycache__" not in p.parts}
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        shipped = archive.read("nvcc_evo/grammar/acf.lark").decode()
+    assert packages <= {str(Path(n).parent) for n in names}, packages - {str(Path(n).parent) for n in names}
+    assert {"nvcc_evo/measure/__init__.py", "nvcc_evo/measure/gpu_worker.py"} <= names
+    assert shipped == (ROOT / "nvcc_evo" / "grammar" / "acf.lark").read_text()
+
+
+def _user_env(venv: Path, cache: Path) -> dict:
+    env = evo_env(cache)
+    env.pop("PYTHONPATH", None)
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
+    return env
+
+
+def test_the_installed_package_is_the_one_that_runs(installed, tmp_path, evo_cache):
+    probe = ("import nvcc_evo, nvcc_evo.measure.choose, nvcc_evo.parse as p; p.parse_text('acf 1'); "
+             "print(nvcc_evo.__file__); print(p.grammar_location())")
+    done = subprocess.run([str(installed / "bin" / "python"), "-c", probe], cwd=tmp_path,
+                          env=_user_env(installed, evo_cache), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    module, grammar = done.stdout.split()
+    assert Path(module).is_relative_to(installed) and Path(grammar).is_relative_to(installed)
+
+
+def test_installed_console_script_retunes_a_make_project(installed, tmp_path, evo_cache):
+    """A user's Make project built through the installed nvcc-evo, then a
+    real static retune of its unit: the result lands in the project's ACF."""
+    project = tmp_path / "proj"
+    shutil.copytree(DATA / "projects" / "make", project)
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "kernel.cu" {\n'
+                                          '    search {\n        ptxas.maxrregcount in {32, 64, 128}\n'
+                                          '        ptxas.opt_level in {1, 3}\n    }\n}\n')
+    evo = installed / "bin" / "nvcc-evo"
+    env = _user_env(installed, evo_cache)
+    built = subprocess.run(["make", f"NVCC={evo}", "kernel.o"], cwd=project, env=env, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    dry = subprocess.run([str(evo), "--retune", "--backend", "static", "--dry-run"], cwd=project, env=env,
+                         capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.startswith('"kernel.cu" [sm_90]: no entry for sm_90')
+    tuned = subprocess.run([str(evo), "--retune", "--backend", "static", "--evaluations", "6"], cwd=project,
+                           env=env, capture_output=True, text=True)
+    assert tuned.returncode == 0, tuned.stderr
+    assert "Traceback" not in tuned.stderr
+    text = (project / "nvcc-evo.acf").read_text()
+    assert "target sm_90 {" in text and "backend = static" in text
+    check = subprocess.run([str(evo), "--acf-check", "nvcc-evo.acf"], cwd=project, env=env,
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr

@@ -1,0 +1,94 @@
+"""What a retune tells its user: failures where they happen, by status with
+an example; each unit's own time; why a chosen point is off the printed
+front; values spelled as the ACF spells them."""
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, evo_env, run_evo
+from nvcc_evo.space import Genome
+
+# A define that breaks the compile for one value: candidates fail with a
+# message the user must see.
+GUARDED = """#ifndef WIDTH
+#define WIDTH 4
+#endif
+#if WIDTH > 8
+#error "WIDTH above 8 is not supported"
+#endif
+extern "C" __global__ void scale(float* y, const float* x)
+{
+    int i = (blockIdx.x * blockDim.x + threadIdx.x) * WIDTH;
+#pragma unroll
+    for (int k = 0; k < WIDTH; ++k) y[i + k] = 2.0f * x[i + k];
+}
+"""
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+    (tmp_path / "guarded.cu").write_text(GUARDED)
+    return tmp_path
+
+
+def retune(project: Path, cache: Path, *args: str):
+    return run_evo("--retune", "--backend", "static", "--target", "sm_90", "--seed", "1", *args, cwd=project,
+                   env=evo_env(cache))
+
+
+def test_a_failed_baseline_shows_the_compilers_words(project, evo_cache):
+    (project / "guarded.cu").write_text(GUARDED.replace("#define WIDTH 4", "#define WIDTH 16"))
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "guarded.cu" {\n    search {\n'
+                                          '        ptxas.opt_level in 1..3\n    }\n}\n')
+    done = retune(project, evo_cache, "--evaluations", "6")
+    assert done.returncode == 1
+    assert '"guarded.cu" [sm_90]: the baseline (the build\'s own flags) failed, compile-error:' in done.stderr
+    assert 'guarded.cu:5:2: error: #error "WIDTH above 8 is not supported"' in done.stderr
+    assert "chosen:" not in done.stdout                   # nothing was chosen
+    assert "gen 1" not in done.stderr                     # and nothing searched
+
+
+def test_failures_are_counted_by_status_with_an_example(project, evo_cache):
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "guarded.cu" {\n    search {\n'
+                                          '        define.WIDTH in {1, 2, 4, 16, 32}\n    }\n'
+                                          '    tune {\n        minimize instructions\n    }\n}\n')
+    done = retune(project, evo_cache, "--evaluations", "5")
+    assert done.returncode == 0, done.stderr
+    example = f'compile-error 2 (e.g. "{project}/guarded.cu:5:2: error: #error "WIDTH above 8 is not supported"")'
+    assert re.search(r"gen 1: \d evaluations \(\d same binary, 2 failed: " + re.escape(example), done.stderr), \
+        done.stderr
+    assert f"  failures: {example}" in done.stdout
+
+
+def test_each_unit_reports_its_own_time(project, evo_cache):
+    (project / "nvcc-evo.acf").write_text(
+        'acf 1\nunit "guarded.cu" {\n    search {\n        ptxas.opt_level in 1..3\n    }\n}\n\n'
+        'unit "spill.cu" {\n    search {\n        ptxas.opt_level in 1..3\n'
+        '        ptxas.register_usage_level in 0..10\n    }\n}\n')
+    done = retune(project, evo_cache, "--evaluations", "12")
+    assert done.returncode == 0, done.stderr
+    printed = [float(s) for s in re.findall(r"generations, (\d+) s", done.stdout)]
+    recorded = [float(s) for s in re.findall(r"search_seconds = ([0-9.]+)", (project / "nvcc-evo.acf").read_text())]
+    assert len(printed) == len(recorded) == 2
+    for shown, own in zip(printed, recorded):
+        assert abs(shown - own) <= 1, (printed, recorded)
+
+
+def test_a_chosen_point_off_the_front_says_why(project, evo_cache):
+    (project / "nvcc-evo.acf").write_text(
+        'acf 1\nunit "spill.cu" {\n    search {\n        ptxas.opt_level in 1..3\n    }\n'
+        '    tune {\n        minimize spills, registers\n        select spills where registers >= 1000\n    }\n}\n')
+    done = retune(project, evo_cache, "--evaluations", "3")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"chosen: .*  \(the baseline, not on the front: no front point meets "
+                     r"`select spills where registers >= 1000`\)", done.stdout), done.stdout
+
+
+def test_values_are_spelled_as_in_the_acf():
+    assert str(Genome((("nvcc.use_fast_math", False), ("ptxas.dlcm", "cg"), ("define.T", 2)))) == \
+        "nvcc.use_fast_math=false ptxas.dlcm=cg define.T=2"

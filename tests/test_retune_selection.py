@@ -1,0 +1,82 @@
+"""What a retune covers is what the command line says: unit globs always
+restrict (`--all` means "regardless of staleness" within them), a name that
+matches no unit is a usage error naming the units, `--target` is checked."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, evo_env, run_evo
+
+ACF = """acf 1
+unit "spill.cu" {
+    search {
+        ptxas.opt_level in 1..3
+    }
+}
+
+unit "regs.cu" {
+    search {
+        ptxas.opt_level in 1..3
+    }
+}
+"""
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    for name in ("spill.cu", "regs.cu"):
+        shutil.copy(DATA / "cuda" / name, tmp_path / name)
+    (tmp_path / "nvcc-evo.acf").write_text(ACF)
+    return tmp_path
+
+
+def dry_run(project: Path, cache: Path, *args: str, cwd: Path | None = None):
+    return run_evo("--retune", "--backend", "static", "--dry-run", *args, cwd=cwd or project, env=evo_env(cache))
+
+
+def listed(stdout: str) -> list[str]:
+    return [line.split(" [")[0] for line in stdout.splitlines()]
+
+
+def test_a_glob_restricts_even_with_all(project, evo_cache):
+    done = dry_run(project, evo_cache, "spill.cu", "--all")
+    assert done.returncode == 0, done.stderr
+    assert listed(done.stdout) == ['"spill.cu"']
+    assert listed(dry_run(project, evo_cache, "--all").stdout) == ['"spill.cu"', '"regs.cu"']
+
+
+@pytest.mark.parametrize("name", ["./spill.cu", "spill*", "sp?ll.cu"])
+def test_spellings_of_one_unit(project, evo_cache, name):
+    done = dry_run(project, evo_cache, name)
+    assert done.returncode == 0, done.stderr
+    assert listed(done.stdout) == ['"spill.cu"']
+
+
+def test_a_file_path_from_another_folder_names_its_unit(project, evo_cache):
+    done = dry_run(project, evo_cache, "--acf", str(project / "nvcc-evo.acf"), f"{project.name}/regs.cu",
+                   cwd=project.parent)
+    assert done.returncode == 0, done.stderr
+    assert listed(done.stdout) == ['"regs.cu"']
+
+
+@pytest.mark.parametrize("name", ["nomatch.cu", "./vadd.cu", "spill"])
+def test_a_name_that_matches_no_unit_is_a_usage_error(project, evo_cache, name):
+    done = dry_run(project, evo_cache, name)
+    assert done.returncode == 2
+    assert f"--retune {name}: no unit of {project / 'nvcc-evo.acf'} matches it" in done.stderr
+    assert '(units: "spill.cu", "regs.cu")' in done.stderr
+    assert done.stdout == ""
+    if name == "spill":
+        assert "did you mean spill.cu?" in done.stderr
+
+
+@pytest.mark.parametrize("target, why", [("90", "takes a SASS architecture such as sm_90"),
+                                         ("compute_90", "takes a SASS architecture such as sm_90"),
+                                         ("sm_999", "does not build it")])
+def test_target_is_checked(project, evo_cache, target, why):
+    done = dry_run(project, evo_cache, "--target", target)
+    assert done.returncode == 2
+    assert why in done.stderr and "Traceback" not in done.stderr
