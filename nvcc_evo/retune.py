@@ -1,23 +1,21 @@
-"""`nvcc-evo --retune`: find what is stale, search, write the ACF back.
+"""`nvcc-evo --retune`: one search per stale (unit, target), its choice
+written back into the ACF.
 
-A (unit, target) is retuned when it has no entry, when its source, toolkit or
-build changed since its provenance was written, or when asked (`--all`, unit
-globs). Each is rebuilt as the build does (compile database) or, for a unit
-never built through the wrapper, as `nvcc -c SOURCE`. The chosen point goes
-into the unit's target block with provenance; every other byte stays.
+What is stale and how each unit is built come from nvcc_evo.selection; the
+write into the ACF (by identity, under its lock) from nvcc_evo.writeback.
+Here: resume from the results store up to the budget, the search, the
+choice, the GPU backend's verification, the end report and exit status.
 """
 from __future__ import annotations
 
 import hashlib
 import os
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from nvcc_evo import acf, compiledb
 from nvcc_evo.compile import CompileJob
 from nvcc_evo.errors import AcfChanged, AcfError, ExitCode, UsageError
 from nvcc_evo.evaluate import Evaluator, Goal, goal_for, holds
@@ -27,13 +25,11 @@ from nvcc_evo.leftovers import sweep_for
 from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.choose import close_pool, measurer_for, resolve_backend
 from nvcc_evo.nvcc_options import parse_call
-from nvcc_evo.plan import ACF_NAME, SPACE_CHANGED, fingerprint, find_acf
-from nvcc_evo.selection import check_target, select_units
-from nvcc_evo.space import Genome, SearchSpace, baseline_defines, build_space, unit_sources
+from nvcc_evo.plan import ACF_NAME, find_acf
+from nvcc_evo.selection import Task, check_target, find_tasks, log, stale_reasons
+from nvcc_evo.space import Genome, SearchSpace, baseline_defines, build_space
 from nvcc_evo.store import Context, Store
 from nvcc_evo.writeback import current_genome, fixed_settings, one_retune_at_a_time, verdict_of, write_back
-
-DEFAULT_ARCH = "sm_90"
 
 
 @dataclass(frozen=True)
@@ -55,20 +51,6 @@ class Options:
     dry_run: bool = False
 
 
-@dataclass(frozen=True)
-class Task:
-    unit_index: int
-    unit: acf.Unit
-    arch: str
-    source: Path
-    job: CompileJob
-    fingerprint: str
-    reasons: tuple[str, ...]
-
-    def __str__(self) -> str:
-        return f"{self.unit} [{self.arch}]"
-
-
 @dataclass
 class Outcome:
     task: Task
@@ -83,113 +65,6 @@ class Outcome:
     verdict: str = ""
     written: bool = False
     extra: dict = field(default_factory=dict)
-
-
-def log(message: str) -> None:
-    print(f"nvcc-evo: {message}", file=sys.stderr, flush=True)
-
-
-# ---------------------------------------------------------------- what to tune
-def _job_for(unit: acf.Unit, arch: str, acf_path: Path, db, nvcc: str,
-             timeout: float) -> tuple[CompileJob, Path] | str:
-    """How the build compiles this unit: its latest usable compile-database
-    record, else `-c SOURCE`; or why it cannot be built as the build does."""
-    records, unusable = db
-    mine = [r for r in records if tuple(r.unit_globs) == unit.globs]
-    if mine:
-        record = max(mine, key=lambda r: (r.arch == arch, r.time))
-        real = os.path.realpath(record.input)
-        token = next((a for a in record.argv if os.path.realpath(os.path.join(record.cwd, a)) == real),
-                     record.input)
-        return CompileJob(nvcc, tuple(record.argv), record.cwd, token, arch, (), record.compile_env(),
-                          timeout), Path(record.input)
-    unreadable = [u for u in unusable if not u.unit_globs]
-    if unreadable:
-        return (f"no usable compile-database record, and {len(unreadable)} record(s) cannot be read (e.g. "
-                f"{unreadable[0]}), so how the build compiles it is unknown: not tuned (rebuild it through "
-                f"nvcc-evo, or remove the broken file)")
-    files = unit_sources(unit, acf_path.parent)
-    if not files:
-        return f"no source file matches it under {acf_path.parent}"
-    source = files[0]
-    return CompileJob(nvcc, ("-c", str(source)), str(acf_path.parent), str(source), arch, (), (), timeout), source
-
-
-def _say_unusable(unit: acf.Unit, unusable, records) -> None:
-    """Each compile-database record of `unit` that is not used, and what happens instead."""
-    instead = "another record of it is used" if any(tuple(r.unit_globs) == unit.globs for r in records) else \
-        "it is compiled as `nvcc -c SOURCE` instead"
-    for entry in unusable:
-        if entry.unit_globs == unit.globs:
-            log(f"{unit}: compile database {entry}: not used; {instead}")
-
-
-def _stale_reasons(unit: acf.Unit, arch: str, print_: str, toolkit_version: str) -> tuple[str, ...]:
-    target = unit.find_target(arch) or next((t for t in unit.targets if t.arch == arch), None)
-    if target is None:
-        return (f"no entry for {arch}",)
-    if target.provenance is None:
-        return ("never tuned (no provenance)",)
-    reasons = []
-    recorded = target.record("fingerprint")
-    if recorded is None or recorded.value != print_:
-        reasons.append("source changed")
-    toolkit = target.record("toolkit")
-    if toolkit is None or toolkit.value != toolkit_version:
-        reasons.append(f"toolkit {toolkit.value if toolkit else '?'} -> {toolkit_version}")
-    space = target.record("space_digest")     # absent in entries written before it existed: not stale for it
-    if space is not None and space.value != unit.space_digest:
-        reasons.append(SPACE_CHANGED)
-    return tuple(reasons)
-
-
-def find_tasks(file: acf.AcfFile, acf_path: Path, toolkit, options: Options) -> tuple[list[Task], list[str]]:
-    """The (unit, target) searches to run, and those that cannot be (said on stderr)."""
-    db = compiledb.scan(acf_path)
-    records = db[0]
-    tasks, skipped = [], []
-    selected = select_units(file, acf_path, options.globs, Path.cwd())
-    for index, unit in enumerate(file.units):
-        if index not in selected:
-            continue
-        _say_unusable(unit, db[1], records)
-        asked = options.all or bool(options.globs)
-        archs = [options.target] if options.target else sorted(
-            {r.arch for r in records if tuple(r.unit_globs) == unit.globs} | {t.arch for t in unit.targets}) \
-            or [DEFAULT_ARCH]
-        for arch in archs:
-            found = _job_for(unit, arch, acf_path, db, toolkit.nvcc, options.timeout)
-            if isinstance(found, str):
-                log(f"unit {unit} [{arch}]: {found}; skipped")
-                skipped.append(f"{unit} [{arch}]")
-                continue
-            job, source = found
-            includes = parse_call(list(job.argv), {}).values("--include-path")
-            print_ = fingerprint(source, [os.path.join(job.cwd, d) for d in includes])
-            reasons = ("asked",) if asked else _stale_reasons(unit, arch, print_, toolkit.version)
-            measured = None if asked else _measured_on(unit, arch)
-            if reasons and options.backend == "static" and measured:
-                log(f"{unit} [{arch}]: {'; '.join(reasons)}, but its entry was measured ({measured}); static "
-                    f"objectives cannot judge runtime, so it stays until a retune on a GPU (name the unit or "
-                    f"use --all to overwrite it anyway)")
-                continue
-            if reasons:
-                tasks.append(Task(index, unit, arch, source, job, print_, reasons))
-    return tasks, skipped
-
-
-MEASURING_BACKENDS = ("pycuda", "command")
-
-
-def _measured_on(unit: acf.Unit, arch: str) -> str | None:
-    """Where the unit's current entry for `arch` was measured (runtime, not
-    compiler facts), or None."""
-    target = next((t for t in unit.targets if t.arch == arch), None)
-    backend = target.record("backend") if target is not None and target.provenance else None
-    if backend is None or backend.value not in MEASURING_BACKENDS:
-        return None
-    gpu, date = target.record("gpu"), target.record("date")
-    return f"backend {backend.value}" + (f" on {gpu.value}" if gpu else "") + (f", {date.value}" if date else "")
 
 
 # ---------------------------------------------------------------- one search
@@ -308,7 +183,7 @@ def _entry_is_current(task: Task, toolkit, options: Options) -> bool:
     target = task.unit.find_target(task.arch) or next((t for t in task.unit.targets if t.arch == task.arch), None)
     backend = target.record("backend") if target is not None else None
     return (backend is not None and backend.value == options.backend
-            and not _stale_reasons(task.unit, task.arch, task.fingerprint, toolkit.version))
+            and not stale_reasons(task.unit, task.arch, task.fingerprint, toolkit.version))
 
 
 def _verify_on_gpu(outcome: Outcome, measurer, flags_for) -> None:

@@ -1,19 +1,46 @@
-"""What a retune covers, as the command line says it: the units named by
-their globs or by a file they cover (`--retune 'sgemm*'`, `--retune
-kernels/a.cu`), and the `--target` architecture. A name that matches no
-unit, or an architecture the toolkit does not build, is a usage error
-before anything is compiled."""
+"""What a retune covers: the units the command line names (by their globs
+or by a file they cover: `--retune 'sgemm*'`, `--retune kernels/a.cu`), the
+`--target` architecture, which (unit, target) pairs are stale and why, and
+how each is built (its compile-database record, or `-c SOURCE`). A name
+that matches no unit, or an architecture the toolkit does not build, is a
+usage error before anything is compiled."""
 from __future__ import annotations
 
 import difflib
 import fnmatch
+import os
 import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from nvcc_evo import acf
+from nvcc_evo import acf, compiledb
+from nvcc_evo.compile import CompileJob
 from nvcc_evo.errors import UsageError
-from nvcc_evo.plan import index_units, match_unit
+from nvcc_evo.nvcc_options import parse_call
+from nvcc_evo.plan import SPACE_CHANGED, fingerprint, index_units, match_unit
 from nvcc_evo.resolve import ARCH_PATTERN
+from nvcc_evo.space import unit_sources
+
+DEFAULT_ARCH = "sm_90"
+
+
+@dataclass(frozen=True)
+class Task:
+    unit_index: int
+    unit: acf.Unit
+    arch: str
+    source: Path
+    job: CompileJob
+    fingerprint: str
+    reasons: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.unit} [{self.arch}]"
+
+
+def log(message: str) -> None:
+    print(f"nvcc-evo: {message}", file=sys.stderr, flush=True)
 
 
 def _covers(unit: acf.Unit, entry, pattern: str, acf_path: Path, cwd: Path) -> bool:
@@ -63,3 +90,105 @@ def toolkit_archs(nvcc: str) -> list[str]:
     except (OSError, subprocess.SubprocessError):
         return []
     return [line.strip() for line in listed.stdout.splitlines() if line.strip().startswith("sm_")]
+
+
+def _job_for(unit: acf.Unit, arch: str, acf_path: Path, db, nvcc: str,
+             timeout: float) -> tuple[CompileJob, Path] | str:
+    """How the build compiles this unit: its latest usable compile-database
+    record, else `-c SOURCE`; or why it cannot be built as the build does."""
+    records, unusable = db
+    mine = [r for r in records if tuple(r.unit_globs) == unit.globs]
+    if mine:
+        record = max(mine, key=lambda r: (r.arch == arch, r.time))
+        real = os.path.realpath(record.input)
+        token = next((a for a in record.argv if os.path.realpath(os.path.join(record.cwd, a)) == real),
+                     record.input)
+        return CompileJob(nvcc, tuple(record.argv), record.cwd, token, arch, (), record.compile_env(),
+                          timeout), Path(record.input)
+    unreadable = [u for u in unusable if not u.unit_globs]
+    if unreadable:
+        return (f"no usable compile-database record, and {len(unreadable)} record(s) cannot be read (e.g. "
+                f"{unreadable[0]}), so how the build compiles it is unknown: not tuned (rebuild it through "
+                f"nvcc-evo, or remove the broken file)")
+    files = unit_sources(unit, acf_path.parent)
+    if not files:
+        return f"no source file matches it under {acf_path.parent}"
+    source = files[0]
+    return CompileJob(nvcc, ("-c", str(source)), str(acf_path.parent), str(source), arch, (), (), timeout), source
+
+
+def _say_unusable(unit: acf.Unit, unusable, records) -> None:
+    """Each compile-database record of `unit` that is not used, and what happens instead."""
+    instead = "another record of it is used" if any(tuple(r.unit_globs) == unit.globs for r in records) else \
+        "it is compiled as `nvcc -c SOURCE` instead"
+    for entry in unusable:
+        if entry.unit_globs == unit.globs:
+            log(f"{unit}: compile database {entry}: not used; {instead}")
+
+
+def stale_reasons(unit: acf.Unit, arch: str, print_: str, toolkit_version: str) -> tuple[str, ...]:
+    target = unit.find_target(arch) or next((t for t in unit.targets if t.arch == arch), None)
+    if target is None:
+        return (f"no entry for {arch}",)
+    if target.provenance is None:
+        return ("never tuned (no provenance)",)
+    reasons = []
+    recorded = target.record("fingerprint")
+    if recorded is None or recorded.value != print_:
+        reasons.append("source changed")
+    toolkit = target.record("toolkit")
+    if toolkit is None or toolkit.value != toolkit_version:
+        reasons.append(f"toolkit {toolkit.value if toolkit else '?'} -> {toolkit_version}")
+    space = target.record("space_digest")     # absent in entries written before it existed: not stale for it
+    if space is not None and space.value != unit.space_digest:
+        reasons.append(SPACE_CHANGED)
+    return tuple(reasons)
+
+
+def find_tasks(file: acf.AcfFile, acf_path: Path, toolkit, options) -> tuple[list[Task], list[str]]:
+    """The (unit, target) searches to run, and those that cannot be (said on stderr)."""
+    db = compiledb.scan(acf_path)
+    records = db[0]
+    tasks, skipped = [], []
+    selected = select_units(file, acf_path, options.globs, Path.cwd())
+    for index, unit in enumerate(file.units):
+        if index not in selected:
+            continue
+        _say_unusable(unit, db[1], records)
+        asked = options.all or bool(options.globs)
+        archs = [options.target] if options.target else sorted(
+            {r.arch for r in records if tuple(r.unit_globs) == unit.globs} | {t.arch for t in unit.targets}) \
+            or [DEFAULT_ARCH]
+        for arch in archs:
+            found = _job_for(unit, arch, acf_path, db, toolkit.nvcc, options.timeout)
+            if isinstance(found, str):
+                log(f"unit {unit} [{arch}]: {found}; skipped")
+                skipped.append(f"{unit} [{arch}]")
+                continue
+            job, source = found
+            includes = parse_call(list(job.argv), {}).values("--include-path")
+            print_ = fingerprint(source, [os.path.join(job.cwd, d) for d in includes])
+            reasons = ("asked",) if asked else stale_reasons(unit, arch, print_, toolkit.version)
+            measured = None if asked else _measured_on(unit, arch)
+            if reasons and options.backend == "static" and measured:
+                log(f"{unit} [{arch}]: {'; '.join(reasons)}, but its entry was measured ({measured}); static "
+                    f"objectives cannot judge runtime, so it stays until a retune on a GPU (name the unit or "
+                    f"use --all to overwrite it anyway)")
+                continue
+            if reasons:
+                tasks.append(Task(index, unit, arch, source, job, print_, reasons))
+    return tasks, skipped
+
+
+MEASURING_BACKENDS = ("pycuda", "command")
+
+
+def _measured_on(unit: acf.Unit, arch: str) -> str | None:
+    """Where the unit's current entry for `arch` was measured (runtime, not
+    compiler facts), or None."""
+    target = next((t for t in unit.targets if t.arch == arch), None)
+    backend = target.record("backend") if target is not None and target.provenance else None
+    if backend is None or backend.value not in MEASURING_BACKENDS:
+        return None
+    gpu, date = target.record("gpu"), target.record("date")
+    return f"backend {backend.value}" + (f" on {gpu.value}" if gpu else "") + (f", {date.value}" if date else "")
