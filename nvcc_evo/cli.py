@@ -121,9 +121,24 @@ def retune(rest: list[str]) -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds before a compile counts as hung")
     parser.add_argument("--dry-run", action="store_true", help="list what would be retuned, and why; tune nothing")
     args = parser.parse_args(rest)
+    _readable_acf(args.acf)
     return run_retune(Options(args.acf, tuple(args.globs), args.target, args.all, args.backend, args.evaluations,
                               args.generations, args.time_limit, args.patience, args.population, args.seed,
                               args.jobs, args.timeout, args.replay, args.dry_run))
+
+
+def _readable_acf(named: str | None) -> None:
+    """An ACF named by --acf or NVCC_EVO_ACF that cannot be read stops a
+    retune before anything starts, saying which and why."""
+    import os
+    from nvcc_evo.errors import EnvironmentProblem, UsageError
+    from nvcc_evo.plan import acf_problem, unreadable
+    from nvcc_evo.shim import ACF_ENV
+    if named:
+        if unreadable(named):
+            raise UsageError(f"--acf {named}: {unreadable(named)}")
+    elif os.environ.get(ACF_ENV) and acf_problem(Path(os.environ[ACF_ENV]).resolve(), os.environ):
+        raise EnvironmentProblem(acf_problem(Path(os.environ[ACF_ENV]).resolve(), os.environ))
 
 
 def run_verb(verb: str, rest: list[str]) -> int:
@@ -155,15 +170,17 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] not in VERBS:
         from nvcc_evo.shim import run      # the compile path: nothing else imported
         return run(argv)
-    from nvcc_evo.errors import EvoError, ExitCode
+    from nvcc_evo.errors import AcfError, EvoError, ExitCode
     try:
         return run_verb(argv[0], argv[1:])
-    except EvoError as error:
-        print(f"nvcc-evo: error: {error}", file=sys.stderr)
+    except EvoError as error:        # (an ACF's diagnostics say `path:LINE:COL: error:` themselves)
+        print(error if isinstance(error, AcfError) else f"nvcc-evo: error: {error}", file=sys.stderr)
         return error.exit_code
     except OSError as error:   # a tool or file the machine lacks
         print(f"nvcc-evo: error: {error}", file=sys.stderr)
         return ExitCode.ENVIRONMENT
     except KeyboardInterrupt:
+        from nvcc_evo.leftovers import kill_running
+        kill_running()           # compiles in groups of their own, which the terminal's Ctrl-C missed
         print("nvcc-evo: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED

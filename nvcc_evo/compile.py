@@ -13,13 +13,12 @@ import hashlib
 import os
 import shutil
 import struct
-import subprocess
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from nvcc_evo.leftovers import kill_running, private_folder, run_in_group
 from nvcc_evo.nvcc_options import rebuild_argv
 
 # Options of the build's command line that a candidate compile replaces.
@@ -65,19 +64,20 @@ class CompileResult:
 
 
 def compile_candidate(job: CompileJob) -> CompileResult:
-    work = tempfile.mkdtemp(prefix="nvcc-evo-cand-")
+    """One candidate compiled in a private folder (named for this process,
+    removed after; a later retune sweeps it if this one is killed), in a
+    process group of its own that is killed at the timeout, on an interrupt
+    and with this process."""
+    work = private_folder("cand")
     env = {k: v for k, v in os.environ.items() if not k.startswith("NVCC_EVO_")}
     env.update(dict(job.env))
+    env["TMPDIR"] = work          # nvcc's own temporary files too: a killed compile leaves them
     started = time.monotonic()
     try:
-        done = subprocess.run(job.command(work), cwd=job.cwd, env=env, capture_output=True, text=True,
-                              timeout=job.timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as expired:
-        shutil.rmtree(work, ignore_errors=True)
-        return CompileResult("timeout", time.monotonic() - started,
-                             f"compile exceeded {job.timeout:.0f} s\n{expired.stderr or ''}")
-    seconds = time.monotonic() - started
-    try:
+        done = run_in_group(job.command(work), cwd=job.cwd, env=env, timeout=job.timeout)
+        seconds = time.monotonic() - started
+        if done.returncode is None:
+            return CompileResult("timeout", seconds, f"compile exceeded {job.timeout:.0f} s\n{done.stderr}")
         if done.returncode != 0:
             return CompileResult("compile-error", seconds, done.stderr)
         # One architecture: nvcc names it SOURCE.cubin; several: SOURCE.sm_XX.cubin.
@@ -91,12 +91,18 @@ def compile_candidate(job: CompileJob) -> CompileResult:
 
 def compile_each(jobs: list[CompileJob], workers: int | None = None):
     """Candidates compile in parallel on the CPU cores; yields (index, result)
-    as each finishes, so the caller can store it before the next one."""
+    as each finishes, so the caller can store it before the next one. An
+    interrupt kills the compiles still running (they are in groups of their
+    own, which a Ctrl-C at the terminal does not reach)."""
     pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2)
     try:
         futures = {pool.submit(compile_candidate, job): i for i, job in enumerate(jobs)}
         for future in as_completed(futures):
             yield futures[future], future.result()
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        kill_running()
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 

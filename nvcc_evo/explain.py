@@ -4,8 +4,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.flags import ptxas_values
 from nvcc_evo.format import show_value
+from nvcc_evo.plan import acf_problem
+from nvcc_evo.shim import ACF_ENV
 from nvcc_evo.wrapper import Decision, decide, find_real_nvcc
 
 
@@ -45,5 +48,10 @@ def report(decision: Decision) -> str:
 
 
 def explain(argv: list[str]) -> str:
+    """The report; an ACF named by NVCC_EVO_ACF that cannot be read is an
+    error here (a build warns and compiles untuned)."""
     nvcc = find_real_nvcc()
+    named = os.environ.get(ACF_ENV)
+    if named and acf_problem(Path(named).resolve(), os.environ):
+        raise EnvironmentProblem(acf_problem(Path(named).resolve(), os.environ))
     return report(decide(argv, nvcc, os.environ, Path.cwd()))

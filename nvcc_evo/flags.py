@@ -94,8 +94,7 @@ def read_facts(call: NvccCall) -> CallFacts:
 def flag_text(knob_name: str, value: Scalar) -> list[str]:
     """The nvcc arguments for one knob value (empty at the toolkit default)."""
     if knobs.is_define(knob_name):
-        text = {True: "1", False: "0"}.get(value, value) if isinstance(value, bool) else value
-        return [f"-D{knob_name[len(knobs.DEFINE_PREFIX):]}={text}"]
+        return [f"-D{knob_name[len(knobs.DEFINE_PREFIX):]}={knobs.define_text(value)}"]
     knob = knobs.lookup(knob_name)
     value = knob.normalise(value)
     if knob.default is not None and value == knob.normalise(knob.default):
@@ -113,7 +112,7 @@ def _skip_reason(knob_name: str, value: Scalar, facts: CallFacts, toolkit) -> st
     if knob_name in facts.user_knobs:
         return f"the user sets it ({facts.user_knobs[knob_name]}); the user wins"
     if knobs.is_define(knob_name):
-        return "a comma in a define's value would split it" if "," in str(value) else None
+        return knobs.define_value_problem(value)      # (the check refuses these; a second guard)
     knob = knobs.lookup(knob_name)
     if facts.debug and knob_name in knobs.OPTIMISATION_KNOBS:
         return "debug build (-G or -Xptxas -g): ptxas takes no optimisation level"

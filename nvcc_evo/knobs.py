@@ -6,6 +6,7 @@ parameter (`-DNAME=value`) with no fixed domain.
 """
 from __future__ import annotations
 
+import re
 from enum import Enum
 from typing import NamedTuple, Union
 
@@ -146,6 +147,32 @@ def lookup(name: str) -> Knob | None:
 def is_define(name: str) -> bool:
     rest = name[len(DEFINE_PREFIX):]
     return name.startswith(DEFINE_PREFIX) and rest.isidentifier() and "." not in rest
+
+
+# What a define's value may be: C tokens that no shell reads anything into.
+# nvcc runs its steps through /bin/sh with each -D inside double quotes, where
+# `$(...)`, backticks and backslashes still act; a value of identifiers
+# (`float`, `std::size_t`) and number literals with their sign and suffixes
+# (`16`, `-1.5e-3f`, `0x1Fu`), single spaces between them, has none of those.
+_C_NAME = r"[A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*"
+_C_NUMBER = (r"[+-]?(?:0[xX][0-9A-Fa-f]+[uUlLzZ]*|0[bB][01]+[uUlLzZ]*"
+             r"|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFlLuUzZ]*)")
+_C_TOKEN = f"(?:{_C_NAME}|{_C_NUMBER})"
+DEFINE_VALUE = re.compile(f"(?:{_C_TOKEN}(?: {_C_TOKEN})*)?")
+DEFINE_VALUE_FORMS = "C identifiers and number literals (TILE, std::size_t, 16, -1.5e-3f, 0x1Fu; one space between)"
+
+
+def define_text(value: Scalar) -> str:
+    """A define's value as it follows `-DNAME=` (true and false are 1 and 0)."""
+    return {True: "1", False: "0"}[value] if isinstance(value, bool) else str(value)
+
+
+def define_value_problem(value: Scalar) -> str | None:
+    """Why `value` may not be a define's value (None when it may)."""
+    text = define_text(value)
+    if DEFINE_VALUE.fullmatch(text):
+        return None
+    return f"takes {DEFINE_VALUE_FORMS}, got {text!r} (nvcc's steps run through a shell)"
 
 
 def known_names() -> list[str]:

@@ -3,18 +3,17 @@
 The ACF is `$NVCC_EVO_ACF` if set, else the nearest `nvcc-evo.acf` walking up
 from each input's folder, else from the working directory. A unit matches an
 input when one of its globs (relative to the ACF's folder) matches the input's
-path. A target matches each SASS architecture the call builds.
+path (nvcc_evo.unitpath). A target matches each SASS architecture the call builds.
 """
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import json
-import os
 import re
 from pathlib import Path
 from typing import NamedTuple
 
+from nvcc_evo import unitpath
 from nvcc_evo.nvcc_options import NvccCall
 from nvcc_evo.shim import ACF_ENV, ACF_NAME, replace_file
 
@@ -22,6 +21,10 @@ GPU_ENV = "NVCC_EVO_GPU"          # the GPU model the build is for, to pick name
 STALE_ENV = "NVCC_EVO_STALE"      # keep (default): use stale knobs; default: build with defaults
 TUNABLE_SUFFIXES = (".cu", ".ptx")
 CMAKE_PROBES = ("CMakeCUDACompilerId.cu", "CMakeCUDACompilerABI.cu", "__cmake_determine_cuda")
+# Part of the index cache's key: an index written before the check refused
+# something (a define's shell characters, a path out of the ACF's folder) is
+# not trusted. Change it whenever the check or the index changes.
+INDEX_FORMAT = b"index-2\0"
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 SPACE_CHANGED = "pins or search space changed"     # the same words in --explain and --retune --dry-run
 
@@ -94,6 +97,25 @@ def find_acf(start_dirs: list[Path], environ) -> Path | None:
     return None
 
 
+def unreadable(path) -> str:
+    """Why the file at `path` cannot be read ("" when it can)."""
+    try:
+        with open(path, "rb"):
+            return ""
+    except OSError as error:
+        return error.strerror or str(error)
+
+
+def acf_problem(acf_path: Path, environ) -> str:
+    """Why the ACF found cannot be read, naming NVCC_EVO_ACF when it named
+    the file ("" when it can be read)."""
+    why = unreadable(acf_path)
+    if not why:
+        return ""
+    named = f" ({ACF_ENV}={environ[ACF_ENV]})" if environ.get(ACF_ENV) else ""
+    return f"cannot read the ACF {acf_path}{named}: {why}"
+
+
 def index_units(file) -> tuple[UnitEntry, ...]:
     """The lean view of a checked AcfFile that builds need."""
     units = []
@@ -127,7 +149,7 @@ def load_units(path: Path, cache_dir: Path) -> tuple[UnitEntry, ...]:
     a build neither imports lark nor re-checks the file; AcfError if it has errors."""
     from nvcc_evo.acftext import read_text
     text = read_text(path)
-    digest = hashlib.sha256(text.encode() + b"\0" + str(path).encode()).hexdigest()[:24]
+    digest = hashlib.sha256(INDEX_FORMAT + text.encode() + b"\0" + str(path).encode()).hexdigest()[:24]
     cached = cache_dir / f"acf-{digest}.json"
     try:
         return _from_json(json.loads(cached.read_text()))
@@ -147,12 +169,11 @@ def load_units(path: Path, cache_dir: Path) -> tuple[UnitEntry, ...]:
 
 
 def match_unit(units: tuple[UnitEntry, ...], acf_dir: Path, source: Path) -> UnitEntry | None:
-    try:
-        relative = os.path.relpath(source.resolve(), acf_dir.resolve())
-    except ValueError:
-        return None
+    """The first unit whose globs name `source` (nvcc_evo.unitpath: path
+    segments, inside the ACF's folder only)."""
+    parts = unitpath.inside(source, acf_dir)
     for unit in units:
-        if any(fnmatch.fnmatchcase(relative, glob) for glob in unit.globs):
+        if any(unitpath.matches(glob, parts) for glob in unit.globs):
             return unit
     return None
 

@@ -6,10 +6,11 @@ Every problem of a file is collected (not only the first) and reported as
 from __future__ import annotations
 
 import difflib
+import os
 import re
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-from nvcc_evo import acf, benchspec, knobs
+from nvcc_evo import acf, benchspec, knobs, unitpath
 from nvcc_evo.acftext import read_text
 from nvcc_evo.errors import AcfError, Diagnostic, Location
 from nvcc_evo.parse import parse_text
@@ -48,8 +49,9 @@ class Checker:
 
     def check_unit(self, unit: acf.Unit) -> None:
         for glob in unit.globs:
-            if not glob or PurePosixPath(glob).is_absolute():
-                self.error(unit.span, f"unit path '{glob}' must be relative to the ACF's folder")
+            problem = unitpath.glob_problem(glob)
+            if problem is not None:
+                self.error(self.glob_span(unit, glob), problem)
         pins = self.check_settings(unit.pins, "pin")
         spaces = self.check_space(unit.space)
         for knob_name, pin in pins.items():
@@ -75,6 +77,15 @@ class Checker:
             seen_targets.setdefault(key, target)
             self.check_target(target, pins)
 
+    def glob_span(self, unit: acf.Unit, glob: str) -> acf.Span:
+        """Where the glob's string is (the unit's own span if not found)."""
+        quoted = '"' + glob.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        for line in range(unit.span.line, min(unit.span.end_line, len(self.lines)) + 1):
+            column = self.lines[line - 1].find(quoted, unit.span.column - 1 if line == unit.span.line else 0)
+            if column >= 0:
+                return acf.Span(line, column + 1, line, column + 1 + len(quoted), 0, 0)
+        return unit.span
+
     # ---------------------------------------------------------------- knobs
     def check_knob_name(self, name: str, span: acf.Span) -> knobs.Knob | None:
         knob = knobs.lookup(name)
@@ -88,9 +99,16 @@ class Checker:
             self.error(span, f"unknown knob '{name}'{hint} (known: {known})")
         return knob
 
-    def check_value(self, knob: knobs.Knob | None, value, span: acf.Span) -> None:
+    def check_value(self, name: str, value, span: acf.Span) -> None:
+        """A knob's value in its domain; a define's, a C macro value that no
+        shell reads anything into (nvcc runs its steps through /bin/sh)."""
+        knob = knobs.lookup(name)
         if knob is not None and not knob.accepts(value):
             self.error(span, f"{knob.name} takes {knob.describe_domain()}, got {_show(value)}")
+        elif knob is None and knobs.is_define(name):
+            problem = knobs.define_value_problem(value)
+            if problem is not None:
+                self.error(span, f"{name} {problem}")
 
     def check_settings(self, settings, what: str) -> dict[str, acf.Setting]:
         seen: dict[str, acf.Setting] = {}
@@ -98,8 +116,8 @@ class Checker:
             if setting.knob in seen:
                 self.error(setting.span, f"{setting.knob} is set twice in this {what} "
                            f"(first at line {seen[setting.knob].span.line})")
-            knob = self.check_knob_name(setting.knob, setting.span)
-            self.check_value(knob, setting.value, setting.span)
+            self.check_knob_name(setting.knob, setting.span)
+            self.check_value(setting.knob, setting.value, setting.span)
             seen.setdefault(setting.knob, setting)
         return seen
 
@@ -132,7 +150,7 @@ class Checker:
             if len(set(values)) != len(values):
                 self.error(space.span, f"the set for {space.knob} repeats a value")
         for value in values:
-            self.check_value(knob, value, space.span)
+            self.check_value(space.knob, value, space.span)
 
     # ---------------------------------------------------------------- tune
     def check_metric(self, name: str, span: acf.Span) -> None:
@@ -197,8 +215,14 @@ class Checker:
             self.error(reference.span, f"a reference reads \"FILE.py:FUNCTION\", got '{reference.text}'")
             return
         folder = Path(self.file.path).parent
-        if not (folder / path).is_file():
+        problem = unitpath.path_problem(path, "reference file")
+        if problem is not None:
+            self.error(reference.span, problem)
+        elif not (folder / path).is_file():
             self.error(reference.span, f"reference file '{path}' not found next to the ACF ({folder})")
+        elif unitpath.inside(folder / path, folder) is None:
+            self.error(reference.span, f"reference file '{path}' is a link out of the ACF's folder "
+                       f"(to {os.path.realpath(folder / path)}); paths stay inside it")
 
     def check_metric_regex(self, metric: acf.Text) -> None:
         try:

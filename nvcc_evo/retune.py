@@ -21,6 +21,7 @@ from nvcc_evo.errors import AcfChanged, AcfError, ExitCode, UsageError
 from nvcc_evo.evaluate import Evaluator, Goal, goal_for, holds
 from nvcc_evo.evolve import Budget, Engine, Evaluation, Progress, run_search
 from nvcc_evo.flags import plan_flags, read_facts
+from nvcc_evo.leftovers import sweep_for
 from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.choose import close_pool, measurer_for, resolve_backend
 from nvcc_evo.nvcc_options import parse_call
@@ -261,6 +262,9 @@ def run_retune(options: Options) -> int:
     acf_path = Path(options.acf).resolve() if options.acf else find_acf([Path.cwd()], os.environ)
     if acf_path is None:
         raise UsageError(f"no {ACF_NAME} here or above; name one with --acf")
+    swept = sweep_for(acf_path)
+    if swept:
+        log(f"removed {len(swept)} folder(s) and file(s) that killed runs left: {', '.join(swept)}")
     toolkit = load_toolkit(find_real_nvcc())
     check_target(options.target, toolkit)
     held = one_retune_at_a_time(acf_path, options.dry_run, log)

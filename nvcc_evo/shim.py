@@ -127,4 +127,12 @@ def run(argv: list[str]) -> int:
             append_log(environ[LOG_ENV], os.getcwd(), argv, passthrough=NO_ACF)
         path, args, env = nvcc, [nvcc, *argv], dict(environ)
     env[GUARD_ENV] = "1"
-    os.execve(path, args, env)
+    try:
+        os.execve(path, args, env)
+    except OSError as problem:
+        if path == nvcc:
+            raise
+        # The split run could not start: never fail where nvcc would not.
+        print(f"nvcc-evo: warning: nvcc's steps could not run ({problem}); building without tuned flags",
+              file=sys.stderr)
+        os.execve(nvcc, [nvcc, *argv], env)

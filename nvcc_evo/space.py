@@ -14,7 +14,7 @@ from typing import Mapping
 
 import numpy as np
 
-from nvcc_evo import acf, knobs
+from nvcc_evo import acf, knobs, unitpath
 from nvcc_evo.knobs import Scalar
 
 # Searched when a unit gives no search block: knobs that change codegen but
@@ -134,11 +134,9 @@ def source_defines(source: Path) -> dict:
 
 
 def unit_sources(unit: acf.Unit, folder: Path) -> list[Path]:
-    """The files a unit's globs match under `folder` (the ACF's), sorted."""
-    found = set()
-    for glob in unit.globs:
-        found.update(p for p in folder.glob(glob) if p.is_file())
-    return sorted(found)
+    """The files a unit's globs name inside `folder` (the ACF's), as the
+    build matches them (nvcc_evo.unitpath), sorted."""
+    return [Path(path) for path in unitpath.files(unit.globs, folder)]
 
 
 def define_values(settings: Mapping[str, object]) -> dict:

@@ -7,9 +7,10 @@ own steps (`--dryrun`, with a private `--keep-dir` so that no temporary file
 can collide or stay behind), gives each `ptxas -arch=sm_XX` step the options
 of its input and architecture (the step's PTX file says which input: nvcc
 names kept files after it), and runs the steps with /bin/sh, as nvcc itself
-does. The tools' own temporary
-files go to the private folder too (TMPDIR), and it is removed when the
-steps end: done, failed or interrupted. A dependency file (`-MD`, `-MMD`)
+does, from a script file in that folder. The tools' own temporary files go
+to the private folder too (TMPDIR), and it is removed when the steps end:
+done, failed or interrupted; it is named for the process, so that the next
+split build sweeps one that a `kill -9` left. A dependency file (`-MD`, `-MMD`)
 comes from an internal nvcc step no shell can run, so nvcc is asked for it
 alone first (`-M`, `-MM` with the same -MF, -MT, -MP: the same file).
 
@@ -26,10 +27,10 @@ import re
 import shlex
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
+from nvcc_evo.leftovers import private_folder, sweep_temporary
 from nvcc_evo.nvcc_options import NvccCall, rebuild_argv
 
 # Calls whose steps are not a plain compile, or whose user wants to see or
@@ -39,6 +40,7 @@ NOT_SPLIT = ("--verbose", "--dryrun", "--keep", "--keep-dir", "--save-temps", "-
              "--device-link", "--run", "--ptx", "--cubin", "--optix-ir", "--lib")
 
 SHELL = "/bin/sh"          # what nvcc itself runs its steps with
+SCRIPT_NAME = "nvcc-evo-steps.sh"   # in the keep folder; no kept file of nvcc's ends in .sh
 ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
 PTXAS_STEP = re.compile(r"ptxas\s(?:.*\s)?-arch=(sm_[0-9a-z]+)\s")
 
@@ -173,7 +175,9 @@ def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[tuple
     Nothing is left behind without a split. The call must have passed why_not."""
     if not os.access(SHELL, os.X_OK):
         return f"no {SHELL} to run nvcc's steps"
-    keep_dir = tempfile.mkdtemp(prefix="nvcc-evo-steps-", dir=environ.get("TMPDIR") or None)
+    temporary = environ.get("TMPDIR") or None
+    sweep_temporary(temporary)          # what killed builds left (their processes are gone)
+    keep_dir = private_folder("steps", temporary)
     argv = [*rebuild_argv(list(call.argv), DEPENDENCY_OPTIONS, None), *extra]
     try:
         asked = subprocess.run([nvcc, *argv, "--dryrun", "--keep", "--keep-dir", keep_dir],
@@ -186,6 +190,14 @@ def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[tuple
         shutil.rmtree(keep_dir, ignore_errors=True)
         return steps
     env = {**environ, **steps.variables, "TMPDIR": keep_dir}    # the tools' own temporary files go too
-    first = dependency_command(nvcc, call, extra)
-    return Launch(SHELL, [SHELL, "-c", script(steps, keep_dir, first)], env)
+    # A file, not `sh -c TEXT`: the steps of a call with many inputs pass the
+    # kernel's limit on one argument (128 KiB, E2BIG) that nvcc never meets.
+    script_path = os.path.join(keep_dir, SCRIPT_NAME)
+    try:
+        with open(script_path, "w") as out:
+            out.write(script(steps, keep_dir, dependency_command(nvcc, call, extra)))
+    except OSError as error:
+        shutil.rmtree(keep_dir, ignore_errors=True)
+        return f"the steps could not be written ({error})"
+    return Launch(SHELL, [SHELL, script_path], env)
 

@@ -66,6 +66,10 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
     if acf_path is None:
         reason = reason or NO_ACF
         return Decision(nvcc, planning.CallPlan(None, passthrough=reason))
+    unreadable = planning.acf_problem(acf_path, environ)
+    if unreadable:          # (NVCC_EVO_ACF naming nothing must not look like an untuned ACF)
+        return Decision(nvcc, planning.CallPlan(acf_path, passthrough="the ACF cannot be read"),
+                        problems=(f"{unreadable}; building without tuned flags",))
     from nvcc_evo.flags import FlagPlan, plan_flags, read_facts
     from nvcc_evo.toolkit import cache_folder, load_toolkit
     toolkit = load_toolkit(nvcc)

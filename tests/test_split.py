@@ -11,7 +11,7 @@ import pytest
 
 from conftest import DATA, sass, toolkits
 from nvcc_evo.nvcc_options import parse_call
-from nvcc_evo.split import Steps, plan_launch, read_steps, step_input, why_not, with_options
+from nvcc_evo.split import SCRIPT_NAME, Steps, plan_launch, read_steps, step_input, why_not, with_options
 
 TWO_ARCHS = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
 
@@ -118,7 +118,7 @@ def test_a_signal_ends_the_steps_and_removes_their_folder(work, real_nvcc):
     running = subprocess.Popen(launch.argv, env=launch.env, stderr=subprocess.DEVNULL)
     folder = next((work / "tmp").glob("nvcc-evo-steps-*"))
     deadline = time.monotonic() + 30
-    while not any(folder.iterdir()) and time.monotonic() < deadline:     # the steps have begun
+    while not any(p.name != SCRIPT_NAME for p in folder.iterdir()) and time.monotonic() < deadline:  # begun
         time.sleep(0.01)
     running.terminate()
     assert running.wait(timeout=60) == 143 and not folder.exists()

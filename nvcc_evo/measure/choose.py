@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from nvcc_evo import acf
+from nvcc_evo import acf, unitpath
 from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
 from nvcc_evo.measure import Measurement, command, static
 from nvcc_evo.space import Genome, define_values
@@ -116,6 +116,8 @@ def load_reference(bench: acf.Bench, folder: Path):
         return None
     import importlib.util
     path, _, name = bench.reference.text.rpartition(":")
+    if unitpath.path_problem(path) or unitpath.inside(folder / path, folder) is None:   # (the check says so)
+        raise UsageError(f"reference file '{path}' lies outside the ACF's folder {folder}")
     spec = importlib.util.spec_from_file_location(f"nvcc_evo_reference_{Path(path).stem}", folder / path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import time
 from pathlib import Path
 
+from nvcc_evo.leftovers import SHELL, run_in_group
 from nvcc_evo.measure import Measurement, failed
 
 NAME = "command"
@@ -25,10 +25,8 @@ def run_command(command: str, metric: str, cwd: Path, candidate_acf: Path, flags
     env = dict(os.environ, NVCC_EVO_ACF=str(candidate_acf), NVCC_EVO_CANDIDATE_FLAGS=" ".join(flags))
     env.pop("NVCC_EVO_ACTIVE", None)
     started = time.monotonic()
-    try:
-        done = subprocess.run(command, shell=True, cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
+    done = run_in_group([SHELL, "-c", command], cwd=cwd, env=env, timeout=timeout)   # (no orphan on a kill)
+    if done.returncode is None:
         return failed("timeout", f"command exceeded {timeout:.0f} s: {command}")
     if done.returncode != 0:
         return failed("command-failed", f"exit {done.returncode}: {command}\n{done.stderr}")
