@@ -49,6 +49,7 @@ class Progress:
     evaluations: int = 0
     stale_generations: int = 0
     started: float = field(default_factory=time.monotonic)
+    resumed: int = 0          # evaluations read back before this run (counted in `evaluations`)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -199,7 +200,7 @@ def run_search(engine: Engine, evaluate: Evaluate, budget: Budget,
     """The ask/tell loop, until the budget or the patience runs out. `done`:
     evaluations made before (read back from the results store); they count
     toward `budget.evaluations`, so a resumed search only reaches the budget."""
-    progress = Progress(evaluations=done)
+    progress = Progress(evaluations=done, resumed=done)
     while (progress.evaluations < budget.evaluations and progress.generation < budget.generations
            and progress.elapsed() < budget.seconds and progress.stale_generations < budget.patience):
         batch = engine.ask(min(engine.size, budget.evaluations - progress.evaluations))

@@ -49,9 +49,14 @@ def report(decision: Decision) -> str:
 
 def explain(argv: list[str]) -> str:
     """The report; an ACF named by NVCC_EVO_ACF that cannot be read is an
-    error here (a build warns and compiles untuned)."""
+    error here (a build warns and compiles untuned), and an ACF with errors
+    is reported, then raised with every diagnostic."""
     nvcc = find_real_nvcc()
     named = os.environ.get(ACF_ENV)
     if named and acf_problem(Path(named).resolve(), os.environ):
         raise EnvironmentProblem(acf_problem(Path(named).resolve(), os.environ))
-    return report(decide(argv, nvcc, os.environ, Path.cwd()))
+    decision = decide(argv, nvcc, os.environ, Path.cwd())
+    if decision.acf_error is not None:      # every located error, after the report (exit 1, like --acf-check)
+        print(report(decision), end="", flush=True)
+        raise decision.acf_error
+    return report(decision)

@@ -229,7 +229,8 @@ def _report_generation(task: Task, goal: Goal, progress: Progress, engine: Engin
     noted = f", baseline drift {drift:+.2%}" if drift is not None else ""
     pace = ""
     if budget is not None and progress.evaluations < budget.evaluations < float("inf"):
-        left = progress.elapsed() / progress.evaluations * (budget.evaluations - progress.evaluations)
+        made = max(1, progress.evaluations - progress.resumed)       # this run's pace, not the store's
+        left = progress.elapsed() / made * (budget.evaluations - progress.evaluations)
         pace = f"; at most {budget.evaluations - progress.evaluations} more, ~{left:.0f} s at this pace"
     failed = f"{t.failed} failed: {t.failures_text()}" if t.failed else "0 failed"
     log(f"{task} gen {progress.generation}: {progress.evaluations} evaluations ({t.reused} same binary, "
@@ -301,8 +302,7 @@ def _exit_status(outcomes: list[Outcome], skipped: list[str]) -> int:
     """A retune that could not build (or even find) some unit must not look finished."""
     failed = [str(o.task) for o in outcomes if not o.baseline.ok]
     if failed:
-        log(f"{len(failed)} of {len(outcomes)} not tuned, their baseline failed: {', '.join(failed)} "
-            "(see above); the others are written")
+        log(f"{len(failed)} of {len(outcomes)} not tuned, their baseline failed: {', '.join(failed)} (see above)")
     if skipped:
         log(f"{len(skipped)} skipped before the search: {', '.join(skipped)} (see above)")
     not_written = any("not_written" in o.extra for o in outcomes)     # the ACF changed under the retune (said above)

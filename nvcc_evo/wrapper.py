@@ -44,6 +44,7 @@ class Decision(NamedTuple):
     problems: tuple[str, ...] = ()
     call: object = None                   # the NvccCall read from argv, for the compile database
     per_step: tuple[tuple[tuple[str, str], "FlagPlan"], ...] = ()   # ((input, arch), ptxas knobs that differ)
+    acf_error: object = None              # the AcfError, when the ACF has errors (--explain shows them all)
 
     @property
     def extra_args(self) -> tuple[str, ...]:
@@ -85,7 +86,7 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
         more = f" (and {len(error.diagnostics) - 1} more)" if len(error.diagnostics) > 1 else ""
         return Decision(nvcc, planning.CallPlan(acf_path, passthrough="the ACF has errors"), None, toolkit,
                         (f"the ACF has errors; building without tuned flags: {first.location}: "
-                         f"{first.message}{more}",))
+                         f"{first.message}{more}",), acf_error=error)
     policy = environ.get(planning.STALE_ENV, "keep")
     settings, dropped = planning.common_settings(call_plan, policy)
     facts = read_facts(call)

@@ -102,3 +102,15 @@ def test_usage_errors_exit_2():
 def test_python_dash_m_runs_the_same_cli():
     result = subprocess.run([sys.executable, "-m", "nvcc_evo", "--evo-version"], capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout.startswith("nvcc-evo ")
+
+
+def test_explain_shows_every_located_error_of_the_acf(tmp_path):
+    (tmp_path / "a.cu").write_text('extern "C" __global__ void k(float* y) { y[0] = 1.0f; }\n')
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\nunit "a.cu" {\n    target sm_90 {\n        ptxas.maxregs = 40\n'
+                                           '        ptxas.opt_level = 7\n    }\n}\n')
+    done = run_evo("--explain", "-arch=sm_90", "-c", "a.cu", cwd=tmp_path)
+    assert done.returncode == 1                       # was 0, with one line and no caret
+    assert "problem: the ACF has errors; building without tuned flags" in done.stdout
+    assert f"{tmp_path / 'nvcc-evo.acf'}:4:9: error: unknown knob 'ptxas.maxregs'" in done.stderr
+    assert f"{tmp_path / 'nvcc-evo.acf'}:5:9: error: ptxas.opt_level takes" in done.stderr
+    assert "\n        ^" in done.stderr and "Traceback" not in done.stderr

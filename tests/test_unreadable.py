@@ -41,8 +41,9 @@ def test_explain_and_retune_say_where_the_bad_byte_is(project, evo_cache):
     (project / "nvcc-evo.acf").write_bytes(LATIN1)
     env = evo_env(evo_cache)
     explained = run_evo("--explain", "-arch=sm_90", "-c", "regs.cu", cwd=project, env=env)
-    assert explained.returncode == 0
+    assert explained.returncode == 1                      # the report, then every located error
     assert f"problem: the ACF has errors; building without tuned flags: {project}/{WHERE}" in explained.stdout
+    assert explained.stderr.startswith(f"{project}/nvcc-evo.acf:3:39: error: the file is not UTF-8 text")
     retune = run_evo("--retune", "--backend", "static", "--dry-run", cwd=project, env=env)
     assert retune.returncode == 1 and retune.stdout == ""
     assert retune.stderr == (f"{project}/nvcc-evo.acf:3:39: error: the file is not UTF-8 text: byte(s) 0xe9 here "
