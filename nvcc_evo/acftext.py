@@ -9,6 +9,9 @@ on the compile path.
 """
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from typing import NamedTuple
 
 from nvcc_evo.errors import AcfError, Diagnostic, Location
@@ -46,11 +49,21 @@ def decode(data: bytes, path: str) -> AcfText:
                                    f"the file is not UTF-8 text: byte(s) 0x{bad.replace(' ', ' 0x')} here "
                                    f"(save it as UTF-8)", shown.decode("utf-8", errors="replace"))]) from None
     newline = "\r\n" if "\r\n" in text else "\n"
-    return AcfText(text.replace("\r\n", "\n"), newline, bom)
+    text = text.replace("\r\n", "\n")
+    alone = text.find("\r")
+    if alone >= 0:          # editors show a new line there; the parser would not (a comment would swallow it)
+        line_start = text.rfind("\n", 0, alone) + 1
+        line = text.count("\n", 0, alone) + 1
+        raise AcfError([Diagnostic(Location(path, line, alone - line_start + 1),
+                                   "a carriage return (CR) alone: end lines with LF or CR LF",
+                                   text[line_start:alone])])
+    return AcfText(text, newline, bom)
 
 
 def read(path) -> AcfText:
     """The ACF at `path`; OSError if it cannot be read, AcfError if it is not UTF-8."""
+    if not stat.S_ISREG(os.stat(path).st_mode):          # a FIFO would hang, /dev/zero never end
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
     with open(path, "rb") as handle:
         return decode(handle.read(), str(path))
 

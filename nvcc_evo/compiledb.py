@@ -97,11 +97,35 @@ def _moved(text: str, old: str, new: str) -> str:
     return text.replace(old + os.sep, new + os.sep)
 
 
+# What each field must hold; anything else makes the record unreadable (TypeError).
+_STRINGS = (str,)
+FIELD_TYPES = {"argv": "strings", "cwd": _STRINGS, "env": "environment", "nvcc": _STRINGS, "toolkit": _STRINGS,
+               "input": _STRINGS, "output": _STRINGS, "unit_index": (int,), "unit_globs": "strings",
+               "arch": _STRINGS, "target": (str, type(None)), "fingerprint": _STRINGS, "stale": "strings",
+               "flags": "strings", "time": (int, float)}
+
+
+def _check_types(entry: CompileRecord) -> None:
+    for name, kind in FIELD_TYPES.items():
+        value = getattr(entry, name)
+        if kind == "strings":
+            ok = isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+        elif kind == "environment":
+            ok = isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+        else:
+            ok = isinstance(value, kind) and not (kind == (int,) and isinstance(value, bool))
+        if not ok:
+            raise TypeError(f"field '{name}' holds {value!r}")
+
+
 def _decode(data: dict, root: Path) -> CompileRecord | str:
     """The record for the ACF folder `root`, or why it cannot be used."""
     old = data.pop("root", None)
     data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
     entry = CompileRecord(**data)
+    _check_types(entry)
+    if old is not None and not isinstance(old, str):
+        raise TypeError(f"field 'root' holds {old!r}")
     if old is None and os.path.isabs(entry.input) and _relative(entry.input, root) == entry.input:
         return f"recorded for a file outside {root} ({entry.input}), by an older nvcc-evo"
     if old is not None and old != str(root):

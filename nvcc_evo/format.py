@@ -8,6 +8,7 @@ retune never loses a hand edit. Writing the file is acfwrite's (`rewrite`,
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 from nvcc_evo import acf
@@ -16,6 +17,7 @@ from nvcc_evo.errors import AcfChanged
 from nvcc_evo.parse import parse_text
 
 INDENT = "    "
+BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")     # the grammar's NAME: ASCII (str.isidentifier takes é)
 PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2}
 KEYWORDS = frozenset(
     "acf unit pin search in step bool tune minimize require select where and baseline bench "
@@ -41,7 +43,7 @@ def show_value(value) -> str:
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return show_number(value)
-    if value.isidentifier() and value not in KEYWORDS:
+    if BARE_NAME.fullmatch(value) and value not in KEYWORDS:
         return value
     return show_string(value)
 

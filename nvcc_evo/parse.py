@@ -323,13 +323,55 @@ def parse_text(text: str, path: str = "<acf>") -> acf.AcfFile:
     if diagnostics:
         raise AcfError(diagnostics)
     build = _Build()
-    (version, header_span), *units = build.transform(tree).children
+    try:
+        (version, header_span), *units = build.transform(tree).children
+    except RecursionError:          # (lark's transformer recurses once per level of an expression)
+        line = _most_nested_line(text)
+        raise AcfError([Diagnostic(Location(path, line, 1), f"an expression is nested too deeply (the limit is "
+                                   f"{MAX_EXPR_DEPTH} levels)", source_line(text, line))]) from None
+    build.problems += [(e.span, f"an expression is nested too deeply ({depth} levels; the limit is {MAX_EXPR_DEPTH})")
+                       for e, depth in _deep_expressions(units)]
     if build.problems:
         raise AcfError([Diagnostic(Location(path, span.line, span.column), message,
                                    source_line(text, span.line))
                         for span, message in build.problems])
     return acf.AcfFile(path, version, tuple(units),
                        find_comments(text), header_span)
+
+
+MAX_EXPR_DEPTH = 100       # later stages walk expressions recursively; keep them far from Python's limit
+
+
+def _expr_depth(expr) -> int:
+    """Levels of an expression, counted without recursion."""
+    deepest, todo = 0, [(expr, 1)]
+    while todo:
+        node, depth = todo.pop()
+        deepest = max(deepest, depth)
+        children = {acf.Unary: lambda n: [n.operand], acf.Binary: lambda n: [n.left, n.right],
+                    acf.Call: lambda n: list(n.args)}.get(type(node), lambda n: [])(node)
+        todo.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _deep_expressions(units):
+    """(expression, depth) of each bench expression deeper than the limit."""
+    for unit in units:
+        bench = unit.bench
+        if bench is None:
+            continue
+        exprs = [let.expr for let in bench.lets] + [d for launch in bench.launch for d in launch.dims]
+        exprs += [a.count if a.is_array else a.value for a in bench.args] + [p.expr for a in bench.args for p in a.params]
+        for expr in exprs:
+            depth = _expr_depth(expr) if expr is not None else 0
+            if depth > MAX_EXPR_DEPTH:
+                yield expr, depth
+
+
+def _most_nested_line(text: str) -> int:
+    """The line an over-deep expression most likely is on: the most operators."""
+    counts = [sum(line.count(c) for c in "+-*/%(") for line in text.splitlines()] or [0]
+    return counts.index(max(counts)) + 1
 
 
 def parse_file(path: str | Path) -> acf.AcfFile:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import stat
 from pathlib import Path
 from typing import NamedTuple
 
@@ -100,6 +102,8 @@ def find_acf(start_dirs: list[Path], environ) -> Path | None:
 def unreadable(path) -> str:
     """Why the file at `path` cannot be read ("" when it can)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):     # a FIFO or a device would hang or never end
+            return "not a regular file"
         with open(path, "rb"):
             return ""
     except OSError as error:

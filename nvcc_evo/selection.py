@@ -149,6 +149,8 @@ def find_tasks(file: acf.AcfFile, acf_path: Path, toolkit, options) -> tuple[lis
     """The (unit, target) searches to run, and those that cannot be (said on stderr)."""
     db = compiledb.scan(acf_path)
     records = db[0]
+    for broken in (u for u in db[1] if not u.unit_globs):
+        log(f"compile database {broken}: cannot be used (a unit with no other record is not tuned)")
     tasks, skipped = [], []
     selected = select_units(file, acf_path, options.globs, Path.cwd())
     for index, unit in enumerate(file.units):

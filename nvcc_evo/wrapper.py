@@ -172,14 +172,19 @@ def launch(argv: list[str], nvcc: str) -> tuple[str, list[str], dict]:
                 options = {}
             else:
                 chosen = split
+        try:
+            _record(decision, argv, environ, cwd)
+        except OSError as error:            # the tuned build goes on; only --retune loses this record
+            problems.append(f"cannot record this compile for --retune ({error}); the tuned flags still apply")
         for problem in problems:
             print(f"nvcc-evo: warning: {problem}", file=sys.stderr)
-        _record(decision, argv, environ, cwd)
         _log(decision._replace(problems=tuple(problems)), argv, environ, cwd, options)
         return chosen
     except KeyboardInterrupt:
         raise
     except Exception as error:
+        print(f"nvcc-evo: warning: internal error ({error!r}); compiling exactly as nvcc would, without tuned "
+              "flags", file=sys.stderr)
         if environ.get(LOG_ENV):
             with open(environ[LOG_ENV], "a") as log:
                 log.write(json.dumps({"internal_error": repr(error), "argv": argv}) + "\n")
