@@ -7,6 +7,7 @@ path (nvcc_evo.unitpath). A target matches each SASS architecture the call build
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -102,7 +103,10 @@ def find_acf(start_dirs: list[Path], environ) -> Path | None:
 def unreadable(path) -> str:
     """Why the file at `path` cannot be read ("" when it can)."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):     # a FIFO or a device would hang or never end
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            return os.strerror(errno.EISDIR)
+        if not stat.S_ISREG(mode):                      # a FIFO or a device would hang or never end
             return "not a regular file"
         with open(path, "rb"):
             return ""
