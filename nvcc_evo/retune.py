@@ -116,7 +116,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     goal = goal_for(task.unit.tune, measurer.objectives)
     evaluator = Evaluator(task.job, goal, context, store, flags_for, measurer.measure, measurer.compiles,
                           workers=options.jobs)
-    stored = _resume(task, store, context, evaluator)
+    stored = _resume(task, store, context, evaluator, space)
     baseline_genome = space.baseline()
     if baseline_genome not in evaluator.measured:
         evaluator([baseline_genome])
@@ -146,15 +146,20 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     return outcome
 
 
-def _resume(task: Task, store: Store, context: Context, evaluator: Evaluator) -> int:
-    """Read back this context's evaluations from the store; how many."""
+def _resume(task: Task, store: Store, context: Context, evaluator: Evaluator, space: SearchSpace) -> int:
+    """Read back this context's evaluations of the current search space from
+    the store; how many. (Genomes of an earlier space, before an edit of the
+    search block, are not points of this one: the operators cannot use them.)"""
     mine, others = store.for_context(context)
     others = [c for c in others if c.unit == context.unit and c.arch == context.arch]
     if others:
         log(f"{task}: {len(others)} other context(s) in the results store left aside "
             f"(e.g. {'; '.join(context.differences(others[0]))})")
-    evaluator.resume(mine)
-    return len(mine)
+    fitting = [record for record in mine if record.genome in space]
+    if len(fitting) < len(mine):
+        log(f"{task}: {len(mine) - len(fitting)} stored evaluation(s) of an earlier search space left aside")
+    evaluator.resume(fitting)
+    return len(fitting)
 
 
 def _search(task: Task, options: Options, toolkit, engine: Engine, evaluator: Evaluator, space: SearchSpace,

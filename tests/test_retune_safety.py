@@ -210,6 +210,26 @@ def test_a_space_searched_whole_is_within_budget(project, evo_cache):
            "the whole space" in again.stderr
 
 
+@pytest.mark.parametrize("edit", [("ptxas.register_usage_level in {0, 5, 10}", "ptxas.register_usage_level in {1, 2}"),
+                                  ("ptxas.opt_level in 1..3", "ptxas.opt_level in 1..3\n        ptxas.fmad in bool")],
+                         ids=["values changed", "a knob added"])
+def test_a_search_block_edited_since_the_last_run_is_searched_afresh(project, evo_cache, edit):
+    """A new user's report: after an edit of the search block, the stored
+    genomes of the old space were fed to the operators (IndexError,
+    ValueError tracebacks in space.step / mutate)."""
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "spill.cu" {\n    search {\n        ptxas.opt_level in 1..3\n'
+                                          '        ptxas.register_usage_level in {0, 5, 10}\n    }\n}\n')
+    env = evo_env(evo_cache)
+    argv = retune_argv("--all", "--evaluations", "6", "--seed", "2")
+    assert subprocess.run(argv, cwd=project, env=env, capture_output=True).returncode == 0
+    acf = project / "nvcc-evo.acf"
+    acf.write_text(acf.read_text().replace(*edit))
+    again = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True)
+    assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr
+    assert "stored evaluation(s) of an earlier search space left aside" in again.stderr
+    assert run_evo("--acf-check", str(acf)).returncode == 0
+
+
 def test_after_kill_minus_nine_each_unit_resumes_where_it_stopped(project, evo_cache):
     env = evo_env(evo_cache)
     argv = retune_argv("--all", "--evaluations", "6")
