@@ -24,10 +24,12 @@ from nvcc_evo.shim import replace_file
 
 # The environment that changes what a compile does (include and library
 # search paths, nvcc's own flag variables, the host compiler): recorded with
-# each compile and set again when --retune rebuilds it.
+# each compile and set again when --retune rebuilds it. (PATH is recorded but
+# not set again: it changes with every activated venv, and as part of the
+# build's identity it would set every stored result aside.)
 COMPILE_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "LD_LIBRARY_PATH",
-               "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "CUDAHOSTCXX", "PATH")
-RELEVANT_ENV = COMPILE_ENV + ("CUDA_HOME", "CUDA_PATH", "NVCC_EVO_GPU", "NVCC_EVO_STALE")
+               "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "CUDAHOSTCXX")
+RELEVANT_ENV = COMPILE_ENV + ("PATH", "CUDA_HOME", "CUDA_PATH", "NVCC_EVO_GPU", "NVCC_EVO_STALE")
 
 
 class CompileRecord(NamedTuple):

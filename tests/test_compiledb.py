@@ -100,3 +100,18 @@ def test_records_are_relative_to_the_acf_folder(project, evo_cache):
     (entry,) = (project / ".nvcc-evo" / "compile-db").glob("*.json")
     data = json.loads(entry.read_text())
     assert (data["cwd"], data["input"]) == (".", "src/kernel.cu")
+
+
+def test_another_path_keeps_the_stored_results(project, tmp_path, evo_cache):
+    """An activated venv changes PATH: the build's identity must not change with it (every stored
+    result was set aside and searched again)."""
+    build(project, evo_cache)
+    assert retune(project, evo_cache).returncode == 0
+    extra = tmp_path / "tools"
+    extra.mkdir()
+    env = evo_env(evo_cache)
+    build(project, evo_cache, PATH=f"{extra}:{env['PATH']}")
+    done = retune(project, evo_cache, "--all")
+    assert done.returncode == 0, done.stderr
+    assert "other context(s) in the results store left aside" not in done.stderr
+    assert "resuming with" in done.stderr
