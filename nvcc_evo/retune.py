@@ -265,7 +265,9 @@ def run_retune(options: Options) -> int:
     from nvcc_evo.resolve import load
     from nvcc_evo.toolkit import load_toolkit
     from nvcc_evo.wrapper import find_real_nvcc
-    acf_path = Path(options.acf).resolve() if options.acf else find_acf([Path.cwd()], os.environ)
+    named = [Path.cwd() / g for g in options.globs if (Path.cwd() / g).is_file()]   # as a build finds it: from the file
+    acf_path = Path(options.acf).resolve() if options.acf else find_acf([p.parent for p in named] + [Path.cwd()],
+                                                                       os.environ)
     if acf_path is None:
         raise UsageError(f"no {ACF_NAME} here or above; name one with --acf")
     swept = sweep_for(acf_path)

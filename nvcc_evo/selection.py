@@ -157,6 +157,9 @@ def find_tasks(file: acf.AcfFile, acf_path: Path, toolkit, options) -> tuple[lis
         if index not in selected:
             continue
         _say_unusable(unit, db[1], records)
+        if not any(tuple(r.unit_globs) == unit.globs for r in records) and not any(db[1]):
+            log(f"{unit}: never built through nvcc-evo for this ACF: compiled as `nvcc -c SOURCE`, without the "
+                f"build's own flags (build it once through nvcc-evo to tune it as the build compiles it)")
         asked = options.all or bool(options.globs)
         archs = [options.target] if options.target else sorted(
             {r.arch for r in records if tuple(r.unit_globs) == unit.globs} | {t.arch for t in unit.targets}) \

@@ -80,3 +80,15 @@ def test_target_is_checked(project, evo_cache, target, why):
     done = dry_run(project, evo_cache, "--target", target)
     assert done.returncode == 2
     assert why in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_file_named_from_a_parent_folder_finds_its_acf(project, evo_cache):
+    """As a build does: the ACF above the named file, without --acf."""
+    done = dry_run(project, evo_cache, f"{project.name}/regs.cu", cwd=project.parent)
+    assert done.returncode == 0, done.stderr
+    assert listed(done.stdout) == ['"regs.cu"']
+
+
+def test_a_unit_never_built_through_the_wrapper_is_said(project, evo_cache):
+    done = dry_run(project, evo_cache, "spill.cu")
+    assert '"spill.cu": never built through nvcc-evo for this ACF: compiled as `nvcc -c SOURCE`' in done.stderr
