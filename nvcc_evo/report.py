@@ -34,7 +34,7 @@ def _summary(o) -> list[str]:
     lines = ["", f"{o.task.unit} [{o.task.arch}]: {o.verdict}"]
     if o.baseline.ok:
         why = _off_front(o)
-        lines.append(f"  chosen: {o.chosen}" + (f"  ({why})" if why else ""))
+        lines.append(f"  chosen: {_written(o)}" + (f"  ({why})" if why else ""))
     spreads = [f"{m} +- {o.baseline.get(m) * s:.3g} / +- {o.chosen_measurement.get(m) * u:.3g}"
                for m, s in o.baseline.spreads for n, u in o.chosen_measurement.spreads if n == m]
     if spreads:
@@ -52,6 +52,13 @@ def _summary(o) -> list[str]:
         for point in o.front:
             lines.append("    " + "  ".join(_cell(v) for v in point.objectives) + f"   {point.genome}")
     return lines
+
+
+def _written(o) -> str:
+    """The chosen values as the ACF gets them (defaults and pins left out)."""
+    from nvcc_evo.format import show_value
+    from nvcc_evo.writeback import settings_of
+    return " ".join(f"{s.knob}={show_value(s.value)}" for s in settings_of(o)) or "(the toolkit's defaults)"
 
 
 def _off_front(o) -> str:

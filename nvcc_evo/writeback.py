@@ -103,12 +103,16 @@ def verdict_of(outcome) -> str:
         return f"baseline kept: {outcome.extra['rejected']}"
     if outcome.chosen == outcome.space.baseline():
         return "baseline kept: no candidate beat it"
-    changes = []
+    changes, worse = [], False
     for metric in outcome.goal.minimize:
         before, after = outcome.baseline.get(metric), outcome.chosen_measurement.get(metric)
         if after != before:
             changes.append(f"{metric} {before:g} -> {after:g}")
-    return ("improved " + ", ".join(changes)) if changes else "same scores; chosen by the selection rule"
+            worse = worse or after > before
+    if not changes:
+        return "same scores; chosen by the selection rule"
+    # (a point of the front may give up one objective for another: not an improvement in every one)
+    return ("traded " if worse else "improved ") + ", ".join(changes)
 
 
 def one_retune_at_a_time(acf_path: Path, dry_run: bool, log: Callable[[str], None]) -> ExitStack:

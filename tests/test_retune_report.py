@@ -85,6 +85,7 @@ def test_a_chosen_point_off_the_front_says_why(project, evo_cache):
         '    tune {\n        minimize spills, registers\n        select spills where registers >= 1000\n    }\n}\n')
     done = retune(project, evo_cache, "--evaluations", "3")
     assert done.returncode == 0, done.stderr
+    assert "chosen: (the toolkit's defaults)  (" in done.stdout       # as written: no knob at its default
     assert re.search(r"chosen: .*  \(the baseline, not on the front: no front point meets "
                      r"`select spills where registers >= 1000`\)", done.stdout), done.stdout
 
@@ -92,3 +93,23 @@ def test_a_chosen_point_off_the_front_says_why(project, evo_cache):
 def test_values_are_spelled_as_in_the_acf():
     assert str(Genome((("nvcc.use_fast_math", False), ("ptxas.dlcm", "cg"), ("define.T", 2)))) == \
         "nvcc.use_fast_math=false ptxas.dlcm=cg define.T=2"
+
+
+def test_a_choice_that_gives_up_one_objective_is_not_called_an_improvement():
+    """On llm.c's softmax the summary and the ACF said `improved instructions 2936 -> 2928, registers
+    40 -> 46`: the registers went up."""
+    from types import SimpleNamespace
+
+    from nvcc_evo.evaluate import Goal
+    from nvcc_evo.measure import Measurement
+    from nvcc_evo.writeback import verdict_of
+    base = Genome((("ptxas.maxrregcount", None),))
+    space = SimpleNamespace(baseline=lambda: base)
+    outcome = lambda after: SimpleNamespace(
+        extra={}, baseline=Measurement("ok", (("instructions", 2936.0), ("registers", 40.0))),
+        chosen_measurement=Measurement("ok", after), chosen=Genome((("ptxas.maxrregcount", 128),)),
+        space=space, goal=Goal(("instructions", "registers")))
+    assert verdict_of(outcome((("instructions", 2928.0), ("registers", 46.0)))) == \
+        "traded instructions 2936 -> 2928, registers 40 -> 46"
+    assert verdict_of(outcome((("instructions", 2928.0), ("registers", 32.0)))) == \
+        "improved instructions 2936 -> 2928, registers 40 -> 32"
