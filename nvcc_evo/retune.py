@@ -138,8 +138,11 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
                   evaluator.baseline, current_genome(task, space))
     outcome = Outcome(task, goal, space, baseline_measurement, best.genome, evaluator.measured[best.genome],
                       engine.front(), evaluator, progress, extra={"measurer": measurer})
-    if settled:
+    if settled:          # the ACF's entry stands (it may be a verified baseline): report it, not a new choice
         outcome.extra["settled"] = settled
+        current = current_genome(task, space)
+        if current is not None and current in evaluator.measured:
+            outcome.chosen, outcome.chosen_measurement = current, evaluator.measured[current]
     elif measurer.gpu is not None and best.genome != baseline_genome and baseline_measurement.ok:
         _verify_on_gpu(outcome, measurer, flags_for)
     outcome.extra["seconds"] = time.monotonic() - started     # search and verification, this run

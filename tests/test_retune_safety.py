@@ -230,6 +230,22 @@ def test_a_search_block_edited_since_the_last_run_is_searched_afresh(project, ev
     assert run_evo("--acf-check", str(acf)).returncode == 0
 
 
+def test_a_settled_unit_reports_the_entry_it_keeps(project, evo_cache):
+    """Within budget and up to date, the entry stands: the summary must show it, not a choice made
+    anew from the store (on the H200 a baseline kept by the verification was shown as `ptxas.dlcm=cs`)."""
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "spill.cu" {\n    search {\n'
+                                          '        ptxas.opt_level in 1..3\n    }\n}\n')
+    env = evo_env(evo_cache)
+    argv = retune_argv("--all", "--evaluations", "10")
+    first = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True)
+    assert first.returncode == 0 and "chosen: ptxas.opt_level=1" in first.stdout, first.stdout
+    acf = project / "nvcc-evo.acf"
+    acf.write_text(acf.read_text().replace("ptxas.opt_level = 1", "ptxas.opt_level = 2"))     # a hand edit
+    again = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True)
+    assert again.returncode == 0 and "not rewritten" in again.stdout, again.stdout + again.stderr
+    assert "chosen: ptxas.opt_level=2" in again.stdout
+
+
 def test_after_kill_minus_nine_each_unit_resumes_where_it_stopped(project, evo_cache):
     env = evo_env(evo_cache)
     argv = retune_argv("--all", "--evaluations", "6")
