@@ -60,10 +60,19 @@ def decode(data: bytes, path: str) -> AcfText:
     return AcfText(text, newline, bom)
 
 
+def require_regular_file(path) -> None:
+    """OSError unless `path` is a regular file: a folder, or a FIFO or device
+    (a read would hang, or /dev/zero never end), is not an ACF."""
+    mode = os.stat(path).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    if not stat.S_ISREG(mode):
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+
+
 def read(path) -> AcfText:
     """The ACF at `path`; OSError if it cannot be read, AcfError if it is not UTF-8."""
-    if not stat.S_ISREG(os.stat(path).st_mode):          # a FIFO would hang, /dev/zero never end
-        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    require_regular_file(path)
     with open(path, "rb") as handle:
         return decode(handle.read(), str(path))
 

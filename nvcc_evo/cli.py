@@ -9,7 +9,6 @@ listed in nvcc_evo.errors.ExitCode and in the README.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 
 VERBS = ("--acf-check", "--acf-fmt", "--explain", "--retune", "--evo-help", "--evo-version")
@@ -132,13 +131,13 @@ def _readable_acf(named: str | None) -> None:
     retune before anything starts, saying which and why."""
     import os
     from nvcc_evo.errors import EnvironmentProblem, UsageError
-    from nvcc_evo.plan import acf_problem, unreadable
-    from nvcc_evo.shim import ACF_ENV
+    from nvcc_evo.plan import named_acf_problem, unreadable
     if named:
-        if unreadable(named):
-            raise UsageError(f"--acf {named}: {unreadable(named)}")
-    elif os.environ.get(ACF_ENV) and acf_problem(Path(os.environ[ACF_ENV]).resolve(), os.environ):
-        raise EnvironmentProblem(acf_problem(Path(os.environ[ACF_ENV]).resolve(), os.environ))
+        why = unreadable(named)
+        if why:
+            raise UsageError(f"--acf {named}: {why}")
+    elif named_acf_problem(os.environ):
+        raise EnvironmentProblem(named_acf_problem(os.environ))
 
 
 def run_verb(verb: str, rest: list[str]) -> int:

@@ -7,8 +7,7 @@ from pathlib import Path
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.flags import ptxas_values
 from nvcc_evo.format import show_value
-from nvcc_evo.plan import acf_problem
-from nvcc_evo.shim import ACF_ENV
+from nvcc_evo.plan import named_acf_problem
 from nvcc_evo.wrapper import Decision, decide, find_real_nvcc
 
 
@@ -52,9 +51,9 @@ def explain(argv: list[str]) -> str:
     error here (a build warns and compiles untuned), and an ACF with errors
     is reported, then raised with every diagnostic."""
     nvcc = find_real_nvcc()
-    named = os.environ.get(ACF_ENV)
-    if named and acf_problem(Path(named).resolve(), os.environ):
-        raise EnvironmentProblem(acf_problem(Path(named).resolve(), os.environ))
+    problem = named_acf_problem(os.environ)
+    if problem:
+        raise EnvironmentProblem(problem)
     decision = decide(argv, nvcc, os.environ, Path.cwd())
     if decision.acf_error is not None:      # every located error, after the report (exit 1, like --acf-check)
         print(report(decision), end="", flush=True)

@@ -7,12 +7,9 @@ path (nvcc_evo.unitpath). A target matches each SASS architecture the call build
 """
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
-import os
 import re
-import stat
 from pathlib import Path
 from typing import NamedTuple
 
@@ -101,13 +98,10 @@ def find_acf(start_dirs: list[Path], environ) -> Path | None:
 
 
 def unreadable(path) -> str:
-    """Why the file at `path` cannot be read ("" when it can)."""
+    """Why the ACF at `path` cannot be read ("" when it can)."""
+    from nvcc_evo.acftext import require_regular_file
     try:
-        mode = os.stat(path).st_mode
-        if stat.S_ISDIR(mode):
-            return os.strerror(errno.EISDIR)
-        if not stat.S_ISREG(mode):                      # a FIFO or a device would hang or never end
-            return "not a regular file"
+        require_regular_file(path)
         with open(path, "rb"):
             return ""
     except OSError as error:
@@ -122,6 +116,13 @@ def acf_problem(acf_path: Path, environ) -> str:
         return ""
     named = f" ({ACF_ENV}={environ[ACF_ENV]})" if environ.get(ACF_ENV) else ""
     return f"cannot read the ACF {acf_path}{named}: {why}"
+
+
+def named_acf_problem(environ) -> str:
+    """Why the ACF that NVCC_EVO_ACF names cannot be read ("" when it can, or
+    when it names none): an error for the verbs, a warning in builds."""
+    named = environ.get(ACF_ENV)
+    return acf_problem(Path(named).resolve(), environ) if named else ""
 
 
 def index_units(file) -> tuple[UnitEntry, ...]:
