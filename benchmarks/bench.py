@@ -38,11 +38,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from nvcc_evo.benchspec import plan_bench  # noqa: E402
-from nvcc_evo.compile import CompileJob, compile_candidate  # noqa: E402
-from nvcc_evo.evolve import Evaluation, dominates  # noqa: E402
-from nvcc_evo.flags import CallFacts, plan_flags  # noqa: E402
-from nvcc_evo.store import Store  # noqa: E402
+from nvcc_evo.acf.benchspec import plan_bench  # noqa: E402
+from nvcc_evo.driver.candidate import CompileJob, compile_candidate  # noqa: E402
+from nvcc_evo.driver.flags import CallFacts, plan_flags  # noqa: E402
+from nvcc_evo.search.evolve import Evaluation, dominates  # noqa: E402
+from nvcc_evo.search.store import Store  # noqa: E402
 
 KERNELS = ROOT / "kernels"
 ACF = KERNELS / "nvcc-evo.acf"
@@ -133,7 +133,7 @@ def build(toolkit, source: Path, settings: dict, arch: str) -> bytes:
 def builds(toolkit, unit, arch: str) -> dict:
     """Both sides of one unit: (cubin, defines, knobs, target) for the default
     build (pins only, as the wrapper would pass them) and the tuned one."""
-    from nvcc_evo.space import define_values, unit_defines
+    from nvcc_evo.acf.sources import define_values, unit_defines
     source = KERNELS / unit.globs[0]
     pins = {p.knob: p.value for p in unit.pins}
     target = next((t for t in unit.targets if t.arch == arch), None)
@@ -146,9 +146,9 @@ def builds(toolkit, unit, arch: str) -> dict:
 
 
 def bench_shape(pool, unit, built: dict, shape: dict, rounds: int, copy_rate: float) -> dict:
-    from nvcc_evo.measure.choose import load_reference
     from nvcc_evo.measure.gpu import outputs_match, reference_outputs
     from nvcc_evo.measure.stats import faster, summarize
+    from nvcc_evo.search.measurers import load_reference
     plans = {side: plan_bench(unit.bench, defines, lets=shape) for side, (_, defines) in built["sides"].items()}
     cubins = {side: cubin for side, (cubin, _) in built["sides"].items()}
     reference = load_reference(unit.bench, KERNELS)
@@ -235,10 +235,10 @@ def markdown(result: dict) -> str:
 
 
 def run_gpu(out: Path, rounds: int, only: list[str]) -> dict:
+    from nvcc_evo.acf.resolve import load
+    from nvcc_evo.driver.toolkit import load_toolkit
+    from nvcc_evo.driver.wrapper import find_real_nvcc
     from nvcc_evo.measure.gpu import WorkerPool
-    from nvcc_evo.resolve import load
-    from nvcc_evo.toolkit import load_toolkit
-    from nvcc_evo.wrapper import find_real_nvcc
     toolkit = load_toolkit(find_real_nvcc())
     units = [u for u in load(ACF).units if u.bench is not None and u.bench.kernel is not None
              and (not only or u.globs[0] in only)]
@@ -279,7 +279,7 @@ def case_key(unit, shape: dict) -> str:
 def library_cases(units) -> list[tuple[str, dict]]:
     """(row key, library call) for every kernel and shape that has a library
     counterpart, sized from the default build's plan."""
-    from nvcc_evo.space import unit_defines
+    from nvcc_evo.acf.sources import unit_defines
     cases = []
     for unit in units:
         if unit.bench.kernel.text not in LIBRARY:
@@ -303,9 +303,9 @@ def library_fields(case: dict, runs: list[float | None]) -> dict:
 def source_fingerprints() -> dict[str, str]:
     """{unit file: fingerprint of its source as it is now (with its quoted
     includes)}, for the units of kernels/nvcc-evo.acf."""
-    from nvcc_evo.plan import fingerprint
-    from nvcc_evo.resolve import load
-    from nvcc_evo.space import unit_sources
+    from nvcc_evo.acf.resolve import load
+    from nvcc_evo.acf.sources import unit_sources
+    from nvcc_evo.driver.plan import fingerprint
     return {source.name: fingerprint(source, []) for unit in load(ACF).units
             for source in unit_sources(unit, KERNELS)}
 

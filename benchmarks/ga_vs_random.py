@@ -20,9 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from nvcc_evo.evolve import Budget, Engine, Evaluation, random_search, run_search
 from nvcc_evo.measure.replay import Replay
-from nvcc_evo.space import Dimension, SearchSpace
+from nvcc_evo.search.evolve import Budget, Engine, Evaluation, random_search, run_search
+from nvcc_evo.search.space import Dimension, SearchSpace
+from nvcc_evo.search.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -31,7 +32,7 @@ RECORDING = ROOT / "tests" / "data" / "recorded" / "spill_space.jsonl"
 
 def recorded(path: Path = RECORDING) -> tuple[SearchSpace, Replay]:
     """The space is every genome in the recording, dimension by dimension."""
-    replay = Replay.from_file(path)
+    replay = Replay(Store(path).read())
     genomes = list(replay.answers)
     knobs = [k for k, _ in genomes[0].items]
     dims = []

@@ -25,26 +25,26 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from nvcc_evo import acf
-from nvcc_evo.compile import CompileResult, sass_hash
-from nvcc_evo.flags import CallFacts, plan_flags
+from nvcc_evo.acf import model
+from nvcc_evo.driver.candidate import CompileResult, sass_hash
+from nvcc_evo.driver.flags import CallFacts, plan_flags
+from nvcc_evo.driver.toolkit import load_toolkit
+from nvcc_evo.driver.wrapper import find_real_nvcc
 from nvcc_evo.measure import static
-from nvcc_evo.space import build_space
-from nvcc_evo.store import Context, Record, Store
-from nvcc_evo.toolkit import load_toolkit
-from nvcc_evo.wrapper import find_real_nvcc
+from nvcc_evo.search.space import build_space
+from nvcc_evo.search.store import Context, Record, Store
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 SOURCE = ROOT / "tests" / "data" / "cuda" / "spill.cu"
 ARCH = "sm_90"
-UNIT = acf.Unit(("spill.cu",), space=(
-    acf.Space("ptxas.opt_level", acf.RangeDomain(1, 3)),
-    acf.Space("ptxas.register_usage_level", acf.RangeDomain(0, 10)),
-    acf.Space("ptxas.maxrregcount", acf.SetDomain((64, 72, 80, 96, 128))),
-    acf.Space("ptxas.override_directive_values", acf.BoolDomain()),
-    acf.Space("ptxas.fast_compile", acf.SetDomain(("0", "min", "mid", "max"))),
-    acf.Space("ptxas.dlcm", acf.SetDomain(("ca", "cg"))),
+UNIT = model.Unit(("spill.cu",), space=(
+    model.Space("ptxas.opt_level", model.RangeDomain(1, 3)),
+    model.Space("ptxas.register_usage_level", model.RangeDomain(0, 10)),
+    model.Space("ptxas.maxrregcount", model.SetDomain((64, 72, 80, 96, 128))),
+    model.Space("ptxas.override_directive_values", model.BoolDomain()),
+    model.Space("ptxas.fast_compile", model.SetDomain(("0", "min", "mid", "max"))),
+    model.Space("ptxas.dlcm", model.SetDomain(("ca", "cg"))),
 ))
 
 
@@ -70,11 +70,12 @@ def every_genome(space) -> list:
 
 
 def record_gpu(store: Store, glob: str, min_seconds: float) -> None:
-    from nvcc_evo.compile import CompileJob, compile_candidate, compile_each
-    from nvcc_evo.measure.choose import close_pool, gpu_pool, load_reference
+    from nvcc_evo.acf.resolve import load
+    from nvcc_evo.acf.sources import define_values
+    from nvcc_evo.driver.candidate import CompileJob, compile_candidate, compile_each
     from nvcc_evo.measure.gpu import GpuBench
-    from nvcc_evo.resolve import load
-    from nvcc_evo.space import baseline_defines, define_values
+    from nvcc_evo.search.measurers import close_pool, gpu_pool, load_reference
+    from nvcc_evo.search.space import baseline_defines
     kernels = ROOT / "kernels"
     unit = next(u for u in load(kernels / "nvcc-evo.acf").units if glob in u.globs)
     source = kernels / glob

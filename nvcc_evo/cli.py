@@ -44,8 +44,8 @@ def _files_parser(verb: str, with_check: bool = False):
 
 
 def acf_check(paths: list[str]) -> int:
+    from nvcc_evo.acf.resolve import load
     from nvcc_evo.errors import AcfError, ExitCode
-    from nvcc_evo.resolve import load
     failed = 0
     for path in paths:
         try:
@@ -62,8 +62,8 @@ def acf_check(paths: list[str]) -> int:
 
 
 def acf_fmt(paths: list[str], check_only: bool) -> int:
-    from nvcc_evo.acfwrite import rewrite
-    from nvcc_evo.acftext import read_text
+    from nvcc_evo.acf.text import read_text
+    from nvcc_evo.acf.write import rewrite
     from nvcc_evo.errors import AcfError, ExitCode, NotWritable
     status = ExitCode.OK
     for path in paths:
@@ -89,9 +89,9 @@ def acf_fmt(paths: list[str], check_only: bool) -> int:
 
 def _formatted(text: str, path: str) -> str:
     """`text` in canonical form, if it parses and checks (AcfError if not)."""
-    from nvcc_evo.format import format_file
-    from nvcc_evo.parse import parse_text
-    from nvcc_evo.resolve import check
+    from nvcc_evo.acf.format import format_file
+    from nvcc_evo.acf.parse import parse_text
+    from nvcc_evo.acf.resolve import check
     file = parse_text(text, path)
     check(file, text, with_sources=True)
     return format_file(file)
@@ -99,7 +99,7 @@ def _formatted(text: str, path: str) -> str:
 
 def retune(rest: list[str]) -> int:
     import argparse
-    from nvcc_evo.retune import Options, run_retune
+    from nvcc_evo.search.retune import Options, run_retune
     parser = argparse.ArgumentParser(prog="nvcc-evo --retune")
     parser.add_argument("globs", nargs="*", metavar="UNIT-GLOB", help="retune units whose globs match, stale or not")
     parser.add_argument("--all", action="store_true", help="retune every unit, stale or not")
@@ -130,8 +130,8 @@ def _readable_acf(named: str | None) -> None:
     """An ACF named by --acf or NVCC_EVO_ACF that cannot be read stops a
     retune before anything starts, saying which and why."""
     import os
+    from nvcc_evo.driver.plan import named_acf_problem, unreadable
     from nvcc_evo.errors import EnvironmentProblem, UsageError
-    from nvcc_evo.plan import named_acf_problem, unreadable
     if named:
         why = unreadable(named)
         if why:
@@ -153,7 +153,7 @@ def run_verb(verb: str, rest: list[str]) -> int:
         print(f"nvcc-evo {__version__}")
         return ExitCode.OK
     if verb == "--explain":
-        from nvcc_evo.explain import explain
+        from nvcc_evo.driver.explain import explain
         print(explain(rest), end="")
         return ExitCode.OK
     if verb == "--retune":
@@ -167,7 +167,7 @@ def run_verb(verb: str, rest: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in VERBS:
-        from nvcc_evo.shim import run      # the compile path: nothing else imported
+        from nvcc_evo.driver.shim import run      # the compile path: nothing else imported
         return run(argv)
     from nvcc_evo.errors import AcfError, EvoError, ExitCode
     try:
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nvcc-evo: error: {error}", file=sys.stderr)
         return ExitCode.ENVIRONMENT
     except KeyboardInterrupt:
-        from nvcc_evo.leftovers import kill_running
+        from nvcc_evo.system.leftovers import kill_running
         kill_running()           # compiles in groups of their own, which the terminal's Ctrl-C missed
         print("nvcc-evo: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED

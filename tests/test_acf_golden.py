@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from conftest import DATA
+from nvcc_evo.acf.format import format_text
+from nvcc_evo.acf.parse import parse_text
+from nvcc_evo.acf.resolve import check
 from nvcc_evo.errors import AcfError
-from nvcc_evo.format import format_text
-from nvcc_evo.parse import parse_text
-from nvcc_evo.resolve import check
 
 OK = sorted((DATA / "acf" / "ok").glob("*.acf"))
 ERR = sorted((DATA / "acf" / "err").glob("*.acf"))

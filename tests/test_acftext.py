@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from conftest import run_evo
 
-from nvcc_evo.acftext import decode
+from nvcc_evo.acf.text import decode
 
 import pytest
 from nvcc_evo.errors import AcfError

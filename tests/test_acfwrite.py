@@ -9,9 +9,10 @@ import threading
 import pytest
 
 from conftest import run_evo
-from nvcc_evo import acfwrite
+from nvcc_evo.acf import write as acfwrite
+from nvcc_evo.acf.format import format_text
+from nvcc_evo.acf.write import write_atomic
 from nvcc_evo.errors import NotWritable
-from nvcc_evo.format import format_text, write_atomic
 
 UNFORMATTED = 'acf 1\nunit "a.cu" {   pin nvcc.ftz = false  # why\n}\n'
 BOM = b"\xef\xbb\xbf"

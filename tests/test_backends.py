@@ -97,9 +97,9 @@ def test_the_candidate_copy_finds_its_unit_by_globs_in_the_acf_as_it_is_now(tmp_
     """A unit inserted above during the run takes no candidate; while the ACF is mid-edit the copy is made
     from the text as the search began."""
     from types import SimpleNamespace
-    from nvcc_evo.measure.choose import _candidate_acf
-    from nvcc_evo.parse import parse_text
-    from nvcc_evo.space import Genome
+    from nvcc_evo.acf.parse import parse_text
+    from nvcc_evo.search.measurers import _candidate_acf
+    from nvcc_evo.search.space import Genome
     at_start = 'acf 1\nunit "a.cu" { }\nunit "b.cu" { }\n'
     path = tmp_path / "nvcc-evo.acf"
     task = SimpleNamespace(arch="sm_90", unit=parse_text(at_start).units[1], unit_index=1)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import sys
 
 from conftest import ROOT
-from nvcc_evo.benchspec import plan_bench
-from nvcc_evo.evolve import dominates
-from nvcc_evo.resolve import load
-from nvcc_evo.space import unit_defines
+from nvcc_evo.acf.benchspec import plan_bench
+from nvcc_evo.acf.resolve import load
+from nvcc_evo.acf.sources import unit_defines
+from nvcc_evo.search.evolve import dominates
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench  # noqa: E402  (the benchmark's own functions)
@@ -110,7 +110,7 @@ class FakePool:
     hello = {"name": "fake", "cc": "9.0", "arch": "sm_90", "driver": "none", "nvml": True}
 
     def __init__(self):
-        from nvcc_evo.measure.choose import load_reference
+        from nvcc_evo.search.measurers import load_reference
         self.reference = load_reference(UNITS["hgemm_decode.cu"].bench, bench.KERNELS)
         self.cubins = []
 

@@ -6,10 +6,11 @@ import threading
 
 import pytest
 
-from nvcc_evo import acf
+from nvcc_evo.acf import model
+from nvcc_evo.acf.format import format_text, update_target
+from nvcc_evo.acf.parse import parse_text
+from nvcc_evo.acf.write import write_atomic
 from nvcc_evo.errors import AcfChanged
-from nvcc_evo.format import format_text, update_target, write_atomic
-from nvcc_evo.parse import parse_text
 
 HAND_EDITED = '''acf 1
 # project notes stay
@@ -26,9 +27,9 @@ unit "a.cu" {   # odd  spacing stays too
 unit "b.cu" { pin nvcc.fmad = true }
 '''
 
-NEW = acf.Target("sm_90", None,
-                 (acf.Setting("ptxas.maxrregcount", 96), acf.Setting("ptxas.dlcm", "cg")),
-                 (acf.Record("toolkit", "13.0.88"), acf.Record("baseline.runtime", 12.5, 0.25)))
+NEW = model.Target("sm_90", None,
+                 (model.Setting("ptxas.maxrregcount", 96), model.Setting("ptxas.dlcm", "cg")),
+                 (model.Record("toolkit", "13.0.88"), model.Record("baseline.runtime", 12.5, 0.25)))
 
 
 A, B = ("a.cu",), ("b.cu",)
@@ -54,7 +55,7 @@ def test_update_replaces_only_the_target_block():
 
 
 def test_update_adds_a_new_target_before_the_closing_brace():
-    new = acf.Target("sm_100", "NVIDIA B200", (acf.Setting("ptxas.opt_level", 1),))
+    new = model.Target("sm_100", "NVIDIA B200", (model.Setting("ptxas.opt_level", 1),))
     updated = update_target(HAND_EDITED, A, new)
     assert updated.startswith(HAND_EDITED[:HAND_EDITED.index("}\nunit \"b.cu\"")])
     assert '    target sm_100 "NVIDIA B200" {\n        ptxas.opt_level = 1\n    }\n}\nunit "b.cu"' in updated

@@ -8,9 +8,9 @@ from dataclasses import replace
 import pytest
 
 from conftest import DATA, evo_env, run_evo
-from nvcc_evo.compile import CompileJob, compile_candidate
+from nvcc_evo.acf.parse import parse_text
+from nvcc_evo.driver.candidate import CompileJob, compile_candidate
 from nvcc_evo.measure.stats import summarize
-from nvcc_evo.parse import parse_text
 
 pytestmark = pytest.mark.gpu
 
@@ -31,9 +31,9 @@ BENCH = '''
 
 @pytest.fixture(scope="module")
 def gpu(tmp_path_factory):
+    from nvcc_evo.driver.toolkit import load_toolkit
+    from nvcc_evo.driver.wrapper import find_real_nvcc
     from nvcc_evo.measure.gpu import GpuBench, WorkerPool
-    from nvcc_evo.toolkit import load_toolkit
-    from nvcc_evo.wrapper import find_real_nvcc
     folder = tmp_path_factory.mktemp("gpu")
     shutil.copy(DATA / "cuda" / "faulty.cu", folder / "faulty.cu")
     pool = WorkerPool()
@@ -83,7 +83,7 @@ def test_a_crashing_candidate_is_recorded_and_the_worker_replaced(gpu):
 
 def test_two_runs_of_one_binary_agree_within_their_spread(gpu):
     pool, bench, job, _ = gpu
-    from nvcc_evo.benchspec import plan_bench
+    from nvcc_evo.acf.benchspec import plan_bench
     result = compile_candidate(job)
     plan = plan_bench(bench, {"BLOCK": 256})
     runs = [summarize(pool.request({"cubin": result.cubin, "plan": plan, "time": True})["times_us"])

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from nvcc_evo.benchspec import plan_bench
-from nvcc_evo.compile import CompileJob, compile_candidate
+from nvcc_evo.acf.benchspec import plan_bench
+from nvcc_evo.acf.parse import parse_text
+from nvcc_evo.driver.candidate import CompileJob, compile_candidate
 from nvcc_evo.measure.gpu_worker import host_array
-from nvcc_evo.parse import parse_text
 
 pytestmark = pytest.mark.gpu
 

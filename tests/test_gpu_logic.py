@@ -8,11 +8,11 @@ import time
 import numpy as np
 import pytest
 
-from nvcc_evo.benchspec import ExprError, plan_bench
+from nvcc_evo.acf.benchspec import ExprError, plan_bench
+from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.measure.gpu import WorkerPool, outputs_match
 from nvcc_evo.measure.gpu_worker import classify, host_array, poison, to_storage
-from nvcc_evo.parse import parse_text
 
 BENCH = parse_text('''acf 1
 unit "k.cu" {

@@ -43,7 +43,7 @@ def test_every_package_of_the_tree_is_in_the_wheel(wheel):
                 if "__pycache__" not in p.parts}
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-        shipped = archive.read("nvcc_evo/grammar/acf.lark").decode()
+        shipped = archive.read("nvcc_evo/acf/grammar/acf.lark").decode()
     assert packages <= {str(Path(n).parent) for n in names}, packages - {str(Path(n).parent) for n in names}
     assert {"nvcc_evo/measure/__init__.py", "nvcc_evo/measure/gpu_worker.py"} <= names
     assert shipped == (ROOT / "nvcc_evo" / "grammar" / "acf.lark").read_text()
@@ -57,7 +57,7 @@ def _user_env(venv: Path, cache: Path) -> dict:
 
 
 def test_the_installed_package_is_the_one_that_runs(installed, tmp_path, evo_cache):
-    probe = ("import nvcc_evo, nvcc_evo.measure.choose, nvcc_evo.parse as p; p.parse_text('acf 1'); "
+    probe = ("import nvcc_evo, nvcc_evo.search.measurers, nvcc_evo.acf.parse as p; p.parse_text('acf 1'); "
              "print(nvcc_evo.__file__); print(p.grammar_location())")
     done = subprocess.run([str(installed / "bin" / "python"), "-c", probe], cwd=tmp_path,
                           env=_user_env(installed, evo_cache), capture_output=True, text=True)

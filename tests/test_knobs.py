@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import re
 
-from nvcc_evo import knobs
-from nvcc_evo.knobs import KNOBS, Form, Kind
+from nvcc_evo.acf import knobs
+from nvcc_evo.acf.knobs import Form, KNOBS, Kind
 
 
 def test_names_are_unique_and_dotted():

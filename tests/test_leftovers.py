@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from conftest import EVO_COMMAND, evo_env, run_evo
-from nvcc_evo import leftovers
-from nvcc_evo.compile import CompileJob, compile_candidate
-from nvcc_evo.shim import find_real_nvcc
+from nvcc_evo.driver.candidate import CompileJob, compile_candidate
+from nvcc_evo.driver.common import find_real_nvcc
+from nvcc_evo.system import leftovers
 
 ACF = """acf 1
 unit "slow.cu" {
@@ -137,7 +137,7 @@ def test_a_timeout_kills_every_step_of_the_compile(project):
 def test_the_group_dies_with_a_killed_parent(tmp_path):
     """The guard shell gets the parent-death signal and kills its group:
     here the parent is a Python that runs `sleep` through run_in_group."""
-    code = f"from nvcc_evo.leftovers import run_in_group; run_in_group(['sleep', '60'], cwd={str(tmp_path)!r})"
+    code = f"from nvcc_evo.system.leftovers import run_in_group; run_in_group(['sleep', '60'], cwd={str(tmp_path)!r})"
     parent = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path)
     assert wait_until(lambda: any(c.startswith("sleep 60") for c in _children_commands(parent.pid)), 30)
     sleeper = next(pid for pid, c in _all_commands().items() if c.startswith("sleep 60") and _ancestor(pid, parent.pid))

@@ -5,10 +5,10 @@ import lark
 import pytest
 
 from conftest import DATA
-from nvcc_evo import acf
+from nvcc_evo.acf import model
+from nvcc_evo.acf.parse import build_parser, parse_text
+from nvcc_evo.acf.syntax import SYNTAX_EXAMPLES
 from nvcc_evo.errors import AcfError
-from nvcc_evo.parse import build_parser, parse_text
-from nvcc_evo.syntax import SYNTAX_EXAMPLES
 
 
 def test_grammar_builds_strict_without_collisions():
@@ -51,14 +51,14 @@ def test_all_syntax_errors_of_a_file_in_one_run():
 def test_values_are_typed():
     file = parse_text((DATA / "acf" / "ok" / "full.acf").read_text(), "full.acf")
     unit = file.units[0]
-    assert unit.pins == (acf.Setting("nvcc.use_fast_math", False),)
-    assert unit.space[1] == acf.Space("ptxas.maxrregcount", acf.RangeDomain(32, 255, 8))
-    assert unit.space[3].domain == acf.SetDomain(("ca", "cg"))
+    assert unit.pins == (model.Setting("nvcc.use_fast_math", False),)
+    assert unit.space[1] == model.Space("ptxas.maxrregcount", model.RangeDomain(32, 255, 8))
+    assert unit.space[3].domain == model.SetDomain(("ca", "cg"))
     assert unit.tune.minimize == ("runtime", "energy")
-    assert unit.tune.select_where == (acf.Condition("energy", "<=", 1.05, True),)
+    assert unit.tune.select_where == (model.Condition("energy", "<=", 1.05, True),)
     target = unit.targets[0]
     assert (target.arch, target.gpu) == ("sm_90", "NVIDIA H200")
-    assert target.record("baseline.runtime") == acf.Record("baseline.runtime", 812.5, 3.1)
+    assert target.record("baseline.runtime") == model.Record("baseline.runtime", 812.5, 3.1)
     assert file.units[1].globs == ("apps/*.cu", "apps/extra/solver.cu")
     assert file.units[1].bench.metric.text == "time: ([0-9.]+) ms"
 

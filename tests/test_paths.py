@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, ROOT, evo_env, run_evo
-from nvcc_evo import unitpath
-from nvcc_evo.plan import index_units, match_unit
-from nvcc_evo.resolve import load
-from nvcc_evo.space import unit_sources
+from nvcc_evo.acf import unitpath
+from nvcc_evo.acf.resolve import load
+from nvcc_evo.acf.sources import unit_sources
+from nvcc_evo.driver.plan import index_units, match_unit
 
 
 @pytest.fixture

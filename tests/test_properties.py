@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 from hypothesis.extra.lark import from_lark
 
 from conftest import DATA
+from nvcc_evo.acf.format import format_text
+from nvcc_evo.acf.parse import _grammar_text, parse_text
+from nvcc_evo.acf.resolve import check
 from nvcc_evo.errors import AcfError
-from nvcc_evo.format import format_text
-from nvcc_evo.parse import _grammar_text, parse_text
-from nvcc_evo.resolve import check
 
 GRAMMAR = lark.Lark(_grammar_text(), parser="lalr")
 SPACED = {"WS": st.sampled_from([" ", "\n", "  "]), "COMMENT": st.just("# c\n")}

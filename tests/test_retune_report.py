@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, evo_env, run_evo
-from nvcc_evo.space import Genome
+from nvcc_evo.search.space import Genome
 
 # A define that breaks the compile for one value: candidates fail with a
 # message the user must see.
@@ -100,9 +100,9 @@ def test_a_choice_that_gives_up_one_objective_is_not_called_an_improvement():
     40 -> 46`: the registers went up."""
     from types import SimpleNamespace
 
-    from nvcc_evo.evaluate import Goal
     from nvcc_evo.measure import Measurement
-    from nvcc_evo.writeback import verdict_of
+    from nvcc_evo.search.evaluate import Goal
+    from nvcc_evo.search.writeback import verdict_of
     base = Genome((("ptxas.maxrregcount", None),))
     space = SimpleNamespace(baseline=lambda: base)
     outcome = lambda after: SimpleNamespace(

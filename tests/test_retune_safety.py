@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, EVO, evo_env, run_evo
-from nvcc_evo.parse import parse_text
+from nvcc_evo.acf.parse import parse_text
 
 SEARCH = """    search {
         ptxas.opt_level in 1..3

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from conftest import evo_env, run_evo
-from nvcc_evo import flags, knobs
-from nvcc_evo.nvcc_options import parse_call
+from nvcc_evo.acf import knobs
+from nvcc_evo.driver import flags
+from nvcc_evo.driver.nvcc_options import parse_call
 
 KERNEL = 'extern "C" __global__ void k(float *x) { x[threadIdx.x] *= TILE; }\n'
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 import numpy as np
 
 from conftest import DATA
-from nvcc_evo import acf
-from nvcc_evo.parse import parse_text
-from nvcc_evo.space import DEFAULT_SPACE, Genome, build_space, crossover, mutate, repair, sample, source_default, source_defines, step, unit_defines
+from nvcc_evo.acf import model
+from nvcc_evo.acf.parse import parse_text
+from nvcc_evo.acf.sources import source_default, source_defines, unit_defines
+from nvcc_evo.search.space import DEFAULT_SPACE, Genome, build_space, crossover, mutate, repair, sample, step
 
 UNIT = parse_text('''acf 1
 unit "spill.cu" {
@@ -36,15 +37,15 @@ def test_space_has_baseline_pins_and_source_defaults():
 
 
 def test_a_pin_outside_the_search_block_is_still_built_and_benched():
-    unit = acf.Unit(("x.cu",), pins=(acf.Setting("define.BM", 16),),
-                    space=(acf.Space("define.BN", acf.SetDomain((64, 128))),))
+    unit = model.Unit(("x.cu",), pins=(model.Setting("define.BM", 16),),
+                    space=(model.Space("define.BN", model.SetDomain((64, 128))),))
     space = build_space(unit, None)
     assert space.size == 3 and space.baseline().settings()["define.BM"] == 16      # BN: not passed, 64, 128
     assert next(d for d in space.dimensions if d.knob == "define.BM").pinned
 
 
 def test_default_space_is_filtered_by_the_toolkit():
-    unit = acf.Unit(("x.cu",))
+    unit = model.Unit(("x.cu",))
     space = build_space(unit, None, accepts=lambda name: name != "ptxas.dlcm")
     assert [d.knob for d in space.dimensions] == [k for k, _ in DEFAULT_SPACE if k != "ptxas.dlcm"]
 
@@ -94,13 +95,13 @@ def test_source_defaults_follow_quoted_includes_first_definition_wins(tmp_path):
     assert source_default(thin, "DIM") == 64 and source_default(thin, "TILE") == 32
     assert source_defines(thin) == {"DIM": 64, "TILE": 32}           # the include cycle back to thin.cu is cut
     assert source_defines(tmp_path / "kernel.cuh") == {"DIM": 128, "TILE": 32}
-    unit = acf.Unit(("thin.cu",), pins=(acf.Setting("define.TILE", 16), acf.Setting("ptxas.opt_level", 2)))
+    unit = model.Unit(("thin.cu",), pins=(model.Setting("define.TILE", 16), model.Setting("ptxas.opt_level", 2)))
     assert unit_defines(unit, thin) == {"DIM": 64, "TILE": 16}                  # pins over the source's own
 
 
 def test_repair_keeps_ptxas_from_conflicting_levels():
-    unit = acf.Unit(("x.cu",), space=(acf.Space("ptxas.opt_level", acf.RangeDomain(1, 3)),
-                                      acf.Space("ptxas.fast_compile", acf.SetDomain(("0", "min", "max")))))
+    unit = model.Unit(("x.cu",), space=(model.Space("ptxas.opt_level", model.RangeDomain(1, 3)),
+                                      model.Space("ptxas.fast_compile", model.SetDomain(("0", "min", "max")))))
     space = build_space(unit, None)
     assert space.genome({"ptxas.opt_level": 2, "ptxas.fast_compile": "min"}).value("ptxas.fast_compile") == "0"
     assert space.genome({"ptxas.opt_level": 1, "ptxas.fast_compile": "max"}).value("ptxas.fast_compile") == "0"

@@ -242,7 +242,7 @@ def test_compile_database_under_parallel_builds(project, evo_cache):
 
 @pytest.mark.parametrize("nvcc", toolkits())
 def test_probing_finds_what_each_toolkit_takes(nvcc, tmp_path):
-    from nvcc_evo.toolkit import probe
+    from nvcc_evo.driver.toolkit import probe
     toolkit = probe(nvcc)
     assert toolkit.default_arch.startswith("sm_")
     assert {"ptxas.maxrregcount", "ptxas.opt_level", "nvcc.use_fast_math", "ptxas.dlcm"} <= toolkit.accepted

@@ -13,8 +13,8 @@ import re
 import time
 from pathlib import Path
 
-from nvcc_evo.leftovers import SHELL, run_in_group
 from nvcc_evo.measure import Measurement, failed
+from nvcc_evo.system.leftovers import SHELL, run_in_group
 
 NAME = "command"
 OBJECTIVES = ("metric",)

@@ -14,9 +14,9 @@ from typing import Callable
 
 import numpy as np
 
-from nvcc_evo import acf
-from nvcc_evo.benchspec import BenchPlan, ExprError, ScalarPlan, plan_bench
-from nvcc_evo.compile import CompileResult
+from nvcc_evo.acf import model
+from nvcc_evo.acf.benchspec import BenchPlan, ExprError, ScalarPlan, plan_bench
+from nvcc_evo.driver.candidate import CompileResult
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.measure import Measurement, failed, static
 from nvcc_evo.measure.gpu_worker import host_array
@@ -122,7 +122,7 @@ def _as_float(values: np.ndarray, plan: BenchPlan, name: str) -> np.ndarray:
 class GpuBench:
     """Measures candidates of one unit with its bench spec."""
 
-    bench: acf.Bench
+    bench: model.Bench
     pool: WorkerPool
     arch: str
     defines_for: Callable                 # genome -> {NAME: value}
@@ -181,6 +181,12 @@ class GpuBench:
         cubin, plan, first = self.baseline_run
         answer = self.pool.request({"cubin": cubin, "plan": plan, "time": True, "min_seconds": 0.1})
         return summarize(answer["times_us"]).median / first - 1 if answer["status"] == "ok" else None
+
+
+    def confirm(self, baseline: tuple, chosen: tuple) -> tuple[Verdict, str]:
+        """The confirmation step: `baseline` and `chosen` are (genome, compile
+        result); see verify."""
+        return verify(self.pool, *((result.cubin, self.plan(genome)) for genome, result in (baseline, chosen)))
 
 
 def verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[bytes, BenchPlan],

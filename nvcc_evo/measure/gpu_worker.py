@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from nvcc_evo.benchspec import DTYPES, ArrayPlan, BenchPlan, ScalarPlan
+from nvcc_evo.acf.benchspec import ArrayPlan, BenchPlan, DTYPES, ScalarPlan
 from nvcc_evo.measure.stats import repetitions
 
 CACHE_BYTES = 8 << 30        # host copies of inputs kept between requests

@@ -1,25 +1,21 @@
-"""The replay backend: answers from a recorded results store, no compiler,
-no GPU. For tests and for comparing search strategies at no cost."""
+"""The replay backend: answers from recorded results, no compiler, no GPU.
+For tests and for comparing search strategies at no cost. The records come
+from a results store (nvcc_evo.search.store reads them; this backend only
+needs each record's genome, measurement and SASS hash)."""
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Hashable, Iterable
 
 from nvcc_evo.measure import Measurement
-from nvcc_evo.space import Genome
-from nvcc_evo.store import Record, Store
 
 NAME = "replay"
 
 
 class Replay:
-    def __init__(self, records: list[Record]):
-        self.answers: dict[Genome, Record] = {r.genome: r for r in records}
+    def __init__(self, records: Iterable):
+        self.answers: dict[Hashable, object] = {r.genome: r for r in records}
 
-    @classmethod
-    def from_file(cls, path: Path) -> "Replay":
-        return cls(Store(path).read())
-
-    def measure(self, genome: Genome) -> tuple[Measurement, str]:
+    def measure(self, genome: Hashable) -> tuple[Measurement, str]:
         """(the recorded measurement, its SASS hash); not-recorded if absent."""
         record = self.answers.get(genome)
         if record is None:

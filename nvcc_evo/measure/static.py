@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from nvcc_evo.compile import CompileResult, instruction_count
+from nvcc_evo.driver.candidate import CompileResult, instruction_count
 from nvcc_evo.measure import Measurement, failed
 
 NAME = "static"

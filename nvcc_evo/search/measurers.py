@@ -7,26 +7,15 @@ the device name that goes into the results' context.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Callable
 
-from nvcc_evo import acf, unitpath
+from nvcc_evo.acf import model, unitpath
+from nvcc_evo.acf.sources import define_values
 from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
-from nvcc_evo.measure import Measurement, command, static
-from nvcc_evo.space import Genome, define_values
-from nvcc_evo.store import Context, require_same_context
-
-
-@dataclass(frozen=True)
-class Measurer:
-    measure: Callable
-    objectives: tuple[str, ...]
-    compiles: bool = True
-    device: str = "cpu"
-    describe: str = ""
-    gpu: object = None          # the GpuBench, for the final interleaved verification
-    hello: dict | None = None   # the GPU's name, compute capability and driver
+from nvcc_evo.measure import Measurement, Measurer, command, static
+from nvcc_evo.search.space import Genome
+from nvcc_evo.search.store import Context, Store, require_same_context
 
 
 def _static(task) -> Measurer:
@@ -39,9 +28,9 @@ def _candidate_acf(acf_path: Path, task, genome: Genome, at_start: str) -> Path:
     holds the candidate: beside the real one, so that unit globs resolve the
     same. While the ACF, as it is now, lacks the unit or does not parse (an
     edit under way), the copy is made from the text as the search began."""
-    from nvcc_evo.acftext import read_text
-    from nvcc_evo.format import update_target
-    target = acf.Target(task.arch, None, tuple(acf.Setting(k, v) for k, v in genome.settings().items()))
+    from nvcc_evo.acf.format import update_target
+    from nvcc_evo.acf.text import read_text
+    target = model.Target(task.arch, None, tuple(model.Setting(k, v) for k, v in genome.settings().items()))
     path = acf_path.parent / f".nvcc-evo-candidate-{os.getpid()}.acf"
     try:
         text = update_target(read_text(acf_path), task.unit.globs, target, str(acf_path))
@@ -52,7 +41,7 @@ def _candidate_acf(acf_path: Path, task, genome: Genome, at_start: str) -> Path:
 
 
 def _command(task, acf_path: Path, timeout: float) -> Measurer:
-    from nvcc_evo.acftext import read_text
+    from nvcc_evo.acf.text import read_text
     bench = task.unit.bench
     if bench is None or bench.command is None:
         raise UsageError(f"unit {task.unit} has no `bench {{ command ...; metric ... }}` for the command backend")
@@ -78,7 +67,7 @@ def _replay(task, path: str | None, context: Context) -> Measurer:
     from nvcc_evo.measure.replay import Replay
     if not path:
         raise UsageError("--backend replay needs --replay FILE (a results store)")
-    replay = Replay.from_file(Path(path))
+    replay = Replay(Store(Path(path)).read())
     records = list(replay.answers.values())
     if not records:
         raise UsageError(f"{path} holds no recorded results")
@@ -110,7 +99,7 @@ def close_pool() -> None:
         _POOL = None
 
 
-def load_reference(bench: acf.Bench, folder: Path):
+def load_reference(bench: model.Bench, folder: Path):
     """The bench's `reference "FILE.py:FUNCTION"`, imported from beside the ACF."""
     if bench.reference is None:
         return None
@@ -125,7 +114,7 @@ def load_reference(bench: acf.Bench, folder: Path):
 
 
 def _pycuda(task, space_defaults: dict, acf_folder: Path) -> Measurer:
-    from nvcc_evo.measure.gpu import OBJECTIVES, GpuBench
+    from nvcc_evo.measure.gpu import GpuBench, OBJECTIVES
     bench = task.unit.bench
     if bench is None or bench.kernel is None:
         raise UsageError(f"unit {task.unit} has no `bench {{ kernel ... }}` block for the pycuda backend")
@@ -133,7 +122,8 @@ def _pycuda(task, space_defaults: dict, acf_folder: Path) -> Measurer:
     defines = lambda genome: {**space_defaults, **define_values(genome.settings())}
     gpu = GpuBench(bench, pool, task.arch, defines, energy=True, expected_fn=load_reference(bench, acf_folder))
     energy = "energy from NVML" if pool.hello.get("nvml") else "no NVML: energy dropped"
-    return Measurer(gpu.measure, OBJECTIVES, device=pool.hello["name"], gpu=gpu, hello=pool.hello,
+    return Measurer(gpu.measure, OBJECTIVES, device=pool.hello["name"], hello=pool.hello, confirm=gpu.confirm,
+                    drift=gpu.drift,
                     describe=f"pycuda on {pool.hello['name']} (sm {pool.hello['cc']}; {energy})")
 
 

@@ -15,8 +15,8 @@ import re
 from typing import NamedTuple
 from pathlib import Path
 
-from nvcc_evo import knobs
-from nvcc_evo.shim import replace_file
+from nvcc_evo.acf import knobs
+from nvcc_evo.driver.common import replace_file
 
 PROBE_SOURCE = 'extern "C" __global__ void probe(float* x) { x[threadIdx.x] *= 2.0f; }\n'
 CACHE_VERSION = 2

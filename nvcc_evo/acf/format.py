@@ -1,9 +1,9 @@
-"""Formatter and writer: canonical ACF text with every comment kept.
+"""Formatter: canonical ACF text with every comment kept.
 
 `format_text(text)` is a fixed point: formatting formatted text changes
 nothing. `update_target(...)` rewrites one unit's target block (knobs and
 provenance) and leaves every other byte of the file as it was, so that a
-retune never loses a hand edit. Writing the file is acfwrite's (`rewrite`,
+retune never loses a hand edit. Writing the file is nvcc_evo.acf.write's (`rewrite`,
 `write_atomic`: locked, atomic, the file's links, mode and spelling kept).
 """
 from __future__ import annotations
@@ -11,10 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from nvcc_evo import acf
-from nvcc_evo.acfwrite import write_atomic  # noqa: F401  (the writer lives in acfwrite; re-exported)
+from nvcc_evo.acf import model
+from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.errors import AcfChanged
-from nvcc_evo.parse import parse_text
 
 INDENT = "    "
 BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")     # the grammar's NAME: ASCII (str.isidentifier takes é)
@@ -52,33 +51,33 @@ def show_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def show_expr(expr: acf.Expr, parent: int = 0) -> str:
-    if isinstance(expr, acf.Literal):
+def show_expr(expr: model.Expr, parent: int = 0) -> str:
+    if isinstance(expr, model.Literal):
         return show_number(expr.value)
-    if isinstance(expr, acf.Ref):
+    if isinstance(expr, model.Ref):
         return expr.name
-    if isinstance(expr, acf.Call):
+    if isinstance(expr, model.Call):
         return f"{expr.function}({', '.join(show_expr(a) for a in expr.args)})"
-    if isinstance(expr, acf.Unary):
+    if isinstance(expr, model.Unary):
         return "-" + show_expr(expr.operand, 3)
     own = PRECEDENCE[expr.op]
     left = show_expr(expr.left, own)
-    if expr.op == "*" and isinstance(expr.left, acf.Binary) and expr.left.op in "/%":
+    if expr.op == "*" and isinstance(expr.left, model.Binary) and expr.left.op in "/%":
         left = f"({left})"      # (A / B) * C: keep the truncating division visibly first
     text = f"{left} {expr.op} {show_expr(expr.right, own + 1)}"
     return f"({text})" if own < parent else text
 
 
-def show_domain(domain: acf.Domain) -> str:
-    if isinstance(domain, acf.BoolDomain):
+def show_domain(domain: model.Domain) -> str:
+    if isinstance(domain, model.BoolDomain):
         return "bool"
-    if isinstance(domain, acf.RangeDomain):
+    if isinstance(domain, model.RangeDomain):
         step = f" step {domain.step}" if domain.step != 1 else ""
         return f"{domain.low}..{domain.high}{step}"
     return "{" + ", ".join(show_value(v) for v in domain.values) + "}"
 
 
-def show_condition(condition: acf.Condition) -> str:
+def show_condition(condition: model.Condition) -> str:
     if condition.relative:
         bound = "baseline" if condition.bound == 1.0 else f"{show_value(condition.bound)} * baseline"
     else:
@@ -86,7 +85,7 @@ def show_condition(condition: acf.Condition) -> str:
     return f"{condition.metric} {condition.op} {bound}"
 
 
-def show_arg(arg: acf.Arg) -> str:
+def show_arg(arg: model.Arg) -> str:
     if not arg.is_array:
         return f"arg {arg.name} : {arg.dtype} = {show_expr(arg.value)}"
     if arg.init == "output":
@@ -97,7 +96,7 @@ def show_arg(arg: acf.Arg) -> str:
     return f"arg {arg.name} : {arg.dtype}[{show_expr(arg.count)}] = {init}"
 
 
-def show_check(check: acf.Check) -> str:
+def show_check(check: model.Check) -> str:
     parts = [f"check {check.name}"]
     if check.rtol is not None:
         parts.append(f"rtol {show_value(check.rtol)}")
@@ -108,7 +107,7 @@ def show_check(check: acf.Check) -> str:
     return " ".join(parts)
 
 
-def show_record(record: acf.Record) -> str:
+def show_record(record: model.Record) -> str:
     spread = f" +- {show_value(record.spread)}" if record.spread is not None else ""
     return f"{record.key} = {show_value(record.value)}{spread}"
 
@@ -119,7 +118,7 @@ class Attached:
     """Comments owned by one statement."""
 
     leading: list[str] = field(default_factory=list)
-    trailing: list[acf.Comment] = field(default_factory=list)   # after the statement or block header
+    trailing: list[model.Comment] = field(default_factory=list)   # after the statement or block header
     below: list[str] = field(default_factory=list)      # own lines kept under it (the file's header comment)
     footer: list[str] = field(default_factory=list)     # own lines before a block's '}'
     closing: list[str] = field(default_factory=list)    # after a block's '}'
@@ -127,7 +126,7 @@ class Attached:
 
 @dataclass
 class _Node:
-    span: acf.Span
+    span: model.Span
     children: list["_Node"] | None   # None for a one-line statement
 
     @property
@@ -135,15 +134,15 @@ class _Node:
         return (self.span.start, self.span.end)
 
 
-def _leaf(span: acf.Span) -> _Node:
+def _leaf(span: model.Span) -> _Node:
     return _Node(span, None)
 
 
-def _block(span: acf.Span, children) -> _Node:
+def _block(span: model.Span, children) -> _Node:
     return _Node(span, sorted((c for c in children if c.span.start >= 0), key=lambda n: n.span.start))
 
 
-def _tree(file: acf.AcfFile) -> _Node:
+def _tree(file: model.AcfFile) -> _Node:
     """Statements with their spans, in source order."""
     units = []
     for unit in file.units:
@@ -156,22 +155,22 @@ def _tree(file: acf.AcfFile) -> _Node:
             parts.append(_block(unit.bench.span, [_leaf(s.span) for s in _bench_items(unit.bench)]))
         parts.extend(_target_node(t) for t in unit.targets)
         units.append(_block(unit.span, parts))
-    return _block(acf.Span(0, 0, 10**9, 0, 0, 10**12), [_leaf(file.header_span)] + units)
+    return _block(model.Span(0, 0, 10**9, 0, 0, 10**12), [_leaf(file.header_span)] + units)
 
 
-def _target_node(target: acf.Target) -> _Node:
+def _target_node(target: model.Target) -> _Node:
     parts = [_leaf(s.span) for s in target.settings]
     if target.provenance is not None:
         parts.append(_block(target.provenance_span, [_leaf(r.span) for r in target.provenance]))
     return _block(target.span, parts)
 
 
-def _bench_items(bench: acf.Bench):
+def _bench_items(bench: model.Bench):
     texts = [t for t in (bench.kernel, bench.reference, bench.command, bench.metric) if t is not None]
     return [*texts, *bench.lets, *bench.args, *bench.launch, *bench.checks]
 
 
-def attach_comments(file: acf.AcfFile) -> dict[tuple[int, int], Attached]:
+def attach_comments(file: model.AcfFile) -> dict[tuple[int, int], Attached]:
     """Give every comment an owner statement (see Attached)."""
     root = _tree(file)
     owners: dict[tuple[int, int], Attached] = {}
@@ -202,7 +201,7 @@ def attach_comments(file: acf.AcfFile) -> dict[tuple[int, int], Attached]:
     return owners
 
 
-def _heads_the_file(comment: acf.Comment, file: acf.AcfFile, own_lines: set[int]) -> bool:
+def _heads_the_file(comment: model.Comment, file: model.AcfFile, own_lines: set[int]) -> bool:
     """An own-line comment after the `acf` line and before the first unit, with
     a blank line between it and the unit: it is about the file, not the unit."""
     if not comment.own_line or comment.line <= file.header_span.line:
@@ -220,7 +219,7 @@ class _Writer:
         self.margin = margin            # columns the caller puts before each line (update_target)
         self.done: set[tuple[int, int]] = set()
 
-    def _own(self, span: acf.Span) -> Attached:
+    def _own(self, span: model.Span) -> Attached:
         key = (span.start, span.end)
         self.done.add(key)
         return self.comments.get(key, Attached()) if span.start >= 0 else Attached()
@@ -231,12 +230,12 @@ class _Writer:
         line = INDENT * self.depth + text
         if trailing:
             first = trailing[0]
-            column = first.column - 1 if isinstance(first, acf.Comment) else 0
+            column = first.column - 1 if isinstance(first, model.Comment) else 0
             line = line + " " * max(2, column - self.margin - len(line))
-            line += " ".join(c.text if isinstance(c, acf.Comment) else c for c in trailing)
+            line += " ".join(c.text if isinstance(c, model.Comment) else c for c in trailing)
         self.lines.append(line.rstrip() if text or trailing else "")
 
-    def leaf(self, span: acf.Span, text: str) -> None:
+    def leaf(self, span: model.Span, text: str) -> None:
         own = self._own(span)
         for comment in own.leading:
             self._emit(comment, [])
@@ -244,14 +243,14 @@ class _Writer:
         for comment in own.below:
             self._emit(comment, [])
 
-    def open(self, span: acf.Span, header: str) -> None:
+    def open(self, span: model.Span, header: str) -> None:
         own = self._own(span)
         for comment in own.leading:
             self._emit(comment, [])
         self._emit(header + " {", own.trailing)
         self.depth += 1
 
-    def close(self, span: acf.Span) -> None:
+    def close(self, span: model.Span) -> None:
         own = self._own(span)
         # Comments whose statement no longer prints (merged lines) stay inside the block.
         for key, stray in self.comments.items():
@@ -265,7 +264,7 @@ class _Writer:
         self._emit("}", own.closing)
 
 
-def _write_unit(w: _Writer, unit: acf.Unit) -> None:
+def _write_unit(w: _Writer, unit: model.Unit) -> None:
     w.open(unit.span, "unit " + " ".join(show_string(g) for g in unit.globs))
     for pin in unit.pins:
         w.leaf(pin.span, f"pin {pin.knob} = {show_value(pin.value)}")
@@ -283,22 +282,22 @@ def _write_unit(w: _Writer, unit: acf.Unit) -> None:
     w.close(unit.span)
 
 
-def _write_tune(w: _Writer, tune: acf.Tune) -> None:
+def _write_tune(w: _Writer, tune: model.Tune) -> None:
     spans = {}
     for kind, span in tune.item_spans:
         spans.setdefault(kind, []).append(span)
     w.open(tune.span, "tune")
     if tune.minimize:
-        w.leaf(spans.get("minimize", [acf.NO_SPAN])[0], "minimize " + ", ".join(tune.minimize))
-    for condition, span in zip(tune.require, spans.get("require", []) + [acf.NO_SPAN] * len(tune.require)):
+        w.leaf(spans.get("minimize", [model.NO_SPAN])[0], "minimize " + ", ".join(tune.minimize))
+    for condition, span in zip(tune.require, spans.get("require", []) + [model.NO_SPAN] * len(tune.require)):
         w.leaf(span, "require " + show_condition(condition))
     if tune.select is not None:
         where = " and ".join(show_condition(c) for c in tune.select_where)
-        w.leaf(spans.get("select", [acf.NO_SPAN])[-1], f"select {tune.select}" + (f" where {where}" if where else ""))
+        w.leaf(spans.get("select", [model.NO_SPAN])[-1], f"select {tune.select}" + (f" where {where}" if where else ""))
     w.close(tune.span)
 
 
-def _write_bench(w: _Writer, bench: acf.Bench) -> None:
+def _write_bench(w: _Writer, bench: model.Bench) -> None:
     w.open(bench.span, "bench")
     if bench.kernel is not None:
         w.leaf(bench.kernel.span, f"kernel {show_value(bench.kernel.text)}")
@@ -317,7 +316,7 @@ def _write_bench(w: _Writer, bench: acf.Bench) -> None:
     w.close(bench.span)
 
 
-def write_target(w: _Writer, target: acf.Target) -> None:
+def write_target(w: _Writer, target: model.Target) -> None:
     gpu = f" {show_string(target.gpu)}" if target.gpu else ""
     w.open(target.span, f"target {target.arch}{gpu}")
     for setting in target.settings:
@@ -330,7 +329,7 @@ def write_target(w: _Writer, target: acf.Target) -> None:
     w.close(target.span)
 
 
-def format_file(file: acf.AcfFile) -> str:
+def format_file(file: model.AcfFile) -> str:
     comments = attach_comments(file)
     w = _Writer(comments)
     w.leaf(file.header_span, f"acf {file.version}")
@@ -349,7 +348,7 @@ def format_text(text: str, path: str = "<acf>") -> str:
 
 
 # ---------------------------------------------------------------- updates
-def update_target(text: str, globs: tuple[str, ...], target: acf.Target, path: str = "<acf>") -> str:
+def update_target(text: str, globs: tuple[str, ...], target: model.Target, path: str = "<acf>") -> str:
     """Replace (or add) `target` in the unit with these globs, found in
     `text` as it is now (never by position: a unit inserted above must not
     receive another's result); all other bytes stay. AcfChanged when no unit
@@ -358,7 +357,7 @@ def update_target(text: str, globs: tuple[str, ...], target: acf.Target, path: s
     return replace_target(text, file, find_unit(file, globs), target)
 
 
-def find_unit(file: acf.AcfFile, globs: tuple[str, ...]) -> acf.Unit:
+def find_unit(file: model.AcfFile, globs: tuple[str, ...]) -> model.Unit:
     """The one unit with these globs (in any order, as duplicate units are
     told apart); AcfChanged if there is none or there are several."""
     found = [u for u in file.units if frozenset(u.globs) == frozenset(globs)]
@@ -371,7 +370,7 @@ def find_unit(file: acf.AcfFile, globs: tuple[str, ...]) -> acf.Unit:
     return found[0]
 
 
-def replace_target(text: str, file: acf.AcfFile, unit: acf.Unit, target: acf.Target) -> str:
+def replace_target(text: str, file: model.AcfFile, unit: model.Unit, target: model.Target) -> str:
     """Replace (or add) `target` in `unit` of `file` (parsed from `text`): the
     block for the same architecture and GPU name. Comments of knobs that
     remain stay with them."""
@@ -379,12 +378,12 @@ def replace_target(text: str, file: acf.AcfFile, unit: acf.Unit, target: acf.Tar
     if old is not None:
         spans = {s.knob: s.span for s in old.settings}
         target = replace(target, span=old.span, provenance_span=old.provenance_span,
-                         settings=tuple(replace(s, span=spans.get(s.knob, acf.NO_SPAN))
+                         settings=tuple(replace(s, span=spans.get(s.knob, model.NO_SPAN))
                                         for s in target.settings))
         start, end = old.span.start, old.span.end
         indent, prefix, suffix = _indent_of(text, start), "", ""
     else:
-        target = replace(target, span=acf.NO_SPAN, provenance_span=acf.NO_SPAN)
+        target = replace(target, span=model.NO_SPAN, provenance_span=model.NO_SPAN)
         closing = unit.span.end - 1                     # the unit's '}'
         line_start = text.rfind("\n", 0, closing) + 1
         unit_indent = _indent_of(text, unit.span.start)

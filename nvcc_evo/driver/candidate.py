@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from nvcc_evo.leftovers import kill_running, private_folder, run_in_group
-from nvcc_evo.nvcc_options import rebuild_argv
+from nvcc_evo.driver.nvcc_options import rebuild_argv
+from nvcc_evo.system.leftovers import kill_running, private_folder, run_in_group
 
 # Options of the build's command line that a candidate compile replaces.
 REPLACED = {"--output-file", "--generate-code", "--gpu-architecture", "--gpu-code",

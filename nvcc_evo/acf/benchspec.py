@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from nvcc_evo import acf
+from nvcc_evo.acf import model
 
 # dtype -> (bytes per element, numpy name)
 DTYPES: dict[str, tuple[int, str]] = {
@@ -49,44 +49,44 @@ FUNCTIONS: dict[str, tuple[int, Callable]] = {
 class ExprError(ValueError):
     """An expression that cannot be evaluated; carries the offending node."""
 
-    def __init__(self, node: acf.Expr, message: str):
+    def __init__(self, node: model.Expr, message: str):
         super().__init__(message)
         self.node = node
 
 
-def names_in(expr: acf.Expr) -> list[acf.Ref]:
-    if isinstance(expr, acf.Ref):
+def names_in(expr: model.Expr) -> list[model.Ref]:
+    if isinstance(expr, model.Ref):
         return [expr]
-    if isinstance(expr, acf.Unary):
+    if isinstance(expr, model.Unary):
         return names_in(expr.operand)
-    if isinstance(expr, acf.Binary):
+    if isinstance(expr, model.Binary):
         return names_in(expr.left) + names_in(expr.right)
-    if isinstance(expr, acf.Call):
+    if isinstance(expr, model.Call):
         return [ref for arg in expr.args for ref in names_in(arg)]
     return []
 
 
-def calls_in(expr: acf.Expr) -> list[acf.Call]:
-    if isinstance(expr, acf.Call):
+def calls_in(expr: model.Expr) -> list[model.Call]:
+    if isinstance(expr, model.Call):
         return [expr] + [c for arg in expr.args for c in calls_in(arg)]
-    if isinstance(expr, acf.Unary):
+    if isinstance(expr, model.Unary):
         return calls_in(expr.operand)
-    if isinstance(expr, acf.Binary):
+    if isinstance(expr, model.Binary):
         return calls_in(expr.left) + calls_in(expr.right)
     return []
 
 
-def evaluate(expr: acf.Expr, env: Mapping[str, int | float]) -> int | float:
+def evaluate(expr: model.Expr, env: Mapping[str, int | float]) -> int | float:
     """C-like arithmetic: `/` and `%` on integers truncate, as in the kernel."""
-    if isinstance(expr, acf.Literal):
+    if isinstance(expr, model.Literal):
         return expr.value
-    if isinstance(expr, acf.Ref):
+    if isinstance(expr, model.Ref):
         if expr.name not in env:
             raise ExprError(expr, f"undefined name '{expr.name}'")
         return env[expr.name]
-    if isinstance(expr, acf.Unary):
+    if isinstance(expr, model.Unary):
         return -evaluate(expr.operand, env)
-    if isinstance(expr, acf.Call):
+    if isinstance(expr, model.Call):
         _, function = FUNCTIONS[expr.function]
         return function(*(evaluate(a, env) for a in expr.args))
     left, right = evaluate(expr.left, env), evaluate(expr.right, env)
@@ -162,7 +162,7 @@ def _dims(exprs, env, what: str) -> tuple[int, int, int]:
     return tuple(values + [1] * (3 - len(values)))
 
 
-def plan_bench(bench: acf.Bench, defines: Mapping[str, int | float],
+def plan_bench(bench: model.Bench, defines: Mapping[str, int | float],
                lets: Mapping[str, int | float] | None = None) -> BenchPlan:
     """Evaluate sizes, argument counts, initialisers, grid and block with the
     candidate's defines (ExprError on an undefined name or a bad value).

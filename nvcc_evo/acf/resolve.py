@@ -10,11 +10,11 @@ import os
 import re
 from pathlib import Path
 
-from nvcc_evo import acf, benchspec, knobs, unitpath
-from nvcc_evo.acftext import read_text
+from nvcc_evo.acf import benchspec, knobs, model, unitpath
+from nvcc_evo.acf.objectives import OBJECTIVE_BY_NAME, known_provenance_keys, provenance_type
+from nvcc_evo.acf.parse import parse_text
+from nvcc_evo.acf.text import read_text
 from nvcc_evo.errors import AcfError, Diagnostic, Location
-from nvcc_evo.parse import parse_text
-from nvcc_evo.objectives import OBJECTIVE_BY_NAME, known_provenance_keys, provenance_type
 
 ARCH_PATTERN = re.compile(r"sm_[0-9]{2,3}[af]?")
 
@@ -24,21 +24,21 @@ def _names(values) -> str:
 
 
 class Checker:
-    def __init__(self, file: acf.AcfFile, text: str, with_sources: bool = False):
+    def __init__(self, file: model.AcfFile, text: str, with_sources: bool = False):
         self.file, self.lines, self.with_sources = file, text.splitlines(), with_sources
         self.diagnostics: list[Diagnostic] = []
 
-    def error(self, span: acf.Span, message: str) -> None:
+    def error(self, span: model.Span, message: str) -> None:
         source = self.lines[span.line - 1] if 0 < span.line <= len(self.lines) else ""
         self.diagnostics.append(Diagnostic(Location(self.file.path, span.line, span.column),
                                            message, source))
 
     # ---------------------------------------------------------------- file
     def run(self) -> list[Diagnostic]:
-        if self.file.version != acf.ACF_VERSION:
+        if self.file.version != model.ACF_VERSION:
             self.error(self.file.header_span, f"unsupported ACF version {self.file.version} "
-                       f"(this nvcc-evo reads version {acf.ACF_VERSION})")
-        first_seen: dict[frozenset, acf.Unit] = {}
+                       f"(this nvcc-evo reads version {model.ACF_VERSION})")
+        first_seen: dict[frozenset, model.Unit] = {}
         for unit in self.file.units:
             key = frozenset(unit.globs)
             if key in first_seen:
@@ -47,7 +47,7 @@ class Checker:
             self.check_unit(unit)
         return sorted(self.diagnostics, key=lambda d: (d.location.line, d.location.column))
 
-    def check_unit(self, unit: acf.Unit) -> None:
+    def check_unit(self, unit: model.Unit) -> None:
         for glob in unit.globs:
             problem = unitpath.glob_problem(glob)
             if problem is not None:
@@ -68,7 +68,7 @@ class Checker:
             self.check_bench(unit.bench, defines)
             if self.with_sources and unit.bench.kernel is not None and len(self.diagnostics) == before:
                 self.check_bench_at_defaults(unit, defines)
-        seen_targets: dict[tuple, acf.Target] = {}
+        seen_targets: dict[tuple, model.Target] = {}
         for target in unit.targets:
             key = (target.arch, target.gpu)
             if key in seen_targets:
@@ -77,17 +77,17 @@ class Checker:
             seen_targets.setdefault(key, target)
             self.check_target(target, pins)
 
-    def glob_span(self, unit: acf.Unit, glob: str) -> acf.Span:
+    def glob_span(self, unit: model.Unit, glob: str) -> model.Span:
         """Where the glob's string is (the unit's own span if not found)."""
         quoted = '"' + glob.replace("\\", "\\\\").replace('"', '\\"') + '"'
         for line in range(unit.span.line, min(unit.span.end_line, len(self.lines)) + 1):
             column = self.lines[line - 1].find(quoted, unit.span.column - 1 if line == unit.span.line else 0)
             if column >= 0:
-                return acf.Span(line, column + 1, line, column + 1 + len(quoted), 0, 0)
+                return model.Span(line, column + 1, line, column + 1 + len(quoted), 0, 0)
         return unit.span
 
     # ---------------------------------------------------------------- knobs
-    def check_knob_name(self, name: str, span: acf.Span) -> knobs.Knob | None:
+    def check_knob_name(self, name: str, span: model.Span) -> knobs.Knob | None:
         knob = knobs.lookup(name)
         if knob is None and not knobs.is_define(name):
             family = name.split(".", 1)[0]
@@ -99,7 +99,7 @@ class Checker:
             self.error(span, f"unknown knob '{name}'{hint} (known: {known})")
         return knob
 
-    def check_value(self, name: str, value, span: acf.Span) -> None:
+    def check_value(self, name: str, value, span: model.Span) -> None:
         """A knob's value in its domain; a define's, a C macro value that no
         shell reads anything into (nvcc runs its steps through /bin/sh)."""
         knob = knobs.lookup(name)
@@ -110,8 +110,8 @@ class Checker:
             if problem is not None:
                 self.error(span, f"{name} {problem}")
 
-    def check_settings(self, settings, what: str) -> dict[str, acf.Setting]:
-        seen: dict[str, acf.Setting] = {}
+    def check_settings(self, settings, what: str) -> dict[str, model.Setting]:
+        seen: dict[str, model.Setting] = {}
         for setting in settings:
             if setting.knob in seen:
                 self.error(setting.span, f"{setting.knob} is set twice in this {what} "
@@ -121,8 +121,8 @@ class Checker:
             seen.setdefault(setting.knob, setting)
         return seen
 
-    def check_space(self, entries) -> dict[str, acf.Space]:
-        seen: dict[str, acf.Space] = {}
+    def check_space(self, entries) -> dict[str, model.Space]:
+        seen: dict[str, model.Space] = {}
         for space in entries:
             if space.knob in seen:
                 self.error(space.span, f"{space.knob} appears twice in search "
@@ -132,9 +132,9 @@ class Checker:
             self.check_domain(knob, space)
         return seen
 
-    def check_domain(self, knob: knobs.Knob | None, space: acf.Space) -> None:
+    def check_domain(self, knob: knobs.Knob | None, space: model.Space) -> None:
         domain = space.domain
-        if isinstance(domain, acf.RangeDomain):
+        if isinstance(domain, model.RangeDomain):
             if domain.step <= 0 or domain.low > domain.high:
                 self.error(space.span, f"empty range {domain.low}..{domain.high} step {domain.step}: "
                            "expected LOW <= HIGH and a positive step")
@@ -143,7 +143,7 @@ class Checker:
                 self.error(space.span, f"{knob.name} takes {knob.describe_domain()}, got an integer range")
                 return
             values = (domain.low, domain.high)
-        elif isinstance(domain, acf.BoolDomain):
+        elif isinstance(domain, model.BoolDomain):
             values = (True, False)
         else:
             values = domain.values
@@ -153,11 +153,11 @@ class Checker:
             self.check_value(space.knob, value, space.span)
 
     # ---------------------------------------------------------------- tune
-    def check_metric(self, name: str, span: acf.Span) -> None:
+    def check_metric(self, name: str, span: model.Span) -> None:
         if name not in OBJECTIVE_BY_NAME:
             self.error(span, f"unknown objective '{name}' (known: {_names(OBJECTIVE_BY_NAME)})")
 
-    def check_tune(self, tune: acf.Tune) -> None:
+    def check_tune(self, tune: model.Tune) -> None:
         minimize_span = next((span for kind, span in tune.item_spans if kind == "minimize"), tune.span)
         if len(set(tune.minimize)) != len(tune.minimize):
             self.error(minimize_span, "an objective is listed twice in minimize")
@@ -169,7 +169,7 @@ class Checker:
             self.check_metric(condition.metric, condition.span)
 
     # ---------------------------------------------------------------- bench
-    def check_bench(self, bench: acf.Bench, defines: set[str]) -> None:
+    def check_bench(self, bench: model.Bench, defines: set[str]) -> None:
         kernel_form = bench.kernel is not None or bench.args or bench.launch
         if bench.command is not None:
             if kernel_form:
@@ -191,12 +191,12 @@ class Checker:
                 self.error(bench.span, f"a bench block needs a `{what} (x[, y[, z]])` line")
         self.check_bench_names(bench, defines)
 
-    def check_bench_at_defaults(self, unit: acf.Unit, defines: set[str]) -> None:
+    def check_bench_at_defaults(self, unit: model.Unit, defines: set[str]) -> None:
         """The bench evaluates with the unit's own defaults (its source's
         #defines, then its pins): the baseline every search starts from must
         launch. Skipped where no source is beside the ACF or a searched define
         has no default there."""
-        from nvcc_evo.space import unit_defines, unit_sources    # numpy: only for units with a kernel bench
+        from nvcc_evo.acf.sources import unit_defines, unit_sources    # numpy: only for units with a kernel bench
         sources = unit_sources(unit, Path(self.file.path).parent)
         if not sources:
             return
@@ -209,7 +209,7 @@ class Checker:
             span = problem.node.span if problem.node.span.line > 0 else unit.bench.span
             self.error(span, f"with the unit's defaults ({sources[0].name}'s #defines and the pins): {problem}")
 
-    def check_reference(self, reference: acf.Text) -> None:
+    def check_reference(self, reference: model.Text) -> None:
         path, _, function = reference.text.rpartition(":")
         if not path.endswith(".py") or not function.isidentifier():
             self.error(reference.span, f"a reference reads \"FILE.py:FUNCTION\", got '{reference.text}'")
@@ -224,13 +224,13 @@ class Checker:
             self.error(reference.span, f"reference file '{path}' is a link out of the ACF's folder "
                        f"(to {os.path.realpath(folder / path)}); paths stay inside it")
 
-    def check_metric_regex(self, metric: acf.Text) -> None:
+    def check_metric_regex(self, metric: model.Text) -> None:
         try:
             re.compile(metric.text)
         except re.error as problem:
             self.error(metric.span, f"metric is not a valid regular expression: {problem}")
 
-    def check_bench_names(self, bench: acf.Bench, defines: set[str]) -> None:
+    def check_bench_names(self, bench: model.Bench, defines: set[str]) -> None:
         sizes: set[str] = set()
         for let in bench.lets:
             self.check_expr(let.expr, let.span, sizes, defines)
@@ -260,7 +260,7 @@ class Checker:
                 if tolerance is not None and tolerance < 0:
                     self.error(check.span, f"tolerances are >= 0, got {tolerance}")
 
-    def check_arg(self, arg: acf.Arg, sizes: set[str], defines: set[str]) -> None:
+    def check_arg(self, arg: model.Arg, sizes: set[str], defines: set[str]) -> None:
         if arg.dtype not in benchspec.DTYPES:
             self.error(arg.span, f"unknown dtype '{arg.dtype}' (known: {_names(benchspec.DTYPES)})")
         if not arg.is_array:
@@ -280,7 +280,7 @@ class Checker:
                            f"(known: {', '.join(allowed) or 'none'})")
             self.check_expr(param.expr, arg.span, sizes, defines)
 
-    def check_expr(self, expr: acf.Expr, span: acf.Span, sizes: set[str], defines: set[str]) -> None:
+    def check_expr(self, expr: model.Expr, span: model.Span, sizes: set[str], defines: set[str]) -> None:
         for ref in benchspec.names_in(expr):
             if ref.name not in sizes and ref.name not in defines:
                 self.error(ref.span, f"undefined name '{ref.name}' in expression (sizes: "
@@ -294,7 +294,7 @@ class Checker:
                 self.error(call.span, f"{call.function}() takes {known[0]} arguments, got {len(call.args)}")
 
     # ---------------------------------------------------------------- targets
-    def check_target(self, target: acf.Target, pins: dict[str, acf.Setting]) -> None:
+    def check_target(self, target: model.Target, pins: dict[str, model.Setting]) -> None:
         if not ARCH_PATTERN.fullmatch(target.arch):
             self.error(target.span, f"target names a SASS architecture such as sm_90 or sm_90a, "
                        f"got '{target.arch}'")
@@ -307,7 +307,7 @@ class Checker:
         for record in target.provenance or ():
             self.check_record(record)
 
-    def check_record(self, record: acf.Record) -> None:
+    def check_record(self, record: model.Record) -> None:
         expected = provenance_type(record.key)
         if expected is None:
             self.error(record.span, f"unknown provenance key '{record.key}' "
@@ -323,18 +323,18 @@ class Checker:
             self.error(record.span, "only measured values (baseline.X, tuned.X) take a spread")
 
 
-def _all_settings(unit: acf.Unit):
+def _all_settings(unit: model.Unit):
     yield from unit.pins
     for space in unit.space:
-        yield acf.Setting(space.knob, None, space.span)
+        yield model.Setting(space.knob, None, space.span)
     for target in unit.targets:
         yield from target.settings
 
 
-def _in_domain(value, domain: acf.Domain, knob: knobs.Knob | None) -> bool:
-    if isinstance(domain, acf.BoolDomain):
+def _in_domain(value, domain: model.Domain, knob: knobs.Knob | None) -> bool:
+    if isinstance(domain, model.BoolDomain):
         return isinstance(value, bool)
-    if isinstance(domain, acf.RangeDomain):
+    if isinstance(domain, model.RangeDomain):
         return isinstance(value, int) and not isinstance(value, bool) and value in domain.values()
     norm = knob.normalise if knob is not None else (lambda v: v)
     return norm(value) in {norm(v) for v in domain.values}
@@ -348,7 +348,7 @@ def _show(value) -> str:
     return repr(value)
 
 
-def check(file: acf.AcfFile, text: str, with_sources: bool = False) -> None:
+def check(file: model.AcfFile, text: str, with_sources: bool = False) -> None:
     """Raise AcfError with every semantic problem of `file`. `with_sources`:
     also what depends on the units' source files beside it (each bench must
     launch at its source's defaults). The wrapper leaves that out, so that
@@ -358,7 +358,7 @@ def check(file: acf.AcfFile, text: str, with_sources: bool = False) -> None:
         raise AcfError(diagnostics)
 
 
-def load(path) -> acf.AcfFile:
+def load(path) -> model.AcfFile:
     """Parse and check one ACF file, sources included (--acf-check, --retune);
     AcfError lists every problem."""
     text = read_text(path)

@@ -30,8 +30,8 @@ import subprocess
 from pathlib import Path
 from typing import NamedTuple
 
-from nvcc_evo.leftovers import private_folder, sweep_temporary
-from nvcc_evo.nvcc_options import NvccCall, rebuild_argv
+from nvcc_evo.driver.nvcc_options import NvccCall, rebuild_argv
+from nvcc_evo.system.leftovers import private_folder, sweep_temporary
 
 # Calls whose steps are not a plain compile, or whose user wants to see or
 # keep nvcc's own steps: run as asked.

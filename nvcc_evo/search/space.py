@@ -7,15 +7,14 @@ defaults. Operators are pure functions of their inputs and an explicit
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
-from nvcc_evo import acf, knobs, unitpath
-from nvcc_evo.knobs import Scalar
+from nvcc_evo.acf import knobs, model
+from nvcc_evo.acf.knobs import Scalar
+from nvcc_evo.acf.sources import define_values, source_default, source_defines
 
 # Searched when a unit gives no search block: knobs that change codegen but
 # not results (README, "Knobs"), kept to what the toolkit takes.
@@ -54,7 +53,7 @@ class Genome:
         return {k: v for k, v in self.items if v is not None}
 
     def __str__(self) -> str:
-        from nvcc_evo.format import show_value     # spelled as the ACF spells it (false, not False)
+        from nvcc_evo.acf.format import show_value     # spelled as the ACF spells it (false, not False)
         shown = [f"{k}={show_value(v)}" for k, v in self.items if v is not None]
         return " ".join(shown) or "(defaults)"
 
@@ -88,69 +87,6 @@ class SearchSpace:
         return "; ".join(str(d) for d in self.dimensions) + f" ({self.size} points)"
 
 
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
-
-
-def source_text(source: Path, _seen: frozenset = frozenset()) -> str:
-    """The source with its quoted includes inlined where they stand (found
-    beside the including file), as far as they can be read: where a kernel
-    lives in a header, a thin unit that sets a parameter and includes it
-    still shows every parameter."""
-    try:
-        text = source.read_text(errors="replace")
-    except OSError:
-        return ""
-    seen = _seen | {source.resolve()}
-
-    def inline(match: re.Match) -> str:
-        included = source.parent / match.group(1)
-        return source_text(included, seen) if included.resolve() not in seen else ""
-    return INCLUDE.sub(inline, text)
-
-
-def source_default(source: Path, name: str):
-    """The value a source gives a parameter itself (`#define NAME value`);
-    the first definition wins, as behind an #ifndef guard."""
-    match = re.search(rf"^\s*#\s*define\s+{re.escape(name)}\s+(\S+)", source_text(source), re.M)
-    if not match:
-        return None
-    token = match.group(1)
-    for kind in (int, float):
-        try:
-            return kind(token)
-        except ValueError:
-            pass
-    return token
-
-
-def source_defines(source: Path) -> dict:
-    """Every numeric `#define NAME value` of a source and its quoted includes
-    (the first definition of a name wins): the parameters it gives itself."""
-    found = re.finditer(r"^\s*#\s*define\s+(\w+)\s+(-?[0-9.]+)\b", source_text(source), re.M)
-    values: dict = {}
-    for m in found:
-        values.setdefault(m.group(1), float(m.group(2)) if "." in m.group(2) else int(m.group(2)))
-    return values
-
-
-def unit_sources(unit: acf.Unit, folder: Path) -> list[Path]:
-    """The files a unit's globs name inside `folder` (the ACF's), as the
-    build matches them (nvcc_evo.unitpath), sorted."""
-    return [Path(path) for path in unitpath.files(unit.globs, folder)]
-
-
-def define_values(settings: Mapping[str, object]) -> dict:
-    """{NAME: value} of the `define.NAME` knobs among `settings`: what a
-    bench expression sees of them."""
-    return {k[len(knobs.DEFINE_PREFIX):]: v for k, v in settings.items() if knobs.is_define(k)}
-
-
-def unit_defines(unit: acf.Unit, source: Path) -> dict:
-    """Source parameters at the unit's defaults: the source's own #defines
-    (through quoted includes), then the unit's pins."""
-    return {**source_defines(source), **define_values({p.knob: p.value for p in unit.pins})}
-
-
 def baseline_defines(source: Path, space: "SearchSpace") -> dict:
     """Values of source parameters a bench expression may name at the
     space's baseline: the source's own #defines, then the baselines and pins
@@ -166,11 +102,11 @@ def _baseline(knob_name: str, source: Path | None):
     return knob.normalise(knob.default) if knob.default is not None else None
 
 
-def build_space(unit: acf.Unit, source: Path | None, accepts=lambda name: True) -> SearchSpace:
+def build_space(unit: model.Unit, source: Path | None, accepts=lambda name: True) -> SearchSpace:
     """The unit's search block (or DEFAULT_SPACE) and its pins, fixed (a pin
     outside the search block is a one-value dimension), with only knobs the
     toolkit takes (`accepts`)."""
-    entries = [(s.knob, acf.domain_values(s.domain)) for s in unit.space] if unit.space else list(DEFAULT_SPACE)
+    entries = [(s.knob, model.domain_values(s.domain)) for s in unit.space] if unit.space else list(DEFAULT_SPACE)
     pins = {p.knob: p.value for p in unit.pins}
     dimensions = []
     for name, values in entries:

@@ -3,7 +3,7 @@
 The ACF is `$NVCC_EVO_ACF` if set, else the nearest `nvcc-evo.acf` walking up
 from each input's folder, else from the working directory. A unit matches an
 input when one of its globs (relative to the ACF's folder) matches the input's
-path (nvcc_evo.unitpath). A target matches each SASS architecture the call builds.
+path (nvcc_evo.acf.unitpath). A target matches each SASS architecture the call builds.
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from nvcc_evo import unitpath
-from nvcc_evo.nvcc_options import NvccCall
-from nvcc_evo.shim import ACF_ENV, ACF_NAME, replace_file
+from nvcc_evo.acf import unitpath
+from nvcc_evo.driver.nvcc_options import NvccCall
+from nvcc_evo.driver.common import ACF_ENV, ACF_NAME, replace_file
 
 GPU_ENV = "NVCC_EVO_GPU"          # the GPU model the build is for, to pick named targets
 STALE_ENV = "NVCC_EVO_STALE"      # keep (default): use stale knobs; default: build with defaults
@@ -99,7 +99,7 @@ def find_acf(start_dirs: list[Path], environ) -> Path | None:
 
 def unreadable(path) -> str:
     """Why the ACF at `path` cannot be read ("" when it can)."""
-    from nvcc_evo.acftext import require_regular_file
+    from nvcc_evo.acf.text import require_regular_file
     try:
         require_regular_file(path)
         with open(path, "rb"):
@@ -156,7 +156,7 @@ def _from_json(data: list) -> tuple[UnitEntry, ...]:
 def load_units(path: Path, cache_dir: Path) -> tuple[UnitEntry, ...]:
     """The ACF's units, from a JSON cache while the text is unchanged, so that
     a build neither imports lark nor re-checks the file; AcfError if it has errors."""
-    from nvcc_evo.acftext import read_text
+    from nvcc_evo.acf.text import read_text
     text = read_text(path)
     digest = hashlib.sha256(INDEX_FORMAT + text.encode() + b"\0" + str(path).encode()).hexdigest()[:24]
     cached = cache_dir / f"acf-{digest}.json"
@@ -164,8 +164,8 @@ def load_units(path: Path, cache_dir: Path) -> tuple[UnitEntry, ...]:
         return _from_json(json.loads(cached.read_text()))
     except (OSError, ValueError, TypeError):
         pass
-    from nvcc_evo.parse import parse_text
-    from nvcc_evo.resolve import check
+    from nvcc_evo.acf.parse import parse_text
+    from nvcc_evo.acf.resolve import check
     file = parse_text(text, str(path))
     check(file, text)
     units = index_units(file)
@@ -178,7 +178,7 @@ def load_units(path: Path, cache_dir: Path) -> tuple[UnitEntry, ...]:
 
 
 def match_unit(units: tuple[UnitEntry, ...], acf_dir: Path, source: Path) -> UnitEntry | None:
-    """The first unit whose globs name `source` (nvcc_evo.unitpath: path
+    """The first unit whose globs name `source` (nvcc_evo.acf.unitpath: path
     segments, inside the ACF's folder only)."""
     parts = unitpath.inside(source, acf_dir)
     for unit in units:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from nvcc_evo.errors import EvoError
 from nvcc_evo.measure import Measurement
-from nvcc_evo.space import Genome
+from nvcc_evo.search.space import Genome
 
 
 @dataclass(frozen=True)

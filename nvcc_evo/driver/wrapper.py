@@ -1,6 +1,6 @@
 """The drop-in nvcc's decision: read the call, match the ACF, choose the flags.
 
-nvcc_evo.shim runs first and execs the real nvcc (its absolute path as
+nvcc_evo.driver.shim runs first and execs the real nvcc (its absolute path as
 argv[0], so it finds its toolkit; exec, so exit codes, signals and make's
 jobserver descriptors pass through). Nothing of ours goes to stdout. The
 user's argv is never rewritten: additions go after it. Anything the wrapper
@@ -15,21 +15,21 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from nvcc_evo import plan as planning
+from nvcc_evo.driver import plan as planning
+from nvcc_evo.driver.nvcc_options import parse_call
+from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc as find_nvcc
 from nvcc_evo.errors import AcfError, EnvironmentProblem
-from nvcc_evo.nvcc_options import parse_call
-from nvcc_evo.shim import NvccNotFound, find_real_nvcc as find_nvcc
 
 if TYPE_CHECKING:
-    from nvcc_evo.flags import FlagPlan
+    from nvcc_evo.driver.flags import FlagPlan
 
-from nvcc_evo.shim import LOG_ENV, NO_ACF, append_log  # noqa: E402
+from nvcc_evo.driver.common import LOG_ENV, NO_ACF, append_log  # noqa: E402
 
 VERBOSE_ENV = "NVCC_EVO_VERBOSE"
 
 
 def find_real_nvcc(environ=os.environ) -> Path:
-    """The real nvcc (see nvcc_evo.shim), as an EnvironmentProblem if there is none."""
+    """The real nvcc (see nvcc_evo.driver.shim), as an EnvironmentProblem if there is none."""
     try:
         return Path(find_nvcc(environ))
     except NvccNotFound as problem:
@@ -52,7 +52,7 @@ class Decision(NamedTuple):
 
     def ptxas_options(self) -> dict[tuple[str, str], tuple[str, ...]]:
         """{(input, arch): ptxas options} for the split run; empty when there is none."""
-        from nvcc_evo.flags import ptxas_values
+        from nvcc_evo.driver.flags import ptxas_values
         options = {key: ptxas_values(plan.flags) for key, plan in self.per_step}
         return options if any(options.values()) else {}
 
@@ -71,12 +71,12 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
     if unreadable:          # (NVCC_EVO_ACF naming nothing must not look like an untuned ACF)
         return Decision(nvcc, planning.CallPlan(acf_path, passthrough="the ACF cannot be read"),
                         problems=(f"{unreadable}; building without tuned flags",))
-    from nvcc_evo.flags import FlagPlan, plan_flags, read_facts
-    from nvcc_evo.toolkit import cache_folder, load_toolkit
+    from nvcc_evo.driver.flags import FlagPlan, plan_flags, read_facts
+    from nvcc_evo.driver.toolkit import cache_folder, load_toolkit
     toolkit = load_toolkit(nvcc)
     try:
         if planning.is_lto_link(call):
-            from nvcc_evo.compiledb import by_output
+            from nvcc_evo.driver.compiledb import by_output
             call_plan = planning.build_link_plan(call, cwd, environ, toolkit, cache_folder(), acf_path,
                                                  by_output(acf_path))
         else:
@@ -100,14 +100,14 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
 
 def _per_step(call, call_plan, policy, dropped, facts, toolkit):
     """ptxas knobs whose values differ between the call's inputs or
-    architectures go to each ptxas step on its own (nvcc_evo.split) where the
+    architectures go to each ptxas step on its own (nvcc_evo.driver.split) where the
     call allows it; every other knob that differs stays out, with the reason."""
-    from nvcc_evo import knobs
-    from nvcc_evo.flags import plan_flags
+    from nvcc_evo.acf import knobs
+    from nvcc_evo.driver.flags import plan_flags
     ptxas = {name for name, _ in dropped if getattr(knobs.lookup(name), "family", "") == "ptxas"}
     if not ptxas:
         return (), [(name, f"{reason}; compile them separately to tune each") for name, reason in dropped]
-    from nvcc_evo.split import why_not      # (subprocess and tempfile: only for calls that need them)
+    from nvcc_evo.driver.split import why_not      # (subprocess and tempfile: only for calls that need them)
     why = why_not(call)
     per_step = []
     if not why:
@@ -124,7 +124,7 @@ def _record(decision: Decision, argv: list[str], environ, cwd: Path) -> None:
     plan_ = decision.call_plan
     if plan_.acf_path is None or not plan_.matches or decision.call.has("--device-link"):
         return
-    from nvcc_evo import compiledb
+    from nvcc_evo.driver import compiledb
     output = decision.call.last("--output-file") or ""
     for match in plan_.matches:
         if match.unit is None:
@@ -153,7 +153,7 @@ def launch(argv: list[str], nvcc: str) -> tuple[str, list[str], dict]:
     """What to exec for this compile (program, argv, environment): nvcc with
     the common flags added, or, where tuned ptxas knobs differ between the
     call's inputs or architectures, nvcc's own steps with each ptxas given
-    its own (nvcc_evo.split). Never raises: our own trouble must not break a
+    its own (nvcc_evo.driver.split). Never raises: our own trouble must not break a
     build (it goes to the log, and nvcc runs as asked)."""
     environ = os.environ
     plain = (nvcc, [nvcc, *argv], dict(environ))
@@ -164,7 +164,7 @@ def launch(argv: list[str], nvcc: str) -> tuple[str, list[str], dict]:
         chosen = (nvcc, [nvcc, *argv, *decision.extra_args], dict(environ))
         options = decision.ptxas_options()
         if options:
-            from nvcc_evo.split import plan_launch
+            from nvcc_evo.driver.split import plan_launch
             split = plan_launch(nvcc, decision.call, list(decision.extra_args), options, environ)
             if isinstance(split, str):
                 problems.append(f"ptxas options per input and architecture not applied: {split}")

@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from nvcc_evo import knobs
-from nvcc_evo.knobs import Form, Needs, Scalar
-from nvcc_evo.nvcc_options import NvccCall
+from nvcc_evo.acf import knobs
+from nvcc_evo.acf.knobs import Form, Needs, Scalar
+from nvcc_evo.driver.nvcc_options import NvccCall
 
 PTXAS_DEBUG = {"-g", "--device-debug"}
 PTXAS_WERROR = {"-Werror", "--warning-as-error"}

@@ -12,12 +12,12 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from nvcc_evo import acf
-from nvcc_evo.compile import CompileJob, CompileResult, compile_each, sass_hash
-from nvcc_evo.evolve import Evaluation
+from nvcc_evo.acf import model
+from nvcc_evo.driver.candidate import CompileJob, CompileResult, compile_each, sass_hash
 from nvcc_evo.measure import Measurement
-from nvcc_evo.space import Genome
-from nvcc_evo.store import Context, Record, Store
+from nvcc_evo.search.evolve import Evaluation
+from nvcc_evo.search.space import Genome
+from nvcc_evo.search.store import Context, Record, Store
 
 STATIC_DEFAULT = ("spills", "registers")
 
@@ -27,16 +27,16 @@ class Goal:
     """What to minimise, what must hold, and how to pick one point."""
 
     minimize: tuple[str, ...]
-    require: tuple[acf.Condition, ...] = ()
+    require: tuple[model.Condition, ...] = ()
     select: str = ""
-    select_where: tuple[acf.Condition, ...] = ()
+    select_where: tuple[model.Condition, ...] = ()
     note: str = ""
 
     def __str__(self) -> str:
         return "minimize " + ", ".join(self.minimize) + (f" ({self.note})" if self.note else "")
 
 
-def goal_for(tune: acf.Tune | None, available: tuple[str, ...]) -> Goal:
+def goal_for(tune: model.Tune | None, available: tuple[str, ...]) -> Goal:
     """The unit's tune block, limited to what the backend can measure."""
     wanted = tune.minimize if tune and tune.minimize else ()
     usable = tuple(m for m in wanted if m in available)
@@ -51,7 +51,7 @@ def goal_for(tune: acf.Tune | None, available: tuple[str, ...]) -> Goal:
     return Goal(usable, require, select, where, note)
 
 
-def holds(condition: acf.Condition, metrics: dict, baseline: dict) -> float:
+def holds(condition: model.Condition, metrics: dict, baseline: dict) -> float:
     """How far `metrics` is from meeting the condition (0: it holds)."""
     value = metrics.get(condition.metric, math.inf)
     bound = condition.bound * baseline.get(condition.metric, math.inf) if condition.relative else condition.bound

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Union
 
-from nvcc_evo.knobs import Scalar
+from nvcc_evo.acf.knobs import Scalar
 
 ACF_VERSION = 1
 

@@ -14,14 +14,14 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable
 
-from nvcc_evo import acf
-from nvcc_evo.acfwrite import rewrite, writable
+from nvcc_evo.acf import model
+from nvcc_evo.acf.format import find_unit, replace_target
+from nvcc_evo.acf.parse import parse_text
+from nvcc_evo.acf.write import rewrite, writable
+from nvcc_evo.driver.plan import SPACE_CHANGED
 from nvcc_evo.errors import AcfChanged
-from nvcc_evo.format import find_unit, replace_target
-from nvcc_evo.locks import run_lock
-from nvcc_evo.parse import parse_text
-from nvcc_evo.plan import SPACE_CHANGED
-from nvcc_evo.space import Genome, SearchSpace
+from nvcc_evo.search.space import Genome, SearchSpace
+from nvcc_evo.system.locks import run_lock
 
 
 def fixed_settings(task, space: SearchSpace) -> dict:
@@ -37,27 +37,27 @@ def current_genome(task, space: SearchSpace) -> Genome | None:
     return space.genome({s.knob: s.value for s in current.settings}) if current is not None else None
 
 
-def settings_of(outcome) -> tuple[acf.Setting, ...]:
+def settings_of(outcome) -> tuple[model.Setting, ...]:
     """Values a build must pass: not pinned (pins apply anyway), not the baseline."""
     chosen = []
     for (name, value), dim in zip(outcome.chosen.items, outcome.space.dimensions):
         if value is not None and not dim.pinned and value != dim.baseline:
-            chosen.append(acf.Setting(name, value))
-    chosen.extend(acf.Setting(k, v) for k, v in fixed_settings(outcome.task, outcome.space).items())
+            chosen.append(model.Setting(name, value))
+    chosen.extend(model.Setting(k, v) for k, v in fixed_settings(outcome.task, outcome.space).items())
     return tuple(chosen)
 
 
-def provenance(outcome, toolkit, options) -> tuple[acf.Record, ...]:
+def provenance(outcome, toolkit, options) -> tuple[model.Record, ...]:
     t = outcome.evaluator.tally
-    records = [acf.Record("fingerprint", outcome.task.fingerprint), acf.Record("toolkit", toolkit.version),
-               acf.Record("space_digest", outcome.task.unit.space_digest)]
+    records = [model.Record("fingerprint", outcome.task.fingerprint), model.Record("toolkit", toolkit.version),
+               model.Record("space_digest", outcome.task.unit.space_digest)]
     hello = outcome.extra["measurer"].hello
     if hello:
-        records += [acf.Record("gpu", hello["name"]), acf.Record("cc", hello["cc"]),
-                    acf.Record("driver", str(hello["driver"]))]
-    records += [acf.Record("backend", options.backend), acf.Record("date", time.strftime("%Y-%m-%d")),
-                acf.Record("seed", options.seed), acf.Record("evaluations", t.evaluated + t.resumed),
-                acf.Record("reused", t.reused), acf.Record("search_seconds", round(outcome.extra["seconds"], 1))]
+        records += [model.Record("gpu", hello["name"]), model.Record("cc", hello["cc"]),
+                    model.Record("driver", str(hello["driver"]))]
+    records += [model.Record("backend", options.backend), model.Record("date", time.strftime("%Y-%m-%d")),
+                model.Record("seed", options.seed), model.Record("evaluations", t.evaluated + t.resumed),
+                model.Record("reused", t.reused), model.Record("search_seconds", round(outcome.extra["seconds"], 1))]
     whole = lambda v: int(v) if float(v).is_integer() else float(f"{v:.5g}")
     measured_too = tuple(m for m in ("runtime", "energy") if m in dict(outcome.baseline.metrics))
     for metric in dict.fromkeys(outcome.goal.minimize + (outcome.goal.select,) + measured_too):
@@ -65,13 +65,13 @@ def provenance(outcome, toolkit, options) -> tuple[acf.Record, ...]:
             value, spread = measured.get(metric), dict(measured.spreads).get(metric)
             if value == float("inf"):
                 continue
-            records.append(acf.Record(f"{side}.{metric}", whole(value),
+            records.append(model.Record(f"{side}.{metric}", whole(value),
                                       float(f"{value * spread:.3g}") if spread is not None else None))
     stats = outcome.extra.get("stats")
     if stats is not None:
-        records += [acf.Record("test", stats.test), acf.Record("p_value", float(f"{stats.p_value:.3g}")),
-                    acf.Record("effect_size", round(stats.effect, 4)), acf.Record("significant", stats.significant)]
-    records.append(acf.Record("verdict", outcome.verdict))
+        records += [model.Record("test", stats.test), model.Record("p_value", float(f"{stats.p_value:.3g}")),
+                    model.Record("effect_size", round(stats.effect, 4)), model.Record("significant", stats.significant)]
+    records.append(model.Record("verdict", outcome.verdict))
     return tuple(records)
 
 
@@ -81,7 +81,7 @@ def write_back(acf_path: Path, outcome, toolkit, options) -> None:
     its pins or search space are not those the search ran with: the result
     would be stale."""
     task = outcome.task
-    target = acf.Target(task.arch, None, settings_of(outcome), provenance(outcome, toolkit, options))
+    target = model.Target(task.arch, None, settings_of(outcome), provenance(outcome, toolkit, options))
 
     def update(text: str) -> str:
         file = parse_text(text, str(acf_path))

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from nvcc_evo.shim import replace_file
+from nvcc_evo.driver.common import replace_file
 
 # The environment that changes what a compile does (include and library
 # search paths, nvcc's own flag variables, the host compiler): recorded with

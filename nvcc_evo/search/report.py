@@ -56,8 +56,8 @@ def _summary(o) -> list[str]:
 
 def _written(o) -> str:
     """The chosen values as the ACF gets them (defaults and pins left out)."""
-    from nvcc_evo.format import show_value
-    from nvcc_evo.writeback import settings_of
+    from nvcc_evo.acf.format import show_value
+    from nvcc_evo.search.writeback import settings_of
     return " ".join(f"{s.knob}={show_value(s.value)}" for s in settings_of(o)) or "(the toolkit's defaults)"
 
 
@@ -77,12 +77,12 @@ def _off_front(o) -> str:
 
 
 def _select_rule(o) -> str:
-    from nvcc_evo.format import show_condition
+    from nvcc_evo.acf.format import show_condition
     where = " and ".join(show_condition(c) for c in o.goal.select_where)
     return f"select {o.goal.select} where {where}" if where else ""
 
 
 def _meets_rule(o, genome) -> bool:
-    from nvcc_evo.evaluate import holds
+    from nvcc_evo.search.evaluate import holds
     metrics = dict(o.evaluator.measured[genome].metrics)
     return all(holds(c, metrics, o.evaluator.baseline) == 0 for c in o.goal.select_where)

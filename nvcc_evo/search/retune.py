@@ -1,8 +1,8 @@
 """`nvcc-evo --retune`: one search per stale (unit, target), its choice
 written back into the ACF.
 
-What is stale and how each unit is built come from nvcc_evo.selection; the
-write into the ACF (by identity, under its lock) from nvcc_evo.writeback.
+What is stale and how each unit is built come from nvcc_evo.search.selection; the
+write into the ACF (by identity, under its lock) from nvcc_evo.search.writeback.
 Here: resume from the results store up to the budget, the search, the
 choice, the GPU backend's verification, the end report and exit status.
 """
@@ -16,20 +16,20 @@ from pathlib import Path
 
 import numpy as np
 
-from nvcc_evo.compile import CompileJob
+from nvcc_evo.driver.candidate import CompileJob
+from nvcc_evo.driver.flags import plan_flags, read_facts
+from nvcc_evo.driver.nvcc_options import parse_call
+from nvcc_evo.driver.plan import ACF_NAME, find_acf
 from nvcc_evo.errors import AcfChanged, AcfError, ExitCode, UsageError
-from nvcc_evo.evaluate import Evaluator, Goal, goal_for, holds
-from nvcc_evo.evolve import Budget, Engine, Evaluation, Progress, run_search
-from nvcc_evo.flags import plan_flags, read_facts
-from nvcc_evo.leftovers import sweep_for
-from nvcc_evo.measure import Measurement
-from nvcc_evo.measure.choose import close_pool, measurer_for, resolve_backend
-from nvcc_evo.nvcc_options import parse_call
-from nvcc_evo.plan import ACF_NAME, find_acf
-from nvcc_evo.selection import Task, check_target, find_tasks, log, stale_reasons
-from nvcc_evo.space import Genome, SearchSpace, baseline_defines, build_space
-from nvcc_evo.store import Context, Store
-from nvcc_evo.writeback import current_genome, fixed_settings, one_retune_at_a_time, verdict_of, write_back
+from nvcc_evo.measure import Measurement, Measurer
+from nvcc_evo.search.evaluate import Evaluator, Goal, goal_for, holds
+from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_search
+from nvcc_evo.search.measurers import close_pool, measurer_for, resolve_backend
+from nvcc_evo.search.selection import Task, check_target, find_tasks, log, stale_reasons
+from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
+from nvcc_evo.search.store import Context, Store
+from nvcc_evo.search.writeback import current_genome, fixed_settings, one_retune_at_a_time, verdict_of, write_back
+from nvcc_evo.system.leftovers import sweep_for
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
         progress, settled = Progress(), ""
     else:
         progress, settled = _search(task, options, toolkit, engine, evaluator, space,
-                                    lambda p, e, b: _report_generation(task, goal, p, e, evaluator, measurer.gpu, b))
+                                    lambda p, e, b: _report_generation(task, goal, p, e, evaluator, measurer.drift, b))
     base_eval = evaluator.evaluation(baseline_genome, baseline_measurement)
     best = choose(list(engine.seen.values()), engine.front(), base_eval, goal, evaluator.measured,
                   evaluator.baseline, current_genome(task, space))
@@ -143,8 +143,8 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
         current = current_genome(task, space)
         if current is not None and current in evaluator.measured:
             outcome.chosen, outcome.chosen_measurement = current, evaluator.measured[current]
-    elif measurer.gpu is not None and best.genome != baseline_genome and baseline_measurement.ok:
-        _verify_on_gpu(outcome, measurer, flags_for)
+    elif measurer.confirm is not None and best.genome != baseline_genome and baseline_measurement.ok:
+        _confirm(outcome, measurer, flags_for)
     outcome.extra["seconds"] = time.monotonic() - started     # search and verification, this run
     return outcome
 
@@ -196,18 +196,17 @@ def _entry_is_current(task: Task, toolkit, options: Options) -> bool:
             and not stale_reasons(task.unit, task.arch, task.fingerprint, toolkit.version))
 
 
-def _verify_on_gpu(outcome: Outcome, measurer, flags_for) -> None:
-    """Interleaved re-measurement of the winner against the baseline; a gain
-    that is not significant, or a wrong answer on fresh inputs, keeps the baseline."""
-    from nvcc_evo.compile import compile_candidate
-    from nvcc_evo.measure.gpu import verify
-    task, gpu, baseline = outcome.task, measurer.gpu, outcome.space.baseline()
-    cubins = {g: compile_candidate(replace(task.job, flags=flags_for(g))) for g in (baseline, outcome.chosen)}
-    if not all(c.ok for c in cubins.values()):
+def _confirm(outcome: Outcome, measurer: Measurer, flags_for) -> None:
+    """The backend's confirmation step on the winner and the baseline, built
+    again; a gain that is not significant, or a wrong answer on fresh inputs,
+    keeps the baseline."""
+    from nvcc_evo.driver.candidate import compile_candidate
+    task, baseline = outcome.task, outcome.space.baseline()
+    builds = {g: compile_candidate(replace(task.job, flags=flags_for(g))) for g in (baseline, outcome.chosen)}
+    if not all(b.ok for b in builds.values()):
         outcome.extra["rejected"] = "recompiling for the verification failed"
     else:
-        stats, problem = verify(gpu.pool, (cubins[baseline].cubin, gpu.plan(baseline)),
-                                (cubins[outcome.chosen].cubin, gpu.plan(outcome.chosen)))
+        stats, problem = measurer.confirm((baseline, builds[baseline]), (outcome.chosen, builds[outcome.chosen]))
         outcome.extra["stats"] = stats
         log(f"{task}: verification {stats}" + (f"; fresh inputs: {problem}" if problem else ""))
         if problem:
@@ -229,11 +228,11 @@ def _build_key(job: CompileJob) -> str:
 
 
 def _report_generation(task: Task, goal: Goal, progress: Progress, engine: Engine, evaluator: Evaluator,
-                       gpu=None, budget: Budget | None = None) -> None:
+                       baseline_drift=lambda: None, budget: Budget | None = None) -> None:
     front = engine.front()
     best = ", ".join(f"{m}={v:.4g}" for m, v in zip(goal.minimize, front[0].objectives)) if front else "none feasible"
     t = evaluator.tally
-    drift = gpu.drift() if gpu is not None else None      # the baseline again, between generations
+    drift = baseline_drift()          # the backend's baseline again, between generations (None: not known)
     noted = f", baseline drift {drift:+.2%}" if drift is not None else ""
     pace = ""
     if budget is not None and progress.evaluations < budget.evaluations < float("inf"):
@@ -264,10 +263,10 @@ def _write_or_say_why(acf_path: Path, outcome: Outcome, toolkit, options: Option
 
 # ---------------------------------------------------------------- entry point
 def run_retune(options: Options) -> int:
-    from nvcc_evo.report import render
-    from nvcc_evo.resolve import load
-    from nvcc_evo.toolkit import load_toolkit
-    from nvcc_evo.wrapper import find_real_nvcc
+    from nvcc_evo.acf.resolve import load
+    from nvcc_evo.driver.toolkit import load_toolkit
+    from nvcc_evo.driver.wrapper import find_real_nvcc
+    from nvcc_evo.search.report import render
     named = [Path.cwd() / g for g in options.globs if (Path.cwd() / g).is_file()]   # as a build finds it: from the file
     acf_path = Path(options.acf).resolve() if options.acf else find_acf([p.parent for p in named] + [Path.cwd()],
                                                                        os.environ)
@@ -283,7 +282,7 @@ def run_retune(options: Options) -> int:
         file = load(acf_path)
         options = replace(options, backend=resolve_backend(options.backend))
         if options.backend == "pycuda" and options.target is None and not options.dry_run:
-            from nvcc_evo.measure.choose import gpu_pool
+            from nvcc_evo.search.measurers import gpu_pool
             options = replace(options, target=gpu_pool().hello["arch"])   # measure what this GPU runs
         log(f"{acf_path}: {toolkit}; backend {options.backend}"
             + (" (no GPU timing: registers, spills and other compiler facts are the objectives)"

@@ -1,7 +1,8 @@
-"""The first code every compile runs: find the real nvcc, and exec it at
-once when no ACF can apply. Only `os` and `sys` here: a build that has no
-ACF pays for starting Python and nothing more. When an ACF may apply, the
-wrapper (nvcc_evo.wrapper) decides what to add.
+"""What the shim and the rest of the driver share: the environment's names,
+finding the real nvcc, the log line and replacing a cache file. Only `os`
+and `sys` here (the shim imports it on every compile); imports nothing of
+nvcc_evo, so that the shim, the wrapper and their caches all import it and
+none of them imports another to get it.
 """
 from __future__ import annotations
 
@@ -13,11 +14,7 @@ GUARD_ENV = "NVCC_EVO_ACTIVE"
 ACF_ENV = "NVCC_EVO_ACF"
 ACF_NAME = "nvcc-evo.acf"
 ENVIRONMENT = 3      # nvcc_evo.errors.ExitCode.ENVIRONMENT, without importing it
-
-
 LOG_ENV = "NVCC_EVO_LOG"
-
-
 NO_ACF = f"no {ACF_NAME} above the inputs or here, and {ACF_ENV} unset"
 
 
@@ -40,7 +37,7 @@ def replace_file(path, text: str) -> None:
     """Write a cache file (compile database, ACF index, toolkit facts) by a
     temporary file and one rename, so that parallel builds never read half of
     one; the temporary goes if the write fails. (ACFs themselves go through
-    acfwrite, which also locks, syncs to disk and keeps links, mode and spelling.)"""
+    nvcc_evo.acf.write, which also locks, syncs to disk and keeps links, mode and spelling.)"""
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with open(tmp, "w") as out:
@@ -89,50 +86,3 @@ def find_real_nvcc(environ=os.environ) -> str:
         if _usable(path):
             return os.path.abspath(path)
     raise NvccNotFound(f"no real nvcc found: set {REAL_NVCC_ENV}, CUDA_HOME or PATH")
-
-
-def acf_may_apply(argv: list[str], environ, cwd: str) -> bool:
-    """Cheap and on the safe side: is there an ACF above the working folder
-    or above any argument that could be a file? (The wrapper then decides
-    properly; a False here means nvcc runs exactly as asked.)"""
-    if environ.get(ACF_ENV):
-        return True
-    folders = {cwd} | {os.path.dirname(os.path.join(cwd, a)) for a in argv if a and not a.startswith("-")}
-    seen = set()
-    for folder in folders:
-        while folder not in seen:
-            seen.add(folder)
-            if os.path.isfile(os.path.join(folder, ACF_NAME)):
-                return True
-            folder = os.path.dirname(folder)
-    return False
-
-
-def run(argv: list[str]) -> int:
-    environ = os.environ
-    if environ.get(GUARD_ENV):
-        print(f"nvcc-evo: error: nvcc-evo called itself as nvcc; set {REAL_NVCC_ENV} to the real nvcc",
-              file=sys.stderr)
-        return ENVIRONMENT
-    try:
-        nvcc = find_real_nvcc(environ)
-    except NvccNotFound as problem:
-        print(f"nvcc-evo: error: {problem}", file=sys.stderr)
-        return ENVIRONMENT
-    if acf_may_apply(argv, environ, os.getcwd()):
-        from nvcc_evo.wrapper import launch
-        path, args, env = launch(argv, nvcc)
-    else:
-        if environ.get(LOG_ENV):
-            append_log(environ[LOG_ENV], os.getcwd(), argv, passthrough=NO_ACF)
-        path, args, env = nvcc, [nvcc, *argv], dict(environ)
-    env[GUARD_ENV] = "1"
-    try:
-        os.execve(path, args, env)
-    except OSError as problem:
-        if path == nvcc:
-            raise
-        # The split run could not start: never fail where nvcc would not.
-        print(f"nvcc-evo: warning: nvcc's steps could not run ({problem}); building without tuned flags",
-              file=sys.stderr)
-        os.execve(nvcc, [nvcc, *argv], env)

@@ -14,13 +14,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from nvcc_evo import acf, compiledb
-from nvcc_evo.compile import CompileJob
+from nvcc_evo.acf import model
+from nvcc_evo.acf.resolve import ARCH_PATTERN
+from nvcc_evo.acf.sources import unit_sources
+from nvcc_evo.driver import compiledb
+from nvcc_evo.driver.candidate import CompileJob
+from nvcc_evo.driver.nvcc_options import parse_call
+from nvcc_evo.driver.plan import SPACE_CHANGED, fingerprint, index_units, match_unit
 from nvcc_evo.errors import UsageError
-from nvcc_evo.nvcc_options import parse_call
-from nvcc_evo.plan import SPACE_CHANGED, fingerprint, index_units, match_unit
-from nvcc_evo.resolve import ARCH_PATTERN
-from nvcc_evo.space import unit_sources
 
 DEFAULT_ARCH = "sm_90"
 
@@ -28,7 +29,7 @@ DEFAULT_ARCH = "sm_90"
 @dataclass(frozen=True)
 class Task:
     unit_index: int
-    unit: acf.Unit
+    unit: model.Unit
     arch: str
     source: Path
     job: CompileJob
@@ -43,7 +44,7 @@ def log(message: str) -> None:
     print(f"nvcc-evo: {message}", file=sys.stderr, flush=True)
 
 
-def _covers(unit: acf.Unit, entry, pattern: str, acf_path: Path, cwd: Path) -> bool:
+def _covers(unit: model.Unit, entry, pattern: str, acf_path: Path, cwd: Path) -> bool:
     """A selection names a unit by its globs (`sgemm*`, `./a.cu`), or names a
     file (relative to the working folder) that the unit covers."""
     wanted = pattern[2:] if pattern.startswith("./") else pattern
@@ -53,7 +54,7 @@ def _covers(unit: acf.Unit, entry, pattern: str, acf_path: Path, cwd: Path) -> b
     return named.is_file() and match_unit((entry,), acf_path.parent, named) is not None
 
 
-def select_units(file: acf.AcfFile, acf_path: Path, patterns: tuple[str, ...], cwd: Path) -> list[int]:
+def select_units(file: model.AcfFile, acf_path: Path, patterns: tuple[str, ...], cwd: Path) -> list[int]:
     """The indices of the units the command line names (all without
     patterns); a pattern that names no unit is a usage error."""
     if not patterns:
@@ -92,7 +93,7 @@ def toolkit_archs(nvcc: str) -> list[str]:
     return [line.strip() for line in listed.stdout.splitlines() if line.strip().startswith("sm_")]
 
 
-def _job_for(unit: acf.Unit, arch: str, acf_path: Path, db, nvcc: str,
+def _job_for(unit: model.Unit, arch: str, acf_path: Path, db, nvcc: str,
              timeout: float) -> tuple[CompileJob, Path] | str:
     """How the build compiles this unit: its latest usable compile-database
     record, else `-c SOURCE`; or why it cannot be built as the build does."""
@@ -117,7 +118,7 @@ def _job_for(unit: acf.Unit, arch: str, acf_path: Path, db, nvcc: str,
     return CompileJob(nvcc, ("-c", str(source)), str(acf_path.parent), str(source), arch, (), (), timeout), source
 
 
-def _say_unusable(unit: acf.Unit, unusable, records) -> None:
+def _say_unusable(unit: model.Unit, unusable, records) -> None:
     """Each compile-database record of `unit` that is not used, and what happens instead."""
     instead = "another record of it is used" if any(tuple(r.unit_globs) == unit.globs for r in records) else \
         "it is compiled as `nvcc -c SOURCE` instead"
@@ -126,7 +127,7 @@ def _say_unusable(unit: acf.Unit, unusable, records) -> None:
             log(f"{unit}: compile database {entry}: not used; {instead}")
 
 
-def stale_reasons(unit: acf.Unit, arch: str, print_: str, toolkit_version: str) -> tuple[str, ...]:
+def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str) -> tuple[str, ...]:
     target = unit.find_target(arch) or next((t for t in unit.targets if t.arch == arch), None)
     if target is None:
         return (f"no entry for {arch}",)
@@ -145,7 +146,7 @@ def stale_reasons(unit: acf.Unit, arch: str, print_: str, toolkit_version: str) 
     return tuple(reasons)
 
 
-def find_tasks(file: acf.AcfFile, acf_path: Path, toolkit, options) -> tuple[list[Task], list[str]]:
+def find_tasks(file: model.AcfFile, acf_path: Path, toolkit, options) -> tuple[list[Task], list[str]]:
     """The (unit, target) searches to run, and those that cannot be (said on stderr)."""
     db = compiledb.scan(acf_path)
     records = db[0]
@@ -188,7 +189,7 @@ def find_tasks(file: acf.AcfFile, acf_path: Path, toolkit, options) -> tuple[lis
 MEASURING_BACKENDS = ("pycuda", "command")
 
 
-def _measured_on(unit: acf.Unit, arch: str) -> str | None:
+def _measured_on(unit: model.Unit, arch: str) -> str | None:
     """Where the unit's current entry for `arch` was measured (runtime, not
     compiler facts), or None."""
     target = next((t for t in unit.targets if t.arch == arch), None)

@@ -19,9 +19,9 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from nvcc_evo.acftext import AcfText, decode
+from nvcc_evo.acf.text import AcfText, decode
 from nvcc_evo.errors import AcfChanged, NotWritable
-from nvcc_evo.locks import file_lock
+from nvcc_evo.system.locks import file_lock
 
 ATTEMPTS = 20            # saves by an editor in a row before giving up
 

@@ -1,7 +1,7 @@
 """Parse stage: ACF text -> AcfFile, or an AcfError with every syntax error.
 
-The grammar is nvcc_evo/grammar/acf.lark (package data);
-nvcc_evo/syntax.py turns lark's errors into located, labelled diagnostics.
+The grammar is nvcc_evo/acf/grammar/acf.lark (package data);
+nvcc_evo/acf/syntax.py turns lark's errors into located, labelled diagnostics.
 """
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from pathlib import Path
 import lark
 from lark import Token, Transformer, v_args
 
-from nvcc_evo import acf
-from nvcc_evo.acftext import read_text
+from nvcc_evo.acf import model
+from nvcc_evo.acf.syntax import char_places, parse_reporting_all, source_line
+from nvcc_evo.acf.text import read_text
 from nvcc_evo.errors import AcfError, Diagnostic, Location
-from nvcc_evo.syntax import char_places, parse_reporting_all, source_line
 
-GRAMMAR = resources.files("nvcc_evo") / "grammar" / "acf.lark"     # package data, in the wheel too
+GRAMMAR = resources.files("nvcc_evo.acf") / "grammar" / "acf.lark"     # package data, in the wheel too
 
 
 def _grammar_text() -> str:
@@ -37,13 +37,13 @@ def build_parser(strict: bool = False) -> lark.Lark:
                      maybe_placeholders=True, strict=strict, cache=not strict)
 
 
-def _span(meta) -> acf.Span:
-    return acf.Span(meta.line, meta.column, meta.end_line, meta.end_column,
+def _span(meta) -> model.Span:
+    return model.Span(meta.line, meta.column, meta.end_line, meta.end_column,
                     meta.start_pos, meta.end_pos)
 
 
-def _token_span(tok: Token) -> acf.Span:
-    return acf.Span(tok.line, tok.column, tok.end_line, tok.end_column,
+def _token_span(tok: Token) -> model.Span:
+    return model.Span(tok.line, tok.column, tok.end_line, tok.end_column,
                     tok.start_pos, tok.end_pos)
 
 
@@ -52,7 +52,7 @@ def unquote(token: str) -> str:
 
 
 def _binary(op: str):
-    return v_args(meta=True)(lambda self, meta, items: acf.Binary(op, items[0], items[1], _span(meta)))
+    return v_args(meta=True)(lambda self, meta, items: model.Binary(op, items[0], items[1], _span(meta)))
 
 
 class _Build(Transformer):
@@ -64,7 +64,7 @@ class _Build(Transformer):
 
     def __init__(self):
         super().__init__()
-        self.problems: list[tuple[acf.Span, str]] = []
+        self.problems: list[tuple[model.Span, str]] = []
 
     def _float(self, token) -> float:
         """A float literal; one too large for a double (1e400) is a located error,
@@ -103,23 +103,23 @@ class _Build(Transformer):
     # expressions
     @v_args(meta=True)
     def int_literal(self, meta, items):
-        return acf.Literal(int(items[0]), _span(meta))
+        return model.Literal(int(items[0]), _span(meta))
 
     @v_args(meta=True)
     def float_literal(self, meta, items):
-        return acf.Literal(self._float(items[0]), _span(meta))
+        return model.Literal(self._float(items[0]), _span(meta))
 
     @v_args(meta=True)
     def ref(self, meta, items):
-        return acf.Ref(str(items[0]), _span(meta))
+        return model.Ref(str(items[0]), _span(meta))
 
     @v_args(meta=True)
     def neg(self, meta, items):
-        return acf.Unary("-", items[0], _span(meta))
+        return model.Unary("-", items[0], _span(meta))
 
     @v_args(meta=True)
     def call(self, meta, items):
-        return acf.Call(str(items[0]), tuple(items[1:]), _span(meta))
+        return model.Call(str(items[0]), tuple(items[1:]), _span(meta))
 
     add, sub, mul, div, mod = (_binary(op) for op in "+-*/%")
 
@@ -129,24 +129,24 @@ class _Build(Transformer):
 
     @v_args(meta=True)
     def pin(self, meta, items):
-        return ("pin", acf.Setting(str(items[0]), items[1], _span(meta)), _span(meta))
+        return ("pin", model.Setting(str(items[0]), items[1], _span(meta)), _span(meta))
 
     @v_args(meta=True)
     def setting(self, meta, items):
-        return acf.Setting(str(items[0]), items[1], _span(meta))
+        return model.Setting(str(items[0]), items[1], _span(meta))
 
     @v_args(meta=True)
     def space(self, meta, items):
-        return acf.Space(str(items[0]), items[1], _span(meta))
+        return model.Space(str(items[0]), items[1], _span(meta))
 
     def set_domain(self, items):
-        return acf.SetDomain(tuple(items))
+        return model.SetDomain(tuple(items))
 
     def range_domain(self, items):
-        return acf.RangeDomain(items[0], items[1], int(items[2]) if items[2] is not None else 1)
+        return model.RangeDomain(items[0], items[1], int(items[2]) if items[2] is not None else 1)
 
     def bool_domain(self, _):
-        return acf.BoolDomain()
+        return model.BoolDomain()
 
     @v_args(meta=True)
     def search(self, meta, items):
@@ -156,7 +156,7 @@ class _Build(Transformer):
     @v_args(meta=True)
     def condition(self, meta, items):
         bound, relative = items[2]
-        return acf.Condition(str(items[0]), str(items[1]), bound, relative, _span(meta))
+        return model.Condition(str(items[0]), str(items[1]), bound, relative, _span(meta))
 
     def absolute(self, items):
         return (items[0], False)
@@ -186,40 +186,40 @@ class _Build(Transformer):
         selects = [value for kind, value, _ in items if kind == "select"]
         select, where = selects[-1] if selects else (None, ())
         spans = tuple((kind, span) for kind, _, span in items)
-        return ("tune", acf.Tune(minimize, require, select, where, _span(meta), spans), _span(meta))
+        return ("tune", model.Tune(minimize, require, select, where, _span(meta), spans), _span(meta))
 
     # bench
     @v_args(meta=True)
     def kernel(self, meta, items):
         tok = items[0]
         text = unquote(tok) if tok.type == "STRING" else str(tok)
-        return acf.Text("kernel", text, _span(meta))
+        return model.Text("kernel", text, _span(meta))
 
     @v_args(meta=True)
     def reference(self, meta, items):
-        return acf.Text("reference", unquote(items[0]), _span(meta))
+        return model.Text("reference", unquote(items[0]), _span(meta))
 
     @v_args(meta=True)
     def command(self, meta, items):
-        return acf.Text("command", unquote(items[0]), _span(meta))
+        return model.Text("command", unquote(items[0]), _span(meta))
 
     @v_args(meta=True)
     def metric(self, meta, items):
-        return acf.Text("metric", unquote(items[0]), _span(meta))
+        return model.Text("metric", unquote(items[0]), _span(meta))
 
     @v_args(meta=True)
     def let(self, meta, items):
-        return acf.Let(str(items[0]), items[1], _span(meta))
+        return model.Let(str(items[0]), items[1], _span(meta))
 
     @v_args(meta=True)
     def array_arg(self, meta, items):
         init, params = items[3]
-        return acf.Arg(str(items[0]), str(items[1]), count=items[2], init=init,
+        return model.Arg(str(items[0]), str(items[1]), count=items[2], init=init,
                        params=params, span=_span(meta))
 
     @v_args(meta=True)
     def scalar_arg(self, meta, items):
-        return acf.Arg(str(items[0]), str(items[1]), value=items[2], span=_span(meta))
+        return model.Arg(str(items[0]), str(items[1]), value=items[2], span=_span(meta))
 
     def output_init(self, _):
         return ("output", ())
@@ -228,24 +228,24 @@ class _Build(Transformer):
         return (str(items[0]), tuple(i for i in items[1:] if i is not None))
 
     def init_param(self, items):
-        return acf.InitParam(str(items[0]) if items[0] is not None else None, items[1])
+        return model.InitParam(str(items[0]) if items[0] is not None else None, items[1])
 
     @v_args(meta=True)
     def grid(self, meta, items):
-        return acf.Launch("grid", tuple(items), _span(meta))
+        return model.Launch("grid", tuple(items), _span(meta))
 
     @v_args(meta=True)
     def block(self, meta, items):
-        return acf.Launch("block", tuple(items), _span(meta))
+        return model.Launch("block", tuple(items), _span(meta))
 
     @v_args(meta=True)
     def shared(self, meta, items):
-        return acf.Launch("shared", tuple(items), _span(meta))
+        return model.Launch("shared", tuple(items), _span(meta))
 
     @v_args(meta=True)
     def check(self, meta, items):
         tolerances = dict(items[1:])
-        return acf.Check(str(items[0]), tolerances.get("rtol"), tolerances.get("atol"),
+        return model.Check(str(items[0]), tolerances.get("rtol"), tolerances.get("atol"),
                          "exact" in tolerances, _span(meta))
 
     def rtol(self, items):
@@ -260,12 +260,12 @@ class _Build(Transformer):
     @v_args(meta=True)
     def bench(self, meta, items):
         of = lambda cls: tuple(i for i in items if isinstance(i, cls))
-        self._once([(t.what, t, t.span) for t in of(acf.Text)], ("kernel", "reference", "command", "metric"),
+        self._once([(t.what, t, t.span) for t in of(model.Text)], ("kernel", "reference", "command", "metric"),
                    "bench")
-        self._once([(x.what, x, x.span) for x in of(acf.Launch)], ("grid", "block", "shared"), "bench")
-        texts = {t.what: t for t in of(acf.Text)}
-        bench = acf.Bench(texts.get("kernel"), of(acf.Let), of(acf.Arg), of(acf.Launch),
-                          of(acf.Check), texts.get("command"), texts.get("metric"), _span(meta),
+        self._once([(x.what, x, x.span) for x in of(model.Launch)], ("grid", "block", "shared"), "bench")
+        texts = {t.what: t for t in of(model.Text)}
+        bench = model.Bench(texts.get("kernel"), of(model.Let), of(model.Arg), of(model.Launch),
+                          of(model.Check), texts.get("command"), texts.get("metric"), _span(meta),
                           texts.get("reference"))
         return ("bench", bench, _span(meta))
 
@@ -273,7 +273,7 @@ class _Build(Transformer):
     @v_args(meta=True)
     def record(self, meta, items):
         spread = self._float(items[2]) if items[2] is not None else None
-        return acf.Record(str(items[0]), items[1], spread, _span(meta))
+        return model.Record(str(items[0]), items[1], spread, _span(meta))
 
     @v_args(meta=True)
     def provenance(self, meta, items):
@@ -282,11 +282,11 @@ class _Build(Transformer):
     @v_args(meta=True)
     def target(self, meta, items):
         arch, gpu, body = str(items[0]), items[1], items[2:]
-        settings = tuple(i for i in body if isinstance(i, acf.Setting))
+        settings = tuple(i for i in body if isinstance(i, model.Setting))
         provs = [i for i in body if isinstance(i, tuple)]
         self._once(provs, ("provenance",), "target")
-        records, prov_span = (provs[0][1], provs[0][2]) if provs else (None, acf.NO_SPAN)
-        target = acf.Target(arch, unquote(gpu) if gpu is not None else None, settings,
+        records, prov_span = (provs[0][1], provs[0][2]) if provs else (None, model.NO_SPAN)
+        target = model.Target(arch, unquote(gpu) if gpu is not None else None, settings,
                             records, _span(meta), prov_span)
         return ("target", target, _span(meta))
 
@@ -297,12 +297,12 @@ class _Build(Transformer):
         self._once(parts, ("search", "tune", "bench"), "unit")
         pick = lambda kind: [value for k, value, _ in parts if k == kind]
         first = lambda kind: (pick(kind) or [None])[0]
-        search_span = next((span for k, _, span in parts if k == "search"), acf.NO_SPAN)
-        return acf.Unit(globs, tuple(pick("pin")), first("search") or (), first("tune"),
+        search_span = next((span for k, _, span in parts if k == "search"), model.NO_SPAN)
+        return model.Unit(globs, tuple(pick("pin")), first("search") or (), first("tune"),
                         first("bench"), tuple(pick("target")), _span(meta), search_span)
 
 
-def find_comments(text: str) -> tuple[acf.Comment, ...]:
+def find_comments(text: str) -> tuple[model.Comment, ...]:
     """Every `#` comment outside strings (the only other place `#` can be)."""
     comments, line, line_start, previous = [], 1, 0, "code"
     for offset, ch, place in char_places(text):
@@ -312,12 +312,12 @@ def find_comments(text: str) -> tuple[acf.Comment, ...]:
             end = text.find("\n", offset)
             end = len(text) if end < 0 else end
             own_line = text[line_start:offset].strip() == ""
-            comments.append(acf.Comment(line, offset - line_start + 1, text[offset:end], own_line, offset))
+            comments.append(model.Comment(line, offset - line_start + 1, text[offset:end], own_line, offset))
         previous = place
     return tuple(comments)
 
 
-def parse_text(text: str, path: str = "<acf>") -> acf.AcfFile:
+def parse_text(text: str, path: str = "<acf>") -> model.AcfFile:
     """Parse ACF text; raise AcfError listing every syntax error."""
     tree, diagnostics = parse_reporting_all(build_parser(), text, path)
     if diagnostics:
@@ -335,7 +335,7 @@ def parse_text(text: str, path: str = "<acf>") -> acf.AcfFile:
         raise AcfError([Diagnostic(Location(path, span.line, span.column), message,
                                    source_line(text, span.line))
                         for span, message in build.problems])
-    return acf.AcfFile(path, version, tuple(units),
+    return model.AcfFile(path, version, tuple(units),
                        find_comments(text), header_span)
 
 
@@ -348,8 +348,8 @@ def _expr_depth(expr) -> int:
     while todo:
         node, depth = todo.pop()
         deepest = max(deepest, depth)
-        children = {acf.Unary: lambda n: [n.operand], acf.Binary: lambda n: [n.left, n.right],
-                    acf.Call: lambda n: list(n.args)}.get(type(node), lambda n: [])(node)
+        children = {model.Unary: lambda n: [n.operand], model.Binary: lambda n: [n.left, n.right],
+                    model.Call: lambda n: list(n.args)}.get(type(node), lambda n: [])(node)
         todo.extend((child, depth + 1) for child in children)
     return deepest
 
@@ -374,5 +374,5 @@ def _most_nested_line(text: str) -> int:
     return counts.index(max(counts)) + 1
 
 
-def parse_file(path: str | Path) -> acf.AcfFile:
+def parse_file(path: str | Path) -> model.AcfFile:
     return parse_text(read_text(path), str(path))

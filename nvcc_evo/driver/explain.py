@@ -4,11 +4,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from nvcc_evo.acf.format import show_value
+from nvcc_evo.driver.flags import ptxas_values
+from nvcc_evo.driver.plan import named_acf_problem
+from nvcc_evo.driver.wrapper import Decision, decide, find_real_nvcc
 from nvcc_evo.errors import EnvironmentProblem
-from nvcc_evo.flags import ptxas_values
-from nvcc_evo.format import show_value
-from nvcc_evo.plan import named_acf_problem
-from nvcc_evo.wrapper import Decision, decide, find_real_nvcc
 
 
 def report(decision: Decision) -> str:

@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from nvcc_evo.space import Genome, SearchSpace, crossover, mutate, sample, step
+from nvcc_evo.search.space import Genome, SearchSpace, crossover, mutate, sample, step
 
 INF = math.inf
 

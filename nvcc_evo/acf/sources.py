@@ -1,0 +1,77 @@
+"""The `-D` source parameters of a unit: the values its source gives them
+itself (`#define NAME value`, through quoted includes) and the values an
+entry's `define.NAME` knobs give them. Reads files, imports nothing heavy:
+resolve's check and the driver use it as well as the search.
+
+Imports: nvcc_evo.acf only.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Mapping
+
+from nvcc_evo.acf import knobs, model, unitpath
+
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def source_text(source: Path, _seen: frozenset = frozenset()) -> str:
+    """The source with its quoted includes inlined where they stand (found
+    beside the including file), as far as they can be read: where a kernel
+    lives in a header, a thin unit that sets a parameter and includes it
+    still shows every parameter."""
+    try:
+        text = source.read_text(errors="replace")
+    except OSError:
+        return ""
+    seen = _seen | {source.resolve()}
+
+    def inline(match: re.Match) -> str:
+        included = source.parent / match.group(1)
+        return source_text(included, seen) if included.resolve() not in seen else ""
+    return INCLUDE.sub(inline, text)
+
+
+def source_default(source: Path, name: str):
+    """The value a source gives a parameter itself (`#define NAME value`);
+    the first definition wins, as behind an #ifndef guard."""
+    match = re.search(rf"^\s*#\s*define\s+{re.escape(name)}\s+(\S+)", source_text(source), re.M)
+    if not match:
+        return None
+    token = match.group(1)
+    for kind in (int, float):
+        try:
+            return kind(token)
+        except ValueError:
+            pass
+    return token
+
+
+def source_defines(source: Path) -> dict:
+    """Every numeric `#define NAME value` of a source and its quoted includes
+    (the first definition of a name wins): the parameters it gives itself."""
+    found = re.finditer(r"^\s*#\s*define\s+(\w+)\s+(-?[0-9.]+)\b", source_text(source), re.M)
+    values: dict = {}
+    for m in found:
+        values.setdefault(m.group(1), float(m.group(2)) if "." in m.group(2) else int(m.group(2)))
+    return values
+
+
+def unit_sources(unit: model.Unit, folder: Path) -> list[Path]:
+    """The files a unit's globs name inside `folder` (the ACF's), as the
+    build matches them (nvcc_evo.acf.unitpath), sorted."""
+    return [Path(path) for path in unitpath.files(unit.globs, folder)]
+
+
+def define_values(settings: Mapping[str, object]) -> dict:
+    """{NAME: value} of the `define.NAME` knobs among `settings`: what a
+    bench expression sees of them."""
+    return {k[len(knobs.DEFINE_PREFIX):]: v for k, v in settings.items() if knobs.is_define(k)}
+
+
+def unit_defines(unit: model.Unit, source: Path) -> dict:
+    """Source parameters at the unit's defaults: the source's own #defines
+    (through quoted includes), then the unit's pins."""
+    return {**source_defines(source), **define_values({p.knob: p.value for p in unit.pins})}

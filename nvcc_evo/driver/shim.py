@@ -1,0 +1,59 @@
+"""The first code every compile runs: find the real nvcc, and exec it at
+once when no ACF can apply. Only `os`, `sys` and nvcc_evo.driver.common
+here: a build that has no ACF pays for starting Python and nothing more. When an ACF may apply, the
+wrapper (nvcc_evo.driver.wrapper) decides what to add.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from nvcc_evo.driver.common import (ACF_ENV, ACF_NAME, ENVIRONMENT, GUARD_ENV, LOG_ENV, NO_ACF, REAL_NVCC_ENV,
+                                     NvccNotFound, append_log, find_real_nvcc)
+
+
+def acf_may_apply(argv: list[str], environ, cwd: str) -> bool:
+    """Cheap and on the safe side: is there an ACF above the working folder
+    or above any argument that could be a file? (The wrapper then decides
+    properly; a False here means nvcc runs exactly as asked.)"""
+    if environ.get(ACF_ENV):
+        return True
+    folders = {cwd} | {os.path.dirname(os.path.join(cwd, a)) for a in argv if a and not a.startswith("-")}
+    seen = set()
+    for folder in folders:
+        while folder not in seen:
+            seen.add(folder)
+            if os.path.isfile(os.path.join(folder, ACF_NAME)):
+                return True
+            folder = os.path.dirname(folder)
+    return False
+
+
+def run(argv: list[str]) -> int:
+    environ = os.environ
+    if environ.get(GUARD_ENV):
+        print(f"nvcc-evo: error: nvcc-evo called itself as nvcc; set {REAL_NVCC_ENV} to the real nvcc",
+              file=sys.stderr)
+        return ENVIRONMENT
+    try:
+        nvcc = find_real_nvcc(environ)
+    except NvccNotFound as problem:
+        print(f"nvcc-evo: error: {problem}", file=sys.stderr)
+        return ENVIRONMENT
+    if acf_may_apply(argv, environ, os.getcwd()):
+        from nvcc_evo.driver.wrapper import launch
+        path, args, env = launch(argv, nvcc)
+    else:
+        if environ.get(LOG_ENV):
+            append_log(environ[LOG_ENV], os.getcwd(), argv, passthrough=NO_ACF)
+        path, args, env = nvcc, [nvcc, *argv], dict(environ)
+    env[GUARD_ENV] = "1"
+    try:
+        os.execve(path, args, env)
+    except OSError as problem:
+        if path == nvcc:
+            raise
+        # The split run could not start: never fail where nvcc would not.
+        print(f"nvcc-evo: warning: nvcc's steps could not run ({problem}); building without tuned flags",
+              file=sys.stderr)
+        os.execve(nvcc, [nvcc, *argv], env)

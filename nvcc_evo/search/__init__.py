@@ -1,0 +1,12 @@
+"""The search: `nvcc-evo --retune`, from stale ACF entries to written choices.
+
+selection (which units and targets are stale, and how each is built),
+space (search spaces, genomes and their operators), evolve (the
+multi-objective engine), evaluate (a generation compiled and measured,
+against the goal), measurers (which backend answers), store (the results
+store), retune (the whole run, resume, confirmation, exit status),
+writeback (the choice written into the ACF) and report (the summary).
+
+Imports: nvcc_evo.acf, nvcc_evo.driver, nvcc_evo.measure, nvcc_evo.errors
+and nvcc_evo.system; only the cli imports it.
+"""

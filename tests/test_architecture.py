@@ -1,0 +1,107 @@
+"""The tree is the architecture: the import graph of nvcc_evo/, read from
+the sources (every import, the ones inside functions too), has no cycle and
+runs only one way, from the command line down to the language."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+
+PACKAGE = ROOT / "nvcc_evo"
+# Each part may import the parts of lower layers, and itself; nothing else.
+LAYERS = {
+    "nvcc_evo": 0, "errors": 0, "system": 0,    # the version, the shared errors, the OS helpers
+    "acf": 1,                                   # the language
+    "driver": 2,                                # the drop-in nvcc
+    "measure": 3,                               # the backends
+    "search": 4,                                # the retune
+    "cli": 5, "__main__": 6,
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path: Path, modules: set[str]) -> list[tuple[str, int]]:
+    """(module of nvcc_evo, line) for each import in the file; `from P import m`
+    counts as importing P.m where P.m is a module."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names if alias.name.split(".")[0] == "nvcc_evo"]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "nvcc_evo":
+            if node.level:
+                raise AssertionError(f"{path}:{node.lineno}: relative import")
+            subs = [f"{node.module}.{alias.name}" for alias in node.names]
+            found += [(name, node.lineno) for name in subs if name in modules] or [(node.module, node.lineno)]
+    return found
+
+
+def graph() -> dict[str, list[tuple[str, int]]]:
+    files = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    return {name: imported(path, set(files)) for name, path in files.items()}
+
+
+def part(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "nvcc_evo"
+
+
+def test_every_part_has_a_layer_and_says_what_it_owns():
+    for name, path in ((module_name(p), p) for p in PACKAGE.rglob("*.py")):
+        assert part(name) in LAYERS, f"{path}: {part(name)} is no part of the architecture (tests/test_architecture.py)"
+    for package in PACKAGE.iterdir():
+        if (package / "__init__.py").exists():
+            doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text()))
+            assert doc and "Imports:" in doc, f"{package}/__init__.py must say what it owns and may import"
+
+
+def test_imports_run_one_way():
+    against = [f"{name} imports {target} (line {line}): {part(name)} is layer {LAYERS[part(name)]}, "
+               f"{part(target)} layer {LAYERS[part(target)]}"
+               for name, targets in graph().items() for target, line in targets
+               if part(target) != part(name) and LAYERS[part(target)] >= LAYERS[part(name)]]
+    assert not against, "\n".join(against)
+
+
+def test_no_import_cycle():
+    edges = {name: {t for t, _ in targets if t != name} for name, targets in graph().items()}
+    for name in edges:                       # a package's __init__ is imported before any of its modules
+        if "." in name:
+            edges[name].discard(name.rpartition(".")[0])
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(path[path.index(nxt):] + [nxt]))
+            if nxt not in state:
+                visit(nxt)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
+
+
+def test_the_compile_path_loads_only_the_shim():
+    """A compile with no ACF in reach runs the shim alone: importing it (and
+    the cli, where the console script starts) loads no other nvcc_evo module
+    and nothing outside the standard library's os and sys."""
+    probe = ("import sys; before = set(sys.modules); import nvcc_evo.cli, nvcc_evo.driver.shim; "
+             "print(' '.join(sorted(set(sys.modules) - before)))")
+    loaded = set(subprocess.run([sys.executable, "-c", probe], cwd=ROOT, check=True, capture_output=True,
+                                text=True).stdout.split())
+    ours = {m for m in loaded if m.startswith("nvcc_evo")}
+    assert ours == {"nvcc_evo", "nvcc_evo.cli", "nvcc_evo.driver", "nvcc_evo.driver.common",
+                    "nvcc_evo.driver.shim"}, ours
+    assert not loaded - ours - {"__future__"}, sorted(loaded - ours)
