@@ -22,7 +22,7 @@ usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's t
                                                what compiling would add, and why (compiles nothing)
        nvcc-evo --retune [UNIT-GLOB...] [--all] [--target sm_XX] [--acf FILE]
                 [--evaluations N] [--generations N] [--time-limit S] [--patience N]
-                [--population N] [--seed N] [--jobs N] [--timeout S] [--dry-run]
+                [--population N] [--seed N] [--jobs N] [--timeout S] [--dry-run] [--full-protocol]
                 [--backend auto|pycuda|static|command|replay] [--replay JSONL]
                                                search each stale unit's knobs and write them to the ACF
        nvcc-evo --evo-version                  print nvcc-evo's version
@@ -119,11 +119,15 @@ def retune(rest: list[str]) -> int:
     parser.add_argument("--jobs", type=int, default=None, help="parallel compiles (default: CPU cores)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds before a compile counts as hung")
     parser.add_argument("--dry-run", action="store_true", help="list what would be retuned, and why; tune nothing")
+    parser.add_argument("--full-protocol", action="store_true",
+                        help="measure every candidate the whole way (energy, every timed launch, each compiled "
+                             "from source): no racing, no PTX reuse, no overlap; for comparisons")
     args = parser.parse_args(rest)
     _readable_acf(args.acf)
     return run_retune(Options(args.acf, tuple(args.globs), args.target, args.all, args.backend, args.evaluations,
                               args.generations, args.time_limit, args.patience, args.population, args.seed,
-                              args.jobs, args.timeout, args.replay, args.dry_run))
+                              args.jobs, args.timeout, args.replay, args.dry_run,
+                              "full" if args.full_protocol else "fast"))
 
 
 def _readable_acf(named: str | None) -> None:

@@ -12,7 +12,7 @@ from nvcc_evo.acf.benchspec import ExprError, plan_bench
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.measure.gpu import WorkerPool, outputs_match
-from nvcc_evo.measure.gpu_worker import classify, host_array, poison, to_storage
+from nvcc_evo.measure.gpu_worker import classify, host_array, launch_problem, poison, to_storage
 
 BENCH = parse_text('''acf 1
 unit "k.cu" {
@@ -84,7 +84,8 @@ def test_output_checks_catch_wrong_unwritten_and_nan():
 
 def test_cuda_errors_are_classified():
     assert classify(RuntimeError("cuLaunchKernel failed: too many resources requested for launch")) == \
-        ("resource-limit", False)
+        ("launch-refused", False)
+    assert classify(RuntimeError("cuFuncSetBlockShape failed: invalid argument")) == ("launch-refused", False)
     assert classify(RuntimeError("cuCtxSynchronize failed: an illegal memory access was encountered")) == \
         ("crash", True)
 
@@ -144,3 +145,34 @@ def test_an_array_read_and_written_counts_twice():
     bench = parse_text('acf 1\nunit "k.cu" { bench { kernel k arg y : f32[100] = random(seed=1) '
                        'grid (1) block (32) check y rtol 0 } }').units[0].bench
     assert plan_bench(bench, {}).bytes_moved == 800
+
+
+H200 = {"threads": 1024, "registers": 65536, "shared": 232448, "dims": (1024, 1024, 64)}
+
+
+def test_launches_the_driver_would_refuse_are_named_before_data_moves():
+    roomy = {"threads": 1024, "registers": 32, "shared": 0}
+    assert launch_problem((256, 1, 1), 0, roomy, H200) == ""
+    assert "2048 threads; the device allows at most 1024" in launch_problem((2048, 1, 1), 0, roomy, H200)
+    assert launch_problem((1, 1, 128), 0, roomy, H200) == \
+        "block 1x1x128: 128 threads in z; the device allows at most 64"
+    # 128 registers x 1024 threads exceed the 64K register file: the kernel itself launches at most 512
+    heavy = {"threads": 512, "registers": 128, "shared": 0}
+    assert launch_problem((1024, 1, 1), 0, heavy, H200) == (
+        "block 1024x1x1 is 1024 threads; with 128 registers per thread this kernel launches at most 512 "
+        "(65536 registers per block)")
+    assert "bytes of shared memory" in launch_problem((128, 1, 1), 200_000, {**roomy, "shared": 40_000}, H200)
+
+
+@pytest.mark.parametrize("tune, wanted", [
+    ("minimize runtime", False),
+    ("minimize runtime\n require registers <= 64", False),
+    ("minimize runtime, energy", True),
+    ("minimize runtime\n require power <= 500", True),
+    ("minimize runtime, registers\n select runtime where energy <= 1.05 * baseline", True),
+])
+def test_energy_is_measured_only_where_the_tune_block_names_it(tune, wanted):
+    from nvcc_evo.search.measurers import uses_energy
+    unit = parse_text(f'acf 1\nunit "k.cu" {{\n tune {{\n {tune}\n }}\n}}\n').units[0]
+    assert uses_energy(unit.tune) is wanted
+    assert uses_energy(None) is False

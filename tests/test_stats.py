@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nvcc_evo.measure.stats import faster, repetitions, summarize
+from nvcc_evo.measure.stats import RACE_ALPHA, RACE_LOOKS, clearly_slower, faster, race_checkpoints, repetitions, summarize
 
 
 def test_summary_and_spread():
@@ -42,3 +42,27 @@ def test_a_tiny_steady_gain_is_below_the_floor():
     tiny = 99.87 * (1 + 0.0003 * rng.standard_normal(10))     # 0.13% faster, very steady (seen on the H200)
     verdict = faster(base, tiny)
     assert verdict.p_value < 0.001 and not verdict.significant and verdict.noise == 0.005
+
+
+def test_races_look_at_doubling_counts_and_end_at_the_full_count():
+    assert race_checkpoints(1000) == (10, 20, 40, 80, 160, 320, 640, 1000)
+    assert race_checkpoints(25) == (10, 20, 25)
+    assert race_checkpoints(5) == (5,)
+    assert len(race_checkpoints(10 ** 6)) <= RACE_LOOKS
+
+
+def test_a_clearly_slower_candidate_is_raced_out_and_an_equal_one_is_not():
+    rng = np.random.default_rng(0)
+    slower = 110 + rng.normal(0, 1, 10)
+    assert clearly_slower(slower, 100.0, 0.02)                  # ten launches, all 10% slower
+    assert not clearly_slower(slower[:9], 100.0, 0.02)          # too few to say
+    assert not clearly_slower(101 + rng.normal(0, 1, 500), 100.0, 0.02)   # inside the margin
+
+
+def test_racing_rarely_stops_a_candidate_as_fast_as_the_incumbent():
+    rng = np.random.default_rng(1)
+    stopped = 0
+    for _ in range(2000):
+        samples = 100 * (1 + rng.normal(0, 0.05, 640))           # noisy, as fast as the incumbent
+        stopped += any(clearly_slower(samples[:n], 100.0, 0.0) for n in race_checkpoints(640))
+    assert stopped / 2000 <= RACE_LOOKS * RACE_ALPHA

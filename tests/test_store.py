@@ -97,3 +97,11 @@ def test_cache_files_are_replaced_whole_and_a_failed_write_leaves_no_temporary(t
     with pytest.raises(OSError):
         replace_file(target, "newer")
     assert target.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["cache.json"]
+
+
+def test_the_cost_of_each_stage_is_kept(tmp_path):
+    store = Store(tmp_path / "r.jsonl")
+    costed = Measurement("ok", (("runtime", 5.0),), costs=(("compile", 1.25), ("timing", 0.3)))
+    store.append(Record(record(1).genome, (), costed, "h", HERE))
+    (back,) = store.read()
+    assert back.measurement.costs == (("compile", 1.25), ("timing", 0.3))

@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 
+RACED = "raced:"
+
+
 @dataclass(frozen=True)
 class Measurement:
     status: str                                   # ok, compile-error, timeout, crash, wrong-answer, ...
@@ -29,10 +32,18 @@ class Measurement:
     spreads: tuple[tuple[str, float], ...] = ()
     detail: str = ""                              # stderr or the reason, kept for the user
     reused: bool = field(default=False, compare=False)
+    # Where this candidate's time went, seconds per stage (COST_STAGES): kept
+    # in the results store, summed in the retune's progress line and report.
+    costs: tuple[tuple[str, float], ...] = field(default=(), compare=False)
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def raced(self) -> bool:
+        """Timed only until it was clearly slower than the incumbent."""
+        return self.detail.startswith(RACED)
 
     def get(self, name: str, default: float = float("inf")) -> float:
         return dict(self.metrics).get(name, default)
@@ -56,9 +67,19 @@ class Measurer:
     # found on fresh inputs or "").
     confirm: Callable | None = None
     drift: Callable = lambda: None      # the baseline measured again: its relative change, or None
+    # Racing, None where the backend does not race: told the best feasible
+    # runtime so far and its spread, it stops timing clearly slower candidates.
+    race: Callable | None = None
 
 
 BACKENDS = ("static", "command", "replay", "pycuda")
+
+# The stages of one candidate's cost, in the order they run: the compile
+# (on the CPU, in parallel), then on the GPU the module load and the inputs
+# copied in (load), the first launch with its outputs copied back and
+# compared (check), warm-up launches, the timed launches, the energy window;
+# `other`: the rest of the backend's time (a user command's run, say).
+COST_STAGES = ("compile", "load", "check", "warm-up", "timing", "energy", "other")
 
 
 def failed(status: str, detail: str) -> Measurement:

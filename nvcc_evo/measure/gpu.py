@@ -9,7 +9,8 @@ every candidate is compared with them within the bench spec's tolerances
 from __future__ import annotations
 
 import multiprocessing
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -18,11 +19,12 @@ from nvcc_evo.acf import model
 from nvcc_evo.acf.benchspec import BenchPlan, ExprError, ScalarPlan, plan_bench
 from nvcc_evo.driver.candidate import CompileResult
 from nvcc_evo.errors import EnvironmentProblem
-from nvcc_evo.measure import Measurement, failed, static
+from nvcc_evo.measure import RACED, Measurement, failed, static
 from nvcc_evo.measure.gpu_worker import host_array
 from nvcc_evo.measure.stats import Verdict, faster, summarize
 
 OBJECTIVES = ("runtime", "energy") + static.OBJECTIVES
+RACE_MARGIN = 0.02      # slower than the incumbent by more than this (or its spread) ends a race
 
 
 class WorkerPool:
@@ -132,6 +134,7 @@ class GpuBench:
     expected_fn: Callable | None = None    # the bench's numpy reference, if it names one
     expected: dict | None = None
     min_seconds: float = 0.3                # timing window per candidate
+    incumbent: dict | None = None           # {"median", "margin"}: what a race is run against
 
     def expected_outputs(self, plan: BenchPlan) -> dict:
         """The numpy reference's outputs for the plan's inputs (seed 0), computed once."""
@@ -150,9 +153,19 @@ class GpuBench:
             plan = self.plan(genome)
         except ExprError as error:
             return failed("bad-bench", f"bench spec with this candidate's defines: {error}")
+        sent = time.perf_counter()
         answer = self.pool.request({"cubin": result.cubin, "plan": plan, "outputs": True, "time": True,
-                                    "min_seconds": self.min_seconds,
+                                    "min_seconds": self.min_seconds, "race": self.incumbent,
                                     "energy": self.energy and self.pool.hello.get("nvml")})
+        costs = dict(answer.get("costs", {}))
+        costs["other"] = time.perf_counter() - sent - sum(costs.values())    # the pipe, pickling, a restart
+        checked = time.perf_counter()
+        measurement = self._judge(answer, plan, result.cubin, compiled)
+        costs["check"] = costs.get("check", 0.0) + time.perf_counter() - checked
+        return replace(measurement, costs=tuple(costs.items()))
+
+    def _judge(self, answer: dict, plan: BenchPlan, cubin: bytes, compiled: Measurement) -> Measurement:
+        """The worker's answer as a Measurement: outputs checked, times summarised."""
         if answer["status"] != "ok":
             return failed(answer["status"], answer.get("detail", ""))
         times = summarize(answer["times_us"])
@@ -167,12 +180,19 @@ class GpuBench:
             if wrong:
                 return failed("wrong-answer", wrong)
         if first:
-            self.reference, self.baseline_run = answer["outputs"], (result.cubin, plan, times.median)
+            self.reference, self.baseline_run = answer["outputs"], (cubin, plan, times.median)
         metrics = (("runtime", times.median),) + tuple((k, v) for k, v in compiled.metrics if k != "runtime")
         if "energy_mj" in answer:
             metrics += (("energy", answer["energy_mj"]), ("power", answer["power_w"]))
-        return Measurement("ok", metrics, (("runtime", times.spread),))
+        raced = len(answer["times_us"]) < answer.get("planned", 0)
+        detail = f"{RACED} stopped after {times.count} of {answer['planned']} timed launches, clearly slower " \
+                 f"than the incumbent ({self.incumbent['median']:.4g} us)" if raced else ""
+        return Measurement("ok", metrics, (("runtime", times.spread),), detail)
 
+    def race_against(self, median: float, spread: float) -> None:
+        """Later candidates' timing stops once they are clearly slower than
+        this (the best feasible runtime so far, and its spread)."""
+        self.incumbent = {"median": median, "margin": max(RACE_MARGIN, spread)}
 
     def drift(self) -> float | None:
         """The baseline timed again: its relative change since the search began."""

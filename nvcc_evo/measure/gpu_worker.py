@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from nvcc_evo.acf.benchspec import ArrayPlan, BenchPlan, DTYPES, ScalarPlan
-from nvcc_evo.measure.stats import repetitions
+from nvcc_evo.measure.stats import clearly_slower, race_checkpoints, repetitions
 
 CACHE_BYTES = 8 << 30        # host copies of inputs kept between requests
 
@@ -73,6 +73,7 @@ class Device:
         self.scratch = cuda.mem_alloc(max(2 * self.l2, 1 << 20))
         self.nvml = _nvml_handle(index)
         self.inputs: dict[tuple[ArrayPlan, int], np.ndarray] = {}
+        self._limits: dict | None = None
 
     def host_input(self, plan: ArrayPlan, seed: int) -> np.ndarray:
         """Initial data, made once per (array, seed): candidates of one unit
@@ -114,32 +115,61 @@ class Device:
             times.append(end.time_since(start) / 1e3)
         return {"status": "ok", "copy_bytes_per_s": 2 * size / float(np.median(times))}
 
+    def limits(self) -> dict:
+        """What this device allows one block (read once)."""
+        if self._limits is None:
+            a = self.cuda.device_attribute
+            self._limits = {"threads": self.device.get_attribute(a.MAX_THREADS_PER_BLOCK),
+                            "registers": self.device.get_attribute(a.MAX_REGISTERS_PER_BLOCK),
+                            "shared": self.device.get_attribute(a.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+                            "dims": tuple(self.device.get_attribute(getattr(a, f"MAX_BLOCK_DIM_{x}"))
+                                          for x in "XYZ")}
+        return self._limits
+
+    def kernel_facts(self, function) -> dict:
+        f = self.cuda.function_attribute
+        return {"threads": function.get_attribute(f.MAX_THREADS_PER_BLOCK),
+                "registers": function.get_attribute(f.NUM_REGS),
+                "shared": function.get_attribute(f.SHARED_SIZE_BYTES)}
+
     def run(self, request: dict) -> dict:
         if request.get("copy"):
             return self.copy_bandwidth()
-        cuda, plan = self.cuda, request["plan"]
+        cuda, plan, clock = self.cuda, request["plan"], Clock()
         module = cuda.module_from_buffer(request["cubin"])
         function = module.get_function(plan.kernel)
+        refused = launch_problem(plan.block, plan.shared, self.kernel_facts(function), self.limits())
+        if refused:              # before any data moves; the context is untouched
+            return {"status": "launch-refused", "detail": refused, "costs": clock.lap("load")}
         hosts = {a.name: poison(a) if a.init == "output" else self.host_input(a, request.get("seed", 0))
                  for a in plan.arrays}
         device = {name: cuda.to_device(data) for name, data in hosts.items()}
         args = [device[a.name] if isinstance(a, ArrayPlan) else _scalar(a) for a in plan.args]
         launch = lambda: function(*args, grid=plan.grid[:2] if plan.grid[2] == 1 else plan.grid,
                                   block=plan.block, shared=plan.shared)
+        cuda.Context.synchronize()
+        clock.lap("load")
         launch()
         cuda.Context.synchronize()
         answer = {"status": "ok"}
         if request.get("outputs"):
             answer["outputs"] = {c.name: cuda.from_device_like(device[c.name], hosts[c.name]) for c in plan.checks}
+        clock.lap("check")
         if request.get("time"):
-            answer["times_us"] = self.time(launch, plan, request.get("min_seconds", 0.3))
+            answer["times_us"], answer["planned"] = self.time(launch, plan, request.get("min_seconds", 0.3),
+                                                              clock, request.get("race"))
         if request.get("energy") and self.nvml is not None:
             answer.update(self.energy(launch))
+            clock.lap("energy")
+        answer["costs"] = clock.costs
         return answer
 
-    def time(self, launch, plan: BenchPlan, min_seconds: float) -> list[float]:
+    def time(self, launch, plan: BenchPlan, min_seconds: float, clock: Clock, race: dict | None = None):
         """Events around each launch, after warm-up; the L2 flushed before each
-        launch when the data would otherwise stay in it."""
+        launch when the data would otherwise stay in it. With `race` (the
+        incumbent's median and margin), the launches so far are tested at
+        checkpoints and timing stops once this candidate is clearly slower.
+        Returns (times in us, the launches planned)."""
         cuda = self.cuda
         flush = plan.bytes_moved < 4 * self.l2
         start, end = cuda.Event(), cuda.Event()
@@ -150,15 +180,22 @@ class Device:
         end.record()
         end.synchronize()
         count = repetitions(end.time_since(start) / 1e3, min_seconds)
-        pairs = [(cuda.Event(), cuda.Event()) for _ in range(count)]
-        for begin, finish in pairs:
-            if flush:
-                self.flush()
-            begin.record()
-            launch()
-            finish.record()
-        pairs[-1][1].synchronize()
-        return [finish.time_since(begin) * 1e3 for begin, finish in pairs]
+        clock.lap("warm-up")
+        times: list[float] = []
+        for stop in (race_checkpoints(count) if race else (count,)):
+            pairs = [(cuda.Event(), cuda.Event()) for _ in range(stop - len(times))]
+            for begin, finish in pairs:
+                if flush:
+                    self.flush()
+                begin.record()
+                launch()
+                finish.record()
+            pairs[-1][1].synchronize()
+            times += [finish.time_since(begin) * 1e3 for begin, finish in pairs]
+            if race and clearly_slower(times, race["median"], race["margin"]):
+                break
+        clock.lap("timing")
+        return times, count
 
     def energy(self, launch, seconds: float = 1.0) -> dict:
         """Energy per launch from NVML's total-energy counter over a window of
@@ -177,6 +214,41 @@ class Device:
         return {"energy_mj": spent_mj / launches, "power_w": spent_mj / 1e3 / elapsed, "launches": launches}
 
 
+class Clock:
+    """Seconds per stage of one request (measure.COST_STAGES)."""
+
+    def __init__(self):
+        self.costs: dict[str, float] = {}
+        self.last = time.perf_counter()
+
+    def lap(self, stage: str) -> dict[str, float]:
+        now = time.perf_counter()
+        self.costs[stage] = self.costs.get(stage, 0.0) + now - self.last
+        self.last = now
+        return self.costs
+
+
+def launch_problem(block: tuple[int, ...], dynamic_shared: int, kernel: dict, device: dict) -> str:
+    """Why the driver would refuse this launch ("" if it would not): more
+    threads than the device or this kernel's registers allow, a block
+    dimension over its limit, more shared memory than a block may have."""
+    threads = block[0] * block[1] * block[2]
+    shown = "x".join(str(b) for b in block)
+    if threads > device["threads"]:
+        return f"block {shown} is {threads} threads; the device allows at most {device['threads']} per block"
+    for axis, size, most in zip("xyz", block, device["dims"]):
+        if size > most:
+            return f"block {shown}: {size} threads in {axis}; the device allows at most {most}"
+    if threads > kernel["threads"]:
+        return (f"block {shown} is {threads} threads; with {kernel['registers']} registers per thread this kernel "
+                f"launches at most {kernel['threads']} ({device['registers']} registers per block)")
+    shared = kernel["shared"] + dynamic_shared
+    if shared > device["shared"]:
+        return (f"{shared} bytes of shared memory per block ({kernel['shared']} static + {dynamic_shared} "
+                f"dynamic); the device allows at most {device['shared']}")
+    return ""
+
+
 def _nvml_handle(index: int):
     try:
         import pynvml
@@ -189,8 +261,9 @@ def _nvml_handle(index: int):
 def classify(error: Exception) -> tuple[str, bool]:
     """(status, fatal) for a CUDA error raised by a candidate."""
     text = str(error).lower()
-    if "too many resources" in text or "out of resources" in text:
-        return "resource-limit", False
+    if ("too many resources" in text or "out of resources" in text or "cufuncsetblockshape" in text
+            or ("launch" in text and "invalid argument" in text)):
+        return "launch-refused", False       # the driver said no before running anything: context intact
     if "out of memory" in text:
         return "out-of-memory", False
     if "not found" in text and "named symbol" in text:

@@ -2,6 +2,7 @@
 that decides whether a tuned build is really faster than the baseline."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -40,6 +41,36 @@ def repetitions(one_launch_s: float, min_seconds: float = 0.3, least: int = 20, 
     if one_launch_s <= 0:
         return most
     return int(min(most, max(least, np.ceil(min_seconds / one_launch_s))))
+
+
+# Racing: a candidate's timing stops early when a sign test on its launches
+# so far says it is slower than the incumbent by more than the margin. At
+# most RACE_LOOKS looks, each at RACE_ALPHA, so a candidate as fast as the
+# incumbent is stopped with probability under RACE_LOOKS * RACE_ALPHA.
+RACE_ALPHA = 1e-3
+RACE_FIRST = 10
+RACE_LOOKS = 8
+
+
+def race_checkpoints(count: int) -> tuple[int, ...]:
+    """Launch counts at which a race looks: 10, 20, 40, ... and the full count."""
+    looks, at = [], RACE_FIRST
+    while at < count and len(looks) < RACE_LOOKS - 1:
+        looks.append(at)
+        at *= 2
+    return (*looks, count)
+
+
+def clearly_slower(samples: Sequence[float], incumbent: float, margin: float, alpha: float = RACE_ALPHA) -> bool:
+    """One-sided sign test: were so few launches faster than the incumbent's
+    median (plus the margin) that, if this candidate were no slower than
+    that, seeing it would have probability under `alpha`?"""
+    n = len(samples)
+    if n < RACE_FIRST:
+        return False
+    limit = incumbent * (1 + margin)
+    below = sum(1 for s in samples if s < limit)
+    return sum(math.comb(n, i) for i in range(below + 1)) < alpha * 2 ** n
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,13 @@ objectives and their stderr kept.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from nvcc_evo.acf import model
 from nvcc_evo.driver.candidate import CompileJob, CompileResult, compile_each, sass_hash
-from nvcc_evo.measure import Measurement
+from nvcc_evo.measure import COST_STAGES, Measurement
 from nvcc_evo.search.evolve import Evaluation
 from nvcc_evo.search.space import Genome
 from nvcc_evo.search.store import Context, Record, Store
@@ -80,6 +81,24 @@ class Tally:
     resumed: int = 0         # read back from the results store
     failed: int = 0
     failures: dict = field(default_factory=dict)    # status -> [count, first message]
+    raced: int = 0           # timing stopped early: clearly slower than the incumbent
+    costs: dict = field(default_factory=dict)       # stage -> seconds, summed over this run's candidates
+    started: float = field(default_factory=time.monotonic)
+
+    def count_costs(self, measurement: Measurement) -> None:
+        for stage, seconds in measurement.costs:
+            self.costs[stage] = self.costs.get(stage, 0.0) + seconds
+
+    def costs_text(self) -> str:
+        """`1.8 binaries/min; per candidate: compile 1.05 s, load 0.01 s, ...`: the
+        mean seconds of each stage over this run's candidates (compiles run in
+        parallel, so the stages add up to more than the wall time)."""
+        count = max(1, self.evaluated)
+        rate = self.evaluated / max(1e-9, time.monotonic() - self.started) * 60
+        shown = ", ".join(f"{stage} {self.costs[stage] / count:.3g} s" for stage in COST_STAGES
+                          if self.costs.get(stage, 0.0) > 0)
+        return f"{rate:.1f} candidates/min" + (f"; per candidate: {shown}" if shown else "") + \
+            (f"; {self.raced} raced out" if self.raced else "")
 
     def count_failure(self, measurement: Measurement) -> None:
         self.failed += 1
@@ -106,6 +125,8 @@ class Evaluator:
     by_hash: dict = field(default_factory=dict)
     measured: dict = field(default_factory=dict)      # genome -> Measurement
     tally: Tally = field(default_factory=Tally)
+    race: Callable | None = None                      # the backend's racing (Measurer.race), if it races
+    incumbent: float = math.inf                       # the best feasible runtime raced against
 
     def resume(self, records: list[Record]) -> list[Evaluation]:
         """Evaluations read back from the store, so no genome is redone."""
@@ -140,19 +161,38 @@ class Evaluator:
             self.measured[genome] = measurement
             self.store.append(Record(genome, flags[index], measurement, digest, self.context))
             self.tally.evaluated += 1
+            self.tally.count_costs(measurement)
+            self.tally.raced += measurement.raced and not measurement.reused
             if not measurement.ok:
                 self.tally.count_failure(measurement)
             done[index] = self.evaluation(genome, measurement)
+            self.offer_incumbent(measurement, done[index])
         return [done[i] for i in range(len(genomes))]
+
+    def offer_incumbent(self, measurement: Measurement, evaluation: Evaluation) -> None:
+        """A feasible, fully timed runtime better than the incumbent becomes
+        the one later candidates race against (runtime as the one objective
+        only: with several, a slower candidate may still be on the front)."""
+        if self.race is None or self.goal.minimize != ("runtime",) or not evaluation.feasible or measurement.raced:
+            return
+        runtime = measurement.get("runtime")
+        if runtime < self.incumbent:
+            self.incumbent = runtime
+            self.race(runtime, dict(measurement.spreads).get("runtime", 0.0))
 
     def _measure_once(self, genome, flag_list, result) -> tuple[Measurement, str]:
         digest = sass_hash(result.cubin) if result is not None and result.ok else ""
+        compiled = (("compile", result.seconds),) if result is not None else ()
         if digest and digest in self.by_hash:
             self.tally.reused += 1
-            return replace(self.by_hash[digest], reused=True), digest
+            return replace(self.by_hash[digest], reused=True, costs=compiled), digest
+        started = time.perf_counter()
         measurement = self.measure(genome, flag_list, result)
         if isinstance(measurement, tuple):          # replay returns (measurement, recorded hash)
             measurement, digest = measurement
+        if not measurement.costs:                   # a backend that does not say where its time went
+            measurement = replace(measurement, costs=(("other", time.perf_counter() - started),))
+        measurement = replace(measurement, costs=compiled + measurement.costs)
         if digest and measurement.ok:
             self.by_hash[digest] = measurement
         return measurement, digest

@@ -113,17 +113,30 @@ def load_reference(bench: model.Bench, folder: Path):
     return getattr(module, name)
 
 
-def _pycuda(task, space_defaults: dict, acf_folder: Path) -> Measurer:
+ENERGY_METRICS = ("energy", "power")
+
+
+def uses_energy(tune: model.Tune | None) -> bool:
+    """Whether an objective, a constraint or the select rule names energy or power."""
+    if tune is None:
+        return False
+    named = set(tune.minimize) | {c.metric for c in tune.require + tune.select_where} | {tune.select}
+    return bool(named & set(ENERGY_METRICS))
+
+
+def _pycuda(task, space_defaults: dict, acf_folder: Path, full: bool = False) -> Measurer:
     from nvcc_evo.measure.gpu import GpuBench, OBJECTIVES
     bench = task.unit.bench
     if bench is None or bench.kernel is None:
         raise UsageError(f"unit {task.unit} has no `bench {{ kernel ... }}` block for the pycuda backend")
     pool = gpu_pool()
     defines = lambda genome: {**space_defaults, **define_values(genome.settings())}
-    gpu = GpuBench(bench, pool, task.arch, defines, energy=True, expected_fn=load_reference(bench, acf_folder))
-    energy = "energy from NVML" if pool.hello.get("nvml") else "no NVML: energy dropped"
+    wanted = full or uses_energy(task.unit.tune)
+    gpu = GpuBench(bench, pool, task.arch, defines, energy=wanted, expected_fn=load_reference(bench, acf_folder))
+    energy = ("energy from NVML" if pool.hello.get("nvml") else "no NVML: energy dropped") if wanted else \
+        "energy not measured: the tune block does not name it"
     return Measurer(gpu.measure, OBJECTIVES, device=pool.hello["name"], hello=pool.hello, confirm=gpu.confirm,
-                    drift=gpu.drift,
+                    drift=gpu.drift, race=None if full else gpu.race_against,
                     describe=f"pycuda on {pool.hello['name']} (sm {pool.hello['cc']}; {energy})")
 
 
@@ -136,9 +149,10 @@ def resolve_backend(backend: str) -> str:
 
 
 def measurer_for(backend: str, task, acf_path: Path, context: Context, replay_path: str | None,
-                 timeout: float, space_defaults: dict | None = None) -> Measurer:
+                 timeout: float, space_defaults: dict | None = None, full: bool = False) -> Measurer:
+    """`full`: every candidate measured the whole way (retune.PROTOCOLS)."""
     if backend == "pycuda":
-        return _pycuda(task, space_defaults or {}, acf_path.parent)
+        return _pycuda(task, space_defaults or {}, acf_path.parent, full)
     if backend == "static":
         return _static(task)
     if backend == "command":

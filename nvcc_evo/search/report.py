@@ -47,6 +47,8 @@ def _summary(o) -> list[str]:
                  f"{o.progress.generation} generations, {seconds:.0f} s" + ("; written to the ACF" if o.written else ""))
     if t.failed:
         lines.append(f"  failures: {t.failures_text()}")
+    if t.evaluated:
+        lines.append(f"  cost: {t.costs_text()}")
     if len(o.goal.minimize) > 1 and o.front:
         lines.append("  Pareto front (" + ", ".join(o.goal.minimize) + "):")
         for point in o.front:

@@ -32,6 +32,13 @@ from nvcc_evo.search.writeback import current_genome, fixed_settings, one_retune
 from nvcc_evo.system.leftovers import sweep_for
 
 
+# How candidates are measured: "fast" races clearly slower candidates out
+# and measures energy only where the tune block names it; "full" measures
+# every candidate the whole way (energy, every timed launch), as before
+# racing, for comparisons. The confirmation is the same in both.
+PROTOCOLS = ("fast", "full")
+
+
 @dataclass(frozen=True)
 class Options:
     acf: str | None = None
@@ -49,6 +56,7 @@ class Options:
     timeout: float = 300.0
     replay: str | None = None
     dry_run: bool = False
+    protocol: str = "fast"      # PROTOCOLS
 
 
 @dataclass
@@ -111,11 +119,11 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     context = Context(toolkit.version, task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
                       _build_key(task.job))
     measurer = measurer_for(options.backend, task, acf_path, context, options.replay, options.timeout,
-                            baseline_defines(task.source, space))
+                            baseline_defines(task.source, space), full=options.protocol == "full")
     context = replace(context, device=measurer.device)
     goal = goal_for(task.unit.tune, measurer.objectives)
     evaluator = Evaluator(task.job, goal, context, store, flags_for, measurer.measure, measurer.compiles,
-                          workers=options.jobs)
+                          workers=options.jobs, race=measurer.race if options.protocol == "fast" else None)
     stored = _resume(task, store, context, evaluator, space)
     baseline_genome = space.baseline()
     if baseline_genome not in evaluator.measured:
@@ -123,6 +131,8 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     baseline_measurement = evaluator.measured[baseline_genome]
     evaluator.baseline = dict(baseline_measurement.metrics)
     history = [evaluator.evaluation(g, m) for g, m in evaluator.measured.items()]   # with baseline known
+    for evaluation in history:
+        evaluator.offer_incumbent(evaluator.measured[evaluation.genome], evaluation)
     engine = Engine(space, rng, options.population, seeds=_seeds(task, space), history=history)
     log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, {len(space.dimensions)} knobs"
         + (f"; resuming with {stored} stored evaluations" if stored else ""))
@@ -241,7 +251,7 @@ def _report_generation(task: Task, goal: Goal, progress: Progress, engine: Engin
         pace = f"; at most {budget.evaluations - progress.evaluations} more, ~{left:.0f} s at this pace"
     failed = f"{t.failed} failed: {t.failures_text()}" if t.failed else "0 failed"
     log(f"{task} gen {progress.generation}: {progress.evaluations} evaluations ({t.reused} same binary, "
-        f"{failed}), front {len(front)}, best {best}{noted} [{progress.elapsed():.0f} s{pace}]")
+        f"{failed}), front {len(front)}, best {best}{noted} [{progress.elapsed():.0f} s{pace}; {t.costs_text()}]")
 
 
 def _write_or_say_why(acf_path: Path, outcome: Outcome, toolkit, options: Options) -> None:

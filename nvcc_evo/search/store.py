@@ -62,13 +62,14 @@ def _encode(record: Record) -> str:
         "genome": [list(item) for item in record.genome.items], "flags": list(record.flags),
         "status": m.status, "metrics": dict(m.metrics), "spreads": dict(m.spreads),
         "detail": m.detail[-2000:], "sass_hash": record.sass_hash, "time": time.time(),
+        "costs": {stage: round(seconds, 6) for stage, seconds in m.costs},
     })
 
 
 def _decode(line: str) -> Record:
     data = json.loads(line)
     measurement = Measurement(data["status"], tuple(data["metrics"].items()), tuple(data["spreads"].items()),
-                              data["detail"])
+                              data["detail"], costs=tuple(data.get("costs", {}).items()))
     return Record(Genome(tuple(tuple(item) for item in data["genome"])), tuple(data["flags"]),
                   measurement, data["sass_hash"], Context(**data["context"]))
 
