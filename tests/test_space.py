@@ -120,3 +120,74 @@ def test_step_moves_one_gene_to_a_neighbour():
         (knob, before), (_, after) = changed[0]
         choices = next(d.choices for d in space.dimensions if d.knob == knob)
         assert abs(choices.index(before) - choices.index(after)) == 1
+
+
+# ---------------------------------------------------------------- requires over defines
+CONSTRAINED = parse_text('''acf 1
+unit "sgemm_regblock.cu" {
+    search {
+        define.BM in {32, 64, 128, 256}
+        define.BN in {32, 64, 128, 256}
+        define.TM in {1, 2, 4, 8}
+        define.TN in {1, 2, 4, 8}
+        define.BK in {8, 16, 32}
+        ptxas.opt_level in 1..3
+        require (BM / TM) * (BN / TN) <= 1024
+        require (BM / TM) * (BN / TN) >= 64
+        require BK * (BM + BN) * 4 <= 49152
+    }
+}
+''').units[0]
+REGBLOCK = DATA.parent.parent / "kernels" / "sgemm_regblock.cu"
+
+
+def _threads(genome: Genome) -> int:
+    s = genome.settings()
+    return (s["define.BM"] // s["define.TM"]) * (s["define.BN"] // s["define.TN"])
+
+
+def _allowed_by_hand(genome: Genome) -> bool:
+    s = genome.settings()
+    return 64 <= _threads(genome) <= 1024 and s["define.BK"] * (s["define.BM"] + s["define.BN"]) * 4 <= 49152
+
+
+def test_requires_shrink_the_space_to_the_points_they_allow():
+    space = build_space(CONSTRAINED, REGBLOCK)
+    import itertools
+    dims = space.dimensions
+    points = [Genome(tuple(zip((d.knob for d in dims), values))) for values in itertools.product(*(d.choices for d in dims))]
+    assert space.size == sum(_allowed_by_hand(g) for g in points) < len(points)
+    assert all(space.allows(g) == _allowed_by_hand(g) for g in points)
+    assert space.allows(space.baseline())            # the source's own BM=BN=64, TM=TN=8, BK=8: 64 threads
+
+
+def test_no_operator_proposes_a_genome_the_requires_exclude():
+    space = build_space(CONSTRAINED, REGBLOCK)
+    rng = np.random.default_rng(7)
+    a, b = sample(space, rng), sample(space, rng)
+    made = []
+    for _ in range(400):
+        made += [sample(space, rng), mutate(a, space, rng, rate=0.9), step(a, space, rng),
+                 crossover(a, b, rng, space), repair(Genome(tuple((k, 256 if k.startswith("define.B") and k != "define.BK"
+                                                                  else (1 if k in ("define.TM", "define.TN") else v))
+                                                                 for k, v in a.items)), space)]
+        a, b = made[-4], made[-5]
+    assert all(_allowed_by_hand(g) for g in made)
+    assert len(set(made)) > 50                      # and they still explore
+
+
+def test_the_engine_never_asks_for_an_excluded_genome_and_a_seed_reproduces_it():
+    from nvcc_evo.search.evolve import Engine, Evaluation
+    space = build_space(CONSTRAINED, REGBLOCK)
+
+    def run(seed):
+        engine, asked = Engine(space, np.random.default_rng(seed), population=8, seeds=[space.baseline()]), []
+        for _ in range(10):
+            batch = engine.ask()
+            asked += batch
+            engine.tell([Evaluation(g, (float(_threads(g) % 97),)) for g in batch])
+        return asked
+
+    asked = run(3)
+    assert len(asked) == 80 and all(_allowed_by_hand(g) for g in asked)
+    assert run(3) == asked

@@ -100,6 +100,20 @@ def evaluate(expr: model.Expr, env: Mapping[str, int | float]) -> int | float:
     return {"+": left + right, "-": left - right, "*": left * right}[expr.op]
 
 
+COMPARE: dict[str, Callable] = {"<=": lambda a, b: a <= b, "<": lambda a, b: a < b, ">=": lambda a, b: a >= b,
+                                 ">": lambda a, b: a > b, "==": lambda a, b: a == b}
+
+
+def require_holds(require: model.SpaceRequire, defines: Mapping[str, int | float]) -> bool:
+    """Whether a search block's `require` holds for these define values; one
+    that cannot be evaluated (a division by zero, a name without a value)
+    does not."""
+    try:
+        return bool(COMPARE[require.op](evaluate(require.left, defines), evaluate(require.right, defines)))
+    except (ExprError, TypeError):
+        return False
+
+
 # ---------------------------------------------------------------- plans
 @dataclass(frozen=True)
 class ArrayPlan:

@@ -77,6 +77,10 @@ def show_domain(domain: model.Domain) -> str:
     return "{" + ", ".join(show_value(v) for v in domain.values) + "}"
 
 
+def show_space_require(require: model.SpaceRequire) -> str:
+    return f"require {show_expr(require.left)} {require.op} {show_expr(require.right)}"
+
+
 def show_condition(condition: model.Condition) -> str:
     if condition.relative:
         bound = "baseline" if condition.bound == 1.0 else f"{show_value(condition.bound)} * baseline"
@@ -148,7 +152,7 @@ def _tree(file: model.AcfFile) -> _Node:
     for unit in file.units:
         parts = [_leaf(p.span) for p in unit.pins]
         if unit.search_span.start >= 0:
-            parts.append(_block(unit.search_span, [_leaf(s.span) for s in unit.space]))
+            parts.append(_block(unit.search_span, [_leaf(s.span) for s in unit.space + unit.requires]))
         if unit.tune is not None:
             parts.append(_block(unit.tune.span, [_leaf(s) for _, s in unit.tune.item_spans]))
         if unit.bench is not None:
@@ -272,6 +276,8 @@ def _write_unit(w: _Writer, unit: model.Unit) -> None:
         w.open(unit.search_span, "search")
         for space in unit.space:
             w.leaf(space.span, f"{space.knob} in {show_domain(space.domain)}")
+        for require in unit.requires:
+            w.leaf(require.span, show_space_require(require))
         w.close(unit.search_span)
     if unit.tune is not None:
         _write_tune(w, unit.tune)

@@ -115,6 +115,18 @@ class Space:
 
 
 @dataclass(frozen=True)
+class SpaceRequire:
+    """`require EXPR CMP EXPR` in a search block: a condition over the
+    unit's defines (bare names: `BM` is `define.BM`); a genome for which it
+    does not hold is never proposed."""
+
+    left: Expr
+    op: str
+    right: Expr
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True)
 class Condition:
     """`metric CMP bound`; a relative bound multiplies the baseline's value."""
 
@@ -250,6 +262,7 @@ class Unit:
     targets: tuple[Target, ...] = ()
     span: Span = field(default=NO_SPAN, compare=False)
     search_span: Span = field(default=NO_SPAN, compare=False)
+    requires: tuple[SpaceRequire, ...] = ()          # the search block's constraints over defines
 
     def __str__(self) -> str:
         return " ".join(f'"{g}"' for g in self.globs)
@@ -267,7 +280,10 @@ class Unit:
         depends on besides the source and toolkit, kept in its provenance."""
         pins = sorted(([p.knob, p.value] for p in self.pins), key=lambda pin: pin[0])
         space = sorted(([s.knob, list(domain_values(s.domain))] for s in self.space), key=lambda entry: entry[0])
-        return "sha256:" + hashlib.sha256(json.dumps([pins, space]).encode()).hexdigest()[:16]
+        parts = [pins, space]
+        if self.requires:        # (only then: the digests of units without constraints stay as they were)
+            parts.append(sorted(repr((r.left, r.op, r.right)) for r in self.requires))
+        return "sha256:" + hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

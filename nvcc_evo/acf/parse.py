@@ -149,6 +149,10 @@ class _Build(Transformer):
         return model.BoolDomain()
 
     @v_args(meta=True)
+    def space_require(self, meta, items):
+        return model.SpaceRequire(items[0], str(items[1]), items[2], _span(meta))
+
+    @v_args(meta=True)
     def search(self, meta, items):
         return ("search", tuple(items), _span(meta))
 
@@ -298,8 +302,10 @@ class _Build(Transformer):
         pick = lambda kind: [value for k, value, _ in parts if k == kind]
         first = lambda kind: (pick(kind) or [None])[0]
         search_span = next((span for k, _, span in parts if k == "search"), model.NO_SPAN)
-        return model.Unit(globs, tuple(pick("pin")), first("search") or (), first("tune"),
-                        first("bench"), tuple(pick("target")), _span(meta), search_span)
+        search = first("search") or ()
+        return model.Unit(globs, tuple(pick("pin")), tuple(i for i in search if isinstance(i, model.Space)),
+                          first("tune"), first("bench"), tuple(pick("target")), _span(meta), search_span,
+                          tuple(i for i in search if isinstance(i, model.SpaceRequire)))
 
 
 def find_comments(text: str) -> tuple[model.Comment, ...]:
@@ -357,11 +363,12 @@ def _expr_depth(expr) -> int:
 def _deep_expressions(units):
     """(expression, depth) of each bench expression deeper than the limit."""
     for unit in units:
+        exprs = [side for r in unit.requires for side in (r.left, r.right)]
         bench = unit.bench
-        if bench is None:
-            continue
-        exprs = [let.expr for let in bench.lets] + [d for launch in bench.launch for d in launch.dims]
-        exprs += [a.count if a.is_array else a.value for a in bench.args] + [p.expr for a in bench.args for p in a.params]
+        if bench is not None:
+            exprs += [let.expr for let in bench.lets] + [d for launch in bench.launch for d in launch.dims]
+            exprs += [a.count if a.is_array else a.value for a in bench.args]
+            exprs += [p.expr for a in bench.args for p in a.params]
         for expr in exprs:
             depth = _expr_depth(expr) if expr is not None else 0
             if depth > MAX_EXPR_DEPTH:

@@ -6,6 +6,8 @@ Every problem of a file is collected (not only the first) and reported as
 from __future__ import annotations
 
 import difflib
+import itertools
+import math
 import os
 import re
 from pathlib import Path
@@ -17,6 +19,7 @@ from nvcc_evo.acf.text import read_text
 from nvcc_evo.errors import AcfError, Diagnostic, Location
 
 ARCH_PATTERN = re.compile(r"sm_[0-9]{2,3}[af]?")
+REQUIRE_SEARCH_LIMIT = 100_000     # combinations of defines tried to find one that meets a search block's requires
 
 
 def _names(values) -> str:
@@ -59,6 +62,8 @@ class Checker:
             if space is not None and not _in_domain(pin.value, space.domain, knobs.lookup(knob_name)):
                 self.error(pin.span, f"pinned value {_show(pin.value)} of {knob_name} is outside "
                            f"its search space (line {space.span.line})")
+        if unit.requires:
+            self.check_requires(unit, spaces, pins)
         if unit.tune is not None:
             self.check_tune(unit.tune)
         defines = {s.knob[len(knobs.DEFINE_PREFIX):] for s in _all_settings(unit)
@@ -131,6 +136,41 @@ class Checker:
             knob = self.check_knob_name(space.knob, space.span)
             self.check_domain(knob, space)
         return seen
+
+    def check_requires(self, unit: model.Unit, spaces: dict[str, model.Space],
+                       pins: dict[str, model.Setting]) -> None:
+        """Names in a search block's requires are defines it searches or the
+        unit pins, with numeric values; some point of the space meets them all."""
+        values = {k[len(knobs.DEFINE_PREFIX):]: model.domain_values(v.domain) for k, v in spaces.items()
+                  if knobs.is_define(k)}
+        values.update({k[len(knobs.DEFINE_PREFIX):]: (p.value,) for k, p in pins.items() if knobs.is_define(k)})
+        before = len(self.diagnostics)
+        for require in unit.requires:
+            for ref in (r for side in (require.left, require.right) for r in benchspec.names_in(side)):
+                if ref.name not in values:
+                    self.error(ref.span, f"undefined name '{ref.name}' in require (defines searched or pinned: "
+                               f"{_names(values) or 'none'})")
+                elif not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values[ref.name]):
+                    self.error(ref.span, f"define.{ref.name} takes values that are not numbers "
+                               f"({', '.join(_show(v) for v in values[ref.name])}): a require compares numbers")
+            for side in (require.left, require.right):
+                self.check_calls(side)
+        if len(self.diagnostics) == before:
+            self.check_requires_met(unit, values)
+
+    def check_requires_met(self, unit: model.Unit, values: dict[str, tuple]) -> None:
+        """At least one combination of the named defines meets every require
+        (looked for where there are at most REQUIRE_SEARCH_LIMIT of them)."""
+        named = sorted({r.name for q in unit.requires for side in (q.left, q.right) for r in benchspec.names_in(side)})
+        combinations = math.prod(len(values[n]) for n in named)
+        if combinations > REQUIRE_SEARCH_LIMIT:
+            return
+        for combination in itertools.product(*(values[n] for n in named)):
+            env = dict(zip(named, combination))
+            if all(benchspec.require_holds(r, env) for r in unit.requires):
+                return
+        self.error(unit.requires[0].span, f"no combination of {', '.join(named)} in the search block meets "
+                   f"every require ({combinations} tried)")
 
     def check_domain(self, knob: knobs.Knob | None, space: model.Space) -> None:
         domain = space.domain
@@ -285,6 +325,9 @@ class Checker:
             if ref.name not in sizes and ref.name not in defines:
                 self.error(ref.span, f"undefined name '{ref.name}' in expression (sizes: "
                            f"{_names(sizes) or 'none'}; defines: {_names(defines) or 'none'})")
+        self.check_calls(expr)
+
+    def check_calls(self, expr: model.Expr) -> None:
         for call in benchspec.calls_in(expr):
             known = benchspec.FUNCTIONS.get(call.function)
             if known is None:

@@ -55,6 +55,11 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         'acf 1\nunit "a.cu" { search { ptxas.opt_level in 0 } }',
         'acf 1\nunit "a.cu" { search { define.T in 1, 2 } }',
     ],
+    "a search block's `require` compares expressions of defines named without `define.`: "
+    "require (BM / TM) * (BN / TN) <= 1024": [
+        'acf 1\nunit "a.cu" { search { require B } }',
+        'acf 1\nunit "a.cu" { search { require B <= } }',
+    ],
     "a unit holds pin, search, tune, bench and target blocks": [
         'acf 1\nunit "a.cu" { foo }',
         'acf 1\nunit "a.cu" { ptxas.opt_level = 3 }',

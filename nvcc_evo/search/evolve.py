@@ -136,7 +136,9 @@ class Engine:
         self._front: list[Evaluation] = pareto_front(self.seen.values())
 
     def _fresh(self, genome: Genome, batch: list[Genome]) -> bool:
-        return genome not in self.seen and genome not in self.pending and genome not in batch
+        """Not evaluated, asked for or in this batch, and allowed by the space's requires."""
+        return (genome not in self.seen and genome not in self.pending and genome not in batch
+                and self.space.allows(genome))
 
     def _tournament(self) -> Genome:
         a, b = (self.population[i] for i in self.rng.integers(len(self.population), size=2))
@@ -160,7 +162,8 @@ class Engine:
                 elite = self._front[int(self.rng.integers(len(self._front)))].genome
                 child = step(elite, self.space, self.rng)
             elif len(self.population) >= 2:
-                child = mutate(crossover(self._tournament(), self._tournament(), self.rng), self.space, self.rng)
+                child = mutate(crossover(self._tournament(), self._tournament(), self.rng, self.space),
+                               self.space, self.rng)
             else:
                 child = sample(self.space, self.rng)
             if not self._fresh(child, batch) and tries % 5 == 0:
@@ -224,7 +227,7 @@ def random_search(space: SearchSpace, evaluate: Evaluate, evaluations: int, rng:
         while len(wanted) < min(batch, evaluations - len(seen)) and tries < 100 * evaluations:
             tries += 1
             genome = sample(space, rng)
-            if genome not in seen and genome not in wanted:
+            if genome not in seen and genome not in wanted and space.allows(genome):
                 wanted.append(genome)
         for evaluation in evaluate(wanted):
             seen[evaluation.genome] = evaluation

@@ -7,14 +7,20 @@ defaults. Operators are pure functions of their inputs and an explicit
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
 from nvcc_evo.acf import knobs, model
+from nvcc_evo.acf.benchspec import names_in, require_holds
 from nvcc_evo.acf.knobs import Scalar
 from nvcc_evo.acf.sources import define_values, source_default, source_defines
+
+COUNT_LIMIT = 100_000      # combinations of constrained defines enumerated to count a space's points
+TRIES = 32                 # draws an operator makes before it falls back to a point the requires allow
 
 # Searched when a unit gives no search block: knobs that change codegen but
 # not results (README, "Knobs"), kept to what the toolkit takes.
@@ -61,10 +67,34 @@ class Genome:
 @dataclass(frozen=True)
 class SearchSpace:
     dimensions: tuple[Dimension, ...]
+    # The search block's requires over defines, and the source's own
+    # #define values for names no dimension gives (a genome they exclude is
+    # never proposed).
+    requires: tuple[model.SpaceRequire, ...] = ()
+    source_defines: tuple[tuple[str, object], ...] = ()
 
-    @property
+    def allows(self, genome: Genome) -> bool:
+        """Every require holds for the genome's defines."""
+        if not self.requires:
+            return True
+        defines = {**dict(self.source_defines), **define_values(genome.settings())}
+        return all(require_holds(r, defines) for r in self.requires)
+
+    @cached_property
     def size(self) -> int:
-        return int(np.prod([len(d.choices) for d in self.dimensions])) if self.dimensions else 1
+        """Points of the space the requires allow (counted over the defines
+        they name, where those have at most COUNT_LIMIT combinations)."""
+        total = int(np.prod([len(d.choices) for d in self.dimensions])) if self.dimensions else 1
+        named = {r.name for q in self.requires for side in (q.left, q.right) for r in names_in(side)}
+        constrained = [d for d in self.dimensions if knobs.is_define(d.knob)
+                       and d.knob[len(knobs.DEFINE_PREFIX):] in named]
+        combinations = int(np.prod([len(d.choices) for d in constrained])) if constrained else 1
+        if not self.requires or combinations > COUNT_LIMIT:
+            return total
+        base = dict(self.baseline().items)
+        allowed = sum(self.allows(Genome(tuple({**base, **dict(zip((d.knob for d in constrained), values))}.items())))
+                      for values in itertools.product(*(d.choices for d in constrained)))
+        return total // combinations * allowed
 
     def baseline(self) -> Genome:
         return Genome(tuple((d.knob, d.baseline) for d in self.dimensions))
@@ -128,22 +158,44 @@ def build_space(unit: model.Unit, source: Path | None, accepts=lambda name: True
             knob = knobs.lookup(name)
             value = knob.normalise(value) if knob is not None else value
             dimensions.append(Dimension(name, (value,), value, pinned=True))
-    return SearchSpace(tuple(dimensions))
+    defaults = tuple(source_defines(source).items()) if source and unit.requires else ()
+    return SearchSpace(tuple(dimensions), unit.requires, defaults)
 
 
 # ---------------------------------------------------------------- operators
+# Each operator draws until the space's requires allow its result (TRIES
+# draws), else falls back to its input: it never proposes an excluded genome
+# unless handed one. Without requires the first draw is taken, so the random
+# stream of an unconstrained search is what it always was.
+def _allowed(space: SearchSpace, draw, fallback: Genome) -> Genome:
+    for _ in range(TRIES if space.requires else 1):
+        genome = draw()
+        if space.allows(genome):
+            return genome
+    return fallback
+
+
 def sample(space: SearchSpace, rng: np.random.Generator) -> Genome:
-    items = tuple((d.knob, d.choices[rng.integers(len(d.choices))]) for d in space.dimensions)
-    return repair(Genome(items), space)
+    def draw() -> Genome:
+        items = tuple((d.knob, d.choices[rng.integers(len(d.choices))]) for d in space.dimensions)
+        return repair(Genome(items), space)
+    return _allowed(space, draw, space.baseline())
 
 
-def crossover(a: Genome, b: Genome, rng: np.random.Generator) -> Genome:
-    """Uniform crossover: each gene from either parent."""
-    take = rng.random(len(a.items)) < 0.5
-    return Genome(tuple(x if pick else y for x, y, pick in zip(a.items, b.items, take)))
+def crossover(a: Genome, b: Genome, rng: np.random.Generator, space: SearchSpace | None = None) -> Genome:
+    """Uniform crossover: each gene from either parent (a child the space's
+    requires exclude is drawn again, else parent `a`)."""
+    def draw() -> Genome:
+        take = rng.random(len(a.items)) < 0.5
+        return Genome(tuple(x if pick else y for x, y, pick in zip(a.items, b.items, take)))
+    return draw() if space is None else _allowed(space, draw, a)
 
 
 def mutate(genome: Genome, space: SearchSpace, rng: np.random.Generator, rate: float | None = None) -> Genome:
+    return _allowed(space, lambda: _mutate(genome, space, rng, rate), genome)
+
+
+def _mutate(genome: Genome, space: SearchSpace, rng: np.random.Generator, rate: float | None) -> Genome:
     """Each gene changes with probability `rate` (default 1/len): to a
     neighbouring choice half the time (ordered domains), else to any choice."""
     rate = rate if rate is not None else 1.0 / max(1, len(space.dimensions))
@@ -163,6 +215,10 @@ def mutate(genome: Genome, space: SearchSpace, rng: np.random.Generator, rate: f
 def step(genome: Genome, space: SearchSpace, rng: np.random.Generator) -> Genome:
     """Change exactly one gene, to a neighbouring choice: a local move from a
     good point, which crossover of two good points rarely makes."""
+    return _allowed(space, lambda: _step(genome, space, rng), genome)
+
+
+def _step(genome: Genome, space: SearchSpace, rng: np.random.Generator) -> Genome:
     movable = [i for i, d in enumerate(space.dimensions) if len(d.choices) > 1]
     if not movable:
         return genome
@@ -196,9 +252,20 @@ REPAIRS: tuple[tuple, ...] = (
 
 
 def repair(genome: Genome, space: SearchSpace) -> Genome:
+    """Combinations the toolkit cannot use made usable (REPAIRS); then, where
+    the space's requires exclude the genome, the defines they name reset to
+    their baselines one at a time, in the space's order, until they allow it."""
     values = dict(genome.items)
     baselines = {d.knob: d.baseline for d in space.dimensions}
     for applies, knob, _ in REPAIRS:
         if knob in values and applies(values):
             values[knob] = baselines[knob]
-    return Genome(tuple((k, values[k]) for k, _ in genome.items))
+    repaired = Genome(tuple((k, values[k]) for k, _ in genome.items))
+    named = {r.name for q in space.requires for side in (q.left, q.right) for r in names_in(side)}
+    for d in space.dimensions:
+        if space.allows(repaired):
+            break
+        if knobs.is_define(d.knob) and d.knob[len(knobs.DEFINE_PREFIX):] in named and d.knob in values:
+            values[d.knob] = d.baseline
+            repaired = Genome(tuple((k, values[k]) for k, _ in genome.items))
+    return repaired
