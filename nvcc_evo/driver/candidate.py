@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 import struct
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvcc_evo.driver.nvcc_options import rebuild_argv
+from nvcc_evo.driver.split import PTXAS_STEP, read_steps
 from nvcc_evo.system.leftovers import kill_running, private_folder, run_in_group
 
 # Options of the build's command line that a candidate compile replaces.
@@ -57,46 +60,145 @@ class CompileResult:
     seconds: float
     stderr: str
     cubin: bytes = b""
+    ptx: bytes = field(default=b"", repr=False)     # the PTX ptxas compiled (PtxCache keeps it)
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
 
-def compile_candidate(job: CompileJob) -> CompileResult:
-    """One candidate compiled in a private folder (named for this process,
-    removed after; a later retune sweeps it if this one is killed), in a
-    process group of its own that is killed at the timeout, on an interrupt
-    and with this process."""
-    work = private_folder("cand")
+def _environment(job: CompileJob, work: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NVCC_EVO_")}
     env.update(dict(job.env))
     env["TMPDIR"] = work          # nvcc's own temporary files too: a killed compile leaves them
+    return env
+
+
+def _finished(job: CompileJob, done, seconds: float, work: str, what: str = "compile") -> CompileResult:
+    if done.returncode is None:
+        return CompileResult("timeout", seconds, f"{what} exceeded {job.timeout:.0f} s\n{done.stderr}")
+    if done.returncode != 0:
+        return CompileResult("compile-error", seconds, done.stderr)
+    # One architecture: nvcc names it SOURCE.cubin; several: SOURCE.sm_XX.cubin.
+    cubins = sorted(Path(work).glob(f"*.{job.arch}.cubin")) or sorted(Path(work).glob("*.cubin"))
+    if not cubins:
+        return CompileResult("no-cubin", seconds, done.stderr + "\nno cubin for " + job.arch)
+    ptx = sorted(Path(work).glob("*.ptx"))
+    return CompileResult("ok", seconds, done.stderr, cubins[0].read_bytes(), ptx[0].read_bytes() if ptx else b"")
+
+
+def compile_candidate(job: CompileJob, ptx: "PtxCache | None" = None) -> CompileResult:
+    """One candidate compiled in a private folder (named for this process,
+    removed after; a later retune sweeps it if this one is killed), in a
+    process group of its own that is killed at the timeout, on an interrupt
+    and with this process. With a PtxCache, a candidate whose front end
+    (everything but its ptxas options) was compiled before runs ptxas only."""
+    if ptx is not None:
+        return ptx.compile(job)
+    work = private_folder("cand")
     started = time.monotonic()
     try:
-        done = run_in_group(job.command(work), cwd=job.cwd, env=env, timeout=job.timeout)
-        seconds = time.monotonic() - started
-        if done.returncode is None:
-            return CompileResult("timeout", seconds, f"compile exceeded {job.timeout:.0f} s\n{done.stderr}")
-        if done.returncode != 0:
-            return CompileResult("compile-error", seconds, done.stderr)
-        # One architecture: nvcc names it SOURCE.cubin; several: SOURCE.sm_XX.cubin.
-        cubins = sorted(Path(work).glob(f"*.{job.arch}.cubin")) or sorted(Path(work).glob("*.cubin"))
-        if not cubins:
-            return CompileResult("no-cubin", seconds, done.stderr + "\nno cubin for " + job.arch)
-        return CompileResult("ok", seconds, done.stderr, cubins[0].read_bytes())
+        done = run_in_group(job.command(work), cwd=job.cwd, env=_environment(job, work), timeout=job.timeout)
+        return _finished(job, done, time.monotonic() - started, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def compile_each(jobs: list[CompileJob], workers: int | None = None):
+# ---------------------------------------------------------------- PTX reuse
+def front_end(job: CompileJob) -> tuple:
+    """What the PTX of a candidate depends on: the build, the architecture and
+    every flag but the ptxas options (-Xptxas VALUE)."""
+    flags, kept = job.flags, []
+    skip = False
+    for i, flag in enumerate(flags):
+        if skip:
+            skip = False
+        elif flag == "-Xptxas" and i + 1 < len(flags):
+            skip = True
+        else:
+            kept.append(flag)
+    return (job.nvcc, job.argv, job.cwd, job.source, job.arch, tuple(kept), job.env)
+
+
+class PtxCache:
+    """One PTX per front end: the first candidate of a front end compiles in
+    full and leaves its PTX here; the others run only the ptxas step nvcc
+    would run for them (`nvcc --dryrun` of their own command says which),
+    on that PTX. Same ptxas command, same PTX: the same SASS as the full
+    pipeline. Thread-safe: candidates of one front end wait for its first."""
+
+    def __init__(self):
+        self.ptx: dict[tuple, bytes] = {}
+        self.locks: dict[tuple, threading.Lock] = {}
+        self.guard = threading.Lock()
+        self.reused = 0
+
+    def compile(self, job: CompileJob) -> CompileResult:
+        key = front_end(job)
+        with self.guard:
+            lock = self.locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self.ptx:
+                result = compile_candidate(job)
+                if result.ok and result.ptx:
+                    self.ptx[key] = result.ptx
+                return result
+        result = ptxas_only(job, self.ptx[key])
+        if result.status != "no-ptxas-step":
+            with self.guard:
+                self.reused += 1
+            return result
+        return compile_candidate(job)          # nvcc's steps were not as expected: the whole pipeline
+
+
+def ptxas_only(job: CompileJob, ptx: bytes) -> CompileResult:
+    """The candidate built from a PTX made before: nvcc's own ptxas step for
+    its command line (asked of `nvcc --dryrun`), run on that PTX."""
+    work = private_folder("cand")
+    started = time.monotonic()
+    env = _environment(job, work)
+    try:
+        asked = run_in_group([*job.command(work), "--dryrun"], cwd=job.cwd, env=env, timeout=job.timeout)
+        step = ptxas_step(asked.stderr, work) if asked.returncode == 0 else None
+        if step is None:
+            return CompileResult("no-ptxas-step", time.monotonic() - started, asked.stderr)
+        command, ptx_path, variables = step
+        Path(ptx_path).write_bytes(ptx)
+        done = run_ptxas(command, job.cwd, {**env, **variables}, job.timeout)
+        return _finished(job, done, time.monotonic() - started, work, "ptxas")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def ptxas_step(dryrun: str, work: str) -> tuple[list[str], str, dict[str, str]] | None:
+    """From `nvcc --dryrun`: the one ptxas command (as argv), the PTX file it
+    reads (in `work`) and the variables nvcc sets for its steps; None if the
+    steps are not one ptxas run on a kept PTX."""
+    steps = read_steps(dryrun)
+    found = [c for c in steps.commands if PTXAS_STEP.match(c + " ")]
+    if len(found) != 1:
+        return None
+    command = shlex.split(found[0])
+    ptx = [word for word in command if word.endswith(".ptx")]
+    if len(ptx) != 1 or os.path.dirname(ptx[0]) != work:
+        return None
+    return command, ptx[0], steps.variables
+
+
+def run_ptxas(command: list[str], cwd: str, env: dict[str, str], timeout: float):
+    """The ptxas step alone: `command` is ptxas's argv (its program first,
+    found on the PATH nvcc sets for its steps)."""
+    return run_in_group(command, cwd=cwd, env=env, timeout=timeout)
+
+
+def compile_each(jobs: list[CompileJob], workers: int | None = None, ptx: PtxCache | None = None):
     """Candidates compile in parallel on the CPU cores; yields (index, result)
     as each finishes, so the caller can store it before the next one. An
     interrupt kills the compiles still running (they are in groups of their
     own, which a Ctrl-C at the terminal does not reach)."""
     pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2)
     try:
-        futures = {pool.submit(compile_candidate, job): i for i, job in enumerate(jobs)}
+        futures = {pool.submit(compile_candidate, job, ptx): i for i, job in enumerate(jobs)}
         for future in as_completed(futures):
             yield futures[future], future.result()
     except BaseException:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from nvcc_evo.acf import model
-from nvcc_evo.driver.candidate import CompileJob, CompileResult, compile_each, sass_hash
+from nvcc_evo.driver.candidate import CompileJob, CompileResult, PtxCache, compile_each, sass_hash
 from nvcc_evo.measure import COST_STAGES, Measurement
 from nvcc_evo.search.evolve import Evaluation
 from nvcc_evo.search.space import Genome
@@ -82,6 +82,7 @@ class Tally:
     failed: int = 0
     failures: dict = field(default_factory=dict)    # status -> [count, first message]
     raced: int = 0           # timing stopped early: clearly slower than the incumbent
+    ptxas_only: int = 0      # built from an earlier candidate's PTX: only ptxas ran
     costs: dict = field(default_factory=dict)       # stage -> seconds, summed over this run's candidates
     started: float = field(default_factory=time.monotonic)
 
@@ -98,6 +99,7 @@ class Tally:
         shown = ", ".join(f"{stage} {self.costs[stage] / count:.3g} s" for stage in COST_STAGES
                           if self.costs.get(stage, 0.0) > 0)
         return f"{rate:.1f} candidates/min" + (f"; per candidate: {shown}" if shown else "") + \
+            (f"; {self.ptxas_only} ptxas only" if self.ptxas_only else "") + \
             (f"; {self.raced} raced out" if self.raced else "")
 
     def count_failure(self, measurement: Measurement) -> None:
@@ -126,6 +128,7 @@ class Evaluator:
     measured: dict = field(default_factory=dict)      # genome -> Measurement
     tally: Tally = field(default_factory=Tally)
     race: Callable | None = None                      # the backend's racing (Measurer.race), if it races
+    ptx: PtxCache | None = None                       # PTX reuse across candidates of one front end
     incumbent: float = math.inf                       # the best feasible runtime raced against
 
     def resume(self, records: list[Record]) -> list[Evaluation]:
@@ -151,7 +154,7 @@ class Evaluator:
         so an interruption loses only what is still compiling."""
         flags = [self.flags_for(g) for g in genomes]
         if self.compiles:
-            finished = compile_each([replace(self.job, flags=f) for f in flags], self.workers)
+            finished = compile_each([replace(self.job, flags=f) for f in flags], self.workers, self.ptx)
         else:
             finished = ((i, None) for i in range(len(genomes)))
         done: dict[int, Evaluation] = {}
@@ -161,6 +164,7 @@ class Evaluator:
             self.measured[genome] = measurement
             self.store.append(Record(genome, flags[index], measurement, digest, self.context))
             self.tally.evaluated += 1
+            self.tally.ptxas_only = self.ptx.reused if self.ptx is not None else 0
             self.tally.count_costs(measurement)
             self.tally.raced += measurement.raced and not measurement.reused
             if not measurement.ok:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nvcc_evo.driver.candidate import CompileJob
+from nvcc_evo.driver.candidate import CompileJob, PtxCache
 from nvcc_evo.driver.flags import plan_flags, read_facts
 from nvcc_evo.driver.nvcc_options import parse_call
 from nvcc_evo.driver.plan import ACF_NAME, find_acf
@@ -123,7 +123,8 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     context = replace(context, device=measurer.device)
     goal = goal_for(task.unit.tune, measurer.objectives)
     evaluator = Evaluator(task.job, goal, context, store, flags_for, measurer.measure, measurer.compiles,
-                          workers=options.jobs, race=measurer.race if options.protocol == "fast" else None)
+                          workers=options.jobs, race=measurer.race if options.protocol == "fast" else None,
+                          ptx=PtxCache() if options.protocol == "fast" else None)
     stored = _resume(task, store, context, evaluator, space)
     baseline_genome = space.baseline()
     if baseline_genome not in evaluator.measured:

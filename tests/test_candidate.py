@@ -1,0 +1,62 @@
+"""Candidate compiles with the real nvcc and ptxas: PTX reuse gives the
+full pipeline's SASS, and runs only ptxas for ptxas-only differences."""
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from nvcc_evo.driver.candidate import CompileJob, PtxCache, compile_candidate, compile_each, front_end, sass_hash
+from nvcc_evo.measure import static
+
+ROOT = Path(__file__).resolve().parent.parent
+PTXAS_ONLY = [("-Xptxas", "-O1"), ("-Xptxas", "-O2", "-Xptxas", "--register-usage-level=9"),
+              ("-Xptxas", "-maxrregcount=64", "-Xptxas", "-dlcm=cg")]
+
+
+@pytest.fixture
+def job(real_nvcc, tmp_path) -> CompileJob:
+    shutil.copy(ROOT / "kernels" / "sgemm_regblock.cu", tmp_path)
+    return CompileJob(str(real_nvcc), ("-c", "sgemm_regblock.cu", "-O3"), str(tmp_path), "sgemm_regblock.cu",
+                      "sm_90", ("-DBM=128",))
+
+
+def test_the_front_end_leaves_out_only_ptxas_options(job):
+    assert front_end(replace(job, flags=("-DBM=128", "-Xptxas", "-O1"))) == front_end(job)
+    assert front_end(replace(job, flags=("-DBM=64", "-Xptxas", "-O1"))) != front_end(job)
+    assert front_end(replace(job, flags=("-DBM=128", "-maxrregcount=64"))) != front_end(job)   # nvcc's caps cicc too
+
+
+def test_ptx_reuse_gives_the_full_pipelines_sass_and_runs_only_ptxas(job):
+    cache = PtxCache()
+    first = compile_candidate(job, cache)
+    assert first.ok and first.ptx and cache.reused == 0
+    for extra in PTXAS_ONLY:
+        candidate = replace(job, flags=job.flags + extra)
+        reused, full = compile_candidate(candidate, cache), compile_candidate(candidate)
+        assert reused.ok and full.ok
+        assert sass_hash(reused.cubin) == sass_hash(full.cubin)
+        assert static.measure(reused, "sm_90").metrics[:5] == static.measure(full, "sm_90").metrics[:5]
+        assert "cicc" not in reused.stderr and reused.seconds < full.seconds
+    assert cache.reused == len(PTXAS_ONLY)
+    differs = {sass_hash(compile_candidate(replace(job, flags=job.flags + e), cache).cubin) for e in PTXAS_ONLY}
+    assert len(differs) == len(PTXAS_ONLY)              # the options did reach ptxas
+
+
+def test_a_ptxas_error_on_a_reused_ptx_is_a_result_like_the_full_pipelines(job):
+    cache = PtxCache()
+    assert compile_candidate(job, cache).ok
+    bad = replace(job, flags=job.flags + ("-Xptxas", "-O2", "-Xptxas", "-Ofc=max"))
+    reused, full = compile_candidate(bad, cache), compile_candidate(bad)
+    assert reused.status == full.status == "compile-error"
+    assert "Conflicting options" in reused.stderr and "Conflicting options" in full.stderr
+
+
+def test_candidates_of_one_front_end_compiled_together_share_one_ptx(job):
+    cache = PtxCache()
+    jobs = [replace(job, flags=job.flags + extra) for extra in PTXAS_ONLY] + [replace(job, flags=("-DBM=64",))]
+    results = dict(compile_each(jobs, workers=2, ptx=cache))
+    assert all(r.ok for r in results.values())
+    assert cache.reused == len(PTXAS_ONLY) - 1 and len(cache.ptx) == 2
