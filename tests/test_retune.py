@@ -177,3 +177,18 @@ def test_a_unit_whose_baseline_fails_makes_the_retune_fail(project, evo_cache):
     assert result.returncode == 1
     assert 'not tuned, their baseline failed: "broken.cu" [sm_90]' in result.stderr
     assert 'verdict = "improved' in (project / "nvcc-evo.acf").read_text()      # spill.cu is written all the same
+
+
+def test_a_seed_reproduces_the_search_with_compiles_running_ahead(tmp_path, evo_cache):
+    """Batches compile while the one before is measured; the same seed still
+    gives the same candidates in the same order."""
+    orders = []
+    for name in ("one", "two"):
+        folder = tmp_path / name
+        folder.mkdir()
+        shutil.copy(DATA / "cuda" / "spill.cu", folder / "spill.cu")
+        (folder / "nvcc-evo.acf").write_text(ACF)
+        result = retune(folder, evo_env(evo_cache), "--evaluations", "30", "--population", "6")
+        assert result.returncode == 0, result.stderr
+        orders.append([line["genome"] for line in store_lines(folder)])
+    assert len(orders[0]) == 31 and orders[0] == orders[1]        # the baseline, then 30

@@ -209,6 +209,33 @@ def compile_each(jobs: list[CompileJob], workers: int | None = None, ptx: PtxCac
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+class Compiler:
+    """A compile pool that outlives one batch: `submit` returns at once, so
+    the next batch compiles while this one is measured. An interrupt while
+    waiting kills the compiles still running."""
+
+    def __init__(self, workers: int | None = None, ptx: PtxCache | None = None):
+        self.pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2)
+        self.ptx = ptx
+
+    def submit(self, jobs: list[CompileJob]) -> list:
+        return [self.pool.submit(compile_candidate, job, self.ptx) for job in jobs]
+
+    def result(self, future) -> CompileResult:
+        """The compile's result, once it is done."""
+        try:
+            return future.result()
+        except BaseException:            # an interrupt while waiting: nothing may keep compiling
+            self.close(cancel=True)
+            raise
+
+    def close(self, cancel: bool = False) -> None:
+        if cancel:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            kill_running()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
 # ---------------------------------------------------------------- cubin (ELF)
 def cubin_sections(data: bytes) -> dict[str, bytes]:
     """Section name -> contents of an ELF64 cubin."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from nvcc_evo.acf import model
-from nvcc_evo.driver.candidate import CompileJob, CompileResult, PtxCache, compile_each, sass_hash
+from nvcc_evo.driver.candidate import CompileJob, CompileResult, Compiler, PtxCache, compile_each, sass_hash
 from nvcc_evo.measure import COST_STAGES, Measurement
 from nvcc_evo.search.evolve import Evaluation
 from nvcc_evo.search.space import Genome
@@ -113,6 +113,15 @@ class Tally:
                          for status, (count, example) in sorted(self.failures.items(), key=lambda s: -s[1][0]))
 
 
+@dataclass(frozen=True)
+class Started:
+    """A batch whose compiles are under way."""
+
+    genomes: list
+    flags: list
+    futures: list
+
+
 @dataclass
 class Evaluator:
     job: CompileJob                                   # the build, without candidate flags
@@ -129,6 +138,7 @@ class Evaluator:
     tally: Tally = field(default_factory=Tally)
     race: Callable | None = None                      # the backend's racing (Measurer.race), if it races
     ptx: PtxCache | None = None                       # PTX reuse across candidates of one front end
+    compiler: Compiler | None = None                  # the compile pool of start/finish (made on first use)
     incumbent: float = math.inf                       # the best feasible runtime raced against
 
     def resume(self, records: list[Record]) -> list[Evaluation]:
@@ -157,21 +167,47 @@ class Evaluator:
             finished = compile_each([replace(self.job, flags=f) for f in flags], self.workers, self.ptx)
         else:
             finished = ((i, None) for i in range(len(genomes)))
-        done: dict[int, Evaluation] = {}
-        for index, result in finished:
-            genome = genomes[index]
-            measurement, digest = self._measure_once(genome, flags[index], result)
-            self.measured[genome] = measurement
-            self.store.append(Record(genome, flags[index], measurement, digest, self.context))
-            self.tally.evaluated += 1
-            self.tally.ptxas_only = self.ptx.reused if self.ptx is not None else 0
-            self.tally.count_costs(measurement)
-            self.tally.raced += measurement.raced and not measurement.reused
-            if not measurement.ok:
-                self.tally.count_failure(measurement)
-            done[index] = self.evaluation(genome, measurement)
-            self.offer_incumbent(measurement, done[index])
+        done = {index: self._take(genomes[index], flags[index], result) for index, result in finished}
         return [done[i] for i in range(len(genomes))]
+
+    def start(self, genomes: list[Genome]) -> "Started":
+        """Start compiling a batch and return at once, so that it compiles
+        while the batch before it is measured (finish measures it)."""
+        flags = [self.flags_for(g) for g in genomes]
+        if not self.compiles:
+            return Started(genomes, flags, [None] * len(genomes))
+        if self.compiler is None:
+            self.compiler = Compiler(self.workers, self.ptx)
+        return Started(genomes, flags, self.compiler.submit([replace(self.job, flags=f) for f in flags]))
+
+    def finish(self, started: "Started", begin: int, end: int) -> list[Evaluation]:
+        """Measure candidates begin..end-1 of a started batch, in order (the
+        racing incumbent, and so the measurements, do not depend on which
+        compile ended first)."""
+        return [self._take(started.genomes[i], started.flags[i],
+                           self.compiler.result(started.futures[i]) if self.compiles else None)
+                for i in range(begin, end)]
+
+    def close(self) -> None:
+        """Compiles still running (a batch started but not measured) are killed."""
+        if self.compiler is not None:
+            self.compiler.close(cancel=True)
+            self.compiler = None
+
+    def _take(self, genome: Genome, flag_list: tuple[str, ...], result: CompileResult | None) -> Evaluation:
+        """One compiled candidate measured (or its binary's measurement reused), stored, counted."""
+        measurement, digest = self._measure_once(genome, flag_list, result)
+        self.measured[genome] = measurement
+        self.store.append(Record(genome, flag_list, measurement, digest, self.context))
+        self.tally.evaluated += 1
+        self.tally.ptxas_only = self.ptx.reused if self.ptx is not None else 0
+        self.tally.count_costs(measurement)
+        self.tally.raced += measurement.raced and not measurement.reused
+        if not measurement.ok:
+            self.tally.count_failure(measurement)
+        evaluation = self.evaluation(genome, measurement)
+        self.offer_incumbent(measurement, evaluation)
+        return evaluation
 
     def offer_incumbent(self, measurement: Measurement, evaluation: Evaluation) -> None:
         """A feasible, fully timed runtime better than the incumbent becomes

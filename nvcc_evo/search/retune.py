@@ -187,7 +187,12 @@ def _search(task: Task, options: Options, toolkit, engine: Engine, evaluator: Ev
     searched = sum(1 for genome in evaluator.measured if genome in space and genome != space.baseline())
     left = space.size - 1 - searched               # a space searched whole has nothing left, whatever the budget
     if searched < budget.evaluations and left > 0:
-        return run_search(engine, evaluator, budget, lambda p, e: report(p, e, budget), done=searched), ""
+        overlap = options.protocol == "fast" and evaluator.compiles
+        try:
+            return run_search(engine, evaluator, budget, lambda p, e: report(p, e, budget), done=searched,
+                              overlap=overlap), ""
+        finally:
+            evaluator.close()                      # a batch compiling ahead when the search stopped
     limit = "the whole space" if left <= 0 else f"--evaluations {budget.evaluations}"
     within = f"already within budget ({searched} evaluations of this search space stored besides the baseline, " \
              f"{limit})"
