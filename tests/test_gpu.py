@@ -81,6 +81,44 @@ def test_a_crashing_candidate_is_recorded_and_the_worker_replaced(gpu):
     assert again.ok
 
 
+def test_a_launch_the_driver_refuses_is_found_before_data_moves_and_keeps_the_worker(gpu):
+    pool = gpu[0]
+    before = pool.replaced
+    refused, _ = measure(gpu, {"BLOCK": 2048})
+    assert refused.status == "launch-refused", refused
+    assert "2048 threads; the device allows at most 1024" in refused.detail
+    assert dict(refused.costs)["load"] < 1.0 and "timing" not in dict(refused.costs)
+    assert pool.replaced == before
+    again, _ = measure(gpu, {})
+    assert again.ok
+
+
+def test_each_stage_is_costed_and_energy_is_left_out_when_not_wanted(gpu):
+    pool, bench, job, GpuBench = gpu
+    result = compile_candidate(job)
+    quiet = GpuBench(bench, pool, job.arch, lambda g: {"BLOCK": 256}, energy=False)
+    measurement = quiet.measure(None, (), result)
+    costs = dict(measurement.costs)
+    assert measurement.ok and "energy" not in dict(measurement.metrics) and "energy" not in costs
+    assert {"load", "check", "warm-up", "timing", "other"} <= set(costs)
+    assert 0.2 < costs["timing"] < 5                      # the 0.3 s window, and its L2 flushes
+
+
+def test_a_clearly_slower_candidate_is_raced_out_and_a_faster_one_is_timed_in_full(gpu):
+    pool, bench, job, GpuBench = gpu
+    result = compile_candidate(job)
+    racer = GpuBench(bench, pool, job.arch, lambda g: {"BLOCK": 256}, energy=False)
+    full = racer.measure(None, (), result)
+    racer.race_against(full.get("runtime") / 2, 0.01)      # an incumbent twice as fast
+    raced = racer.measure(None, (), result)
+    assert raced.ok and raced.raced and "stopped after" in raced.detail
+    assert dict(raced.costs)["timing"] < dict(full.costs)["timing"] / 3
+    assert abs(raced.get("runtime") / full.get("runtime") - 1) < 0.05    # still an honest median
+    racer.race_against(full.get("runtime") * 2, 0.01)      # an incumbent twice as slow: no race to lose
+    timed = racer.measure(None, (), result)
+    assert timed.ok and not timed.raced
+
+
 def test_two_runs_of_one_binary_agree_within_their_spread(gpu):
     pool, bench, job, _ = gpu
     from nvcc_evo.acf.benchspec import plan_bench
