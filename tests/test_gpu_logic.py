@@ -176,3 +176,26 @@ def test_energy_is_measured_only_where_the_tune_block_names_it(tune, wanted):
     unit = parse_text(f'acf 1\nunit "k.cu" {{\n tune {{\n {tune}\n }}\n}}\n').units[0]
     assert uses_energy(unit.tune) is wanted
     assert uses_energy(None) is False
+
+
+class CountingPool:
+    """What GpuBench reads of a pool to know which measuring process it talks to."""
+
+    hello = {"name": "fake", "nvml": False}
+    replaced = 0
+
+
+def test_the_reference_is_sent_to_the_measuring_process_once_and_again_after_a_replacement():
+    from nvcc_evo.measure.gpu import GpuBench
+    pool = CountingPool()
+    bench = GpuBench(BENCH, pool, "sm_90", lambda g: {"TILE": 1}, energy=False)
+    plan = bench.plan(None)
+    asked = [bench._comparison(plan, first=True)]
+    bench.reference = {"y": np.ones(1000)}
+    asked += [bench._comparison(plan, first=False) for _ in range(2)]
+    pool.replaced += 1                                       # the worker died and was replaced
+    asked.append(bench._comparison(plan, first=False))
+    key = f"{id(bench)}:baseline"
+    assert asked[0] == {"keep": key}                         # the baseline's own outputs kept there
+    assert asked[1] == asked[2] == {"compare": key}          # ...so nothing is sent for the next ones
+    assert asked[3]["compare"] == key and asked[3]["reference"][0] == key   # a new process gets it once

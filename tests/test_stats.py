@@ -57,6 +57,8 @@ def test_a_clearly_slower_candidate_is_raced_out_and_an_equal_one_is_not():
     assert clearly_slower(slower, 100.0, 0.02)                  # ten launches, all 10% slower
     assert not clearly_slower(slower[:9], 100.0, 0.02)          # too few to say
     assert not clearly_slower(101 + rng.normal(0, 1, 500), 100.0, 0.02)   # inside the margin
+    assert not clearly_slower(100 + rng.normal(0, 1, 2000), 100.0, 0.02)  # the full count: 2**2000 is no float
+    assert clearly_slower(120 + rng.normal(0, 1, 2000), 100.0, 0.02)
 
 
 def test_racing_rarely_stops_a_candidate_as_fast_as_the_incumbent():

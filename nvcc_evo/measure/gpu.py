@@ -20,6 +20,7 @@ from nvcc_evo.acf.benchspec import BenchPlan, ExprError, ScalarPlan, plan_bench
 from nvcc_evo.driver.candidate import CompileResult
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.measure import RACED, Measurement, failed, static
+from nvcc_evo.measure.check import as_float, outputs_match
 from nvcc_evo.measure.gpu_worker import host_array
 from nvcc_evo.measure.stats import Verdict, faster, summarize
 
@@ -86,38 +87,13 @@ class WorkerPool:
         self._stop()
 
 
-def outputs_match(got: dict, reference: dict, plan: BenchPlan) -> str:
-    """"" when every checked output is within tolerance, else what is wrong."""
-    for check in plan.checks:
-        out, ref = _as_float(got[check.name], plan, check.name), _as_float(reference[check.name], plan, check.name)
-        if np.isnan(out).any():
-            return f"{check.name}: {int(np.isnan(out).sum())} NaN or unwritten elements"
-        if check.exact:
-            if not np.array_equal(out, ref):
-                return f"{check.name}: {int((out != ref).sum())} elements differ (exact check)"
-            continue
-        bad = np.abs(out - ref) > check.atol + check.rtol * np.abs(ref)
-        if bad.any():
-            worst = float(np.max(np.abs(out - ref) / (np.abs(ref) + check.atol + 1e-30)))
-            return f"{check.name}: {int(bad.sum())} elements outside rtol {check.rtol} atol {check.atol} " \
-                   f"(worst relative error {worst:.3g})"
-    return ""
-
-
 def reference_outputs(reference: Callable, plan: BenchPlan, seed: int = 0) -> dict:
     """A numpy reference called with the plan's inputs (as float64), scalars,
     sizes and defines, by name."""
     inputs = dict(plan.sizes)
-    inputs.update({a.name: _as_float(host_array(a, seed), plan, a.name) for a in plan.arrays if a.init != "output"})
+    inputs.update({a.name: as_float(host_array(a, seed), plan, a.name) for a in plan.arrays if a.init != "output"})
     inputs.update({s.name: s.value for s in plan.args if isinstance(s, ScalarPlan)})
     return reference(**inputs)
-
-
-def _as_float(values: np.ndarray, plan: BenchPlan, name: str) -> np.ndarray:
-    dtype = next(a.dtype for a in plan.arrays if a.name == name)
-    if dtype == "bf16":
-        return (values.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    return values.astype(np.float64)
 
 
 @dataclass
@@ -135,6 +111,7 @@ class GpuBench:
     expected: dict | None = None
     min_seconds: float = 0.3                # timing window per candidate
     incumbent: dict | None = None           # {"median", "margin"}: what a race is run against
+    sent: tuple = (-1, frozenset())          # (the measuring process, by pool.replaced; references it holds)
 
     def expected_outputs(self, plan: BenchPlan) -> dict:
         """The numpy reference's outputs for the plan's inputs (seed 0), computed once."""
@@ -153,32 +130,47 @@ class GpuBench:
             plan = self.plan(genome)
         except ExprError as error:
             return failed("bad-bench", f"bench spec with this candidate's defines: {error}")
+        first = self.reference is None         # the first measurement is the baseline's
+        request = {"cubin": result.cubin, "plan": plan, "time": True, "min_seconds": self.min_seconds,
+                   "race": self.incumbent, "energy": self.energy and self.pool.hello.get("nvml"),
+                   "outputs": first, **self._comparison(plan, first)}
         sent = time.perf_counter()
-        answer = self.pool.request({"cubin": result.cubin, "plan": plan, "outputs": True, "time": True,
-                                    "min_seconds": self.min_seconds, "race": self.incumbent,
-                                    "energy": self.energy and self.pool.hello.get("nvml")})
+        answer = self.pool.request(request)
         costs = dict(answer.get("costs", {}))
         costs["other"] = time.perf_counter() - sent - sum(costs.values())    # the pipe, pickling, a restart
-        checked = time.perf_counter()
-        measurement = self._judge(answer, plan, result.cubin, compiled)
-        costs["check"] = costs.get("check", 0.0) + time.perf_counter() - checked
+        measurement = self._judge(answer, plan, result.cubin, compiled, first)
         return replace(measurement, costs=tuple(costs.items()))
 
-    def _judge(self, answer: dict, plan: BenchPlan, cubin: bytes, compiled: Measurement) -> Measurement:
-        """The worker's answer as a Measurement: outputs checked, times summarised."""
+    def _comparison(self, plan: BenchPlan, first: bool) -> dict:
+        """What the worker compares the outputs with: the numpy reference's
+        outputs, else the baseline's (this run's, when it is the baseline);
+        sent to it once per measuring process."""
+        if self.pool.replaced != self.sent[0]:
+            self.sent = (self.pool.replaced, set())          # a new measuring process holds nothing yet
+        mine = f"{id(self)}:"                  # this bench's references, whatever other benches left there
+        if self.expected_fn is not None:
+            key, given = mine + "expected", self.expected_outputs(plan)
+        elif first:
+            self.sent[1].add(mine + "baseline")
+            return {"keep": mine + "baseline"}
+        else:
+            key, given = mine + "baseline", self.reference
+        asked = {"compare": key}
+        if key not in self.sent[1]:
+            asked["reference"] = (key, given)
+            self.sent[1].add(key)
+        return asked
+
+    def _judge(self, answer: dict, plan: BenchPlan, cubin: bytes, compiled: Measurement,
+               first: bool) -> Measurement:
+        """The worker's answer as a Measurement: the outputs' check, times summarised."""
         if answer["status"] != "ok":
             return failed(answer["status"], answer.get("detail", ""))
         times = summarize(answer["times_us"])
-        first = self.reference is None         # the first measurement is the baseline's
-        if self.expected_fn is not None:
-            wrong = outputs_match(answer["outputs"], self.expected_outputs(plan), plan)
-            if wrong:
-                return failed("wrong-answer", ("the baseline disagrees with the numpy reference: " if first
-                                               else "against the numpy reference: ") + wrong)
-        elif not first:
-            wrong = outputs_match(answer["outputs"], self.reference, plan)
-            if wrong:
-                return failed("wrong-answer", wrong)
+        wrong = answer.get("wrong", "")
+        if wrong:
+            return failed("wrong-answer", ("the baseline disagrees with the numpy reference: " if first
+                                           else "against the numpy reference: " if self.expected_fn else "") + wrong)
         if first:
             self.reference, self.baseline_run = answer["outputs"], (cubin, plan, times.median)
         metrics = (("runtime", times.median),) + tuple((k, v) for k, v in compiled.metrics if k != "runtime")

@@ -13,9 +13,11 @@ import time
 import numpy as np
 
 from nvcc_evo.acf.benchspec import ArrayPlan, BenchPlan, DTYPES, ScalarPlan
+from nvcc_evo.measure.check import as_reference, outputs_match
 from nvcc_evo.measure.stats import clearly_slower, race_checkpoints, repetitions
 
 CACHE_BYTES = 8 << 30        # host copies of inputs kept between requests
+DEVICE_CACHE_BYTES = 16 << 30   # device copies of inputs kept between requests
 
 # Errors after which the context cannot be trusted: the worker exits and is replaced.
 FATAL_WORDS = ("illegal", "misaligned", "launch failed", "unspecified launch failure", "exception",
@@ -48,14 +50,18 @@ def to_storage(values: np.ndarray, dtype: str) -> np.ndarray:
     return np.asarray(values).astype(DTYPES[dtype][1])
 
 
+POISON = 0xFF     # every byte of an output before the launch: NaN in f16, bf16, f32 and f64; all ones in integers
+
+
 def poison(plan: ArrayPlan) -> np.ndarray:
-    """NaN for floats, all ones for integers: an element the kernel never wrote stands out."""
+    """An output as the kernel finds it (POISON bytes): an element it never
+    writes stands out."""
     store = np.dtype(DTYPES[plan.dtype][1])
-    if plan.dtype == "bf16":
-        return np.full(plan.count, 0x7FC0, dtype=np.uint16)
-    if store.kind == "f":
-        return np.full(plan.count, np.nan, dtype=store)
-    return np.full(plan.count, -1, dtype=np.int64).astype(store)
+    return np.full(plan.count * store.itemsize, POISON, dtype=np.uint8).view(store)
+
+
+def _array(plan: BenchPlan, name: str) -> ArrayPlan:
+    return next(a for a in plan.arrays if a.name == name)
 
 
 def _scalar(plan: ScalarPlan):
@@ -73,6 +79,8 @@ class Device:
         self.scratch = cuda.mem_alloc(max(2 * self.l2, 1 << 20))
         self.nvml = _nvml_handle(index)
         self.inputs: dict[tuple[ArrayPlan, int], np.ndarray] = {}
+        self.on_device: dict[tuple[ArrayPlan, int], tuple] = {}     # (allocation, bytes)
+        self.references: dict[str, dict] = {}                        # key -> float64 outputs to compare with
         self._limits: dict | None = None
 
     def host_input(self, plan: ArrayPlan, seed: int) -> np.ndarray:
@@ -115,6 +123,47 @@ class Device:
             times.append(end.time_since(start) / 1e3)
         return {"status": "ok", "copy_bytes_per_s": 2 * size / float(np.median(times))}
 
+    def stage(self, plan: BenchPlan, seed: int) -> dict:
+        """Device arrays for one launch: inputs copied on the device from
+        copies kept there (a kernel that writes its inputs spoils nothing
+        for the next candidate), outputs filled with POISON."""
+        cuda, arrays = self.cuda, {}
+        for a in plan.arrays:
+            size = a.count * np.dtype(DTYPES[a.dtype][1]).itemsize
+            arrays[a.name] = cuda.mem_alloc(size)
+            if a.init == "output":
+                cuda.memset_d8(arrays[a.name], POISON, size)
+            else:
+                cuda.memcpy_dtod(arrays[a.name], self.device_input(a, seed), size)
+        return arrays
+
+    def device_input(self, plan: ArrayPlan, seed: int):
+        """An input's initial data on the device, uploaded once per (array, seed)."""
+        key = (plan, seed)
+        if key not in self.on_device:
+            data = self.host_input(plan, seed)
+            if sum(size for _, size in self.on_device.values()) + data.nbytes > DEVICE_CACHE_BYTES:
+                self.on_device.clear()
+            self.on_device[key] = (self.cuda.to_device(data), data.nbytes)
+        return self.on_device[key][0]
+
+    def check(self, request: dict, plan: BenchPlan, device: dict) -> dict:
+        """The outputs compared here, with a reference kept in this process
+        (sent once, or this run's outputs kept as one), so that they need not
+        cross the pipe; sent back only when asked for."""
+        if not (request.get("outputs") or request.get("compare") or request.get("keep")):
+            return {}
+        arrays = {c.name: _array(plan, c.name) for c in plan.checks}
+        outputs = {name: self.cuda.from_device(device[name], (a.count,), np.dtype(DTYPES[a.dtype][1]))
+                   for name, a in arrays.items()}
+        if request.get("keep"):
+            self.references[request["keep"]] = as_reference(outputs, plan)
+        answer = {"outputs": outputs} if request.get("outputs") else {}
+        if request.get("compare"):
+            reference = self.references.get(request["compare"])
+            answer["wrong"] = "no reference here" if reference is None else outputs_match(outputs, reference, plan)
+        return answer
+
     def limits(self) -> dict:
         """What this device allows one block (read once)."""
         if self._limits is None:
@@ -136,14 +185,15 @@ class Device:
         if request.get("copy"):
             return self.copy_bandwidth()
         cuda, plan, clock = self.cuda, request["plan"], Clock()
+        if request.get("reference"):             # first, so that it is kept whatever this candidate does
+            key, given = request["reference"]
+            self.references[key] = as_reference(given, plan)
         module = cuda.module_from_buffer(request["cubin"])
         function = module.get_function(plan.kernel)
         refused = launch_problem(plan.block, plan.shared, self.kernel_facts(function), self.limits())
         if refused:              # before any data moves; the context is untouched
             return {"status": "launch-refused", "detail": refused, "costs": clock.lap("load")}
-        hosts = {a.name: poison(a) if a.init == "output" else self.host_input(a, request.get("seed", 0))
-                 for a in plan.arrays}
-        device = {name: cuda.to_device(data) for name, data in hosts.items()}
+        device = self.stage(plan, request.get("seed", 0))
         args = [device[a.name] if isinstance(a, ArrayPlan) else _scalar(a) for a in plan.args]
         launch = lambda: function(*args, grid=plan.grid[:2] if plan.grid[2] == 1 else plan.grid,
                                   block=plan.block, shared=plan.shared)
@@ -152,8 +202,7 @@ class Device:
         launch()
         cuda.Context.synchronize()
         answer = {"status": "ok"}
-        if request.get("outputs"):
-            answer["outputs"] = {c.name: cuda.from_device_like(device[c.name], hosts[c.name]) for c in plan.checks}
+        answer.update(self.check(request, plan, device))
         clock.lap("check")
         if request.get("time"):
             answer["times_us"], answer["planned"] = self.time(launch, plan, request.get("min_seconds", 0.3),

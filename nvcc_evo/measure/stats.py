@@ -3,6 +3,7 @@ that decides whether a tuned build is really faster than the baseline."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -70,7 +71,8 @@ def clearly_slower(samples: Sequence[float], incumbent: float, margin: float, al
         return False
     limit = incumbent * (1 + margin)
     below = sum(1 for s in samples if s < limit)
-    return sum(math.comb(n, i) for i in range(below + 1)) < alpha * 2 ** n
+    # exactly, in integers: 2**n as a float overflows past about a thousand launches
+    return Fraction(sum(math.comb(n, i) for i in range(below + 1)), 2 ** n) < alpha
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,65 @@
+"""Correctness of a candidate's outputs: each checked output against a
+reference, within the bench spec's tolerances; NaN (and so an element the
+kernel never wrote, poisoned before the launch) never passes.
+
+Used in the measuring process (so outputs never cross the pipe) and by the
+confirmation on fresh inputs. Numpy only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from nvcc_evo.acf.benchspec import BenchPlan
+
+CHUNK = 1 << 20          # elements compared at a time: temporaries that stay in cache
+
+
+def as_float(values: np.ndarray, plan: BenchPlan, name: str) -> np.ndarray:
+    """An array's values as float64 (bf16 is stored as its upper 16 bits)."""
+    dtype = next(a.dtype for a in plan.arrays if a.name == name)
+    if dtype == "bf16":
+        return (values.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return values.astype(np.float64, copy=False)
+
+
+def as_reference(outputs: dict, plan: BenchPlan) -> dict:
+    """Checked outputs as float64, once, to compare many candidates with."""
+    return {c.name: as_float(np.asarray(outputs[c.name]), plan, c.name) for c in plan.checks}
+
+
+def outputs_match(got: dict, reference: dict, plan: BenchPlan) -> str:
+    """"" when every checked output is within tolerance, else what is wrong."""
+    for check in plan.checks:
+        out, ref = as_float(got[check.name], plan, check.name), as_float(reference[check.name], plan, check.name)
+        if check.exact:
+            if not np.array_equal(out, ref):
+                nan = int(np.isnan(out).sum())
+                return f"{check.name}: {nan} NaN or unwritten elements" if nan else \
+                    f"{check.name}: {int((out != ref).sum())} elements differ (exact check)"
+            continue
+        if _outside(out, ref, check.rtol, check.atol):
+            nan = int(np.isnan(out).sum())
+            if nan:
+                return f"{check.name}: {nan} NaN or unwritten elements"
+            bad = np.abs(out - ref) > check.atol + check.rtol * np.abs(ref)
+            worst = float(np.max(np.abs(out - ref) / (np.abs(ref) + check.atol + 1e-30)))
+            return f"{check.name}: {int(bad.sum())} elements outside rtol {check.rtol} atol {check.atol} " \
+                   f"(worst relative error {worst:.3g})"
+    return ""
+
+
+def _outside(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> bool:
+    """Whether any element is outside |out - ref| <= atol + rtol |ref| (NaN is),
+    a chunk at a time into reused buffers (the common case: all inside)."""
+    gap, limit = np.empty(min(CHUNK, out.size)), np.empty(min(CHUNK, out.size))
+    for start in range(0, out.size, CHUNK):
+        o, r = out[start:start + CHUNK], ref[start:start + CHUNK]
+        g, lim = gap[:o.size], limit[:o.size]
+        np.subtract(o, r, out=g)
+        np.abs(g, out=g)
+        np.abs(r, out=lim)
+        lim *= rtol
+        lim += atol
+        if not np.less_equal(g, lim, out=np.empty(o.size, bool)).all():
+            return True
+    return False
