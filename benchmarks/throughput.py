@@ -201,7 +201,7 @@ def main() -> int:
         results[kernel] = {p: {**shown[p], "rc": runs[p]["rc"], "wall": runs[p]["wall"], "cost": runs[p]["cost"],
                                "verdict": runs[p]["verdict"]} for p in runs}
         rows.append((kernel, shown["full"], shown["fast"]))
-    (out / "throughput.json").write_text(json.dumps(results, indent=1, default=str))
+        (out / "throughput.json").write_text(json.dumps(results, indent=1, default=str))   # kept if cut short
     print(table(rows, args, objective))
     for kernel, runs in results.items():
         for protocol, r in runs.items():
