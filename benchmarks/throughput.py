@@ -50,6 +50,11 @@ SGEMM_REQUIRES = """\
 
 
 PTXAS_SEARCH = """\
+    pin define.BM = 64
+    pin define.BN = 64
+    pin define.BK = 8
+    pin define.TM = 8
+    pin define.TN = 8
     search {
         ptxas.maxrregcount in 64..255 step 32
         ptxas.register_usage_level in 0..10
@@ -149,7 +154,10 @@ def retune(folder: Path, backend: str, protocol: str, args) -> dict:
     wall = time.monotonic() - started
     (folder / "retune.out").write_text(done.stdout)
     (folder / "retune.err").write_text(done.stderr)
-    lines = [json.loads(line) for line in (folder / ".nvcc-evo" / "results.jsonl").read_text().splitlines()]
+    store = folder / ".nvcc-evo" / "results.jsonl"
+    if not store.exists():
+        raise SystemExit(f"the retune in {folder} stored nothing:\n{done.stderr[-2000:]}")
+    lines = [json.loads(line) for line in store.read_text().splitlines()]
     return {"rc": done.returncode, "wall": wall, "records": lines,
             "cost": next((line.strip() for line in done.stdout.splitlines() if line.strip().startswith("cost:")), ""),
             "verdict": next((line.split("]: ", 1)[1] for line in done.stdout.splitlines() if "]: " in line), "")}
