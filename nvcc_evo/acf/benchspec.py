@@ -5,6 +5,8 @@ GPU backend turns an evaluated spec into device buffers.
 """
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -112,6 +114,25 @@ def require_holds(require: model.SpaceRequire, defines: Mapping[str, int | float
         return bool(COMPARE[require.op](evaluate(require.left, defines), evaluate(require.right, defines)))
     except (ExprError, TypeError):
         return False
+
+
+def require_names(requires) -> list[str]:
+    """The define names a set of requires reads, sorted."""
+    return sorted({r.name for q in requires for side in (q.left, q.right) for r in names_in(side)})
+
+
+def requires_unmet(requires, values: Mapping[str, tuple], limit: int) -> int:
+    """How many combinations of the named defines' values were tried and
+    none met every require (0: one did, or there are more than `limit`)."""
+    named = require_names(requires)
+    combinations = math.prod(len(values[n]) for n in named)
+    if combinations > limit:
+        return 0
+    for combination in itertools.product(*(values[n] for n in named)):
+        env = dict(zip(named, combination))
+        if all(require_holds(r, env) for r in requires):
+            return 0
+    return combinations
 
 
 # ---------------------------------------------------------------- plans

@@ -6,8 +6,6 @@ Every problem of a file is collected (not only the first) and reported as
 from __future__ import annotations
 
 import difflib
-import itertools
-import math
 import os
 import re
 from pathlib import Path
@@ -153,24 +151,16 @@ class Checker:
                 elif not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values[ref.name]):
                     self.error(ref.span, f"define.{ref.name} takes values that are not numbers "
                                f"({', '.join(_show(v) for v in values[ref.name])}): a require compares numbers")
-            for side in (require.left, require.right):
-                self.check_calls(side)
+            self.check_calls(model.Binary(require.op, require.left, require.right))
         if len(self.diagnostics) == before:
             self.check_requires_met(unit, values)
 
     def check_requires_met(self, unit: model.Unit, values: dict[str, tuple]) -> None:
-        """At least one combination of the named defines meets every require
-        (looked for where there are at most REQUIRE_SEARCH_LIMIT of them)."""
-        named = sorted({r.name for q in unit.requires for side in (q.left, q.right) for r in benchspec.names_in(side)})
-        combinations = math.prod(len(values[n]) for n in named)
-        if combinations > REQUIRE_SEARCH_LIMIT:
-            return
-        for combination in itertools.product(*(values[n] for n in named)):
-            env = dict(zip(named, combination))
-            if all(benchspec.require_holds(r, env) for r in unit.requires):
-                return
-        self.error(unit.requires[0].span, f"no combination of {', '.join(named)} in the search block meets "
-                   f"every require ({combinations} tried)")
+        """At least one combination of the named defines meets every require."""
+        tried = benchspec.requires_unmet(unit.requires, values, REQUIRE_SEARCH_LIMIT)
+        if tried:
+            self.error(unit.requires[0].span, f"no combination of {', '.join(benchspec.require_names(unit.requires))}"
+                       f" in the search block meets every require ({tried} tried)")
 
     def check_domain(self, knob: knobs.Knob | None, space: model.Space) -> None:
         domain = space.domain

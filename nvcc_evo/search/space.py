@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from nvcc_evo.acf import knobs, model
-from nvcc_evo.acf.benchspec import names_in, require_holds
+from nvcc_evo.acf.benchspec import require_holds, require_names
 from nvcc_evo.acf.knobs import Scalar
 from nvcc_evo.acf.sources import define_values, source_default, source_defines
 
@@ -85,7 +85,7 @@ class SearchSpace:
         """Points of the space the requires allow (counted over the defines
         they name, where those have at most COUNT_LIMIT combinations)."""
         total = int(np.prod([len(d.choices) for d in self.dimensions])) if self.dimensions else 1
-        named = {r.name for q in self.requires for side in (q.left, q.right) for r in names_in(side)}
+        named = set(require_names(self.requires))
         constrained = [d for d in self.dimensions if knobs.is_define(d.knob)
                        and d.knob[len(knobs.DEFINE_PREFIX):] in named]
         combinations = int(np.prod([len(d.choices) for d in constrained])) if constrained else 1
@@ -261,7 +261,7 @@ def repair(genome: Genome, space: SearchSpace) -> Genome:
         if knob in values and applies(values):
             values[knob] = baselines[knob]
     repaired = Genome(tuple((k, values[k]) for k, _ in genome.items))
-    named = {r.name for q in space.requires for side in (q.left, q.right) for r in names_in(side)}
+    named = set(require_names(space.requires))
     for d in space.dimensions:
         if space.allows(repaired):
             break
