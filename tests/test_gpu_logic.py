@@ -199,3 +199,17 @@ def test_the_reference_is_sent_to_the_measuring_process_once_and_again_after_a_r
     assert asked[0] == {"keep": key}                         # the baseline's own outputs kept there
     assert asked[1] == asked[2] == {"compare": key}          # ...so nothing is sent for the next ones
     assert asked[3]["compare"] == key and asked[3]["reference"][0] == key   # a new process gets it once
+
+
+def test_the_measuring_process_keeps_compares_and_sends_back_outputs_only_when_asked():
+    from nvcc_evo.measure.check import checked, take_reference
+    plan = plan_bench(BENCH, {"TILE": 1})
+    right = {"y": np.linspace(1, 2, 1000, dtype=np.float32)}
+    wrong = {"y": right["y"] * 1.01}
+    held = {}
+    assert checked({"plan": plan, "keep": "base"}, right, held) == {}          # nothing crosses back
+    assert checked({"plan": plan, "compare": "base"}, right, held) == {"wrong": ""}
+    assert "elements outside rtol" in checked({"plan": plan, "compare": "base"}, wrong, held)["wrong"]
+    assert checked({"plan": plan, "compare": "other"}, right, held)["wrong"] == "no reference here"
+    take_reference({"plan": plan, "reference": ("other", wrong)}, held)
+    assert checked({"plan": plan, "compare": "other", "outputs": True}, wrong, held) == {"outputs": wrong, "wrong": ""}

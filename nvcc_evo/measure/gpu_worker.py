@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from nvcc_evo.acf.benchspec import ArrayPlan, BenchPlan, DTYPES, ScalarPlan
-from nvcc_evo.measure.check import as_reference, outputs_match
+from nvcc_evo.measure.check import checked, take_reference
 from nvcc_evo.measure.stats import clearly_slower, race_checkpoints, repetitions
 
 CACHE_BYTES = 8 << 30        # host copies of inputs kept between requests
@@ -156,13 +156,7 @@ class Device:
         arrays = {c.name: _array(plan, c.name) for c in plan.checks}
         outputs = {name: self.cuda.from_device(device[name], (a.count,), np.dtype(DTYPES[a.dtype][1]))
                    for name, a in arrays.items()}
-        if request.get("keep"):
-            self.references[request["keep"]] = as_reference(outputs, plan)
-        answer = {"outputs": outputs} if request.get("outputs") else {}
-        if request.get("compare"):
-            reference = self.references.get(request["compare"])
-            answer["wrong"] = "no reference here" if reference is None else outputs_match(outputs, reference, plan)
-        return answer
+        return checked(request, outputs, self.references)
 
     def limits(self) -> dict:
         """What this device allows one block (read once)."""
@@ -185,9 +179,7 @@ class Device:
         if request.get("copy"):
             return self.copy_bandwidth()
         cuda, plan, clock = self.cuda, request["plan"], Clock()
-        if request.get("reference"):             # first, so that it is kept whatever this candidate does
-            key, given = request["reference"]
-            self.references[key] = as_reference(given, plan)
+        take_reference(request, self.references)
         module = cuda.module_from_buffer(request["cubin"])
         function = module.get_function(plan.kernel)
         refused = launch_problem(plan.block, plan.shared, self.kernel_facts(function), self.limits())
