@@ -192,3 +192,31 @@ def test_a_seed_reproduces_the_search_with_compiles_running_ahead(tmp_path, evo_
         assert result.returncode == 0, result.stderr
         orders.append([line["genome"] for line in store_lines(folder)])
     assert len(orders[0]) == 31 and orders[0] == orders[1]        # the baseline, then 30
+
+
+def test_a_retune_never_builds_a_point_the_search_blocks_requires_exclude(tmp_path, evo_cache):
+    shutil.copy(Path(__file__).resolve().parent.parent / "kernels" / "sgemm_regblock.cu", tmp_path)
+    (tmp_path / "nvcc-evo.acf").write_text("""acf 1
+unit "sgemm_regblock.cu" {
+    search {
+        define.BM in {64, 128, 256}
+        define.BN in {64, 128, 256}
+        define.TM in {2, 4, 8}
+        define.TN in {2, 4, 8}
+        ptxas.opt_level in 1..3
+        require (BM / TM) * (BN / TN) <= 256
+        require (BM * 8) % ((BM / TM) * (BN / TN)) == 0
+    }
+    tune {
+        minimize registers
+    }
+}
+""")
+    result = retune(tmp_path, evo_env(evo_cache), "--evaluations", "12", "--population", "6")
+    assert result.returncode == 0, result.stderr
+    points = [(bm, bn, tm, tn) for bm in (64, 128, 256) for bn in (64, 128, 256) for tm in (2, 4, 8) for tn in (2, 4, 8)
+              if (bm // tm) * (bn // tn) <= 256 and (bm * 8) % ((bm // tm) * (bn // tn)) == 0]
+    assert f"space {len(points) * 3} points" in result.stderr
+    built = [dict(line["genome"]) for line in store_lines(tmp_path)][1:]           # the baseline aside
+    assert len(built) == 12 and all(line["status"] == "ok" for line in store_lines(tmp_path))
+    assert all((g["define.BM"], g["define.BN"], g["define.TM"], g["define.TN"]) in points for g in built)
