@@ -128,7 +128,7 @@ def _say_unusable(unit: model.Unit, unusable, records) -> None:
 
 
 def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str) -> tuple[str, ...]:
-    target = unit.find_target(arch) or next((t for t in unit.targets if t.arch == arch), None)
+    target = unit.entry_for(arch)
     if target is None:
         return (f"no entry for {arch}",)
     if target.provenance is None:
@@ -192,7 +192,7 @@ MEASURING_BACKENDS = ("pycuda", "command")
 def _measured_on(unit: model.Unit, arch: str) -> str | None:
     """Where the unit's current entry for `arch` was measured (runtime, not
     compiler facts), or None."""
-    target = next((t for t in unit.targets if t.arch == arch), None)
+    target = unit.entry_for(arch)
     backend = target.record("backend") if target is not None and target.provenance else None
     if backend is None or backend.value not in MEASURING_BACKENDS:
         return None
