@@ -94,6 +94,18 @@ def test_a_unit_never_built_through_the_wrapper_is_said(project, evo_cache):
     assert '"spill.cu": never built through nvcc-evo for this ACF: compiled as `nvcc -c SOURCE`' in done.stderr
 
 
+def test_another_units_unusable_record_does_not_silence_it(project, evo_cache):
+    """regs.cu's record cannot be used (its input is gone); spill.cu, never
+    built, is still said to be compiled without the build's flags (it was
+    silent whenever any record of the ACF was unusable)."""
+    built = run_evo("-arch=sm_90", "-c", "regs.cu", "-o", "regs.o", cwd=project, env=evo_env(evo_cache))
+    assert built.returncode == 0, built.stderr
+    (project / "regs.cu").rename(project / "regs.cu.old")
+    assert "input" in dry_run(project, evo_cache, "--all").stderr.split("regs.cu\": compile database")[1]
+    done = dry_run(project, evo_cache, "spill.cu")
+    assert '"spill.cu": never built through nvcc-evo for this ACF' in done.stderr
+
+
 def test_the_entry_a_retune_judges_is_the_plain_target_even_after_a_named_one(project, evo_cache):
     """A unit with an entry for one GPU model and a plain entry for the same
     architecture: the retune writes the plain one, so it is the one judged.
