@@ -153,13 +153,9 @@ class Checker:
                     self.error(ref.span, f"define.{ref.name} takes values that are not numbers "
                                f"({', '.join(_show(v) for v in values[ref.name])}): a require compares numbers")
             self.check_calls(model.Binary(require.op, require.left, require.right))
-        if len(self.diagnostics) == before:
-            self.check_requires_met(unit, values)
-
-    def check_requires_met(self, unit: model.Unit, values: dict[str, tuple]) -> None:
-        """At least one combination of the named defines meets every require."""
-        tried = benchspec.requires_unmet(unit.requires, values, REQUIRE_SEARCH_LIMIT)
-        if tried:
+        tried = benchspec.requires_unmet(unit.requires, values, REQUIRE_SEARCH_LIMIT) \
+            if len(self.diagnostics) == before else 0
+        if tried:                        # no combination of the named defines meets every require
             self.error(unit.requires[0].span, f"no combination of {', '.join(benchspec.require_names(unit.requires))}"
                        f" in the search block meets every require ({tried} tried)")
 
