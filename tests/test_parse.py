@@ -34,9 +34,9 @@ def test_label_applies_in_a_later_unit_too():
 
 def test_unlabelled_error_lists_what_was_expected():
     with pytest.raises(AcfError) as caught:
-        parse_text('acf 1\nunit "a.cu" { bench { let N = 1 & 2 } }', "x.acf")
+        parse_text('acf 1\nunit "a.cu" { bench { let N = 1 << 2 } }', "x.acf")
     message = caught.value.diagnostics[0].message
-    assert message.startswith("unexpected character '&'; expected ")
+    assert message.startswith("unexpected '<'; expected ")
     assert "'+'" in message and "'}'" in message
 
 
