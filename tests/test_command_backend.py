@@ -83,6 +83,7 @@ unit "spill.cu" {{
     bench {{
         command "{EVO} -arch=sm_90 -cubin spill.cu -o spill.cubin && {sys.executable} noise.py"
         metric time "time ([0-9.]+) ms"
+        check command "test -s spill.cubin"
         confirm rounds 6
     }}
 }}
@@ -151,3 +152,21 @@ def test_flags_are_checked_against_the_wrappers_log():
 def test_run_checks_tell_wrong_answers(checks, output, code, wrong):
     found = wrong_answer(checks, output, code)
     assert (wrong in found) if wrong else found == ""
+
+
+def test_a_metric_to_maximize_is_scored_and_judged_upward():
+    from nvcc_evo.measure.command import _judged
+    from nvcc_evo.search.evaluate import goal_for
+    goal = goal_for(model.Tune(minimize=("tokens",)), ("tokens", "registers"), maximize=("tokens",))
+    assert goal.scores({"tokens": 900.0}) < goal.scores({"tokens": 800.0})        # more tokens/s: a lower score
+    assert goal.better("tokens", 900, 800) and goal.better("registers", 800, 900)
+    verdict = _judged({"baseline": [800, 810, 790, 805, 795], "chosen": [900, 910, 890, 905, 895]}, maximize=True)
+    assert verdict.significant and abs(verdict.effect - 900 / 800) < 0.01
+    assert not _judged({"baseline": [800, 810, 790, 805, 795], "chosen": [900, 910, 890, 905, 895]},
+                       maximize=False).significant
+
+
+def test_without_a_tune_block_the_first_metric_is_tuned():
+    from nvcc_evo.search.evaluate import goal_for
+    assert goal_for(None, ("time", "tokens", "registers", "spills"), primary=("time",)).minimize == ("time",)
+    assert goal_for(None, ("registers", "spills")).minimize == ("spills", "registers")
