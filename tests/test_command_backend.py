@@ -170,3 +170,16 @@ def test_without_a_tune_block_the_first_metric_is_tuned():
     from nvcc_evo.search.evaluate import goal_for
     assert goal_for(None, ("time", "tokens", "registers", "spills"), primary=("time",)).minimize == ("time",)
     assert goal_for(None, ("registers", "spills")).minimize == ("spills", "registers")
+
+
+def test_the_readme_shows_the_example_projects_acf_and_its_language_example_checks(tmp_path):
+    from conftest import ROOT
+    from nvcc_evo.acf.parse import parse_text
+    from nvcc_evo.acf.resolve import check
+    readme = (ROOT / "README.md").read_text()
+    blocks = readme.split("```\n")[1::2]
+    unit = next(b for b in blocks if b.startswith('unit "bench.cu"'))
+    assert unit in (DATA / "projects" / "harness" / "nvcc-evo.acf").read_text()
+    example = next(b for b in blocks if b.startswith("acf 1"))
+    (tmp_path / "references.py").write_text("def sgemm(**arrays):\n    return {}\n")
+    check(parse_text(example, str(tmp_path / "nvcc-evo.acf")), example)
