@@ -183,3 +183,28 @@ def test_the_readme_shows_the_example_projects_acf_and_its_language_example_chec
     example = next(b for b in blocks if b.startswith("acf 1"))
     (tmp_path / "references.py").write_text("def sgemm(**arrays):\n    return {}\n")
     check(parse_text(example, str(tmp_path / "nvcc-evo.acf")), example)
+
+
+def test_results_of_another_bench_command_are_not_reused(tmp_path, evo_cache):
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+    acf = tmp_path / "nvcc-evo.acf"
+    acf.write_text(f'''acf 1
+unit "spill.cu" {{
+    search {{
+        ptxas.opt_level in {{1, 3}}
+    }}
+    bench {{
+        command "{EVO} -arch=sm_90 -cubin spill.cu -o spill.cubin && echo 'time 2 ms, 1 ms'"
+        metric time "([0-9]+) ms"
+    }}
+}}
+''')
+    env = evo_env(evo_cache)
+    first = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=env)
+    assert first.returncode == 0, first.stderr
+    assert "baseline.time = 2 +- 0.0\n" in acf.read_text()
+    acf.write_text(acf.read_text().replace('metric time "([0-9]+) ms"', 'metric time "([0-9]+) ms" take last'))
+    again = run_evo("--retune", "--all", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=env)
+    assert again.returncode == 0, again.stderr
+    assert "other context(s) in the results store left aside" in again.stderr
+    assert "baseline.time = 1 +- 0.0\n" in acf.read_text()

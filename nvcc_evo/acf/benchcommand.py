@@ -53,6 +53,16 @@ def problems(bench: model.Bench) -> list[tuple[model.Span, str]]:
     return found
 
 
+def identity(bench: model.Bench) -> str:
+    """What of a bench command decides the numbers it gives (not where it
+    is written): results measured with another are not reused."""
+    parts = (bench.command.text if bench.command else None,
+             [(m.name, m.regex, m.take, m.group, m.maximize) for m in bench.metrics],
+             [(c.kind, c.value) for c in bench.run_checks],
+             (bench.repeat.low, bench.repeat.high) if bench.repeat else None)
+    return repr(parts)
+
+
 def command_only(bench: model.Bench) -> list[model.Span]:
     """Spans of command statements in a bench block that has no command."""
     parts = [*bench.metrics, *bench.run_checks, bench.confirm, bench.repeat, bench.timeout]

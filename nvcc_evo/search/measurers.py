@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from nvcc_evo.acf import model, unitpath
+from nvcc_evo.acf.benchcommand import identity
 from nvcc_evo.acf.sources import define_values
 from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
 from nvcc_evo.measure import Measurement, Measurer, static
@@ -73,7 +74,7 @@ def _command(task, acf_path: Path, timeout: float, flags_for) -> Measurer:
     runs = f"{repeat.low}..{repeat.high} runs" if repeat and repeat.high > repeat.low else \
         f"{repeat.low if repeat else 1} run(s)"
     return Measurer(measure, names + static.OBJECTIVES + ("command_time",), confirm=runner.confirm,
-                    primary=(runner.primary,), maximize=runner.maximized,
+                    primary=(runner.primary,), maximize=runner.maximized, build=identity(bench),
                     describe=f"command `{bench.command.text}` ({shown}; {runs} per candidate, "
                              f"{runner.timeout:g} s a run at most)")
 
