@@ -13,7 +13,7 @@ import pytest
 from conftest import DATA, EVO, evo_env, run_evo
 from nvcc_evo.acf import model
 from nvcc_evo.acf.benchcommand import wrong_answer
-from nvcc_evo.measure.command import flags_problem
+from nvcc_evo.measure.command import LONG_AGO, flags_problem
 
 
 def _harness(tmp_path, evo_cache, space: str):
@@ -60,6 +60,8 @@ def test_a_real_effect_in_the_projects_own_harness_is_found_and_confirmed(tmp_pa
     # the five confirmation rounds
     steps = [" ".join(c["added"]) for c in map(json.loads, log.read_text().splitlines()) if c.get("units")]
     assert steps.count("-DNEWTON_STEPS=6") == 6 and steps.count("-DNEWTON_STEPS=32") == 6, steps
+    # the binary left in the tree is some candidate's: re-dated, so the next build compiles the ACF's choice
+    assert (project / "bench").stat().st_mtime == LONG_AGO
 
 
 NOISE = (

@@ -224,6 +224,7 @@ class CommandBench:
                     break
         finally:
             acf.unlink(missing_ok=True)
+            self._leave_stale()
         measurement = self._summary(runs, time.monotonic() - started)
         self._note(measurement, flags, len(runs))
         return measurement
@@ -260,6 +261,17 @@ class CommandBench:
         rounds = spec.rounds or benchcommand.DEFAULT_ROUNDS
         command = spec.command or self.bench.command.text
         sides = {"baseline": baseline[0], "chosen": chosen[0]}
+        try:
+            return self._interleaved(command, rounds, sides)
+        finally:
+            self._leave_stale()
+
+    def _leave_stale(self) -> None:
+        """The project's build outputs now hold some candidate: re-dated, so
+        that the user's next build compiles what the ACF says."""
+        redate(outputs_of(self.acf_path, self.globs, self.arch))
+
+    def _interleaved(self, command: str, rounds: int, sides: dict) -> tuple[Verdict, str]:
         samples: dict[str, list[float]] = {"baseline": [], "chosen": []}
         problem = ""
         for index in range(rounds):
