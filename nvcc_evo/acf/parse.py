@@ -57,6 +57,10 @@ def _binary(op: str):
     return v_args(meta=True)(lambda self, meta, items: model.Binary(op, items[0], items[1], _span(meta)))
 
 
+def _run_check(kind: str, read):
+    return v_args(meta=True)(lambda self, meta, items: model.RunCheck(kind, read(items[0]), _span(meta)))
+
+
 class _Build(Transformer):
     """Lark tree -> acf values; one short method per grammar rule.
 
@@ -226,21 +230,10 @@ class _Build(Transformer):
     def maximize(self, _):
         return ("maximize", True)
 
-    @v_args(meta=True)
-    def check_exit(self, meta, items):
-        return model.RunCheck("exit", int(items[0]), _span(meta))
-
-    @v_args(meta=True)
-    def check_match(self, meta, items):
-        return model.RunCheck("match", unquote(items[0]), _span(meta))
-
-    @v_args(meta=True)
-    def check_absent(self, meta, items):
-        return model.RunCheck("absent", unquote(items[0]), _span(meta))
-
-    @v_args(meta=True)
-    def check_command(self, meta, items):
-        return model.RunCheck("command", unquote(items[0]), _span(meta))
+    check_exit = _run_check("exit", int)
+    check_match = _run_check("match", unquote)
+    check_absent = _run_check("absent", unquote)
+    check_command = _run_check("command", unquote)
 
     @v_args(meta=True)
     def confirm(self, meta, items):

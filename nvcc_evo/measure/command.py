@@ -31,7 +31,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -132,7 +132,7 @@ class CommandBench:
     primary: str = "metric"             # the metric the confirmation judges
     say: Callable[[str], None] = lambda message: print(f"nvcc-evo: {message}", file=sys.stderr, flush=True)
     best: Summary | None = None         # the primary metric's best so far (adaptive repeats stop early)
-    runs: int = field(default=0)
+    runs: int = 0                       # runs so far (NVCC_EVO_RUN)
 
     @property
     def folder(self) -> Path:
@@ -141,9 +141,6 @@ class CommandBench:
     @property
     def maximized(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.bench.metrics if m.maximize)
-
-    def _primary_metric(self) -> model.Metric:
-        return next(m for m in self.bench.metrics if m.name == self.primary)
 
     # ------------------------------------------------------------ one run
     def run(self, command: str, acf: Path, flags: tuple[str, ...], phase: str, must_build: bool) -> Run:
