@@ -210,3 +210,32 @@ unit "spill.cu" {{
     assert again.returncode == 0, again.stderr
     assert "other context(s) in the results store left aside" in again.stderr
     assert "baseline.time = 1 +- 0.0\n" in acf.read_text()
+
+
+def test_a_wrong_answer_in_the_confirmation_keeps_the_baseline(tmp_path, evo_cache):
+    """The winner looks faster while searching, then prints a mismatch when
+    confirmed (its confirmation command is the longer run): never written."""
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+    (tmp_path / "run.py").write_text(
+        "import os\n"
+        "tuned = bool(os.environ['NVCC_EVO_CANDIDATE_FLAGS'])\n"
+        "if tuned and os.environ['NVCC_EVO_PHASE'] == 'confirm':\n"
+        "    print('Mismatch of out at 7: CPU_ref: 1.0 vs GPU: 2.0')\n"
+        "print('time %d ms' % (5 if tuned else 10))\n")
+    (tmp_path / "nvcc-evo.acf").write_text(f'''acf 1
+unit "spill.cu" {{
+    search {{
+        ptxas.opt_level in {{1, 3}}
+    }}
+    bench {{
+        command "{EVO} -arch=sm_90 -cubin spill.cu -o spill.cubin && {sys.executable} run.py"
+        metric time "time ([0-9.]+) ms"
+        check not "Mismatch"
+    }}
+}}
+''')
+    result = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=evo_env(evo_cache))
+    assert result.returncode == 0, result.stderr
+    assert "confirmation run 1 failed, wrong-answer" in result.stderr
+    assert "    | Mismatch of out at 7" in result.stderr
+    assert "baseline kept" in result.stdout and "ptxas.opt_level = " not in (tmp_path / "nvcc-evo.acf").read_text()
