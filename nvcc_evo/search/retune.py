@@ -111,9 +111,11 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     context = Context(toolkit.version, task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
                       _build_key(task.job))
     measurer = measurer_for(options.backend, task, acf_path, context, options.replay, options.timeout,
-                            baseline_defines(task.source, space))
+                            baseline_defines(task.source, space), flags_for)
     context = replace(context, device=measurer.device)
-    goal = goal_for(task.unit.tune, measurer.objectives)
+    if measurer.build:          # a bench command is part of how candidates are built: another one, other results
+        context = replace(context, build=hashlib.sha256((context.build + measurer.build).encode()).hexdigest()[:16])
+    goal = goal_for(task.unit.tune, measurer.objectives, measurer.primary, measurer.maximize)
     evaluator = Evaluator(task.job, goal, context, store, flags_for, measurer.measure, measurer.compiles,
                           workers=options.jobs)
     stored = _resume(task, store, context, evaluator, space)
