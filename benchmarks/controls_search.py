@@ -114,6 +114,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "controls")
+    parser.add_argument("--chosen", type=Path, help="a folder with public.acf and joint.acf of an earlier run: "
+                        "re-measure their choices, no search")
     args = parser.parse_args()
     controls = sorted(args.controls.glob("*.acf"))
     names = ", ".join(f'"{p.name}"' for p in controls)
@@ -121,10 +123,19 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     toolkit = load_toolkit(Path(find_real_nvcc(os.environ)))
     acfs = {"public": prepare(args.out / "public", PUBLIC, []), "joint": prepare(args.out / "joint", joint, controls, JOINT_PINS)}
-    seconds = {side: retune(acf, args.evaluations, args.seed, args.out / f"retune-{side}.log")
-               for side, acf in acfs.items()}
-    variants = {"baseline": (acfs["public"], {"nvcc.use_fast_math": False}),
+    if args.chosen:
+        seconds = {}
+        for side, acf in acfs.items():
+            shutil.copy(args.chosen / f"{side}.acf", acf)
+    else:
+        seconds = {side: retune(acf, args.evaluations, args.seed, args.out / f"retune-{side}.log")
+                   for side, acf in acfs.items()}
+    base = {"nvcc.use_fast_math": False}
+    variants = {"baseline": (acfs["public"], base),
                 "public": (acfs["public"], chosen(acfs["public"])), "joint": (acfs["joint"], chosen(acfs["joint"]))}
+    for path in controls:         # each control file alone, at the source's defaults (as CompileIQ tuned it)
+        variants[path.stem] = (acfs["joint"], {**base, "ptxas.version": "13.3", "ptxas.controls": path.name})
+    variants["ptxas 13.3"] = (acfs["joint"], {**base, "ptxas.version": "13.3"})
     unit = load(acfs["public"]).units[0]
     reference = load_reference(unit.bench, acfs["public"].parent)
     pool, builds = WorkerPool(), {}
@@ -145,9 +156,9 @@ def main() -> None:
                 medians[name].append(summarize(answer["times_us"]).median)
     finally:
         pool.close()
-    verdicts = {"public vs baseline": faster(medians["baseline"], medians["public"]),
-                "joint vs baseline": faster(medians["baseline"], medians["joint"]),
-                "joint vs public": faster(medians["public"], medians["joint"])}
+    verdicts = {f"{name} vs baseline": faster(medians["baseline"], medians[name]) for name in builds
+                if name != "baseline"}
+    verdicts["joint vs public"] = faster(medians["public"], medians["joint"])
     (args.out / "controls_search.json").write_text(json.dumps({
         "device": pool.hello, "evaluations": args.evaluations, "seed": args.seed, "search_seconds": seconds,
         "settings": {n: {k: v for k, v in s.items()} for n, (_, s) in variants.items()},
