@@ -3,7 +3,6 @@ knob sets that won on an H200, offered as seeds to a new unit's first
 generation. The data is nvcc_evo/search/boosters.toml (package data)."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -27,13 +26,12 @@ class Seed:
 @dataclass(frozen=True)
 class Family:
     name: str
-    names: tuple[str, ...]          # words of a source's file name
+    names: tuple[str, ...]          # parts of a source's file name (`sgemm_regblock` has `gemm`)
     text: tuple[str, ...]           # substrings of its text
     seeds: tuple[Seed, ...]
 
     def covers(self, name: str, text: str) -> bool:
-        words = set(re.split(r"[^a-z0-9]+", name.lower()))
-        return bool(words & set(self.names)) or any(t in text for t in self.text)
+        return any(part in name.lower() for part in self.names) or any(t in text for t in self.text)
 
 
 def families(data: str | None = None) -> tuple[Family, ...]:
