@@ -323,6 +323,17 @@ class Unit:
                 return target
         return None
 
+    def named_files(self) -> tuple[str, ...]:
+        """The files its knobs name (controls files), in pins, search and
+        targets, relative to the ACF's folder: part of what a build of it
+        depends on, so part of its fingerprint."""
+        from nvcc_evo.acf.knobs import Kind, NO_FILE, lookup
+        is_file = lambda name: getattr(lookup(name), "kind", None) is Kind.FILE
+        values = [s.value for s in self.pins if is_file(s.knob)]
+        values += [v for s in self.space if is_file(s.knob) for v in domain_values(s.domain)]
+        values += [s.value for t in self.targets for s in t.settings if is_file(s.knob)]
+        return tuple(sorted({str(v) for v in values} - {NO_FILE}))
+
     def entry_for(self, arch: str) -> Target | None:
         """The target a retune reads and writes for `arch`: the plain one (no
         GPU named), else the first one for that architecture."""

@@ -107,6 +107,8 @@ class Checker:
         knob = knobs.lookup(name)
         if knob is not None and not knob.accepts(value):
             self.error(span, f"{knob.name} takes {knob.describe_domain()}, got {_show(value)}")
+        elif knob is not None and knob.kind is knobs.Kind.FILE and value != knob.default:
+            self.check_named_file(str(value), span, f"{name} file")
         elif knob is None and knobs.is_define(name):
             problem = knobs.define_value_problem(value)
             if problem is not None:
@@ -222,14 +224,18 @@ class Checker:
         if not path.endswith(".py") or not function.isidentifier():
             self.error(reference.span, f"a reference reads \"FILE.py:FUNCTION\", got '{reference.text}'")
             return
+        self.check_named_file(path, reference.span, "reference file")
+
+    def check_named_file(self, path: str, span: model.Span, what: str) -> None:
+        """A file the ACF names: relative to its folder, there, and inside it."""
         folder = Path(self.file.path).parent
-        problem = unitpath.path_problem(path, "reference file")
+        problem = unitpath.path_problem(path, what)
         if problem is not None:
-            self.error(reference.span, problem)
+            self.error(span, problem)
         elif not (folder / path).is_file():
-            self.error(reference.span, f"reference file '{path}' not found next to the ACF ({folder})")
+            self.error(span, f"{what} '{path}' not found next to the ACF ({folder})")
         elif unitpath.inside(folder / path, folder) is None:
-            self.error(reference.span, f"reference file '{path}' is a link out of the ACF's folder "
+            self.error(span, f"{what} '{path}' is a link out of the ACF's folder "
                        f"(to {os.path.realpath(folder / path)}); paths stay inside it")
 
     def check_bench_names(self, bench: model.Bench, defines: set[str]) -> None:

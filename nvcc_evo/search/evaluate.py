@@ -119,6 +119,7 @@ class Evaluator:
     by_hash: dict = field(default_factory=dict)
     measured: dict = field(default_factory=dict)      # genome -> Measurement
     tally: Tally = field(default_factory=Tally)
+    program_for: Callable[[Genome], str | None] = lambda genome: None   # the ptxas it asks for (None: nvcc's)
 
     def resume(self, records: list[Record]) -> list[Evaluation]:
         """Evaluations read back from the store, so no genome is redone."""
@@ -143,7 +144,8 @@ class Evaluator:
         so an interruption loses only what is still compiling."""
         flags = [self.flags_for(g) for g in genomes]
         if self.compiles:
-            finished = compile_each([replace(self.job, flags=f) for f in flags], self.workers)
+            finished = compile_each([replace(self.job, flags=f, ptxas=self.program_for(g))
+                                     for g, f in zip(genomes, flags)], self.workers)
         else:
             finished = ((i, None) for i in range(len(genomes)))
         done: dict[int, Evaluation] = {}
