@@ -68,3 +68,19 @@ def test_racing_rarely_stops_a_candidate_as_fast_as_the_incumbent():
         samples = 100 * (1 + rng.normal(0, 0.05, 640))           # noisy, as fast as the incumbent
         stopped += any(clearly_slower(samples[:n], 100.0, 0.0) for n in race_checkpoints(640))
     assert stopped / 2000 <= RACE_LOOKS * RACE_ALPHA
+
+
+def test_adaptive_repeats_stop_when_settled_or_clearly_worse():
+    from nvcc_evo.measure.stats import enough
+    assert not enough([10.0], least=2, most=5)                       # fewer than asked for
+    assert enough([10.0, 10.01], least=2, most=5)                    # settled: spread 0.06%
+    assert not enough([10.0, 12.0], least=2, most=5)                 # noisy, nothing to compare with
+    assert enough([10.0, 12.0, 11.0, 9.0, 13.0], least=2, most=5)    # the most
+    best = summarize([5.0, 5.1, 4.9])
+    assert enough([10.0, 12.0], least=2, most=5, best=best)          # clearly worse than the best
+    assert not enough([4.9, 5.6], least=2, most=5, best=best)        # could still be the best
+    assert enough([2.0, 2.4], least=2, most=5, best=best, maximize=True)   # a rate well below the best's
+
+
+def test_a_verdict_counts_its_rounds():
+    assert faster([10, 11, 12, 10, 11], [5, 5, 6, 5, 6]).rounds == 5

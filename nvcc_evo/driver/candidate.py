@@ -44,6 +44,7 @@ class CompileJob:
     flags: tuple[str, ...] = ()   # the candidate's additions
     env: tuple[tuple[str, str], ...] = ()
     timeout: float = 300.0
+    ptxas: str | None = None      # a ptxas other than nvcc's own for the ptxas step (nvcc_evo.driver.ptxas)
 
     def command(self, work: str) -> list[str]:
         base = rebuild_argv(list(self.argv), REPLACED, self.source)
@@ -97,11 +98,37 @@ def compile_candidate(job: CompileJob, ptx: "PtxCache | None" = None) -> Compile
         return ptx.compile(job)
     work = private_folder("cand")
     started = time.monotonic()
+    env = _environment(job, work)
     try:
-        done = run_in_group(job.command(work), cwd=job.cwd, env=_environment(job, work), timeout=job.timeout)
+        command = job.command(work)
+        if job.ptxas:
+            split = _with_program(job, command, work, env)
+            if isinstance(split, str):
+                return CompileResult("compile-error", time.monotonic() - started, split)
+            command, env = split
+        done = run_in_group(command, cwd=job.cwd, env=env, timeout=job.timeout)
         return _finished(job, done, time.monotonic() - started, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _with_program(job: CompileJob, command: list[str], work: str, env: dict) -> tuple[list[str], dict] | str:
+    """The compile as nvcc's own steps with `job.ptxas` running the ptxas
+    step, as a split build runs it (nvcc_evo.driver.split): a script in
+    `work`, for /bin/sh; else why not. (nvcc refusing the call leaves it as
+    it was: it fails as nvcc would, saying why.)"""
+    from nvcc_evo.driver.split import SCRIPT_NAME, SHELL, Steps, read_steps, script, with_options
+    asked = run_in_group([*command, "--dryrun"], cwd=job.cwd, env=env, timeout=job.timeout)
+    if asked.returncode != 0:
+        return command, env
+    key = (job.source, job.arch)
+    steps = with_options(read_steps(asked.stderr), {key: ()}, work, (job.source,), {key: job.ptxas})
+    if not isinstance(steps, Steps):
+        return f"{job.ptxas} cannot run this compile's ptxas step: {steps}"
+    path = os.path.join(work, SCRIPT_NAME)
+    with open(path, "w") as out:
+        out.write(script(steps, None))
+    return [SHELL, path], {**env, **steps.variables}
 
 
 # ---------------------------------------------------------------- PTX reuse
@@ -163,6 +190,8 @@ def ptxas_only(job: CompileJob, ptx: bytes) -> CompileResult:
         if step is None:
             return CompileResult("no-ptxas-step", time.monotonic() - started, asked.stderr)
         command, ptx_path, variables = step
+        if job.ptxas:
+            command[0] = job.ptxas             # the unit's own ptxas (nvcc_evo.driver.ptxas)
         Path(ptx_path).write_bytes(ptx)
         done = run_ptxas(command, job.cwd, {**env, **variables}, job.timeout)
         return _finished(job, done, time.monotonic() - started, work, "ptxas")

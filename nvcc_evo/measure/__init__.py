@@ -70,6 +70,9 @@ class Measurer:
     # Racing, None where the backend does not race: told the best feasible
     # runtime so far and its spread, it stops timing clearly slower candidates.
     race: Callable | None = None
+    primary: tuple[str, ...] = ()       # what to tune when the unit's tune block names nothing measurable
+    maximize: tuple[str, ...] = ()      # objectives where higher is better (a bench command's rates)
+    build: str = ""                     # what else builds and measures a candidate (a bench command): in the results' key
 
 
 BACKENDS = ("static", "command", "replay", "pycuda")
