@@ -79,8 +79,9 @@ def _replay(task, path: str | None, context: Context) -> Measurer:
 _POOL = None
 
 
-def gpu_pool():
-    """One measuring process for the whole retune (started on first use)."""
+def gpu_pool(device: int = 0):
+    """One measuring process for the whole retune (started on first use, on
+    CUDA device `device`: the project setting `retune.device`)."""
     global _POOL
     if _POOL is None:
         try:
@@ -88,7 +89,7 @@ def gpu_pool():
         except ImportError:
             raise EnvironmentProblem("the pycuda backend needs PyCUDA (pip install 'nvcc-evo[gpu]') and a GPU")
         from nvcc_evo.measure.gpu import WorkerPool
-        _POOL = WorkerPool()
+        _POOL = WorkerPool(device=device)
     return _POOL
 
 
@@ -113,12 +114,12 @@ def load_reference(bench: model.Bench, folder: Path):
     return getattr(module, name)
 
 
-def _pycuda(task, space_defaults: dict, acf_folder: Path) -> Measurer:
+def _pycuda(task, space_defaults: dict, acf_folder: Path, device: int = 0) -> Measurer:
     from nvcc_evo.measure.gpu import GpuBench, OBJECTIVES
     bench = task.unit.bench
     if bench is None or bench.kernel is None:
         raise UsageError(f"unit {task.unit} has no `bench {{ kernel ... }}` block for the pycuda backend")
-    pool = gpu_pool()
+    pool = gpu_pool(device)
     defines = lambda genome: {**space_defaults, **define_values(genome.settings())}
     gpu = GpuBench(bench, pool, task.arch, defines, energy=True, expected_fn=load_reference(bench, acf_folder))
     energy = "energy from NVML" if pool.hello.get("nvml") else "no NVML: energy dropped"
@@ -136,9 +137,9 @@ def resolve_backend(backend: str) -> str:
 
 
 def measurer_for(backend: str, task, acf_path: Path, context: Context, replay_path: str | None,
-                 timeout: float, space_defaults: dict | None = None) -> Measurer:
+                 timeout: float, space_defaults: dict | None = None, device: int = 0) -> Measurer:
     if backend == "pycuda":
-        return _pycuda(task, space_defaults or {}, acf_path.parent)
+        return _pycuda(task, space_defaults or {}, acf_path.parent, device)
     if backend == "static":
         return _static(task)
     if backend == "command":
