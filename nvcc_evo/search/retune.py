@@ -25,6 +25,7 @@ from nvcc_evo.errors import AcfChanged, AcfError, ExitCode, UsageError
 from nvcc_evo.measure import Measurement, Measurer
 from nvcc_evo.search.evaluate import Evaluator, Goal, goal_for, holds
 from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_search
+from nvcc_evo.search.progress import ProgressLine, reporter
 from nvcc_evo.search.measurers import close_pool, measurer_for, resolve_backend
 from nvcc_evo.search.selection import Task, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
@@ -162,8 +163,12 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
             + _first_lines(baseline_measurement.detail))
         progress, settled = Progress(), ""
     else:
-        progress, settled = _search(task, options, toolkit, engine, evaluator, space,
-                                    lambda p, e, b: _report_generation(task, goal, p, e, evaluator, measurer.drift, b))
+        shown = reporter(options.progress, str(task), options.evaluations, log)
+        try:
+            progress, settled = _search(task, options, toolkit, engine, evaluator, space, lambda p, e, b: shown.update(
+                _progress_line(task, goal, p, e, evaluator, measurer.drift, b)))
+        finally:
+            shown.close()
     base_eval = evaluator.evaluation(baseline_genome, baseline_measurement)
     best = choose(list(engine.seen.values()), engine.front(), base_eval, goal, evaluator.measured,
                   evaluator.baseline, current_genome(task, space))
@@ -258,21 +263,20 @@ def _build_key(job: CompileJob) -> str:
     return hashlib.sha256(repr((job.argv, job.env, job.nvcc)).encode()).hexdigest()[:16]
 
 
-def _report_generation(task: Task, goal: Goal, progress: Progress, engine: Engine, evaluator: Evaluator,
-                       baseline_drift=lambda: None, budget: Budget | None = None) -> None:
+def _progress_line(task: Task, goal: Goal, progress: Progress, engine: Engine, evaluator: Evaluator,
+                   baseline_drift=lambda: None, budget: Budget | None = None) -> ProgressLine:
     front = engine.front()
-    best = ", ".join(f"{m}={v:.4g}" for m, v in zip(goal.minimize, front[0].objectives)) if front else "none feasible"
     t = evaluator.tally
-    drift = baseline_drift()          # the backend's baseline again, between generations (None: not known)
-    noted = f", baseline drift {drift:+.2%}" if drift is not None else ""
-    pace = ""
-    if budget is not None and progress.evaluations < budget.evaluations < float("inf"):
-        made = max(1, progress.evaluations - progress.resumed)       # this run's pace, not the store's
-        left = progress.elapsed() / made * (budget.evaluations - progress.evaluations)
-        pace = f"; at most {budget.evaluations - progress.evaluations} more, ~{left:.0f} s at this pace"
-    failed = f"{t.failed} failed: {t.failures_text()}" if t.failed else "0 failed"
-    log(f"{task} gen {progress.generation}: {progress.evaluations} evaluations ({t.reused} same binary, "
-        f"{failed}), front {len(front)}, best {best}{noted} [{progress.elapsed():.0f} s{pace}]")
+    base = evaluator.baseline
+    return ProgressLine(
+        str(task), progress.generation, progress.evaluations,
+        budget.evaluations if budget is not None else float("inf"), t.reused,
+        tuple((status, count, example) for status, (count, example) in
+              sorted(t.failures.items(), key=lambda s: -s[1][0])),
+        len(front), tuple(zip(goal.minimize, front[0].objectives)) if front else (),
+        tuple((m, float(base[m])) for m in goal.minimize if m in base),
+        progress.elapsed(), max(1, progress.evaluations - progress.resumed),       # this run's pace, not the store's
+        baseline_drift())          # the backend's baseline again, between generations (None: not known)
 
 
 def _write_or_say_why(acf_path: Path, outcome: Outcome, toolkit, options: Options) -> None:
