@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 
-VERBS = ("--acf-check", "--acf-fmt", "--explain", "--retune", "--evo-help", "--evo-version")
+VERBS = ("--acf-check", "--acf-fmt", "--explain", "--retune", "--report", "--evo-help", "--evo-version")
 
 HELP = """\
 usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's tuned flags
@@ -27,6 +27,10 @@ usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's t
                                                search each stale unit's knobs and write them to the ACF
                                                (defaults: nvcc-evo.toml beside the ACF, or pyproject.toml's
                                                [tool.nvcc-evo]; the environment and the command line win)
+       nvcc-evo --report [UNIT-GLOB...] [--acf FILE] [--store JSONL...] [--out FILE]
+                                               an HTML page of the results: chosen knobs against the
+                                               baseline, fronts, convergence, failures, what is stale
+                                               (no GPU, no compile; plots need nvcc-evo[report])
        nvcc-evo --evo-version                  print nvcc-evo's version
        nvcc-evo --evo-help                     this help (--help is nvcc's own)
 
@@ -132,6 +136,20 @@ def retune(rest: list[str]) -> int:
                               command_line=tuple(given)))   # (defaults: project settings, nvcc-evo.toml)
 
 
+def report(rest: list[str]) -> int:
+    import argparse
+    from nvcc_evo.search.findings import run_report
+    parser = argparse.ArgumentParser(prog="nvcc-evo --report")
+    parser.add_argument("globs", nargs="*", metavar="UNIT-GLOB", help="report these units (default: all)")
+    parser.add_argument("--acf", help="the ACF (default: nearest nvcc-evo.acf here or above)")
+    parser.add_argument("--store", action="append", default=[], metavar="JSONL",
+                        help="results store(s) to read (default: .nvcc-evo/results.jsonl beside the ACF)")
+    parser.add_argument("--out", metavar="FILE", help="the HTML file (default: .nvcc-evo/report.html beside the ACF)")
+    args = parser.parse_args(rest)
+    _readable_acf(args.acf)
+    return run_report(args.acf, tuple(args.globs), args.store, args.out)
+
+
 def _readable_acf(named: str | None) -> None:
     """An ACF named by --acf or NVCC_EVO_ACF that cannot be read stops a
     retune before anything starts, saying which and why."""
@@ -164,6 +182,8 @@ def run_verb(verb: str, rest: list[str]) -> int:
         return ExitCode.OK
     if verb == "--retune":
         return retune(rest)
+    if verb == "--report":
+        return report(rest)
     if verb == "--acf-check":
         return acf_check(_files_parser(verb).parse_args(rest).files)
     args = _files_parser(verb, with_check=True).parse_args(rest)
