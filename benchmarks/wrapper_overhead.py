@@ -2,7 +2,11 @@
 unit, without an ACF and with one (nvcc then gets the same flags by hand, so
 only the wrapper's own work differs). Prints median wall times and ratios.
 
-    .venv/bin/python benchmarks/wrapper_overhead.py [--runs 15] [--evo PATH]
+    .venv/bin/python benchmarks/wrapper_overhead.py [--runs 15] [--evo PATH] [--against PATH]
+
+`--against OTHER`: also times another nvcc-evo (an older checkout, say)
+alternately with this one on the --dryrun calls, so a change's cost shows as
+a ratio measured side by side; the last case adds a project settings file.
 """
 from __future__ import annotations
 
@@ -34,16 +38,18 @@ def timed(argv: list[str], cwd: Path, env: dict) -> float:
     return time.perf_counter() - start
 
 
-def compare(label: str, plain: list[str], wrapped: list[str], cwd: Path, env: dict, runs: int) -> None:
+def compare(label: str, plain: list[str], wrapped: list[str], cwd: Path, env: dict, runs: int,
+            names: tuple[str, str] = ("nvcc", "nvcc-evo")) -> None:
     timed(wrapped, cwd, env)          # warm: toolkit probe and ACF cache filled once
+    timed(plain, cwd, env)
     a, b = [], []
     for _ in range(runs):
         a.append(timed(plain, cwd, env))
         b.append(timed(wrapped, cwd, env))
     med_a, med_b = statistics.median(a), statistics.median(b)
-    print(f"{label:<10} nvcc {med_a * 1000:8.1f} ms   nvcc-evo {med_b * 1000:8.1f} ms   "
+    print(f"{label:<10} {names[0]} {med_a * 1000:8.1f} ms   {names[1]} {med_b * 1000:8.1f} ms   "
           f"ratio {med_b / med_a:6.3f}   extra {(med_b - med_a) * 1000:+6.1f} ms   "
-          f"(medians of {runs}; nvcc spread {(max(a) - min(a)) * 1000:.0f} ms)")
+          f"(medians of {runs}; {names[0]} spread {(max(a) - min(a)) * 1000:.0f} ms)")
 
 
 def main() -> None:
@@ -51,6 +57,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--evo", default=str(EVO),
                         help="the nvcc-evo to time (default: this venv's; an editable install adds its finder)")
+    parser.add_argument("--against", help="another nvcc-evo to time alternately with --evo (--dryrun calls)")
     args = parser.parse_args()
     evo = args.evo
     nvcc = shutil.which("nvcc")
@@ -69,6 +76,14 @@ def main() -> None:
         compare("with ACF", [nvcc, *dry, *tuned], [evo, *dry], work, env, 3 * args.runs)
         (work / "nvcc-evo.acf").unlink()
         compare("no ACF", [nvcc, *dry], [evo, *dry], work, env, 3 * args.runs)
+        if args.against:
+            print(f"the other nvcc-evo ({args.against}) against this one, alternately, --dryrun:")
+            names = ("other", "this")
+            compare("no ACF", [args.against, *dry], [evo, *dry], work, env, 3 * args.runs, names)
+            (work / "nvcc-evo.acf").write_text(ACF)
+            compare("with ACF", [args.against, *dry], [evo, *dry], work, env, 3 * args.runs, names)
+            (work / "nvcc-evo.toml").write_text('stale = "keep"\n\n[retune]\nevaluations = 40\n')
+            compare("ACF+TOML", [args.against, *dry], [evo, *dry], work, env, 3 * args.runs, names)
 
 
 if __name__ == "__main__":

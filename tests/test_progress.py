@@ -11,18 +11,8 @@ import pytest
 
 from conftest import DATA, EVO_COMMAND, evo_env
 from nvcc_evo.search.progress import Lines, ProgressLine, reporter
+from test_retune import ACF           # spill.cu's two-knob search
 
-ACF = """acf 1
-unit "spill.cu" {
-    search {
-        ptxas.opt_level in 1..3
-        ptxas.register_usage_level in 0..10
-    }
-    tune {
-        minimize spills, registers
-    }
-}
-"""
 LINE = ProgressLine('"spill.cu" [sm_90]', 2, 8, 20, 3, (("compile-error", 2, "ptxas error : bad"),), 1,
                     (("spills", 48.0), ("registers", 64.0)), (("spills", 332.0), ("registers", 255.0)),
                     elapsed=16.0, made=8, drift=0.0125)
@@ -43,7 +33,10 @@ def test_the_plain_line_and_the_bar_say_the_same_fields():
 def test_no_terminal_no_bar(tmp_path):
     with open(tmp_path / "log", "w") as stream:
         assert isinstance(reporter("auto", "u", 10, print, stream), Lines)
-    assert not isinstance(reporter("bar", "u", 10, print, open(os.devnull, "w")), Lines)
+    with open(os.devnull, "w") as stream:
+        bar = reporter("bar", "u", 10, print, stream)       # asked for: a bar even where no one looks
+        bar.close()
+    assert not isinstance(bar, Lines)
 
 
 @pytest.fixture

@@ -143,16 +143,16 @@ from nvcc_evo.driver.wrapper import decide
 decision = decide(["-arch=sm_90", "-c", "spill.cu"], Path(sys.argv[1]), {}, Path.cwd())
 assert decision.flags is not None, decision
 assert not {"matplotlib", "rich"} & set(sys.modules)       # the extras never load on the compile path
-print("tomllib" in sys.modules)
+print("tomllib" in sys.modules, "nvcc_evo.driver.settings" in sys.modules)
 """
 
 
-def test_the_compile_path_imports_tomllib_only_for_a_settings_file(project, real_nvcc, evo_cache):
+def test_the_compile_path_reads_settings_only_where_a_file_is(project, real_nvcc, evo_cache):
     env = evo_env(evo_cache, PYTHONPATH=str(ROOT))
     probe = lambda: subprocess.run([sys.executable, "-c", PROBE, str(real_nvcc)], cwd=project, env=env,
                                    capture_output=True, text=True, check=True).stdout.strip()
-    assert probe() == "False"
+    assert probe() == "False False"                   # an ACF, no settings file: a few stats, nothing imported
     (project / "pyproject.toml").write_text('[project]\nname = "x"\n')        # no table of ours: still not
-    assert probe() == "False"
+    assert probe() == "False False"
     (project / "nvcc-evo.toml").write_text('stale = "keep"\n')
-    assert probe() == "True"
+    assert probe() == "True True"

@@ -19,7 +19,7 @@ def report(decision: Decision) -> str:
         lines.append(f"pass-through: {plan.passthrough}")
         return "\n".join(lines) + "\n"
     lines.append(f"ACF: {plan.acf_path}")
-    lines += _settings_lines(decision.settings, decision.nvcc)
+    lines += _settings_lines(decision.settings or _no_file(plan.acf_path), decision.nvcc)
     lines.append(f"SASS targets: {', '.join(plan.archs) or 'none'}")
     lines += [f"note: {n}" for n in plan.notes]
     for match in plan.matches:
@@ -45,6 +45,11 @@ def report(decision: Decision) -> str:
         lines.append("skipped:")
         lines += [f"    {knob}: {why}" for knob, why in decision.flags.skipped]
     return "\n".join(lines) + "\n"
+
+
+def _no_file(acf_path):
+    from nvcc_evo.driver.settings import load
+    return load(acf_path, os.environ)         # (no file: every value from the environment or the defaults)
 
 
 def _settings_lines(settings, nvcc) -> list[str]:

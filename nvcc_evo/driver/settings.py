@@ -10,9 +10,9 @@ print. Keys are one table (`KEYS`); unknown keys and wrong types are located
 errors like an ACF's (`nvcc-evo.toml:3:1: error: ...`): tomllib gives no
 positions for values, so `_places` finds each key's line in the text.
 
-On the compile path (os and sys, NamedTuple): a project without a settings
-file pays two stats and the walk up to its pyproject.toml; tomllib is
-imported only when a file exists that holds our table.
+The compile path looks for the file with nvcc_evo.driver.common's
+`find_settings_file` (os only: a few stats) and imports this module, and
+tomllib, only when there is one.
 """
 from __future__ import annotations
 
@@ -20,11 +20,9 @@ import os
 import re
 from typing import NamedTuple
 
-from nvcc_evo.driver.common import LOG_ENV, REAL_NVCC_ENV
+from nvcc_evo.driver.common import LOG_ENV, PYPROJECT, REAL_NVCC_ENV, SETTINGS_NAME as FILE_NAME, find_settings_file
 from nvcc_evo.errors import AcfError, Diagnostic, Location, UsageError
 
-FILE_NAME = "nvcc-evo.toml"
-PYPROJECT = "pyproject.toml"
 TABLE = ("tool", "nvcc-evo")            # the table in pyproject.toml; nvcc-evo.toml holds its keys at top level
 BACKENDS = ("auto", "pycuda", "static", "command", "replay")
 
@@ -126,33 +124,10 @@ def _show(value) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def find_file(acf_path) -> tuple[str, bool] | None:
-    """(the settings file, whether it is a pyproject.toml) for an ACF, or None.
-    A pyproject.toml counts only when it names our table (a byte search
-    first: most hold none, and then tomllib is never imported)."""
-    folder = os.path.dirname(os.path.abspath(acf_path))
-    beside = os.path.join(folder, FILE_NAME)
-    if os.path.isfile(beside):
-        return beside, False
-    while True:
-        candidate = os.path.join(folder, PYPROJECT)
-        if os.path.isfile(candidate):
-            try:
-                with open(candidate, "rb") as handle:
-                    holds = b"nvcc-evo" in handle.read()
-            except OSError:
-                return None
-            return (candidate, True) if holds else None
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
-
-
 def load(acf_path, environ) -> Settings:
     """The settings that apply to the ACF at `acf_path` (SettingsError when
     its file has errors)."""
-    found = find_file(acf_path) if acf_path is not None else None
+    found = find_settings_file(acf_path) if acf_path is not None else None
     if found is None:
         return Settings(None, {}, {}, environ)
     path, in_pyproject = found

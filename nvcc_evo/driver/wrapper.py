@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.driver import plan as planning
 from nvcc_evo.driver.nvcc_options import parse_call
-from nvcc_evo.driver.common import REAL_NVCC_ENV, NvccNotFound, find_real_nvcc as find_nvcc, is_self
+from nvcc_evo.driver.common import (REAL_NVCC_ENV, NvccNotFound, find_real_nvcc as find_nvcc, find_settings_file,
+                                     is_self)
 from nvcc_evo.errors import AcfError, EnvironmentProblem
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ class Decision(NamedTuple):
     call: object = None                   # the NvccCall read from argv, for the compile database
     per_step: tuple[tuple[tuple[str, str], "FlagPlan"], ...] = ()   # ((input, arch), ptxas knobs that differ)
     acf_error: object = None              # the AcfError, when the ACF has errors (--explain shows them all)
-    settings: object = None               # the project's settings (nvcc_evo.driver.settings), once an ACF is found
+    settings: object = None               # the project's settings (nvcc_evo.driver.settings), where a file has them
 
     def build_environ(self, environ) -> dict:
         """The environment the decision was made with: the settings file's
@@ -77,17 +78,23 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
     if unreadable:          # (NVCC_EVO_ACF naming nothing must not look like an untuned ACF)
         return Decision(nvcc, planning.CallPlan(acf_path, passthrough="the ACF cannot be read"),
                         problems=(f"{unreadable}; building without tuned flags",))
-    from nvcc_evo.driver import settings as project
-    try:
-        found = project.load(acf_path, environ)
-        nvcc = _settings_nvcc(found, nvcc)
-    except (project.SettingsError, OSError, EnvironmentProblem) as error:
-        error_text = str(error) if not isinstance(error, OSError) else f"{error.filename}: {error.strerror}"
-        return Decision(nvcc, planning.CallPlan(acf_path, passthrough="the project settings have errors"),
-                        problems=(f"the project settings cannot be used; building without tuned flags: "
-                                  f"{error_text.splitlines()[0]}",),
-                        acf_error=None if isinstance(error, OSError) else error)
-    environ = found.for_build()
+    found = None                          # no settings file: nothing more is loaded for it
+    if find_settings_file(acf_path) is not None:
+        from nvcc_evo.driver import settings as project
+        try:
+            found = project.load(acf_path, environ)
+            nvcc = _settings_nvcc(found, nvcc)
+        except (project.SettingsError, OSError, EnvironmentProblem) as error:
+            error_text = str(error) if not isinstance(error, OSError) else f"{error.filename}: {error.strerror}"
+            return Decision(nvcc, planning.CallPlan(acf_path, passthrough="the project settings have errors"),
+                            problems=(f"the project settings cannot be used; building without tuned flags: "
+                                      f"{error_text.splitlines()[0]}",),
+                            acf_error=None if isinstance(error, OSError) else error)
+        environ = found.for_build()
+    elif nvcc is None:
+        return Decision(None, planning.CallPlan(acf_path, passthrough="no real nvcc"),
+                        problems=("no real nvcc found: set NVCC_EVO_REAL_NVCC, CUDA_HOME, PATH or `nvcc` in "
+                                  "the project settings",))
     from nvcc_evo.driver.flags import FlagPlan, plan_flags, read_facts
     from nvcc_evo.driver.toolkit import cache_folder, load_toolkit
     toolkit = load_toolkit(nvcc)

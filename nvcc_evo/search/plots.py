@@ -57,7 +57,8 @@ def front_figure(points: Sequence[Point], front: Sequence[Point], title: str, x_
             if max(coordinate) / min(coordinate) > 10:        # a narrow range reads better on a linear axis
                 scale("log")
                 axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    axes.set(title=title, xlabel=x_label, ylabel=y_label)
+    axes.set(xlabel=x_label, ylabel=y_label)
+    axes.set_title(title, fontsize="medium", wrap=True)
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize="small")
     return figure
@@ -93,7 +94,7 @@ def convergence_figure(values: Sequence[float], seconds: Sequence[float] | None,
         axis.grid(True, alpha=0.3)
         _clip_outliers(axis, values, baseline)
     axes[0][0].legend(fontsize="small")
-    figure.suptitle(title)
+    figure.suptitle(title, fontsize="medium")
     return figure
 
 
@@ -118,7 +119,8 @@ def curves_figure(curves: dict[str, Sequence[Point]], title: str, x_label: str, 
             axes.plot(*zip(*points), label=name)
     if reference is not None:
         axes.axhline(reference[1], color="black", linestyle="--", linewidth=1, label=reference[0])
-    axes.set(title=title, xlabel=x_label, ylabel=y_label + (f" (clipped at {y_max:.4g})" if y_max else ""))
+    axes.set(xlabel=x_label, ylabel=y_label + (f" (clipped at {y_max:.4g})" if y_max else ""))
+    axes.set_title(title, fontsize="medium", wrap=True)
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize="small")
     return figure
