@@ -51,12 +51,14 @@ def front_figure(points: Sequence[Point], front: Sequence[Point], title: str, x_
     if chosen is not None and all(map(math.isfinite, chosen)):
         axes.scatter(*chosen, marker="*", s=180, color="#2ca02c", edgecolor="black", label="chosen", zorder=5)
     if log and points and all(x > 0 and y > 0 for x, y in points):
-        from matplotlib.ticker import FuncFormatter
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
         for values, axis, scale in ((points, axes.xaxis, axes.set_xscale), (points, axes.yaxis, axes.set_yscale)):
             coordinate = [p[0] if axis is axes.xaxis else p[1] for p in values]
             if max(coordinate) / min(coordinate) > 10:        # a narrow range reads better on a linear axis
                 scale("log")
+                axis.set_major_locator(LogLocator(subs=(1, 2, 5)))      # 100, 200, 500, 1000: plain numbers
                 axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+                axis.set_minor_formatter(NullFormatter())
     axes.set(xlabel=x_label, ylabel=y_label)
     axes.set_title(title, fontsize="medium", wrap=True)
     axes.grid(True, alpha=0.3)
