@@ -75,6 +75,7 @@ def test_pyproject_table_found_above_the_acf_and_the_file_beside_it_wins(tmp_pat
     assert "evaluations = 7 (../pyproject.toml:8)" in result.stderr, result.stderr
     explained = run_evo("--explain", "-arch=sm_90", "-c", "spill.cu", cwd=sub, env=env).stdout
     assert "stale = 'default' (../pyproject.toml:5)" in explained
+    assert "retune.evaluations = 7 (../pyproject.toml:8)" in explained           # every setting, with its source
     (sub / "nvcc-evo.toml").write_text("[retune]\nevaluations = 3\n")
     assert "evaluations = 3 (nvcc-evo.toml:2)" in run_evo("--retune", "--dry-run", cwd=sub, env=env).stderr
 
