@@ -1,12 +1,12 @@
 """Wrapper overhead: nvcc and nvcc-evo run alternately on a real translation
 unit, without an ACF and with one (nvcc then gets the same flags by hand, so
 only the wrapper's own work differs). Prints median wall times and ratios.
+With --against OTHER, a second nvcc-evo (say, an install of an earlier
+commit) runs in the same alternation, so two versions are compared side by
+side under the same load. The last case adds a project settings file
+(nvcc-evo.toml beside the ACF).
 
     .venv/bin/python benchmarks/wrapper_overhead.py [--runs 15] [--evo PATH] [--against PATH]
-
-`--against OTHER`: also times another nvcc-evo (an older checkout, say)
-alternately with this one on the --dryrun calls, so a change's cost shows as
-a ratio measured side by side; the last case adds a project settings file.
 """
 from __future__ import annotations
 
@@ -38,18 +38,21 @@ def timed(argv: list[str], cwd: Path, env: dict) -> float:
     return time.perf_counter() - start
 
 
-def compare(label: str, plain: list[str], wrapped: list[str], cwd: Path, env: dict, runs: int,
-            names: tuple[str, str] = ("nvcc", "nvcc-evo")) -> None:
-    timed(wrapped, cwd, env)          # warm: toolkit probe and ACF cache filled once
-    timed(plain, cwd, env)
-    a, b = [], []
+def compare(label: str, plain: list[str], wrapped: dict[str, list[str]], cwd: Path, env: dict, runs: int) -> None:
+    """nvcc and each wrapper alternately, `runs` times; medians and extras."""
+    for argv in wrapped.values():
+        timed(argv, cwd, env)         # warm: toolkit probe and ACF cache filled once
+    a, b = [], {name: [] for name in wrapped}
     for _ in range(runs):
         a.append(timed(plain, cwd, env))
-        b.append(timed(wrapped, cwd, env))
-    med_a, med_b = statistics.median(a), statistics.median(b)
-    print(f"{label:<10} {names[0]} {med_a * 1000:8.1f} ms   {names[1]} {med_b * 1000:8.1f} ms   "
-          f"ratio {med_b / med_a:6.3f}   extra {(med_b - med_a) * 1000:+6.1f} ms   "
-          f"(medians of {runs}; {names[0]} spread {(max(a) - min(a)) * 1000:.0f} ms)")
+        for name, argv in wrapped.items():
+            b[name].append(timed(argv, cwd, env))
+    med_a = statistics.median(a)
+    for name, times in b.items():
+        med_b = statistics.median(times)
+        print(f"{label:<10} nvcc {med_a * 1000:8.1f} ms   {name} {med_b * 1000:8.1f} ms   "
+              f"ratio {med_b / med_a:6.3f}   extra {(med_b - med_a) * 1000:+6.1f} ms   "
+              f"(medians of {runs}; nvcc spread {(max(a) - min(a)) * 1000:.0f} ms)")
 
 
 def main() -> None:
@@ -57,9 +60,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--evo", default=str(EVO),
                         help="the nvcc-evo to time (default: this venv's; an editable install adds its finder)")
-    parser.add_argument("--against", help="another nvcc-evo to time alternately with --evo (--dryrun calls)")
+    parser.add_argument("--against", help="another nvcc-evo, timed in the same alternation")
     args = parser.parse_args()
-    evo = args.evo
+    evos = {"nvcc-evo": args.evo, **({"against": args.against} if args.against else {})}
     nvcc = shutil.which("nvcc")
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
@@ -68,22 +71,18 @@ def main() -> None:
         base = ["-arch=sm_90", "-c", "sgemm_regblock.cu", "-o", "out.o"]
         tuned = ["-DTM=4", "-Xptxas", "-O2"]
         dry = ["--dryrun", *base]
+        calls = lambda argv: {name: [evo, *argv] for name, evo in evos.items()}
         print("compiling sgemm_regblock.cu (real compile; ratio is what a build sees):")
-        compare("no ACF", [nvcc, *base], [evo, *base], work, env, args.runs)
+        compare("no ACF", [nvcc, *base], calls(base), work, env, args.runs)
         (work / "nvcc-evo.acf").write_text(ACF)
-        compare("with ACF", [nvcc, *base, *tuned], [evo, *base], work, env, args.runs)
+        compare("with ACF", [nvcc, *base, *tuned], calls(base), work, env, args.runs)
         print("the same calls with --dryrun (nvcc plans but runs nothing, so the wrapper's own cost stands out):")
-        compare("with ACF", [nvcc, *dry, *tuned], [evo, *dry], work, env, 3 * args.runs)
+        compare("with ACF", [nvcc, *dry, *tuned], calls(dry), work, env, 3 * args.runs)
         (work / "nvcc-evo.acf").unlink()
-        compare("no ACF", [nvcc, *dry], [evo, *dry], work, env, 3 * args.runs)
-        if args.against:
-            print(f"the other nvcc-evo ({args.against}) against this one, alternately, --dryrun:")
-            names = ("other", "this")
-            compare("no ACF", [args.against, *dry], [evo, *dry], work, env, 3 * args.runs, names)
-            (work / "nvcc-evo.acf").write_text(ACF)
-            compare("with ACF", [args.against, *dry], [evo, *dry], work, env, 3 * args.runs, names)
-            (work / "nvcc-evo.toml").write_text('stale = "keep"\n\n[retune]\nevaluations = 40\n')
-            compare("ACF+TOML", [args.against, *dry], [evo, *dry], work, env, 3 * args.runs, names)
+        compare("no ACF", [nvcc, *dry], calls(dry), work, env, 3 * args.runs)
+        (work / "nvcc-evo.acf").write_text(ACF)
+        (work / "nvcc-evo.toml").write_text('stale = "keep"\n\n[retune]\nevaluations = 40\n')
+        compare("ACF+TOML", [nvcc, *dry, *tuned], calls(dry), work, env, 3 * args.runs)
 
 
 if __name__ == "__main__":
