@@ -47,7 +47,7 @@ def test_every_kernel_has_its_front_and_convergence(report):
         front = xml.dom.minidom.parseString(plots[0])              # well-formed SVG, inlined
         texts = " ".join(node.firstChild.data for node in front.getElementsByTagName("text") if node.firstChild)
         assert re.search(r"Pareto front \(\d+\)", texts) and "runtime (us)" in texts and "energy (mJ)" in texts, unit
-        assert "best so far" in plots[1] and "baseline" in plots[1]
+        assert "best so far" in plots[1] and "baseline" in plots[1] and "wall time (s)" in plots[1], unit
 
 
 def test_the_page_says_knobs_spreads_verification_failures_and_staleness(report):
@@ -70,14 +70,16 @@ def test_a_stale_entry_and_unit_globs(tmp_path, evo_cache):
     at = text.index('unit "softmax.cu"')
     old = re.search(r'fingerprint = "sha256:[0-9a-f]+"', text[at:]).group(0)
     acf.write_text(text[:at] + text[at:].replace(old, 'fingerprint = "sha256:0000"', 1))
-    out = tmp_path / "r.html"
-    result = run_evo("--report", "softmax*", "--store", str(H200), "--out", str(out), cwd=tmp_path / "kernels",
-                     env=evo_env(evo_cache))
+    shutil.copy(H200, tmp_path / "h200.jsonl")
+    (tmp_path / "kernels" / "nvcc-evo.toml").write_text('[report]\nstores = ["../h200.jsonl"]\nout = "../r.html"\n')
+    out = tmp_path / "r.html"                                       # (both from the project settings)
+    result = run_evo("--report", "softmax*", cwd=tmp_path / "kernels", env=evo_env(evo_cache))
     assert result.returncode == 0, result.stderr
     found = sections(out.read_text())
     assert list(found) == ["softmax.cu"] and '<p class="stale">Stale: source changed</p>' in found["softmax.cu"]
     wrong = run_evo("--report", "nothing*", "--store", str(H200), cwd=tmp_path / "kernels", env=evo_env(evo_cache))
     assert wrong.returncode == 2 and "--report nothing*: no unit of" in wrong.stderr
+    (tmp_path / "kernels" / "nvcc-evo.toml").unlink()
     none = run_evo("--report", cwd=tmp_path / "kernels", env=evo_env(evo_cache))
     assert none.returncode == 2 and "no results store at" in none.stderr
 

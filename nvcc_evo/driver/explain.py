@@ -56,12 +56,12 @@ def _settings_lines(settings, nvcc) -> list[str]:
     """Each build setting with its value and where it came from (the retune's in --retune --dry-run)."""
     if settings is None:
         return []
-    from nvcc_evo.driver.settings import BUILD_KEYS, RETUNE_KEYS
+    from nvcc_evo.driver.settings import BUILD_KEYS, REPORT_KEYS, RETUNE_KEYS
     head = f"settings: {settings.path}" if settings.path else "settings: no nvcc-evo.toml beside the ACF, " \
         "no [tool.nvcc-evo] in a pyproject.toml at or above it"
     lines = settings.described(BUILD_KEYS)
     lines[0] = lines[0].replace("(unset) (built-in default)", f"{nvcc} (built-in default: CUDA_HOME, CUDA_PATH, PATH)")
-    return [head] + [f"    {line}" for line in lines + settings.described(RETUNE_KEYS)]
+    return [head] + [f"    {line}" for line in lines + settings.described(RETUNE_KEYS + REPORT_KEYS)]
 
 
 def explain(argv: list[str]) -> str:

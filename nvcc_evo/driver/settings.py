@@ -33,7 +33,8 @@ class Key(NamedTuple):
     built-in default, the values it may take and what it is for."""
 
     name: str
-    kind: str                 # "str", "path" (relative to the settings file), "int", "float", "choice", "paths"
+    kind: str                 # "str", "path" (relative to the settings file), "int", "float", "choice",
+    #                           "paths" (a table of name = path), "pathlist" (an array of paths)
     env: str
     default: object
     what: str
@@ -67,10 +68,13 @@ KEYS = (
     Key("retune.progress", "choice", "NVCC_EVO_PROGRESS", "auto",
         "a live bar (bar), one line per generation (lines), or a bar on a terminal only (auto)",
         ("auto", "bar", "lines")),
+    Key("report.stores", "pathlist", "", None, "results stores --report reads (default: .nvcc-evo/results.jsonl)"),
+    Key("report.out", "path", "", None, "the HTML file --report writes (default: .nvcc-evo/report.html)"),
 )
 BY_NAME = {key.name: key for key in KEYS}
-BUILD_KEYS = tuple(name for name in BY_NAME if not name.startswith("retune."))
+BUILD_KEYS = tuple(name for name in BY_NAME if "." not in name)
 RETUNE_KEYS = tuple(name for name in BY_NAME if name.startswith("retune."))
+REPORT_KEYS = tuple(name for name in BY_NAME if name.startswith("report."))
 TABLES = {name.rpartition(".")[0] for name in BY_NAME if "." in name}
 DEFAULT = "default"
 
@@ -108,7 +112,7 @@ class Settings(NamedTuple):
         """The environment a build decides with: the file's values for the
         variables the environment leaves unset (the environment wins)."""
         added = {BY_NAME[n].env: str(v) for n, v in self.values.items()
-                 if BY_NAME[n].env and not self.environ.get(BY_NAME[n].env) and not n.startswith("retune.")}
+                 if BY_NAME[n].env and not self.environ.get(BY_NAME[n].env) and n in BUILD_KEYS}
         return {**self.environ, **added} if added else self.environ
 
     def described(self, names=None, command_line: dict | None = None) -> list[str]:
@@ -189,6 +193,8 @@ def _problem(name: str, raw) -> str:
         ok = isinstance(raw, int) and not isinstance(raw, bool)
     elif key.kind == "float":
         ok = isinstance(raw, (int, float)) and not isinstance(raw, bool)
+    elif key.kind == "pathlist":
+        ok = isinstance(raw, list) and all(isinstance(v, str) and v for v in raw)
     else:
         ok = isinstance(raw, dict) and all(isinstance(v, str) and v for v in raw.values())
     if not ok:
@@ -203,7 +209,7 @@ def _problem(name: str, raw) -> str:
 def _expected(key: Key) -> str:
     return {"str": "a string", "path": "a path (a string)", "choice": f"one of {', '.join(key.choices)}",
             "int": "an integer", "float": "a number (seconds)",
-            "paths": "a table of paths ({name = \"path\"})"}[key.kind]
+            "paths": "a table of paths ({name = \"path\"})", "pathlist": "an array of paths"}[key.kind]
 
 
 def _toml_type(raw) -> str:
@@ -219,6 +225,8 @@ def _resolve_paths(key: Key, raw, folder: str):
         return os.path.normpath(os.path.join(folder, os.path.expanduser(raw)))
     if key.kind == "paths":
         return {n: os.path.normpath(os.path.join(folder, os.path.expanduser(p))) for n, p in raw.items()}
+    if key.kind == "pathlist":
+        return [os.path.normpath(os.path.join(folder, os.path.expanduser(p))) for p in raw]
     if key.kind == "float":
         return float(raw)
     return raw

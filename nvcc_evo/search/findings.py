@@ -258,6 +258,7 @@ def run_report(acf: str | None, globs: tuple[str, ...], stores: list[str], out: 
     (default .nvcc-evo/report.html beside it); its path on stdout."""
     import os
     from nvcc_evo.acf.resolve import load
+    from nvcc_evo.driver import settings
     from nvcc_evo.driver.common import replace_file
     from nvcc_evo.driver.plan import ACF_NAME, find_acf
     from nvcc_evo.errors import ExitCode, UsageError
@@ -270,6 +271,9 @@ def run_report(acf: str | None, globs: tuple[str, ...], stores: list[str], out: 
         chosen = select_units(file, acf_path, tuple(globs), Path.cwd())
     except UsageError as error:
         raise UsageError(str(error).replace("--retune", "--report", 1)) from None
+    project = settings.load(acf_path, os.environ)          # [report] stores, out: the command line wins
+    stores = stores or project.value("report.stores").value or []
+    out = out or project.value("report.out").value
     paths = [Path(s) for s in stores] or [acf_path.parent / ".nvcc-evo" / "results.jsonl"]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
