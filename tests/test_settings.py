@@ -40,11 +40,13 @@ def project(tmp_path):
 
 
 def test_a_project_table_retunes_with_no_flags(project, evo_cache):
-    (project / "nvcc-evo.toml").write_text('[retune]\nbackend = "static"\nevaluations = 6\npopulation = 3\n'
-                                           'seed = 2\ntarget = "sm_90"\n')
+    (project / "pyproject.toml").write_text('[project]\nname = "kernels"\n\n[tool.nvcc-evo.retune]\n'
+                                            'backend = "static"\nevaluations = 6\npopulation = 3\nseed = 2\n'
+                                            'target = "sm_90"\n')
     result = run_evo("--retune", cwd=project, env=evo_env(evo_cache))
     assert result.returncode == 0, result.stderr
-    assert "backend = 'static' (nvcc-evo.toml:2)" in result.stderr and "evaluations = 6 (nvcc-evo.toml:3)" in result.stderr
+    assert "backend = 'static' (pyproject.toml:5)" in result.stderr
+    assert "evaluations = 6 (pyproject.toml:6)" in result.stderr
     stored = [json.loads(line) for line in (project / ".nvcc-evo" / "results.jsonl").read_text().splitlines()]
     assert 4 <= len(stored) <= 7 and all(r["context"]["backend"] == "static" for r in stored)   # the file's budget
 
