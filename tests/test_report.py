@@ -79,6 +79,11 @@ def test_a_stale_entry_and_unit_globs(tmp_path, evo_cache):
     assert list(found) == ["softmax.cu"] and '<p class="stale">Stale: source changed</p>' in found["softmax.cu"]
     wrong = run_evo("--report", "nothing*", "--store", str(H200), cwd=tmp_path / "kernels", env=evo_env(evo_cache))
     assert wrong.returncode == 2 and "--report nothing*: no unit of" in wrong.stderr
+    (tmp_path / "empty.jsonl").write_text("")                      # a store with nothing of softmax
+    result = run_evo("--report", "softmax*", "--store", str(tmp_path / "empty.jsonl"), cwd=tmp_path / "kernels",
+                     env=evo_env(evo_cache))
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"<td>&quot;softmax.cu&quot;</td><td>sm_90: source changed</td>", out.read_text())
     (tmp_path / "kernels" / "nvcc-evo.toml").unlink()
     none = run_evo("--report", cwd=tmp_path / "kernels", env=evo_env(evo_cache))
     assert none.returncode == 2 and "no results store at" in none.stderr

@@ -76,9 +76,10 @@ class Section:
 
 
 def sections(file: model.AcfFile, acf_path: Path, stores: list[Path], chosen_units: list[int],
-             toolkit_version: str | None) -> tuple[list[Section], int]:
-    """The report's sections, and how many records were left aside (another
-    source fingerprint, or a unit the ACF no longer has)."""
+             toolkit_version: str | None) -> tuple[list[Section], int, list[tuple[str, str]]]:
+    """The report's sections, how many records were left aside (another
+    source fingerprint, or a unit the ACF no longer has), and the units with
+    no evaluation in the stores, each with what is stale about its entries."""
     folder = acf_path.parent
     units = {str(file.units[i]): file.units[i] for i in chosen_units}
     prints = {str(unit): {fingerprint(s, []) for s in unit_sources(unit, folder)} for unit in units.values()}
@@ -97,7 +98,22 @@ def sections(file: model.AcfFile, acf_path: Path, stores: list[Path], chosen_uni
         stale = stale_reasons(unit, arch, records[0].context.fingerprint,
                               toolkit_version or _entry_toolkit(unit, arch))
         found.append(Section(unit, arch, device, backend, tuple(records), stale))
-    return found, aside
+    searched = {section.unit for section in found}
+    unsearched = [(str(unit), _unsearched_state(unit, prints[str(unit)], toolkit_version))
+                  for unit in units.values() if unit not in searched]
+    return found, aside, unsearched
+
+
+def _unsearched_state(unit: model.Unit, prints: set[str], toolkit_version: str | None) -> str:
+    if not unit.targets:
+        return "no entry: never tuned"
+    if len(prints) != 1:
+        return f"its globs name {len(prints)} source files here"
+    states = []
+    for t in unit.targets:
+        why = stale_reasons(unit, t.arch, next(iter(prints)), toolkit_version or _entry_toolkit(unit, t.arch))
+        states.append(f"{t.arch}{' ' + t.gpu if t.gpu else ''}: {'; '.join(why) or 'up to date'}")
+    return "; ".join(states)
 
 
 def _entry_toolkit(unit: model.Unit, arch: str) -> str:
@@ -227,7 +243,8 @@ figure.plot{display:inline-block;margin:0 .5em}figure.plot svg{max-width:100%;he
 .stale{color:#a40}small{color:#666}"""
 
 
-def render(acf_path: Path, found: list[Section], stores: list[Path], aside: int, toolkit_version: str | None) -> str:
+def render(acf_path: Path, found: list[Section], stores: list[Path], aside: int, toolkit_version: str | None,
+           unsearched: list[tuple[str, str]] = ()) -> str:
     body = [f"<h1>nvcc-evo report: {html.escape(str(acf_path))}</h1>",
             f"<p>From {', '.join(html.escape(str(s)) for s in stores)}: {sum(len(s.records) for s in found)} "
             f"evaluations of the sources as they are now"
@@ -239,6 +256,9 @@ def render(acf_path: Path, found: list[Section], stores: list[Path], aside: int,
     else:
         body.append(_table(["unit", "target", "device", "verdict", "chosen vs baseline", "evaluations",
                             "failed", "stale"], [_summary_row(s) for s in found]))
+    if unsearched:
+        body += ["<h2>Units with no evaluations in these stores</h2>",
+                 _table(["unit", "entries"], [[html.escape(u), html.escape(state)] for u, state in unsearched])]
     for section in found:
         chosen = section.chosen()
         stale = (f'<p class="stale">Stale: {html.escape("; ".join(section.stale))}</p>' if section.stale
@@ -279,10 +299,10 @@ def run_report(acf: str | None, globs: tuple[str, ...], stores: list[str], out: 
     if missing:
         raise UsageError(f"no results store at {', '.join(missing)} (a retune writes one; name others with --store)")
     version = _toolkit_version()
-    found, aside = sections(file, acf_path, paths, chosen, version)
+    found, aside, unsearched = sections(file, acf_path, paths, chosen, version)
     target = Path(out) if out else acf_path.parent / ".nvcc-evo" / "report.html"
     target.parent.mkdir(parents=True, exist_ok=True)
-    replace_file(target, render(acf_path, found, paths, aside, version))
+    replace_file(target, render(acf_path, found, paths, aside, version, unsearched))
     print(target)
     return ExitCode.OK
 
