@@ -133,6 +133,13 @@ def test_bad_settings_are_located_errors(project, evo_cache, text, expected):
         in build.stderr
 
 
+def test_a_settings_file_that_is_not_utf8_is_a_located_error(project, evo_cache):
+    (project / "nvcc-evo.toml").write_bytes(b'stale = "keep"\ngpu = "caf\xe9"\n')
+    result = run_evo("--retune", "--dry-run", cwd=project, env=evo_env(evo_cache))
+    assert result.returncode == 1
+    assert result.stderr.startswith("nvcc-evo.toml:2:11: error: the file is not UTF-8 text: byte(s) 0xe9 here")
+
+
 def test_a_bad_environment_value_is_a_usage_error(project, evo_cache):
     result = run_evo("--retune", "--dry-run", cwd=project, env=evo_env(evo_cache, NVCC_EVO_EVALUATIONS="many"))
     assert result.returncode == 2

@@ -137,7 +137,15 @@ def load(acf_path, environ) -> Settings:
     path, in_pyproject = found
     with open(path, "rb") as handle:
         data = handle.read()
-    return parse(data.decode("utf-8", "replace"), path, in_pyproject, environ)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:        # TOML is UTF-8: say where, as the ACF reader does
+        before = data[:error.start]
+        line, column = before.count(b"\n") + 1, len(before) - (before.rfind(b"\n") + 1) + 1
+        shown = min(os.path.relpath(path), path, key=len)
+        raise SettingsError([Diagnostic(Location(shown, line, column), f"the file is not UTF-8 text: byte(s) "
+                                        f"0x{data[error.start]:02x} here (save it as UTF-8)")]) from None
+    return parse(text, path, in_pyproject, environ)
 
 
 def parse(text: str, path: str, in_pyproject: bool, environ) -> Settings:
