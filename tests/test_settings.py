@@ -140,6 +140,17 @@ def test_a_settings_file_that_is_not_utf8_is_a_located_error(project, evo_cache)
     assert result.stderr.startswith("nvcc-evo.toml:2:11: error: the file is not UTF-8 text: byte(s) 0xe9 here")
 
 
+def test_a_settings_nvcc_that_is_not_there_is_said_with_its_place(project, evo_cache):
+    (project / "nvcc-evo.toml").write_text('nvcc = "bin/nvcc"\n')
+    result = run_evo("--retune", "--dry-run", cwd=project, env=evo_env(evo_cache))
+    assert result.returncode == 3
+    assert f"nvcc-evo: error: nvcc-evo.toml:1: nvcc = {project / 'bin' / 'nvcc'} is not an executable nvcc" \
+        in result.stderr
+    build = subprocess.run([str(EVO), "-arch=sm_90", "-c", "spill.cu", "-o", "a.o"], cwd=project,
+                           env=evo_env(evo_cache), capture_output=True, text=True)
+    assert build.returncode == 0 and "nvcc-evo.toml:1: nvcc = " in build.stderr      # warned, built untuned
+
+
 def test_a_bad_environment_value_is_a_usage_error(project, evo_cache):
     result = run_evo("--retune", "--dry-run", cwd=project, env=evo_env(evo_cache, NVCC_EVO_EVALUATIONS="many"))
     assert result.returncode == 2

@@ -21,7 +21,7 @@ from nvcc_evo.driver.candidate import CompileJob
 from nvcc_evo.driver.flags import plan_flags, read_facts
 from nvcc_evo.driver.nvcc_options import parse_call
 from nvcc_evo.driver.plan import ACF_NAME, find_acf
-from nvcc_evo.errors import AcfChanged, AcfError, ExitCode, UsageError
+from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError
 from nvcc_evo.measure import Measurement, Measurer
 from nvcc_evo.search.evaluate import Evaluator, Goal, goal_for, holds
 from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_search
@@ -350,7 +350,10 @@ def _real_nvcc(project: settings.Settings) -> Path:
     chosen = project.value("nvcc")
     if chosen.source in (settings.DEFAULT, settings.REAL_NVCC_ENV):
         return find_real_nvcc()
-    return find_real_nvcc({settings.REAL_NVCC_ENV: chosen.value})
+    try:
+        return find_real_nvcc({settings.REAL_NVCC_ENV: chosen.value})
+    except EnvironmentProblem:
+        raise EnvironmentProblem(f"{chosen.source}: nvcc = {chosen.value} is not an executable nvcc") from None
 
 
 def _say_settings(project: settings.Settings, options: Options) -> None:
