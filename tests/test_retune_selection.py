@@ -92,3 +92,44 @@ def test_a_file_named_from_a_parent_folder_finds_its_acf(project, evo_cache):
 def test_a_unit_never_built_through_the_wrapper_is_said(project, evo_cache):
     done = dry_run(project, evo_cache, "spill.cu")
     assert '"spill.cu": never built through nvcc-evo for this ACF: compiled as `nvcc -c SOURCE`' in done.stderr
+
+
+def test_another_units_unusable_record_does_not_silence_it(project, evo_cache):
+    """regs.cu's record cannot be used (its input is gone); spill.cu, never
+    built, is still said to be compiled without the build's flags (it was
+    silent whenever any record of the ACF was unusable)."""
+    built = run_evo("-arch=sm_90", "-c", "regs.cu", "-o", "regs.o", cwd=project, env=evo_env(evo_cache))
+    assert built.returncode == 0, built.stderr
+    (project / "regs.cu").rename(project / "regs.cu.old")
+    assert "input" in dry_run(project, evo_cache, "--all").stderr.split("regs.cu\": compile database")[1]
+    done = dry_run(project, evo_cache, "spill.cu")
+    assert '"spill.cu": never built through nvcc-evo for this ACF' in done.stderr
+
+
+def test_the_entry_a_retune_judges_is_the_plain_target_even_after_a_named_one(project, evo_cache):
+    """A unit with an entry for one GPU model and a plain entry for the same
+    architecture: the retune writes the plain one, so it is the one judged.
+    (The named H200 entry, measured, was read instead, and the static retune
+    kept the unit for a GPU although its own plain entry was stale.)"""
+    text = ACF.replace('unit "regs.cu" {', '''unit "regs.cu" {
+    target sm_90 "NVIDIA H200" {
+        ptxas.opt_level = 2
+        provenance {
+            fingerprint = "sha256:0000"
+            backend = pycuda
+            gpu = "NVIDIA H200"
+            date = "2026-11-30"
+        }
+    }
+    target sm_90 {
+        ptxas.opt_level = 1
+        provenance {
+            fingerprint = "sha256:0000"
+            backend = static
+        }
+    }''')
+    (project / "nvcc-evo.acf").write_text(text)
+    done = dry_run(project, evo_cache, "--target", "sm_90")
+    assert done.returncode == 0, done.stderr
+    assert '"regs.cu"' in listed(done.stdout), done.stderr
+    assert "but its entry was measured" not in done.stderr

@@ -260,6 +260,11 @@ class Unit:
                 return target
         return None
 
+    def entry_for(self, arch: str) -> Target | None:
+        """The target a retune reads and writes for `arch`: the plain one (no
+        GPU named), else the first one for that architecture."""
+        return self.find_target(arch) or next((t for t in self.targets if t.arch == arch), None)
+
     @property
     def space_digest(self) -> str:
         """A digest of the pins and the search block (values, not spelling:

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from nvcc_evo.acf import benchspec, knobs, model, unitpath
+from nvcc_evo.acf.format import show_string
 from nvcc_evo.acf.objectives import OBJECTIVE_BY_NAME, known_provenance_keys, provenance_type
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.text import read_text
@@ -79,7 +80,7 @@ class Checker:
 
     def glob_span(self, unit: model.Unit, glob: str) -> model.Span:
         """Where the glob's string is (the unit's own span if not found)."""
-        quoted = '"' + glob.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        quoted = show_string(glob)                      # as the formatter writes it
         for line in range(unit.span.line, min(unit.span.end_line, len(self.lines)) + 1):
             column = self.lines[line - 1].find(quoted, unit.span.column - 1 if line == unit.span.line else 0)
             if column >= 0:

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from nvcc_evo.acf import unitpath
-from nvcc_evo.driver.nvcc_options import NvccCall
 from nvcc_evo.driver.common import ACF_ENV, ACF_NAME, replace_file
+from nvcc_evo.driver.nvcc_options import NvccCall
 
 GPU_ENV = "NVCC_EVO_GPU"          # the GPU model the build is for, to pick named targets
 STALE_ENV = "NVCC_EVO_STALE"      # keep (default): use stale knobs; default: build with defaults

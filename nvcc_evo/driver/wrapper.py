@@ -16,15 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.driver import plan as planning
+from nvcc_evo.driver.common import (LOG_ENV, NO_ACF, REAL_NVCC_ENV, NvccNotFound, append_log,
+                                     find_real_nvcc as find_nvcc, find_settings_file, is_self)
 from nvcc_evo.driver.nvcc_options import parse_call
-from nvcc_evo.driver.common import (REAL_NVCC_ENV, NvccNotFound, find_real_nvcc as find_nvcc, find_settings_file,
-                                     is_self)
 from nvcc_evo.errors import AcfError, EnvironmentProblem
 
 if TYPE_CHECKING:
     from nvcc_evo.driver.flags import FlagPlan
-
-from nvcc_evo.driver.common import LOG_ENV, NO_ACF, append_log  # noqa: E402
 
 VERBOSE_ENV = "NVCC_EVO_VERBOSE"
 

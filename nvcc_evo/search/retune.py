@@ -226,7 +226,7 @@ def _search(task: Task, options: Options, toolkit, engine: Engine, evaluator: Ev
 def _entry_is_current(task: Task, toolkit, options: Options) -> bool:
     """The unit's entry for the task's architecture is up to date and was
     written by this backend (a static search never settles for a GPU's entry)."""
-    target = task.unit.find_target(task.arch) or next((t for t in task.unit.targets if t.arch == task.arch), None)
+    target = task.unit.entry_for(task.arch)
     backend = target.record("backend") if target is not None else None
     return (backend is not None and backend.value == options.backend
             and not stale_reasons(task.unit, task.arch, task.fingerprint, toolkit.version))

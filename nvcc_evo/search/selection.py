@@ -93,12 +93,11 @@ def toolkit_archs(nvcc: str) -> list[str]:
     return [line.strip() for line in listed.stdout.splitlines() if line.strip().startswith("sm_")]
 
 
-def _job_for(unit: model.Unit, arch: str, acf_path: Path, db, nvcc: str,
+def _job_for(unit: model.Unit, arch: str, acf_path: Path, mine: list, unreadable: list, nvcc: str,
              timeout: float) -> tuple[CompileJob, Path] | str:
     """How the build compiles this unit: its latest usable compile-database
-    record, else `-c SOURCE`; or why it cannot be built as the build does."""
-    records, unusable = db
-    mine = [r for r in records if tuple(r.unit_globs) == unit.globs]
+    record (`mine`), else `-c SOURCE`; or why it cannot be built as the build
+    does (`unreadable`: records of no known unit, maybe this one's)."""
     if mine:
         record = max(mine, key=lambda r: (r.arch == arch, r.time))
         real = os.path.realpath(record.input)
@@ -106,7 +105,6 @@ def _job_for(unit: model.Unit, arch: str, acf_path: Path, db, nvcc: str,
                      record.input)
         return CompileJob(nvcc, tuple(record.argv), record.cwd, token, arch, (), record.compile_env(),
                           timeout), Path(record.input)
-    unreadable = [u for u in unusable if not u.unit_globs]
     if unreadable:
         return (f"no usable compile-database record, and {len(unreadable)} record(s) cannot be read (e.g. "
                 f"{unreadable[0]}), so how the build compiles it is unknown: not tuned (rebuild it through "
@@ -118,17 +116,19 @@ def _job_for(unit: model.Unit, arch: str, acf_path: Path, db, nvcc: str,
     return CompileJob(nvcc, ("-c", str(source)), str(acf_path.parent), str(source), arch, (), (), timeout), source
 
 
-def _say_unusable(unit: model.Unit, unusable, records) -> None:
-    """Each compile-database record of `unit` that is not used, and what happens instead."""
-    instead = "another record of it is used" if any(tuple(r.unit_globs) == unit.globs for r in records) else \
-        "it is compiled as `nvcc -c SOURCE` instead"
-    for entry in unusable:
-        if entry.unit_globs == unit.globs:
-            log(f"{unit}: compile database {entry}: not used; {instead}")
+def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list) -> None:
+    """Each compile-database record of `unit` that is not used and what
+    happens instead, or that it has none at all."""
+    instead = "another record of it is used" if mine else "it is compiled as `nvcc -c SOURCE` instead"
+    for entry in not_used:
+        log(f"{unit}: compile database {entry}: not used; {instead}")
+    if not (mine or not_used or unreadable):
+        log(f"{unit}: never built through nvcc-evo for this ACF: compiled as `nvcc -c SOURCE`, without the "
+            f"build's own flags (build it once through nvcc-evo to tune it as the build compiles it)")
 
 
 def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str) -> tuple[str, ...]:
-    target = unit.find_target(arch) or next((t for t in unit.targets if t.arch == arch), None)
+    target = unit.entry_for(arch)
     if target is None:
         return (f"no entry for {arch}",)
     if target.provenance is None:
@@ -148,25 +148,23 @@ def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str
 
 def find_tasks(file: model.AcfFile, acf_path: Path, toolkit, options) -> tuple[list[Task], list[str]]:
     """The (unit, target) searches to run, and those that cannot be (said on stderr)."""
-    db = compiledb.scan(acf_path)
-    records = db[0]
-    for broken in (u for u in db[1] if not u.unit_globs):
+    records, unusable = compiledb.scan(acf_path)
+    unreadable = [u for u in unusable if not u.unit_globs]
+    for broken in unreadable:
         log(f"compile database {broken}: cannot be used (a unit with no other record is not tuned)")
     tasks, skipped = [], []
     selected = select_units(file, acf_path, options.globs, Path.cwd())
     for index, unit in enumerate(file.units):
         if index not in selected:
             continue
-        _say_unusable(unit, db[1], records)
-        if not any(tuple(r.unit_globs) == unit.globs for r in records) and not any(db[1]):
-            log(f"{unit}: never built through nvcc-evo for this ACF: compiled as `nvcc -c SOURCE`, without the "
-                f"build's own flags (build it once through nvcc-evo to tune it as the build compiles it)")
+        mine = [r for r in records if r.unit_globs == unit.globs]
+        _say_records(unit, mine, [u for u in unusable if u.unit_globs == unit.globs], unreadable)
         asked = options.all or bool(options.globs)
         archs = [options.target] if options.target else sorted(
-            {r.arch for r in records if tuple(r.unit_globs) == unit.globs} | {t.arch for t in unit.targets}) \
+            {r.arch for r in mine} | {t.arch for t in unit.targets}) \
             or [DEFAULT_ARCH]
         for arch in archs:
-            found = _job_for(unit, arch, acf_path, db, toolkit.nvcc, options.timeout)
+            found = _job_for(unit, arch, acf_path, mine, unreadable, toolkit.nvcc, options.timeout)
             if isinstance(found, str):
                 log(f"unit {unit} [{arch}]: {found}; skipped")
                 skipped.append(f"{unit} [{arch}]")
@@ -192,7 +190,7 @@ MEASURING_BACKENDS = ("pycuda", "command")
 def _measured_on(unit: model.Unit, arch: str) -> str | None:
     """Where the unit's current entry for `arch` was measured (runtime, not
     compiler facts), or None."""
-    target = next((t for t in unit.targets if t.arch == arch), None)
+    target = unit.entry_for(arch)
     backend = target.record("backend") if target is not None and target.provenance else None
     if backend is None or backend.value not in MEASURING_BACKENDS:
         return None

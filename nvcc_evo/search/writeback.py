@@ -27,13 +27,13 @@ from nvcc_evo.system.locks import run_lock
 def fixed_settings(task, space: SearchSpace) -> dict:
     """Knobs set in the current target but outside the search space stay set."""
     searched = {d.knob for d in space.dimensions}
-    current = next((t for t in task.unit.targets if t.arch == task.arch), None)
+    current = task.unit.entry_for(task.arch)
     return {s.knob: s.value for s in (current.settings if current else ()) if s.knob not in searched}
 
 
 def current_genome(task, space: SearchSpace) -> Genome | None:
     """The unit's entry for the task's architecture as a genome of `space`."""
-    current = next((t for t in task.unit.targets if t.arch == task.arch), None)
+    current = task.unit.entry_for(task.arch)
     return space.genome({s.knob: s.value for s in current.settings}) if current is not None else None
 
 
