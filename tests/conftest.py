@@ -58,9 +58,11 @@ def _pip_toolkit() -> Path | None:
 
 def cuobjdump() -> Path:
     found = _pip_toolkit()
-    if found is None or not (found.parent / "cuobjdump").is_file():
-        pytest.fail("cuobjdump missing: `make test` installs nvidia-cuda-cuobjdump")
-    return found.parent / "cuobjdump"
+    if found is not None and (found.parent / "cuobjdump").is_file():
+        return found.parent / "cuobjdump"
+    if shutil.which("cuobjdump"):            # (the GPU machine's toolkit has it)
+        return Path(shutil.which("cuobjdump"))
+    pytest.fail("cuobjdump missing: `make test` installs nvidia-cuda-cuobjdump")
 
 
 def toolkits() -> list:

@@ -22,6 +22,9 @@ def test_spellings_are_unique_per_family():
 
 def test_every_row_is_well_formed():
     for knob in KNOBS:
+        if knob.form is Form.TOOL:          # chooses a program: no flag, and only a step of its own takes it
+            assert knob.spelling == "" and knob.name in knobs.STEP_ONLY, knob.name
+            continue
         assert knob.spelling.startswith("-"), knob.name
         if knob.form is Form.SWITCH:
             assert knob.kind is Kind.BOOL and "{}" not in knob.spelling, knob.name
@@ -59,3 +62,11 @@ def test_accepts_checks_type_and_domain():
     assert knobs.lookup("ptxas.fast_compile").accepts(0)        # -Ofc=0 written as a number
     assert not knobs.lookup("ptxas.dlcm").accepts("global")
     assert knobs.lookup("nvcc.ftz").accepts(False) and not knobs.lookup("nvcc.ftz").accepts(0)
+
+
+def test_step_only_knobs_take_a_release_or_a_file():
+    version, controls = knobs.lookup("ptxas.version"), knobs.lookup("ptxas.controls")
+    assert version.accepts("13.3") and version.accepts("13.3.73") and version.accepts("toolkit")
+    assert not version.accepts("13") and not version.accepts(13.3) and not version.accepts("latest")
+    assert controls.accepts("controls/a.acf") and controls.accepts("none") and not controls.accepts(1)
+    assert knobs.STEP_ONLY == {"ptxas.version", "ptxas.controls"}

@@ -60,7 +60,7 @@ def test_values_are_typed():
     assert (target.arch, target.gpu) == ("sm_90", "NVIDIA H200")
     assert target.record("baseline.runtime") == model.Record("baseline.runtime", 812.5, 3.1)
     assert file.units[1].globs == ("apps/*.cu", "apps/extra/solver.cu")
-    assert file.units[1].bench.metric.text == "time: ([0-9.]+) ms"
+    assert file.units[1].bench.metric.regex == "time: ([0-9.]+) ms"
 
 
 def test_positions_point_at_statements():
@@ -91,3 +91,39 @@ def test_raw_lark_errors_never_escape():
             pass
         except lark.LarkError as error:  # pragma: no cover - the failure we test for
             pytest.fail(f"raw lark error for {text!r}: {error}")
+
+
+@pytest.mark.parametrize("written, read", [
+    (r'"a \| b"', r"a \| b"),                 # a backslash before anything else stays (regexes read as written)
+    (r'"\d+\.\d+"', r"\d+\.\d+"),
+    (r'"say \"hi\""', 'say "hi"'),            # \" is a quote
+    (r'"C:\\dir"', "C:\\dir"),                # \\ is one backslash
+    (r'"\\|"', r"\|"),                        # the old spelling of an escaped bar still means it
+    (r'"end\\"', "end\\"),
+])
+def test_string_escapes_are_only_quote_and_backslash(written, read):
+    file = parse_text(f'acf 1\nunit "a.cu" {{ bench {{ command "x" metric {written} }} }}\n')
+    assert file.units[0].bench.metric.regex == read
+
+
+@pytest.mark.parametrize("text", [r"a \| b", "\\", 'q"', '\\"', "\\\\d", "x\\", r"\\\"", "plain"])
+def test_formatted_strings_read_back_the_same(text):
+    from nvcc_evo.acf.format import show_string
+    file = parse_text(f'acf 1\nunit "a.cu" {{ bench {{ command {show_string(text)} metric "x" }} }}\n')
+    assert file.units[0].bench.command.text == text
+
+
+def test_a_metric_regex_reads_output_as_written():
+    from nvcc_evo.acf.benchcommand import read_metric
+    output = "block_size   32 | time 2.2920 ms\nblock_size  512 | time 3.1315 ms\nblock_size 1024 | time 1.4047 ms\n"
+    file = parse_text('acf 1\nunit "a.cu" { bench { command "x"\n'
+                      '    metric "block_size +512 \\| time ([0-9.]+) ms"\n'
+                      '    metric fastest "time ([0-9.]+) ms" take min\n'
+                      '    metric slowest "time (?P<ms>[0-9.]+) ms" take max group ms\n'
+                      '    metric last "time ([0-9.]+)" take last\n'
+                      '    metric mean "time ([0-9.]+)" take mean\n'
+                      '    metric size "block_size +([0-9]+) \\| time 1\\.40" } }\n')
+    found = {m.name: read_metric(m, output) for m in file.units[0].bench.metrics}
+    assert found == {"metric": 3.1315, "fastest": 1.4047, "slowest": 3.1315, "last": 1.4047,
+                     "mean": (2.2920 + 3.1315 + 1.4047) / 3, "size": 1024.0}
+    assert "not in the output" in read_metric(file.units[0].bench.metrics[0], "nothing here")

@@ -116,7 +116,7 @@ ERRORS = [
     ('stale = "keep"\n[retune]\nfoo = 1\n', "nvcc-evo.toml:3:1: error: unknown setting 'retune.foo' (known "
      "[retune] settings: backend, device"),
     ('gpu = "H200\n', "nvcc-evo.toml:1:12: error: illegal character"),
-    ("ptxas = { a = 3 }\n", "nvcc-evo.toml:1:9: error: 'ptxas' must be a table of paths"),
+    ("ptxas = { a = 3 }\n", "nvcc-evo.toml:1:9: error: 'ptxas' must be an array of paths, got a table"),
 ]
 
 

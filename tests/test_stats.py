@@ -42,3 +42,19 @@ def test_a_tiny_steady_gain_is_below_the_floor():
     tiny = 99.87 * (1 + 0.0003 * rng.standard_normal(10))     # 0.13% faster, very steady (seen on the H200)
     verdict = faster(base, tiny)
     assert verdict.p_value < 0.001 and not verdict.significant and verdict.noise == 0.005
+
+
+def test_adaptive_repeats_stop_when_settled_or_clearly_worse():
+    from nvcc_evo.measure.stats import enough
+    assert not enough([10.0], least=2, most=5)                       # fewer than asked for
+    assert enough([10.0, 10.01], least=2, most=5)                    # settled: spread 0.06%
+    assert not enough([10.0, 12.0], least=2, most=5)                 # noisy, nothing to compare with
+    assert enough([10.0, 12.0, 11.0, 9.0, 13.0], least=2, most=5)    # the most
+    best = summarize([5.0, 5.1, 4.9])
+    assert enough([10.0, 12.0], least=2, most=5, best=best)          # clearly worse than the best
+    assert not enough([4.9, 5.6], least=2, most=5, best=best)        # could still be the best
+    assert enough([2.0, 2.4], least=2, most=5, best=best, maximize=True)   # a rate well below the best's
+
+
+def test_a_verdict_counts_its_rounds():
+    assert faster([10, 11, 12, 10, 11], [5, 5, 6, 5, 6]).rounds == 5

@@ -21,7 +21,7 @@ PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2}
 KEYWORDS = frozenset(
     "acf unit pin search in step bool tune minimize require select where and baseline bench "
     "kernel let arg output grid block shared check rtol atol exact command metric target "
-    "provenance true false".split())
+    "take group maximize exit not confirm rounds repeat timeout provenance true false".split())
 
 
 # ---------------------------------------------------------------- values
@@ -48,7 +48,10 @@ def show_value(value) -> str:
 
 
 def show_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """Quoted so that the parser reads `text` back: a quote and a backslash
+    before a quote, another backslash or the end are escaped; any other
+    backslash is written as it is (`"time \\| ([0-9.]+)"`)."""
+    return '"' + re.sub(r'\\(?=["\\]|$)|"', lambda m: "\\" + m.group(0), text) + '"'
 
 
 def show_expr(expr: model.Expr, parent: int = 0) -> str:
@@ -105,6 +108,38 @@ def show_check(check: model.Check) -> str:
     if check.exact:
         parts.append("exact")
     return " ".join(parts)
+
+
+def show_metric(metric: model.Metric) -> str:
+    parts = ["metric"] + ([metric.name] if metric.named else []) + [show_string(metric.regex)]
+    if metric.take != "first":
+        parts.append(f"take {metric.take}")
+    if metric.group is not None:
+        parts.append(f"group {metric.group}")
+    if metric.unit:
+        parts.append(f"unit {show_string(metric.unit)}")
+    return " ".join(parts + (["maximize"] if metric.maximize else []))
+
+
+def show_run_check(check: model.RunCheck) -> str:
+    return {"exit": f"check exit {check.value}", "match": f"check {show_string(str(check.value))}",
+            "absent": f"check not {show_string(str(check.value))}",
+            "command": f"check command {show_string(str(check.value))}"}[check.kind]
+
+
+def show_runs(bench: model.Bench) -> list[tuple[model.Span, str]]:
+    """The command form's cost statements: confirm, repeat, timeout."""
+    shown = []
+    if bench.confirm is not None:
+        parts = ["confirm"] + ([show_string(bench.confirm.command)] if bench.confirm.command is not None else [])
+        parts += [f"rounds {bench.confirm.rounds}"] if bench.confirm.rounds is not None else []
+        shown.append((bench.confirm.span, " ".join(parts)))
+    if bench.repeat is not None:
+        low, high = bench.repeat.low, bench.repeat.high
+        shown.append((bench.repeat.span, f"repeat {low}" + (f"..{high}" if high != low else "")))
+    if bench.timeout is not None:
+        shown.append((bench.timeout.span, f"timeout {show_number(bench.timeout.seconds)}"))
+    return shown
 
 
 def show_record(record: model.Record) -> str:
@@ -166,8 +201,10 @@ def _target_node(target: model.Target) -> _Node:
 
 
 def _bench_items(bench: model.Bench):
-    texts = [t for t in (bench.kernel, bench.reference, bench.command, bench.metric) if t is not None]
-    return [*texts, *bench.lets, *bench.args, *bench.launch, *bench.checks]
+    texts = [t for t in (bench.kernel, bench.reference, bench.command) if t is not None]
+    runs = [part for part in (bench.confirm, bench.repeat, bench.timeout) if part is not None]
+    return [*texts, *bench.metrics, *bench.run_checks, *runs, *bench.lets, *bench.args, *bench.launch,
+            *bench.checks]
 
 
 def attach_comments(file: model.AcfFile) -> dict[tuple[int, int], Attached]:
@@ -301,9 +338,15 @@ def _write_bench(w: _Writer, bench: model.Bench) -> None:
     w.open(bench.span, "bench")
     if bench.kernel is not None:
         w.leaf(bench.kernel.span, f"kernel {show_value(bench.kernel.text)}")
-    for text in (bench.reference, bench.command, bench.metric):
+    for text in (bench.reference, bench.command):
         if text is not None:
             w.leaf(text.span, f"{text.what} {show_string(text.text)}")
+    for metric in bench.metrics:
+        w.leaf(metric.span, show_metric(metric))
+    for check in bench.run_checks:
+        w.leaf(check.span, show_run_check(check))
+    for span, text in show_runs(bench):
+        w.leaf(span, text)
     for let in bench.lets:
         w.leaf(let.span, f"let {let.name} = {show_expr(let.expr)}")
     for arg in bench.args:

@@ -17,6 +17,15 @@ class Kind(Enum):
     INT = "int"
     BOOL = "bool"
     ENUM = "enum"
+    FILE = "file"          # a file beside the ACF, named relative to its folder; `none` for no file
+    VERSION = "version"    # a ptxas release, "MAJOR.MINOR[.PATCH]"; `toolkit` for the toolkit's own
+
+
+# The value of a FILE knob that names no file, and of a VERSION knob that
+# keeps the toolkit's own tool: their defaults, written bare in an ACF.
+NO_FILE = "none"
+TOOLKIT_TOOL = "toolkit"
+VERSION_VALUE = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
 
 
 class Form(Enum):
@@ -24,6 +33,7 @@ class Form(Enum):
 
     VALUE = "value"    # spelling.format(value): `-maxrregcount=40`, `--fmad=false`
     SWITCH = "switch"  # present when true, absent when false: `--use_fast_math`
+    TOOL = "tool"      # no flag: it chooses the program that runs the step (nvcc_evo.driver.ptxas)
 
 
 class Needs(Enum):
@@ -57,6 +67,10 @@ class Knob(NamedTuple):
             return f"an integer in {self.low}..{self.high}"
         if self.kind is Kind.BOOL:
             return "true or false"
+        if self.kind is Kind.FILE:
+            return f'a file in the ACF\'s folder ("controls/k.bin", relative to it) or {NO_FILE}'
+        if self.kind is Kind.VERSION:
+            return f'a ptxas release ("13.3", "13.3.73") or {TOOLKIT_TOOL}'
         return "one of " + ", ".join(self.choices)
 
     def accepts(self, value: Scalar) -> bool:
@@ -65,6 +79,10 @@ class Knob(NamedTuple):
         if self.kind is Kind.INT:
             return (isinstance(value, int) and not isinstance(value, bool)
                     and self.low <= value <= self.high)
+        if self.kind is Kind.FILE:
+            return isinstance(value, str) and value != ""
+        if self.kind is Kind.VERSION:
+            return isinstance(value, str) and (value == TOOLKIT_TOOL or VERSION_VALUE.fullmatch(value) is not None)
         return str(value) in self.choices and not isinstance(value, (bool, float))
 
     def normalise(self, value: Scalar) -> Scalar:
@@ -113,6 +131,13 @@ KNOBS: tuple[Knob, ...] = (
     Knob("ptxas.optimize_float_atomics", _B, "--optimize-float-atomics", Form.SWITCH, default=False,
          numeric=True,
          names=('--optimize-float-atomics', '-opt-fp-atomics')),
+    # Which ptxas runs the step, and the native controls file it applies
+    # (CUDA 13.3+: an encrypted file made by NVIDIA's tools, locked to one
+    # ptxas release). Both go to each ptxas step on its own (driver.split).
+    Knob("ptxas.version", Kind.VERSION, "", Form.TOOL, default=TOOLKIT_TOOL, numeric=True,
+         hazard="another ptxas release: its cubins must load under the driver that runs them"),
+    Knob("ptxas.controls", Kind.FILE, "--apply-controls={}", default=NO_FILE, since=(13, 3), numeric=True,
+         names=('--apply-controls',)),
     # nvcc itself
     Knob("nvcc.maxrregcount", _I, "-maxrregcount={}", low=24, high=255,
          names=('--maxrregcount',)),
@@ -177,6 +202,11 @@ def define_value_problem(value: Scalar) -> str | None:
 
 def known_names() -> list[str]:
     return sorted(KNOB_BY_NAME)
+
+
+# Knobs that only each ptxas step can take: a program of its own, or a file
+# that only some ptxas releases read (never on nvcc's command line).
+STEP_ONLY = frozenset(k.name for k in KNOBS if k.kind in (Kind.FILE, Kind.VERSION))
 
 
 # Knobs that set the same thing at two levels: a user setting either one

@@ -192,6 +192,60 @@ class Text:
     span: Span = field(default=NO_SPAN, compare=False)
 
 
+TAKES = ("first", "last", "min", "max", "median", "mean")    # which of a metric's matches counts
+
+
+@dataclass(frozen=True)
+class Metric:
+    """`metric [NAME] "REGEX" [take HOW] [group G] [unit "U"] [maximize]`:
+    a number a bench command prints. Unnamed, it is the objective `metric`."""
+
+    name: str
+    regex: str
+    take: str = "first"
+    group: str | int | None = None     # None: the first group, else the whole match
+    unit: str = ""
+    maximize: bool = False
+    named: bool = False                # spelled with its name
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    """What makes a bench command's run a wrong answer: `check exit N` (any
+    other exit code), `check "REGEX"` (must match its output), `check not
+    "REGEX"` (must not), `check command "CMD"` (must exit 0)."""
+
+    kind: str                          # exit, match, absent, command
+    value: str | int
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True)
+class Confirm:
+    """`confirm ["CMD"] [rounds N]`: the final interleaved re-run's command
+    (default: the bench command) and its number of rounds."""
+
+    command: str | None = None
+    rounds: int | None = None
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """`repeat N` runs per candidate, or `repeat LOW..HIGH`: adaptive."""
+
+    low: int
+    high: int
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True)
+class Timeout:
+    seconds: float
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
 @dataclass(frozen=True)
 class Bench:
     kernel: Text | None = None
@@ -200,9 +254,18 @@ class Bench:
     launch: tuple[Launch, ...] = ()
     checks: tuple[Check, ...] = ()
     command: Text | None = None
-    metric: Text | None = None
+    metrics: tuple[Metric, ...] = ()
     span: Span = field(default=NO_SPAN, compare=False)
     reference: Text | None = None      # "file.py:function": numpy outputs to check against
+    run_checks: tuple[RunCheck, ...] = ()
+    confirm: Confirm | None = None
+    repeat: Repeat | None = None
+    timeout: Timeout | None = None
+
+    @property
+    def metric(self) -> Metric | None:
+        """The first metric: the one a search minimises when the tune block names none."""
+        return self.metrics[0] if self.metrics else None
 
     def launch_dims(self, what: str) -> tuple[Expr, ...] | None:
         for item in self.launch:
@@ -259,6 +322,17 @@ class Unit:
             if target.arch == arch and target.gpu == gpu:
                 return target
         return None
+
+    def named_files(self) -> tuple[str, ...]:
+        """The files its knobs name (controls files), in pins, search and
+        targets, relative to the ACF's folder: part of what a build of it
+        depends on, so part of its fingerprint."""
+        from nvcc_evo.acf.knobs import Kind, NO_FILE, lookup
+        is_file = lambda name: getattr(lookup(name), "kind", None) is Kind.FILE
+        values = [s.value for s in self.pins if is_file(s.knob)]
+        values += [v for s in self.space if is_file(s.knob) for v in domain_values(s.domain)]
+        values += [s.value for t in self.targets for s in t.settings if is_file(s.knob)]
+        return tuple(sorted({str(v) for v in values} - {NO_FILE}))
 
     def entry_for(self, arch: str) -> Target | None:
         """The target a retune reads and writes for `arch`: the plain one (no

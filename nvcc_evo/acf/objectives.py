@@ -46,14 +46,17 @@ PROVENANCE_KEYS: dict[str, type] = {
     "effect_size": float,
     "significant": bool,
     "verdict": str,
+    "rounds": int,           # of the confirmation: runs of each side, interleaved
+    "repeats": int,          # runs of each candidate while searching (the most, when adaptive)
 }
 MEASURED_PREFIXES = ("baseline.", "tuned.")
 
 
-def provenance_type(key: str) -> type | None:
-    """The value type of a provenance key, float for measured objectives."""
+def provenance_type(key: str, metrics: tuple[str, ...] = ()) -> type | None:
+    """The value type of a provenance key, float for measured objectives
+    (built-in ones, and the `metrics` the unit's bench command prints)."""
     for prefix in MEASURED_PREFIXES:
-        if key.startswith(prefix) and key[len(prefix):] in OBJECTIVE_BY_NAME:
+        if key.startswith(prefix) and (key[len(prefix):] in OBJECTIVE_BY_NAME or key[len(prefix):] in metrics):
             return float
     return PROVENANCE_KEYS.get(key)
 

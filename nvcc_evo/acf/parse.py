@@ -48,11 +48,17 @@ def _token_span(tok: Token) -> model.Span:
 
 
 def unquote(token: str) -> str:
-    return re.sub(r"\\(.)", r"\1", token[1:-1])
+    """A string's text: `\\"` is a quote, `\\\\` a backslash; any other backslash
+    stays as written, so that a regular expression reads as in a raw string."""
+    return re.sub(r'\\(["\\])', r"\1", token[1:-1])
 
 
 def _binary(op: str):
     return v_args(meta=True)(lambda self, meta, items: model.Binary(op, items[0], items[1], _span(meta)))
+
+
+def _run_check(kind: str, read):
+    return v_args(meta=True)(lambda self, meta, items: model.RunCheck(kind, read(items[0]), _span(meta)))
 
 
 class _Build(Transformer):
@@ -205,7 +211,44 @@ class _Build(Transformer):
 
     @v_args(meta=True)
     def metric(self, meta, items):
-        return model.Text("metric", unquote(items[0]), _span(meta))
+        name, regex, options = items[0], unquote(items[1]), dict(items[2:])
+        group = options.get("group")
+        group = int(group) if isinstance(group, Token) and group.type == "INT" else \
+            (str(group) if group is not None else None)
+        return model.Metric(str(name) if name is not None else "metric", regex, options.get("take", "first"),
+                            group, options.get("unit", ""), "maximize" in options, name is not None, _span(meta))
+
+    def take(self, items):
+        return ("take", str(items[0]))
+
+    def group(self, items):
+        return ("group", items[0])
+
+    def metric_unit(self, items):
+        return ("unit", unquote(items[0]))
+
+    def maximize(self, _):
+        return ("maximize", True)
+
+    check_exit = _run_check("exit", int)
+    check_match = _run_check("match", unquote)
+    check_absent = _run_check("absent", unquote)
+    check_command = _run_check("command", unquote)
+
+    @v_args(meta=True)
+    def confirm(self, meta, items):
+        command, rounds = items
+        return model.Confirm(unquote(command) if command is not None else None,
+                             int(rounds) if rounds is not None else None, _span(meta))
+
+    @v_args(meta=True)
+    def repeat(self, meta, items):
+        low, high = int(items[0]), int(items[1]) if items[1] is not None else int(items[0])
+        return model.Repeat(low, high, _span(meta))
+
+    @v_args(meta=True)
+    def timeout(self, meta, items):
+        return model.Timeout(items[0], _span(meta))
 
     @v_args(meta=True)
     def let(self, meta, items):
@@ -260,13 +303,15 @@ class _Build(Transformer):
     @v_args(meta=True)
     def bench(self, meta, items):
         of = lambda cls: tuple(i for i in items if isinstance(i, cls))
-        self._once([(t.what, t, t.span) for t in of(model.Text)], ("kernel", "reference", "command", "metric"),
-                   "bench")
+        self._once([(t.what, t, t.span) for t in of(model.Text)], ("kernel", "reference", "command"), "bench")
         self._once([(x.what, x, x.span) for x in of(model.Launch)], ("grid", "block", "shared"), "bench")
+        once = [(type(x).__name__.lower(), x, x.span) for x in of(model.Confirm) + of(model.Repeat) + of(model.Timeout)]
+        self._once(once, ("confirm", "repeat", "timeout"), "bench")
         texts = {t.what: t for t in of(model.Text)}
-        bench = model.Bench(texts.get("kernel"), of(model.Let), of(model.Arg), of(model.Launch),
-                          of(model.Check), texts.get("command"), texts.get("metric"), _span(meta),
-                          texts.get("reference"))
+        first = lambda cls: (of(cls) or (None,))[0]
+        bench = model.Bench(texts.get("kernel"), of(model.Let), of(model.Arg), of(model.Launch), of(model.Check),
+                            texts.get("command"), of(model.Metric), _span(meta), texts.get("reference"),
+                            of(model.RunCheck), first(model.Confirm), first(model.Repeat), first(model.Timeout))
         return ("bench", bench, _span(meta))
 
     # targets

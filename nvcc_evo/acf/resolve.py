@@ -10,7 +10,7 @@ import os
 import re
 from pathlib import Path
 
-from nvcc_evo.acf import benchspec, knobs, model, unitpath
+from nvcc_evo.acf import benchcommand, benchspec, knobs, model, unitpath
 from nvcc_evo.acf.format import show_string
 from nvcc_evo.acf.objectives import OBJECTIVE_BY_NAME, known_provenance_keys, provenance_type
 from nvcc_evo.acf.parse import parse_text
@@ -60,8 +60,9 @@ class Checker:
             if space is not None and not _in_domain(pin.value, space.domain, knobs.lookup(knob_name)):
                 self.error(pin.span, f"pinned value {_show(pin.value)} of {knob_name} is outside "
                            f"its search space (line {space.span.line})")
+        metrics = tuple(m.name for m in unit.bench.metrics) if unit.bench is not None else ()
         if unit.tune is not None:
-            self.check_tune(unit.tune)
+            self.check_tune(unit.tune, metrics)
         defines = {s.knob[len(knobs.DEFINE_PREFIX):] for s in _all_settings(unit)
                    if knobs.is_define(s.knob)}
         if unit.bench is not None:
@@ -76,7 +77,7 @@ class Checker:
                 self.error(target.span, f"duplicate target {target} in unit {unit} "
                            f"(first at line {seen_targets[key].span.line})")
             seen_targets.setdefault(key, target)
-            self.check_target(target, pins)
+            self.check_target(target, pins, metrics)
 
     def glob_span(self, unit: model.Unit, glob: str) -> model.Span:
         """Where the glob's string is (the unit's own span if not found)."""
@@ -106,6 +107,8 @@ class Checker:
         knob = knobs.lookup(name)
         if knob is not None and not knob.accepts(value):
             self.error(span, f"{knob.name} takes {knob.describe_domain()}, got {_show(value)}")
+        elif knob is not None and knob.kind is knobs.Kind.FILE and value != knob.default:
+            self.check_named_file(str(value), span, f"{name} file")
         elif knob is None and knobs.is_define(name):
             problem = knobs.define_value_problem(value)
             if problem is not None:
@@ -154,20 +157,21 @@ class Checker:
             self.check_value(space.knob, value, space.span)
 
     # ---------------------------------------------------------------- tune
-    def check_metric(self, name: str, span: model.Span) -> None:
-        if name not in OBJECTIVE_BY_NAME:
-            self.error(span, f"unknown objective '{name}' (known: {_names(OBJECTIVE_BY_NAME)})")
+    def check_metric(self, name: str, span: model.Span, metrics: tuple[str, ...] = ()) -> None:
+        """An objective: a built-in one, or a metric the unit's bench command prints."""
+        if name not in OBJECTIVE_BY_NAME and name not in metrics:
+            self.error(span, f"unknown objective '{name}' (known: {_names(set(OBJECTIVE_BY_NAME) | set(metrics))})")
 
-    def check_tune(self, tune: model.Tune) -> None:
+    def check_tune(self, tune: model.Tune, metrics: tuple[str, ...] = ()) -> None:
         minimize_span = next((span for kind, span in tune.item_spans if kind == "minimize"), tune.span)
         if len(set(tune.minimize)) != len(tune.minimize):
             self.error(minimize_span, "an objective is listed twice in minimize")
         for name in tune.minimize:
-            self.check_metric(name, minimize_span)
+            self.check_metric(name, minimize_span, metrics)
         if tune.select is not None:
-            self.check_metric(tune.select, next(span for kind, span in tune.item_spans if kind == "select"))
+            self.check_metric(tune.select, next(span for kind, span in tune.item_spans if kind == "select"), metrics)
         for condition in tune.require + tune.select_where:
-            self.check_metric(condition.metric, condition.span)
+            self.check_metric(condition.metric, condition.span, metrics)
 
     # ---------------------------------------------------------------- bench
     def check_bench(self, bench: model.Bench, defines: set[str]) -> None:
@@ -178,11 +182,16 @@ class Checker:
                            "block) or a command with a metric, not both")
             if bench.metric is None:
                 self.error(bench.command.span, "a bench command needs a `metric \"REGEX\"` line")
+            for span, message in benchcommand.problems(bench):
+                self.error(span, message)
             return
         if bench.metric is not None:
-            self.check_metric_regex(bench.metric)
+            for span, message in benchcommand.problems(bench):
+                self.error(span, message)
             self.error(bench.metric.span, "a metric line needs a `command \"...\"` line")
             return
+        for span in benchcommand.command_only(bench):
+            self.error(span, "this statement belongs to a bench command (`command \"...\"` with a metric)")
         if bench.kernel is None:
             self.error(bench.span, "a bench block needs `kernel NAME` (or `command` and `metric`)")
         if bench.reference is not None:
@@ -215,21 +224,19 @@ class Checker:
         if not path.endswith(".py") or not function.isidentifier():
             self.error(reference.span, f"a reference reads \"FILE.py:FUNCTION\", got '{reference.text}'")
             return
-        folder = Path(self.file.path).parent
-        problem = unitpath.path_problem(path, "reference file")
-        if problem is not None:
-            self.error(reference.span, problem)
-        elif not (folder / path).is_file():
-            self.error(reference.span, f"reference file '{path}' not found next to the ACF ({folder})")
-        elif unitpath.inside(folder / path, folder) is None:
-            self.error(reference.span, f"reference file '{path}' is a link out of the ACF's folder "
-                       f"(to {os.path.realpath(folder / path)}); paths stay inside it")
+        self.check_named_file(path, reference.span, "reference file")
 
-    def check_metric_regex(self, metric: model.Text) -> None:
-        try:
-            re.compile(metric.text)
-        except re.error as problem:
-            self.error(metric.span, f"metric is not a valid regular expression: {problem}")
+    def check_named_file(self, path: str, span: model.Span, what: str) -> None:
+        """A file the ACF names: relative to its folder, there, and inside it."""
+        folder = Path(self.file.path).parent
+        problem = unitpath.path_problem(path, what)
+        if problem is not None:
+            self.error(span, problem)
+        elif not (folder / path).is_file():
+            self.error(span, f"{what} '{path}' not found next to the ACF ({folder})")
+        elif unitpath.inside(folder / path, folder) is None:
+            self.error(span, f"{what} '{path}' is a link out of the ACF's folder "
+                       f"(to {os.path.realpath(folder / path)}); paths stay inside it")
 
     def check_bench_names(self, bench: model.Bench, defines: set[str]) -> None:
         sizes: set[str] = set()
@@ -295,7 +302,7 @@ class Checker:
                 self.error(call.span, f"{call.function}() takes {known[0]} arguments, got {len(call.args)}")
 
     # ---------------------------------------------------------------- targets
-    def check_target(self, target: model.Target, pins: dict[str, model.Setting]) -> None:
+    def check_target(self, target: model.Target, pins: dict[str, model.Setting], metrics: tuple[str, ...] = ()) -> None:
         if not ARCH_PATTERN.fullmatch(target.arch):
             self.error(target.span, f"target names a SASS architecture such as sm_90 or sm_90a, "
                        f"got '{target.arch}'")
@@ -306,10 +313,10 @@ class Checker:
                 self.error(setting.span, f"{name} is pinned to {_show(pin.value)} (line "
                            f"{pin.span.line}), but this target sets {_show(setting.value)}")
         for record in target.provenance or ():
-            self.check_record(record)
+            self.check_record(record, metrics)
 
-    def check_record(self, record: model.Record) -> None:
-        expected = provenance_type(record.key)
+    def check_record(self, record: model.Record, metrics: tuple[str, ...] = ()) -> None:
+        expected = provenance_type(record.key, metrics)
         if expected is None:
             self.error(record.span, f"unknown provenance key '{record.key}' "
                        f"(known: {', '.join(known_provenance_keys())})")

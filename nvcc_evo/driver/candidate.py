@@ -41,6 +41,7 @@ class CompileJob:
     flags: tuple[str, ...] = ()   # the candidate's additions
     env: tuple[tuple[str, str], ...] = ()
     timeout: float = 300.0
+    ptxas: str | None = None      # a ptxas other than nvcc's own for the ptxas step (nvcc_evo.driver.ptxas)
 
     def command(self, work: str) -> list[str]:
         base = rebuild_argv(list(self.argv), REPLACED, self.source)
@@ -74,7 +75,13 @@ def compile_candidate(job: CompileJob) -> CompileResult:
     env["TMPDIR"] = work          # nvcc's own temporary files too: a killed compile leaves them
     started = time.monotonic()
     try:
-        done = run_in_group(job.command(work), cwd=job.cwd, env=env, timeout=job.timeout)
+        command = job.command(work)
+        if job.ptxas:
+            split = _with_program(job, command, work, env)
+            if isinstance(split, str):
+                return CompileResult("compile-error", time.monotonic() - started, split)
+            command, env = split
+        done = run_in_group(command, cwd=job.cwd, env=env, timeout=job.timeout)
         seconds = time.monotonic() - started
         if done.returncode is None:
             return CompileResult("timeout", seconds, f"compile exceeded {job.timeout:.0f} s\n{done.stderr}")
@@ -87,6 +94,25 @@ def compile_candidate(job: CompileJob) -> CompileResult:
         return CompileResult("ok", seconds, done.stderr, cubins[0].read_bytes())
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _with_program(job: CompileJob, command: list[str], work: str, env: dict) -> tuple[list[str], dict] | str:
+    """The compile as nvcc's own steps with `job.ptxas` running the ptxas
+    step, as a split build runs it (nvcc_evo.driver.split): a script in
+    `work`, for /bin/sh; else why not. (nvcc refusing the call leaves it as
+    it was: it fails as nvcc would, saying why.)"""
+    from nvcc_evo.driver.split import SCRIPT_NAME, SHELL, Steps, read_steps, script, with_options
+    asked = run_in_group([*command, "--dryrun"], cwd=job.cwd, env=env, timeout=job.timeout)
+    if asked.returncode != 0:
+        return command, env
+    key = (job.source, job.arch)
+    steps = with_options(read_steps(asked.stderr), {key: ()}, work, (job.source,), {key: job.ptxas})
+    if not isinstance(steps, Steps):
+        return f"{job.ptxas} cannot run this compile's ptxas step: {steps}"
+    path = os.path.join(work, SCRIPT_NAME)
+    with open(path, "w") as out:
+        out.write(script(steps, None))
+    return [SHELL, path], {**env, **steps.variables}
 
 
 def compile_each(jobs: list[CompileJob], workers: int | None = None):

@@ -46,13 +46,17 @@ def find_settings_file(acf_path) -> tuple[str, bool] | None:
 
 
 def append_log(path: str, cwd: str, argv: list[str], acf: str = "", added=(), passthrough: str = "",
-               skipped=(), problems=(), per_step=None) -> None:
+               skipped=(), problems=(), per_step=None, units=()) -> None:
     """One JSON line per compile in NVCC_EVO_LOG (the wrapper's and the shim's);
-    `per_step`: {(input, arch): ptxas options} when nvcc's steps ran split."""
+    `per_step`: {(input, arch): ptxas options} when nvcc's steps ran split;
+    `units`: (input, arch, unit globs) of each input the ACF covers (so that
+    --retune's command backend sees that a candidate's flags reached its unit)."""
     import json
     import time
     line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "cwd": cwd, "argv": argv, "acf": acf,
             "added": list(added), "passthrough": passthrough, "skipped": list(skipped), "problems": list(problems)}
+    if units:
+        line["units"] = [{"input": name, "arch": arch, "unit": list(globs)} for name, arch, globs in units]
     if per_step:
         line["ptxas_per_step"] = [{"input": name, "arch": arch, "options": list(options)}
                                   for (name, arch), options in per_step.items()]

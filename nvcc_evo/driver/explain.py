@@ -38,9 +38,12 @@ def report(decision: Decision) -> str:
         lines.append(f"    {knob} = {show_value(value)}")
     if decision.ptxas_options():           # (all empty: the user set them all, nothing runs split)
         lines.append("per input and architecture, at each ptxas step (nvcc's own steps run split):")
+        programs = dict(decision.programs)
         for (name, arch), plan in decision.per_step:
             given = ", ".join(f"{knob} = {show_value(value)}" for knob, value in plan.applied) or "(nothing)"
-            lines.append(f"    {name} [{arch}]: {' '.join(ptxas_values(plan.flags)) or '(nothing)'}   [{given}]")
+            ran_by = f"   (run by {programs[name, arch]})" if (name, arch) in programs else ""
+            lines.append(f"    {name} [{arch}]: {' '.join(ptxas_values(plan.flags)) or '(nothing)'}   [{given}]"
+                         + ran_by)
     if decision.flags.skipped:
         lines.append("skipped:")
         lines += [f"    {knob}: {why}" for knob, why in decision.flags.skipped]

@@ -5,11 +5,12 @@ Every knob that is not passed on gets a reason, for `--explain` and the log.
 """
 from __future__ import annotations
 
+import os
 import re
 from typing import NamedTuple
 
 from nvcc_evo.acf import knobs
-from nvcc_evo.acf.knobs import Form, Needs, Scalar
+from nvcc_evo.acf.knobs import Form, Kind, Needs, Scalar
 from nvcc_evo.driver.nvcc_options import NvccCall
 
 PTXAS_DEBUG = {"-g", "--device-debug"}
@@ -91,14 +92,18 @@ def read_facts(call: NvccCall) -> CallFacts:
     return CallFacts(_owned(found), debug, spills, relocatable)
 
 
-def flag_text(knob_name: str, value: Scalar) -> list[str]:
-    """The nvcc arguments for one knob value (empty at the toolkit default)."""
+def flag_text(knob_name: str, value: Scalar, acf_dir: str | None = None) -> list[str]:
+    """The nvcc arguments for one knob value (empty at the toolkit default,
+    and for the knob that chooses the ptxas program). A file is named by its
+    absolute path: a build runs in a folder of its own, not the ACF's."""
     if knobs.is_define(knob_name):
         return [f"-D{knob_name[len(knobs.DEFINE_PREFIX):]}={knobs.define_text(value)}"]
     knob = knobs.lookup(knob_name)
     value = knob.normalise(value)
-    if knob.default is not None and value == knob.normalise(knob.default):
+    if (knob.default is not None and value == knob.normalise(knob.default)) or knob.form is Form.TOOL:
         return []
+    if knob.kind is Kind.FILE:
+        value = os.path.join(acf_dir, str(value))
     if knob.form is Form.SWITCH:
         spelled = knob.spelling if value else None
     else:
@@ -125,15 +130,24 @@ def _skip_reason(knob_name: str, value: Scalar, facts: CallFacts, toolkit) -> st
     return None
 
 
-def plan_flags(settings: dict[str, Scalar], facts: CallFacts, toolkit=None) -> FlagPlan:
+def plan_flags(settings: dict[str, Scalar], facts: CallFacts, toolkit=None, acf_dir: str | None = None) -> FlagPlan:
+    """`acf_dir`: the ACF's folder, where the files knobs name are (without
+    it, those knobs are skipped)."""
     flags: list[str] = []
     applied, skipped = [], []
     for name, value in settings.items():
         reason = _skip_reason(name, value, facts, toolkit)
+        knob = knobs.lookup(name)
+        if reason is None and knob is not None and knob.kind is Kind.FILE and acf_dir is None \
+                and value != knob.default:
+            reason = "names a file, and the ACF's folder is not known here"
         if reason is not None:
             skipped.append((name, reason))
             continue
-        text = flag_text(name, value)
+        if knob is not None and knob.form is Form.TOOL and value != knob.default:
+            applied.append((name, value))      # no flag: nvcc_evo.driver.ptxas picks the program
+            continue
+        text = flag_text(name, value, acf_dir)
         if not text:
             skipped.append((name, "the toolkit's default; nothing to pass"))
             continue

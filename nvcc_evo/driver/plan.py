@@ -24,7 +24,7 @@ CMAKE_PROBES = ("CMakeCUDACompilerId.cu", "CMakeCUDACompilerABI.cu", "__cmake_de
 # Part of the index cache's key: an index written before the check refused
 # something (a define's shell characters, a path out of the ACF's folder) is
 # not trusted. Change it whenever the check or the index changes.
-INDEX_FORMAT = b"index-2\0"
+INDEX_FORMAT = b"index-3\0"
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 SPACE_CHANGED = "pins or search space changed"     # the same words in --explain and --retune --dry-run
 
@@ -51,6 +51,7 @@ class UnitEntry(NamedTuple):
     pins: tuple[tuple[str, object], ...]
     targets: tuple[TargetEntry, ...]
     space_digest: str = ""             # of its pins and search block now (acf.Unit.space_digest)
+    files: tuple[str, ...] = ()        # the files its knobs name (acf.Unit.named_files), in its fingerprint
 
     def __str__(self) -> str:
         return " ".join(f'"{g}"' for g in self.globs)
@@ -136,21 +137,22 @@ def index_units(file) -> tuple[UnitEntry, ...]:
                                        tuple((s.knob, s.value) for s in target.settings),
                                        record.get("fingerprint"), record.get("toolkit"), record.get("space_digest")))
         units.append(UnitEntry(index, unit.globs, unit.span.line,
-                               tuple((p.knob, p.value) for p in unit.pins), tuple(targets), unit.space_digest))
+                               tuple((p.knob, p.value) for p in unit.pins), tuple(targets), unit.space_digest,
+                               unit.named_files()))
     return tuple(units)
 
 
 def _to_json(units: tuple[UnitEntry, ...]) -> list:
     return [[u.position, list(u.globs), u.line, [list(p) for p in u.pins],
              [[t.arch, t.gpu, t.line, [list(s) for s in t.settings], t.fingerprint, t.toolkit, t.space_digest]
-              for t in u.targets], u.space_digest] for u in units]
+              for t in u.targets], u.space_digest, list(u.files)] for u in units]
 
 
 def _from_json(data: list) -> tuple[UnitEntry, ...]:
     return tuple(UnitEntry(index, tuple(globs), line, tuple(tuple(p) for p in pins),
                            tuple(TargetEntry(a, g, l, tuple(tuple(s) for s in st), f, tk, sd)
-                                 for a, g, l, st, f, tk, sd in targets), space)
-                 for index, globs, line, pins, targets, space in data)
+                                 for a, g, l, st, f, tk, sd in targets), space, tuple(files))
+                 for index, globs, line, pins, targets, space, files in data)
 
 
 def load_units(path: Path, cache_dir: Path) -> tuple[UnitEntry, ...]:
@@ -228,9 +230,23 @@ def sass_archs(call: NvccCall, default_arch: str) -> tuple[list[str], str]:
     return sass, ""
 
 
-def fingerprint(source: Path, include_dirs: list[str]) -> str:
+def fingerprint(source: Path, include_dirs: list[str], files: tuple[str, ...] = (), acf_dir: Path | None = None) -> str:
     """sha256 over the unit and every project header it includes with
-    quotes, found as the preprocessor would (its folder, then -I folders)."""
+    quotes, found as the preprocessor would (its folder, then -I folders),
+    and the `files` its knobs name in `acf_dir` (controls files: an edited
+    one makes a tuned entry stale; a unit that names none keeps the digest
+    it always had)."""
+    digest = _sources_digest(source, include_dirs)
+    for name in files:
+        try:
+            data = (acf_dir / name).read_bytes()
+        except OSError:
+            data = b"(unreadable)"
+        digest.update(b"file\0" + name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return "sha256:" + digest.hexdigest()[:32]
+
+
+def _sources_digest(source: Path, include_dirs: list[str]):
     digest, seen, todo = hashlib.sha256(), set(), [source.resolve()]
     while todo:
         path = todo.pop()
@@ -248,7 +264,7 @@ def fingerprint(source: Path, include_dirs: list[str]) -> str:
                 if candidate.is_file():
                     todo.append(candidate.resolve())
                     break
-    return "sha256:" + digest.hexdigest()[:32]
+    return digest
 
 
 def choose_target(unit: UnitEntry, arch: str, gpu: str | None) -> tuple[TargetEntry | None, str]:
@@ -354,7 +370,8 @@ def build_plan(call: NvccCall, cwd: Path, environ, toolkit, cache_dir: Path, acf
     for name in inputs:
         source = cwd / name
         unit = match_unit(units, acf_path.parent, source)
-        print_ = fingerprint(source, [str(cwd / d) for d in includes]) if unit is not None else ""
+        print_ = fingerprint(source, [str(cwd / d) for d in includes], unit.files, acf_path.parent) \
+            if unit is not None else ""
         for arch in archs:
             if unit is None:
                 matches.append(Match(name, arch, None, note=f"no unit in {acf_path.name} covers it"))

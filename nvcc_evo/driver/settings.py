@@ -48,7 +48,7 @@ KEYS = (
     Key("stale", "choice", "NVCC_EVO_STALE", "keep", "a stale entry builds with its knobs (keep) or with defaults",
         ("keep", "default")),
     Key("log", "path", LOG_ENV, None, "a file the wrapper appends one JSON line per compile to"),
-    Key("ptxas", "paths", "", None, "named ptxas binaries ({name = path}), for the ptxas.path knob (reserved)"),
+    Key("ptxas", "pathlist", "NVCC_EVO_PTXAS", None, "ptxas binaries the ptxas.version knob chooses among"),
     Key("retune.backend", "choice", "NVCC_EVO_BACKEND", "auto", "what measures a candidate", BACKENDS),
     Key("retune.evaluations", "int", "NVCC_EVO_EVALUATIONS", 60, "evaluation budget per unit and target",
         positive=True),
@@ -111,7 +111,7 @@ class Settings(NamedTuple):
     def for_build(self) -> dict:
         """The environment a build decides with: the file's values for the
         variables the environment leaves unset (the environment wins)."""
-        added = {BY_NAME[n].env: str(v) for n, v in self.values.items()
+        added = {BY_NAME[n].env: os.pathsep.join(v) if isinstance(v, list) else str(v) for n, v in self.values.items()
                  if BY_NAME[n].env and not self.environ.get(BY_NAME[n].env) and n in BUILD_KEYS}
         return {**self.environ, **added} if added else self.environ
 

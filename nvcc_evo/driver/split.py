@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from nvcc_evo.driver.nvcc_options import NvccCall, rebuild_argv
+from nvcc_evo.driver.ptxas import step_command
 from nvcc_evo.system.leftovers import private_folder, sweep_temporary
 
 # Calls whose steps are not a plain compile, or whose user wants to see or
@@ -124,10 +125,11 @@ def step_input(command: str, keep_dir: str, inputs: tuple[str, ...]) -> str | No
 
 
 def with_options(steps: Steps, options: dict[tuple[str, str], tuple[str, ...]], keep_dir: str,
-                 inputs: tuple[str, ...]) -> Steps | str:
+                 inputs: tuple[str, ...], programs: dict[tuple[str, str], str] | None = None) -> Steps | str:
     """The steps with each ptxas run given the options of its (input, arch),
-    or why that cannot be done. (`rm` of a file that is not there does not
-    stop nvcc; here neither.)"""
+    and run by the ptxas `programs` names for it (else nvcc's own), or why
+    that cannot be done. (`rm` of a file that is not there does not stop
+    nvcc; here neither.)"""
     commands, seen = [], set()
     for command in steps.commands:
         if command.startswith("--"):
@@ -141,19 +143,19 @@ def with_options(steps: Steps, options: dict[tuple[str, str], tuple[str, ...]], 
             return f"nvcc runs ptxas for {key[0] or 'an unknown input'} [{key[1]}], which the call was not seen to " \
                 "build"
         seen.add(key)
-        added = " ".join(shlex.quote(token) for token in options[key])
-        commands.append(f"ptxas {added} {command[len('ptxas '):]}" if added else command)
+        commands.append(step_command(command, (programs or {}).get(key), options[key]))
     if not seen:
         return "nvcc's steps run no ptxas"
     return Steps(steps.variables, tuple(commands))
 
 
-def script(steps: Steps, keep_dir: str, first: list[str] | tuple = ()) -> str:
+def script(steps: Steps, keep_dir: str | None, first: list[str] | tuple = ()) -> str:
     """A /bin/sh script that runs the command `first` (if any), then the
     steps in order, stops at the first failure with its exit status, and
-    removes `keep_dir` in any case."""
-    lines = ["set -e", f"trap 'rm -rf {shlex.quote(keep_dir)}' EXIT",
-             "trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM"]   # then the EXIT trap runs
+    removes `keep_dir` in any case (None: its owner does)."""
+    lines = ["set -e"] + ([f"trap 'rm -rf {shlex.quote(keep_dir)}' EXIT",
+                           "trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM"]   # then EXIT's
+                          if keep_dir else [])
     if first:
         lines.append(" ".join(shlex.quote(word) for word in first))
     return "\n".join(lines + list(steps.commands)) + "\n"
@@ -168,9 +170,9 @@ class Launch(NamedTuple):
 
 
 def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[tuple[str, str], tuple[str, ...]],
-                environ) -> Launch | str | None:
+                environ, programs: dict[tuple[str, str], str] | None = None) -> Launch | str | None:
     """The split run of the call (with the common flags `extra` added) with
-    ptxas `options` per (input, arch); else why there is none, or None when
+    ptxas `options` and `programs` per (input, arch); else why there is none, or None when
     nvcc refuses the call itself (it will say why when run as asked).
     Nothing is left behind without a split. The call must have passed why_not."""
     if not os.access(SHELL, os.X_OK):
@@ -185,7 +187,7 @@ def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[tuple
     except (OSError, subprocess.SubprocessError) as error:
         shutil.rmtree(keep_dir, ignore_errors=True)
         return f"nvcc --dryrun failed to run ({error})"
-    steps = with_options(read_steps(asked.stderr), options, keep_dir, call.inputs) if asked.returncode == 0 else None
+    steps = with_options(read_steps(asked.stderr), options, keep_dir, call.inputs, programs) if asked.returncode == 0 else None
     if not isinstance(steps, Steps):
         shutil.rmtree(keep_dir, ignore_errors=True)
         return steps

@@ -36,7 +36,9 @@ class Toolkit(NamedTuple):
         return (major, minor)
 
     def accepts(self, knob_name: str) -> bool:
-        return knob_name in self.accepted or knobs.is_define(knob_name)
+        """(Which ptxas runs a step, and its controls file, are checked per
+        step by nvcc_evo.driver.ptxas, against the ptxas chosen.)"""
+        return knob_name in self.accepted or knobs.is_define(knob_name) or knob_name in knobs.STEP_ONLY
 
     def why_rejected(self, knob_name: str) -> str:
         return dict(self.rejected).get(knob_name, f"not available in CUDA {self.version}")
@@ -118,7 +120,8 @@ def probe(nvcc: Path) -> Toolkit:
         if code != 0:
             raise OSError(f"{nvcc} cannot compile a probe kernel: {out}")
         with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-            results = list(pool.map(lambda k: _probe_knob(k, tools, arch, work), knobs.KNOBS))
+            results = list(pool.map(lambda k: _probe_knob(k, tools, arch, work),
+                                    [k for k in knobs.KNOBS if k.name not in knobs.STEP_ONLY]))
     accepted = frozenset(name for name, ok, _ in results if ok)
     rejected = tuple((name, why) for name, ok, why in results if not ok)
     return Toolkit(tools["nvcc"], tools["ptxas"], _version(nvcc), arch, accepted, rejected)

@@ -44,6 +44,7 @@ class Decision(NamedTuple):
     call: object = None                   # the NvccCall read from argv, for the compile database
     per_step: tuple[tuple[tuple[str, str], "FlagPlan"], ...] = ()   # ((input, arch), ptxas knobs that differ)
     acf_error: object = None              # the AcfError, when the ACF has errors (--explain shows them all)
+    programs: tuple[tuple[tuple[str, str], str], ...] = ()   # ((input, arch), a ptxas other than nvcc's)
     settings: object = None               # the project's settings (nvcc_evo.driver.settings), where a file has them
 
     def build_environ(self, environ) -> dict:
@@ -59,7 +60,7 @@ class Decision(NamedTuple):
         """{(input, arch): ptxas options} for the split run; empty when there is none."""
         from nvcc_evo.driver.flags import ptxas_values
         options = {key: ptxas_values(plan.flags) for key, plan in self.per_step}
-        return options if any(options.values()) else {}
+        return options if any(options.values()) or self.programs else {}
 
 
 def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
@@ -93,6 +94,7 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
         return Decision(None, planning.CallPlan(acf_path, passthrough="no real nvcc"),
                         problems=("no real nvcc found: set NVCC_EVO_REAL_NVCC, CUDA_HOME, PATH or `nvcc` in "
                                   "the project settings",))
+    from nvcc_evo.acf.knobs import STEP_ONLY
     from nvcc_evo.driver.flags import FlagPlan, plan_flags, read_facts
     from nvcc_evo.driver.toolkit import cache_folder, load_toolkit
     toolkit = load_toolkit(nvcc)
@@ -111,13 +113,25 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
                          f"{first.message}{more}",), acf_error=error)
     policy = environ.get(planning.STALE_ENV, "keep")
     settings, dropped = planning.common_settings(call_plan, policy)
+    for name in STEP_ONLY & set(settings):
+        dropped.append((name, f"{name}={settings.pop(name)} is given to each ptxas step on its own"))
     facts = read_facts(call)
-    flags = plan_flags(settings, facts, toolkit)
-    per_step, dropped = _per_step(call, call_plan, policy, dropped, facts, toolkit)
+    acf_dir = str(acf_path.parent)
+    flags = plan_flags(settings, facts, toolkit, acf_dir)
+    per_step, dropped = _per_step(call, call_plan, policy, dropped, facts, toolkit, acf_dir)
+    programs = []
+    if any(name in STEP_ONLY for _, plan in per_step for name, _ in plan.applied):
+        from nvcc_evo.driver.ptxas import settle      # (only for units that choose a ptxas or a controls file)
+        settled = []
+        for (name, arch), plan in per_step:
+            program, plan = settle(plan, toolkit, environ, arch, acf_dir)
+            settled.append(((name, arch), plan))
+            programs += [((name, arch), program)] if program else []
+        per_step = tuple(settled)
     skipped = tuple(dropped) + flags.skipped + tuple(
         (f"{knob} ({name} [{arch}])", why) for (name, arch), plan in per_step for knob, why in plan.skipped)
     return Decision(nvcc, call_plan, FlagPlan(flags.flags, flags.applied, skipped), toolkit, call=call,
-                    per_step=per_step, settings=found)
+                    per_step=per_step, programs=tuple(programs), settings=found)
 
 
 def _settings_nvcc(found, nvcc) -> Path:
@@ -136,10 +150,12 @@ def _settings_nvcc(found, nvcc) -> Path:
     return Path(path)
 
 
-def _per_step(call, call_plan, policy, dropped, facts, toolkit):
+def _per_step(call, call_plan, policy, dropped, facts, toolkit, acf_dir):
     """ptxas knobs whose values differ between the call's inputs or
-    architectures go to each ptxas step on its own (nvcc_evo.driver.split) where the
-    call allows it; every other knob that differs stays out, with the reason."""
+    architectures, and those only a ptxas step takes (its program, its
+    controls file), go to each ptxas step on its own (nvcc_evo.driver.split)
+    where the call allows it; every other knob that differs stays out, with
+    the reason."""
     from nvcc_evo.acf import knobs
     from nvcc_evo.driver.flags import plan_flags
     ptxas = {name for name, _ in dropped if getattr(knobs.lookup(name), "family", "") == "ptxas"}
@@ -151,7 +167,7 @@ def _per_step(call, call_plan, policy, dropped, facts, toolkit):
     if not why:
         for match in call_plan.matches:
             chosen = {k: v for k, v in match.settings(policy).items() if k in ptxas}
-            per_step.append(((match.input, match.arch), plan_flags(chosen, facts, toolkit)))
+            per_step.append(((match.input, match.arch), plan_flags(chosen, facts, toolkit, acf_dir)))
     left = [(name, f"{reason}; not given per ptxas step: {why}" if name in ptxas else
              f"{reason}; compile them separately to tune each")
             for name, reason in dropped if not (per_step and name in ptxas)]
@@ -180,7 +196,8 @@ def _log(decision: Decision, argv: list[str], environ, cwd: Path, per_step: dict
         append_log(path, str(cwd), argv, str(decision.call_plan.acf_path or ""), decision.extra_args,
                    decision.call_plan.passthrough,
                    [f"{k}: {why}" for k, why in (decision.flags.skipped if decision.flags else ())],
-                   decision.problems, per_step)
+                   decision.problems, per_step,
+                   [(m.input, m.arch, m.unit.globs) for m in decision.call_plan.matches if m.unit is not None])
     if environ.get(VERBOSE_ENV):
         each = "".join(f"; ptxas for {name} [{arch}]: {' '.join(o) or '(nothing)'}"
                        for (name, arch), o in per_step.items())
@@ -211,7 +228,8 @@ def launch(argv: list[str], nvcc: str | None) -> tuple[str, list[str], dict, str
         options = decision.ptxas_options()
         if options:
             from nvcc_evo.driver.split import plan_launch
-            split = plan_launch(nvcc, decision.call, list(decision.extra_args), options, environ)
+            split = plan_launch(nvcc, decision.call, list(decision.extra_args), options, environ,
+                                dict(decision.programs))
             if isinstance(split, str):
                 problems.append(f"ptxas options per input and architecture not applied: {split}")
             if split is None or isinstance(split, str):      # None: nvcc refuses the call, and will say why

@@ -56,6 +56,9 @@ class Measurer:
     # found on fresh inputs or "").
     confirm: Callable | None = None
     drift: Callable = lambda: None      # the baseline measured again: its relative change, or None
+    primary: tuple[str, ...] = ()       # what to tune when the unit's tune block names nothing measurable
+    maximize: tuple[str, ...] = ()      # objectives where higher is better (a bench command's rates)
+    build: str = ""                     # what else builds and measures a candidate (a bench command): in the results' key
 
 
 BACKENDS = ("static", "command", "replay", "pycuda")

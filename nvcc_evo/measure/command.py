@@ -1,40 +1,319 @@
-"""The command backend: the user's own build-and-run command prints a metric.
+"""The command backend: the user's own build-and-run command prints the metrics.
 
-For applications whose kernels cannot be launched alone. The candidate
+For applications whose kernels cannot be launched alone (templates, host
+code choosing at run time, a project's own timing harness). The candidate
 reaches the command through the wrapper: a copy of the ACF whose target
-holds the candidate's knobs is named in NVCC_EVO_ACF, so `make` with
-NVCC=nvcc-evo builds the candidate. NVCC_EVO_CANDIDATE_FLAGS carries the
-same flags for commands that call nvcc themselves.
+holds the candidate's knobs is named in NVCC_EVO_ACF, so a build with
+NVCC=nvcc-evo compiles the candidate.
+
+- rebuilt, never skipped: before a run that must build the candidate, the
+  files the compile database says the unit's compiles wrote are re-dated to
+  1970, so make or ninja rebuild them; and the wrapper's log (NVCC_EVO_LOG,
+  private to the run) must show the unit compiled with the candidate's
+  flags, else the candidate fails (`not-rebuilt`, `flags-not-applied`);
+- statistics: `repeat N` (or `LOW..HIGH`, adaptive: stats.enough) runs per
+  candidate, medians and relative spreads stored; `confirm` re-runs the
+  winner and the baseline interleaved (rebuilt each time) and judges them
+  with the GPU backend's rule (stats.faster);
+- wrong answers: a bench's `check` statements (acf.benchcommand) and
+  `check command`; a failed run's last lines go to stderr.
+
+The command sees NVCC_EVO_PHASE (search or confirm), NVCC_EVO_CANDIDATE (a
+short name of the candidate), NVCC_EVO_RUN (the run's number) and
+NVCC_EVO_CANDIDATE_FLAGS (the flags, for information).
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import math
 import os
-import re
+import shutil
+import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
+from nvcc_evo.acf import benchcommand, model
+from nvcc_evo.driver.compiledb import outputs_of
+from nvcc_evo.driver.flags import ptxas_values
 from nvcc_evo.measure import Measurement, failed
-from nvcc_evo.system.leftovers import SHELL, run_in_group
+from nvcc_evo.measure.stats import Summary, Verdict, enough, faster, summarize
+from nvcc_evo.system.leftovers import SHELL, private_folder, run_in_group
 
 NAME = "command"
-OBJECTIVES = ("metric",)
+LONG_AGO = 86400.0          # what re-dated outputs are stamped with (1970-01-02): older than any source
+TAIL_LINES = 12
 
 
-def run_command(command: str, metric: str, cwd: Path, candidate_acf: Path, flags: tuple[str, ...],
-                timeout: float) -> Measurement:
-    env = dict(os.environ, NVCC_EVO_ACF=str(candidate_acf), NVCC_EVO_CANDIDATE_FLAGS=" ".join(flags))
-    env.pop("NVCC_EVO_ACTIVE", None)
-    started = time.monotonic()
-    done = run_in_group([SHELL, "-c", command], cwd=cwd, env=env, timeout=timeout)   # (no orphan on a kill)
-    if done.returncode is None:
-        return failed("timeout", f"command exceeded {timeout:.0f} s: {command}")
-    if done.returncode != 0:
-        return failed("command-failed", f"exit {done.returncode}: {command}\n{done.stderr}")
-    found = re.search(metric, done.stdout)
-    if found is None:
-        return failed("no-metric", f"metric /{metric}/ not in the output of {command}\n{done.stdout[-1000:]}")
+@dataclass(frozen=True)
+class Run:
+    """One run of the command: its status, the metrics it printed, its cost."""
+
+    status: str
+    values: tuple[tuple[str, float], ...] = ()
+    seconds: float = 0.0
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def candidate_name(flags: tuple[str, ...]) -> str:
+    return hashlib.sha256(" ".join(flags).encode()).hexdigest()[:10]
+
+
+def redate(paths: list[Path]) -> None:
+    """Make a build system see these outputs as older than their sources."""
+    for path in paths:
+        try:
+            os.utime(path, (LONG_AGO, LONG_AGO))
+        except FileNotFoundError:
+            pass
+
+
+def _tokens(flags) -> set[str]:
+    """A flag list as comparable options: each -Xptxas value on its own."""
+    flags = tuple(flags)
+    rest = [f for i, f in enumerate(flags) if f != "-Xptxas" and not (i and flags[i - 1] == "-Xptxas")]
+    return set(ptxas_values(flags)) | set(rest)
+
+
+def flags_problem(log_lines: list[dict], globs: tuple[str, ...], arch: str, flags: tuple[str, ...],
+                  must_build: bool) -> tuple[str, str]:
+    """(status, why) when the wrapper's log of a run does not show the unit
+    compiled with the candidate's flags; ("", "") when it does. A run that
+    need not build may compile nothing, but what it compiles must be the candidate."""
+    mine = []
+    for line in log_lines:
+        for unit in line.get("units", ()):
+            if tuple(unit.get("unit", ())) == tuple(globs) and unit.get("arch") == arch:
+                mine.append((line, unit.get("input")))
+    if not mine:
+        if not must_build:
+            return "", ""
+        return "not-rebuilt", (f"no compile of unit {' '.join(globs)} for {arch} went through nvcc-evo during the "
+                               "run: the build skipped it (nvcc-evo re-dates the outputs the compile database knows: "
+                               "build it once through nvcc-evo first), or does not use nvcc-evo as its compiler "
+                               "(NVCC=nvcc-evo, CMAKE_CUDA_COMPILER)")
+    wanted = _tokens(flags)
+    for line, name in mine:
+        got = _tokens(line.get("added", ()))
+        for step in line.get("ptxas_per_step", ()):
+            if step.get("input") == name and step.get("arch") == arch:
+                got |= set(step.get("options", ()))
+        missing = sorted(wanted - got)
+        if missing:
+            skipped = "; ".join(line.get("skipped", ())) or "nothing"
+            return "flags-not-applied", (f"the candidate's flags did not reach the compile of {name}: missing "
+                                         f"{' '.join(missing)} (the wrapper added: {' '.join(line.get('added', ()))}"
+                                         f"; skipped: {skipped})")
+    return "", ""
+
+
+def tail(text: str, count: int = TAIL_LINES) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return "\n".join(f"    | {line}" for line in lines[-count:]) or "    | (no output)"
+
+
+@dataclass
+class CommandBench:
+    """Runs one unit's bench command for its candidates."""
+
+    bench: model.Bench
+    acf_path: Path
+    globs: tuple[str, ...]
+    arch: str
+    candidate_acf: Callable             # genome -> Path of a copy of the ACF holding the candidate
+    flags_for: Callable                 # genome -> the flags the wrapper must add for it
+    timeout: float = 300.0
+    primary: str = "metric"             # the metric the confirmation judges
+    say: Callable[[str], None] = lambda message: print(f"nvcc-evo: {message}", file=sys.stderr, flush=True)
+    best: Summary | None = None         # the primary metric's best so far (adaptive repeats stop early)
+    runs: int = 0                       # runs so far (NVCC_EVO_RUN)
+
+    @property
+    def folder(self) -> Path:
+        return self.acf_path.parent
+
+    @property
+    def maximized(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.bench.metrics if m.maximize)
+
+    # ------------------------------------------------------------ one run
+    def run(self, command: str, acf: Path, flags: tuple[str, ...], phase: str, must_build: bool) -> Run:
+        if must_build:
+            redate(outputs_of(self.acf_path, self.globs, self.arch))
+        self.runs += 1
+        scratch = Path(private_folder("cand"))
+        try:
+            env = self._environment(acf, flags, phase, scratch / "wrapper.log")
+            started = time.monotonic()
+            done = run_in_group([SHELL, "-c", command], cwd=self.folder, env=env, timeout=self.timeout)
+            seconds = time.monotonic() - started
+            log_lines = _read_log(scratch / "wrapper.log")
+            _copy_to_users_log(scratch / "wrapper.log")
+            if done.returncode is not None and any(c.kind == "command" for c in self.bench.run_checks):
+                checked = self._check_commands(env)
+            else:
+                checked = ""
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        output = done.stdout + ("\n" if done.stdout and done.stderr else "") + done.stderr
+        return self._judge(done.returncode, output, log_lines, flags, must_build, checked, seconds, command)
+
+    def _environment(self, acf: Path, flags, phase: str, log: Path) -> dict:
+        env = dict(os.environ, NVCC_EVO_ACF=str(acf), NVCC_EVO_CANDIDATE_FLAGS=" ".join(flags),
+                   NVCC_EVO_CANDIDATE=candidate_name(flags), NVCC_EVO_PHASE=phase, NVCC_EVO_RUN=str(self.runs),
+                   NVCC_EVO_LOG=str(log))
+        env.pop("NVCC_EVO_ACTIVE", None)
+        return env
+
+    def _check_commands(self, env: dict) -> str:
+        for check in self.bench.run_checks:
+            if check.kind == "command":
+                done = run_in_group([SHELL, "-c", str(check.value)], cwd=self.folder, env=env, timeout=self.timeout)
+                if done.returncode != 0:
+                    said = (done.stdout + done.stderr).strip().splitlines()
+                    return (f"`check command \"{check.value}\"` exited {done.returncode}"
+                            + (f": {said[-1][:200]}" if said else ""))
+        return ""
+
+    def _judge(self, code, output: str, log_lines, flags, must_build: bool, checked: str, seconds: float,
+               command: str) -> Run:
+        if code is None:
+            return Run("timeout", seconds=seconds, detail=f"the run exceeded {self.timeout:g} s: {command}\n{output}")
+        exit_checked = any(c.kind == "exit" for c in self.bench.run_checks)
+        if code != 0 and not exit_checked:
+            return Run("command-failed", seconds=seconds, detail=f"exit {code}: {command}\n{output}")
+        status, why = flags_problem(log_lines, self.globs, self.arch, flags, must_build)
+        if status:
+            return Run(status, seconds=seconds, detail=f"{why}\n{output}")
+        wrong = benchcommand.wrong_answer(self.bench.run_checks, output, code) or checked
+        if wrong:
+            return Run("wrong-answer", seconds=seconds, detail=f"{wrong}: {command}\n{output}")
+        values = []
+        for metric in self.bench.metrics:
+            value = benchcommand.read_metric(metric, output)
+            if isinstance(value, str):
+                return Run("no-metric", seconds=seconds, detail=f"{value} of {command}\n{output}")
+            values.append((metric.name, value))
+        return Run("ok", tuple(values), seconds)
+
+    # ------------------------------------------------------------ a candidate
+    def measure(self, genome, flags: tuple[str, ...]) -> Measurement:
+        """`repeat` runs (the first builds), medians and relative spreads."""
+        low, high = (self.bench.repeat.low, self.bench.repeat.high) if self.bench.repeat else (1, 1)
+        acf = self.candidate_acf(genome)
+        started, runs = time.monotonic(), []
+        try:
+            while len(runs) < high:
+                run = self.run(self.bench.command.text, acf, flags, "search", must_build=not runs)
+                if not run.ok:
+                    self.say(f"{' '.join(self.globs)} [{self.arch}] candidate {' '.join(flags) or '(baseline)'}: "
+                             f"{run.status} after {run.seconds:.1f} s; the last lines:\n{tail(run.detail)}")
+                    return failed(run.status, run.detail)
+                runs.append(run)
+                primary = [dict(r.values)[self.primary] for r in runs]
+                if enough(primary, low, high, self.best, self.primary in self.maximized):
+                    break
+        finally:
+            acf.unlink(missing_ok=True)
+            self._leave_stale()
+        measurement = self._summary(runs, time.monotonic() - started)
+        self._note(measurement, flags, len(runs))
+        return measurement
+
+    def _summary(self, runs: list[Run], seconds: float) -> Measurement:
+        metrics, spreads = [], []
+        for metric in self.bench.metrics:
+            summary = summarize([dict(r.values)[metric.name] for r in runs])
+            metrics.append((metric.name, summary.median))
+            spreads.append((metric.name, summary.spread if math.isfinite(summary.spread) else 0.0))
+        primary = summarize([dict(r.values)[self.primary] for r in runs])
+        if self.best is None or (primary.median > self.best.median if self.primary in self.maximized
+                                 else primary.median < self.best.median):
+            self.best = primary
+        return Measurement("ok", tuple(metrics) + (("command_time", round(seconds, 3)), ("runs", len(runs))),
+                           tuple(spreads))
+
+    def _note(self, measurement: Measurement, flags, count: int) -> None:
+        """The progress of a slow search: one line per candidate, with its cost."""
+        units = {m.name: m.unit for m in self.bench.metrics}
+        shown = ", ".join(f"{name} {value:.5g}{(' ' + units[name]) if units.get(name) else ''}"
+                          f" ±{dict(measurement.spreads).get(name, 0):.1%}"
+                          for name, value in measurement.metrics if name in units)
+        self.say(f"{' '.join(self.globs)} [{self.arch}] {' '.join(flags) or '(baseline)'}: {shown} "
+                 f"({count} run{'s' if count > 1 else ''}, {measurement.get('command_time'):.1f} s)")
+
+    # ------------------------------------------------------------ the confirmation
+    def confirm(self, baseline: tuple, chosen: tuple) -> tuple[Verdict, str]:
+        """Winner and baseline rebuilt and run in turn (A B, B A, ...) for
+        `confirm rounds` rounds with the confirmation command; judged by the
+        primary metric with the GPU backend's rule. `baseline`, `chosen`:
+        (genome, compile result)."""
+        spec = self.bench.confirm or model.Confirm()
+        rounds = spec.rounds or benchcommand.DEFAULT_ROUNDS
+        command = spec.command or self.bench.command.text
+        sides = {"baseline": baseline[0], "chosen": chosen[0]}
+        try:
+            return self._interleaved(command, rounds, sides)
+        finally:
+            self._leave_stale()
+
+    def _leave_stale(self) -> None:
+        """The project's build outputs now hold some candidate: re-dated, so
+        that the user's next build compiles what the ACF says."""
+        redate(outputs_of(self.acf_path, self.globs, self.arch))
+
+    def _interleaved(self, command: str, rounds: int, sides: dict) -> tuple[Verdict, str]:
+        samples: dict[str, list[float]] = {"baseline": [], "chosen": []}
+        problem = ""
+        for index in range(rounds):
+            for side in (("baseline", "chosen") if index % 2 == 0 else ("chosen", "baseline")):
+                genome = sides[side]
+                acf = self.candidate_acf(genome)
+                try:
+                    run = self.run(command, acf, self.flags_for(genome), "confirm", must_build=True)
+                finally:
+                    acf.unlink(missing_ok=True)
+                if not run.ok:
+                    problem = f"the {side}'s confirmation run {index + 1} failed, {run.status}"
+                    self.say(f"{' '.join(self.globs)} [{self.arch}]: {problem}; the last lines:\n{tail(run.detail)}")
+                    return _judged(samples, self.primary in self.maximized), problem
+                samples[side].append(dict(run.values)[self.primary])
+        return _judged(samples, self.primary in self.maximized), problem
+
+
+def _judged(samples: dict[str, list[float]], maximize: bool) -> Verdict:
+    """stats.faster on the primary metric; for a metric to maximise the two
+    sides swap (a higher rate is the faster build), so the effect is still
+    > 1 where the candidate is better."""
+    base, chosen = samples["baseline"], samples["chosen"]
+    if not base or not chosen:
+        return Verdict("mannwhitneyu", 1.0, 1.0, 0.0, False, 0)
+    return faster(chosen, base) if maximize else faster(base, chosen)
+
+
+def _read_log(path: Path) -> list[dict]:
+    lines = []
     try:
-        value = float(found.group(1) if found.groups() else found.group(0))
-    except ValueError:
-        return failed("no-metric", f"metric /{metric}/ matched {found.group(0)!r}, not a number")
-    return Measurement("ok", (("metric", value), ("command_time", round(time.monotonic() - started, 3))))
+        text = path.read_text()
+    except FileNotFoundError:
+        return lines
+    for line in text.splitlines():
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            continue
+    return lines
+
+
+def _copy_to_users_log(path: Path) -> None:
+    """The user's own NVCC_EVO_LOG gets the run's compiles too."""
+    users = os.environ.get("NVCC_EVO_LOG")
+    if users and path.exists():
+        with open(users, "a") as log:
+            log.write(path.read_text())

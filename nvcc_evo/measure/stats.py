@@ -42,6 +42,27 @@ def repetitions(one_launch_s: float, min_seconds: float = 0.3, least: int = 20, 
     return int(min(most, max(least, np.ceil(min_seconds / one_launch_s))))
 
 
+def enough(samples: Sequence[float], least: int, most: int, best: Summary | None = None,
+           maximize: bool = False, settled: float = 2 * MIN_GAIN) -> bool:
+    """Adaptive repetition: after `least` runs, stop once the median is known
+    well enough (relative p20..p80 spread within `settled`), or once the
+    candidate is clearly worse than the best so far (its better quintile
+    beyond the best's median by more than that one's spread), or at `most`."""
+    if len(samples) < least:
+        return False
+    if len(samples) >= most:
+        return True
+    mine = summarize(samples)
+    if mine.spread <= settled:
+        return True
+    if best is None:
+        return False
+    margin = max(best.spread, MIN_GAIN)
+    if maximize:
+        return mine.p80 < best.median * (1 - margin)
+    return mine.p20 > best.median * (1 + margin)
+
+
 @dataclass(frozen=True)
 class Verdict:
     test: str
@@ -49,6 +70,7 @@ class Verdict:
     effect: float            # baseline median / candidate median (> 1: candidate faster)
     noise: float             # the larger relative spread of the two
     significant: bool
+    rounds: int = 0          # samples on each side
 
     def __str__(self) -> str:
         return (f"{self.test}: p={self.p_value:.2g}, speedup {self.effect:.4f}x, noise {self.noise:.2%}: "
@@ -65,4 +87,5 @@ def faster(baseline: Sequence[float], candidate: Sequence[float], alpha: float =
     p_value = float(mannwhitneyu(baseline, candidate, alternative="greater").pvalue)
     effect = base.median / cand.median if cand.median > 0 else float("inf")
     noise = max(base.spread, cand.spread, min_gain)
-    return Verdict("mannwhitneyu", p_value, effect, noise, p_value < alpha and effect - 1 > noise)
+    return Verdict("mannwhitneyu", p_value, effect, noise, p_value < alpha and effect - 1 > noise,
+                   min(len(baseline), len(candidate)))

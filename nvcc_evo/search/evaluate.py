@@ -31,24 +31,37 @@ class Goal:
     select: str = ""
     select_where: tuple[model.Condition, ...] = ()
     note: str = ""
+    maximize: tuple[str, ...] = ()     # of the objectives, those where higher is better (scored negated)
 
     def __str__(self) -> str:
-        return "minimize " + ", ".join(self.minimize) + (f" ({self.note})" if self.note else "")
+        named = ", ".join(f"{m} (maximized)" if m in self.maximize else m for m in self.minimize)
+        return "minimize " + named + (f" ({self.note})" if self.note else "")
+
+    def scores(self, metrics: dict) -> tuple[float, ...]:
+        """The objectives as the search minimises them."""
+        return tuple(-metrics.get(m, -math.inf) if m in self.maximize else metrics.get(m, math.inf)
+                     for m in self.minimize)
+
+    def better(self, metric: str, after: float, before: float) -> bool:
+        return after > before if metric in self.maximize else after < before
 
 
-def goal_for(tune: model.Tune | None, available: tuple[str, ...]) -> Goal:
-    """The unit's tune block, limited to what the backend can measure."""
+def goal_for(tune: model.Tune | None, available: tuple[str, ...], primary: tuple[str, ...] = (),
+             maximize: tuple[str, ...] = ()) -> Goal:
+    """The unit's tune block, limited to what the backend can measure;
+    without one, the backend's primary objectives (a bench command's first
+    metric), else registers and spills."""
     wanted = tune.minimize if tune and tune.minimize else ()
     usable = tuple(m for m in wanted if m in available)
     note = ""
     if not usable:
-        usable = tuple(m for m in STATIC_DEFAULT if m in available) or available[:1]
+        usable = primary or tuple(m for m in STATIC_DEFAULT if m in available) or available[:1]
         if wanted:
             note = f"{', '.join(wanted)} cannot be measured here; tuning {', '.join(usable)} instead"
     require = tuple(c for c in (tune.require if tune else ()) if c.metric in available)
     select = tune.select if tune and tune.select in usable else usable[0]
     where = tuple(c for c in (tune.select_where if tune else ()) if c.metric in available)
-    return Goal(usable, require, select, where, note)
+    return Goal(usable, require, select, where, note, tuple(m for m in usable if m in maximize))
 
 
 def holds(condition: model.Condition, metrics: dict, baseline: dict) -> float:
@@ -106,6 +119,7 @@ class Evaluator:
     by_hash: dict = field(default_factory=dict)
     measured: dict = field(default_factory=dict)      # genome -> Measurement
     tally: Tally = field(default_factory=Tally)
+    program_for: Callable[[Genome], str | None] = lambda genome: None   # the ptxas it asks for (None: nvcc's)
 
     def resume(self, records: list[Record]) -> list[Evaluation]:
         """Evaluations read back from the store, so no genome is redone."""
@@ -123,14 +137,15 @@ class Evaluator:
             return Evaluation(genome, tuple(math.inf for _ in self.goal.minimize), math.inf, measurement.status)
         metrics = dict(measurement.metrics)
         violation = sum(holds(c, metrics, self.baseline) for c in self.goal.require)
-        return Evaluation(genome, tuple(metrics.get(m, math.inf) for m in self.goal.minimize), violation)
+        return Evaluation(genome, self.goal.scores(metrics), violation)
 
     def __call__(self, genomes: list[Genome]) -> list[Evaluation]:
         """Evaluate a batch; each result is stored the moment it is measured,
         so an interruption loses only what is still compiling."""
         flags = [self.flags_for(g) for g in genomes]
         if self.compiles:
-            finished = compile_each([replace(self.job, flags=f) for f in flags], self.workers)
+            finished = compile_each([replace(self.job, flags=f, ptxas=self.program_for(g))
+                                     for g, f in zip(genomes, flags)], self.workers)
         else:
             finished = ((i, None) for i in range(len(genomes)))
         done: dict[int, Evaluation] = {}

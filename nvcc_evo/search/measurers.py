@@ -11,9 +11,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from nvcc_evo.acf import model, unitpath
+from nvcc_evo.acf.benchcommand import identity
 from nvcc_evo.acf.sources import define_values
 from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
-from nvcc_evo.measure import Measurement, Measurer, command, static
+from nvcc_evo.measure import Measurement, Measurer, static
 from nvcc_evo.search.space import Genome
 from nvcc_evo.search.store import Context, Store, require_same_context
 
@@ -40,27 +41,42 @@ def _candidate_acf(acf_path: Path, task, genome: Genome, at_start: str) -> Path:
     return path
 
 
-def _command(task, acf_path: Path, timeout: float) -> Measurer:
+def _primary(bench: model.Bench, tune: model.Tune | None) -> str:
+    """The metric a command's confirmation judges: the tune block's choice
+    (select, else the first objective) where it is a metric, else the first metric."""
+    names = [m.name for m in bench.metrics]
+    wanted = [tune.select] + list(tune.minimize) if tune is not None else []
+    return next((name for name in wanted if name in names), names[0])
+
+
+def _command(task, acf_path: Path, timeout: float, flags_for) -> Measurer:
     from nvcc_evo.acf.text import read_text
+    from nvcc_evo.measure.command import CommandBench
     bench = task.unit.bench
     if bench is None or bench.command is None:
         raise UsageError(f"unit {task.unit} has no `bench {{ command ...; metric ... }}` for the command backend")
     at_start = read_text(acf_path)
+    runner = CommandBench(bench, acf_path, task.unit.globs, task.arch,
+                          lambda genome: _candidate_acf(acf_path, task, genome, at_start), flags_for,
+                          bench.timeout.seconds if bench.timeout else timeout, _primary(bench, task.unit.tune))
 
     def measure(genome: Genome, flags, result) -> Measurement:
         compiled = static.measure(result, task.arch)
         if not compiled.ok:
             return compiled
-        candidate = _candidate_acf(acf_path, task, genome, at_start)
-        try:
-            ran = command.run_command(bench.command.text, bench.metric.text, acf_path.parent, candidate, flags,
-                                      timeout)
-        finally:
-            candidate.unlink(missing_ok=True)
+        ran = runner.measure(genome, flags)
         return replace(ran, metrics=compiled.metrics + ran.metrics) if ran.ok else ran
 
-    return Measurer(measure, ("metric",) + static.OBJECTIVES,
-                    describe=f"command `{bench.command.text}` (metric /{bench.metric.text}/)")
+    names = tuple(m.name for m in bench.metrics)
+    shown = "; ".join(f"{m.name} /{m.regex}/" + (f" {m.take}" if m.take != "first" else "")
+                      + (" maximized" if m.maximize else "") for m in bench.metrics)
+    repeat = bench.repeat
+    runs = f"{repeat.low}..{repeat.high} runs" if repeat and repeat.high > repeat.low else \
+        f"{repeat.low if repeat else 1} run(s)"
+    return Measurer(measure, names + static.OBJECTIVES + ("command_time",), confirm=runner.confirm,
+                    primary=(runner.primary,), maximize=runner.maximized, build=identity(bench),
+                    describe=f"command `{bench.command.text}` ({shown}; {runs} per candidate, "
+                             f"{runner.timeout:g} s a run at most)")
 
 
 def _replay(task, path: str | None, context: Context) -> Measurer:
@@ -137,13 +153,13 @@ def resolve_backend(backend: str) -> str:
 
 
 def measurer_for(backend: str, task, acf_path: Path, context: Context, replay_path: str | None,
-                 timeout: float, space_defaults: dict | None = None, device: int = 0) -> Measurer:
+                 timeout: float, space_defaults: dict | None = None, flags_for=None, device: int = 0) -> Measurer:
     if backend == "pycuda":
         return _pycuda(task, space_defaults or {}, acf_path.parent, device)
     if backend == "static":
         return _static(task)
     if backend == "command":
-        return _command(task, acf_path, timeout)
+        return _command(task, acf_path, timeout, flags_for)
     if backend == "replay":
         return _replay(task, replay_path, context)
     raise EnvironmentProblem(f"backend '{backend}' is not available in this build of nvcc-evo")

@@ -70,7 +70,7 @@ def _off_front(o) -> str:
         if rule and not any(_meets_rule(o, p.genome) for p in o.front):
             return f"the baseline, not on the front: no front point meets `{rule}`"
         return "the baseline, not on the front: " + o.verdict.removeprefix("baseline kept: ")
-    scores = tuple(o.chosen_measurement.get(m) for m in o.goal.minimize)
+    scores = o.goal.scores(dict(o.chosen_measurement.metrics))
     if any(p.objectives == scores for p in o.front):
         return "the same scores as a front point, with fewer knobs moved from the baseline"
     return f"picked by the select rule `{_select_rule(o)}`" if o.goal.select_where else ""

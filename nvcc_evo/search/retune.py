@@ -21,9 +21,11 @@ from nvcc_evo.driver.candidate import CompileJob
 from nvcc_evo.driver.flags import plan_flags, read_facts
 from nvcc_evo.driver.nvcc_options import parse_call
 from nvcc_evo.driver.plan import ACF_NAME, find_acf
+from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError
 from nvcc_evo.measure import Measurement, Measurer
 from nvcc_evo.search.evaluate import Evaluator, Goal, goal_for, holds
+from nvcc_evo.search.boosters import family_of
 from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_search
 from nvcc_evo.search.progress import ProgressLine, reporter
 from nvcc_evo.search.measurers import close_pool, measurer_for, resolve_backend
@@ -101,13 +103,21 @@ class Outcome:
 
 # ---------------------------------------------------------------- one search
 def _seeds(task: Task, space: SearchSpace) -> list[Genome]:
-    """Baseline first, then the unit's current knobs, then its other targets'."""
+    """Baseline first, then the unit's current knobs, then its other
+    targets'; a new unit (no entry for this architecture) also gets its
+    kernel family's curated starting points (nvcc_evo.search.boosters) that
+    move a knob of its space."""
     seeds = [space.baseline()]
     current = [t for t in task.unit.targets if t.arch == task.arch]
     others = [t for t in task.unit.targets if t.arch != task.arch]
     for target in current + others:
         seeds.append(space.genome({s.knob: s.value for s in target.settings}))
-    return seeds
+    family = None if current else family_of(task.source)
+    boosted = [space.genome(dict(seed.knobs)) for seed in family.seeds] if family else []
+    boosted = [g for g in dict.fromkeys(boosted) if g not in seeds]
+    if boosted:
+        log(f"{task}: a new unit of the {family.name} family: {len(boosted)} curated starting point(s) seeded")
+    return seeds + boosted
 
 
 def choose(evaluations: list[Evaluation], front: list[Evaluation], baseline: Evaluation, goal: Goal,
@@ -136,18 +146,24 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     space = build_space(task.unit, task.source, toolkit.accepts)
     facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
     fixed = fixed_settings(task, space)
+    programs = ptxas_programs(space, toolkit, acf_path, options.backend, task.arch)
 
     def flags_for(genome: Genome) -> tuple[str, ...]:
-        return plan_flags({**fixed, **genome.settings()}, facts, toolkit).flags
+        return plan_flags({**fixed, **genome.settings()}, facts, toolkit, str(acf_path.parent)).flags
+
+    def program_for(genome: Genome) -> str | None:
+        return programs.get(str({**fixed, **genome.settings()}.get("ptxas.version", TOOLKIT_TOOL)))
 
     context = Context(toolkit.version, task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
                       _build_key(task.job))
     measurer = measurer_for(options.backend, task, acf_path, context, options.replay, options.timeout,
-                            baseline_defines(task.source, space), device=options.device)
+                            baseline_defines(task.source, space), flags_for, device=options.device)
     context = replace(context, device=measurer.device)
-    goal = goal_for(task.unit.tune, measurer.objectives)
+    if measurer.build:          # a bench command is part of how candidates are built: another one, other results
+        context = replace(context, build=hashlib.sha256((context.build + measurer.build).encode()).hexdigest()[:16])
+    goal = goal_for(task.unit.tune, measurer.objectives, measurer.primary, measurer.maximize)
     evaluator = Evaluator(task.job, goal, context, store, flags_for, measurer.measure, measurer.compiles,
-                          workers=options.jobs)
+                          workers=options.jobs, program_for=program_for)
     stored = _resume(task, store, context, evaluator, space)
     baseline_genome = space.baseline()
     if baseline_genome not in evaluator.measured:
@@ -180,7 +196,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
         if current is not None and current in evaluator.measured:
             outcome.chosen, outcome.chosen_measurement = current, evaluator.measured[current]
     elif measurer.confirm is not None and best.genome != baseline_genome and baseline_measurement.ok:
-        _confirm(outcome, measurer, flags_for)
+        _confirm(outcome, measurer, lambda g: replace(task.job, flags=flags_for(g), ptxas=program_for(g)))
     outcome.extra["seconds"] = time.monotonic() - started     # search and verification, this run
     return outcome
 
@@ -232,13 +248,13 @@ def _entry_is_current(task: Task, toolkit, options: Options) -> bool:
             and not stale_reasons(task.unit, task.arch, task.fingerprint, toolkit.version))
 
 
-def _confirm(outcome: Outcome, measurer: Measurer, flags_for) -> None:
+def _confirm(outcome: Outcome, measurer: Measurer, job_for) -> None:
     """The backend's confirmation step on the winner and the baseline, built
-    again; a gain that is not significant, or a wrong answer on fresh inputs,
-    keeps the baseline."""
+    again (`job_for`: a genome's compile); a gain that is not significant, or
+    a wrong answer on fresh inputs, keeps the baseline."""
     from nvcc_evo.driver.candidate import compile_candidate
     task, baseline = outcome.task, outcome.space.baseline()
-    builds = {g: compile_candidate(replace(task.job, flags=flags_for(g))) for g in (baseline, outcome.chosen)}
+    builds = {g: compile_candidate(job_for(g)) for g in (baseline, outcome.chosen)}
     if not all(b.ok for b in builds.values()):
         outcome.extra["rejected"] = "recompiling for the verification failed"
     else:
@@ -251,6 +267,29 @@ def _confirm(outcome: Outcome, measurer: Measurer, flags_for) -> None:
             outcome.extra["rejected"] = f"gain not significant ({stats})"
     if "rejected" in outcome.extra:
         outcome.chosen, outcome.chosen_measurement = baseline, outcome.baseline
+
+
+def ptxas_programs(space: SearchSpace, toolkit, acf_path: Path, backend: str, arch: str) -> dict[str, str]:
+    """{ptxas.version value: the ptxas binary} for the releases the space
+    names besides the toolkit's. One that is not listed in NVCC_EVO_PTXAS,
+    or whose cubins the driver here does not load (asked where the backend
+    runs them on this machine's GPU), is an error before anything is
+    searched, saying which."""
+    from nvcc_evo.driver import ptxas
+    dimension = next((d for d in space.dimensions if d.knob == "ptxas.version"), None)
+    wanted = [str(v) for v in (dimension.choices if dimension else ()) if v not in (None, TOOLKIT_TOOL)]
+    programs = {}
+    for version in wanted:
+        try:
+            found = ptxas.choose(version, toolkit, os.environ)
+        except ptxas.NoPtxas as missing:
+            raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {missing}") from None
+        if backend == "pycuda":
+            problem = ptxas.driver_problem(found, arch)
+            if problem:
+                raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {problem}")
+        programs[version] = None if found == ptxas.toolkit_ptxas(toolkit) else found.path
+    return programs
 
 
 def _first_lines(detail: str, count: int = 8) -> str:

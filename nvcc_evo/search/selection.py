@@ -171,7 +171,8 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit, options) -> tuple[l
                 continue
             job, source = found
             includes = parse_call(list(job.argv), {}).values("--include-path")
-            print_ = fingerprint(source, [os.path.join(job.cwd, d) for d in includes])
+            print_ = fingerprint(source, [os.path.join(job.cwd, d) for d in includes], unit.named_files(),
+                                 acf_path.parent)
             reasons = ("asked",) if asked else stale_reasons(unit, arch, print_, toolkit.version)
             measured = None if asked else _measured_on(unit, arch)
             if reasons and options.backend == "static" and measured:

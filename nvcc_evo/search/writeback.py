@@ -71,6 +71,11 @@ def provenance(outcome, toolkit, options) -> tuple[model.Record, ...]:
     if stats is not None:
         records += [model.Record("test", stats.test), model.Record("p_value", float(f"{stats.p_value:.3g}")),
                     model.Record("effect_size", round(stats.effect, 4)), model.Record("significant", stats.significant)]
+        if stats.rounds:
+            records.append(model.Record("rounds", stats.rounds))
+    runs = outcome.baseline.get("runs", 0)
+    if runs:
+        records.append(model.Record("repeats", int(runs)))
     records.append(model.Record("verdict", outcome.verdict))
     return tuple(records)
 
@@ -108,7 +113,7 @@ def verdict_of(outcome) -> str:
         before, after = outcome.baseline.get(metric), outcome.chosen_measurement.get(metric)
         if after != before:
             changes.append(f"{metric} {before:g} -> {after:g}")
-            worse = worse or after > before
+            worse = worse or not outcome.goal.better(metric, after, before)
     if not changes:
         return "same scores; chosen by the selection rule"
     # (a point of the front may give up one objective for another: not an improvement in every one)

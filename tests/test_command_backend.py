@@ -1,0 +1,241 @@
+"""The command backend as a user runs it (real nvcc, real make, no GPU): a
+project timed by its own harness, repeats and the interleaved confirmation,
+the rebuild guarantee, wrong answers and failures on stderr."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+
+import pytest
+
+from conftest import DATA, EVO, evo_env, run_evo
+from nvcc_evo.acf import model
+from nvcc_evo.acf.benchcommand import wrong_answer
+from nvcc_evo.measure.command import LONG_AGO, flags_problem
+
+
+def _harness(tmp_path, evo_cache, space: str):
+    """tests/data/projects/harness with its search block replaced, built
+    once through nvcc-evo (so the compile database knows its outputs)."""
+    project = tmp_path / "harness"
+    shutil.copytree(DATA / "projects" / "harness", project)
+    acf = project / "nvcc-evo.acf"
+    text = acf.read_text()
+    start, end = text.index("    search {"), text.index("    tune {")
+    acf.write_text(text[:start] + f"    search {{\n        {space}\n    }}\n" + text[end:])
+    env = evo_env(evo_cache, PATH=f"{EVO.parent}{os.pathsep}{os.environ['PATH']}")
+    built = __import__("subprocess").run(["make", "-s", "NVCC=nvcc-evo", "bench"], cwd=project, env=env,
+                                         capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    return project, env
+
+
+def _provenance(acf_text: str) -> dict:
+    from nvcc_evo.acf.parse import parse_text
+    target = parse_text(acf_text).units[0].targets[0]
+    return {r.key: r.value for r in target.provenance}
+
+
+def test_a_real_effect_in_the_projects_own_harness_is_found_and_confirmed(tmp_path, evo_cache):
+    project, env = _harness(tmp_path, evo_cache, "define.NEWTON_STEPS in {6, 32}")
+    log = tmp_path / "wrapper.log"
+    env["NVCC_EVO_LOG"] = str(log)          # the user's own log gets the candidates' compiles too
+    result = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=project, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "improved time" in result.stdout
+    text = (project / "nvcc-evo.acf").read_text()
+    assert "        define.NEWTON_STEPS = 6\n" in text
+    found = _provenance(text)
+    assert found["test"] == "mannwhitneyu" and found["p_value"] < 0.01 and found["significant"] is True
+    assert found["rounds"] == 5 and found["repeats"] == 3 and found["effect_size"] > 1.5
+    assert found["baseline.time"] > found["tuned.time"]
+    # each candidate: its runs, medians and spread, and the seconds it cost
+    assert "-DNEWTON_STEPS=6: time " in result.stderr and " ms ±" in result.stderr and "(3 runs, " in result.stderr
+    records = [json.loads(line) for line in (project / ".nvcc-evo" / "results.jsonl").read_text().splitlines()]
+    assert all(r["metrics"]["runs"] == 3 and "time" in r["spreads"] for r in records)
+    # make rebuilt every candidate (nvcc-evo re-dates the outputs the compile database knows): the
+    # baseline and the candidate once in the search (their repeats reuse the build), then in each of
+    # the five confirmation rounds
+    steps = [" ".join(c["added"]) for c in map(json.loads, log.read_text().splitlines()) if c.get("units")]
+    assert steps.count("-DNEWTON_STEPS=6") == 6 and steps.count("-DNEWTON_STEPS=32") == 6, steps
+    # the binary left in the tree is some candidate's: re-dated, so the next build compiles the ACF's choice
+    assert (project / "bench").stat().st_mtime == LONG_AGO
+
+
+NOISE = (
+    "import os, random\n"
+    "run = random.Random(int(os.environ['NVCC_EVO_RUN']))\n"
+    "lucky = 0.5 if os.environ['NVCC_EVO_PHASE'] == 'search' and os.environ['NVCC_EVO_CANDIDATE_FLAGS'] else 0\n"
+    "print('time %.4f ms' % (run.gauss(10, 0.3) - lucky))\n")
+
+
+def test_a_winner_that_was_noise_keeps_the_baseline(tmp_path, evo_cache):
+    """The search sees a candidate 5% ahead; re-run interleaved, the metric is
+    pure noise (the same for every candidate): the baseline is kept, and the
+    provenance says why."""
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+    (tmp_path / "noise.py").write_text(NOISE)
+    (tmp_path / "nvcc-evo.acf").write_text(f'''acf 1
+unit "spill.cu" {{
+    search {{
+        ptxas.opt_level in {{1, 3}}
+    }}
+    bench {{
+        command "{EVO} -arch=sm_90 -cubin spill.cu -o spill.cubin && {sys.executable} noise.py"
+        metric time "time ([0-9.]+) ms"
+        check command "test -s spill.cubin"
+        confirm rounds 6
+    }}
+}}
+''')
+    result = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=evo_env(evo_cache))
+    assert result.returncode == 0, result.stderr
+    assert "baseline kept: gain not significant" in result.stdout
+    text = (tmp_path / "nvcc-evo.acf").read_text()
+    found = _provenance(text)
+    assert found["significant"] is False and found["p_value"] >= 0.01 and found["rounds"] == 6
+    assert found["verdict"].startswith("baseline kept")
+    assert "ptxas.opt_level = " not in text
+
+
+def test_a_command_that_does_not_rebuild_fails_and_says_why(tmp_path, evo_cache):
+    project, env = _harness(tmp_path, evo_cache, "define.NEWTON_STEPS in {6, 32}")
+    acf = project / "nvcc-evo.acf"
+    acf.write_text(acf.read_text().replace('command "make -s NVCC=nvcc-evo bench && ./bench 5"',
+                                           'command "echo running the old binary && ./bench 5"'))
+    result = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=project, env=env)
+    assert result.returncode == 1
+    assert "not-rebuilt" in result.stderr and "no compile of unit bench.cu for sm_90" in result.stderr
+    assert "    | running the old binary" in result.stderr          # the run's last lines, on stderr
+
+
+def test_flags_the_build_overrides_fail_the_candidate(tmp_path, evo_cache):
+    """The build's own ptxas -O3 wins over the candidate's -O1 (the user's
+    flag is never overridden): the candidate was not what ran, so it fails."""
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+    (tmp_path / "nvcc-evo.acf").write_text(f'''acf 1
+unit "spill.cu" {{
+    search {{
+        ptxas.opt_level in {{1, 3}}
+    }}
+    bench {{
+        command "{EVO} -arch=sm_90 -cubin -Xptxas -O3 spill.cu -o spill.cubin && echo 'time 1 ms'"
+        metric time "time ([0-9.]+) ms"
+    }}
+}}
+''')
+    result = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=evo_env(evo_cache))
+    assert "flags-not-applied" in result.stderr, result.stderr
+    assert "missing -O1" in result.stderr and "baseline kept" in result.stdout
+
+
+def test_flags_are_checked_against_the_wrappers_log():
+    line = {"added": ["-Xptxas", "-O1", "-DTILE=8"], "units": [{"input": "k.cu", "arch": "sm_90", "unit": ["k.cu"]}],
+            "skipped": []}
+    other = {"added": [], "units": [{"input": "o.cu", "arch": "sm_90", "unit": ["o.cu"]}]}
+    assert flags_problem([other, line], ("k.cu",), "sm_90", ("-Xptxas", "-O1", "-DTILE=8"), True) == ("", "")
+    assert flags_problem([other], ("k.cu",), "sm_90", (), True)[0] == "not-rebuilt"
+    assert flags_problem([other], ("k.cu",), "sm_90", (), False) == ("", "")      # a repeat need not build
+    status, why = flags_problem([line], ("k.cu",), "sm_90", ("-Xptxas", "-O2"), False)
+    assert status == "flags-not-applied" and "missing -O2" in why
+    split = dict(line, added=["-DTILE=8"], ptxas_per_step=[{"input": "k.cu", "arch": "sm_90", "options": ["-O1"]}])
+    assert flags_problem([split], ("k.cu",), "sm_90", ("-Xptxas", "-O1", "-DTILE=8"), True) == ("", "")
+
+
+@pytest.mark.parametrize("checks, output, code, wrong", [
+    ((model.RunCheck("exit", 0),), "ok", 1, "exit code 1"),
+    ((model.RunCheck("exit", 0),), "ok", 0, ""),
+    ((model.RunCheck("match", r"All results match"),), "Mismatch of out", 0, "does not match"),
+    ((model.RunCheck("absent", r"Mismatch"),), "a\nMismatch of out at 3\n", 0, "Mismatch of out at 3"),
+    ((model.RunCheck("absent", r"Mismatch"),), "All results match", 0, ""),
+])
+def test_run_checks_tell_wrong_answers(checks, output, code, wrong):
+    found = wrong_answer(checks, output, code)
+    assert (wrong in found) if wrong else found == ""
+
+
+def test_a_metric_to_maximize_is_scored_and_judged_upward():
+    from nvcc_evo.measure.command import _judged
+    from nvcc_evo.search.evaluate import goal_for
+    goal = goal_for(model.Tune(minimize=("tokens",)), ("tokens", "registers"), maximize=("tokens",))
+    assert goal.scores({"tokens": 900.0}) < goal.scores({"tokens": 800.0})        # more tokens/s: a lower score
+    assert goal.better("tokens", 900, 800) and goal.better("registers", 800, 900)
+    verdict = _judged({"baseline": [800, 810, 790, 805, 795], "chosen": [900, 910, 890, 905, 895]}, maximize=True)
+    assert verdict.significant and abs(verdict.effect - 900 / 800) < 0.01
+    assert not _judged({"baseline": [800, 810, 790, 805, 795], "chosen": [900, 910, 890, 905, 895]},
+                       maximize=False).significant
+
+
+def test_without_a_tune_block_the_first_metric_is_tuned():
+    from nvcc_evo.search.evaluate import goal_for
+    assert goal_for(None, ("time", "tokens", "registers", "spills"), primary=("time",)).minimize == ("time",)
+    assert goal_for(None, ("registers", "spills")).minimize == ("spills", "registers")
+
+
+def test_the_readme_shows_the_example_projects_acf_and_its_language_example_checks(tmp_path):
+    from conftest import ROOT
+    from nvcc_evo.acf.parse import parse_text
+    from nvcc_evo.acf.resolve import check
+    readme = (ROOT / "README.md").read_text()
+    blocks = readme.split("```\n")[1::2]
+    unit = next(b for b in blocks if b.startswith('unit "bench.cu"'))
+    assert unit in (DATA / "projects" / "harness" / "nvcc-evo.acf").read_text()
+    example = next(b for b in blocks if b.startswith("acf 1"))
+    (tmp_path / "references.py").write_text("def sgemm(**arrays):\n    return {}\n")
+    check(parse_text(example, str(tmp_path / "nvcc-evo.acf")), example)
+
+
+def test_results_of_another_bench_command_are_not_reused(tmp_path, evo_cache):
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+    acf = tmp_path / "nvcc-evo.acf"
+    acf.write_text(f'''acf 1
+unit "spill.cu" {{
+    search {{
+        ptxas.opt_level in {{1, 3}}
+    }}
+    bench {{
+        command "{EVO} -arch=sm_90 -cubin spill.cu -o spill.cubin && echo 'time 2 ms, 1 ms'"
+        metric time "([0-9]+) ms"
+    }}
+}}
+''')
+    env = evo_env(evo_cache)
+    first = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=env)
+    assert first.returncode == 0, first.stderr
+    assert "baseline.time = 2 +- 0.0\n" in acf.read_text()
+    acf.write_text(acf.read_text().replace('metric time "([0-9]+) ms"', 'metric time "([0-9]+) ms" take last'))
+    again = run_evo("--retune", "--all", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=env)
+    assert again.returncode == 0, again.stderr
+    assert "other context(s) in the results store left aside" in again.stderr
+    assert "baseline.time = 1 +- 0.0\n" in acf.read_text()
+
+
+def test_a_wrong_answer_in_the_confirmation_keeps_the_baseline(tmp_path, evo_cache):
+    """The winner looks faster while searching, then prints a mismatch when
+    confirmed (its confirmation command is the longer run): never written."""
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+    (tmp_path / "run.py").write_text(
+        "import os\n"
+        "tuned = bool(os.environ['NVCC_EVO_CANDIDATE_FLAGS'])\n"
+        "if tuned and os.environ['NVCC_EVO_PHASE'] == 'confirm':\n"
+        "    print('Mismatch of out at 7: CPU_ref: 1.0 vs GPU: 2.0')\n"
+        "print('time %d ms' % (5 if tuned else 10))\n")
+    (tmp_path / "nvcc-evo.acf").write_text(f'''acf 1
+unit "spill.cu" {{
+    search {{
+        ptxas.opt_level in {{1, 3}}
+    }}
+    bench {{
+        command "{EVO} -arch=sm_90 -cubin spill.cu -o spill.cubin && {sys.executable} run.py"
+        metric time "time ([0-9.]+) ms"
+        check not "Mismatch"
+    }}
+}}
+''')
+    result = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=evo_env(evo_cache))
+    assert result.returncode == 0, result.stderr
+    assert "confirmation run 1 failed, wrong-answer" in result.stderr
+    assert "    | Mismatch of out at 7" in result.stderr
+    assert "baseline kept" in result.stdout and "ptxas.opt_level = " not in (tmp_path / "nvcc-evo.acf").read_text()

@@ -1,0 +1,254 @@
+"""ptxas.version and ptxas.controls with real tools: CUDA 13.0's nvcc, ptxas
+13.3.73 (the ptxas133 extra, which `make setup` installs into .venv/ptxas133)
+and the CompileIQ control files of the shared test data (never copied into
+the repository: read from ../shared/fixtures/compileiq at test time)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, _pip_toolkit, evo_env, run_evo, sass
+from nvcc_evo.driver import ptxas
+from nvcc_evo.driver.candidate import CompileJob, compile_candidate, sass_hash
+from nvcc_evo.driver.toolkit import load_toolkit
+
+
+def _ptxas133() -> Path | None:
+    named = os.environ.get("NVCC_EVO_TEST_PTXAS133")
+    path = Path(named) if named else ROOT / ".venv" / "ptxas133" / "nvidia" / "cu13" / "bin" / "ptxas"
+    return path if path.is_file() else None
+
+
+def _fixtures() -> Path | None:
+    named = os.environ.get("NVCC_EVO_TEST_CONTROLS")
+    common = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--path-format=absolute", "--git-common-dir"],
+                            capture_output=True, text=True).stdout.strip()
+    places = [Path(named)] if named else []
+    places += [ROOT.parent / "shared" / "fixtures" / "compileiq"]
+    places += [Path(common).parent.parent / "shared" / "fixtures" / "compileiq"] if common else []
+    return next((p for p in places if (p / "controls-a.acf").is_file()), None)
+
+
+PTXAS133, FIXTURES = _ptxas133(), _fixtures()
+needs_133 = pytest.mark.skipif(PTXAS133 is None, reason="ptxas 13.3.73 not installed (make setup puts the "
+                               "ptxas133 extra in .venv/ptxas133; or name it in NVCC_EVO_TEST_PTXAS133)")
+needs_fixtures = pytest.mark.skipif(FIXTURES is None, reason="the CompileIQ control files "
+                                    "(../shared/fixtures/compileiq) are not on this machine")
+KERNELS = ROOT / "kernels"
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """softmax.cu beside an ACF, with the three control files copied in (test data, in a temporary folder)."""
+    for name in ("softmax.cu", "block_reduce.cuh", "references.py"):
+        shutil.copy(KERNELS / name, tmp_path / name)
+    for name in ("controls-a.acf", "controls-b.acf", "controls-c.acf"):
+        if FIXTURES is not None:
+            shutil.copy(FIXTURES / name, tmp_path / name)
+    return tmp_path
+
+
+def _env(evo_cache, **extra) -> dict:
+    return evo_env(evo_cache, **({"NVCC_EVO_PTXAS": PTXAS133} if PTXAS133 else {}), **extra)
+
+
+def _write_acf(folder: Path, body: str) -> Path:
+    (folder / "nvcc-evo.acf").write_text(f'acf 1\nunit "softmax.cu" {{\n{body}\n}}\n')
+    return folder / "nvcc-evo.acf"
+
+
+def _code(binary: Path) -> list[str]:
+    """The SASS instructions of a .o or a .cubin (cuobjdump frames the two differently)."""
+    return [line.split("*/", 1)[1].strip() for line in sass(binary).splitlines()
+            if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)]
+
+
+def _direct(folder: Path, tool: Path, *options: str) -> Path:
+    """softmax.cu's PTX (nvcc 13.0) through `tool` with `options`: the reference build."""
+    ptx = folder / "direct.ptx"
+    subprocess.run(["nvcc", "-arch=sm_90", "-ptx", "softmax.cu", "-o", ptx], cwd=folder, check=True)
+    out = folder / f"direct-{tool.parent.parent.name}-{len(options)}.cubin"
+    subprocess.run([tool, "-arch=sm_90", *options, ptx, "-o", out], cwd=folder, check=True)
+    return out
+
+
+# ------------------------------------------------------------ the probes
+@needs_133
+def test_probe_reads_each_ptxas_release(evo_cache, real_nvcc, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(evo_cache))
+    toolkit = load_toolkit(real_nvcc)
+    found = ptxas.probe(str(PTXAS133))
+    assert (found.version, found.release) == ("13.3.73", "13.3")
+    assert ptxas.choose("13.3", toolkit, {ptxas.PTXAS_ENV: str(PTXAS133)}) == found
+    assert ptxas.choose("13.3.73", toolkit, {ptxas.PTXAS_ENV: f"/nowhere/ptxas{os.pathsep}{PTXAS133}"}) == found
+    assert ptxas.choose("toolkit", toolkit, {}).version == toolkit.version
+    assert ptxas.choose(toolkit.version[:4], toolkit, {}).path == toolkit.ptxas
+    with pytest.raises(ptxas.NoPtxas, match=r"no ptxas 13\.4: the toolkit's is 13\.0\.88, and ptxas 13\.3\.73"):
+        ptxas.choose("13.4", toolkit, {ptxas.PTXAS_ENV: str(PTXAS133)})
+    with pytest.raises(ptxas.NoPtxas, match="NVCC_EVO_PTXAS lists none"):
+        ptxas.choose("13.3", toolkit, {})
+
+
+@needs_133
+@needs_fixtures
+def test_only_ptxas_133_applies_the_control_files(tmp_path, evo_cache, real_nvcc, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(evo_cache))
+    toolkit = load_toolkit(real_nvcc)
+    new = ptxas.probe(str(PTXAS133))
+    for name in ("controls-a.acf", "controls-b.acf", "controls-c.acf"):
+        assert ptxas.controls_problem(new, "sm_90", str(FIXTURES / name)) == ""
+        assert "not in expected format" in ptxas.controls_problem(ptxas.toolkit_ptxas(toolkit), "sm_90",
+                                                                  str(FIXTURES / name))
+    pip = _pip_toolkit()
+    if pip is not None:          # CUDA 13.5 (the cuda135 extra): locked out by the minor version
+        newer = ptxas.probe(str(pip.parent / "ptxas"))
+        assert "Invalid compiler controls file" in ptxas.controls_problem(newer, "sm_90",
+                                                                           str(FIXTURES / "controls-a.acf"))
+    garbage = tmp_path / "edited.acf"
+    garbage.write_bytes((FIXTURES / "controls-a.acf").read_bytes()[:-7] + b"changed")
+    assert ptxas.controls_problem(new, "sm_90", str(garbage)) != ""       # cached by content: tried again
+
+
+def test_step_command_runs_the_program_asked_for():
+    step = 'ptxas -arch=sm_90 -m64 "/k/a.ptx" -o "/k/a.cubin"'
+    assert ptxas.step_command(step, None, ()) == step
+    assert ptxas.step_command(step, "/opt/my ptxas", ("-O1", "--apply-controls=/x y.acf")) == \
+        "'/opt/my ptxas' -O1 '--apply-controls=/x y.acf' -arch=sm_90 -m64 \"/k/a.ptx\" -o \"/k/a.cubin\""
+
+
+# ------------------------------------------------------------ a build
+@needs_133
+@needs_fixtures
+def test_a_build_applies_the_control_file_through_ptxas_133(project, evo_cache):
+    _write_acf(project, '    pin ptxas.version = "13.3"\n    pin ptxas.controls = "controls-a.acf"')
+    log = project / "log.jsonl"
+    built = run_evo("-arch=sm_90", "-c", "softmax.cu", "-o", "tuned.o", cwd=project,
+                    env=_env(evo_cache, NVCC_EVO_LOG=log))
+    assert built.returncode == 0 and built.stdout == "", built.stderr
+    assert _code(project / "tuned.o") == _code(_direct(project, PTXAS133, "--apply-controls=controls-a.acf"))
+    assert _code(project / "tuned.o") != _code(_direct(project, PTXAS133))
+    explained = run_evo("--explain", "-arch=sm_90", "-c", "softmax.cu", "-o", "tuned.o", cwd=project,
+                        env=_env(evo_cache)).stdout
+    assert f"--apply-controls={project}/controls-a.acf" in explained
+    assert f"(run by {PTXAS133.resolve()})" in explained
+
+
+@needs_fixtures
+def test_a_control_file_the_ptxas_rejects_never_breaks_the_build(project, evo_cache, real_nvcc):
+    _write_acf(project, '    pin ptxas.controls = "controls-b.acf"\n    pin ptxas.opt_level = 1')
+    built = run_evo("-arch=sm_90", "-c", "softmax.cu", "-o", "k.o", cwd=project, env=_env(evo_cache))
+    assert built.returncode == 0, built.stderr
+    subprocess.run(["nvcc", "-arch=sm_90", "-Xptxas", "-O1", "-c", "softmax.cu", "-o", "plain.o"], cwd=project,
+                   check=True)
+    assert _code(project / "k.o") == _code(project / "plain.o")          # the other knob still applies
+    explained = run_evo("--explain", "-arch=sm_90", "-c", "softmax.cu", cwd=project, env=_env(evo_cache)).stdout
+    assert "ptxas.controls (softmax.cu [sm_90]): ptxas 13.0.88" in explained
+    assert "does not apply it: ptxas fatal" in explained and "not in expected format" in explained
+
+
+def test_a_release_nobody_listed_builds_with_the_toolkits_ptxas(project, evo_cache):
+    _write_acf(project, '    pin ptxas.version = "13.4"')
+    built = run_evo("-arch=sm_90", "-c", "softmax.cu", "-o", "k.o", cwd=project, env=_env(evo_cache))
+    assert built.returncode == 0, built.stderr
+    explained = run_evo("--explain", "-arch=sm_90", "-c", "softmax.cu", cwd=project, env=_env(evo_cache)).stdout
+    assert "ptxas.version (softmax.cu [sm_90]): no ptxas 13.4" in explained
+    assert "nvcc's own ptxas runs the step" in explained
+
+
+@needs_fixtures
+def test_the_fingerprint_covers_the_control_file(project, evo_cache):
+    from nvcc_evo.driver.plan import fingerprint
+    plain = fingerprint(project / "softmax.cu", [])
+    _write_acf(project, '    search {\n        ptxas.controls in {none, "controls-a.acf"}\n    }')
+    prints = []
+    for content in (b"one", b"two"):
+        (project / "controls-a.acf").write_bytes(content)
+        out = run_evo("--explain", "-arch=sm_90", "-c", "softmax.cu", cwd=project, env=_env(evo_cache)).stdout
+        prints.append(next(line.split()[-1] for line in out.splitlines() if line.strip().startswith("fingerprint")))
+    assert prints[0] != prints[1] and plain not in prints
+    _write_acf(project, "    pin ptxas.opt_level = 2")          # a unit that names no file keeps its digest
+    out = run_evo("--explain", "-arch=sm_90", "-c", "softmax.cu", cwd=project, env=_env(evo_cache)).stdout
+    assert f"fingerprint {plain}" in out
+
+
+def test_control_files_stay_in_the_acfs_folder(project, evo_cache):
+    acf = _write_acf(project, '    pin ptxas.controls = "../controls.acf"\n'
+                              '    search {\n        ptxas.controls in {none, "missing.acf"}\n    }')
+    checked = run_evo("--acf-check", str(acf), env=_env(evo_cache))
+    assert checked.returncode == 1
+    assert "nvcc-evo.acf:3:5: error: ptxas.controls file '../controls.acf' leaves the ACF's folder" in checked.stderr
+    assert "nvcc-evo.acf:5:9: error: ptxas.controls file 'missing.acf' not found next to the ACF" in checked.stderr
+
+
+# ------------------------------------------------------------ a retune
+@needs_133
+@needs_fixtures
+def test_a_joint_search_fails_only_the_candidates_ptxas_rejects(project, evo_cache):
+    _write_acf(project, "    pin nvcc.use_fast_math = false\n    search {\n        ptxas.opt_level in {1, 3}\n"
+                        '        ptxas.version in {toolkit, "13.3"}\n'
+                        '        ptxas.controls in {none, "controls-a.acf", "controls-b.acf"}\n    }\n'
+                        "    tune {\n        minimize instructions\n    }")
+    done = run_evo("--retune", "--backend", "static", "--evaluations", "40", "--all", cwd=project,
+                   env=_env(evo_cache))
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in (project / ".nvcc-evo" / "results.jsonl").read_text().splitlines()]
+    by_genome = {tuple(map(tuple, r["genome"])): r for r in records}
+    assert len(by_genome) == 12                          # the whole space
+    for genome, record in by_genome.items():
+        knobs = dict(genome)
+        rejected = knobs["ptxas.controls"] != "none" and knobs["ptxas.version"] == "toolkit"
+        assert (record["status"] == "compile-error") == rejected, (genome, record["status"])
+        if rejected:
+            assert "not in expected format" in record["detail"]
+    hashes = {dict(g)["ptxas.controls"]: r["sass_hash"] for g, r in by_genome.items()
+              if dict(g)["ptxas.version"] == "13.3" and dict(g)["ptxas.opt_level"] == 3}
+    assert len(set(hashes.values())) == 3                # each file makes its own code
+
+
+@needs_133
+@needs_fixtures
+def test_a_candidate_compiles_as_the_build_does_with_another_ptxas(project, evo_cache, real_nvcc, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(evo_cache))
+    job = CompileJob(str(real_nvcc), ("-c", "softmax.cu"), str(project), "softmax.cu", "sm_90",
+                     ("-Xptxas", f"--apply-controls={project}/controls-c.acf"), ptxas=str(PTXAS133))
+    result = compile_candidate(job)
+    assert result.ok, result.stderr
+    direct = _direct(project, PTXAS133, "--apply-controls=controls-c.acf").read_bytes()
+    assert sass_hash(result.cubin) == sass_hash(direct)
+    assert "Used" in result.stderr                        # ptxas -v: the static backend's resource report
+    rejected = compile_candidate(CompileJob(str(real_nvcc), ("-c", "softmax.cu"), str(project), "softmax.cu",
+                                            "sm_90", job.flags))
+    assert rejected.status == "compile-error" and "not in expected format" in rejected.stderr
+
+
+# ------------------------------------------------------------ a Make project
+@needs_133
+@needs_fixtures
+def test_make_applies_a_control_file_to_the_one_unit_that_names_it(tmp_path, evo_cache):
+    project = tmp_path / "make"
+    shutil.copytree(ROOT / "tests" / "data" / "projects" / "make", project)
+    shutil.copy(FIXTURES / "controls-a.acf", project / "kernel-controls.acf")
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "kernel.cu" {\n    pin ptxas.version = "13.3"\n'
+                                          '    pin ptxas.controls = "kernel-controls.acf"\n}\n')
+    evo = shutil.which("nvcc-evo", path=str(Path(os.sys.executable).parent)) or "nvcc-evo"
+    log = tmp_path / "log.jsonl"
+    built = subprocess.run(["make", f"NVCC={evo}"], cwd=project, capture_output=True, text=True,
+                           env=_env(evo_cache, NVCC_EVO_LOG=log))
+    assert built.returncode == 0, built.stderr
+    assert subprocess.run(["./app"], cwd=project, capture_output=True, text=True).stdout == "built\n"
+    for name in ("kernel", "main"):
+        subprocess.run(["nvcc", "-arch=sm_90", "-ptx", f"{name}.cu", "-o", f"{name}.ptx"], cwd=project, check=True)
+    subprocess.run([PTXAS133, "-arch=sm_90", "--apply-controls=kernel-controls.acf", "kernel.ptx", "-o",
+                    "kernel-direct.cubin"], cwd=project, check=True)
+    subprocess.run(["nvcc", "-arch=sm_90", "-c", "main.cu", "-o", "main-plain.o"], cwd=project, check=True)
+    assert _code(project / "kernel.o") == _code(project / "kernel-direct.cubin")
+    assert _code(project / "main.o") == _code(project / "main-plain.o")
+    compiles = [json.loads(line) for line in log.read_text().splitlines() if "kernel.cu" in line]
+    assert compiles and all("--apply-controls" in line for line in log.read_text().splitlines()
+                            if '"kernel.cu"' in line and "-c" in line)
