@@ -9,7 +9,7 @@ EVO := $(abspath $(BIN)/nvcc-evo)
 ARCH ?= sm_90
 OUT := out
 
-.PHONY: setup test tune kernels clean gpu-setup gpu-test bench
+.PHONY: setup test tune kernels clean gpu-setup gpu-test bench report
 
 # `make tune` needs the package (and, where a GPU answers, PyCUDA and NVML);
 # `make test` adds the test tools and a second CUDA toolkit (13.5) for the
@@ -84,6 +84,11 @@ $(OBJ)/%.o: $(SRC)/%.cu $(SRC)/nvcc-evo.acf
 	@mkdir -p $(OBJ)
 	$(NVCC) -arch=$(ARCH) -c $< -o $@ -MMD -MF $@.d
 -include $(KERNELS:=.d)
+
+# The HTML report of the committed H200 records (no GPU): out/report.html.
+report: $(VENV)/.base
+	$(BIN)/python -m pip install -q -e ".[report]"
+	$(EVO) --report --acf kernels/nvcc-evo.acf --store benchmarks/data/h200-search.jsonl --out $(OUT)/report.html
 
 clean:
 	rm -rf $(OUT)

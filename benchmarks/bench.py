@@ -345,15 +345,14 @@ def pareto_front(points: list[Evaluation]) -> list[Evaluation]:
 def pareto_plots(out: Path, stores: tuple[Path, ...] = SEARCHES) -> list[Path]:
     """Runtime against energy of every measured candidate, the front in its
     own colour, one SVG per kernel."""
-    from svg import chart
+    from nvcc_evo.search.plots import front_figure, save
     written = []
     for unit, points in sorted(measured_points(stores).items()):
-        series = {"candidates": [p.objectives for p in points],
-                  "Pareto front": [p.objectives for p in pareto_front(points)], "baseline": [points[0].objectives]}
-        path = out / f"pareto-{Path(unit).stem}.svg"
-        path.write_text(chart(series, f"{unit}: {len(points)} candidates measured on the GPU",
-                              "runtime (us)", "energy per launch (mJ)", lines=False, log=True))
-        written.append(path)
+        objectives = [p.objectives for p in points]
+        figure = front_figure(objectives, [p.objectives for p in pareto_front(points)],
+                              f"{unit}: {len(points)} candidates measured on the GPU", "runtime (us)",
+                              "energy per launch (mJ)", baseline=objectives[0], log=True)
+        written.append(save(figure, out / f"pareto-{Path(unit).stem}.svg"))
     return written
 
 
@@ -363,7 +362,7 @@ def ga_plot(out: Path, recording: Path = RECORDING, seeds: int = 21, budget: int
     if not recording.exists():
         return None
     import ga_vs_random as gvr
-    from svg import chart
+    from nvcc_evo.search.plots import curves_figure, save
     space, replay = gvr.recorded(recording)
     evaluate = gvr._evaluator(replay, "runtime")
     everything = evaluate(list(replay.answers))
@@ -371,10 +370,9 @@ def ga_plot(out: Path, recording: Path = RECORDING, seeds: int = 21, budget: int
     runs = gvr.best_so_far_runs(space, evaluate, budget, seeds)
     curves = {name: [(i, float(np.median([gvr.after(t, i) for t in traces]))) for i in range(1, budget + 1)]
               for name, traces in runs.items()}
-    curves["optimum of the recording"] = [(1, optimum), (budget, optimum)]
-    path = out / "ga-vs-random-gpu.svg"
-    path.write_text(chart(curves, f"best runtime found, median of {seeds} seeds ({recording.name})",
-                          "evaluations", "best runtime so far (us)", y_max=optimum * 1.05))
+    path = save(curves_figure(curves, f"best runtime found, median of {seeds} seeds ({recording.name})",
+                              "evaluations", "best runtime so far (us)", y_max=optimum * 1.05,
+                              reference=("optimum of the recording", optimum)), out / "ga-vs-random-gpu.svg")
     summary = {"recording": recording.name, "genomes": len(replay.answers), "optimum_us": optimum,
                "baseline_us": baseline, "seeds": seeds, "plot": path.name, "budgets": {}}
     ga_runs, random_runs = runs.values()

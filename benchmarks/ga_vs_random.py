@@ -145,15 +145,15 @@ def main() -> None:
         ga, rnd, wins, losses = compare(budget, args.seeds, args.recording, args.objective)
         print(f"{budget:6d}  {ga:9g}  {rnd:13g}  {wins}/{losses} of {args.seeds}")
     if args.svg:
-        from svg import chart
+        from nvcc_evo.search.plots import curves_figure, save
         goal = optimum * (1 + args.within)
         curves = traces(max(args.budgets), args.seeds, goal, args.recording, args.objective)
         at = "at the optimum" if not args.within else f"within {args.within:.0%} of the optimum"
         for name, points in curves.items():
             marks = ", ".join(f"{points[b - 1][1] * args.seeds:.0f}/{args.seeds} after {b}" for b in args.budgets)
             print(f"{name}: seeds {at}: {marks}")
-        Path(args.svg).write_text(chart(curves, f"seeds (of {args.seeds}) {at}, {args.recording.name}",
-                                        "evaluations", f"share of seeds {at}"))
+        save(curves_figure(curves, f"seeds (of {args.seeds}) {at}, {args.recording.name}", "evaluations",
+                           f"share of seeds {at}"), Path(args.svg))
         print(f"wrote {args.svg}")
 
 

@@ -3,7 +3,8 @@ unit, without an ACF and with one (nvcc then gets the same flags by hand, so
 only the wrapper's own work differs). Prints median wall times and ratios.
 With --against OTHER, a second nvcc-evo (say, an install of an earlier
 commit) runs in the same alternation, so two versions are compared side by
-side under the same load.
+side under the same load. The last case adds a project settings file
+(nvcc-evo.toml beside the ACF).
 
     .venv/bin/python benchmarks/wrapper_overhead.py [--runs 15] [--evo PATH] [--against PATH]
 """
@@ -79,6 +80,9 @@ def main() -> None:
         compare("with ACF", [nvcc, *dry, *tuned], calls(dry), work, env, 3 * args.runs)
         (work / "nvcc-evo.acf").unlink()
         compare("no ACF", [nvcc, *dry], calls(dry), work, env, 3 * args.runs)
+        (work / "nvcc-evo.acf").write_text(ACF)
+        (work / "nvcc-evo.toml").write_text('stale = "keep"\n\n[retune]\nevaluations = 40\n')
+        compare("ACF+TOML", [nvcc, *dry, *tuned], calls(dry), work, env, 3 * args.runs)
 
 
 if __name__ == "__main__":

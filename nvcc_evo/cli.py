@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 
-VERBS = ("--acf-check", "--acf-fmt", "--explain", "--retune", "--evo-help", "--evo-version")
+VERBS = ("--acf-check", "--acf-fmt", "--explain", "--retune", "--report", "--evo-help", "--evo-version")
 
 HELP = """\
 usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's tuned flags
@@ -22,9 +22,15 @@ usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's t
                                                what compiling would add, and why (compiles nothing)
        nvcc-evo --retune [UNIT-GLOB...] [--all] [--target sm_XX] [--acf FILE]
                 [--evaluations N] [--generations N] [--time-limit S] [--patience N]
-                [--population N] [--seed N] [--jobs N] [--timeout S] [--dry-run] [--full-protocol]
-                [--backend auto|pycuda|static|command|replay] [--replay JSONL]
+                [--population N] [--seed N] [--jobs N] [--timeout S] [--device N] [--dry-run] [--full-protocol]
+                [--backend auto|pycuda|static|command|replay] [--replay JSONL] [--progress auto|bar|lines]
                                                search each stale unit's knobs and write them to the ACF
+                                               (defaults: nvcc-evo.toml beside the ACF, or pyproject.toml's
+                                               [tool.nvcc-evo]; the environment and the command line win)
+       nvcc-evo --report [UNIT-GLOB...] [--acf FILE] [--store JSONL...] [--out FILE]
+                                               an HTML page of the results: chosen knobs against the
+                                               baseline, fronts, convergence, failures, what is stale
+                                               (no GPU, no compile; plots need nvcc-evo[report])
        nvcc-evo --evo-version                  print nvcc-evo's version
        nvcc-evo --evo-help                     this help (--help is nvcc's own)
 
@@ -99,35 +105,53 @@ def _formatted(text: str, path: str) -> str:
 
 def retune(rest: list[str]) -> int:
     import argparse
+    from nvcc_evo.driver.settings import BACKENDS
     from nvcc_evo.search.retune import Options, run_retune
     parser = argparse.ArgumentParser(prog="nvcc-evo --retune")
     parser.add_argument("globs", nargs="*", metavar="UNIT-GLOB", help="retune units whose globs match, stale or not")
     parser.add_argument("--all", action="store_true", help="retune every unit, stale or not")
     parser.add_argument("--target", help="the SASS architecture to tune for (sm_90, ...)")
     parser.add_argument("--acf", help="the ACF (default: nearest nvcc-evo.acf here or above)")
-    parser.add_argument("--backend", default="auto", choices=["auto", "pycuda", "static", "command", "replay"],
+    parser.add_argument("--backend", choices=BACKENDS,
                         help="auto (default): pycuda when PyCUDA and a GPU are there, else static; "
                              "pycuda: kernel time and energy on the GPU; static: ptxas facts (no GPU); "
                              "command: the unit's bench command; replay: a recorded results store (--replay)")
     parser.add_argument("--replay", metavar="JSONL", help="results store to answer from, with --backend replay")
-    parser.add_argument("--evaluations", type=int, default=60, help="evaluation budget per unit and target")
-    parser.add_argument("--generations", type=int, default=1000)
-    parser.add_argument("--time-limit", type=float, default=float("inf"), help="seconds per unit and target")
-    parser.add_argument("--patience", type=int, default=4, help="generations without progress before stopping")
-    parser.add_argument("--population", type=int, default=12)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--jobs", type=int, default=None, help="parallel compiles (default: CPU cores)")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds before a compile counts as hung")
+    parser.add_argument("--evaluations", type=int, help="evaluation budget per unit and target (default 60)")
+    parser.add_argument("--generations", type=int, help="(default 1000)")
+    parser.add_argument("--time-limit", type=float, dest="seconds", help="seconds per unit and target")
+    parser.add_argument("--patience", type=int, help="generations without progress before stopping (default 4)")
+    parser.add_argument("--population", type=int, help="(default 12)")
+    parser.add_argument("--seed", type=int, help="(default 0)")
+    parser.add_argument("--jobs", type=int, help="parallel compiles (default: CPU cores)")
+    parser.add_argument("--timeout", type=float, help="seconds before a compile counts as hung (default 300)")
+    parser.add_argument("--device", type=int, help="the CUDA device the pycuda backend measures on (default 0)")
+    parser.add_argument("--progress", choices=("auto", "bar", "lines"),
+                        help="auto (default): a live bar when stderr is a terminal, else one line per generation")
     parser.add_argument("--dry-run", action="store_true", help="list what would be retuned, and why; tune nothing")
     parser.add_argument("--full-protocol", action="store_true",
                         help="measure every candidate the whole way (energy, every timed launch, each compiled "
                              "from source): no racing, no PTX reuse, no overlap; for comparisons")
+    args = vars(parser.parse_args(rest))
+    _readable_acf(args["acf"])
+    args["protocol"] = "full" if args.pop("full_protocol") else "fast"
+    given = {name: value for name, value in args.items() if value is not None and name not in ("globs", "all")}
+    return run_retune(Options(globs=tuple(args["globs"]), all=args["all"], **given,
+                              command_line=tuple(given)))   # (defaults: project settings, nvcc-evo.toml)
+
+
+def report(rest: list[str]) -> int:
+    import argparse
+    from nvcc_evo.search.findings import run_report
+    parser = argparse.ArgumentParser(prog="nvcc-evo --report")
+    parser.add_argument("globs", nargs="*", metavar="UNIT-GLOB", help="report these units (default: all)")
+    parser.add_argument("--acf", help="the ACF (default: nearest nvcc-evo.acf here or above)")
+    parser.add_argument("--store", action="append", default=[], metavar="JSONL",
+                        help="results store(s) to read (default: .nvcc-evo/results.jsonl beside the ACF)")
+    parser.add_argument("--out", metavar="FILE", help="the HTML file (default: .nvcc-evo/report.html beside the ACF)")
     args = parser.parse_args(rest)
     _readable_acf(args.acf)
-    return run_retune(Options(args.acf, tuple(args.globs), args.target, args.all, args.backend, args.evaluations,
-                              args.generations, args.time_limit, args.patience, args.population, args.seed,
-                              args.jobs, args.timeout, args.replay, args.dry_run,
-                              "full" if args.full_protocol else "fast"))
+    return run_report(args.acf, tuple(args.globs), args.store, args.out)
 
 
 def _readable_acf(named: str | None) -> None:
@@ -162,6 +186,8 @@ def run_verb(verb: str, rest: list[str]) -> int:
         return ExitCode.OK
     if verb == "--retune":
         return retune(rest)
+    if verb == "--report":
+        return report(rest)
     if verb == "--acf-check":
         return acf_check(_files_parser(verb).parse_args(rest).files)
     args = _files_parser(verb, with_check=True).parse_args(rest)

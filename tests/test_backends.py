@@ -81,18 +81,6 @@ def test_replay_backend_answers_without_compiling_and_refuses_other_contexts(tmp
     assert fake_nvcc.exists() is False
 
 
-def test_svg_chart_is_valid_and_draws_each_series(tmp_path):
-    import xml.dom.minidom
-
-    import svg
-    document = svg.chart({"a & b": [(1, 2.0), (2, 1.0)], "c": [(1, 3.0), (2, 0.5)]}, "t <1>", "x", "y")
-    parsed = xml.dom.minidom.parseString(document)
-    assert len(parsed.getElementsByTagName("polyline")) == 2
-    assert "a &amp; b" in document and "t &lt;1&gt;" in document
-    dots = xml.dom.minidom.parseString(svg.chart({"s": [(0, 0), (1, 1), (2, 4)]}, "t", "x", "y", lines=False))
-    assert len(dots.getElementsByTagName("circle")) == 3
-
-
 def test_the_candidate_copy_finds_its_unit_by_globs_in_the_acf_as_it_is_now(tmp_path):
     """A unit inserted above during the run takes no candidate; while the ACF is mid-edit the copy is made
     from the text as the search began."""

@@ -3,6 +3,7 @@ every unit's bench, the Pareto fronts and the GA-vs-random summary come from
 the committed H200 records, and the table states what it measured."""
 from __future__ import annotations
 
+import re
 import sys
 
 from conftest import ROOT
@@ -43,7 +44,11 @@ def test_pareto_fronts_from_the_h200_searches(tmp_path):
         assert all(p in front or any(dominates(f, p) or f.objectives == p.objectives for f in front)
                    for p in measured), unit
     written = bench.pareto_plots(tmp_path)
-    assert len(written) == len(points) and all("<circle" in p.read_text() for p in written)
+    assert len(written) == len(points)
+    for path in written:                                  # matplotlib's SVG, its text kept as text
+        text = path.read_text()
+        assert text.lstrip().startswith("<?xml") and "<svg" in text
+        assert re.search(r"Pareto front \(\d+\)", text) and f"{path.stem[len('pareto-'):]}.cu:" in text, path
 
 
 def test_pareto_points_leave_out_measurements_of_an_older_source(tmp_path):

@@ -6,7 +6,8 @@ wrapper (decides the added flags and how to run nvcc), nvcc_options (nvcc's
 command line), plan (which ACF entry applies), flags (knob settings to
 flags), toolkit (probes of the real nvcc and ptxas), compiledb (each unit's
 build command, recorded for retunes), split (nvcc's steps run one by one
-for per-target ptxas flags), explain (`--explain`), candidate (one
+for per-target ptxas flags), explain (`--explain`), settings (the project
+settings beside the ACF, with their precedence), candidate (one
 candidate compiled as the build compiles it, for the search).
 
 Imports: nvcc_evo.acf, nvcc_evo.errors and nvcc_evo.system; never

@@ -16,6 +16,33 @@ ACF_NAME = "nvcc-evo.acf"
 ENVIRONMENT = 3      # nvcc_evo.errors.ExitCode.ENVIRONMENT, without importing it
 LOG_ENV = "NVCC_EVO_LOG"
 NO_ACF = f"no {ACF_NAME} above the inputs or here, and {ACF_ENV} unset"
+SETTINGS_NAME = "nvcc-evo.toml"
+PYPROJECT = "pyproject.toml"
+
+
+def find_settings_file(acf_path) -> tuple[str, bool] | None:
+    """The project settings file of an ACF (nvcc_evo.driver.settings reads
+    it): (path, whether it is a pyproject.toml), or None. An nvcc-evo.toml
+    beside the ACF, else the nearest pyproject.toml at or above its folder
+    if it names our table (a byte search: most hold none). Here, with os
+    only, so that a compile without one loads nothing more."""
+    folder = os.path.dirname(os.path.abspath(acf_path))
+    beside = os.path.join(folder, SETTINGS_NAME)
+    if os.path.isfile(beside):
+        return beside, False
+    while True:
+        candidate = os.path.join(folder, PYPROJECT)
+        if os.path.isfile(candidate):
+            try:
+                with open(candidate, "rb") as handle:
+                    holds = b"nvcc-evo" in handle.read()
+            except OSError:
+                return None
+            return (candidate, True) if holds else None
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
 def append_log(path: str, cwd: str, argv: list[str], acf: str = "", added=(), passthrough: str = "",

@@ -19,6 +19,7 @@ def report(decision: Decision) -> str:
         lines.append(f"pass-through: {plan.passthrough}")
         return "\n".join(lines) + "\n"
     lines.append(f"ACF: {plan.acf_path}")
+    lines += _settings_lines(decision.settings or _no_file(plan.acf_path), decision.nvcc)
     lines.append(f"SASS targets: {', '.join(plan.archs) or 'none'}")
     lines += [f"note: {n}" for n in plan.notes]
     for match in plan.matches:
@@ -49,15 +50,37 @@ def report(decision: Decision) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _no_file(acf_path):
+    from nvcc_evo.driver.settings import load
+    return load(acf_path, os.environ)         # (no file: every value from the environment or the defaults)
+
+
+def _settings_lines(settings, nvcc) -> list[str]:
+    """Each build setting with its value and where it came from (the retune's in --retune --dry-run)."""
+    if settings is None:
+        return []
+    from nvcc_evo.driver.settings import BUILD_KEYS, REPORT_KEYS, RETUNE_KEYS
+    head = f"settings: {settings.path}" if settings.path else "settings: no nvcc-evo.toml beside the ACF, " \
+        "no [tool.nvcc-evo] in a pyproject.toml at or above it"
+    lines = settings.described(BUILD_KEYS)
+    lines[0] = lines[0].replace("(unset) (built-in default)", f"{nvcc} (built-in default: CUDA_HOME, CUDA_PATH, PATH)")
+    return [head] + [f"    {line}" for line in lines + settings.described(RETUNE_KEYS + REPORT_KEYS)]
+
+
 def explain(argv: list[str]) -> str:
     """The report; an ACF named by NVCC_EVO_ACF that cannot be read is an
     error here (a build warns and compiles untuned), and an ACF with errors
     is reported, then raised with every diagnostic."""
-    nvcc = find_real_nvcc()
+    try:
+        nvcc, missing = find_real_nvcc(), None
+    except EnvironmentProblem as problem:     # the project settings beside an ACF may name one
+        nvcc, missing = None, problem
     problem = named_acf_problem(os.environ)
     if problem:
         raise EnvironmentProblem(problem)
     decision = decide(argv, nvcc, os.environ, Path.cwd())
+    if decision.nvcc is None:
+        raise missing or EnvironmentProblem(decision.problems[0])
     if decision.acf_error is not None:      # every located error, after the report (exit 1, like --acf-check)
         print(report(decision), end="", flush=True)
         raise decision.acf_error

@@ -36,13 +36,18 @@ def run(argv: list[str]) -> int:
               file=sys.stderr)
         return ENVIRONMENT
     try:
-        nvcc = find_real_nvcc(environ)
+        nvcc, missing = find_real_nvcc(environ), None
     except NvccNotFound as problem:
-        print(f"nvcc-evo: error: {problem}", file=sys.stderr)
-        return ENVIRONMENT
+        nvcc, missing = None, problem          # the project settings beside an ACF may name one
     if acf_may_apply(argv, environ, os.getcwd()):
         from nvcc_evo.driver.wrapper import launch
-        path, args, env = launch(argv, nvcc)
+        chosen = launch(argv, nvcc)
+        if chosen is None:
+            return ENVIRONMENT
+        path, args, env, nvcc = chosen        # (nvcc: the settings' own, where they name one)
+    elif missing is not None:
+        print(f"nvcc-evo: error: {missing}", file=sys.stderr)
+        return ENVIRONMENT
     else:
         if environ.get(LOG_ENV):
             append_log(environ[LOG_ENV], os.getcwd(), argv, passthrough=NO_ACF)

@@ -71,6 +71,11 @@ def _version(nvcc: Path) -> str:
     return match.group(1) if match else "0.0.0"
 
 
+def toolkit_version(nvcc: Path) -> str:
+    """`nvcc --version`'s release (13.0.88): no probe, no compile."""
+    return _version(nvcc)
+
+
 def _probe_value(knob: knobs.Knob) -> str:
     """A flag with a value other than the default, to see it really taken."""
     if knob.kind is knobs.Kind.BOOL:

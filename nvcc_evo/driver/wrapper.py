@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.driver import plan as planning
-from nvcc_evo.driver.common import LOG_ENV, NO_ACF, NvccNotFound, append_log, find_real_nvcc as find_nvcc
+from nvcc_evo.driver.common import (LOG_ENV, NO_ACF, REAL_NVCC_ENV, NvccNotFound, append_log,
+                                     find_real_nvcc as find_nvcc, find_settings_file, is_self)
 from nvcc_evo.driver.nvcc_options import parse_call
 from nvcc_evo.errors import AcfError, EnvironmentProblem
 
@@ -44,6 +45,12 @@ class Decision(NamedTuple):
     per_step: tuple[tuple[tuple[str, str], "FlagPlan"], ...] = ()   # ((input, arch), ptxas knobs that differ)
     acf_error: object = None              # the AcfError, when the ACF has errors (--explain shows them all)
     programs: tuple[tuple[tuple[str, str], str], ...] = ()   # ((input, arch), a ptxas other than nvcc's)
+    settings: object = None               # the project's settings (nvcc_evo.driver.settings), where a file has them
+
+    def build_environ(self, environ) -> dict:
+        """The environment the decision was made with: the settings file's
+        values where the environment leaves them unset."""
+        return self.settings.for_build() if self.settings is not None else environ
 
     @property
     def extra_args(self) -> tuple[str, ...]:
@@ -70,6 +77,23 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
     if unreadable:          # (NVCC_EVO_ACF naming nothing must not look like an untuned ACF)
         return Decision(nvcc, planning.CallPlan(acf_path, passthrough="the ACF cannot be read"),
                         problems=(f"{unreadable}; building without tuned flags",))
+    found = None                          # no settings file: nothing more is loaded for it
+    if find_settings_file(acf_path) is not None:
+        from nvcc_evo.driver import settings as project
+        try:
+            found = project.load(acf_path, environ)
+            nvcc = _settings_nvcc(found, nvcc)
+        except (project.SettingsError, OSError, EnvironmentProblem) as error:
+            error_text = str(error) if not isinstance(error, OSError) else f"{error.filename}: {error.strerror}"
+            return Decision(nvcc, planning.CallPlan(acf_path, passthrough="the project settings have errors"),
+                            problems=(f"the project settings cannot be used; building without tuned flags: "
+                                      f"{error_text.splitlines()[0]}",),
+                            acf_error=None if isinstance(error, OSError) else error)
+        environ = found.for_build()
+    elif nvcc is None:
+        return Decision(None, planning.CallPlan(acf_path, passthrough="no real nvcc"),
+                        problems=("no real nvcc found: set NVCC_EVO_REAL_NVCC, CUDA_HOME, PATH or `nvcc` in "
+                                  "the project settings",))
     from nvcc_evo.acf.knobs import STEP_ONLY
     from nvcc_evo.driver.flags import FlagPlan, plan_flags, read_facts
     from nvcc_evo.driver.toolkit import cache_folder, load_toolkit
@@ -107,7 +131,23 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
     skipped = tuple(dropped) + flags.skipped + tuple(
         (f"{knob} ({name} [{arch}])", why) for (name, arch), plan in per_step for knob, why in plan.skipped)
     return Decision(nvcc, call_plan, FlagPlan(flags.flags, flags.applied, skipped), toolkit, call=call,
-                    per_step=per_step, programs=tuple(programs))
+                    per_step=per_step, programs=tuple(programs), settings=found)
+
+
+def _settings_nvcc(found, nvcc) -> Path:
+    """The settings file's `nvcc` where NVCC_EVO_REAL_NVCC is unset (the
+    environment wins, and the shim has already followed it)."""
+    from nvcc_evo.driver.settings import DEFAULT
+    chosen = found.value("nvcc")
+    if chosen.source in (DEFAULT, REAL_NVCC_ENV):
+        if nvcc is None:
+            raise EnvironmentProblem("no real nvcc found: set NVCC_EVO_REAL_NVCC, CUDA_HOME, PATH or "
+                                     "`nvcc` in the project settings")
+        return nvcc
+    path = str(chosen.value)
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)) or is_self(path):
+        raise EnvironmentProblem(f"{chosen.source}: nvcc = {path} is not an executable nvcc (nor nvcc-evo)")
+    return Path(path)
 
 
 def _per_step(call, call_plan, policy, dropped, facts, toolkit, acf_dir):
@@ -164,17 +204,25 @@ def _log(decision: Decision, argv: list[str], environ, cwd: Path, per_step: dict
         print(f"nvcc-evo: added: {' '.join(decision.extra_args) or '(nothing)'}{each}", file=sys.stderr)
 
 
-def launch(argv: list[str], nvcc: str) -> tuple[str, list[str], dict]:
-    """What to exec for this compile (program, argv, environment): nvcc with
+def launch(argv: list[str], nvcc: str | None) -> tuple[str, list[str], dict, str] | None:
+    """What to exec for this compile (program, argv, environment, the real
+    nvcc to fall back on): nvcc with
     the common flags added, or, where tuned ptxas knobs differ between the
     call's inputs or architectures, nvcc's own steps with each ptxas given
     its own (nvcc_evo.driver.split). Never raises: our own trouble must not break a
-    build (it goes to the log, and nvcc runs as asked)."""
+    build (it goes to the log, and nvcc runs as asked). `nvcc` None: the shim
+    found none; the project settings may name one (None back if not)."""
     environ = os.environ
-    plain = (nvcc, [nvcc, *argv], dict(environ))
+    plain = (nvcc, [nvcc, *argv], dict(environ), nvcc) if nvcc else None
     try:
         cwd = Path.cwd()
-        decision = decide(argv, Path(nvcc), environ, cwd)
+        decision = decide(argv, Path(nvcc) if nvcc else None, environ, cwd)
+        if decision.nvcc is None:
+            print(f"nvcc-evo: error: {decision.problems[0] if decision.problems else 'no real nvcc found'}",
+                  file=sys.stderr)
+            return None
+        nvcc = str(decision.nvcc)               # (the project settings' nvcc, where they name one)
+        build_env = decision.build_environ(environ)
         problems = list(decision.problems)
         chosen = (nvcc, [nvcc, *argv, *decision.extra_args], dict(environ))
         options = decision.ptxas_options()
@@ -189,13 +237,13 @@ def launch(argv: list[str], nvcc: str) -> tuple[str, list[str], dict]:
             else:
                 chosen = split
         try:
-            _record(decision, argv, environ, cwd)
+            _record(decision, argv, build_env, cwd)
         except OSError as error:            # the tuned build goes on; only --retune loses this record
             problems.append(f"cannot record this compile for --retune ({error}); the tuned flags still apply")
         for problem in problems:
             print(f"nvcc-evo: warning: {problem}", file=sys.stderr)
-        _log(decision._replace(problems=tuple(problems)), argv, environ, cwd, options)
-        return chosen
+        _log(decision._replace(problems=tuple(problems)), argv, build_env, cwd, options)
+        return (*chosen, nvcc)
     except KeyboardInterrupt:
         raise
     except Exception as error:

@@ -5,7 +5,9 @@ space (search spaces, genomes and their operators), evolve (the
 multi-objective engine), evaluate (a generation compiled and measured,
 against the goal), measurers (which backend answers), store (the results
 store), retune (the whole run, resume, confirmation, exit status),
-writeback (the choice written into the ACF) and report (the summary).
+writeback (the choice written into the ACF), report (the summary),
+progress (a live bar or lines on stderr), plots (matplotlib figures) and
+findings (`--report`: the HTML page of an ACF's results).
 
 Imports: nvcc_evo.acf, nvcc_evo.driver, nvcc_evo.measure, nvcc_evo.errors
 and nvcc_evo.system; only the cli imports it.

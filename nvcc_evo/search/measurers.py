@@ -95,8 +95,9 @@ def _replay(task, path: str | None, context: Context) -> Measurer:
 _POOL = None
 
 
-def gpu_pool():
-    """One measuring process for the whole retune (started on first use)."""
+def gpu_pool(device: int = 0):
+    """One measuring process for the whole retune (started on first use, on
+    CUDA device `device`: the project setting `retune.device`)."""
     global _POOL
     if _POOL is None:
         try:
@@ -104,7 +105,7 @@ def gpu_pool():
         except ImportError:
             raise EnvironmentProblem("the pycuda backend needs PyCUDA (pip install 'nvcc-evo[gpu]') and a GPU")
         from nvcc_evo.measure.gpu import WorkerPool
-        _POOL = WorkerPool()
+        _POOL = WorkerPool(device=device)
     return _POOL
 
 
@@ -140,12 +141,12 @@ def uses_energy(tune: model.Tune | None) -> bool:
     return bool(named & set(ENERGY_METRICS))
 
 
-def _pycuda(task, space_defaults: dict, acf_folder: Path, full: bool = False) -> Measurer:
+def _pycuda(task, space_defaults: dict, acf_folder: Path, full: bool = False, device: int = 0) -> Measurer:
     from nvcc_evo.measure.gpu import GpuBench, OBJECTIVES
     bench = task.unit.bench
     if bench is None or bench.kernel is None:
         raise UsageError(f"unit {task.unit} has no `bench {{ kernel ... }}` block for the pycuda backend")
-    pool = gpu_pool()
+    pool = gpu_pool(device)
     defines = lambda genome: {**space_defaults, **define_values(genome.settings())}
     wanted = full or uses_energy(task.unit.tune)
     gpu = GpuBench(bench, pool, task.arch, defines, energy=wanted, expected_fn=load_reference(bench, acf_folder))
@@ -165,10 +166,12 @@ def resolve_backend(backend: str) -> str:
 
 
 def measurer_for(backend: str, task, acf_path: Path, context: Context, replay_path: str | None,
-                 timeout: float, space_defaults: dict | None = None, flags_for=None, full: bool = False) -> Measurer:
-    """`full`: every candidate measured the whole way (retune.PROTOCOLS)."""
+                 timeout: float, space_defaults: dict | None = None, flags_for=None, full: bool = False,
+                 device: int = 0) -> Measurer:
+    """`full`: every candidate measured the whole way (retune.PROTOCOLS);
+    `device`: the CUDA device the pycuda backend measures on."""
     if backend == "pycuda":
-        return _pycuda(task, space_defaults or {}, acf_path.parent, full)
+        return _pycuda(task, space_defaults or {}, acf_path.parent, full, device)
     if backend == "static":
         return _static(task)
     if backend == "command":

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nvcc_evo.driver import settings
 from nvcc_evo.driver.candidate import CompileJob, PtxCache
 from nvcc_evo.driver.flags import plan_flags, read_facts
 from nvcc_evo.driver.nvcc_options import parse_call
@@ -26,6 +27,7 @@ from nvcc_evo.measure import Measurement, Measurer
 from nvcc_evo.search.evaluate import Evaluator, Goal, goal_for, holds
 from nvcc_evo.search.boosters import family_of
 from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_search
+from nvcc_evo.search.progress import ProgressLine, reporter
 from nvcc_evo.search.measurers import close_pool, measurer_for, resolve_backend
 from nvcc_evo.search.selection import Task, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
@@ -41,24 +43,54 @@ from nvcc_evo.system.leftovers import sweep_for
 PROTOCOLS = ("fast", "full")
 
 
+def _default(name: str):
+    return settings.BY_NAME[f"retune.{name}"].default
+
+
 @dataclass(frozen=True)
 class Options:
+    """What one retune does. The search's settings come from the command line,
+    the environment, the project settings and the built-in defaults, in that
+    order (`with_settings`, at the start of `run_retune`)."""
     acf: str | None = None
     globs: tuple[str, ...] = ()
-    target: str | None = None
+    target: str | None = _default("target")
     all: bool = False
-    backend: str = "auto"
-    evaluations: int = 60
-    generations: int = 1000
-    seconds: float = float("inf")
-    patience: int = 4
-    population: int = 12
-    seed: int = 0
-    jobs: int | None = None
-    timeout: float = 300.0
-    replay: str | None = None
+    backend: str = _default("backend")
+    evaluations: int = _default("evaluations")
+    generations: int = _default("generations")
+    seconds: float = _default("time-limit")
+    patience: int = _default("patience")
+    population: int = _default("population")
+    seed: int = _default("seed")
+    jobs: int | None = _default("jobs")
+    timeout: float = _default("timeout")
+    replay: str | None = _default("replay")
     dry_run: bool = False
     protocol: str = "fast"      # PROTOCOLS
+    device: int = _default("device")              # the CUDA device the pycuda backend measures on
+    progress: str = _default("progress")          # auto (a live bar on a terminal), bar, lines
+    command_line: tuple[str, ...] = ()            # the fields given on the command line (they win)
+    sources: tuple[tuple[str, str], ...] = ()     # (setting, where its value came from), by with_settings
+
+
+# Options field of each project setting of the search (the settings' table: nvcc_evo.driver.settings).
+SETTING_FIELDS = {"retune.backend": "backend", "retune.evaluations": "evaluations",
+                  "retune.generations": "generations", "retune.patience": "patience",
+                  "retune.population": "population", "retune.seed": "seed", "retune.jobs": "jobs",
+                  "retune.timeout": "timeout", "retune.time-limit": "seconds", "retune.target": "target",
+                  "retune.device": "device", "retune.replay": "replay", "retune.progress": "progress"}
+
+
+def with_settings(options: Options, project: settings.Settings) -> Options:
+    """The options with each search setting decided once (command line >
+    environment > settings file > default) and where each came from. A field
+    set in code to other than its default counts as given on the command line."""
+    given = {key: getattr(options, name) for key, name in SETTING_FIELDS.items()
+             if name in options.command_line or getattr(options, name) != settings.BY_NAME[key].default}
+    chosen = {key: project.value(key, given) for key in SETTING_FIELDS}
+    return replace(options, **{SETTING_FIELDS[key]: value.value for key, value in chosen.items()},
+                   sources=tuple((key, value.source) for key, value in chosen.items()))
 
 
 @dataclass
@@ -133,7 +165,8 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     context = Context(toolkit.version, task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
                       _build_key(task.job))
     measurer = measurer_for(options.backend, task, acf_path, context, options.replay, options.timeout,
-                            baseline_defines(task.source, space), flags_for, full=options.protocol == "full")
+                            baseline_defines(task.source, space), flags_for, full=options.protocol == "full",
+                            device=options.device)
     context = replace(context, device=measurer.device)
     if measurer.build:          # a bench command is part of how candidates are built: another one, other results
         context = replace(context, build=hashlib.sha256((context.build + measurer.build).encode()).hexdigest()[:16])
@@ -159,8 +192,12 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
             + _first_lines(baseline_measurement.detail))
         progress, settled = Progress(), ""
     else:
-        progress, settled = _search(task, options, toolkit, engine, evaluator, space,
-                                    lambda p, e, b: _report_generation(task, goal, p, e, evaluator, measurer.drift, b))
+        shown = reporter(options.progress, str(task), options.evaluations, log)
+        try:
+            progress, settled = _search(task, options, toolkit, engine, evaluator, space, lambda p, e, b: shown.update(
+                _progress_line(task, goal, p, e, evaluator, measurer.drift, b)))
+        finally:
+            shown.close()
     base_eval = evaluator.evaluation(baseline_genome, baseline_measurement)
     best = choose(list(engine.seen.values()), engine.front(), base_eval, goal, evaluator.measured,
                   evaluator.baseline, current_genome(task, space))
@@ -283,21 +320,21 @@ def _build_key(job: CompileJob) -> str:
     return hashlib.sha256(repr((job.argv, job.env, job.nvcc)).encode()).hexdigest()[:16]
 
 
-def _report_generation(task: Task, goal: Goal, progress: Progress, engine: Engine, evaluator: Evaluator,
-                       baseline_drift=lambda: None, budget: Budget | None = None) -> None:
+def _progress_line(task: Task, goal: Goal, progress: Progress, engine: Engine, evaluator: Evaluator,
+                   baseline_drift=lambda: None, budget: Budget | None = None) -> ProgressLine:
     front = engine.front()
-    best = ", ".join(f"{m}={v:.4g}" for m, v in zip(goal.minimize, front[0].objectives)) if front else "none feasible"
     t = evaluator.tally
-    drift = baseline_drift()          # the backend's baseline again, between generations (None: not known)
-    noted = f", baseline drift {drift:+.2%}" if drift is not None else ""
-    pace = ""
-    if budget is not None and progress.evaluations < budget.evaluations < float("inf"):
-        made = max(1, progress.evaluations - progress.resumed)       # this run's pace, not the store's
-        left = progress.elapsed() / made * (budget.evaluations - progress.evaluations)
-        pace = f"; at most {budget.evaluations - progress.evaluations} more, ~{left:.0f} s at this pace"
-    failed = f"{t.failed} failed: {t.failures_text()}" if t.failed else "0 failed"
-    log(f"{task} gen {progress.generation}: {progress.evaluations} evaluations ({t.reused} same binary, "
-        f"{failed}), front {len(front)}, best {best}{noted} [{progress.elapsed():.0f} s{pace}; {t.costs_text()}]")
+    base = evaluator.baseline
+    return ProgressLine(
+        str(task), progress.generation, progress.evaluations,
+        budget.evaluations if budget is not None else float("inf"), t.reused,
+        tuple((status, count, example) for status, (count, example) in
+              sorted(t.failures.items(), key=lambda s: -s[1][0])),
+        len(front), tuple(zip(goal.minimize, front[0].objectives)) if front else (),
+        tuple((m, float(base[m])) for m in goal.minimize if m in base),
+        progress.elapsed(), max(1, progress.evaluations - progress.resumed),       # this run's pace, not the store's
+        baseline_drift(),          # the backend's baseline again, between generations (None: not known)
+        costs=t.costs_text())
 
 
 def _write_or_say_why(acf_path: Path, outcome: Outcome, toolkit, options: Options) -> None:
@@ -321,17 +358,18 @@ def _write_or_say_why(acf_path: Path, outcome: Outcome, toolkit, options: Option
 def run_retune(options: Options) -> int:
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.driver.toolkit import load_toolkit
-    from nvcc_evo.driver.wrapper import find_real_nvcc
     from nvcc_evo.search.report import render
     named = [Path.cwd() / g for g in options.globs if (Path.cwd() / g).is_file()]   # as a build finds it: from the file
     acf_path = Path(options.acf).resolve() if options.acf else find_acf([p.parent for p in named] + [Path.cwd()],
                                                                        os.environ)
     if acf_path is None:
         raise UsageError(f"no {ACF_NAME} here or above; name one with --acf")
+    project = settings.load(acf_path, os.environ)
+    options = with_settings(options, project)
     swept = sweep_for(acf_path)
     if swept:
         log(f"removed {len(swept)} folder(s) and file(s) that killed runs left: {', '.join(swept)}")
-    toolkit = load_toolkit(find_real_nvcc())
+    toolkit = load_toolkit(_real_nvcc(project))
     check_target(options.target, toolkit)
     held = one_retune_at_a_time(acf_path, options.dry_run, log)
     try:
@@ -339,10 +377,11 @@ def run_retune(options: Options) -> int:
         options = replace(options, backend=resolve_backend(options.backend))
         if options.backend == "pycuda" and options.target is None and not options.dry_run:
             from nvcc_evo.search.measurers import gpu_pool
-            options = replace(options, target=gpu_pool().hello["arch"])   # measure what this GPU runs
+            options = replace(options, target=gpu_pool(options.device).hello["arch"])   # what this GPU runs
         log(f"{acf_path}: {toolkit}; backend {options.backend}"
             + (" (no GPU timing: registers, spills and other compiler facts are the objectives)"
                if options.backend == "static" else ""))
+        _say_settings(project, options)
         tasks, skipped = find_tasks(file, acf_path, toolkit, options)
         if not tasks:
             log(f"nothing retuned: {len(skipped)} skipped, as said above" if skipped else
@@ -361,6 +400,31 @@ def run_retune(options: Options) -> int:
         held.close()
     print(render(outcomes), end="")
     return _exit_status(outcomes, skipped)
+
+
+def _real_nvcc(project: settings.Settings) -> Path:
+    """NVCC_EVO_REAL_NVCC, else the project settings' `nvcc`, else CUDA_HOME, CUDA_PATH, PATH."""
+    from nvcc_evo.driver.wrapper import find_real_nvcc
+    chosen = project.value("nvcc")
+    if chosen.source in (settings.DEFAULT, settings.REAL_NVCC_ENV):
+        return find_real_nvcc()
+    try:
+        return find_real_nvcc({settings.REAL_NVCC_ENV: chosen.value})
+    except EnvironmentProblem:
+        raise EnvironmentProblem(f"{chosen.source}: nvcc = {chosen.value} is not an executable nvcc") from None
+
+
+def _say_settings(project: settings.Settings, options: Options) -> None:
+    """Where the search's settings came from: every one in a dry run, else
+    those not left at their defaults."""
+    where = f"project settings {project.path}" if project.path else "no project settings file"
+    sources = dict(options.sources)
+    shown = [key for key in SETTING_FIELDS if options.dry_run or sources[key] != settings.DEFAULT]
+    if not shown:
+        return
+    values = [f"{key.partition('.')[2]} = {settings.Value(getattr(options, SETTING_FIELDS[key]), sources[key])}"
+              for key in shown]
+    log(f"settings ({where}):\n    " + "\n    ".join(values))
 
 
 def _exit_status(outcomes: list[Outcome], skipped: list[str]) -> int:

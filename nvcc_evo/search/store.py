@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvcc_evo.errors import EvoError
@@ -49,6 +49,7 @@ class Record:
     measurement: Measurement
     sass_hash: str
     context: Context
+    time: float = field(default=0.0, compare=False)     # when it was measured (seconds since the epoch)
 
 
 class MixedResults(EvoError):
@@ -71,7 +72,7 @@ def _decode(line: str) -> Record:
     measurement = Measurement(data["status"], tuple(data["metrics"].items()), tuple(data["spreads"].items()),
                               data["detail"], costs=tuple(data.get("costs", {}).items()))
     return Record(Genome(tuple(tuple(item) for item in data["genome"])), tuple(data["flags"]),
-                  measurement, data["sass_hash"], Context(**data["context"]))
+                  measurement, data["sass_hash"], Context(**data["context"]), float(data.get("time", 0.0)))
 
 
 class Store:

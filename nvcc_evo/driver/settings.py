@@ -1,0 +1,301 @@
+"""The project's settings: an `nvcc-evo.toml` beside the ACF, else the
+`[tool.nvcc-evo]` table of the nearest `pyproject.toml` at or above the
+ACF's folder (the project's root: the search stops at the first one).
+
+Precedence is written once, in `Settings.value`: command line > environment
+> the settings file > built-in default, and every value keeps where it came
+from (`Value.source`: `--evaluations`, `NVCC_EVO_EVALUATIONS`,
+`nvcc-evo.toml:4`, `default`), which `--explain` and `--retune --dry-run`
+print. Keys are one table (`KEYS`); unknown keys and wrong types are located
+errors like an ACF's (`nvcc-evo.toml:3:1: error: ...`): tomllib gives no
+positions for values, so `_places` finds each key's line in the text.
+
+The compile path looks for the file with nvcc_evo.driver.common's
+`find_settings_file` (os only: a few stats) and imports this module, and
+tomllib, only when there is one.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import NamedTuple
+
+from nvcc_evo.driver.common import LOG_ENV, PYPROJECT, REAL_NVCC_ENV, SETTINGS_NAME as FILE_NAME, find_settings_file
+from nvcc_evo.errors import AcfError, Diagnostic, Location, UsageError
+
+TABLE = ("tool", "nvcc-evo")            # the table in pyproject.toml; nvcc-evo.toml holds its keys at top level
+BACKENDS = ("auto", "pycuda", "static", "command", "replay")
+
+
+class Key(NamedTuple):
+    """One setting: its name in the file (`retune.` keys in the `[retune]`
+    table), its type, the environment variable that overrides the file, the
+    built-in default, the values it may take and what it is for."""
+
+    name: str
+    kind: str                 # "str", "path" (relative to the settings file), "int", "float", "choice",
+    #                           "paths" (a table of name = path), "pathlist" (an array of paths)
+    env: str
+    default: object
+    what: str
+    choices: tuple = ()
+    positive: bool = False
+
+
+KEYS = (
+    Key("nvcc", "path", REAL_NVCC_ENV, None, "the real nvcc (default: $CUDA_HOME/bin/nvcc, $CUDA_PATH/bin/nvcc, PATH)"),
+    Key("gpu", "str", "NVCC_EVO_GPU", None, "the GPU model builds are for: picks target blocks named for a GPU"),
+    Key("stale", "choice", "NVCC_EVO_STALE", "keep", "a stale entry builds with its knobs (keep) or with defaults",
+        ("keep", "default")),
+    Key("log", "path", LOG_ENV, None, "a file the wrapper appends one JSON line per compile to"),
+    Key("ptxas", "pathlist", "NVCC_EVO_PTXAS", None, "ptxas binaries the ptxas.version knob chooses among"),
+    Key("retune.backend", "choice", "NVCC_EVO_BACKEND", "auto", "what measures a candidate", BACKENDS),
+    Key("retune.evaluations", "int", "NVCC_EVO_EVALUATIONS", 60, "evaluation budget per unit and target",
+        positive=True),
+    Key("retune.generations", "int", "NVCC_EVO_GENERATIONS", 1000, "generation budget", positive=True),
+    Key("retune.patience", "int", "NVCC_EVO_PATIENCE", 4, "generations without progress before stopping",
+        positive=True),
+    Key("retune.population", "int", "NVCC_EVO_POPULATION", 12, "candidates per generation", positive=True),
+    Key("retune.seed", "int", "NVCC_EVO_SEED", 0, "seed of the search (the same seed, the same search)"),
+    Key("retune.jobs", "int", "NVCC_EVO_JOBS", None, "parallel compiles (default: CPU cores)", positive=True),
+    Key("retune.timeout", "float", "NVCC_EVO_TIMEOUT", 300.0, "seconds before a compile counts as hung",
+        positive=True),
+    Key("retune.time-limit", "float", "NVCC_EVO_TIME_LIMIT", float("inf"), "seconds per unit and target",
+        positive=True),
+    Key("retune.target", "str", "NVCC_EVO_TARGET", None, "the SASS architecture to tune for (sm_90, ...)"),
+    Key("retune.device", "int", "NVCC_EVO_DEVICE", 0, "the CUDA device the pycuda backend measures on"),
+    Key("retune.replay", "path", "NVCC_EVO_REPLAY", None, "results store the replay backend answers from"),
+    Key("retune.progress", "choice", "NVCC_EVO_PROGRESS", "auto",
+        "a live bar (bar), one line per generation (lines), or a bar on a terminal only (auto)",
+        ("auto", "bar", "lines")),
+    Key("report.stores", "pathlist", "", None, "results stores --report reads (default: .nvcc-evo/results.jsonl)"),
+    Key("report.out", "path", "", None, "the HTML file --report writes (default: .nvcc-evo/report.html)"),
+)
+BY_NAME = {key.name: key for key in KEYS}
+BUILD_KEYS = tuple(name for name in BY_NAME if "." not in name)
+RETUNE_KEYS = tuple(name for name in BY_NAME if name.startswith("retune."))
+REPORT_KEYS = tuple(name for name in BY_NAME if name.startswith("report."))
+TABLES = {name.rpartition(".")[0] for name in BY_NAME if "." in name}
+DEFAULT = "default"
+
+
+class Value(NamedTuple):
+    value: object
+    source: str                # "--flag", "NVCC_EVO_X", "nvcc-evo.toml:4", "default"
+
+    def __str__(self) -> str:
+        return f"{_show(self.value)} ({'built-in default' if self.source == DEFAULT else self.source})"
+
+
+class SettingsError(AcfError):
+    """Located errors in a settings file (or an environment variable's value)."""
+
+
+class Settings(NamedTuple):
+    path: str | None                           # the settings file, None when there is none
+    values: dict                               # key name -> value as read from the file
+    places: dict                               # key name -> "FILE:LINE"
+    environ: dict
+
+    def value(self, name: str, command_line: dict | None = None) -> Value:
+        """The one place precedence is decided: command line > environment > file > default."""
+        key = BY_NAME[name]
+        if command_line and command_line.get(name) is not None:
+            return Value(command_line[name], f"--{name.rpartition('.')[2]}")
+        if key.env and self.environ.get(key.env):
+            return Value(_from_env(key, self.environ[key.env]), key.env)
+        if name in self.values:
+            return Value(self.values[name], self.places[name])
+        return Value(key.default, DEFAULT)
+
+    def for_build(self) -> dict:
+        """The environment a build decides with: the file's values for the
+        variables the environment leaves unset (the environment wins)."""
+        added = {BY_NAME[n].env: os.pathsep.join(v) if isinstance(v, list) else str(v) for n, v in self.values.items()
+                 if BY_NAME[n].env and not self.environ.get(BY_NAME[n].env) and n in BUILD_KEYS}
+        return {**self.environ, **added} if added else self.environ
+
+    def described(self, names=None, command_line: dict | None = None) -> list[str]:
+        """`name = value (source)` for each setting (all of them by default)."""
+        return [f"{name} = {self.value(name, command_line)}" for name in (names or BY_NAME)]
+
+
+def _show(value) -> str:
+    if value is None:
+        return "(unset)"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {v!r}" for k, v in value.items()) + "}"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def load(acf_path, environ) -> Settings:
+    """The settings that apply to the ACF at `acf_path` (SettingsError when
+    its file has errors)."""
+    found = find_settings_file(acf_path) if acf_path is not None else None
+    if found is None:
+        return Settings(None, {}, {}, environ)
+    path, in_pyproject = found
+    with open(path, "rb") as handle:
+        data = handle.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:        # TOML is UTF-8: say where, as the ACF reader does
+        before = data[:error.start]
+        line, column = before.count(b"\n") + 1, len(before) - (before.rfind(b"\n") + 1) + 1
+        shown = min(os.path.relpath(path), path, key=len)
+        raise SettingsError([Diagnostic(Location(shown, line, column), f"the file is not UTF-8 text: byte(s) "
+                                        f"0x{data[error.start]:02x} here (save it as UTF-8)")]) from None
+    return parse(text, path, in_pyproject, environ)
+
+
+def parse(text: str, path: str, in_pyproject: bool, environ) -> Settings:
+    import tomllib
+    shown = min(os.path.relpath(path), path, key=len)      # as a compiler names it: short
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise SettingsError([_decode_error(error, text, shown)]) from None
+    prefix = TABLE if in_pyproject else ()
+    table = document
+    for part in prefix:
+        table = table.get(part, {}) if isinstance(table, dict) else {}
+    lines = text.splitlines()
+    places = _places(lines, prefix)
+    values, problems = {}, []
+    for name, raw in _flatten(table):
+        line, column, at_value = places.get(name, places.get(name.rpartition(".")[0], (1, 1, 1)))
+        problem = _problem(name, raw)
+        where = Location(shown, line, at_value if problem.startswith("'") else column)  # a value's fault: at it
+        source = lines[line - 1] if 0 < line <= len(lines) else ""
+        if problem:
+            problems.append(Diagnostic(where, problem, source))
+            continue
+        key = BY_NAME[name]
+        values[name] = _resolve_paths(key, raw, os.path.dirname(path))
+    if problems:
+        raise SettingsError(problems)
+    return Settings(path, values, {n: f"{shown}:{places.get(n, (1,))[0]}" for n in values}, environ)
+
+
+def _flatten(table: dict):
+    """(dotted name, value) of the table's keys; our sub-tables opened, a
+    table-valued key (ptxas) kept whole."""
+    for name, value in table.items():
+        if name in TABLES and isinstance(value, dict):
+            yield from ((f"{name}.{inner}", v) for inner, v in value.items())
+        else:
+            yield name, value
+
+
+def _problem(name: str, raw) -> str:
+    key = BY_NAME.get(name)
+    if key is None:
+        known = sorted(n for n in BY_NAME if n.rpartition(".")[0] == name.rpartition(".")[0])
+        table = f"[{name.rpartition('.')[0]}] " if "." in name else ""
+        names = [k.rpartition(".")[2] for k in known] + ([f"[{t}]" for t in sorted(TABLES)] if not table else [])
+        return f"unknown setting '{name}' (known {table}settings: {', '.join(names)})"
+    expected = _expected(key)
+    if key.kind in ("str", "path", "choice"):
+        ok = isinstance(raw, str) and raw != ""
+    elif key.kind == "int":
+        ok = isinstance(raw, int) and not isinstance(raw, bool)
+    elif key.kind == "float":
+        ok = isinstance(raw, (int, float)) and not isinstance(raw, bool)
+    elif key.kind == "pathlist":
+        ok = isinstance(raw, list) and all(isinstance(v, str) and v for v in raw)
+    else:
+        ok = isinstance(raw, dict) and all(isinstance(v, str) and v for v in raw.values())
+    if not ok:
+        return f"'{name}' must be {expected}, got {_toml_type(raw)}"
+    if key.choices and raw not in key.choices:
+        return f"'{name}' must be one of {', '.join(key.choices)}, got '{raw}'"
+    if key.positive and raw <= 0:
+        return f"'{name}' must be positive, got {raw}"
+    return ""
+
+
+def _expected(key: Key) -> str:
+    return {"str": "a string", "path": "a path (a string)", "choice": f"one of {', '.join(key.choices)}",
+            "int": "an integer", "float": "a number (seconds)",
+            "paths": "a table of paths ({name = \"path\"})", "pathlist": "an array of paths"}[key.kind]
+
+
+def _toml_type(raw) -> str:
+    kinds = ((bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string"),
+             (list, "an array"), (dict, "a table"))
+    kind = next((word for t, word in kinds if isinstance(raw, t)), type(raw).__name__)
+    return f"{kind} ({raw!r})" if not isinstance(raw, (list, dict)) else kind
+
+
+def _resolve_paths(key: Key, raw, folder: str):
+    """Paths in a settings file are relative to its folder."""
+    if key.kind == "path":
+        return os.path.normpath(os.path.join(folder, os.path.expanduser(raw)))
+    if key.kind == "paths":
+        return {n: os.path.normpath(os.path.join(folder, os.path.expanduser(p))) for n, p in raw.items()}
+    if key.kind == "pathlist":
+        return [os.path.normpath(os.path.join(folder, os.path.expanduser(p))) for p in raw]
+    if key.kind == "float":
+        return float(raw)
+    return raw
+
+
+def _from_env(key: Key, text: str):
+    """An environment variable's value, typed as its key (SettingsError if it is not)."""
+    try:
+        value = {"int": int, "float": float}.get(key.kind, str)(text)
+    except ValueError:
+        value = None
+    if value is None or (key.choices and value not in key.choices) or (key.positive and value <= 0):
+        want = _expected(key) + (", positive" if key.positive else "")
+        raise UsageError(f"{key.env}={text}: expected {want}")
+    return value
+
+
+# ------------------------------------------------------------- places in the text
+_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+_KEY = re.compile(r"""^(\s*)((?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*'))*)\s*=""")
+
+
+def _dotted(text: str) -> tuple[str, ...]:
+    parts = re.findall(r"""[A-Za-z0-9_-]+|"[^"]*"|'[^']*'""", text)
+    return tuple(p[1:-1] if p[:1] in "\"'" else p for p in parts)
+
+
+def _places(lines: list[str], prefix: tuple[str, ...]) -> dict:
+    """Our key names -> (line, column) of their first mention: table headers
+    and `key =` lines (multi-line strings and arrays are not followed; a key
+    not found is placed at its table, else at 1:1)."""
+    places, table, depth = {}, (), 0
+    for number, line in enumerate(lines, 1):
+        if depth == 0 and (header := _HEADER.match(line)) and not line.lstrip().startswith("[["):
+            table = _dotted(header.group(1))
+            name = _ours(table, prefix)
+            if name:
+                places.setdefault(name, (number, line.index("[") + 1, line.index("[") + 1))
+            continue
+        match = _KEY.match(line) if depth == 0 else None
+        if match:
+            name = _ours(table + _dotted(match.group(2)), prefix)
+            if name:
+                value_at = len(line) - len(line[match.end():].lstrip()) + 1
+                places.setdefault(name, (number, len(match.group(1)) + 1, value_at))
+        depth = max(0, depth + line.count("[") - line.count("]")) if "=" in line or depth else depth
+    return places
+
+
+def _ours(path: tuple[str, ...], prefix: tuple[str, ...]) -> str:
+    if path[:len(prefix)] != prefix or len(path) == len(prefix):
+        return ""
+    rest = path[len(prefix):]
+    return ".".join(rest[:2]) if rest[0] in TABLES and len(rest) > 1 else (rest[0] if len(rest) == 1 else
+                                                                          ".".join(rest))
+
+
+def _decode_error(error, text: str, shown: str) -> Diagnostic:
+    found = re.search(r"\(at line (\d+), column (\d+)\)", str(error))
+    line, column = (int(found.group(1)), int(found.group(2))) if found else (1, 1)
+    message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(error)) or "not valid TOML"
+    lines = text.splitlines()
+    source = lines[line - 1] if 0 < line <= len(lines) else ""
+    return Diagnostic(Location(shown, line, column), f"{message[0].lower()}{message[1:]} (TOML)", source)
