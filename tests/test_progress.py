@@ -76,4 +76,5 @@ def test_a_pipe_gets_lines(project, evo_cache):
                             text=True)
     assert result.returncode == 0, result.stderr
     assert "━" not in result.stderr and "\x1b[" not in result.stderr
-    assert re.search(r"gen 1: 4 evaluations .*\[\d+ s; at most 4 more, ~\d+ s at this pace\]", result.stderr)
+    assert re.search(r"gen 1: 4 evaluations .*\[\d+ s; at most 4 more, ~\d+ s at this pace; "
+                     r"[\d.]+ candidates/min; per candidate: compile [\d.]+ s", result.stderr)
