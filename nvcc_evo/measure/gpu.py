@@ -13,8 +13,6 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
-import numpy as np
-
 from nvcc_evo.acf import model
 from nvcc_evo.acf.benchspec import BenchPlan, ExprError, ScalarPlan, plan_bench
 from nvcc_evo.driver.candidate import CompileResult
