@@ -42,6 +42,10 @@ SGEMM_SEARCH = """\
         ptxas.dlcm in {ca, cg}
 REQUIRES    }
 """
+# softmax.cu writes a row its tiling does not cover as NaN, on purpose
+SOFTMAX_REQUIRES = """\
+        require BLOCK * VEC * ITEMS >= 4096
+"""
 SGEMM_REQUIRES = """\
         require (BM / TM) * (BN / TN) <= 1024
         require (BM * BK) % ((BM / TM) * (BN / TN)) == 0
@@ -97,7 +101,7 @@ SOFTMAX = """unit "softmax.cu" {
         define.ITEMS in {1, 2, 4, 8}
         ptxas.dlcm in {ca, cg, cs}
         ptxas.opt_level in 1..3
-    }
+REQUIRES    }
     tune {
         minimize runtime
     }
@@ -129,8 +133,9 @@ DEFAULT = {"pycuda": "softmax,sgemm4096,sgemm6144", "static": "sgemm4096,sgemm-p
 
 
 def acf_text(unit: str, protocol: str) -> str:
-    search = SGEMM_SEARCH.replace("REQUIRES", SGEMM_REQUIRES if protocol == "fast" else "")
-    return "acf 1\n\n" + unit.replace("SEARCH", search)
+    fast = protocol == "fast"
+    search = SGEMM_SEARCH.replace("REQUIRES", SGEMM_REQUIRES if fast else "")
+    return "acf 1\n\n" + unit.replace("SEARCH", search).replace("REQUIRES", SOFTMAX_REQUIRES if fast else "")
 
 
 def project(folder: Path, kernel: str, protocol: str) -> Path:
@@ -145,10 +150,10 @@ def project(folder: Path, kernel: str, protocol: str) -> Path:
     return folder
 
 
-def retune(folder: Path, backend: str, protocol: str, args) -> dict:
+def retune(folder: Path, backend: str, protocol: str, args, seed: int) -> dict:
     command = [sys.executable, "-m", "nvcc_evo", "--retune", "--all", "--backend", backend, "--target", "sm_90",
                "--evaluations", str(args.evaluations), "--population", str(args.population), "--patience", "1000",
-               "--seed", str(args.seed)] + (["--full-protocol"] if protocol == "full" else [])
+               "--seed", str(seed)] + (["--full-protocol"] if protocol == "full" else [])
     started = time.monotonic()
     done = subprocess.run(command, cwd=folder, capture_output=True, text=True)
     wall = time.monotonic() - started
@@ -191,7 +196,7 @@ def main() -> int:
     parser.add_argument("--out", default="out/throughput")
     parser.add_argument("--evaluations", type=int, default=24)
     parser.add_argument("--population", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seeds", default="1", help="comma-separated seeds: each kernel is retuned with each")
     parser.add_argument("--static", action="store_true", help="the static backend (no GPU): registers, spills")
     parser.add_argument("--kernels", help=f"comma-separated names of {', '.join(KERNELS)} (default: {DEFAULT})")
     args = parser.parse_args()
@@ -201,20 +206,40 @@ def main() -> int:
     backend, objective = ("static", "registers") if args.static else ("pycuda", "runtime")
     rows, results = [], {}
     kernels = [k for k in KERNELS if k in (args.kernels or DEFAULT[backend]).split(",")]
-    for n, kernel in enumerate(kernels):
+    seeds = [int(seed) for seed in args.seeds.split(",")]
+    for n, (kernel, seed) in enumerate((k, seed) for k in kernels for seed in seeds):
         order = ("full", "fast") if n % 2 == 0 else ("fast", "full")
-        runs = {p: retune(project(out / f"{n}-{p}", kernel, p), backend, p, args) for p in order}
+        runs = {p: retune(project(out / f"{n}-{p}", kernel, p), backend, p, args, seed) for p in order}
         best = min(fully_timed_best(r["records"], objective) for r in runs.values())
         shown = {p: figures(r, objective, best) for p, r in runs.items()}
-        results[kernel] = {p: {**shown[p], "rc": runs[p]["rc"], "wall": runs[p]["wall"], "cost": runs[p]["cost"],
-                               "verdict": runs[p]["verdict"]} for p in runs}
-        rows.append((kernel, shown["full"], shown["fast"]))
+        results[f"{kernel} seed {seed}"] = {p: {**shown[p], "rc": runs[p]["rc"], "wall": runs[p]["wall"],
+                                                "cost": runs[p]["cost"], "verdict": runs[p]["verdict"]}
+                                            for p in runs}
+        rows.append((kernel, seed, shown["full"], shown["fast"]))
         (out / "throughput.json").write_text(json.dumps(results, indent=1, default=str))   # kept if cut short
     print(table(rows, args, objective))
-    for kernel, runs in results.items():
+    if len(seeds) > 1:
+        print(summary(rows, objective))
+    for name, runs in results.items():
         for protocol, r in runs.items():
-            print(f"{kernel} [{protocol}]: rc {r['rc']}, {r['verdict']}; {r['cost']}")
+            print(f"{name} [{protocol}]: rc {r['rc']}, {r['verdict']}; {r['cost']}")
     return 0
+
+
+def summary(rows, objective: str) -> str:
+    """Per kernel over the seeds: the median ratio of binaries per minute, and
+    how the best each protocol found compares (full's best / fast's: above 1,
+    fast found a lower one)."""
+    lines = [f"| kernel | seeds | binaries/min ratio, median (range) | best {objective} full / fast, "
+             f"median (range) |", "|---|---|---|---|"]
+    for kernel in dict.fromkeys(row[0] for row in rows):
+        mine = [row for row in rows if row[0] == kernel]
+        rates = sorted(fast["binaries_per_min"] / full["binaries_per_min"] for _, _, full, fast in mine)
+        bests = sorted(full["best"] / fast["best"] for _, _, full, fast in mine)
+        mid = lambda v: v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+        lines.append(f"| {kernel} | {len(mine)} | {mid(rates):.2f}x ({rates[0]:.2f}-{rates[-1]:.2f}) | "
+                     f"{mid(bests):.4f} ({bests[0]:.4f}-{bests[-1]:.4f}) |")
+    return "\n".join(lines) + "\n"
 
 
 def _t(value) -> str:
@@ -222,18 +247,18 @@ def _t(value) -> str:
 
 
 def table(rows, args, objective: str) -> str:
-    head = (f"| kernel | protocol | evaluations | distinct binaries | search s | binaries/min | ratio | "
-            f"best {objective} | to 95% of best | not built or refused |\n|---|---|---|---|---|---|---|---|---|---|")
+    head = (f"| kernel | seed | protocol | evaluations | distinct binaries | search s | binaries/min | ratio | "
+            f"best {objective} | to 95% of best | not built or refused |\n|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
-    for kernel, full, fast in rows:
+    for kernel, seed, full, fast in rows:
         for name, f in (("full (old)", full), ("fast (new)", fast)):
             ratio = f["binaries_per_min"] / full["binaries_per_min"] if full["binaries_per_min"] else float("nan")
             failed = ", ".join(f"{k} {v}" for k, v in sorted(f["failed"].items())) or "0"
-            lines.append(f"| {kernel} | {name} | {f['evaluations']} | {f['binaries']} | {f['seconds']:.0f} | "
+            lines.append(f"| {kernel} | {seed} | {name} | {f['evaluations']} | {f['binaries']} | {f['seconds']:.0f} | "
                          f"{f['binaries_per_min']:.1f} | {ratio:.2f}x | {f['best']:.5g} | {_t(f['to_95'])} | "
                          f"{failed} |")
     command = " ".join(["python3 benchmarks/throughput.py", *sys.argv[1:]])
-    return "\n".join(lines) + f"\n\n(`{command}`; seed {args.seed}, {args.evaluations} evaluations, " \
+    return "\n".join(lines) + f"\n\n(`{command}`; seeds {args.seeds}, {args.evaluations} evaluations, " \
                               f"population {args.population}; {os.cpu_count()} CPUs)\n"
 
 

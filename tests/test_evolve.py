@@ -163,8 +163,8 @@ def test_overlap_compiles_the_next_batch_before_measuring_and_a_seed_reproduces_
 
     evaluate, progress, front = run(5)
     kinds = [kind for kind, _ in evaluate.log]
-    # batch 2 starts compiling when the last quarter of batch 1 is still to be measured
-    assert kinds[:5] == ["start", "finish", "start", "finish", "finish"]
+    # batch 2 starts compiling before batch 1 is measured, batch 3 before batch 2, ...
+    assert kinds[:6] == ["start", "start", "finish", "start", "finish", "start"]
     assert progress.evaluations == len(evaluate.measured) == 600  # the budget exactly, none measured twice
     assert len(set(evaluate.measured)) == 600
     again, _, front_again = run(5)

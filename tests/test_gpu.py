@@ -104,6 +104,18 @@ def test_each_stage_is_costed_and_energy_is_left_out_when_not_wanted(gpu):
     assert 0.2 < costs["timing"] < 5                      # the 0.3 s window, and its L2 flushes
 
 
+def test_a_steady_candidate_settles_before_its_full_count_and_its_median_holds(gpu):
+    pool, bench, job, GpuBench = gpu
+    result = compile_candidate(job)
+    full = GpuBench(bench, pool, job.arch, lambda g: {"BLOCK": 256}, energy=False).measure(None, (), result)
+    quick = GpuBench(bench, pool, job.arch, lambda g: {"BLOCK": 256}, energy=False, settle=True)
+    quick.measure(None, (), result)                               # the baseline: kept as the reference
+    settled = quick.measure(None, (), result)
+    assert settled.ok and not settled.raced
+    assert dict(settled.costs)["timing"] < dict(full.costs)["timing"] / 2
+    assert abs(settled.get("runtime") / full.get("runtime") - 1) < 0.02
+
+
 def test_a_clearly_slower_candidate_is_raced_out_and_a_faster_one_is_timed_in_full(gpu):
     pool, bench, job, GpuBench = gpu
     result = compile_candidate(job)

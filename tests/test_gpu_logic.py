@@ -3,6 +3,7 @@ poison, output checks, and the worker pool's replacement of a dead worker."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 import time
 
 import numpy as np
@@ -80,6 +81,21 @@ def test_output_checks_catch_wrong_unwritten_and_nan():
     unwritten = ref["y"].copy()
     unwritten[::2] = np.nan
     assert "500 NaN or unwritten" in outputs_match({"y": unwritten}, ref, plan)
+
+
+def test_bf16_outputs_are_checked_against_a_kept_reference():
+    """A reference kept by the measuring process is float64 already (as_reference):
+    bf16 outputs compared with it were read as raw bits twice, and always wrong."""
+    from nvcc_evo.measure.check import as_reference
+    plan = plan_bench(BENCH, {"TILE": 1})
+    plan = replace(plan, args=tuple(replace(a, dtype="bf16") if getattr(a, "name", "") == "y" else a
+                                    for a in plan.args))
+    got = to_storage(np.linspace(1, 2, 1000), "bf16")
+    kept = as_reference({"y": got}, plan)
+    assert outputs_match({"y": got.copy()}, kept, plan) == ""
+    spoiled = got.copy()
+    spoiled[3] = to_storage(np.array([7.0]), "bf16")[0]
+    assert "1 elements outside rtol" in outputs_match({"y": spoiled}, kept, plan)
 
 
 def test_cuda_errors_are_classified():

@@ -84,3 +84,27 @@ def test_adaptive_repeats_stop_when_settled_or_clearly_worse():
 
 def test_a_verdict_counts_its_rounds():
     assert faster([10, 11, 12, 10, 11], [5, 5, 6, 5, 6]).rounds == 5
+
+
+def test_timing_settles_once_the_median_is_known_well_enough():
+    from nvcc_evo.measure.stats import SETTLE_LEAST, SETTLE_PRECISION, median_interval, settled
+    rng = np.random.default_rng(3)
+    steady = list(70 * (1 + rng.normal(0, 0.003, 640)))          # 0.3% launch-to-launch, a 70 us kernel
+    assert not settled(steady[:SETTLE_LEAST - 1])                # too few launches
+    assert settled(steady[:320]) and settled(steady[:SETTLE_LEAST] * 4)
+    assert not settled([5.0] * 200)                              # steady but only 1 ms of launches
+    noisy = list(70 * (1 + rng.normal(0, 0.05, 640)))            # 5%: the median is not known to 0.25%
+    assert not settled(noisy[:320])
+    low, high = median_interval(noisy)
+    assert low < np.median(noisy) < high and (high - low) / 2 > SETTLE_PRECISION * np.median(noisy)
+
+
+def test_a_settled_median_is_within_the_precision_of_the_full_count_nearly_always():
+    from nvcc_evo.measure.stats import SETTLE_PRECISION, settled
+    rng = np.random.default_rng(4)
+    off = 0
+    for _ in range(200):
+        samples = 70 * (1 + rng.normal(0, 0.01, 2000)) + rng.exponential(0.5, 2000)   # a tail, as launches have
+        stop = next((n for n in race_checkpoints(2000) if settled(samples[:n])), 2000)
+        off += abs(np.median(samples[:stop]) / np.median(samples) - 1) > 2 * SETTLE_PRECISION
+    assert off / 200 < 0.02

@@ -109,6 +109,7 @@ class GpuBench:
     expected: dict | None = None
     min_seconds: float = 0.3                # timing window per candidate
     incumbent: dict | None = None           # {"median", "margin"}: what a race is run against
+    settle: bool = False                    # timing may stop once the median is known well enough (stats.settled)
     sent: tuple = (-1, frozenset())          # (the measuring process, by pool.replaced; references it holds)
 
     def expected_outputs(self, plan: BenchPlan) -> dict:
@@ -130,7 +131,7 @@ class GpuBench:
             return failed("bad-bench", f"bench spec with this candidate's defines: {error}")
         first = self.reference is None         # the first measurement is the baseline's
         request = {"cubin": result.cubin, "plan": plan, "time": True, "min_seconds": self.min_seconds,
-                   "race": self.incumbent, "energy": self.energy and self.pool.hello.get("nvml"),
+                   "race": self.incumbent, "settle": self.settle, "energy": self.energy and self.pool.hello.get("nvml"),
                    "outputs": first, **self._comparison(plan, first)}
         sent = time.perf_counter()
         answer = self.pool.request(request)
@@ -174,7 +175,7 @@ class GpuBench:
         metrics = (("runtime", times.median),) + tuple((k, v) for k, v in compiled.metrics if k != "runtime")
         if "energy_mj" in answer:
             metrics += (("energy", answer["energy_mj"]), ("power", answer["power_w"]))
-        raced = len(answer["times_us"]) < answer.get("planned", 0)
+        raced = answer.get("stopped") == "raced"
         detail = f"{RACED} stopped after {times.count} of {answer['planned']} timed launches, clearly slower " \
                  f"than the incumbent ({self.incumbent['median']:.4g} us)" if raced else ""
         return Measurement("ok", metrics, (("runtime", times.spread),), detail)

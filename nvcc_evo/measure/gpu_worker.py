@@ -14,7 +14,8 @@ import numpy as np
 
 from nvcc_evo.acf.benchspec import ArrayPlan, BenchPlan, DTYPES, ScalarPlan
 from nvcc_evo.measure.check import checked, take_reference
-from nvcc_evo.measure.stats import clearly_slower, race_checkpoints, repetitions
+from nvcc_evo.measure.device_check import DeviceCheck
+from nvcc_evo.measure.stats import clearly_slower, race_checkpoints, repetitions, settled
 
 CACHE_BYTES = 8 << 30        # host copies of inputs kept between requests
 DEVICE_CACHE_BYTES = 16 << 30   # device copies of inputs kept between requests
@@ -81,6 +82,8 @@ class Device:
         self.inputs: dict[tuple[ArrayPlan, int], np.ndarray] = {}
         self.on_device: dict[tuple[ArrayPlan, int], tuple] = {}     # (allocation, bytes)
         self.references: dict[str, dict] = {}                        # key -> float64 outputs to compare with
+        major, minor = self.device.compute_capability()
+        self.compare = DeviceCheck(cuda, f"sm_{major}{minor}")        # the same comparisons, on the device
         self._limits: dict | None = None
 
     def host_input(self, plan: ArrayPlan, seed: int) -> np.ndarray:
@@ -150,9 +153,15 @@ class Device:
     def check(self, request: dict, plan: BenchPlan, device: dict) -> dict:
         """The outputs compared here, with a reference kept in this process
         (sent once, or this run's outputs kept as one), so that they need not
-        cross the pipe; sent back only when asked for."""
+        cross the pipe; sent back only when asked for. A comparison alone runs
+        on the device (measure.device_check); outputs come to the host only to
+        be kept, sent, or to say what is wrong with them."""
         if not (request.get("outputs") or request.get("compare") or request.get("keep")):
             return {}
+        key = request.get("compare")
+        if key in self.references and not (request.get("outputs") or request.get("keep")):
+            if self.compare.outside(key, self.references[key], plan, device) == 0:
+                return {"wrong": ""}
         arrays = {c.name: _array(plan, c.name) for c in plan.checks}
         outputs = {name: self.cuda.from_device(device[name], (a.count,), np.dtype(DTYPES[a.dtype][1]))
                    for name, a in arrays.items()}
@@ -197,20 +206,23 @@ class Device:
         answer.update(self.check(request, plan, device))
         clock.lap("check")
         if request.get("time"):
-            answer["times_us"], answer["planned"] = self.time(launch, plan, request.get("min_seconds", 0.3),
-                                                              clock, request.get("race"))
+            answer["times_us"], answer["planned"], answer["stopped"] = self.time(
+                launch, plan, request.get("min_seconds", 0.3), clock, request.get("race"), request.get("settle", False))
         if request.get("energy") and self.nvml is not None:
             answer.update(self.energy(launch))
             clock.lap("energy")
         answer["costs"] = clock.costs
         return answer
 
-    def time(self, launch, plan: BenchPlan, min_seconds: float, clock: Clock, race: dict | None = None):
+    def time(self, launch, plan: BenchPlan, min_seconds: float, clock: Clock, race: dict | None = None,
+             settle: bool = False):
         """Events around each launch, after warm-up; the L2 flushed before each
         launch when the data would otherwise stay in it. With `race` (the
         incumbent's median and margin), the launches so far are tested at
-        checkpoints and timing stops once this candidate is clearly slower.
-        Returns (times in us, the launches planned)."""
+        checkpoints and timing stops once this candidate is clearly slower;
+        with `settle`, it also stops there once the median is known well
+        enough (stats.settled). Returns (times in us, the launches planned,
+        why timing stopped early: "raced", "settled" or "")."""
         cuda = self.cuda
         flush = plan.bytes_moved < 4 * self.l2
         start, end = cuda.Event(), cuda.Event()
@@ -223,7 +235,8 @@ class Device:
         count = repetitions(end.time_since(start) / 1e3, min_seconds)
         clock.lap("warm-up")
         times: list[float] = []
-        for stop in (race_checkpoints(count) if race else (count,)):
+        stopped = ""
+        for stop in (race_checkpoints(count) if race or settle else (count,)):
             pairs = [(cuda.Event(), cuda.Event()) for _ in range(stop - len(times))]
             for begin, finish in pairs:
                 if flush:
@@ -233,10 +246,16 @@ class Device:
                 finish.record()
             pairs[-1][1].synchronize()
             times += [finish.time_since(begin) * 1e3 for begin, finish in pairs]
+            if len(times) >= count:
+                break
             if race and clearly_slower(times, race["median"], race["margin"]):
+                stopped = "raced"
+                break
+            if settle and settled(times):
+                stopped = "settled"
                 break
         clock.lap("timing")
-        return times, count
+        return times, count, stopped
 
     def energy(self, launch, seconds: float = 1.0) -> dict:
         """Energy per launch from NVML's total-energy counter over a window of

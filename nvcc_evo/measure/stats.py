@@ -74,6 +74,37 @@ def clearly_slower(samples: Sequence[float], incumbent: float, margin: float, al
     # exactly, in integers: 2**n as a float overflows past about a thousand launches
     return Fraction(sum(math.comb(n, i) for i in range(below + 1)), 2 ** n) < alpha
 
+# Settling: a candidate's timing also stops at a checkpoint once its median is
+# known within SETTLE_PRECISION (the half-width of a distribution-free 95%
+# interval, relative), well inside the 0.5% a gain must reach, after at least
+# SETTLE_LEAST launches and SETTLE_SECONDS of them. The confirmation of a
+# winner is not settled: it is timed in full, interleaved with the baseline.
+SETTLE_PRECISION = MIN_GAIN / 2
+SETTLE_LEAST = 80
+SETTLE_SECONDS = 0.02
+
+
+def median_interval(samples: Sequence[float], z: float = 1.96) -> tuple[float, float]:
+    """A distribution-free interval for the median: the order statistics at
+    ranks n/2 -+ z sqrt(n)/2 (about 95% with z = 1.96)."""
+    values = np.sort(np.asarray(samples, dtype=float))
+    n = len(values)
+    half = z * math.sqrt(n) / 2
+    low, high = max(0, math.floor(n / 2 - half)), min(n - 1, math.ceil(n / 2 + half))
+    return float(values[low]), float(values[high])
+
+
+def settled(samples_us: Sequence[float], precision: float = SETTLE_PRECISION, least: int = SETTLE_LEAST,
+            seconds: float = SETTLE_SECONDS) -> bool:
+    """Whether timing may stop: enough launches, long enough, and the median
+    known within `precision` of itself."""
+    if len(samples_us) < least or sum(samples_us) * 1e-6 < seconds:
+        return False
+    low, high = median_interval(samples_us)
+    median = float(np.median(samples_us))
+    return median > 0 and (high - low) / 2 <= precision * median
+
+
 def enough(samples: Sequence[float], least: int, most: int, best: Summary | None = None,
            maximize: bool = False, settled: float = 2 * MIN_GAIN) -> bool:
     """Adaptive repetition: after `least` runs, stop once the median is known

@@ -19,7 +19,6 @@ import numpy as np
 from nvcc_evo.search.space import Genome, SearchSpace, crossover, mutate, sample, step
 
 INF = math.inf
-OVERLAP_LEAD = 4       # the next batch starts compiling when a quarter of this one is left to measure
 
 
 @dataclass(frozen=True)
@@ -206,9 +205,10 @@ def run_search(engine: Engine, evaluate: Evaluate, budget: Budget,
     evaluations made before (read back from the results store); they count
     toward `budget.evaluations`, so a resumed search only reaches the budget.
     `overlap` (an evaluate with start/finish): each batch is asked for and
-    starts compiling before the one before it is measured, so the GPU never
-    waits for a generation's compiles; the engine then breeds from results
-    one generation old, the same ones for a given seed."""
+    starts compiling before the one before it is measured, so the GPU waits
+    for a generation's compiles only where they take longer than measuring
+    a generation; the engine then breeds from results one generation old,
+    the same ones for a given seed."""
     progress = Progress(evaluations=done, resumed=done)
     if overlap:
         return _overlapped(engine, evaluate, budget, on_generation, progress)
@@ -225,32 +225,26 @@ def _within(progress: Progress, budget: Budget, pending: int) -> bool:
             and progress.elapsed() < budget.seconds and progress.stale_generations < budget.patience)
 
 
-def _told(engine: Engine, progress: Progress, evaluations: list[Evaluation], on_generation,
-          improved: bool = False, told_before: int = 0) -> None:
-    """Tell a generation's evaluations (`told_before` more of it were told already)."""
-    improved = engine.tell(evaluations) or improved
+def _told(engine: Engine, progress: Progress, evaluations: list[Evaluation], on_generation) -> None:
+    improved = engine.tell(evaluations)
     progress.generation += 1
-    progress.evaluations += len(evaluations) + told_before
+    progress.evaluations += len(evaluations)
     progress.stale_generations = 0 if improved else progress.stale_generations + 1
     on_generation(progress, engine)
 
 
 def _overlapped(engine: Engine, evaluate, budget: Budget, on_generation, progress: Progress) -> Progress:
-    """run_search with the next batch compiling while the last LEAD share of
-    this one is measured (see there)."""
-    lead = max(1, engine.size // OVERLAP_LEAD)
+    """run_search with each batch asked for, and compiling, before the one
+    before it is measured (see there)."""
     batch = engine.ask(min(engine.size, budget.evaluations - progress.evaluations)) \
         if _within(progress, budget, 0) else []
     started = evaluate.start(batch) if batch else None
     while started is not None:
-        split = max(0, len(batch) - lead)
-        head = evaluate.finish(started, 0, split)
-        improved = engine.tell(head)
         following = []
         if _within(progress, budget, len(batch)) and progress.generation + 1 < budget.generations:
             following = engine.ask(min(engine.size, budget.evaluations - progress.evaluations - len(batch)))
         ahead = evaluate.start(following) if following else None
-        _told(engine, progress, evaluate.finish(started, split, len(batch)), on_generation, improved, len(head))
+        _told(engine, progress, evaluate.finish(started, 0, len(batch)), on_generation)
         if progress.elapsed() >= budget.seconds or progress.stale_generations >= budget.patience:
             break                                  # the batch compiling ahead is dropped, never measured
         batch, started = following, ahead

@@ -149,7 +149,8 @@ def _pycuda(task, space_defaults: dict, acf_folder: Path, full: bool = False, de
     pool = gpu_pool(device)
     defines = lambda genome: {**space_defaults, **define_values(genome.settings())}
     wanted = full or uses_energy(task.unit.tune)
-    gpu = GpuBench(bench, pool, task.arch, defines, energy=wanted, expected_fn=load_reference(bench, acf_folder))
+    gpu = GpuBench(bench, pool, task.arch, defines, energy=wanted, expected_fn=load_reference(bench, acf_folder),
+                   settle=not full)
     energy = ("energy from NVML" if pool.hello.get("nvml") else "no NVML: energy dropped") if wanted else \
         "energy not measured: the tune block does not name it"
     return Measurer(gpu.measure, OBJECTIVES, device=pool.hello["name"], hello=pool.hello, confirm=gpu.confirm,
