@@ -54,6 +54,26 @@ def test_a_ptxas_error_on_a_reused_ptx_is_a_result_like_the_full_pipelines(job):
     assert "Conflicting options" in reused.stderr and "Conflicting options" in full.stderr
 
 
+def test_a_front_end_whose_first_candidate_failed_in_ptxas_is_not_compiled_again(job):
+    """The front end's PTX is kept from a candidate ptxas rejected: the next
+    candidate of that front end runs ptxas only, with the full pipeline's SASS."""
+    cache = PtxCache()
+    bad = compile_candidate(replace(job, flags=job.flags + ("-Xptxas", "-O2", "-Xptxas", "-Ofc=max")), cache)
+    assert bad.status == "compile-error" and "Conflicting options" in bad.stderr
+    assert front_end(job) in cache.ptx
+    good = replace(job, flags=job.flags + PTXAS_ONLY[0])
+    reused = compile_candidate(good, cache)
+    assert reused.ok and cache.reused == 1 and "cicc" not in reused.stderr
+    assert sass_hash(reused.cubin) == sass_hash(compile_candidate(good).cubin)
+
+
+def test_a_front_end_error_keeps_no_ptx(job):
+    cache = PtxCache()
+    broken = compile_candidate(replace(job, flags=job.flags + ("-DBK=0", "-DTM=0")), cache)
+    assert broken.status == "compile-error" and not broken.ptx
+    assert front_end(replace(job, flags=job.flags + ("-DBK=0", "-DTM=0"))) not in cache.ptx
+
+
 def test_candidates_of_one_front_end_compiled_together_share_one_ptx(job):
     cache = PtxCache()
     jobs = [replace(job, flags=job.flags + extra) for extra in PTXAS_ONLY] + [replace(job, flags=("-DBM=64",))]

@@ -79,13 +79,21 @@ def _finished(job: CompileJob, done, seconds: float, work: str, what: str = "com
     if done.returncode is None:
         return CompileResult("timeout", seconds, f"{what} exceeded {job.timeout:.0f} s\n{done.stderr}")
     if done.returncode != 0:
-        return CompileResult("compile-error", seconds, done.stderr)
+        return CompileResult("compile-error", seconds, done.stderr, ptx=_front_end_ptx(work, done.stderr))
     # One architecture: nvcc names it SOURCE.cubin; several: SOURCE.sm_XX.cubin.
     cubins = sorted(Path(work).glob(f"*.{job.arch}.cubin")) or sorted(Path(work).glob("*.cubin"))
     if not cubins:
         return CompileResult("no-cubin", seconds, done.stderr + "\nno cubin for " + job.arch)
     ptx = sorted(Path(work).glob("*.ptx"))
     return CompileResult("ok", seconds, done.stderr, cubins[0].read_bytes(), ptx[0].read_bytes() if ptx else b"")
+
+
+def _front_end_ptx(work: str, stderr: str) -> bytes:
+    """The PTX of a compile that failed in its ptxas step (the front end had
+    finished: ptxas said the error), for PtxCache; b"" otherwise."""
+    ptx = sorted(Path(work).glob("*.ptx"))
+    said_by_ptxas = any(line.lower().startswith("ptxas") for line in stderr.splitlines())
+    return ptx[0].read_bytes() if ptx and said_by_ptxas else b""
 
 
 def compile_candidate(job: CompileJob, ptx: "PtxCache | None" = None) -> CompileResult:
@@ -167,7 +175,7 @@ class PtxCache:
         with lock:
             if key not in self.ptx:
                 result = compile_candidate(job)
-                if result.ok and result.ptx:
+                if result.ptx:             # also a compile whose ptxas failed: its front end's PTX is sound
                     self.ptx[key] = result.ptx
                 return result
         result = ptxas_only(job, self.ptx[key])
