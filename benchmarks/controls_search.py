@@ -33,25 +33,13 @@ from nvcc_evo.driver.toolkit import load_toolkit  # noqa: E402
 from nvcc_evo.measure.gpu import WorkerPool, outputs_match, reference_outputs  # noqa: E402
 from nvcc_evo.measure.stats import faster, summarize  # noqa: E402
 from nvcc_evo.search.measurers import load_reference  # noqa: E402
+from softmax_bench import BENCH  # noqa: E402  (beside this script)
 
 PUBLIC = """        define.BLOCK in {128, 256, 512, 1024}
         define.VEC in {1, 2, 4}
         define.ITEMS in {1, 2, 4, 8}
         ptxas.dlcm in {ca, cg, cs}
         ptxas.opt_level in 1..3"""
-BENCH = """    bench {
-        kernel softmax
-        reference "references.py:softmax"
-        let ROWS = 8192
-        let COLS = 4096
-        arg x : f32[ROWS * COLS] = random(seed=5, low=-8, high=8)
-        arg y : f32[ROWS * COLS] = output
-        arg rows : i32 = ROWS
-        arg cols : i32 = COLS
-        grid (ROWS)
-        block (BLOCK)
-        check y rtol 1e-5 atol 1e-9
-    }"""
 # The control files are ptxas 13.3's: the joint search runs that ptxas (its
 # plain code for this kernel is the same as 13.0's), so no candidate is spent
 # on a file the toolkit's ptxas rejects.

@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from softmax_bench import BENCH  # noqa: E402  (beside this script)
 SGEMM_SEARCH = """\
     search {
         define.BM in {64, 128, 256}
@@ -105,21 +107,11 @@ REQUIRES    }
     tune {
         minimize runtime
     }
-    bench {
-        kernel softmax
-        reference "references.py:softmax"
-        let ROWS = 8192
-        let COLS = 4096
-        arg x : f32[ROWS * COLS] = random(seed=5, low=-8, high=8)
-        arg y : f32[ROWS * COLS] = output
-        arg rows : i32 = ROWS
-        arg cols : i32 = COLS
-        grid (ROWS)
-        block (BLOCK)
-        check y rtol 1e-5 atol 1e-9
-    }
+SOFTMAX_BENCH
 }
 """
+
+SOFTMAX = SOFTMAX.replace("SOFTMAX_BENCH", BENCH)
 
 # name -> (the unit's source, the ACF's unit text, a thin source that includes another, or None)
 KERNELS = {
