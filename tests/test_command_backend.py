@@ -239,3 +239,40 @@ unit "spill.cu" {{
     assert "confirmation run 1 failed, wrong-answer" in result.stderr
     assert "    | Mismatch of out at 7" in result.stderr
     assert "baseline kept" in result.stdout and "ptxas.opt_level = " not in (tmp_path / "nvcc-evo.acf").read_text()
+
+
+def test_the_confirmation_compiles_nothing_the_command_rebuilds_itself(tmp_path, evo_cache, real_nvcc):
+    """The command backend rebuilds each side through the project's own
+    command: the retune compiles each candidate once (for the search's static
+    facts) and nothing more for the confirmation. A counting nvcc (the real
+    one behind a script) logs every compile the retune makes (`--keep-dir`:
+    the retune's candidate builds; the command's own go through the wrapper)."""
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+    calls = tmp_path / "calls.log"
+    counting = tmp_path / "bin" / "nvcc"
+    counting.parent.mkdir()
+    counting.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {real_nvcc} "$@"\n')
+    counting.chmod(0o755)
+    (tmp_path / "run.py").write_text(
+        "import os\nprint('time %d ms' % (5 if os.environ['NVCC_EVO_CANDIDATE_FLAGS'] else 10))\n")
+    (tmp_path / "nvcc-evo.acf").write_text(f'''acf 1
+unit "spill.cu" {{
+    search {{
+        ptxas.opt_level in {{1, 3}}
+    }}
+    bench {{
+        command "{EVO} -arch=sm_90 -cubin spill.cu -o spill.cubin && {sys.executable} run.py"
+        metric time "time ([0-9.]+) ms"
+        confirm rounds 6
+    }}
+}}
+''')
+    result = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path,
+                     env=evo_env(evo_cache, counting))
+    assert result.returncode == 0, result.stderr
+    assert "verification mannwhitneyu" in result.stderr and "improved time 10 -> 5" in result.stdout
+    stored = (tmp_path / ".nvcc-evo" / "results.jsonl").read_text().splitlines()
+    built = [line for line in calls.read_text().splitlines() if "--keep-dir" in line]
+    assert len(stored) == 2 and len(built) == len(stored), built        # the baseline (-O3) and -O1: once each
+    rebuilt = [line for line in calls.read_text().splitlines() if "spill.cubin" in line]
+    assert len(rebuilt) == 2 + 2 * 6, rebuilt     # the command's builds: the search's two, then 6 rounds of two

@@ -38,7 +38,7 @@ from typing import Callable
 from nvcc_evo.acf import benchcommand, model
 from nvcc_evo.driver.compiledb import outputs_of
 from nvcc_evo.driver.flags import ptxas_values
-from nvcc_evo.measure import Measurement, failed
+from nvcc_evo.measure import Confirmation, Measurement, failed
 from nvcc_evo.measure.stats import Summary, Verdict, enough, faster, summarize
 from nvcc_evo.system.leftovers import SHELL, private_folder, run_in_group
 
@@ -249,17 +249,17 @@ class CommandBench:
                  f"({count} run{'s' if count > 1 else ''}, {measurement.get('command_time'):.1f} s)")
 
     # ------------------------------------------------------------ the confirmation
-    def confirm(self, baseline: tuple, chosen: tuple) -> tuple[Verdict, str]:
-        """Winner and baseline rebuilt and run in turn (A B, B A, ...) for
-        `confirm rounds` rounds with the confirmation command; judged by the
-        primary metric with the GPU backend's rule. `baseline`, `chosen`:
-        (genome, compile result)."""
+    def confirm(self, baseline, chosen, build=None) -> Confirmation:
+        """Winner and baseline (genomes) rebuilt by the project's command and
+        run in turn (A B, B A, ...) for `confirm rounds` rounds with the
+        confirmation command; judged by the primary metric with the GPU
+        backend's rule. `build` (the Measurer's compile of a genome) is not
+        used: the command builds each side itself."""
         spec = self.bench.confirm or model.Confirm()
         rounds = spec.rounds or benchcommand.DEFAULT_ROUNDS
         command = spec.command or self.bench.command.text
-        sides = {"baseline": baseline[0], "chosen": chosen[0]}
         try:
-            return self._interleaved(command, rounds, sides)
+            return Confirmation(*self._interleaved(command, rounds, {"baseline": baseline, "chosen": chosen}))
         finally:
             self._leave_stale()
 

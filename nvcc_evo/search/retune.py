@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from nvcc_evo.driver import settings
-from nvcc_evo.driver.candidate import CompileJob, PtxCache
+from nvcc_evo.driver.candidate import CompileJob, PtxCache, compile_candidate
 from nvcc_evo.driver.flags import plan_flags, read_facts
 from nvcc_evo.driver.nvcc_options import parse_call
 from nvcc_evo.driver.plan import ACF_NAME, find_acf
@@ -209,7 +209,8 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
         if current is not None and current in evaluator.measured:
             outcome.chosen, outcome.chosen_measurement = current, evaluator.measured[current]
     elif measurer.confirm is not None and best.genome != baseline_genome and baseline_measurement.ok:
-        _confirm(outcome, measurer, lambda g: replace(task.job, flags=flags_for(g), ptxas=program_for(g)))
+        _confirm(outcome, measurer, lambda g: compile_candidate(replace(task.job, flags=flags_for(g),
+                                                                        ptxas=program_for(g))))
     outcome.extra["seconds"] = time.monotonic() - started     # search and verification, this run
     return outcome
 
@@ -266,23 +267,20 @@ def _entry_is_current(task: Task, toolkit, options: Options) -> bool:
             and not stale_reasons(task.unit, task.arch, task.fingerprint, toolkit.version))
 
 
-def _confirm(outcome: Outcome, measurer: Measurer, job_for) -> None:
-    """The backend's confirmation step on the winner and the baseline, built
-    again (`job_for`: a genome's compile); a gain that is not significant, or
-    a wrong answer on fresh inputs, keeps the baseline."""
-    from nvcc_evo.driver.candidate import compile_candidate
+def _confirm(outcome: Outcome, measurer: Measurer, build) -> None:
+    """The backend's confirmation step on the winner and the baseline
+    (`build`: a genome compiled as the search compiles it, for a backend
+    that measures its own builds); a gain that is not significant, or a
+    problem the backend found (in its own words), keeps the baseline."""
     task, baseline = outcome.task, outcome.space.baseline()
-    builds = {g: compile_candidate(job_for(g)) for g in (baseline, outcome.chosen)}
-    if not all(b.ok for b in builds.values()):
-        outcome.extra["rejected"] = "recompiling for the verification failed"
-    else:
-        stats, problem = measurer.confirm((baseline, builds[baseline]), (outcome.chosen, builds[outcome.chosen]))
-        outcome.extra["stats"] = stats
-        log(f"{task}: verification {stats}" + (f"; fresh inputs: {problem}" if problem else ""))
-        if problem:
-            outcome.extra["rejected"] = f"wrong on fresh inputs: {problem}"
-        elif not stats.significant:
-            outcome.extra["rejected"] = f"gain not significant ({stats})"
+    found = measurer.confirm(baseline, outcome.chosen, build)
+    if found.verdict is not None:
+        outcome.extra["stats"] = found.verdict
+        log(f"{task}: verification {found.verdict}" + (f"; {found.problem}" if found.problem else ""))
+    if found.problem:
+        outcome.extra["rejected"] = found.problem
+    elif found.verdict is None or not found.verdict.significant:
+        outcome.extra["rejected"] = f"gain not significant ({found.verdict or 'no verdict'})"
     if "rejected" in outcome.extra:
         outcome.chosen, outcome.chosen_measurement = baseline, outcome.baseline
 
