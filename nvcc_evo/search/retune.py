@@ -187,6 +187,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     engine = Engine(space, rng, options.population, seeds=_seeds(task, space), history=history)
     log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, {len(space.dimensions)} knobs"
         + (f"; resuming with {stored} stored evaluations" if stored else ""))
+    extra = {}
     if not baseline_measurement.ok:      # every candidate would fail the same way: say why, search nothing
         log(f"{task}: the baseline (the build's own flags) failed, {baseline_measurement.status}:\n"
             + _first_lines(baseline_measurement.detail))
@@ -198,11 +199,13 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
                 _progress_line(task, goal, p, e, evaluator, measurer.drift, b)))
         finally:
             shown.close()
+        if progress.generation and measurer.end_drift is not None:
+            _end_drift(task, measurer, baseline_genome, baseline_measurement, extra)
     base_eval = evaluator.evaluation(baseline_genome, baseline_measurement)
     best = choose(list(engine.seen.values()), engine.front(), base_eval, goal, evaluator.measured,
                   evaluator.baseline, current_genome(task, space))
     outcome = Outcome(task, goal, space, baseline_measurement, best.genome, evaluator.measured[best.genome],
-                      engine.front(), evaluator, progress, extra={"measurer": measurer})
+                      engine.front(), evaluator, progress, extra={"measurer": measurer, **extra})
     if settled:          # the ACF's entry stands (it may be a verified baseline): report it, not a new choice
         outcome.extra["settled"] = settled
         current = current_genome(task, space)
@@ -213,6 +216,16 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
                                                                         ptxas=program_for(g))))
     outcome.extra["seconds"] = time.monotonic() - started     # search and verification, this run
     return outcome
+
+
+def _end_drift(task: Task, measurer: Measurer, genome: Genome, first: Measurement, extra: dict) -> None:
+    """The backend's baseline run again once the search is over (where that
+    is too slow to do between generations): its drift, said and kept."""
+    change = measurer.end_drift(genome, first)
+    if change is not None:
+        extra["drift"] = change
+        log(f"{task}: baseline drift {change:+.2%} (the baseline built and run again after the search, "
+            f"against its first runs)")
 
 
 def _resume(task: Task, store: Store, context: Context, evaluator: Evaluator, space: SearchSpace) -> int:
