@@ -168,7 +168,7 @@ def resolve_backend(backend: str) -> str:
 def measurer_for(backend: str, task, acf_path: Path, context: Context, replay_path: str | None,
                  timeout: float, space_defaults: dict | None = None, flags_for=None, full: bool = False,
                  device: int = 0) -> Measurer:
-    """`full`: every candidate measured the whole way (retune.PROTOCOLS);
+    """`full`: every candidate measured the whole way (options.PROTOCOLS);
     `device`: the CUDA device the pycuda backend measures on."""
     if backend == "pycuda":
         return _pycuda(task, space_defaults or {}, acf_path.parent, full, device)
