@@ -29,7 +29,7 @@ def _candidate_acf(acf_path: Path, task, genome: Genome, at_start: str) -> Path:
     holds the candidate: beside the real one, so that unit globs resolve the
     same. While the ACF, as it is now, lacks the unit or does not parse (an
     edit under way), the copy is made from the text as the search began."""
-    from nvcc_evo.acf.format import update_target
+    from nvcc_evo.acf.retarget import update_target
     from nvcc_evo.acf.text import read_text
     target = model.Target(task.arch, None, tuple(model.Setting(k, v) for k, v in genome.settings().items()))
     path = acf_path.parent / f".nvcc-evo-candidate-{os.getpid()}.acf"
