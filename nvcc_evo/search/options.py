@@ -1,10 +1,13 @@
 """What one `--retune` does: its Options, each search setting decided once
 from the command line, the environment, the project settings and the
 built-in defaults (`with_settings`, the settings' own precedence), where each
-came from (`say_settings`), and the real nvcc the project names (`real_nvcc`).
+came from (`say_settings`), the ptxas binaries its candidates choose among
+(the build setting `ptxas`, as a build decides it), and the real nvcc the
+project names (`real_nvcc`).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -47,6 +50,10 @@ class Options:
     protocol: str = "fast"      # PROTOCOLS
     device: int = _default("device")              # the CUDA device the pycuda backend measures on
     progress: str = _default("progress")          # auto (a live bar on a terminal), bar, lines
+    # The ptxas binaries ptxas.version chooses among, as for a build: the project setting `ptxas`
+    # (NVCC_EVO_PTXAS over the settings file; set here in code, it wins), decided by with_settings.
+    ptxas: tuple[str, ...] = ()
+    ptxas_source: str = settings.DEFAULT
     command_line: tuple[str, ...] = ()            # the fields given on the command line (they win)
     sources: tuple[tuple[str, str], ...] = ()     # (setting, where its value came from), by with_settings
 
@@ -66,8 +73,11 @@ def with_settings(options: Options, project: settings.Settings) -> Options:
     given = {key: getattr(options, name) for key, name in SETTING_FIELDS.items()
              if name in options.command_line or getattr(options, name) != settings.BY_NAME[key].default}
     chosen = {key: project.value(key, given) for key in SETTING_FIELDS}
+    listed = project.value("ptxas", {"ptxas": list(options.ptxas)} if options.ptxas else None)
+    paths = listed.value.split(os.pathsep) if isinstance(listed.value, str) else listed.value or []
     return replace(options, **{SETTING_FIELDS[key]: value.value for key, value in chosen.items()},
-                   sources=tuple((key, value.source) for key, value in chosen.items()))
+                   sources=tuple((key, value.source) for key, value in chosen.items()),
+                   ptxas=tuple(p for p in paths if p), ptxas_source=listed.source)
 
 
 def real_nvcc(project: settings.Settings) -> Path:
@@ -88,8 +98,10 @@ def say_settings(project: settings.Settings, options: Options) -> None:
     where = f"project settings {project.path}" if project.path else "no project settings file"
     sources = dict(options.sources)
     shown = [key for key in SETTING_FIELDS if options.dry_run or sources[key] != settings.DEFAULT]
-    if not shown:
-        return
     values = [f"{key.partition('.')[2]} = {settings.Value(getattr(options, SETTING_FIELDS[key]), sources[key])}"
               for key in shown]
+    if options.dry_run or options.ptxas_source != settings.DEFAULT:      # a build setting the candidates use too
+        values.append(f"ptxas = {settings.Value(list(options.ptxas) or None, options.ptxas_source)}")
+    if not values:
+        return
     log(f"settings ({where}):\n    " + "\n    ".join(values))

@@ -81,7 +81,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     space = build_space(task.unit, task.source, toolkit.accepts)
     facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
     fixed = fixed_settings(task, space)
-    programs = ptxas_programs(space, toolkit, acf_path, options.backend, task.arch)
+    programs = ptxas_programs(space, toolkit, acf_path, options, task.arch, fixed.get("ptxas.version"))
 
     def flags_for(genome: Genome) -> tuple[str, ...]:
         return plan_flags({**fixed, **genome.settings()}, facts, toolkit, str(acf_path.parent)).flags
@@ -197,22 +197,27 @@ def _entry_is_current(task: Task, toolkit, options: Options) -> bool:
             and not stale_reasons(task.unit, task.arch, task.fingerprint, toolkit.version))
 
 
-def ptxas_programs(space: SearchSpace, toolkit, acf_path: Path, backend: str, arch: str) -> dict[str, str]:
+def ptxas_programs(space: SearchSpace, toolkit, acf_path: Path, options: Options, arch: str,
+                   fixed=None) -> dict[str, str]:
     """{ptxas.version value: the ptxas binary} for the releases the space
-    names besides the toolkit's. One that is not listed in NVCC_EVO_PTXAS,
-    or whose cubins the driver here does not load (asked where the backend
-    runs them on this machine's GPU), is an error before anything is
-    searched, saying which."""
+    names (and `fixed`, the unit's value outside it) besides the toolkit's,
+    chosen among the binaries a build chooses among (`options.ptxas`: the
+    project setting `ptxas`, NVCC_EVO_PTXAS over the settings file). One that
+    is not listed, or whose cubins the driver here does not load (asked where
+    the backend runs them on this machine's GPU), is an error before anything
+    is searched, saying which."""
     from nvcc_evo.driver import ptxas
     dimension = next((d for d in space.dimensions if d.knob == "ptxas.version"), None)
-    wanted = [str(v) for v in (dimension.choices if dimension else ()) if v not in (None, TOOLKIT_TOOL)]
+    wanted = [str(v) for v in (*(dimension.choices if dimension else ()), fixed) if v not in (None, TOOLKIT_TOOL)]
+    listed = {ptxas.PTXAS_ENV: os.pathsep.join(options.ptxas)}
     programs = {}
-    for version in wanted:
+    for version in dict.fromkeys(wanted):
         try:
-            found = ptxas.choose(version, toolkit, os.environ)
+            found = ptxas.choose(version, toolkit, listed)
         except ptxas.NoPtxas as missing:
-            raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {missing}") from None
-        if backend == "pycuda":
+            raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {missing}"
+                                     + (f" (the list: {options.ptxas_source})" if options.ptxas else "")) from None
+        if options.backend == "pycuda":
             problem = ptxas.driver_problem(found, arch)
             if problem:
                 raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {problem}")
