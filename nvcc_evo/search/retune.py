@@ -98,7 +98,15 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     if measurer.build:          # a bench command is part of how candidates are built: another one, other results
         context = replace(context, build=hashlib.sha256((context.build + measurer.build).encode()).hexdigest()[:16])
     goal = goal_for(task.unit.tune, measurer.objectives, measurer.primary, measurer.maximize)
-    evaluator = Evaluator(task.job, goal, context, store, flags_for, measurer.measure, measurer.compiles,
+    listeners = []               # told of each measured candidate: the progress bar, while it is shown
+
+    def measure(genome: Genome, flags, result):
+        measured = measurer.measure(genome, flags, result)
+        for told in listeners:
+            told()
+        return measured
+
+    evaluator = Evaluator(task.job, goal, context, store, flags_for, measure, measurer.compiles,
                           workers=options.jobs, program_for=program_for,
                           race=measurer.race if options.protocol == "fast" else None,
                           ptx=PtxCache() if options.protocol == "fast" else None)
@@ -120,11 +128,13 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
             + _first_lines(baseline_measurement.detail))
         progress, settled = Progress(), ""
     else:
-        shown = reporter(options.progress, str(task), options.evaluations, log)
+        shown = reporter(options.progress, str(task), options.evaluations, log, done=_searched(evaluator, space))
+        listeners.append(shown.advance)
         try:
             progress, settled = _search(task, options, toolkit, engine, evaluator, space, lambda p, e, b: shown.update(
                 _progress_line(task, goal, p, e, evaluator, measurer.drift, b)))
         finally:
+            listeners.clear()
             shown.close()
         if progress.generation and measurer.end_drift is not None:
             end_drift(task, measurer, baseline_genome, baseline_measurement, extra)
@@ -169,7 +179,7 @@ def _search(task: Task, options: Options, toolkit, engine: Engine, evaluator: Ev
     progress and, when there is nothing to search and the unit's entry is up
     to date, why nothing is to be written either ("" otherwise)."""
     budget = Budget(options.evaluations, options.generations, options.seconds, options.patience)
-    searched = sum(1 for genome in evaluator.measured if genome in space and genome != space.baseline())
+    searched = _searched(evaluator, space)
     left = space.size - 1 - searched               # a space searched whole has nothing left, whatever the budget
     if searched < budget.evaluations and left > 0:
         overlap = options.protocol == "fast" and evaluator.compiles
@@ -186,6 +196,11 @@ def _search(task: Task, options: Options, toolkit, engine: Engine, evaluator: Ev
         return Progress(), ""
     log(f"{task}: {within}: nothing to search; its entry is up to date: nothing to write")
     return Progress(), f"{within}; the entry is up to date, not rewritten"
+
+
+def _searched(evaluator: Evaluator, space: SearchSpace) -> int:
+    """Evaluations of this search space made so far, the baseline aside (the budget's count)."""
+    return sum(1 for genome in evaluator.measured if genome in space and genome != space.baseline())
 
 
 def _entry_is_current(task: Task, toolkit, options: Options) -> bool:
