@@ -74,7 +74,8 @@ def _command(task, acf_path: Path, timeout: float, flags_for) -> Measurer:
     runs = f"{repeat.low}..{repeat.high} runs" if repeat and repeat.high > repeat.low else \
         f"{repeat.low if repeat else 1} run(s)"
     return Measurer(measure, names + static.OBJECTIVES + ("command_time",), confirm=runner.confirm,
-                    end_drift=runner.drift, primary=(runner.primary,), maximize=runner.maximized, build=identity(bench),
+                    end_drift=runner.drift, primary=(runner.primary,), maximize=runner.maximized,
+                    build=identity(bench),
                     describe=f"command `{bench.command.text}` ({shown}; {runs} per candidate, "
                              f"{runner.timeout:g} s a run at most)")
 
