@@ -46,6 +46,8 @@ def confirm(outcome, measurer: Measurer, build) -> None:
     if found.verdict is not None:
         outcome.extra["stats"] = found.verdict
         log(f"{task}: verification {found.verdict}" + (f"; {found.problem}" if found.problem else ""))
+    elif found.problem:
+        log(f"{task}: no verification: {found.problem}")
     if found.problem:
         outcome.extra["rejected"] = found.problem
     elif found.verdict is None or not found.verdict.significant:
