@@ -106,7 +106,8 @@ def _formatted(text: str, path: str) -> str:
 def retune(rest: list[str]) -> int:
     import argparse
     from nvcc_evo.driver.settings import BACKENDS
-    from nvcc_evo.search.retune import Options, run_retune
+    from nvcc_evo.search.options import Options
+    from nvcc_evo.search.retune import run_retune
     parser = argparse.ArgumentParser(prog="nvcc-evo --retune")
     parser.add_argument("globs", nargs="*", metavar="UNIT-GLOB", help="retune units whose globs match, stale or not")
     parser.add_argument("--all", action="store_true", help="retune every unit, stale or not")

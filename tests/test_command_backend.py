@@ -56,10 +56,11 @@ def test_a_real_effect_in_the_projects_own_harness_is_found_and_confirmed(tmp_pa
     records = [json.loads(line) for line in (project / ".nvcc-evo" / "results.jsonl").read_text().splitlines()]
     assert all(r["metrics"]["runs"] == 3 and "time" in r["spreads"] for r in records)
     # make rebuilt every candidate (nvcc-evo re-dates the outputs the compile database knows): the
-    # baseline and the candidate once in the search (their repeats reuse the build), then in each of
-    # the five confirmation rounds
+    # baseline (32) and the candidate once in the search (their repeats reuse the build), the baseline
+    # once more for the drift after the search, then both in each of the five confirmation rounds
     steps = [" ".join(c["added"]) for c in map(json.loads, log.read_text().splitlines()) if c.get("units")]
-    assert steps.count("-DNEWTON_STEPS=6") == 6 and steps.count("-DNEWTON_STEPS=32") == 6, steps
+    assert steps.count("-DNEWTON_STEPS=6") == 6 and steps.count("-DNEWTON_STEPS=32") == 7, steps
+    assert "baseline drift: " in result.stdout
     # the binary left in the tree is some candidate's: re-dated, so the next build compiles the ACF's choice
     assert (project / "bench").stat().st_mtime == LONG_AGO
 
@@ -212,15 +213,22 @@ unit "spill.cu" {{
     assert "baseline.time = 1 +- 0.0\n" in acf.read_text()
 
 
-def test_a_wrong_answer_in_the_confirmation_keeps_the_baseline(tmp_path, evo_cache):
-    """The winner looks faster while searching, then prints a mismatch when
-    confirmed (its confirmation command is the longer run): never written."""
+@pytest.mark.parametrize("failure, said", [
+    ("print('Mismatch of out at 7: CPU_ref: 1.0 vs GPU: 2.0')",
+     "failed its check: the output matches `check not \"Mismatch\"`: Mismatch of out at 7: CPU_ref: 1.0 vs GPU: 2.0"),
+    ("raise SystemExit(3)", "exited with status 3"),
+])
+def test_a_failed_confirmation_run_keeps_the_baseline_and_says_what_failed(tmp_path, evo_cache, failure, said):
+    """The winner looks faster while searching, then its confirmation run (the
+    longer run) prints a mismatch, or exits with an error: never written, and
+    the verdict says which run failed and how, in the command's own terms
+    (not the GPU backend's "wrong on fresh inputs")."""
     shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
     (tmp_path / "run.py").write_text(
         "import os\n"
         "tuned = bool(os.environ['NVCC_EVO_CANDIDATE_FLAGS'])\n"
         "if tuned and os.environ['NVCC_EVO_PHASE'] == 'confirm':\n"
-        "    print('Mismatch of out at 7: CPU_ref: 1.0 vs GPU: 2.0')\n"
+        f"    {failure}\n"
         "print('time %d ms' % (5 if tuned else 10))\n")
     (tmp_path / "nvcc-evo.acf").write_text(f'''acf 1
 unit "spill.cu" {{
@@ -236,6 +244,81 @@ unit "spill.cu" {{
 ''')
     result = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=evo_env(evo_cache))
     assert result.returncode == 0, result.stderr
-    assert "confirmation run 1 failed, wrong-answer" in result.stderr
-    assert "    | Mismatch of out at 7" in result.stderr
-    assert "baseline kept" in result.stdout and "ptxas.opt_level = " not in (tmp_path / "nvcc-evo.acf").read_text()
+    expected = f"the chosen candidate's confirmation run 1 of 10 {said}"
+    assert expected in result.stderr
+    assert f"baseline kept: {expected}" in result.stdout and "fresh inputs" not in result.stdout + result.stderr
+    text = (tmp_path / "nvcc-evo.acf").read_text()
+    assert "ptxas.opt_level = " not in text and "fresh inputs" not in text
+    if "Mismatch" in failure:
+        assert "    | Mismatch of out at 7" in result.stderr         # the run's last lines
+
+
+def test_the_baseline_is_run_again_after_the_search_and_its_drift_reported(tmp_path, evo_cache):
+    """The command backend's drift: the baseline rebuilt and run after the
+    search (NVCC_EVO_PHASE=drift), its metric against its first runs',
+    reported on stderr and in the end report."""
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+    (tmp_path / "run.py").write_text(
+        "import os\n"
+        "tuned, phase = bool(os.environ['NVCC_EVO_CANDIDATE_FLAGS']), os.environ['NVCC_EVO_PHASE']\n"
+        "open('phases.log', 'a').write(f'{phase} {tuned}\\n')\n"
+        "print('time %d ms' % (5 if tuned else 11 if phase == 'drift' else 10))\n")
+    (tmp_path / "nvcc-evo.acf").write_text(f'''acf 1
+unit "spill.cu" {{
+    search {{
+        ptxas.opt_level in {{1, 3}}
+    }}
+    bench {{
+        command "{EVO} -arch=sm_90 -cubin spill.cu -o spill.cubin && {sys.executable} run.py"
+        metric time "time ([0-9.]+) ms"
+        confirm rounds 6
+        repeat 2
+    }}
+}}
+''')
+    result = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=evo_env(evo_cache))
+    assert result.returncode == 0, result.stderr
+    assert '"spill.cu" [sm_90]: baseline drift +10.00% (the baseline built and run again after the search' \
+        in result.stderr
+    assert "  baseline drift: +10.00% (run again after the search)" in result.stdout
+    phases = (tmp_path / "phases.log").read_text().splitlines()
+    assert phases.count("drift False") == 2 and "drift True" not in phases           # the baseline, its 2 repeats
+    assert phases.index("drift False") > max(i for i, p in enumerate(phases) if p.startswith("search"))
+    assert phases.index("drift False") < phases.index("confirm False")               # before the confirmation
+
+
+def test_the_confirmation_compiles_nothing_the_command_rebuilds_itself(tmp_path, evo_cache, real_nvcc):
+    """The command backend rebuilds each side through the project's own
+    command: the retune compiles each candidate once (for the search's static
+    facts) and nothing more for the confirmation. A counting nvcc (the real
+    one behind a script) logs every compile the retune makes (`--keep-dir`:
+    the retune's candidate builds; the command's own go through the wrapper)."""
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+    calls = tmp_path / "calls.log"
+    counting = tmp_path / "bin" / "nvcc"
+    counting.parent.mkdir()
+    counting.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {real_nvcc} "$@"\n')
+    counting.chmod(0o755)
+    (tmp_path / "run.py").write_text(
+        "import os\nprint('time %d ms' % (5 if os.environ['NVCC_EVO_CANDIDATE_FLAGS'] else 10))\n")
+    (tmp_path / "nvcc-evo.acf").write_text(f'''acf 1
+unit "spill.cu" {{
+    search {{
+        ptxas.opt_level in {{1, 3}}
+    }}
+    bench {{
+        command "{EVO} -arch=sm_90 -cubin spill.cu -o spill.cubin && {sys.executable} run.py"
+        metric time "time ([0-9.]+) ms"
+        confirm rounds 6
+    }}
+}}
+''')
+    result = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path,
+                     env=evo_env(evo_cache, counting))
+    assert result.returncode == 0, result.stderr
+    assert "verification mannwhitneyu" in result.stderr and "improved time 10 -> 5" in result.stdout
+    stored = (tmp_path / ".nvcc-evo" / "results.jsonl").read_text().splitlines()
+    built = [line for line in calls.read_text().splitlines() if "--keep-dir" in line]
+    assert len(stored) == 2 and len(built) == len(stored), built        # the baseline (-O3) and -O1: once each
+    rebuilt = [line for line in calls.read_text().splitlines() if "spill.cubin" in line]
+    assert len(rebuilt) == 2 + 1 + 2 * 6, rebuilt  # the command's: the search's two, the drift's, 6 rounds of two

@@ -7,7 +7,8 @@ import threading
 import pytest
 
 from nvcc_evo.acf import model
-from nvcc_evo.acf.format import format_text, update_target
+from nvcc_evo.acf.format import format_text
+from nvcc_evo.acf.retarget import update_target
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.write import write_atomic
 from nvcc_evo.errors import AcfChanged

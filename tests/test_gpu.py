@@ -170,3 +170,19 @@ def test_two_objectives_give_a_front_and_the_selection_rule_picks(tmp_path, evo_
     assert "Pareto front (runtime, energy):" in result.stdout
     text = (tmp_path / "nvcc-evo.acf").read_text()
     assert "baseline.energy = " in text and "tuned.energy = " in text
+
+
+def test_the_confirmation_compiles_the_baseline_and_the_winner_once_each(gpu):
+    pool, bench, job, GpuBench = gpu
+    built = []
+
+    def build(block):
+        built.append(block)
+        return compile_candidate(replace(job, flags=(f"-DBLOCK={block}",)))
+
+    measurer = GpuBench(bench, pool, job.arch, lambda block: {"BLOCK": block})
+    baseline = build(256)
+    assert measurer.measure(256, (), baseline).ok          # the baseline's outputs: the reference
+    built.clear()
+    found = measurer.confirm(256, 128, build)
+    assert built == [256, 128] and found.verdict is not None and found.problem == ""

@@ -229,3 +229,28 @@ def test_the_measuring_process_keeps_compares_and_sends_back_outputs_only_when_a
     assert checked({"plan": plan, "compare": "other"}, right, held)["wrong"] == "no reference here"
     take_reference({"plan": plan, "reference": ("other", wrong)}, held)
     assert checked({"plan": plan, "compare": "other", "outputs": True}, wrong, held) == {"outputs": wrong, "wrong": ""}
+
+
+def test_the_gpu_confirmation_builds_its_own_pair_and_stops_at_a_failed_build(tmp_path, real_nvcc):
+    """GpuBench.confirm compiles the baseline and the winner itself (real
+    nvcc, the Measurer's `build`); a side that does not compile ends it before
+    anything is sent to the measuring process, in the backend's words."""
+    from dataclasses import replace
+    from nvcc_evo.driver.candidate import CompileJob, compile_candidate
+    from nvcc_evo.measure.gpu import GpuBench
+    (tmp_path / "k.cu").write_text('extern "C" __global__ void k(float* y) { y[0] = BROKEN; }\n')
+    job = CompileJob(str(real_nvcc), ("-c", "k.cu"), str(tmp_path), "k.cu", "sm_90")
+    built = []
+
+    def build(genome):
+        built.append(genome)
+        return compile_candidate(replace(job, flags=("-DBROKEN=1.0f",) if genome == "baseline" else ()))
+
+    class NoRequests(CountingPool):
+        def request(self, message, timeout=None):
+            raise AssertionError("nothing may be measured after a failed build")
+
+    found = GpuBench(BENCH, NoRequests(), "sm_90", lambda g: {"TILE": 1}, energy=False).confirm(
+        "baseline", "chosen", build)
+    assert built == ["baseline", "chosen"]
+    assert found.verdict is None and found.problem == "recompiling for the verification failed (chosen compile-error)"

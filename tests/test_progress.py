@@ -48,7 +48,8 @@ def project(tmp_path):
     return tmp_path
 
 
-def test_a_terminal_shows_the_live_bar(project, evo_cache):
+def _on_a_terminal(project, evo_cache) -> str:
+    """A retune's stderr on a pty, its escape sequences removed."""
     leader, follower = os.openpty()
     child = subprocess.Popen(EVO_COMMAND + ["--retune"], cwd=project, env=evo_env(evo_cache, COLUMNS="120"),
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower)
@@ -64,7 +65,11 @@ def test_a_terminal_shows_the_live_bar(project, evo_cache):
         seen += chunk
     os.close(leader)
     assert child.wait() == 0, seen.decode(errors="replace")
-    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode(errors="replace"))
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode(errors="replace"))
+
+
+def test_a_terminal_shows_the_live_bar(project, evo_cache):
+    screen = _on_a_terminal(project, evo_cache)
     assert "━" in screen and '"spill.cu" [sm_90]' in screen and re.search(r"\b8/8\b", screen), screen
     assert re.search(r"gen 2 \| best spills=\d+, registers=\d+ \| spills -\d+\.\d% vs baseline \| failed: none \| "
                      r"\d+\.\d s/candidate", screen), screen
@@ -78,3 +83,25 @@ def test_a_pipe_gets_lines(project, evo_cache):
     assert "━" not in result.stderr and "\x1b[" not in result.stderr
     assert re.search(r"gen 1: 4 evaluations .*\[\d+ s; at most 4 more, ~\d+ s at this pace; "
                      r"[\d.]+ candidates/min; per candidate: compile [\d.]+ s", result.stderr)
+
+
+def test_the_bar_moves_with_each_measured_candidate(project, evo_cache):
+    """Generations of 4: a bar that moved once per generation would only
+    ever show 0/8, 4/8 and 8/8; it shows the counts in between as each
+    candidate is measured (a candidate whose binary was seen before moves it
+    at its generation's end)."""
+    screen = _on_a_terminal(project, evo_cache)
+    shown = {int(n) for n in re.findall(r"\b([0-8])/8\b", screen)}
+    assert {4, 8} <= shown and shown & {1, 2, 3}, (shown, screen)    # within the first generation, one by one
+
+
+def test_a_resumed_search_starts_its_bar_at_what_the_store_holds(tmp_path):
+    said = []
+    with open(os.devnull, "w") as stream:
+        bar = reporter("bar", "u", 10, said.append, stream, done=3)
+        bar.advance()
+        assert bar.progress.tasks[0].completed == 4
+        bar.close()
+    lines = reporter("lines", "u", 10, said.append, done=3)
+    lines.advance()                                  # the plain lines wait for the generation
+    assert isinstance(lines, Lines) and said == []

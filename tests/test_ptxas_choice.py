@@ -252,3 +252,41 @@ def test_make_applies_a_control_file_to_the_one_unit_that_names_it(tmp_path, evo
     compiles = [json.loads(line) for line in log.read_text().splitlines() if "kernel.cu" in line]
     assert compiles and all("--apply-controls" in line for line in log.read_text().splitlines()
                             if '"kernel.cu"' in line and "-c" in line)
+
+
+@needs_133
+def test_a_retune_chooses_among_the_ptxas_the_project_settings_list(project, evo_cache):
+    """The settings file's `ptxas` list reaches the retune's candidate builds
+    as it reaches a build (no NVCC_EVO_PTXAS here); the environment wins
+    over the file, as everywhere."""
+    _write_acf(project, '    search {\n        ptxas.version in {toolkit, "13.3"}\n    }\n'
+                        "    tune {\n        minimize instructions\n    }")
+    (project / "tools").mkdir()
+    shutil.copy(PTXAS133, project / "tools" / "ptxas")
+    (project / "nvcc-evo.toml").write_text('ptxas = ["tools/ptxas"]      # relative to this file\n')
+    env = evo_env(evo_cache)
+    assert "NVCC_EVO_PTXAS" not in env
+    done = run_evo("--retune", "--backend", "static", "--target", "sm_90", "--all", cwd=project, env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"ptxas = ['{project}/tools/ptxas'] (nvcc-evo.toml:1)" in done.stderr
+    records = [json.loads(line) for line in (project / ".nvcc-evo" / "results.jsonl").read_text().splitlines()]
+    by_version = {dict(map(tuple, r["genome"]))["ptxas.version"]: r for r in records}
+    assert set(by_version) == {"toolkit", "13.3"} and all(r["status"] == "ok" for r in records)
+    direct = {version: sass_hash(_direct(project, tool).read_bytes())
+              for version, tool in (("13.3", project / "tools" / "ptxas"), ("toolkit", Path(shutil.which("ptxas"))))}
+    assert direct["13.3"] != direct["toolkit"]                   # (so the check below tells them apart)
+    assert {v: r["sass_hash"] for v, r in by_version.items()} == direct
+    overridden = run_evo("--retune", "--backend", "static", "--target", "sm_90", "--all", cwd=project,
+                         env=evo_env(evo_cache, NVCC_EVO_PTXAS="/nowhere/ptxas"))
+    assert overridden.returncode != 0
+    assert "ptxas.version 13.3: no ptxas 13.3" in overridden.stderr and "/nowhere/ptxas" in overridden.stderr
+    assert "(the list: NVCC_EVO_PTXAS)" in overridden.stderr
+    # a ptxas.version the unit's entry sets outside its search space holds for every candidate too
+    _write_acf(project, '    search {\n        ptxas.opt_level in {1, 3}\n    }\n'
+                        '    target sm_90 {\n        ptxas.version = "13.3"\n    }')
+    (project / ".nvcc-evo" / "results.jsonl").unlink()
+    kept = run_evo("--retune", "--backend", "static", "--target", "sm_90", "--all", cwd=project, env=env)
+    assert kept.returncode == 0, kept.stderr
+    records = [json.loads(line) for line in (project / ".nvcc-evo" / "results.jsonl").read_text().splitlines()]
+    baseline = records[0]
+    assert baseline["genome"] == [["ptxas.opt_level", 3]] and baseline["sass_hash"] == direct["13.3"]

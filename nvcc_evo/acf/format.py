@@ -1,19 +1,19 @@
 """Formatter: canonical ACF text with every comment kept.
 
 `format_text(text)` is a fixed point: formatting formatted text changes
-nothing. `update_target(...)` rewrites one unit's target block (knobs and
-provenance) and leaves every other byte of the file as it was, so that a
-retune never loses a hand edit. Writing the file is nvcc_evo.acf.write's (`rewrite`,
-`write_atomic`: locked, atomic, the file's links, mode and spelling kept).
+nothing. Its pieces (`Writer`, `write_target`, `attach_comments`) also
+serve nvcc_evo.acf.retarget, which rewrites one unit's target block and
+leaves every other byte of the file as it was. Writing the file is
+nvcc_evo.acf.write's (`rewrite`, `write_atomic`: locked, atomic, the file's
+links, mode and spelling kept).
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.parse import parse_text
-from nvcc_evo.errors import AcfChanged
 
 INDENT = "    "
 BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")     # the grammar's NAME: ASCII (str.isidentifier takes é)
@@ -254,7 +254,7 @@ def _heads_the_file(comment: model.Comment, file: model.AcfFile, own_lines: set[
 
 
 # ---------------------------------------------------------------- writer
-class _Writer:
+class Writer:
     def __init__(self, comments: dict[tuple[int, int], Attached], depth: int = 0, margin: int = 0):
         self.comments, self.depth, self.lines = comments, depth, []
         self.margin = margin            # columns the caller puts before each line (update_target)
@@ -305,7 +305,7 @@ class _Writer:
         self._emit("}", own.closing)
 
 
-def _write_unit(w: _Writer, unit: model.Unit) -> None:
+def _write_unit(w: Writer, unit: model.Unit) -> None:
     w.open(unit.span, "unit " + " ".join(show_string(g) for g in unit.globs))
     for pin in unit.pins:
         w.leaf(pin.span, f"pin {pin.knob} = {show_value(pin.value)}")
@@ -325,7 +325,7 @@ def _write_unit(w: _Writer, unit: model.Unit) -> None:
     w.close(unit.span)
 
 
-def _write_tune(w: _Writer, tune: model.Tune) -> None:
+def _write_tune(w: Writer, tune: model.Tune) -> None:
     spans = {}
     for kind, span in tune.item_spans:
         spans.setdefault(kind, []).append(span)
@@ -340,7 +340,7 @@ def _write_tune(w: _Writer, tune: model.Tune) -> None:
     w.close(tune.span)
 
 
-def _write_bench(w: _Writer, bench: model.Bench) -> None:
+def _write_bench(w: Writer, bench: model.Bench) -> None:
     w.open(bench.span, "bench")
     if bench.kernel is not None:
         w.leaf(bench.kernel.span, f"kernel {show_value(bench.kernel.text)}")
@@ -365,7 +365,7 @@ def _write_bench(w: _Writer, bench: model.Bench) -> None:
     w.close(bench.span)
 
 
-def write_target(w: _Writer, target: model.Target) -> None:
+def write_target(w: Writer, target: model.Target) -> None:
     gpu = f" {show_string(target.gpu)}" if target.gpu else ""
     w.open(target.span, f"target {target.arch}{gpu}")
     for setting in target.settings:
@@ -380,7 +380,7 @@ def write_target(w: _Writer, target: model.Target) -> None:
 
 def format_file(file: model.AcfFile) -> str:
     comments = attach_comments(file)
-    w = _Writer(comments)
+    w = Writer(comments)
     w.leaf(file.header_span, f"acf {file.version}")
     for unit in file.units:
         w.lines.append("")
@@ -394,61 +394,3 @@ def format_file(file: model.AcfFile) -> str:
 
 def format_text(text: str, path: str = "<acf>") -> str:
     return format_file(parse_text(text, path))
-
-
-# ---------------------------------------------------------------- updates
-def update_target(text: str, globs: tuple[str, ...], target: model.Target, path: str = "<acf>") -> str:
-    """Replace (or add) `target` in the unit with these globs, found in
-    `text` as it is now (never by position: a unit inserted above must not
-    receive another's result); all other bytes stay. AcfChanged when no unit
-    or several have those globs."""
-    file = parse_text(text, path)
-    return replace_target(text, file, find_unit(file, globs), target)
-
-
-def find_unit(file: model.AcfFile, globs: tuple[str, ...]) -> model.Unit:
-    """The one unit with these globs (in any order, as duplicate units are
-    told apart); AcfChanged if there is none or there are several."""
-    found = [u for u in file.units if frozenset(u.globs) == frozenset(globs)]
-    shown = " ".join(show_string(g) for g in globs)
-    if not found:
-        raise AcfChanged(f"no unit {shown} in {file.path} any more (removed, or its globs changed)")
-    if len(found) > 1:
-        lines = ", ".join(str(u.span.line) for u in found)
-        raise AcfChanged(f"{len(found)} units {shown} in {file.path} (lines {lines}): which one is meant is unclear")
-    return found[0]
-
-
-def replace_target(text: str, file: model.AcfFile, unit: model.Unit, target: model.Target) -> str:
-    """Replace (or add) `target` in `unit` of `file` (parsed from `text`): the
-    block for the same architecture and GPU name. Comments of knobs that
-    remain stay with them."""
-    old = unit.find_target(target.arch, target.gpu)
-    if old is not None:
-        spans = {s.knob: s.span for s in old.settings}
-        target = replace(target, span=old.span, provenance_span=old.provenance_span,
-                         settings=tuple(replace(s, span=spans.get(s.knob, model.NO_SPAN))
-                                        for s in target.settings))
-        start, end = old.span.start, old.span.end
-        indent, prefix, suffix = _indent_of(text, start), "", ""
-    else:
-        target = replace(target, span=model.NO_SPAN, provenance_span=model.NO_SPAN)
-        closing = unit.span.end - 1                     # the unit's '}'
-        line_start = text.rfind("\n", 0, closing) + 1
-        unit_indent = _indent_of(text, unit.span.start)
-        indent = unit_indent + INDENT
-        if text[line_start:closing].strip() == "":      # '}' alone on its line
-            start = end = line_start
-            prefix, suffix = indent, "\n"
-        else:                                           # a one-line unit
-            start = end = len(text[:closing].rstrip())
-            prefix, suffix = "\n" + indent, "\n" + unit_indent
-    w = _Writer(attach_comments(file), margin=len(indent))
-    write_target(w, target)
-    return text[:start] + prefix + ("\n" + indent).join(w.lines) + suffix + text[end:]
-
-
-def _indent_of(text: str, offset: int) -> str:
-    line_start = text.rfind("\n", 0, offset) + 1
-    line = text[line_start:offset]
-    return line[: len(line) - len(line.lstrip())]

@@ -1,23 +1,21 @@
 """Parse stage: ACF text -> AcfFile, or an AcfError with every syntax error.
 
 The grammar is nvcc_evo/acf/grammar/acf.lark (package data);
-nvcc_evo/acf/syntax.py turns lark's errors into located, labelled diagnostics.
+nvcc_evo/acf/syntax.py turns lark's errors into located, labelled diagnostics;
+nvcc_evo/acf/transform.py shapes the tree into the model's values.
 """
 from __future__ import annotations
 
 import functools
-import math
-import re
-import sys
 from importlib import resources
 from pathlib import Path
 
 import lark
-from lark import Token, Transformer, v_args
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.syntax import char_places, parse_reporting_all, source_line
 from nvcc_evo.acf.text import read_text
+from nvcc_evo.acf.transform import Build
 from nvcc_evo.errors import AcfError, Diagnostic, Location
 
 GRAMMAR = resources.files("nvcc_evo.acf") / "grammar" / "acf.lark"     # package data, in the wheel too
@@ -35,322 +33,6 @@ def grammar_location() -> str:
 def build_parser(strict: bool = False) -> lark.Lark:
     return lark.Lark(_grammar_text(), parser="lalr", propagate_positions=True,
                      maybe_placeholders=True, strict=strict, cache=not strict)
-
-
-def _span(meta) -> model.Span:
-    return model.Span(meta.line, meta.column, meta.end_line, meta.end_column,
-                    meta.start_pos, meta.end_pos)
-
-
-def _token_span(tok: Token) -> model.Span:
-    return model.Span(tok.line, tok.column, tok.end_line, tok.end_column,
-                    tok.start_pos, tok.end_pos)
-
-
-def unquote(token: str) -> str:
-    """A string's text: `\\"` is a quote, `\\\\` a backslash; any other backslash
-    stays as written, so that a regular expression reads as in a raw string."""
-    return re.sub(r'\\(["\\])', r"\1", token[1:-1])
-
-
-def _binary(op: str):
-    return v_args(meta=True)(lambda self, meta, items: model.Binary(op, items[0], items[1], _span(meta)))
-
-
-def _run_check(kind: str, read):
-    return v_args(meta=True)(lambda self, meta, items: model.RunCheck(kind, read(items[0]), _span(meta)))
-
-
-class _Build(Transformer):
-    """Lark tree -> acf values; one short method per grammar rule.
-
-    Blocks that may appear once per parent (search, tune, bench, provenance,
-    kernel, command, metric) are counted: repeats, and numbers out of range, land in
-    `problems`."""
-
-    def __init__(self):
-        super().__init__()
-        self.problems: list[tuple[model.Span, str]] = []
-
-    def _float(self, token) -> float:
-        """A float literal; one too large for a double (1e400) is a located error,
-        not an infinity the formatter could not write back."""
-        value = float(token)
-        if math.isinf(value) and isinstance(token, Token):
-            self.problems.append((_token_span(token), f"number {token} is out of range (a double's largest is "
-                                                     f"{sys.float_info.max:.6g})"))
-        return value
-
-    def _once(self, parts, kinds: tuple[str, ...], where: str):
-        """Note every repeat of a once-only part, given (kind, value, span)."""
-        for kind in kinds:
-            for _, _, span in [p for p in parts if p[0] == kind][1:]:
-                self.problems.append((span, f"a {where} block has one '{kind}'; this one repeats it"))
-
-    # values
-    def signed_int(self, items):
-        return int(items[0])
-
-    def signed_float(self, items):
-        return self._float(items[0])
-
-    def true(self, _):
-        return True
-
-    def false(self, _):
-        return False
-
-    def symbol(self, items):
-        return str(items[0])
-
-    def string(self, items):
-        return unquote(items[0])
-
-    # expressions
-    @v_args(meta=True)
-    def int_literal(self, meta, items):
-        return model.Literal(int(items[0]), _span(meta))
-
-    @v_args(meta=True)
-    def float_literal(self, meta, items):
-        return model.Literal(self._float(items[0]), _span(meta))
-
-    @v_args(meta=True)
-    def ref(self, meta, items):
-        return model.Ref(str(items[0]), _span(meta))
-
-    @v_args(meta=True)
-    def neg(self, meta, items):
-        return model.Unary("-", items[0], _span(meta))
-
-    @v_args(meta=True)
-    def call(self, meta, items):
-        return model.Call(str(items[0]), tuple(items[1:]), _span(meta))
-
-    add, sub, mul, div, mod = (_binary(op) for op in "+-*/%")
-
-    # units
-    def header(self, items):
-        return (int(items[0]), _token_span(items[0]))
-
-    @v_args(meta=True)
-    def pin(self, meta, items):
-        return ("pin", model.Setting(str(items[0]), items[1], _span(meta)), _span(meta))
-
-    @v_args(meta=True)
-    def setting(self, meta, items):
-        return model.Setting(str(items[0]), items[1], _span(meta))
-
-    @v_args(meta=True)
-    def space(self, meta, items):
-        return model.Space(str(items[0]), items[1], _span(meta))
-
-    def set_domain(self, items):
-        return model.SetDomain(tuple(items))
-
-    def range_domain(self, items):
-        return model.RangeDomain(items[0], items[1], int(items[2]) if items[2] is not None else 1)
-
-    def bool_domain(self, _):
-        return model.BoolDomain()
-
-    @v_args(meta=True)
-    def space_require(self, meta, items):
-        return model.SpaceRequire(items[0], str(items[1]), items[2], _span(meta))
-
-    @v_args(meta=True)
-    def search(self, meta, items):
-        return ("search", tuple(items), _span(meta))
-
-    # tune
-    @v_args(meta=True)
-    def condition(self, meta, items):
-        bound, relative = items[2]
-        return model.Condition(str(items[0]), str(items[1]), bound, relative, _span(meta))
-
-    def absolute(self, items):
-        return (items[0], False)
-
-    def relative(self, items):
-        return (items[0], True)
-
-    def at_baseline(self, _):
-        return (1.0, True)
-
-    @v_args(meta=True)
-    def minimize(self, meta, items):
-        return ("minimize", tuple(str(i) for i in items), _span(meta))
-
-    @v_args(meta=True)
-    def require(self, meta, items):
-        return ("require", items[0], _span(meta))
-
-    @v_args(meta=True)
-    def select(self, meta, items):
-        return ("select", (str(items[0]), tuple(i for i in items[1:] if i is not None)), _span(meta))
-
-    @v_args(meta=True)
-    def tune(self, meta, items):
-        minimize = tuple(m for kind, value, _ in items if kind == "minimize" for m in value)
-        require = tuple(value for kind, value, _ in items if kind == "require")
-        selects = [value for kind, value, _ in items if kind == "select"]
-        select, where = selects[-1] if selects else (None, ())
-        spans = tuple((kind, span) for kind, _, span in items)
-        return ("tune", model.Tune(minimize, require, select, where, _span(meta), spans), _span(meta))
-
-    # bench
-    @v_args(meta=True)
-    def kernel(self, meta, items):
-        tok = items[0]
-        text = unquote(tok) if tok.type == "STRING" else str(tok)
-        return model.Text("kernel", text, _span(meta))
-
-    @v_args(meta=True)
-    def reference(self, meta, items):
-        return model.Text("reference", unquote(items[0]), _span(meta))
-
-    @v_args(meta=True)
-    def command(self, meta, items):
-        return model.Text("command", unquote(items[0]), _span(meta))
-
-    @v_args(meta=True)
-    def metric(self, meta, items):
-        name, regex, options = items[0], unquote(items[1]), dict(items[2:])
-        group = options.get("group")
-        group = int(group) if isinstance(group, Token) and group.type == "INT" else \
-            (str(group) if group is not None else None)
-        return model.Metric(str(name) if name is not None else "metric", regex, options.get("take", "first"),
-                            group, options.get("unit", ""), "maximize" in options, name is not None, _span(meta))
-
-    def take(self, items):
-        return ("take", str(items[0]))
-
-    def group(self, items):
-        return ("group", items[0])
-
-    def metric_unit(self, items):
-        return ("unit", unquote(items[0]))
-
-    def maximize(self, _):
-        return ("maximize", True)
-
-    check_exit = _run_check("exit", int)
-    check_match = _run_check("match", unquote)
-    check_absent = _run_check("absent", unquote)
-    check_command = _run_check("command", unquote)
-
-    @v_args(meta=True)
-    def confirm(self, meta, items):
-        command, rounds = items
-        return model.Confirm(unquote(command) if command is not None else None,
-                             int(rounds) if rounds is not None else None, _span(meta))
-
-    @v_args(meta=True)
-    def repeat(self, meta, items):
-        low, high = int(items[0]), int(items[1]) if items[1] is not None else int(items[0])
-        return model.Repeat(low, high, _span(meta))
-
-    @v_args(meta=True)
-    def timeout(self, meta, items):
-        return model.Timeout(items[0], _span(meta))
-
-    @v_args(meta=True)
-    def let(self, meta, items):
-        return model.Let(str(items[0]), items[1], _span(meta))
-
-    @v_args(meta=True)
-    def array_arg(self, meta, items):
-        init, params = items[3]
-        return model.Arg(str(items[0]), str(items[1]), count=items[2], init=init,
-                       params=params, span=_span(meta))
-
-    @v_args(meta=True)
-    def scalar_arg(self, meta, items):
-        return model.Arg(str(items[0]), str(items[1]), value=items[2], span=_span(meta))
-
-    def output_init(self, _):
-        return ("output", ())
-
-    def call_init(self, items):
-        return (str(items[0]), tuple(i for i in items[1:] if i is not None))
-
-    def init_param(self, items):
-        return model.InitParam(str(items[0]) if items[0] is not None else None, items[1])
-
-    @v_args(meta=True)
-    def grid(self, meta, items):
-        return model.Launch("grid", tuple(items), _span(meta))
-
-    @v_args(meta=True)
-    def block(self, meta, items):
-        return model.Launch("block", tuple(items), _span(meta))
-
-    @v_args(meta=True)
-    def shared(self, meta, items):
-        return model.Launch("shared", tuple(items), _span(meta))
-
-    @v_args(meta=True)
-    def check(self, meta, items):
-        tolerances = dict(items[1:])
-        return model.Check(str(items[0]), tolerances.get("rtol"), tolerances.get("atol"),
-                         "exact" in tolerances, _span(meta))
-
-    def rtol(self, items):
-        return ("rtol", self._float(items[0]))
-
-    def atol(self, items):
-        return ("atol", self._float(items[0]))
-
-    def exact(self, _):
-        return ("exact", True)
-
-    @v_args(meta=True)
-    def bench(self, meta, items):
-        of = lambda cls: tuple(i for i in items if isinstance(i, cls))
-        self._once([(t.what, t, t.span) for t in of(model.Text)], ("kernel", "reference", "command"), "bench")
-        self._once([(x.what, x, x.span) for x in of(model.Launch)], ("grid", "block", "shared"), "bench")
-        once = [(type(x).__name__.lower(), x, x.span) for x in of(model.Confirm) + of(model.Repeat) + of(model.Timeout)]
-        self._once(once, ("confirm", "repeat", "timeout"), "bench")
-        texts = {t.what: t for t in of(model.Text)}
-        first = lambda cls: (of(cls) or (None,))[0]
-        bench = model.Bench(texts.get("kernel"), of(model.Let), of(model.Arg), of(model.Launch), of(model.Check),
-                            texts.get("command"), of(model.Metric), _span(meta), texts.get("reference"),
-                            of(model.RunCheck), first(model.Confirm), first(model.Repeat), first(model.Timeout))
-        return ("bench", bench, _span(meta))
-
-    # targets
-    @v_args(meta=True)
-    def record(self, meta, items):
-        spread = self._float(items[2]) if items[2] is not None else None
-        return model.Record(str(items[0]), items[1], spread, _span(meta))
-
-    @v_args(meta=True)
-    def provenance(self, meta, items):
-        return ("provenance", tuple(items), _span(meta))
-
-    @v_args(meta=True)
-    def target(self, meta, items):
-        arch, gpu, body = str(items[0]), items[1], items[2:]
-        settings = tuple(i for i in body if isinstance(i, model.Setting))
-        provs = [i for i in body if isinstance(i, tuple)]
-        self._once(provs, ("provenance",), "target")
-        records, prov_span = (provs[0][1], provs[0][2]) if provs else (None, model.NO_SPAN)
-        target = model.Target(arch, unquote(gpu) if gpu is not None else None, settings,
-                            records, _span(meta), prov_span)
-        return ("target", target, _span(meta))
-
-    @v_args(meta=True)
-    def unit(self, meta, items):
-        globs = tuple(unquote(i) for i in items if isinstance(i, Token))
-        parts = [i for i in items if isinstance(i, tuple)]
-        self._once(parts, ("search", "tune", "bench"), "unit")
-        pick = lambda kind: [value for k, value, _ in parts if k == kind]
-        first = lambda kind: (pick(kind) or [None])[0]
-        search_span = next((span for k, _, span in parts if k == "search"), model.NO_SPAN)
-        search = first("search") or ()
-        return model.Unit(globs, tuple(pick("pin")), tuple(i for i in search if isinstance(i, model.Space)),
-                          first("tune"), first("bench"), tuple(pick("target")), _span(meta), search_span,
-                          tuple(i for i in search if isinstance(i, model.SpaceRequire)))
 
 
 def find_comments(text: str) -> tuple[model.Comment, ...]:
@@ -373,7 +55,7 @@ def parse_text(text: str, path: str = "<acf>") -> model.AcfFile:
     tree, diagnostics = parse_reporting_all(build_parser(), text, path)
     if diagnostics:
         raise AcfError(diagnostics)
-    build = _Build()
+    build = Build()
     try:
         (version, header_span), *units = build.transform(tree).children
     except RecursionError:          # (lark's transformer recurses once per level of an expression)

@@ -132,7 +132,7 @@ def choose(wanted: str, toolkit, environ) -> Ptxas:
         seen.append(str(found))
     there = "; ".join(seen) if seen else f"{PTXAS_ENV} lists none"
     raise NoPtxas(f"no ptxas {wanted}: the toolkit's is {own.version}, and {there} (list ptxas binaries in "
-                  f"{PTXAS_ENV}, separated by '{os.pathsep}')")
+                  f"{PTXAS_ENV}, separated by '{os.pathsep}', or in the project setting `ptxas`)")
 
 
 def file_digest(path) -> str:

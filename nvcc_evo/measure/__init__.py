@@ -19,7 +19,10 @@ candidate), nvcc_evo.errors and nvcc_evo.system; never nvcc_evo.search.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from nvcc_evo.measure.stats import Verdict
 
 
 RACED = "raced:"
@@ -62,17 +65,32 @@ class Measurer:
     describe: str = ""
     hello: dict | None = None           # the GPU's name, compute capability and driver
     # The confirmation step, None where the backend has none: given the
-    # baseline and the chosen candidate, each (genome, compile result),
-    # returns (a stats.Verdict of the interleaved re-measurement, the problem
-    # found on fresh inputs or "").
+    # baseline's genome, the chosen one's and `build` (genome -> its
+    # CompileResult, compiled as the search compiled it; the backend builds
+    # what it needs, and only that), returns a Confirmation.
     confirm: Callable | None = None
     drift: Callable = lambda: None      # the baseline measured again: its relative change, or None
+    # A drift too slow to ask between generations (a rebuild and a run of the
+    # project's command): given the baseline's genome and Measurement, asked
+    # once, after the search; its relative change, or None.
+    end_drift: Callable | None = None
     # Racing, None where the backend does not race: told the best feasible
     # runtime so far and its spread, it stops timing clearly slower candidates.
     race: Callable | None = None
     primary: tuple[str, ...] = ()       # what to tune when the unit's tune block names nothing measurable
     maximize: tuple[str, ...] = ()      # objectives where higher is better (a bench command's rates)
     build: str = ""                     # what else builds and measures a candidate (a bench command): in the results' key
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """What a backend's confirmation found: the interleaved re-measurement's
+    verdict (None where it never got that far) and, in the backend's own
+    words, what failed ("" when nothing did). A problem keeps the baseline,
+    whatever the verdict."""
+
+    verdict: "Verdict | None"
+    problem: str = ""
 
 
 BACKENDS = ("static", "command", "replay", "pycuda")

@@ -14,13 +14,16 @@ NVCC=nvcc-evo compiles the candidate.
 - statistics: `repeat N` (or `LOW..HIGH`, adaptive: stats.enough) runs per
   candidate, medians and relative spreads stored; `confirm` re-runs the
   winner and the baseline interleaved (rebuilt each time) and judges them
-  with the GPU backend's rule (stats.faster);
+  with the GPU backend's rule (stats.faster); a failed confirmation run
+  says what failed (the run, its check, its exit status); `drift`: the
+  baseline rebuilt and run again after the search, against its first runs;
 - wrong answers: a bench's `check` statements (acf.benchcommand) and
   `check command`; a failed run's last lines go to stderr.
 
-The command sees NVCC_EVO_PHASE (search or confirm), NVCC_EVO_CANDIDATE (a
-short name of the candidate), NVCC_EVO_RUN (the run's number) and
-NVCC_EVO_CANDIDATE_FLAGS (the flags, for information).
+The command sees NVCC_EVO_PHASE (search, confirm, or drift: the baseline
+run again after the search), NVCC_EVO_CANDIDATE (a short name of the
+candidate), NVCC_EVO_RUN (the run's number) and NVCC_EVO_CANDIDATE_FLAGS
+(the flags, for information).
 """
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ from typing import Callable
 from nvcc_evo.acf import benchcommand, model
 from nvcc_evo.driver.compiledb import outputs_of
 from nvcc_evo.driver.flags import ptxas_values
-from nvcc_evo.measure import Measurement, failed
+from nvcc_evo.measure import Confirmation, Measurement, failed
 from nvcc_evo.measure.stats import Summary, Verdict, enough, faster, summarize
 from nvcc_evo.system.leftovers import SHELL, private_folder, run_in_group
 
@@ -55,6 +58,7 @@ class Run:
     values: tuple[tuple[str, float], ...] = ()
     seconds: float = 0.0
     detail: str = ""
+    failure: str = ""                   # what went wrong, in a few words: "exited with status 2", ...
 
     @property
     def ok(self) -> bool:
@@ -184,33 +188,38 @@ class CommandBench:
     def _judge(self, code, output: str, log_lines, flags, must_build: bool, checked: str, seconds: float,
                command: str) -> Run:
         if code is None:
-            return Run("timeout", seconds=seconds, detail=f"the run exceeded {self.timeout:g} s: {command}\n{output}")
+            return Run("timeout", seconds=seconds, detail=f"the run exceeded {self.timeout:g} s: {command}\n{output}",
+                       failure=f"ran past its timeout of {self.timeout:g} s")
         exit_checked = any(c.kind == "exit" for c in self.bench.run_checks)
         if code != 0 and not exit_checked:
-            return Run("command-failed", seconds=seconds, detail=f"exit {code}: {command}\n{output}")
+            return Run("command-failed", seconds=seconds, detail=f"exit {code}: {command}\n{output}",
+                       failure=f"exited with status {code}")
         status, why = flags_problem(log_lines, self.globs, self.arch, flags, must_build)
         if status:
-            return Run(status, seconds=seconds, detail=f"{why}\n{output}")
+            return Run(status, seconds=seconds, detail=f"{why}\n{output}",
+                       failure=f"was not built with its flags ({status}): {why.split(': ')[0]}")
         wrong = benchcommand.wrong_answer(self.bench.run_checks, output, code) or checked
         if wrong:
-            return Run("wrong-answer", seconds=seconds, detail=f"{wrong}: {command}\n{output}")
+            return Run("wrong-answer", seconds=seconds, detail=f"{wrong}: {command}\n{output}",
+                       failure=f"failed its check: {wrong}")
         values = []
         for metric in self.bench.metrics:
             value = benchcommand.read_metric(metric, output)
             if isinstance(value, str):
-                return Run("no-metric", seconds=seconds, detail=f"{value} of {command}\n{output}")
+                return Run("no-metric", seconds=seconds, detail=f"{value} of {command}\n{output}",
+                           failure=f"printed no metric: {value}")
             values.append((metric.name, value))
         return Run("ok", tuple(values), seconds)
 
     # ------------------------------------------------------------ a candidate
-    def measure(self, genome, flags: tuple[str, ...]) -> Measurement:
+    def measure(self, genome, flags: tuple[str, ...], phase: str = "search") -> Measurement:
         """`repeat` runs (the first builds), medians and relative spreads."""
         low, high = (self.bench.repeat.low, self.bench.repeat.high) if self.bench.repeat else (1, 1)
         acf = self.candidate_acf(genome)
         started, runs = time.monotonic(), []
         try:
             while len(runs) < high:
-                run = self.run(self.bench.command.text, acf, flags, "search", must_build=not runs)
+                run = self.run(self.bench.command.text, acf, flags, phase, must_build=not runs)
                 if not run.ok:
                     self.say(f"{' '.join(self.globs)} [{self.arch}] candidate {' '.join(flags) or '(baseline)'}: "
                              f"{run.status} after {run.seconds:.1f} s; the last lines:\n{tail(run.detail)}")
@@ -248,18 +257,29 @@ class CommandBench:
         self.say(f"{' '.join(self.globs)} [{self.arch}] {' '.join(flags) or '(baseline)'}: {shown} "
                  f"({count} run{'s' if count > 1 else ''}, {measurement.get('command_time'):.1f} s)")
 
+    def drift(self, genome, first: Measurement) -> float | None:
+        """The baseline (`genome`) rebuilt and run again after the search, as
+        a candidate is (its `repeat` runs): the relative change of its primary
+        metric against `first`, its measurement when the search began; None
+        when either has no such metric."""
+        before = first.get(self.primary, math.nan)
+        if not math.isfinite(before) or before == 0:
+            return None
+        again = self.measure(genome, self.flags_for(genome), "drift")
+        return again.get(self.primary) / before - 1 if again.ok else None
+
     # ------------------------------------------------------------ the confirmation
-    def confirm(self, baseline: tuple, chosen: tuple) -> tuple[Verdict, str]:
-        """Winner and baseline rebuilt and run in turn (A B, B A, ...) for
-        `confirm rounds` rounds with the confirmation command; judged by the
-        primary metric with the GPU backend's rule. `baseline`, `chosen`:
-        (genome, compile result)."""
+    def confirm(self, baseline, chosen, build=None) -> Confirmation:
+        """Winner and baseline (genomes) rebuilt by the project's command and
+        run in turn (A B, B A, ...) for `confirm rounds` rounds with the
+        confirmation command; judged by the primary metric with the GPU
+        backend's rule. `build` (the Measurer's compile of a genome) is not
+        used: the command builds each side itself."""
         spec = self.bench.confirm or model.Confirm()
         rounds = spec.rounds or benchcommand.DEFAULT_ROUNDS
         command = spec.command or self.bench.command.text
-        sides = {"baseline": baseline[0], "chosen": chosen[0]}
         try:
-            return self._interleaved(command, rounds, sides)
+            return Confirmation(*self._interleaved(command, rounds, {"baseline": baseline, "chosen": chosen}))
         finally:
             self._leave_stale()
 
@@ -280,7 +300,8 @@ class CommandBench:
                 finally:
                     acf.unlink(missing_ok=True)
                 if not run.ok:
-                    problem = f"the {side}'s confirmation run {index + 1} failed, {run.status}"
+                    who = "baseline" if side == "baseline" else "chosen candidate"
+                    problem = f"the {who}'s confirmation run {index + 1} of {rounds} {run.failure or run.status}"
                     self.say(f"{' '.join(self.globs)} [{self.arch}]: {problem}; the last lines:\n{tail(run.detail)}")
                     return _judged(samples, self.primary in self.maximized), problem
                 samples[side].append(dict(run.values)[self.primary])

@@ -17,7 +17,7 @@ from nvcc_evo.acf import model
 from nvcc_evo.acf.benchspec import BenchPlan, ExprError, ScalarPlan, plan_bench
 from nvcc_evo.driver.candidate import CompileResult
 from nvcc_evo.errors import EnvironmentProblem
-from nvcc_evo.measure import RACED, Measurement, failed, static
+from nvcc_evo.measure import RACED, Confirmation, Measurement, failed, static
 from nvcc_evo.measure.check import as_float, outputs_match
 from nvcc_evo.measure.gpu_worker import host_array
 from nvcc_evo.measure.stats import Verdict, faster, summarize
@@ -194,10 +194,16 @@ class GpuBench:
         return summarize(answer["times_us"]).median / first - 1 if answer["status"] == "ok" else None
 
 
-    def confirm(self, baseline: tuple, chosen: tuple) -> tuple[Verdict, str]:
-        """The confirmation step: `baseline` and `chosen` are (genome, compile
-        result); see verify."""
-        return verify(self.pool, *((result.cubin, self.plan(genome)) for genome, result in (baseline, chosen)))
+    def confirm(self, baseline, chosen, build: Callable) -> Confirmation:
+        """The confirmation step (see verify) on the two genomes, each built
+        again (`build`: genome -> CompileResult), as the Measurer's `confirm`."""
+        builds = {genome: build(genome) for genome in (baseline, chosen)}
+        failed_builds = [f"{side} {builds[g].status}" for side, g in (("baseline", baseline), ("chosen", chosen))
+                         if not builds[g].ok]
+        if failed_builds:
+            return Confirmation(None, f"recompiling for the verification failed ({', '.join(failed_builds)})")
+        stats, problem = verify(self.pool, *((builds[g].cubin, self.plan(g)) for g in (baseline, chosen)))
+        return Confirmation(stats, f"wrong on fresh inputs: {problem}" if problem else "")
 
 
 def verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[bytes, BenchPlan],

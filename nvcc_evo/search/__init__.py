@@ -4,8 +4,9 @@ selection (which units and targets are stale, and how each is built),
 space (search spaces, genomes and their operators), evolve (the
 multi-objective engine), evaluate (a generation compiled and measured,
 against the goal), measurers (which backend answers), store (the results
-store), retune (the whole run, resume, confirmation, exit status),
-writeback (the choice written into the ACF), report (the summary),
+store), options (what one retune does, its settings decided once),
+retune (the whole run, resume, exit status), choice (the selection rule,
+the backend's confirmation and drift), writeback (the choice written into the ACF), report (the summary),
 progress (a live bar or lines on stderr), plots (matplotlib figures) and
 findings (`--report`: the HTML page of an ACF's results).
 

@@ -29,7 +29,7 @@ def _candidate_acf(acf_path: Path, task, genome: Genome, at_start: str) -> Path:
     holds the candidate: beside the real one, so that unit globs resolve the
     same. While the ACF, as it is now, lacks the unit or does not parse (an
     edit under way), the copy is made from the text as the search began."""
-    from nvcc_evo.acf.format import update_target
+    from nvcc_evo.acf.retarget import update_target
     from nvcc_evo.acf.text import read_text
     target = model.Target(task.arch, None, tuple(model.Setting(k, v) for k, v in genome.settings().items()))
     path = acf_path.parent / f".nvcc-evo-candidate-{os.getpid()}.acf"
@@ -74,7 +74,8 @@ def _command(task, acf_path: Path, timeout: float, flags_for) -> Measurer:
     runs = f"{repeat.low}..{repeat.high} runs" if repeat and repeat.high > repeat.low else \
         f"{repeat.low if repeat else 1} run(s)"
     return Measurer(measure, names + static.OBJECTIVES + ("command_time",), confirm=runner.confirm,
-                    primary=(runner.primary,), maximize=runner.maximized, build=identity(bench),
+                    end_drift=runner.drift, primary=(runner.primary,), maximize=runner.maximized,
+                    build=identity(bench),
                     describe=f"command `{bench.command.text}` ({shown}; {runs} per candidate, "
                              f"{runner.timeout:g} s a run at most)")
 
@@ -169,7 +170,7 @@ def resolve_backend(backend: str) -> str:
 def measurer_for(backend: str, task, acf_path: Path, context: Context, replay_path: str | None,
                  timeout: float, space_defaults: dict | None = None, flags_for=None, full: bool = False,
                  device: int = 0) -> Measurer:
-    """`full`: every candidate measured the whole way (retune.PROTOCOLS);
+    """`full`: every candidate measured the whole way (options.PROTOCOLS);
     `device`: the CUDA device the pycuda backend measures on."""
     if backend == "pycuda":
         return _pycuda(task, space_defaults or {}, acf_path.parent, full, device)

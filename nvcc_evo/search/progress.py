@@ -4,8 +4,10 @@ a terminal, else one plain line per generation, as CI logs and `2>file` get.
 `ProgressLine` holds the fields of one report in one place: the plain line
 (`text`) and the bar (`bar_text`) are both drawn from it, so a new field
 (the cost breakdown, say) is added once. retune makes one `Reporter` per
-(unit, target) with `reporter()`, calls `update` after every generation and
-`close` at the end; the bar is never imported on the compile path.
+(unit, target) with `reporter()`, calls `advance` after every measured
+candidate (the bar moves; the lines wait for the generation), `update`
+after every generation and `close` at the end; the bar is never imported on
+the compile path.
 """
 from __future__ import annotations
 
@@ -92,8 +94,11 @@ class ProgressLine:
 class Lines:
     """One plain line per generation (stderr not a terminal, or asked for)."""
 
-    def __init__(self, unit: str, budget: float, stream, say):
+    def __init__(self, unit: str, budget: float, stream, say, done: int = 0):
         self.say = say
+
+    def advance(self) -> None:
+        pass                                    # one line per generation, not per candidate
 
     def update(self, line: ProgressLine) -> None:
         self.say(line.text())
@@ -107,7 +112,7 @@ class Bar:
     the line's fields on the next. Messages printed meanwhile go above it;
     the last plain line stays in the scrollback when the search ends."""
 
-    def __init__(self, unit: str, budget: float, stream, say):
+    def __init__(self, unit: str, budget: float, stream, say, done: int = 0):
         from rich.console import Console
         from rich.markup import escape
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -125,8 +130,13 @@ class Bar:
         self.progress = TwoLines(TextColumn("[bold]{task.description}"), BarColumn(bar_width=None),
                                  MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True,
                                  redirect_stderr=True, expand=True)
-        self.task = self.progress.add_task(escape(unit), total=budget if math.isfinite(budget) else None)
+        self.task = self.progress.add_task(escape(unit), total=budget if math.isfinite(budget) else None,
+                                           completed=done)
         self.progress.start()
+
+    def advance(self) -> None:
+        """One more candidate measured: the bar moves now, not at the generation's end."""
+        self.progress.update(self.task, advance=1, refresh=True)
 
     def update(self, line: ProgressLine) -> None:
         self.last = line
@@ -144,14 +154,15 @@ def wants_bar(mode: str, stream=None) -> bool:
     return mode == "bar" or (mode == "auto" and hasattr(stream, "isatty") and stream.isatty())
 
 
-def reporter(mode: str, unit: str, budget: float, say, stream=None):
+def reporter(mode: str, unit: str, budget: float, say, stream=None, done: int = 0):
     """A Bar where `mode` and the stream call for one and rich is installed,
-    else Lines (said once when a bar was asked for and cannot be had)."""
+    else Lines (said once when a bar was asked for and cannot be had).
+    `done`: evaluations made before (read back from the results store)."""
     stream = stream or sys.stderr
     if wants_bar(mode, stream):
         try:
-            return Bar(unit, budget, stream, say)
+            return Bar(unit, budget, stream, say, done)
         except ImportError:
             if mode == "bar":
                 say("the progress bar needs rich (pip install 'nvcc-evo[progress]'): one line per generation")
-    return Lines(unit, budget, stream, say)
+    return Lines(unit, budget, stream, say, done)

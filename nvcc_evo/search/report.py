@@ -41,6 +41,8 @@ def _summary(o) -> list[str]:
         lines.append("  spread (p20..p80, baseline / tuned): " + "; ".join(spreads))
     if "stats" in o.extra:
         lines.append(f"  verification: {o.extra['stats']}")
+    if "drift" in o.extra:
+        lines.append(f"  baseline drift: {o.extra['drift']:+.2%} (run again after the search)")
     seconds = o.extra.get("seconds", o.progress.elapsed())
     lines.append(f"  {t.evaluated} evaluated, {t.resumed} resumed from the store, {t.reused} same binary "
                  f"as an earlier candidate (measurement reused), {t.failed} failed; "

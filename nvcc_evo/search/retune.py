@@ -1,10 +1,12 @@
 """`nvcc-evo --retune`: one search per stale (unit, target), its choice
 written back into the ACF.
 
-What is stale and how each unit is built come from nvcc_evo.search.selection; the
-write into the ACF (by identity, under its lock) from nvcc_evo.search.writeback.
-Here: resume from the results store up to the budget, the search, the
-choice, the GPU backend's verification, the end report and exit status.
+What one retune does and the settings it runs with come from
+nvcc_evo.search.options; what is stale and how each unit is built from
+nvcc_evo.search.selection; the choice and the backend's confirmation of it
+from nvcc_evo.search.choice; the write into the ACF (by identity, under its
+lock) from nvcc_evo.search.writeback. Here: resume from the results store up
+to the budget, the search, the end report and exit status.
 """
 from __future__ import annotations
 
@@ -17,80 +19,25 @@ from pathlib import Path
 import numpy as np
 
 from nvcc_evo.driver import settings
-from nvcc_evo.driver.candidate import CompileJob, PtxCache
+from nvcc_evo.driver.candidate import CompileJob, PtxCache, compile_candidate
 from nvcc_evo.driver.flags import plan_flags, read_facts
 from nvcc_evo.driver.nvcc_options import parse_call
 from nvcc_evo.driver.plan import ACF_NAME, find_acf
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError
-from nvcc_evo.measure import Measurement, Measurer
-from nvcc_evo.search.evaluate import Evaluator, Goal, goal_for, holds
+from nvcc_evo.measure import Measurement
 from nvcc_evo.search.boosters import family_of
+from nvcc_evo.search.choice import choose, confirm, end_drift
+from nvcc_evo.search.evaluate import Evaluator, Goal, goal_for
 from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_search
-from nvcc_evo.search.progress import ProgressLine, reporter
 from nvcc_evo.search.measurers import close_pool, measurer_for, resolve_backend
+from nvcc_evo.search.options import Options, real_nvcc, say_settings, with_settings
+from nvcc_evo.search.progress import ProgressLine, reporter
 from nvcc_evo.search.selection import Task, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
 from nvcc_evo.search.store import Context, Store
 from nvcc_evo.search.writeback import current_genome, fixed_settings, one_retune_at_a_time, verdict_of, write_back
 from nvcc_evo.system.leftovers import sweep_for
-
-
-# How candidates are measured: "fast" races clearly slower candidates out
-# and measures energy only where the tune block names it; "full" measures
-# every candidate the whole way (energy, every timed launch), as before
-# racing, for comparisons. The confirmation is the same in both.
-PROTOCOLS = ("fast", "full")
-
-
-def _default(name: str):
-    return settings.BY_NAME[f"retune.{name}"].default
-
-
-@dataclass(frozen=True)
-class Options:
-    """What one retune does. The search's settings come from the command line,
-    the environment, the project settings and the built-in defaults, in that
-    order (`with_settings`, at the start of `run_retune`)."""
-    acf: str | None = None
-    globs: tuple[str, ...] = ()
-    target: str | None = _default("target")
-    all: bool = False
-    backend: str = _default("backend")
-    evaluations: int = _default("evaluations")
-    generations: int = _default("generations")
-    seconds: float = _default("time-limit")
-    patience: int = _default("patience")
-    population: int = _default("population")
-    seed: int = _default("seed")
-    jobs: int | None = _default("jobs")
-    timeout: float = _default("timeout")
-    replay: str | None = _default("replay")
-    dry_run: bool = False
-    protocol: str = "fast"      # PROTOCOLS
-    device: int = _default("device")              # the CUDA device the pycuda backend measures on
-    progress: str = _default("progress")          # auto (a live bar on a terminal), bar, lines
-    command_line: tuple[str, ...] = ()            # the fields given on the command line (they win)
-    sources: tuple[tuple[str, str], ...] = ()     # (setting, where its value came from), by with_settings
-
-
-# Options field of each project setting of the search (the settings' table: nvcc_evo.driver.settings).
-SETTING_FIELDS = {"retune.backend": "backend", "retune.evaluations": "evaluations",
-                  "retune.generations": "generations", "retune.patience": "patience",
-                  "retune.population": "population", "retune.seed": "seed", "retune.jobs": "jobs",
-                  "retune.timeout": "timeout", "retune.time-limit": "seconds", "retune.target": "target",
-                  "retune.device": "device", "retune.replay": "replay", "retune.progress": "progress"}
-
-
-def with_settings(options: Options, project: settings.Settings) -> Options:
-    """The options with each search setting decided once (command line >
-    environment > settings file > default) and where each came from. A field
-    set in code to other than its default counts as given on the command line."""
-    given = {key: getattr(options, name) for key, name in SETTING_FIELDS.items()
-             if name in options.command_line or getattr(options, name) != settings.BY_NAME[key].default}
-    chosen = {key: project.value(key, given) for key in SETTING_FIELDS}
-    return replace(options, **{SETTING_FIELDS[key]: value.value for key, value in chosen.items()},
-                   sources=tuple((key, value.source) for key, value in chosen.items()))
 
 
 @dataclass
@@ -128,33 +75,13 @@ def _seeds(task: Task, space: SearchSpace) -> list[Genome]:
     return seeds + boosted
 
 
-def choose(evaluations: list[Evaluation], front: list[Evaluation], baseline: Evaluation, goal: Goal,
-           measured: dict, base: dict, current: Genome | None = None) -> Evaluation:
-    """The ACF's selection rule over the front and the baseline: the lowest
-    `select` objective among points meeting `where`, ties by the others."""
-    index = goal.minimize.index(goal.select)
-    on_front = {e.objectives for e in front}
-    pool = [e for e in evaluations if e.feasible and e.objectives in on_front] + [baseline]
-    pool = [e for e in pool if e.feasible]
-    pool = [e for e in pool if all(holds(c, dict(measured[e.genome].metrics), base) == 0 for c in goal.select_where)]
-    if not pool:
-        return baseline
-    base = dict(baseline.genome.items)
-    changed = lambda e: sum(value != base.get(knob) for knob, value in e.genome.items)
-    # Equal scores: the unit's current entry (a rerun never swaps it for an equal one), then the fewest
-    # knobs moved from the baseline (the smallest change that does it), then one fixed order, so that the
-    # order evaluations come back from the store in changes nothing.
-    return min(pool, key=lambda e: (e.objectives[index], e.objectives, e.genome != current, changed(e),
-                                    repr(e.genome.items)))
-
-
 def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Generator,
          acf_path: Path) -> Outcome:
     started = time.monotonic()
     space = build_space(task.unit, task.source, toolkit.accepts)
     facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
     fixed = fixed_settings(task, space)
-    programs = ptxas_programs(space, toolkit, acf_path, options.backend, task.arch)
+    programs = ptxas_programs(space, toolkit, acf_path, options, task.arch, fixed.get("ptxas.version"))
 
     def flags_for(genome: Genome) -> tuple[str, ...]:
         return plan_flags({**fixed, **genome.settings()}, facts, toolkit, str(acf_path.parent)).flags
@@ -171,7 +98,15 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     if measurer.build:          # a bench command is part of how candidates are built: another one, other results
         context = replace(context, build=hashlib.sha256((context.build + measurer.build).encode()).hexdigest()[:16])
     goal = goal_for(task.unit.tune, measurer.objectives, measurer.primary, measurer.maximize)
-    evaluator = Evaluator(task.job, goal, context, store, flags_for, measurer.measure, measurer.compiles,
+    listeners = []               # told of each measured candidate: the progress bar, while it is shown
+
+    def measure(genome: Genome, flags, result):
+        measured = measurer.measure(genome, flags, result)
+        for told in listeners:
+            told()
+        return measured
+
+    evaluator = Evaluator(task.job, goal, context, store, flags_for, measure, measurer.compiles,
                           workers=options.jobs, program_for=program_for,
                           race=measurer.race if options.protocol == "fast" else None,
                           ptx=PtxCache() if options.protocol == "fast" else None)
@@ -187,29 +122,35 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     engine = Engine(space, rng, options.population, seeds=_seeds(task, space), history=history)
     log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, {len(space.dimensions)} knobs"
         + (f"; resuming with {stored} stored evaluations" if stored else ""))
+    extra = {}
     if not baseline_measurement.ok:      # every candidate would fail the same way: say why, search nothing
         log(f"{task}: the baseline (the build's own flags) failed, {baseline_measurement.status}:\n"
             + _first_lines(baseline_measurement.detail))
         progress, settled = Progress(), ""
     else:
-        shown = reporter(options.progress, str(task), options.evaluations, log)
+        shown = reporter(options.progress, str(task), options.evaluations, log, done=_searched(evaluator, space))
+        listeners.append(shown.advance)
         try:
             progress, settled = _search(task, options, toolkit, engine, evaluator, space, lambda p, e, b: shown.update(
                 _progress_line(task, goal, p, e, evaluator, measurer.drift, b)))
         finally:
+            listeners.clear()
             shown.close()
+        if progress.generation and measurer.end_drift is not None:
+            end_drift(task, measurer, baseline_genome, baseline_measurement, extra)
     base_eval = evaluator.evaluation(baseline_genome, baseline_measurement)
     best = choose(list(engine.seen.values()), engine.front(), base_eval, goal, evaluator.measured,
                   evaluator.baseline, current_genome(task, space))
     outcome = Outcome(task, goal, space, baseline_measurement, best.genome, evaluator.measured[best.genome],
-                      engine.front(), evaluator, progress, extra={"measurer": measurer})
+                      engine.front(), evaluator, progress, extra={"measurer": measurer, **extra})
     if settled:          # the ACF's entry stands (it may be a verified baseline): report it, not a new choice
         outcome.extra["settled"] = settled
         current = current_genome(task, space)
         if current is not None and current in evaluator.measured:
             outcome.chosen, outcome.chosen_measurement = current, evaluator.measured[current]
     elif measurer.confirm is not None and best.genome != baseline_genome and baseline_measurement.ok:
-        _confirm(outcome, measurer, lambda g: replace(task.job, flags=flags_for(g), ptxas=program_for(g)))
+        confirm(outcome, measurer, lambda g: compile_candidate(replace(task.job, flags=flags_for(g),
+                                                                        ptxas=program_for(g))))
     outcome.extra["seconds"] = time.monotonic() - started     # search and verification, this run
     return outcome
 
@@ -238,7 +179,7 @@ def _search(task: Task, options: Options, toolkit, engine: Engine, evaluator: Ev
     progress and, when there is nothing to search and the unit's entry is up
     to date, why nothing is to be written either ("" otherwise)."""
     budget = Budget(options.evaluations, options.generations, options.seconds, options.patience)
-    searched = sum(1 for genome in evaluator.measured if genome in space and genome != space.baseline())
+    searched = _searched(evaluator, space)
     left = space.size - 1 - searched               # a space searched whole has nothing left, whatever the budget
     if searched < budget.evaluations and left > 0:
         overlap = options.protocol == "fast" and evaluator.compiles
@@ -257,6 +198,11 @@ def _search(task: Task, options: Options, toolkit, engine: Engine, evaluator: Ev
     return Progress(), f"{within}; the entry is up to date, not rewritten"
 
 
+def _searched(evaluator: Evaluator, space: SearchSpace) -> int:
+    """Evaluations of this search space made so far, the baseline aside (the budget's count)."""
+    return sum(1 for genome in evaluator.measured if genome in space and genome != space.baseline())
+
+
 def _entry_is_current(task: Task, toolkit, options: Options) -> bool:
     """The unit's entry for the task's architecture is up to date and was
     written by this backend (a static search never settles for a GPU's entry)."""
@@ -266,43 +212,27 @@ def _entry_is_current(task: Task, toolkit, options: Options) -> bool:
             and not stale_reasons(task.unit, task.arch, task.fingerprint, toolkit.version))
 
 
-def _confirm(outcome: Outcome, measurer: Measurer, job_for) -> None:
-    """The backend's confirmation step on the winner and the baseline, built
-    again (`job_for`: a genome's compile); a gain that is not significant, or
-    a wrong answer on fresh inputs, keeps the baseline."""
-    from nvcc_evo.driver.candidate import compile_candidate
-    task, baseline = outcome.task, outcome.space.baseline()
-    builds = {g: compile_candidate(job_for(g)) for g in (baseline, outcome.chosen)}
-    if not all(b.ok for b in builds.values()):
-        outcome.extra["rejected"] = "recompiling for the verification failed"
-    else:
-        stats, problem = measurer.confirm((baseline, builds[baseline]), (outcome.chosen, builds[outcome.chosen]))
-        outcome.extra["stats"] = stats
-        log(f"{task}: verification {stats}" + (f"; fresh inputs: {problem}" if problem else ""))
-        if problem:
-            outcome.extra["rejected"] = f"wrong on fresh inputs: {problem}"
-        elif not stats.significant:
-            outcome.extra["rejected"] = f"gain not significant ({stats})"
-    if "rejected" in outcome.extra:
-        outcome.chosen, outcome.chosen_measurement = baseline, outcome.baseline
-
-
-def ptxas_programs(space: SearchSpace, toolkit, acf_path: Path, backend: str, arch: str) -> dict[str, str]:
+def ptxas_programs(space: SearchSpace, toolkit, acf_path: Path, options: Options, arch: str,
+                   fixed=None) -> dict[str, str]:
     """{ptxas.version value: the ptxas binary} for the releases the space
-    names besides the toolkit's. One that is not listed in NVCC_EVO_PTXAS,
-    or whose cubins the driver here does not load (asked where the backend
-    runs them on this machine's GPU), is an error before anything is
-    searched, saying which."""
+    names (and `fixed`, the unit's value outside it) besides the toolkit's,
+    chosen among the binaries a build chooses among (`options.ptxas`: the
+    project setting `ptxas`, NVCC_EVO_PTXAS over the settings file). One that
+    is not listed, or whose cubins the driver here does not load (asked where
+    the backend runs them on this machine's GPU), is an error before anything
+    is searched, saying which."""
     from nvcc_evo.driver import ptxas
     dimension = next((d for d in space.dimensions if d.knob == "ptxas.version"), None)
-    wanted = [str(v) for v in (dimension.choices if dimension else ()) if v not in (None, TOOLKIT_TOOL)]
+    wanted = [str(v) for v in (*(dimension.choices if dimension else ()), fixed) if v not in (None, TOOLKIT_TOOL)]
+    listed = {ptxas.PTXAS_ENV: os.pathsep.join(options.ptxas)}
     programs = {}
-    for version in wanted:
+    for version in dict.fromkeys(wanted):
         try:
-            found = ptxas.choose(version, toolkit, os.environ)
+            found = ptxas.choose(version, toolkit, listed)
         except ptxas.NoPtxas as missing:
-            raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {missing}") from None
-        if backend == "pycuda":
+            raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {missing}"
+                                     + (f" (the list: {options.ptxas_source})" if options.ptxas else "")) from None
+        if options.backend == "pycuda":
             problem = ptxas.driver_problem(found, arch)
             if problem:
                 raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {problem}")
@@ -369,7 +299,7 @@ def run_retune(options: Options) -> int:
     swept = sweep_for(acf_path)
     if swept:
         log(f"removed {len(swept)} folder(s) and file(s) that killed runs left: {', '.join(swept)}")
-    toolkit = load_toolkit(_real_nvcc(project))
+    toolkit = load_toolkit(real_nvcc(project))
     check_target(options.target, toolkit)
     held = one_retune_at_a_time(acf_path, options.dry_run, log)
     try:
@@ -381,7 +311,7 @@ def run_retune(options: Options) -> int:
         log(f"{acf_path}: {toolkit}; backend {options.backend}"
             + (" (no GPU timing: registers, spills and other compiler facts are the objectives)"
                if options.backend == "static" else ""))
-        _say_settings(project, options)
+        say_settings(project, options)
         tasks, skipped = find_tasks(file, acf_path, toolkit, options)
         if not tasks:
             log(f"nothing retuned: {len(skipped)} skipped, as said above" if skipped else
@@ -400,31 +330,6 @@ def run_retune(options: Options) -> int:
         held.close()
     print(render(outcomes), end="")
     return _exit_status(outcomes, skipped)
-
-
-def _real_nvcc(project: settings.Settings) -> Path:
-    """NVCC_EVO_REAL_NVCC, else the project settings' `nvcc`, else CUDA_HOME, CUDA_PATH, PATH."""
-    from nvcc_evo.driver.wrapper import find_real_nvcc
-    chosen = project.value("nvcc")
-    if chosen.source in (settings.DEFAULT, settings.REAL_NVCC_ENV):
-        return find_real_nvcc()
-    try:
-        return find_real_nvcc({settings.REAL_NVCC_ENV: chosen.value})
-    except EnvironmentProblem:
-        raise EnvironmentProblem(f"{chosen.source}: nvcc = {chosen.value} is not an executable nvcc") from None
-
-
-def _say_settings(project: settings.Settings, options: Options) -> None:
-    """Where the search's settings came from: every one in a dry run, else
-    those not left at their defaults."""
-    where = f"project settings {project.path}" if project.path else "no project settings file"
-    sources = dict(options.sources)
-    shown = [key for key in SETTING_FIELDS if options.dry_run or sources[key] != settings.DEFAULT]
-    if not shown:
-        return
-    values = [f"{key.partition('.')[2]} = {settings.Value(getattr(options, SETTING_FIELDS[key]), sources[key])}"
-              for key in shown]
-    log(f"settings ({where}):\n    " + "\n    ".join(values))
 
 
 def _exit_status(outcomes: list[Outcome], skipped: list[str]) -> int:

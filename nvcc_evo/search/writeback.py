@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from nvcc_evo.acf import model
-from nvcc_evo.acf.format import find_unit, replace_target
+from nvcc_evo.acf.retarget import find_unit, replace_target
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.write import rewrite, writable
 from nvcc_evo.driver.plan import SPACE_CHANGED
