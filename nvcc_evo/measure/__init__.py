@@ -70,6 +70,10 @@ class Measurer:
     # what it needs, and only that), returns a Confirmation.
     confirm: Callable | None = None
     drift: Callable = lambda: None      # the baseline measured again: its relative change, or None
+    # The backend keeps what the baseline's run left (the GPU's reference
+    # outputs, the run its drift repeats): the baseline is measured in every
+    # retune before any candidate, whatever the results store holds of it.
+    fresh_baseline: bool = False
     # A drift too slow to ask between generations (a rebuild and a run of the
     # project's command): given the baseline's genome and Measurement, asked
     # once, after the search; its relative change, or None.

@@ -148,6 +148,7 @@ class Evaluator:
     baseline: dict = field(default_factory=dict)
     by_hash: dict = field(default_factory=dict)
     measured: dict = field(default_factory=dict)      # genome -> Measurement
+    digests: dict = field(default_factory=dict)       # genome -> its binary's SASS hash ("" if none)
     tally: Tally = field(default_factory=Tally)
     race: Callable | None = None                      # the backend's racing (Measurer.race), if it races
     ptx: PtxCache | None = None                       # PTX reuse across candidates of one front end
@@ -160,11 +161,18 @@ class Evaluator:
         evaluations = []
         for record in records:
             self.measured[record.genome] = record.measurement
+            self.digests[record.genome] = record.sass_hash
             if record.sass_hash and record.measurement.ok:
                 self.by_hash.setdefault(record.sass_hash, record.measurement)
             evaluations.append(self.evaluation(record.genome, record.measurement))
         self.tally.resumed += len(records)
         return evaluations
+
+    def forget(self, genome: Genome) -> None:
+        """A genome read back from the store, to be measured again: its
+        measurement, and its binary's, no longer stand in for a new one."""
+        self.measured.pop(genome, None)
+        self.by_hash.pop(self.digests.pop(genome, ""), None)
 
     def evaluation(self, genome: Genome, measurement: Measurement) -> Evaluation:
         if not measurement.ok:
@@ -214,6 +222,7 @@ class Evaluator:
         """One compiled candidate measured (or its binary's measurement reused), stored, counted."""
         measurement, digest = self._measure_once(genome, flag_list, result)
         self.measured[genome] = measurement
+        self.digests[genome] = digest
         self.store.append(Record(genome, flag_list, measurement, digest, self.context))
         self.tally.evaluated += 1
         self.tally.ptxas_only = self.ptx.reused if self.ptx is not None else 0

@@ -155,7 +155,7 @@ def _pycuda(task, space_defaults: dict, acf_folder: Path, full: bool = False, de
     energy = ("energy from NVML" if pool.hello.get("nvml") else "no NVML: energy dropped") if wanted else \
         "energy not measured: the tune block does not name it"
     return Measurer(gpu.measure, OBJECTIVES, device=pool.hello["name"], hello=pool.hello, confirm=gpu.confirm,
-                    drift=gpu.drift, race=None if full else gpu.race_against,
+                    drift=gpu.drift, race=None if full else gpu.race_against, fresh_baseline=True,
                     describe=f"pycuda on {pool.hello['name']} (sm {pool.hello['cc']}; {energy})")
 
 

@@ -112,9 +112,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
                           ptx=PtxCache() if options.protocol == "fast" else None)
     stored = _resume(task, store, context, evaluator, space)
     baseline_genome = space.baseline()
-    if baseline_genome not in evaluator.measured:
-        evaluator([baseline_genome])
-    baseline_measurement = evaluator.measured[baseline_genome]
+    baseline_measurement = measure_baseline(evaluator, measurer, baseline_genome)
     evaluator.baseline = dict(baseline_measurement.metrics)
     history = [evaluator.evaluation(g, m) for g, m in evaluator.measured.items()]   # with baseline known
     for evaluation in history:
@@ -153,6 +151,17 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
                                                                         ptxas=program_for(g))))
     outcome.extra["seconds"] = time.monotonic() - started     # search and verification, this run
     return outcome
+
+
+def measure_baseline(evaluator: Evaluator, measurer, genome: Genome):
+    """The baseline's measurement: read back from the store, or measured
+    (always, before any candidate, for a backend that keeps what its run
+    left: the GPU compares every candidate's outputs with the baseline's)."""
+    if measurer.fresh_baseline:
+        evaluator.forget(genome)
+    if genome not in evaluator.measured:
+        evaluator([genome])
+    return evaluator.measured[genome]
 
 
 def _resume(task: Task, store: Store, context: Context, evaluator: Evaluator, space: SearchSpace) -> int:
