@@ -28,7 +28,7 @@ from nvcc_evo.search.evaluate import Evaluator, Goal, goal_for, holds
 from nvcc_evo.search.boosters import family_of
 from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_search
 from nvcc_evo.search.progress import ProgressLine, reporter
-from nvcc_evo.search.measurers import close_pool, measurer_for, resolve_backend
+from nvcc_evo.search.measurers import calibrate, close_pool, measuring, resolve_backend
 from nvcc_evo.search.selection import Task, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
 from nvcc_evo.search.store import Context, Store
@@ -69,6 +69,8 @@ class Options:
     dry_run: bool = False
     protocol: str = "fast"      # PROTOCOLS
     device: int = _default("device")              # the CUDA device the pycuda backend measures on
+    gpus: str | None = _default("gpus")           # the GPUs it measures on, one lane each (search.lanes)
+    cluster: str | None = _default("cluster")     # a Ray cluster (search.cluster), or None: this machine
     progress: str = _default("progress")          # auto (a live bar on a terminal), bar, lines
     command_line: tuple[str, ...] = ()            # the fields given on the command line (they win)
     sources: tuple[tuple[str, str], ...] = ()     # (setting, where its value came from), by with_settings
@@ -79,7 +81,8 @@ SETTING_FIELDS = {"retune.backend": "backend", "retune.evaluations": "evaluation
                   "retune.generations": "generations", "retune.patience": "patience",
                   "retune.population": "population", "retune.seed": "seed", "retune.jobs": "jobs",
                   "retune.timeout": "timeout", "retune.time-limit": "seconds", "retune.target": "target",
-                  "retune.device": "device", "retune.replay": "replay", "retune.progress": "progress"}
+                  "retune.device": "device", "retune.replay": "replay", "retune.progress": "progress",
+                  "retune.gpus": "gpus", "retune.cluster": "cluster"}
 
 
 def with_settings(options: Options, project: settings.Settings) -> Options:
@@ -149,7 +152,7 @@ def choose(evaluations: list[Evaluation], front: list[Evaluation], baseline: Eva
 
 
 def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Generator,
-         acf_path: Path) -> Outcome:
+         acf_path: Path, cluster=None) -> Outcome:
     started = time.monotonic()
     space = build_space(task.unit, task.source, toolkit.accepts)
     facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
@@ -162,11 +165,12 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     def program_for(genome: Genome) -> str | None:
         return programs.get(str({**fixed, **genome.settings()}.get("ptxas.version", TOOLKIT_TOOL)))
 
+    job_for = lambda genome: replace(task.job, flags=flags_for(genome), ptxas=program_for(genome))
+
     context = Context(toolkit.version, task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
                       _build_key(task.job))
-    measurer = measurer_for(options.backend, task, acf_path, context, options.replay, options.timeout,
-                            baseline_defines(task.source, space), flags_for, full=options.protocol == "full",
-                            device=options.device)
+    measurer, lanes = measuring(options, task, acf_path, context, baseline_defines(task.source, space), flags_for,
+                                cluster)
     context = replace(context, device=measurer.device)
     if measurer.build:          # a bench command is part of how candidates are built: another one, other results
         context = replace(context, build=hashlib.sha256((context.build + measurer.build).encode()).hexdigest()[:16])
@@ -175,11 +179,15 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
                           workers=options.jobs, program_for=program_for,
                           race=measurer.race if options.protocol == "fast" else None,
                           ptx=PtxCache() if options.protocol == "fast" else None)
+    evaluator.lanes = lanes
+    if cluster is not None:                      # compiles on the cluster's CPUs
+        evaluator.compiler = cluster.compiler(options.protocol == "fast")
     stored = _resume(task, store, context, evaluator, space)
     baseline_genome = space.baseline()
     if baseline_genome not in evaluator.measured:
         evaluator([baseline_genome])
     baseline_measurement = evaluator.measured[baseline_genome]
+    calibrate(lanes, measurer, baseline_genome, job_for(baseline_genome))
     evaluator.baseline = dict(baseline_measurement.metrics)
     history = [evaluator.evaluation(g, m) for g, m in evaluator.measured.items()]   # with baseline known
     for evaluation in history:
@@ -209,7 +217,9 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
         if current is not None and current in evaluator.measured:
             outcome.chosen, outcome.chosen_measurement = current, evaluator.measured[current]
     elif measurer.confirm is not None and best.genome != baseline_genome and baseline_measurement.ok:
-        _confirm(outcome, measurer, lambda g: replace(task.job, flags=flags_for(g), ptxas=program_for(g)))
+        _confirm(outcome, measurer, job_for)
+    if lanes is not None:
+        lanes.close()
     outcome.extra["seconds"] = time.monotonic() - started     # search and verification, this run
     return outcome
 
@@ -372,12 +382,20 @@ def run_retune(options: Options) -> int:
     toolkit = load_toolkit(_real_nvcc(project))
     check_target(options.target, toolkit)
     held = one_retune_at_a_time(acf_path, options.dry_run, log)
+    cluster = None
     try:
         file = load(acf_path)
-        options = replace(options, backend=resolve_backend(options.backend))
+        if options.cluster and not options.dry_run:
+            from nvcc_evo.search.cluster import connect
+            cluster = connect(options.cluster)
+        elif options.backend == "auto" and options.cluster:
+            options = replace(options, backend="static")     # a dry run asks no cluster what it has
+        options = replace(options, backend=cluster.backend(options.backend) if cluster else
+                          resolve_backend(options.backend))
         if options.backend == "pycuda" and options.target is None and not options.dry_run:
             from nvcc_evo.search.measurers import gpu_pool
-            options = replace(options, target=gpu_pool(options.device).hello["arch"])   # what this GPU runs
+            options = replace(options, target=cluster.gpu_arch() if cluster else
+                              gpu_pool(options.device).hello["arch"])   # what this GPU runs
         log(f"{acf_path}: {toolkit}; backend {options.backend}"
             + (" (no GPU timing: registers, spills and other compiler facts are the objectives)"
                if options.backend == "static" else ""))
@@ -394,9 +412,11 @@ def run_retune(options: Options) -> int:
             log(f"{len(tasks)} to retune (dry run: nothing tuned)" + (f"; {len(skipped)} skipped" if skipped else ""))
             return ExitCode.INVALID_INPUT if skipped else ExitCode.OK
         store = Store(acf_path.parent / ".nvcc-evo" / "results.jsonl")
-        outcomes = _retune_all(tasks, options, toolkit, store, acf_path)
+        outcomes = _retune_all(tasks, options, toolkit, store, acf_path, cluster)
     finally:
         close_pool()
+        if cluster is not None:
+            cluster.close()
         held.close()
     print(render(outcomes), end="")
     return _exit_status(outcomes, skipped)
@@ -438,11 +458,12 @@ def _exit_status(outcomes: list[Outcome], skipped: list[str]) -> int:
     return ExitCode.INVALID_INPUT if failed or skipped or not_written else ExitCode.OK
 
 
-def _retune_all(tasks: list[Task], options: Options, toolkit, store: Store, acf_path: Path) -> list[Outcome]:
+def _retune_all(tasks: list[Task], options: Options, toolkit, store: Store, acf_path: Path,
+                cluster=None) -> list[Outcome]:
     outcomes = []
     for task in tasks:
         try:
-            outcome = tune(task, options, toolkit, store, np.random.default_rng(options.seed), acf_path)
+            outcome = tune(task, options, toolkit, store, np.random.default_rng(options.seed), acf_path, cluster)
         except KeyboardInterrupt:
             log(f"interrupted: every finished evaluation is kept in {store.path}; "
                 "the same command resumes from there")
