@@ -194,14 +194,15 @@ def pycuda_devices(gpus: str | None, first: int) -> list[int]:
 
 def measuring(options, task, acf_path: Path, context: Context, space_defaults: dict, flags_for,
               cluster=None) -> tuple[Measurer, LaneSet | None]:
-    """The retune's Measurer and, with several GPUs or a cluster, the lanes
-    it measures on (their `measure` is the Measurer's)."""
+    """The retune's Measurer and, with several GPUs (or `retune.gpus` named,
+    even one) or a cluster, the lanes it measures on (their `measure` is the
+    Measurer's)."""
     full = options.protocol == "full"
     if cluster is not None:
         lanes = cluster.lanes(options.backend, task, acf_path, context, options, space_defaults, flags_for)
         return lanes.measurer(), lanes
     devices = pycuda_devices(options.gpus, options.device) if options.backend == "pycuda" else []
-    if len(devices) <= 1:                  # one GPU, or no GPU backend: one measurer, as always
+    if not devices or (len(devices) == 1 and options.gpus is None):   # no GPU backend, or one GPU: as always
         return measurer_for(options.backend, task, acf_path, context, options.replay, options.timeout,
                             space_defaults, flags_for, full=full, device=devices[0] if devices else options.device), None
     lanes = LaneSet([Lane(i, _pycuda(task, space_defaults, acf_path.parent, full, device), f"GPU {device}")
