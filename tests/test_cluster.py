@@ -139,3 +139,16 @@ def test_a_killed_worker_loses_only_its_candidate(tmp_path, evo_cache, real_nvcc
     if not once:
         assert "the compile's worker was lost" in marked[0].measurement.detail
         assert "lost " in ran.stdout + ran.stderr          # the failures' tally says so
+
+
+def test_ray_is_imported_only_when_a_cluster_is_named(tmp_path, evo_cache):
+    probe = ("import sys\nfrom nvcc_evo import cli\nfrom nvcc_evo.search import retune, measurers, lanes\n"
+             "from nvcc_evo.search.retune import Options, run_retune\n"
+             "run_retune(Options(acf=sys.argv[1], globs=('scale.cu',), backend='static', evaluations=2))\n"
+             "assert 'ray' not in sys.modules, 'ray imported without --cluster'\n")
+    folder = _project(tmp_path)
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", probe, str(folder / "nvcc-evo.acf")], cwd=folder,
+                          env=evo_env(evo_cache, PYTHONPATH=str(ROOT)), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -163,7 +163,7 @@ from pathlib import Path
 from nvcc_evo.driver.wrapper import decide
 decision = decide(["-arch=sm_90", "-c", "spill.cu"], Path(sys.argv[1]), {}, Path.cwd())
 assert decision.flags is not None, decision
-assert not {"matplotlib", "rich"} & set(sys.modules)       # the extras never load on the compile path
+assert not {"matplotlib", "rich", "ray"} & set(sys.modules)       # the extras never load on the compile path
 print("tomllib" in sys.modules, "nvcc_evo.driver.settings" in sys.modules)
 """
 

@@ -155,10 +155,26 @@ def _pycuda(task, space_defaults: dict, acf_folder: Path, full: bool = False, de
                     describe=f"pycuda on {pool.hello['name']} (sm {pool.hello['cc']}; {energy})")
 
 
-def resolve_backend(backend: str) -> str:
-    """`auto`: the GPU when PyCUDA and a device are there, else static."""
+def open_cluster(spec: str | None, dry_run: bool):
+    """The Ray cluster `retune.cluster` names, connected (None: this machine; a dry run connects to none)."""
+    if not spec or dry_run:
+        return None
+    from nvcc_evo.search.cluster import connect
+    return connect(spec)
+
+
+def gpu_arch(device: int, cluster=None) -> str:
+    """The SASS architecture of the GPU measured on (lane 0's)."""
+    return cluster.gpu_arch() if cluster is not None else gpu_pool(device).hello["arch"]
+
+
+def resolve_backend(backend: str, cluster=None) -> str:
+    """`auto`: the GPU when PyCUDA and a device are there (on the cluster, a
+    GPU), else static."""
     if backend != "auto":
         return backend
+    if cluster is not None:
+        return cluster.backend(backend)
     from nvcc_evo.measure.gpu import gpu_available
     return "pycuda" if gpu_available() else "static"
 

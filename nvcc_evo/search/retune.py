@@ -28,7 +28,7 @@ from nvcc_evo.search.evaluate import Evaluator, Goal, goal_for, holds
 from nvcc_evo.search.boosters import family_of
 from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_search
 from nvcc_evo.search.progress import ProgressLine, reporter
-from nvcc_evo.search.measurers import calibrate, close_pool, measuring, resolve_backend
+from nvcc_evo.search.measurers import calibrate, close_pool, gpu_arch, measuring, open_cluster, resolve_backend
 from nvcc_evo.search.selection import Task, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
 from nvcc_evo.search.store import Context, Store
@@ -385,17 +385,10 @@ def run_retune(options: Options) -> int:
     cluster = None
     try:
         file = load(acf_path)
-        if options.cluster and not options.dry_run:
-            from nvcc_evo.search.cluster import connect
-            cluster = connect(options.cluster)
-        elif options.backend == "auto" and options.cluster:
-            options = replace(options, backend="static")     # a dry run asks no cluster what it has
-        options = replace(options, backend=cluster.backend(options.backend) if cluster else
-                          resolve_backend(options.backend))
+        cluster = open_cluster(options.cluster, options.dry_run)
+        options = replace(options, backend=resolve_backend(options.backend, cluster))
         if options.backend == "pycuda" and options.target is None and not options.dry_run:
-            from nvcc_evo.search.measurers import gpu_pool
-            options = replace(options, target=cluster.gpu_arch() if cluster else
-                              gpu_pool(options.device).hello["arch"])   # what this GPU runs
+            options = replace(options, target=gpu_arch(options.device, cluster))   # what this GPU runs
         log(f"{acf_path}: {toolkit}; backend {options.backend}"
             + (" (no GPU timing: registers, spills and other compiler facts are the objectives)"
                if options.backend == "static" else ""))
