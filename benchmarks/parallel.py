@@ -8,7 +8,7 @@ this machine and on a local Ray, side by side in one run.
 Rows: `serial` (one compile at a time: --jobs 1), `local` (--jobs N: N
 compiles at once, measured in one lane, the plain path), `ray local:1` and
 `ray local:N` (--cluster: compile tasks on a local Ray of that many
-workers, measurements as CPU tasks). Distinct binaries per minute are the
+workers; the static measurement in the driver). Distinct binaries per minute are the
 stored evaluations whose SASS was new (not the same binary as an earlier
 candidate) over the retune's wall time (Ray's start included). Every row's
 records and choices are compared with the serial run's: the static backend

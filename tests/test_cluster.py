@@ -96,7 +96,7 @@ def test_a_local_ray_retune_makes_the_serial_runs_choice_and_records(tmp_path, e
         ran = _retune(folder, evo_cache)
         assert ran.returncode == 0, ran.stderr
         assert f"cluster = 'local:{workers}' (nvcc-evo.toml:2)" in ran.stderr
-        assert f"{workers} lanes" in ran.stderr
+        assert f"compiles on {workers} Ray worker(s)" in ran.stderr
         assert _outcome(folder) == _outcome(serial)
 
 

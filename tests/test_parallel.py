@@ -34,9 +34,10 @@ H, A = "NVIDIA H200", "NVIDIA A100"
     ("all", [H, H, H], 0, [0, 1, 2]),
     ("all", [H, H, H], 2, [2, 0, 1]),             # lane 0 is retune.device
     ("all", [H, A, H], 0, [0, 2]),                # another model is left out, never mixed in
-    ("2", [H, H, H], 0, [0, 1]),
+    ("count:2", [H, H, H], 0, [0, 1]),
     ("0,2", [H, A, H], 0, [0, 2]),
-    ("1", [H], 0, [0]),
+    ("0", [H], 0, [0]),
+    ("1", [H, H], 0, [1]),                        # a number is a device's, as in CUDA_VISIBLE_DEVICES
 ])
 def test_gpus_named_by_all_a_count_or_numbers(spec, names, first, expected):
     assert choose_gpus(spec, names, first) == expected
@@ -44,10 +45,12 @@ def test_gpus_named_by_all_a_count_or_numbers(spec, names, first, expected):
 
 @pytest.mark.parametrize("spec,names,said", [
     ("0,1", [H, A], "different models"),
-    ("3", [H, H], r"2 GPU\(s\) visible"),
+    ("count:3", [H, H], r"2 GPU\(s\) visible"),
+    ("count:0", [H, H], r"2 GPU\(s\) visible"),
+    ("2", [H, H], "devices 0..1"),
     ("0,0", [H, H], "each named once"),
     ("0,5", [H, H], "devices 0..1"),
-    ("many", [H], "expected all, a count"),
+    ("many", [H], "expected all, count:N or device numbers"),
 ])
 def test_gpus_that_cannot_be_used_together_are_a_usage_error(spec, names, said):
     with pytest.raises(UsageError, match=said):

@@ -1,7 +1,11 @@
 """The Ray backend of a retune (`--cluster ray://HEAD:PORT`, `local`,
 `local:N`; the setting `retune.cluster`): compiles as tasks on the
 cluster's CPUs, measurements on its GPUs (one actor per GPU, holding its own
-measuring process) or, for the static and replay backends, as CPU tasks.
+measuring process). The static, replay and command backends measure here,
+in the driver: a static measurement reads the ptxas report the compile task
+sent back (0.2 ms), where a Ray task's round trip took 0.3-0.7 s per
+candidate on a 2-core machine (benchmarks/parallel.py), and a bench command
+builds in this project.
 
 Ray is an optional extra (`nvcc-evo[cluster]`), imported only here and only
 when a cluster is named. What travels is the compile job and then the
@@ -19,6 +23,7 @@ Never a crash of the retune.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from nvcc_evo.driver.candidate import CompileResult, PtxCache, compile_candidate
@@ -76,10 +81,6 @@ def compile_remote(job, reuse: bool) -> CompileResult:
     return compile_candidate(job, _WORKER_PTX if reuse else None)
 
 
-def measure_remote(measure, genome, flags, result):
-    return measure(genome, flags, result)
-
-
 class MeasuringActor:
     """One GPU's lane: a Measurer made on that GPU (its own measuring process and baseline)."""
 
@@ -116,8 +117,6 @@ class Cluster:
     def __init__(self, ray, spec: str):
         self.ray, self.spec = ray, spec
         self.compile_task = ray.remote(num_cpus=1, max_retries=RETRIES)(compile_remote)
-        # a static or replay measurement reads ptxas's report: no CPU of its own, so compiles keep them all
-        self.measure_task = ray.remote(num_cpus=0, max_retries=RETRIES)(measure_remote)
         self.actors: list = []
 
     def resources(self) -> dict:
@@ -147,12 +146,11 @@ class Cluster:
               flags_for) -> LaneSet:
         from nvcc_evo.search import measurers
         full = options.protocol == "full"
-        if backend != "pycuda":          # static, replay, command: the Measurer's function run as CPU tasks
+        if backend != "pycuda":          # static, replay, command: measured here (see the module's docstring)
             made = measurers.measurer_for(backend, task, acf_path, context, options.replay, options.timeout,
                                           space_defaults, flags_for, full=full)
-            shipped = self.ray.put(made.measure)
-            return LaneSet([Lane(i, _replace_measure(made, self._task_measure(shipped)), f"ray worker {i}")
-                            for i in range(self.workers)])
+            return LaneSet([Lane(0, replace(made, describe=f"{made.describe}; compiles on {self.workers} Ray "
+                                                              f"worker(s)"), "this machine")])
         if not self.gpus:
             raise EnvironmentProblem(f"the cluster {self.spec} has no GPU for the pycuda backend")
         factory = _gpu_factory(task, acf_path, context, options.timeout, space_defaults, full)
@@ -173,11 +171,6 @@ class Cluster:
             lanes = [lane for lane in lanes if lane.measurer.device == lanes[0].measurer.device]
         return LaneSet([Lane(i, lane.measurer, lane.name) for i, lane in enumerate(lanes)])
 
-    def _task_measure(self, shipped):
-        def measure(genome, flags, result):
-            return self._get(self.measure_task.remote(shipped, genome, flags, result))
-        return measure
-
     def _get(self, ref):
         """A task's or actor call's value; a dead worker, actor or node is LaneLost."""
         try:
@@ -192,11 +185,6 @@ class Cluster:
             self.ray.kill(handle)
         self.actors = []
         self.ray.shutdown()
-
-
-def _replace_measure(measurer, measure):
-    from dataclasses import replace
-    return replace(measurer, measure=measure)
 
 
 def _gpu_factory(task, acf_path: Path, context, timeout: float, space_defaults: dict, full: bool):

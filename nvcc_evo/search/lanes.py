@@ -69,18 +69,19 @@ def scaled(measurement: Measurement, scale: dict) -> Measurement:
 def choose_gpus(spec: str | None, names: list[str], first: int = 0) -> list[int]:
     """The devices `--gpus` names among those visible (`names[i]`: device
     i's model), lane 0 first: `all` (device `first`, then the others of its
-    model; other models left out), `N` (the first N), `0,2` (those, of one
-    model). Raises UsageError otherwise."""
+    model; other models left out), `count:N` (the first N), device numbers
+    `1` or `0,2` (those, of one model). Raises UsageError otherwise."""
     count = len(names)
     text = (spec or "all").strip()
     if text == "all":
         return [first] + [i for i in range(count) if i != first and names[i] == names[first]] if count else []
+    wanted = text.partition(":")[2] if text.startswith("count:") else ""
     try:
-        numbers = [int(part) for part in text.split(",")]
+        numbers = [int(part) for part in (wanted or text).split(",")]
     except ValueError:
-        raise UsageError(f"--gpus {spec}: expected all, a count (2) or device numbers (0,2)") from None
-    if "," not in text:
-        if not 1 <= numbers[0] <= count:
+        raise UsageError(f"--gpus {spec}: expected all, count:N or device numbers (0 or 0,2)") from None
+    if wanted:
+        if len(numbers) != 1 or not 1 <= numbers[0] <= count:
             raise UsageError(f"--gpus {spec}: {count} GPU(s) visible")
         numbers = list(range(numbers[0]))
     bad = [n for n in numbers if not 0 <= n < count]
