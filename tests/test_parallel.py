@@ -191,3 +191,17 @@ def test_concurrent_appenders_from_threads_and_processes_lose_and_tear_nothing(t
     for record in records:
         seen[dict(record.genome.items)["define.W"]].add(dict(record.genome.items)["define.I"])
     assert all(found == set(range(60)) for found in seen.values()) and len(seen) == 8
+
+
+def test_the_retunes_calibration_times_the_baseline_on_every_gpu_lane_and_drops_a_failing_one(suite, capfd):
+    from nvcc_evo.search.measurers import calibrate
+    folder, space, job = suite
+    def broken(genome, flags, result):
+        return Measurement("crash", detail="the measuring process died")
+    lanes = LaneSet([Lane(0, Measurer(SlowStatic(1.0), ("runtime",), hello={}), "GPU 0"),
+                     Lane(1, Measurer(SlowStatic(1.25), ("runtime",), hello={}), "GPU 1"),
+                     Lane(2, Measurer(broken, ("runtime",), hello={}), "GPU 2")])
+    calibrate(lanes, lanes.measurer(), space.baseline(), job)
+    assert [lane.name for lane in lanes.lanes] == ["GPU 0", "GPU 1"] and lanes.lanes[1].scale == {"runtime": 0.8}
+    said = capfd.readouterr().err
+    assert "the baseline on each lane: GPU 0 " in said and "GPU 2: the baseline failed there (crash)" in said

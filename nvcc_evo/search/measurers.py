@@ -231,6 +231,12 @@ def calibrate(lanes: LaneSet | None, measurer: Measurer, baseline, job) -> None:
     if lanes is None or len(lanes) < 2 or measurer.hello is None:
         return
     from nvcc_evo.driver.candidate import compile_candidate
+    from nvcc_evo.search.selection import log
     result = compile_candidate(job)
-    if result.ok:
-        lanes.calibrate(baseline, job.flags, result)
+    if not result.ok:
+        return
+    names = [lane.name for lane in lanes.lanes]
+    runs = lanes.calibrate(baseline, job.flags, result)
+    times = ", ".join(f"{name} {run.get('runtime'):.4g} us" for name, run in zip(names, runs) if run.ok)
+    log(f"the baseline on each lane: {times}; runtimes scaled to {lanes.lanes[0].name}'s"
+        + "".join(f"; {note}" for note in lanes.notes))
