@@ -42,9 +42,14 @@ def project(out: Path, name: str) -> Path:
     return folder
 
 
-def retune(folder: Path, evaluations: int, seed: int, extra: list[str]) -> tuple[float, str]:
+def evo_command() -> list[str]:
+    """The installed nvcc-evo beside this Python, else the package from the source tree."""
     evo = Path(sys.executable).parent / "nvcc-evo"
-    command = [str(evo), "--retune", "--all", "--acf", str(folder / "nvcc-evo.acf"), "--backend", "static",
+    return [str(evo)] if evo.exists() else [sys.executable, "-m", "nvcc_evo"]
+
+
+def retune(folder: Path, evaluations: int, seed: int, extra: list[str]) -> tuple[float, str]:
+    command = [*evo_command(), "--retune", "--all", "--acf", str(folder / "nvcc-evo.acf"), "--backend", "static",
                "--evaluations", str(evaluations), "--seed", str(seed), "--progress", "lines", *extra]
     started = time.monotonic()
     done = subprocess.run(command, cwd=folder, capture_output=True, text=True)
@@ -82,6 +87,9 @@ def main() -> int:
     rows = [("serial", ["--jobs", "1"]), (f"local, {n} compiles", ["--jobs", str(n)])]
     if not args.no_ray:
         rows += [("ray local:1", ["--cluster", "local:1"]), (f"ray local:{n}", ["--cluster", f"local:{n}"])]
+    warm = project(args.out, "warm-up")          # the toolkit's probe, cached before any row is timed
+    subprocess.run([*evo_command(), "--retune", "--dry-run", "--acf", str(warm / "nvcc-evo.acf"), "--backend",
+                    "static"], cwd=warm, capture_output=True)
     results = []
     for name, extra in rows:
         folder = project(args.out, name.replace(" ", "_").replace(",", "").replace(":", ""))
