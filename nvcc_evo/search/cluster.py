@@ -26,7 +26,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from nvcc_evo.driver.candidate import CompileResult, PtxCache, compile_candidate
+from nvcc_evo.driver.candidate import CompileResult, compile_candidate, front_end, ptxas_only
 from nvcc_evo.errors import EnvironmentProblem, UsageError
 from nvcc_evo.search.lanes import LOST, Lane, LaneLost, LaneSet
 
@@ -70,15 +70,26 @@ def _local_gpus() -> int:
 
 
 # ---------------------------------------------------------------- what runs on the workers
-_WORKER_PTX: PtxCache | None = None
+def compile_remote(job) -> CompileResult:
+    """A candidate compiled in full on a worker."""
+    return compile_candidate(job)
 
 
-def compile_remote(job, reuse: bool) -> CompileResult:
-    """A candidate compiled on a worker (its PTX reused across that worker's candidates)."""
-    global _WORKER_PTX
-    if reuse and _WORKER_PTX is None:
-        _WORKER_PTX = PtxCache()
-    return compile_candidate(job, _WORKER_PTX if reuse else None)
+def reuse_remote(job, first: list) -> CompileResult:
+    """A candidate built from the PTX of the first candidate of its front end
+    (`first`: that compile's ObjectRef, in a list so that Ray does not wait
+    for it: a lost first compile means a full compile here, not a second
+    loss); only ptxas runs, as driver.candidate.PtxCache does on one machine."""
+    import ray
+    try:
+        made = ray.get(first[0])
+    except ray.exceptions.RayError:
+        made = None
+    if made is not None and made.ok and made.ptx:
+        result = ptxas_only(job, made.ptx)
+        if result.status != "no-ptxas-step":
+            return result
+    return compile_candidate(job)
 
 
 class MeasuringActor:
@@ -117,6 +128,7 @@ class Cluster:
     def __init__(self, ray, spec: str):
         self.ray, self.spec = ray, spec
         self.compile_task = ray.remote(num_cpus=1, max_retries=RETRIES)(compile_remote)
+        self.reuse_task = ray.remote(num_cpus=1, max_retries=RETRIES)(reuse_remote)
         self.actors: list = []
 
     def resources(self) -> dict:
@@ -209,13 +221,25 @@ def _actor_measurer(cluster: Cluster, handle, objectives, device, describe, hell
 
 
 class RayCompiler:
-    """Compiler's interface (submit, result, close) over compile tasks on the cluster's CPUs."""
+    """Compiler's interface (submit, result, close) over compile tasks on the
+    cluster's CPUs. With `reuse` (the fast protocol), the first candidate of
+    each front end compiles in full and the others of that front end run only
+    ptxas on its PTX, whichever worker they land on (`reuse_remote`)."""
 
     def __init__(self, cluster: Cluster, reuse: bool):
         self.cluster, self.reuse, self.refs = cluster, reuse, []
+        self.fronts: dict = {}              # front end -> the ObjectRef of its first, full compile
 
     def submit(self, jobs: list) -> list:
-        refs = [self.cluster.compile_task.remote(job, self.reuse) for job in jobs]
+        refs = []
+        for job in jobs:
+            key = front_end(job) if self.reuse else None
+            if key in self.fronts:
+                refs.append(self.cluster.reuse_task.remote(job, [self.fronts[key]]))
+                continue
+            refs.append(self.cluster.compile_task.remote(job))
+            if key is not None:
+                self.fronts[key] = refs[-1]
         self.refs += refs
         return refs
 
