@@ -159,6 +159,12 @@ def test_a_lost_lane_hands_its_candidate_to_another_and_the_last_one_lost_is_a_f
     answers = [lanes.measure(None, (), result) for _ in range(3)]
     assert all(a.ok for a in answers) and len(working.calls) == 3
     assert lanes.alive == 1 and "lost: LaneLost" not in " ".join(lanes.notes) and "node died" in lanes.notes[0]
+    def failing(genome, flags, result):
+        raise ValueError("a bug in a backend")
+    one = LaneSet([Lane(0, Measurer(failing, ("runtime",)), "buggy")])
+    for _ in range(2):                  # raised to the caller, and the lane is free again (no hang)
+        with pytest.raises(ValueError):
+            one.measure(None, (), result)
     alone = LaneSet([Lane(0, Measurer(gone, ("runtime",)), "lost")], retries=0)
     lost = alone.measure(None, (), result)
     assert lost.status == "lost" and "node died" in lost.detail

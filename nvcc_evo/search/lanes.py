@@ -136,6 +136,9 @@ class LaneSet:
                     self.alive -= 1
                     self.notes.append(problem)
                 continue
+            except BaseException:              # the backend's own error (or an interrupt): the lane is still there
+                self.free.put(lane)
+                raise
             self.free.put(lane)
             if isinstance(measurement, tuple):            # replay: (measurement, recorded hash)
                 return (scaled(measurement[0], lane.scale),) + tuple(measurement[1:])
