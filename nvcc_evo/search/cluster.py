@@ -49,6 +49,11 @@ def parse(spec: str) -> tuple[str | None, int | None]:
     raise UsageError(f"--cluster {spec}: expected ray://HEAD:PORT, local or local:N")
 
 
+def open_cluster(spec: str | None, dry_run: bool) -> "Cluster | None":
+    """The Ray cluster `retune.cluster` names, connected (None: this machine; a dry run connects to none)."""
+    return connect(spec) if spec and not dry_run else None
+
+
 def connect(spec: str) -> "Cluster":
     address, workers = parse(spec)
     try:

@@ -155,14 +155,6 @@ def _pycuda(task, space_defaults: dict, acf_folder: Path, full: bool = False, de
                     describe=f"pycuda on {pool.hello['name']} (sm {pool.hello['cc']}; {energy})")
 
 
-def open_cluster(spec: str | None, dry_run: bool):
-    """The Ray cluster `retune.cluster` names, connected (None: this machine; a dry run connects to none)."""
-    if not spec or dry_run:
-        return None
-    from nvcc_evo.search.cluster import connect
-    return connect(spec)
-
-
 def gpu_arch(device: int, cluster=None) -> str:
     """The SASS architecture of the GPU measured on (lane 0's)."""
     return cluster.gpu_arch() if cluster is not None else gpu_pool(device).hello["arch"]

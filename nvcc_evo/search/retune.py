@@ -28,7 +28,8 @@ from nvcc_evo.search.evaluate import Evaluator, Goal, goal_for, holds
 from nvcc_evo.search.boosters import family_of
 from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_search
 from nvcc_evo.search.progress import ProgressLine, reporter
-from nvcc_evo.search.measurers import calibrate, close_pool, gpu_arch, measuring, open_cluster, resolve_backend
+from nvcc_evo.search.cluster import open_cluster
+from nvcc_evo.search.measurers import calibrate, close_pool, gpu_arch, measuring, resolve_backend
 from nvcc_evo.search.selection import Task, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
 from nvcc_evo.search.store import Context, Store
