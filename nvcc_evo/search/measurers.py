@@ -197,7 +197,13 @@ def pycuda_devices(gpus: str | None, first: int) -> list[int]:
         return [first]
     if not 0 <= first < len(names):
         raise UsageError(f"--device {first}: {len(names)} GPU(s) visible")
-    return choose_gpus(gpus, names, first)
+    chosen = choose_gpus(gpus, names, first)
+    others = [f"{i} ({names[i]})" for i in range(len(names)) if i not in chosen and names[i] != names[first]]
+    if others:
+        from nvcc_evo.search.selection import log
+        log(f"GPU(s) {', '.join(others)} left out: not the model of device {first} ({names[first]}); "
+            "GPUs of different models are never mixed in one search")
+    return chosen
 
 
 def measuring(options, task, acf_path: Path, context: Context, space_defaults: dict, flags_for,
