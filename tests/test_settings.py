@@ -114,7 +114,7 @@ ERRORS = [
      "static, command, replay, got 'gpu'"),
     ('[retune]\npopulation = 0\n', "nvcc-evo.toml:2:14: error: 'retune.population' must be positive, got 0"),
     ('stale = "keep"\n[retune]\nfoo = 1\n', "nvcc-evo.toml:3:1: error: unknown setting 'retune.foo' (known "
-     "[retune] settings: backend, device"),
+     "[retune] settings: backend, cluster, device"),
     ('gpu = "H200\n', "nvcc-evo.toml:1:12: error: illegal character"),
     ("ptxas = { a = 3 }\n", "nvcc-evo.toml:1:9: error: 'ptxas' must be an array of paths, got a table"),
 ]
@@ -163,7 +163,7 @@ from pathlib import Path
 from nvcc_evo.driver.wrapper import decide
 decision = decide(["-arch=sm_90", "-c", "spill.cu"], Path(sys.argv[1]), {}, Path.cwd())
 assert decision.flags is not None, decision
-assert not {"matplotlib", "rich"} & set(sys.modules)       # the extras never load on the compile path
+assert not {"matplotlib", "rich", "ray"} & set(sys.modules)       # the extras never load on the compile path
 print("tomllib" in sys.modules, "nvcc_evo.driver.settings" in sys.modules)
 """
 

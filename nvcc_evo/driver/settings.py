@@ -64,6 +64,10 @@ KEYS = (
         positive=True),
     Key("retune.target", "str", "NVCC_EVO_TARGET", None, "the SASS architecture to tune for (sm_90, ...)"),
     Key("retune.device", "int", "NVCC_EVO_DEVICE", 0, "the CUDA device the pycuda backend measures on"),
+    Key("retune.gpus", "str", "NVCC_EVO_GPUS", None, "the GPUs the pycuda backend measures on, one process "
+        "each: all (of retune.device's model), count:N, or device numbers (0,2)"),
+    Key("retune.cluster", "str", "NVCC_EVO_CLUSTER", None, "a Ray cluster to compile and measure on: "
+        "ray://HEAD:PORT, local or local:N (needs nvcc-evo[cluster])"),
     Key("retune.replay", "path", "NVCC_EVO_REPLAY", None, "results store the replay backend answers from"),
     Key("retune.progress", "choice", "NVCC_EVO_PROGRESS", "auto",
         "a live bar (bar), one line per generation (lines), or a bar on a terminal only (auto)",

@@ -225,18 +225,24 @@ def verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[by
     return faster(medians["a"], medians["b"]), problem
 
 
-def gpu_available() -> bool:
-    """PyCUDA importable and a CUDA device present (checked in a child, so
-    this process never creates a context)."""
+def gpu_names() -> list[str]:
+    """The model of each visible CUDA device, by device number ([] without
+    PyCUDA or a device; asked in a child, so this process never creates a context)."""
     try:
         import pycuda  # noqa: F401
     except ImportError:
-        return False
+        return []
     import subprocess
     import sys
-    probe = "import pycuda.driver as d; d.init(); print(d.Device.count())"
+    probe = "import pycuda.driver as d; d.init(); print('\\n'.join(d.Device(i).name() for i in range(d.Device.count())))"
     try:
         out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
-        return False
-    return out.returncode == 0 and out.stdout.strip() not in ("", "0")
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+
+
+def gpu_available() -> bool:
+    """PyCUDA importable and a CUDA device present (checked in a child, so
+    this process never creates a context)."""
+    return bool(gpu_names())

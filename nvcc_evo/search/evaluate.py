@@ -9,6 +9,7 @@ objectives and their stderr kept.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
@@ -155,6 +156,8 @@ class Evaluator:
     compiler: Compiler | None = None                  # the compile pool of start/finish (made on first use)
     incumbent: float = math.inf                       # the best feasible runtime raced against
     program_for: Callable[[Genome], str | None] = lambda genome: None   # the ptxas it asks for (None: nvcc's)
+    lanes: object | None = None                       # several measuring lanes (search.lanes.LaneSet), if any
+    guard: threading.Lock = field(default_factory=threading.Lock)   # the lanes' threads record one at a time
 
     def resume(self, records: list[Record]) -> list[Evaluation]:
         """Evaluations read back from the store, so no genome is redone."""
@@ -184,6 +187,8 @@ class Evaluator:
     def __call__(self, genomes: list[Genome]) -> list[Evaluation]:
         """Evaluate a batch; each result is stored the moment it is measured,
         so an interruption loses only what is still compiling."""
+        if self.lanes is not None:               # measured on the lanes, in order (see finish)
+            return self.finish(self.start(genomes), 0, len(genomes))
         flags = [self.flags_for(g) for g in genomes]
         if self.compiles:
             finished = compile_each([replace(self.job, flags=f, ptxas=self.program_for(g))
@@ -207,10 +212,18 @@ class Evaluator:
     def finish(self, started: "Started", begin: int, end: int) -> list[Evaluation]:
         """Measure candidates begin..end-1 of a started batch, in order (the
         racing incumbent, and so the measurements, do not depend on which
-        compile ended first)."""
-        return [self._take(started.genomes[i], started.flags[i],
-                           self.compiler.result(started.futures[i]) if self.compiles else None)
+        compile ended first); with lanes, on whichever lane is free."""
+        if self.lanes is not None:
+            return self.lanes.finish(self, started, begin, end)
+        return [self._take(started.genomes[i], started.flags[i], self.compiled(started, i))
                 for i in range(begin, end)]
+
+    def compiled(self, started: "Started", index: int) -> CompileResult | None:
+        return self.compiler.result(started.futures[index]) if self.compiles else None
+
+    @staticmethod
+    def digest(result: CompileResult | None) -> str:
+        return sass_hash(result.cubin) if result is not None and result.ok else ""
 
     def close(self) -> None:
         """Compiles still running (a batch started but not measured) are killed."""
@@ -219,8 +232,15 @@ class Evaluator:
             self.compiler = None
 
     def _take(self, genome: Genome, flag_list: tuple[str, ...], result: CompileResult | None) -> Evaluation:
-        """One compiled candidate measured (or its binary's measurement reused), stored, counted."""
+        """One compiled candidate measured (or its binary's measurement reused), stored, counted
+        (from several lanes' threads at once: the bookkeeping under `guard`)."""
         measurement, digest = self._measure_once(genome, flag_list, result)
+        with self.guard:
+            return self._record(genome, flag_list, measurement, digest)
+
+    take = _take
+
+    def _record(self, genome, flag_list, measurement: Measurement, digest: str) -> Evaluation:
         self.measured[genome] = measurement
         self.digests[genome] = digest
         self.store.append(Record(genome, flag_list, measurement, digest, self.context))
@@ -246,11 +266,12 @@ class Evaluator:
             self.race(runtime, dict(measurement.spreads).get("runtime", 0.0))
 
     def _measure_once(self, genome, flag_list, result) -> tuple[Measurement, str]:
-        digest = sass_hash(result.cubin) if result is not None and result.ok else ""
+        digest = self.digest(result)
         compiled = (("compile", result.seconds),) if result is not None else ()
-        if digest and digest in self.by_hash:
-            self.tally.reused += 1
-            return replace(self.by_hash[digest], reused=True, costs=compiled), digest
+        with self.guard:
+            if digest and digest in self.by_hash:
+                self.tally.reused += 1
+                return replace(self.by_hash[digest], reused=True, costs=compiled), digest
         started = time.perf_counter()
         measurement = self.measure(genome, flag_list, result)
         if isinstance(measurement, tuple):          # replay returns (measurement, recorded hash)
@@ -259,5 +280,6 @@ class Evaluator:
             measurement = replace(measurement, costs=(("other", time.perf_counter() - started),))
         measurement = replace(measurement, costs=compiled + measurement.costs)
         if digest and measurement.ok:
-            self.by_hash[digest] = measurement
+            with self.guard:
+                self.by_hash[digest] = measurement
         return measurement, digest

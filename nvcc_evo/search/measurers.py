@@ -15,6 +15,7 @@ from nvcc_evo.acf.benchcommand import identity
 from nvcc_evo.acf.sources import define_values
 from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
 from nvcc_evo.measure import Measurement, Measurer, static
+from nvcc_evo.search.lanes import Lane, LaneSet, choose_gpus
 from nvcc_evo.search.space import Genome
 from nvcc_evo.search.store import Context, Store, require_same_context
 
@@ -93,28 +94,25 @@ def _replay(task, path: str | None, context: Context) -> Measurer:
                     device=records[0].context.device, describe=f"replay of {path}")
 
 
-_POOL = None
+_POOLS: dict = {}
 
 
 def gpu_pool(device: int = 0):
-    """One measuring process for the whole retune (started on first use, on
-    CUDA device `device`: the project setting `retune.device`)."""
-    global _POOL
-    if _POOL is None:
+    """One measuring process per CUDA device for the whole retune (started on
+    first use; `retune.device` is lane 0's, `retune.gpus` names the others)."""
+    if device not in _POOLS:
         try:
             import pycuda  # noqa: F401
         except ImportError:
             raise EnvironmentProblem("the pycuda backend needs PyCUDA (pip install 'nvcc-evo[gpu]') and a GPU")
         from nvcc_evo.measure.gpu import WorkerPool
-        _POOL = WorkerPool(device=device)
-    return _POOL
+        _POOLS[device] = WorkerPool(device=device)
+    return _POOLS[device]
 
 
 def close_pool() -> None:
-    global _POOL
-    if _POOL is not None:
-        _POOL.close()
-        _POOL = None
+    while _POOLS:
+        _POOLS.popitem()[1].close()
 
 
 def load_reference(bench: model.Bench, folder: Path):
@@ -159,10 +157,18 @@ def _pycuda(task, space_defaults: dict, acf_folder: Path, full: bool = False, de
                     describe=f"pycuda on {pool.hello['name']} (sm {pool.hello['cc']}; {energy})")
 
 
-def resolve_backend(backend: str) -> str:
-    """`auto`: the GPU when PyCUDA and a device are there, else static."""
+def gpu_arch(device: int, cluster=None) -> str:
+    """The SASS architecture of the GPU measured on (lane 0's)."""
+    return cluster.gpu_arch() if cluster is not None else gpu_pool(device).hello["arch"]
+
+
+def resolve_backend(backend: str, cluster=None) -> str:
+    """`auto`: the GPU when PyCUDA and a device are there (on the cluster, a
+    GPU), else static."""
     if backend != "auto":
         return backend
+    if cluster is not None:
+        return cluster.backend(backend)
     from nvcc_evo.measure.gpu import gpu_available
     return "pycuda" if gpu_available() else "static"
 
@@ -181,3 +187,56 @@ def measurer_for(backend: str, task, acf_path: Path, context: Context, replay_pa
     if backend == "replay":
         return _replay(task, replay_path, context)
     raise EnvironmentProblem(f"backend '{backend}' is not available in this build of nvcc-evo")
+
+
+def pycuda_devices(gpus: str | None, first: int) -> list[int]:
+    """The CUDA devices a pycuda retune measures on: `retune.gpus` among the
+    visible ones (default: every one of the model of `retune.device`, which
+    is lane 0)."""
+    from nvcc_evo.measure.gpu import gpu_names
+    names = gpu_names()
+    if not names:
+        return [first]
+    if not 0 <= first < len(names):
+        raise UsageError(f"--device {first}: {len(names)} GPU(s) visible")
+    chosen = choose_gpus(gpus, names, first)
+    others = [f"{i} ({names[i]})" for i in range(len(names)) if i not in chosen and names[i] != names[first]]
+    if others:
+        from nvcc_evo.search.selection import log
+        log(f"GPU(s) {', '.join(others)} left out: not the model of device {first} ({names[first]}); "
+            "GPUs of different models are never mixed in one search")
+    return chosen
+
+
+def measuring(options, task, acf_path: Path, context: Context, space_defaults: dict, flags_for,
+              cluster=None) -> tuple[Measurer, LaneSet | None]:
+    """The retune's Measurer and, with several GPUs (or `retune.gpus` named,
+    even one) or a cluster, the lanes it measures on (their `measure` is the
+    Measurer's)."""
+    full = options.protocol == "full"
+    if cluster is not None:
+        lanes = cluster.lanes(options.backend, task, acf_path, context, options, space_defaults, flags_for)
+        return lanes.measurer(), lanes
+    devices = pycuda_devices(options.gpus, options.device) if options.backend == "pycuda" else []
+    if not devices or (len(devices) == 1 and options.gpus is None):   # no GPU backend, or one GPU: as always
+        return measurer_for(options.backend, task, acf_path, context, options.replay, options.timeout,
+                            space_defaults, flags_for, full=full, device=devices[0] if devices else options.device), None
+    lanes = LaneSet([Lane(i, _pycuda(task, space_defaults, acf_path.parent, full, device), f"GPU {device}")
+                     for i, device in enumerate(devices)])
+    return lanes.measurer(), lanes
+
+
+def calibrate(lanes: LaneSet | None, measurer: Measurer, baseline, job) -> None:
+    """Each GPU lane's baseline, timed on every lane at once (lanes.LaneSet.calibrate)."""
+    if lanes is None or len(lanes) < 2 or measurer.hello is None:
+        return
+    from nvcc_evo.driver.candidate import compile_candidate
+    from nvcc_evo.search.selection import log
+    result = compile_candidate(job)
+    if not result.ok:
+        return
+    names = [lane.name for lane in lanes.lanes]
+    runs = lanes.calibrate(baseline, job.flags, result)
+    times = ", ".join(f"{name} {run.get('runtime'):.4g} us" for name, run in zip(names, runs) if run.ok)
+    log(f"the baseline on each lane: {times}; runtimes scaled to {lanes.lanes[0].name}'s"
+        + "".join(f"; {note}" for note in lanes.notes))

@@ -49,6 +49,8 @@ class Options:
     dry_run: bool = False
     protocol: str = "fast"      # PROTOCOLS
     device: int = _default("device")              # the CUDA device the pycuda backend measures on
+    gpus: str | None = _default("gpus")           # the GPUs it measures on, one lane each (search.lanes)
+    cluster: str | None = _default("cluster")     # a Ray cluster (search.cluster), or None: this machine
     progress: str = _default("progress")          # auto (a live bar on a terminal), bar, lines
     # The ptxas binaries ptxas.version chooses among, as for a build: the project setting `ptxas`
     # (NVCC_EVO_PTXAS over the settings file; set here in code, it wins), decided by with_settings.
@@ -63,7 +65,8 @@ SETTING_FIELDS = {"retune.backend": "backend", "retune.evaluations": "evaluation
                   "retune.generations": "generations", "retune.patience": "patience",
                   "retune.population": "population", "retune.seed": "seed", "retune.jobs": "jobs",
                   "retune.timeout": "timeout", "retune.time-limit": "seconds", "retune.target": "target",
-                  "retune.device": "device", "retune.replay": "replay", "retune.progress": "progress"}
+                  "retune.device": "device", "retune.replay": "replay", "retune.progress": "progress",
+                  "retune.gpus": "gpus", "retune.cluster": "cluster"}
 
 
 def with_settings(options: Options, project: settings.Settings) -> Options:

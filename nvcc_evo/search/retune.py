@@ -30,7 +30,8 @@ from nvcc_evo.search.boosters import family_of
 from nvcc_evo.search.choice import choose, confirm, end_drift
 from nvcc_evo.search.evaluate import Evaluator, Goal, goal_for
 from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_search
-from nvcc_evo.search.measurers import close_pool, measurer_for, resolve_backend
+from nvcc_evo.search.cluster import open_cluster
+from nvcc_evo.search.measurers import calibrate, close_pool, gpu_arch, measuring, resolve_backend
 from nvcc_evo.search.options import Options, real_nvcc, say_settings, with_settings
 from nvcc_evo.search.progress import ProgressLine, reporter
 from nvcc_evo.search.selection import Task, check_target, find_tasks, log, stale_reasons
@@ -76,7 +77,7 @@ def _seeds(task: Task, space: SearchSpace) -> list[Genome]:
 
 
 def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Generator,
-         acf_path: Path) -> Outcome:
+         acf_path: Path, cluster=None) -> Outcome:
     started = time.monotonic()
     space = build_space(task.unit, task.source, toolkit.accepts)
     facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
@@ -89,11 +90,12 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     def program_for(genome: Genome) -> str | None:
         return programs.get(str({**fixed, **genome.settings()}.get("ptxas.version", TOOLKIT_TOOL)))
 
+    job_for = lambda genome: replace(task.job, flags=flags_for(genome), ptxas=program_for(genome))
+
     context = Context(toolkit.version, task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
                       _build_key(task.job))
-    measurer = measurer_for(options.backend, task, acf_path, context, options.replay, options.timeout,
-                            baseline_defines(task.source, space), flags_for, full=options.protocol == "full",
-                            device=options.device)
+    measurer, lanes = measuring(options, task, acf_path, context, baseline_defines(task.source, space), flags_for,
+                                cluster)
     context = replace(context, device=measurer.device)
     if measurer.build:          # a bench command is part of how candidates are built: another one, other results
         context = replace(context, build=hashlib.sha256((context.build + measurer.build).encode()).hexdigest()[:16])
@@ -110,9 +112,13 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
                           workers=options.jobs, program_for=program_for,
                           race=measurer.race if options.protocol == "fast" else None,
                           ptx=PtxCache() if options.protocol == "fast" else None)
+    evaluator.lanes = lanes
+    if cluster is not None:                      # compiles on the cluster's CPUs
+        evaluator.compiler = cluster.compiler(options.protocol == "fast")
     stored = _resume(task, store, context, evaluator, space)
     baseline_genome = space.baseline()
     baseline_measurement = measure_baseline(evaluator, measurer, baseline_genome)
+    calibrate(lanes, measurer, baseline_genome, job_for(baseline_genome))
     evaluator.baseline = dict(baseline_measurement.metrics)
     history = [evaluator.evaluation(g, m) for g, m in evaluator.measured.items()]   # with baseline known
     for evaluation in history:
@@ -147,8 +153,9 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
         if current is not None and current in evaluator.measured:
             outcome.chosen, outcome.chosen_measurement = current, evaluator.measured[current]
     elif measurer.confirm is not None and best.genome != baseline_genome and baseline_measurement.ok:
-        confirm(outcome, measurer, lambda g: compile_candidate(replace(task.job, flags=flags_for(g),
-                                                                        ptxas=program_for(g))))
+        confirm(outcome, measurer, lambda g: compile_candidate(job_for(g)))
+    if lanes is not None:
+        lanes.close()
     outcome.extra["seconds"] = time.monotonic() - started     # search and verification, this run
     return outcome
 
@@ -311,12 +318,13 @@ def run_retune(options: Options) -> int:
     toolkit = load_toolkit(real_nvcc(project))
     check_target(options.target, toolkit)
     held = one_retune_at_a_time(acf_path, options.dry_run, log)
+    cluster = None
     try:
         file = load(acf_path)
-        options = replace(options, backend=resolve_backend(options.backend))
+        cluster = open_cluster(options.cluster, options.dry_run)
+        options = replace(options, backend=resolve_backend(options.backend, cluster))
         if options.backend == "pycuda" and options.target is None and not options.dry_run:
-            from nvcc_evo.search.measurers import gpu_pool
-            options = replace(options, target=gpu_pool(options.device).hello["arch"])   # what this GPU runs
+            options = replace(options, target=gpu_arch(options.device, cluster))   # what this GPU runs
         log(f"{acf_path}: {toolkit}; backend {options.backend}"
             + (" (no GPU timing: registers, spills and other compiler facts are the objectives)"
                if options.backend == "static" else ""))
@@ -333,9 +341,11 @@ def run_retune(options: Options) -> int:
             log(f"{len(tasks)} to retune (dry run: nothing tuned)" + (f"; {len(skipped)} skipped" if skipped else ""))
             return ExitCode.INVALID_INPUT if skipped else ExitCode.OK
         store = Store(acf_path.parent / ".nvcc-evo" / "results.jsonl")
-        outcomes = _retune_all(tasks, options, toolkit, store, acf_path)
+        outcomes = _retune_all(tasks, options, toolkit, store, acf_path, cluster)
     finally:
         close_pool()
+        if cluster is not None:
+            cluster.close()
         held.close()
     print(render(outcomes), end="")
     return _exit_status(outcomes, skipped)
@@ -352,11 +362,12 @@ def _exit_status(outcomes: list[Outcome], skipped: list[str]) -> int:
     return ExitCode.INVALID_INPUT if failed or skipped or not_written else ExitCode.OK
 
 
-def _retune_all(tasks: list[Task], options: Options, toolkit, store: Store, acf_path: Path) -> list[Outcome]:
+def _retune_all(tasks: list[Task], options: Options, toolkit, store: Store, acf_path: Path,
+                cluster=None) -> list[Outcome]:
     outcomes = []
     for task in tasks:
         try:
-            outcome = tune(task, options, toolkit, store, np.random.default_rng(options.seed), acf_path)
+            outcome = tune(task, options, toolkit, store, np.random.default_rng(options.seed), acf_path, cluster)
         except KeyboardInterrupt:
             log(f"interrupted: every finished evaluation is kept in {store.path}; "
                 "the same command resumes from there")

@@ -1,0 +1,205 @@
+"""Several measuring lanes at once: one Measurer per GPU (or per Ray worker),
+each candidate handed to whichever lane is free.
+
+A lane is a Measurer with its own baseline: on a GPU, its own measuring
+process (a WorkerPool on that device) whose first measurement is the
+baseline's, so every candidate is checked and timed against the baseline of
+the GPU that measured it. Lanes are normalised to lane 0: `calibrate` times
+the baseline on every lane, and a lane's runtime and energy are scaled by
+lane 0's baseline over its own (`scaled`), so that each stored runtime is in
+lane 0's units and the search compares every candidate with one baseline.
+Spreads are relative and stay as measured. The confirmation (winner and
+baseline, interleaved) and the baseline's drift stay on lane 0.
+
+`finish` measures a started batch on the lanes and gives the evaluations
+back in genome order; a binary the same as one measured or in flight reuses
+that measurement, as in one lane, so for a deterministic backend the records
+are those of the serial run. Each record is appended to the store the
+moment it is measured (Store.append is locked: appenders never interleave).
+A lane that is lost (a Ray worker or node gone: `LaneLost`) is dropped and
+its candidate tried on another lane, then recorded as failed (`lost`).
+"""
+from __future__ import annotations
+
+import math
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+from nvcc_evo.errors import EnvironmentProblem, UsageError
+from nvcc_evo.measure import Measurement, Measurer, failed
+
+NORMALISED = ("runtime", "energy")   # per-GPU quantities; registers, spills, ... are the binary's
+LOST = "lost"
+
+
+class LaneLost(Exception):
+    """The lane's worker or node is gone; its candidate is tried elsewhere."""
+
+
+@dataclass
+class Lane:
+    index: int
+    measurer: Measurer
+    name: str = ""                                   # "GPU 1", "ray worker 3"
+    scale: dict = field(default_factory=dict)         # metric -> factor to lane 0's units
+
+
+def scale_to(own: Measurement, reference: Measurement) -> dict:
+    """Factors from a lane's baseline measurement to lane 0's: metric ->
+    reference / own, for the NORMALISED metrics both have (finite, positive)."""
+    if not (own.ok and reference.ok):
+        return {}
+    factors = {}
+    for metric in NORMALISED:
+        mine, theirs = own.get(metric, math.nan), reference.get(metric, math.nan)
+        if math.isfinite(mine) and math.isfinite(theirs) and mine > 0 and theirs > 0:
+            factors[metric] = theirs / mine
+    return factors
+
+
+def scaled(measurement: Measurement, scale: dict) -> Measurement:
+    """A lane's measurement in lane 0's units."""
+    if not measurement.ok or not scale:
+        return measurement
+    return replace(measurement, metrics=tuple((k, v * scale.get(k, 1.0)) for k, v in measurement.metrics))
+
+
+def choose_gpus(spec: str | None, names: list[str], first: int = 0) -> list[int]:
+    """The devices `--gpus` names among those visible (`names[i]`: device
+    i's model), lane 0 first: `all` (device `first`, then the others of its
+    model; other models left out), `count:N` (the first N), device numbers
+    `1` or `0,2` (those, of one model). Raises UsageError otherwise."""
+    count = len(names)
+    text = (spec or "all").strip()
+    if text == "all":
+        return [first] + [i for i in range(count) if i != first and names[i] == names[first]] if count else []
+    wanted = text.partition(":")[2] if text.startswith("count:") else ""
+    try:
+        numbers = [int(part) for part in (wanted or text).split(",")]
+    except ValueError:
+        raise UsageError(f"--gpus {spec}: expected all, count:N or device numbers (0 or 0,2)") from None
+    if wanted:
+        if len(numbers) != 1 or not 1 <= numbers[0] <= count:
+            raise UsageError(f"--gpus {spec}: {count} GPU(s) visible")
+        numbers = list(range(numbers[0]))
+    bad = [n for n in numbers if not 0 <= n < count]
+    if bad or len(set(numbers)) != len(numbers):
+        raise UsageError(f"--gpus {spec}: devices 0..{count - 1} are visible, each named once")
+    models = {names[n] for n in numbers}
+    if len(models) > 1:
+        raise UsageError(f"--gpus {spec}: GPUs of different models ({', '.join(sorted(models))}) are never "
+                         "mixed in one search; name those of one model")
+    return numbers
+
+
+class LaneSet:
+    """The lanes of one search, and the threads that drive them."""
+
+    def __init__(self, lanes: list[Lane], retries: int = 1):
+        if not lanes:
+            raise EnvironmentProblem("no measuring lane")
+        self.lanes, self.retries = lanes, retries
+        self.free: queue.Queue = queue.Queue()
+        for lane in lanes:
+            self.free.put(lane)
+        self.alive = len(lanes)
+        self.guard = threading.Lock()
+        self.pool = ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="lane")
+        self.notes: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.lanes)
+
+    def _take_lane(self) -> Lane:
+        while True:
+            with self.guard:
+                if self.alive == 0:
+                    raise EnvironmentProblem("every measuring lane was lost: " + "; ".join(self.notes))
+            try:
+                return self.free.get(timeout=0.5)
+            except queue.Empty:
+                continue
+
+    def measure(self, genome, flags, result) -> Measurement:
+        """One candidate on the first free lane, in lane 0's units; a lost
+        lane's candidate is tried on another, then recorded as `lost`."""
+        problem = ""
+        for _ in range(self.retries + 1):
+            lane = self._take_lane()
+            try:
+                measurement = lane.measurer.measure(genome, flags, result)
+            except LaneLost as lost:
+                problem = f"{lane.name or f'lane {lane.index}'} was lost: {lost}"
+                with self.guard:
+                    self.alive -= 1
+                    self.notes.append(problem)
+                continue
+            except BaseException:              # the backend's own error (or an interrupt): the lane is still there
+                self.free.put(lane)
+                raise
+            self.free.put(lane)
+            if isinstance(measurement, tuple):            # replay: (measurement, recorded hash)
+                return (scaled(measurement[0], lane.scale),) + tuple(measurement[1:])
+            return scaled(measurement, lane.scale)
+        return failed(LOST, f"{problem} (tried on {self.retries + 1} lanes)")
+
+    def calibrate(self, genome, flags, result) -> list[Measurement]:
+        """The baseline timed on every lane at once; each lane's scale to lane
+        0's. A lane whose baseline fails is dropped (said in `notes`)."""
+        runs = list(self.pool.map(lambda lane: lane.measurer.measure(genome, flags, result), self.lanes))
+        runs = [run[0] if isinstance(run, tuple) else run for run in runs]
+        if not runs[0].ok:
+            return runs
+        for lane, run in zip(self.lanes, runs):
+            lane.scale = scale_to(run, runs[0]) if lane.index else {}
+            if not run.ok:
+                self.notes.append(f"{lane.name}: the baseline failed there ({run.status}); lane left out")
+        kept = [lane for lane, run in zip(self.lanes, runs) if run.ok]
+        if len(kept) < len(self.lanes):
+            self.pool.shutdown(wait=True)
+            notes = self.notes
+            self.__init__(kept, self.retries)
+            self.notes = notes
+        return runs
+
+    def race(self, median: float, spread: float) -> None:
+        """Racing's incumbent, told to each lane in its own units."""
+        for lane in self.lanes:
+            if lane.measurer.race is not None:
+                lane.measurer.race(median / lane.scale.get("runtime", 1.0), spread)
+
+    def describe(self) -> str:
+        scales = ", ".join(f"{lane.name} x{lane.scale['runtime']:.4f}" for lane in self.lanes[1:]
+                           if "runtime" in lane.scale)
+        return f"{len(self.lanes)} lanes ({self.lanes[0].measurer.describe}" + \
+            (f"; runtimes scaled to {self.lanes[0].name}'s baseline: {scales})" if scales else ")")
+
+    def measurer(self) -> Measurer:
+        """What the search holds: measure on any lane; confirm and drift on lane 0."""
+        first = self.lanes[0].measurer
+        return replace(first, measure=self.measure, race=self.race if first.race is not None else None,
+                       describe=self.describe())
+
+    def finish(self, evaluator, started, begin: int, end: int) -> list:
+        """Candidates begin..end-1 of a started batch on the lanes; their
+        evaluations in genome order (see the module's docstring)."""
+        futures, waiting, flying = {}, [], {}
+        for i in range(begin, end):
+            genome, flags = started.genomes[i], started.flags[i]
+            result = evaluator.compiled(started, i)
+            digest = evaluator.digest(result)
+            if digest and digest in flying:             # the same binary is being measured: reuse it after
+                waiting.append((i, genome, flags, result, digest))
+                continue
+            futures[i] = self.pool.submit(evaluator.take, genome, flags, result)
+            if digest:
+                flying[digest] = futures[i]
+        done = {i: future.result() for i, future in futures.items()}
+        for i, genome, flags, result, digest in waiting:
+            done[i] = evaluator.take(genome, flags, result)
+        return [done[i] for i in range(begin, end)]
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)

@@ -1,0 +1,96 @@
+"""Measuring lanes on a real GPU (search.lanes; run on a machine with an
+NVIDIA GPU, skipped elsewhere with the reason): the lanes path (`--gpus 0`,
+and `--cluster local` where Ray is installed) makes the plain path's choice
+for a seed, and two lanes (two measuring processes, here on one GPU)
+calibrate to one baseline."""
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+
+import pytest
+
+from conftest import DATA, evo_env, run_evo
+from nvcc_evo.search.store import Store
+
+pytestmark = pytest.mark.gpu
+
+try:
+    import ray  # noqa: F401
+    RAY = ""
+except ImportError:
+    RAY = "needs Ray (pip install 'nvcc-evo[cluster]')"
+
+BENCH = '''
+    bench {
+        kernel saxpy
+        let N = 1024 * 1024 * 32
+        arg n : i32 = N
+        arg a : f32 = 2.0
+        arg x : f32[N] = random(seed=3)
+        arg y : f32[N] = random(seed=4)
+        grid (cdiv(N, BLOCK))
+        block (BLOCK)
+        check y rtol 1e-6
+    }
+'''
+ACF = ('acf 1\nunit "faulty.cu" {\n    search {\n        define.BLOCK in {32, 256, 1024}\n'
+       '        define.BUG in {0, 1}\n    }\n    tune {\n        minimize runtime\n    }' + BENCH + '}\n')
+
+
+def _retune(folder, cache, *extra):
+    shutil.copy(DATA / "cuda" / "faulty.cu", folder / "faulty.cu")
+    (folder / "nvcc-evo.acf").write_text(ACF)
+    result = run_evo("--retune", "--backend", "pycuda", "--evaluations", "6", "--seed", "1", "--progress", "lines",
+                     *extra, cwd=folder, env=evo_env(cache))
+    assert result.returncode == 0, result.stderr
+    statuses = sorted((repr(r.genome), r.measurement.status) for r in Store(folder / ".nvcc-evo" / "results.jsonl").read())
+    text = (folder / "nvcc-evo.acf").read_text()
+    chosen = [line.strip() for line in text.splitlines() if line.strip().startswith("define.") and " = " in line]
+    verdict = next((line.strip() for line in text.splitlines() if "verdict" in line), "")
+    return statuses, chosen, verdict, result.stderr
+
+
+@pytest.mark.parametrize("path", ["--gpus 0", "--cluster local"])
+def test_the_lanes_path_on_one_gpu_makes_the_plain_paths_choice(tmp_path, evo_cache, path):
+    if "cluster" in path and RAY:
+        pytest.skip(RAY)
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "lanes").mkdir()
+    plain = _retune(tmp_path / "plain", evo_cache)
+    lanes = _retune(tmp_path / "lanes", evo_cache, *path.split())
+    assert "1 lanes (pycuda on NVIDIA" in lanes[3], lanes[3]
+    assert lanes[0] == plain[0], "the same candidates, the same statuses (BUG=1: wrong-answer on both)"
+    assert any(status == "wrong-answer" for _, status in lanes[0])
+    assert lanes[1] == plain[1], (plain[1:3], lanes[1:3])
+
+
+def test_two_lanes_calibrate_to_one_baseline_and_share_the_candidates(tmp_path):
+    from nvcc_evo.acf.parse import parse_text
+    from nvcc_evo.driver.candidate import CompileJob, compile_candidate
+    from nvcc_evo.driver.toolkit import load_toolkit
+    from nvcc_evo.driver.wrapper import find_real_nvcc
+    from nvcc_evo.measure import Measurer
+    from nvcc_evo.measure.gpu import GpuBench, WorkerPool
+    from nvcc_evo.search.lanes import Lane, LaneSet
+    shutil.copy(DATA / "cuda" / "faulty.cu", tmp_path / "faulty.cu")
+    bench = parse_text('acf 1\nunit "faulty.cu" {' + BENCH + '}\n').units[0].bench
+    pools, lanes = [WorkerPool(device=0), WorkerPool(device=0)], None     # two measuring processes, as on two GPUs
+    try:
+        toolkit = load_toolkit(find_real_nvcc())
+        job = CompileJob(toolkit.nvcc, ("-c", "faulty.cu"), str(tmp_path), "faulty.cu", pools[0].hello["arch"])
+        builds = {block: compile_candidate(replace(job, flags=(f"-DBLOCK={block}",))) for block in (256, 128, 512, 1024)}
+        benches = [GpuBench(bench, pool, job.arch, lambda genome: {"BLOCK": genome}, energy=False) for pool in pools]
+        lanes = LaneSet([Lane(i, Measurer(b.measure, ("runtime",), race=b.race_against), f"lane {i}")
+                         for i, b in enumerate(benches)])
+        runs = lanes.calibrate(256, ("-DBLOCK=256",), builds[256])
+        assert all(run.ok for run in runs), runs
+        assert 0.9 < lanes.lanes[1].scale["runtime"] < 1.1, lanes.lanes[1].scale     # one GPU model: about 1
+        answers = list(lanes.pool.map(lambda block: lanes.measure(block, (), builds[block]), (128, 512, 1024, 128)))
+        assert all(a.ok for a in answers), answers
+        assert all(b.reference is not None for b in benches), "each lane holds its own baseline's outputs"
+    finally:
+        if lanes is not None:
+            lanes.close()
+        for pool in pools:
+            pool.close()
