@@ -94,3 +94,21 @@ def test_two_lanes_calibrate_to_one_baseline_and_share_the_candidates(tmp_path):
             lanes.close()
         for pool in pools:
             pool.close()
+
+
+def test_a_resumed_search_compares_its_candidates_with_the_baseline_measured_again(tmp_path, evo_cache):
+    """The second run reads 2 evaluations back and measures the rest: the
+    baseline first (its outputs are the reference), so every BUG=1 build is
+    wrong and every other one right, whichever came first."""
+    shutil.copy(DATA / "cuda" / "faulty.cu", tmp_path / "faulty.cu")
+    (tmp_path / "nvcc-evo.acf").write_text(ACF)
+    for budget in ("2", "5"):
+        result = run_evo("--retune", "--backend", "pycuda", "--evaluations", budget, "--seed", "1", "--progress",
+                         "lines", cwd=tmp_path, env=evo_env(evo_cache))
+        assert result.returncode == 0, result.stderr
+    records = Store(tmp_path / ".nvcc-evo" / "results.jsonl").read()
+    baseline = [r for r in records if not r.flags]                  # the build's own flags: no -D of the space
+    assert len(baseline) == 2 and all(r.measurement.ok for r in baseline)     # measured in each run
+    for record in records:
+        wrong = record.genome.value("define.BUG") == 1
+        assert (record.measurement.status == "wrong-answer") == wrong, (record.genome, record.measurement)
