@@ -64,14 +64,14 @@ def append_log(path: str, cwd: str, argv: list[str], acf: str = "", added=(), pa
         log.write(json.dumps(line) + "\n")
 
 
-def replace_file(path, text: str) -> None:
-    """Write a cache file (compile database, ACF index, toolkit facts) by a
+def replace_file(path, text: str | bytes) -> None:
+    """Write a cache file (compile database, ACF index, toolkit facts, a cubin) by a
     temporary file and one rename, so that parallel builds never read half of
     one; the temporary goes if the write fails. (ACFs themselves go through
     nvcc_evo.acf.write, which also locks, syncs to disk and keeps links, mode and spelling.)"""
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        with open(tmp, "w") as out:
+        with open(tmp, "wb" if isinstance(text, bytes) else "w") as out:
             out.write(text)
         os.replace(tmp, path)
     except BaseException:

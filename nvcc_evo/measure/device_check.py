@@ -81,7 +81,7 @@ def compile_kernels(arch: str, nvcc: str | None = None, cache: Path | None = Non
     """The comparison kernels' cubin for `arch` (sm_90), built with the real
     nvcc once and cached by source, arch and nvcc binary; None where nvcc is
     missing or fails (the host check is then used)."""
-    from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc
+    from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc, replace_file
     from nvcc_evo.driver.toolkit import cache_folder
     try:
         nvcc = nvcc or find_real_nvcc()
@@ -106,9 +106,7 @@ def compile_kernels(arch: str, nvcc: str | None = None, cache: Path | None = Non
         cubin = out.read_bytes()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(cubin)
-        os.replace(tmp, path)
+        replace_file(path, cubin)
     except OSError:
         pass                          # an unwritable cache: compiled again next time
     return cubin
