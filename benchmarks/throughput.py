@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from statistics import median
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -107,11 +108,7 @@ REQUIRES    }
     tune {
         minimize runtime
     }
-SOFTMAX_BENCH
-}
-"""
-
-SOFTMAX = SOFTMAX.replace("SOFTMAX_BENCH", BENCH)
+""" + BENCH + "\n}\n"
 
 # name -> (the unit's source, the ACF's unit text, a thin source that includes another, or None)
 KERNELS = {
@@ -228,9 +225,8 @@ def summary(rows, objective: str) -> str:
         mine = [row for row in rows if row[0] == kernel]
         rates = sorted(fast["binaries_per_min"] / full["binaries_per_min"] for _, _, full, fast in mine)
         bests = sorted(full["best"] / fast["best"] for _, _, full, fast in mine)
-        mid = lambda v: v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
-        lines.append(f"| {kernel} | {len(mine)} | {mid(rates):.2f}x ({rates[0]:.2f}-{rates[-1]:.2f}) | "
-                     f"{mid(bests):.4f} ({bests[0]:.4f}-{bests[-1]:.4f}) |")
+        lines.append(f"| {kernel} | {len(mine)} | {median(rates):.2f}x ({rates[0]:.2f}-{rates[-1]:.2f}) | "
+                     f"{median(bests):.4f} ({bests[0]:.4f}-{bests[-1]:.4f}) |")
     return "\n".join(lines) + "\n"
 
 

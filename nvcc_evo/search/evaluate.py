@@ -195,7 +195,7 @@ class Evaluator:
                                      for g, f in zip(genomes, flags)], self.workers, self.ptx)
         else:
             finished = ((i, None) for i in range(len(genomes)))
-        done = {index: self._take(genomes[index], flags[index], result) for index, result in finished}
+        done = {index: self.take(genomes[index], flags[index], result) for index, result in finished}
         return [done[i] for i in range(len(genomes))]
 
     def start(self, genomes: list[Genome]) -> "Started":
@@ -215,7 +215,7 @@ class Evaluator:
         compile ended first); with lanes, on whichever lane is free."""
         if self.lanes is not None:
             return self.lanes.finish(self, started, begin, end)
-        return [self._take(started.genomes[i], started.flags[i], self.compiled(started, i))
+        return [self.take(started.genomes[i], started.flags[i], self.compiled(started, i))
                 for i in range(begin, end)]
 
     def compiled(self, started: "Started", index: int) -> CompileResult | None:
@@ -231,14 +231,13 @@ class Evaluator:
             self.compiler.close(cancel=True)
             self.compiler = None
 
-    def _take(self, genome: Genome, flag_list: tuple[str, ...], result: CompileResult | None) -> Evaluation:
+    def take(self, genome: Genome, flag_list: tuple[str, ...], result: CompileResult | None) -> Evaluation:
         """One compiled candidate measured (or its binary's measurement reused), stored, counted
         (from several lanes' threads at once: the bookkeeping under `guard`)."""
         measurement, digest = self._measure_once(genome, flag_list, result)
         with self.guard:
             return self._record(genome, flag_list, measurement, digest)
 
-    take = _take
 
     def _record(self, genome, flag_list, measurement: Measurement, digest: str) -> Evaluation:
         self.measured[genome] = measurement
