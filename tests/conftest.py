@@ -11,6 +11,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
+# The bench block of tests/data/cuda/faulty.cu (a saxpy with BUG, SKIP and CRASH switches) for the GPU tests.
+FAULTY_BENCH = '''
+    bench {
+        kernel saxpy
+        let N = 1024 * 1024 * 32
+        arg n : i32 = N
+        arg a : f32 = 2.0
+        arg x : f32[N] = random(seed=3)
+        arg y : f32[N] = random(seed=4)
+        grid (cdiv(N, BLOCK))
+        block (BLOCK)
+        check y rtol 1e-6
+    }
+'''
 
 
 def pytest_collection_modifyitems(config, items):

@@ -7,26 +7,12 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import DATA, evo_env, run_evo
+from conftest import DATA, FAULTY_BENCH as BENCH, evo_env, run_evo
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.driver.candidate import CompileJob, compile_candidate
 from nvcc_evo.measure.stats import summarize
 
 pytestmark = pytest.mark.gpu
-
-BENCH = '''
-    bench {
-        kernel saxpy
-        let N = 1024 * 1024 * 32
-        arg n : i32 = N
-        arg a : f32 = 2.0
-        arg x : f32[N] = random(seed=3)
-        arg y : f32[N] = random(seed=4)
-        grid (cdiv(N, BLOCK))
-        block (BLOCK)
-        check y rtol 1e-6
-    }
-'''
 
 
 @pytest.fixture(scope="module")

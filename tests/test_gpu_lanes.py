@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import DATA, evo_env, run_evo
+from conftest import DATA, FAULTY_BENCH as BENCH, evo_env, run_evo
 from nvcc_evo.search.store import Store
 
 pytestmark = pytest.mark.gpu
@@ -21,19 +21,7 @@ try:
 except ImportError:
     RAY = "needs Ray (pip install 'nvcc-evo[cluster]')"
 
-BENCH = '''
-    bench {
-        kernel saxpy
-        let N = 1024 * 1024 * 32
-        arg n : i32 = N
-        arg a : f32 = 2.0
-        arg x : f32[N] = random(seed=3)
-        arg y : f32[N] = random(seed=4)
-        grid (cdiv(N, BLOCK))
-        block (BLOCK)
-        check y rtol 1e-6
-    }
-'''
+
 ACF = ('acf 1\nunit "faulty.cu" {\n    search {\n        define.BLOCK in {32, 256, 1024}\n'
        '        define.BUG in {0, 1}\n    }\n    tune {\n        minimize runtime\n    }' + BENCH + '}\n')
 
