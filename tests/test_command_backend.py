@@ -32,6 +32,26 @@ def _harness(tmp_path, evo_cache, space: str):
     return project, env
 
 
+def _spill_project(folder, run: str, bench: list[str], cubin_flags: str = ""):
+    """tests/data/cuda/spill.cu in `folder` with an ACF searching
+    ptxas.opt_level in {1, 3}, its bench command building the cubin through
+    nvcc-evo and then `run`, and these further bench lines; the ACF's path."""
+    shutil.copy(DATA / "cuda" / "spill.cu", folder / "spill.cu")
+    acf = folder / "nvcc-evo.acf"
+    lines = "".join(f"        {line}\n" for line in bench)
+    acf.write_text(f"""acf 1
+unit "spill.cu" {{
+    search {{
+        ptxas.opt_level in {{1, 3}}
+    }}
+    bench {{
+        command "{EVO} -arch=sm_90 -cubin {cubin_flags}spill.cu -o spill.cubin && {run}"
+{lines}    }}
+}}
+""")
+    return acf
+
+
 def _provenance(acf_text: str) -> dict:
     from nvcc_evo.acf.parse import parse_text
     target = parse_text(acf_text).units[0].targets[0]
@@ -76,21 +96,9 @@ def test_a_winner_that_was_noise_keeps_the_baseline(tmp_path, evo_cache):
     """The search sees a candidate 5% ahead; re-run interleaved, the metric is
     pure noise (the same for every candidate): the baseline is kept, and the
     provenance says why."""
-    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
     (tmp_path / "noise.py").write_text(NOISE)
-    (tmp_path / "nvcc-evo.acf").write_text(f'''acf 1
-unit "spill.cu" {{
-    search {{
-        ptxas.opt_level in {{1, 3}}
-    }}
-    bench {{
-        command "{EVO} -arch=sm_90 -cubin spill.cu -o spill.cubin && {sys.executable} noise.py"
-        metric time "time ([0-9.]+) ms"
-        check command "test -s spill.cubin"
-        confirm rounds 6
-    }}
-}}
-''')
+    _spill_project(tmp_path, f"{sys.executable} noise.py",
+                   ['metric time "time ([0-9.]+) ms"', 'check command "test -s spill.cubin"', "confirm rounds 6"])
     result = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=evo_env(evo_cache))
     assert result.returncode == 0, result.stderr
     assert "baseline kept: gain not significant" in result.stdout
@@ -115,18 +123,7 @@ def test_a_command_that_does_not_rebuild_fails_and_says_why(tmp_path, evo_cache)
 def test_flags_the_build_overrides_fail_the_candidate(tmp_path, evo_cache):
     """The build's own ptxas -O3 wins over the candidate's -O1 (the user's
     flag is never overridden): the candidate was not what ran, so it fails."""
-    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
-    (tmp_path / "nvcc-evo.acf").write_text(f'''acf 1
-unit "spill.cu" {{
-    search {{
-        ptxas.opt_level in {{1, 3}}
-    }}
-    bench {{
-        command "{EVO} -arch=sm_90 -cubin -Xptxas -O3 spill.cu -o spill.cubin && echo 'time 1 ms'"
-        metric time "time ([0-9.]+) ms"
-    }}
-}}
-''')
+    _spill_project(tmp_path, "echo 'time 1 ms'", ['metric time "time ([0-9.]+) ms"'], cubin_flags="-Xptxas -O3 ")
     result = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=evo_env(evo_cache))
     assert "flags-not-applied" in result.stderr, result.stderr
     assert "missing -O1" in result.stderr and "baseline kept" in result.stdout
@@ -189,19 +186,7 @@ def test_the_readme_shows_the_example_projects_acf_and_its_language_example_chec
 
 
 def test_results_of_another_bench_command_are_not_reused(tmp_path, evo_cache):
-    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
-    acf = tmp_path / "nvcc-evo.acf"
-    acf.write_text(f'''acf 1
-unit "spill.cu" {{
-    search {{
-        ptxas.opt_level in {{1, 3}}
-    }}
-    bench {{
-        command "{EVO} -arch=sm_90 -cubin spill.cu -o spill.cubin && echo 'time 2 ms, 1 ms'"
-        metric time "([0-9]+) ms"
-    }}
-}}
-''')
+    acf = _spill_project(tmp_path, "echo 'time 2 ms, 1 ms'", ['metric time "([0-9]+) ms"'])
     env = evo_env(evo_cache)
     first = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=env)
     assert first.returncode == 0, first.stderr
@@ -223,25 +208,13 @@ def test_a_failed_confirmation_run_keeps_the_baseline_and_says_what_failed(tmp_p
     longer run) prints a mismatch, or exits with an error: never written, and
     the verdict says which run failed and how, in the command's own terms
     (not the GPU backend's "wrong on fresh inputs")."""
-    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
     (tmp_path / "run.py").write_text(
         "import os\n"
         "tuned = bool(os.environ['NVCC_EVO_CANDIDATE_FLAGS'])\n"
         "if tuned and os.environ['NVCC_EVO_PHASE'] == 'confirm':\n"
         f"    {failure}\n"
         "print('time %d ms' % (5 if tuned else 10))\n")
-    (tmp_path / "nvcc-evo.acf").write_text(f'''acf 1
-unit "spill.cu" {{
-    search {{
-        ptxas.opt_level in {{1, 3}}
-    }}
-    bench {{
-        command "{EVO} -arch=sm_90 -cubin spill.cu -o spill.cubin && {sys.executable} run.py"
-        metric time "time ([0-9.]+) ms"
-        check not "Mismatch"
-    }}
-}}
-''')
+    _spill_project(tmp_path, f"{sys.executable} run.py", ['metric time "time ([0-9.]+) ms"', 'check not "Mismatch"'])
     result = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=evo_env(evo_cache))
     assert result.returncode == 0, result.stderr
     expected = f"the chosen candidate's confirmation run 1 of 10 {said}"
@@ -257,25 +230,13 @@ def test_the_baseline_is_run_again_after_the_search_and_its_drift_reported(tmp_p
     """The command backend's drift: the baseline rebuilt and run after the
     search (NVCC_EVO_PHASE=drift), its metric against its first runs',
     reported on stderr and in the end report."""
-    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
     (tmp_path / "run.py").write_text(
         "import os\n"
         "tuned, phase = bool(os.environ['NVCC_EVO_CANDIDATE_FLAGS']), os.environ['NVCC_EVO_PHASE']\n"
         "open('phases.log', 'a').write(f'{phase} {tuned}\\n')\n"
         "print('time %d ms' % (5 if tuned else 11 if phase == 'drift' else 10))\n")
-    (tmp_path / "nvcc-evo.acf").write_text(f'''acf 1
-unit "spill.cu" {{
-    search {{
-        ptxas.opt_level in {{1, 3}}
-    }}
-    bench {{
-        command "{EVO} -arch=sm_90 -cubin spill.cu -o spill.cubin && {sys.executable} run.py"
-        metric time "time ([0-9.]+) ms"
-        confirm rounds 6
-        repeat 2
-    }}
-}}
-''')
+    _spill_project(tmp_path, f"{sys.executable} run.py",
+                   ['metric time "time ([0-9.]+) ms"', "confirm rounds 6", "repeat 2"])
     result = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=evo_env(evo_cache))
     assert result.returncode == 0, result.stderr
     assert '"spill.cu" [sm_90]: baseline drift +10.00% (the baseline built and run again after the search' \
@@ -293,7 +254,6 @@ def test_the_confirmation_compiles_nothing_the_command_rebuilds_itself(tmp_path,
     facts) and nothing more for the confirmation. A counting nvcc (the real
     one behind a script) logs every compile the retune makes (`--keep-dir`:
     the retune's candidate builds; the command's own go through the wrapper)."""
-    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
     calls = tmp_path / "calls.log"
     counting = tmp_path / "bin" / "nvcc"
     counting.parent.mkdir()
@@ -301,18 +261,7 @@ def test_the_confirmation_compiles_nothing_the_command_rebuilds_itself(tmp_path,
     counting.chmod(0o755)
     (tmp_path / "run.py").write_text(
         "import os\nprint('time %d ms' % (5 if os.environ['NVCC_EVO_CANDIDATE_FLAGS'] else 10))\n")
-    (tmp_path / "nvcc-evo.acf").write_text(f'''acf 1
-unit "spill.cu" {{
-    search {{
-        ptxas.opt_level in {{1, 3}}
-    }}
-    bench {{
-        command "{EVO} -arch=sm_90 -cubin spill.cu -o spill.cubin && {sys.executable} run.py"
-        metric time "time ([0-9.]+) ms"
-        confirm rounds 6
-    }}
-}}
-''')
+    _spill_project(tmp_path, f"{sys.executable} run.py", ['metric time "time ([0-9.]+) ms"', "confirm rounds 6"])
     result = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path,
                      env=evo_env(evo_cache, counting))
     assert result.returncode == 0, result.stderr
