@@ -13,7 +13,8 @@ from nvcc_evo.measure.gpu_worker import POISON, to_storage
 
 pytestmark = pytest.mark.gpu
 
-COUNT = 3 * 1024 * 1024 + 17          # more than one grid-stride pass, and not a multiple of the block
+COUNT = 3 * 1024 * 1024 + 17
+INTEGERS = {d for d in DTYPES if not d.startswith(("f", "bf"))}      # checked exactly          # more than one grid-stride pass, and not a multiple of the block
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def plan_for(dtype: str, exact: bool) -> BenchPlan:
 
 def values(dtype: str) -> np.ndarray:
     rng = np.random.default_rng(7)
-    if DTYPES[dtype][1].startswith(("int", "uint")) and dtype != "bf16":
+    if dtype in INTEGERS:
         return to_storage(rng.integers(0, 100, COUNT), dtype)
     return to_storage(rng.uniform(-4, 4, COUNT), dtype)
 
@@ -41,8 +42,7 @@ def spoiled(base: np.ndarray, plan: BenchPlan, dtype: str, how: str) -> np.ndarr
     out = base.copy()
     if how == "one-off":          # the last element, 50 more (integers: modulo 100, as they were drawn)
         last = as_reference({"y": base}, plan)["y"][-1] + 50
-        out[COUNT - 1] = to_storage(np.array([last % 100 if base.dtype.kind in "iu" and dtype != "bf16"
-                                              else last]), dtype)[0]
+        out[COUNT - 1] = to_storage(np.array([last % 100 if dtype in INTEGERS else last]), dtype)[0]
     elif how == "unwritten":
         out.view(np.uint8)[:out.itemsize] = POISON
     return out
@@ -51,8 +51,7 @@ def spoiled(base: np.ndarray, plan: BenchPlan, dtype: str, how: str) -> np.ndarr
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 @pytest.mark.parametrize("how", ["same", "one-off", "unwritten"])
 def test_the_device_check_agrees_with_the_host_check(device, dtype, how):
-    exact = not dtype.startswith(("f", "bf"))
-    plan = plan_for(dtype, exact)
+    plan = plan_for(dtype, exact=dtype in INTEGERS)
     base = values(dtype)
     reference = as_reference({"y": base}, plan)
     got = spoiled(base, plan, dtype, how)
