@@ -23,7 +23,7 @@ usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's t
        nvcc-evo --retune [UNIT-GLOB...] [--all] [--target sm_XX] [--acf FILE]
                 [--evaluations N] [--generations N] [--time-limit S] [--patience N]
                 [--population N] [--seed N] [--jobs N] [--timeout S] [--device N] [--dry-run] [--full-protocol]
-                [--gpus all|count:N|0,2] [--cluster ray://HEAD:PORT|local[:N]]
+                [--gpus all|count:N|0,2] [--cluster ray://HEAD:PORT|local[:N]] [--at-once N]
                 [--backend auto|pycuda|static|command|replay] [--replay JSONL] [--progress auto|bar|lines]
                                                search each stale unit's knobs and write them to the ACF
                                                (defaults: nvcc-evo.toml beside the ACF, or pyproject.toml's
@@ -133,6 +133,9 @@ def retune(rest: list[str]) -> int:
     parser.add_argument("--cluster", metavar="ray://HEAD:PORT|local[:N]",
                         help="compile and measure on a Ray cluster (needs nvcc-evo[cluster]); local:N: a Ray of "
                              "N workers on this machine")
+    parser.add_argument("--at-once", type=int, metavar="N",
+                        help="tune N (unit, target) pairs at once, sharing the compile slots and the GPUs (default 1; "
+                             "on a cluster, as many as its CPUs keep compiling)")
     parser.add_argument("--progress", choices=("auto", "bar", "lines"),
                         help="auto (default): a live bar when stderr is a terminal, else one line per generation")
     parser.add_argument("--dry-run", action="store_true", help="list what would be retuned, and why; tune nothing")

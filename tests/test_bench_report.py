@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 
 from conftest import ROOT
 from nvcc_evo.acf.benchspec import plan_bench
@@ -113,6 +114,7 @@ class FakePool:
     bench's wiring is exercised without a GPU."""
 
     hello = {"name": "fake", "cc": "9.0", "arch": "sm_90", "driver": "none", "nvml": True}
+    lock = threading.RLock()         # WorkerPool's: one request at a time
 
     def __init__(self):
         from nvcc_evo.search.measurers import load_reference

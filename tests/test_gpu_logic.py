@@ -3,6 +3,7 @@ poison, output checks, and the worker pool's replacement of a dead worker."""
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import replace
 import time
 
@@ -199,6 +200,7 @@ class CountingPool:
 
     hello = {"name": "fake", "nvml": False}
     replaced = 0
+    lock = threading.RLock()         # WorkerPool's: one request at a time
 
 
 def test_the_reference_is_sent_to_the_measuring_process_once_and_again_after_a_replacement():

@@ -4,6 +4,7 @@ outputs (the real one is exercised by tests/test_gpu*.py on the H200)."""
 from __future__ import annotations
 
 import shutil
+import threading
 
 import numpy as np
 import pytest
@@ -29,6 +30,7 @@ class CannedPool:
 
     hello = {"nvml": False}
     replaced = 0
+    lock = threading.RLock()         # WorkerPool's: one request at a time
 
     def __init__(self, outputs):
         self.outputs, self.references = list(outputs), {}

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from nvcc_evo.driver.nvcc_options import rebuild_argv
 from nvcc_evo.driver.split import PTXAS_STEP, read_steps
-from nvcc_evo.system.leftovers import kill_running, private_folder, run_in_group
+from nvcc_evo.system.leftovers import OWNER, kill_running, private_folder, run_in_group
 
 # Options of the build's command line that a candidate compile replaces.
 REPLACED = {"--output-file", "--generate-code", "--gpu-architecture", "--gpu-code",
@@ -228,19 +228,44 @@ def run_ptxas(command: list[str], cwd: str, env: dict[str, str], timeout: float)
     return run_in_group(command, cwd=cwd, env=env, timeout=timeout)
 
 
-def compile_each(jobs: list[CompileJob], workers: int | None = None, ptx: PtxCache | None = None):
+def _compile_as(owner, job: CompileJob, ptx: "PtxCache | None", slots) -> CompileResult:
+    """One candidate compiled as `owner`'s (the groups it starts are killed
+    by `kill_running(owner)`), in one of `slots` (a semaphore the compiles of
+    several searches at once share: no more of them run than the retune's
+    jobs), or at once without."""
+    token = OWNER.set(owner)
+    try:
+        if slots is None:
+            return compile_candidate(job, ptx)
+        with slots:
+            if getattr(owner, "closed", False):            # cancelled while it waited for a slot
+                return CompileResult("cancelled", 0.0, "")
+            return compile_candidate(job, ptx)
+    finally:
+        OWNER.reset(token)
+
+
+class _Batch:
+    """The owner of one compile_each's groups."""
+    closed = False
+
+
+def compile_each(jobs: list[CompileJob], workers: int | None = None, ptx: PtxCache | None = None, slots=None):
     """Candidates compile in parallel on the CPU cores; yields (index, result)
     as each finishes, so the caller can store it before the next one. An
     interrupt kills the compiles still running (they are in groups of their
-    own, which a Ctrl-C at the terminal does not reach)."""
+    own, which a Ctrl-C at the terminal does not reach): these compiles only,
+    not another search's."""
     pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2)
+    batch = _Batch()
     try:
-        futures = {pool.submit(compile_candidate, job, ptx): i for i, job in enumerate(jobs)}
+        futures = {pool.submit(_compile_as, batch, job, ptx, slots): i for i, job in enumerate(jobs)}
         for future in as_completed(futures):
             yield futures[future], future.result()
     except BaseException:
+        batch.closed = True
         pool.shutdown(wait=False, cancel_futures=True)
-        kill_running()
+        kill_running(batch)
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -249,14 +274,15 @@ def compile_each(jobs: list[CompileJob], workers: int | None = None, ptx: PtxCac
 class Compiler:
     """A compile pool that outlives one batch: `submit` returns at once, so
     the next batch compiles while this one is measured. An interrupt while
-    waiting kills the compiles still running."""
+    waiting kills the compiles still running (this pool's: several searches
+    at once each have one, sharing `slots`)."""
 
-    def __init__(self, workers: int | None = None, ptx: PtxCache | None = None):
+    def __init__(self, workers: int | None = None, ptx: PtxCache | None = None, slots=None):
         self.pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2)
-        self.ptx = ptx
+        self.ptx, self.slots, self.closed = ptx, slots, False
 
     def submit(self, jobs: list[CompileJob]) -> list:
-        return [self.pool.submit(compile_candidate, job, self.ptx) for job in jobs]
+        return [self.pool.submit(_compile_as, self, job, self.ptx, self.slots) for job in jobs]
 
     def result(self, future) -> CompileResult:
         """The compile's result, once it is done."""
@@ -268,8 +294,9 @@ class Compiler:
 
     def close(self, cancel: bool = False) -> None:
         if cancel:
+            self.closed = True
             self.pool.shutdown(wait=False, cancel_futures=True)
-            kill_running()
+            kill_running(self)
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 

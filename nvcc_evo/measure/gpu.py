@@ -9,6 +9,7 @@ every candidate is compared with them within the bench spec's tolerances
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -27,13 +28,16 @@ RACE_MARGIN = 0.02      # slower than the incumbent by more than this (or its sp
 
 
 class WorkerPool:
-    """One measuring process, replaced whenever a candidate breaks it."""
+    """One measuring process, replaced whenever a candidate breaks it. One
+    request at a time (`lock`: several searches at once share a GPU, and
+    never time on it at once)."""
 
     def __init__(self, target: Callable | None = None, timeout: float = 120.0, device: int = 0):
         from nvcc_evo.measure.gpu_worker import worker_main
         self.target, self.timeout, self.device = target or worker_main, timeout, device
         self.context = multiprocessing.get_context("spawn")
         self.replaced = 0
+        self.lock = threading.RLock()
         self.hello = self._start()
 
     def _start(self) -> dict:
@@ -61,6 +65,10 @@ class WorkerPool:
         self.hello = self._start()
 
     def request(self, message: dict, timeout: float | None = None) -> dict:
+        with self.lock:
+            return self._request(message, timeout)
+
+    def _request(self, message: dict, timeout: float | None) -> dict:
         try:
             self.connection.send(message)
             if not self.connection.poll(timeout or self.timeout):
@@ -132,9 +140,11 @@ class GpuBench:
         first = self.reference is None         # the first measurement is the baseline's
         request = {"cubin": result.cubin, "plan": plan, "time": True, "min_seconds": self.min_seconds,
                    "race": self.incumbent, "settle": self.settle, "energy": self.energy and self.pool.hello.get("nvml"),
-                   "outputs": first, **self._comparison(plan, first)}
+                   "outputs": first}
         sent = time.perf_counter()
-        answer = self.pool.request(request)
+        with self.pool.lock:                   # the references it holds are this process's (see _comparison)
+            request.update(self._comparison(plan, first))
+            answer = self.pool.request(request)
         costs = dict(answer.get("costs", {}))
         costs["other"] = time.perf_counter() - sent - sum(costs.values())    # the pipe, pickling, a restart
         measurement = self._judge(answer, plan, result.cubin, compiled, first)
@@ -209,7 +219,14 @@ class GpuBench:
 def verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[bytes, BenchPlan],
            rounds: int = 10) -> tuple[Verdict, str]:
     """Re-measure the winner against the baseline, interleaved A B A B, and
-    check the winner once more on fresh random inputs."""
+    check the winner once more on fresh random inputs (nothing else on
+    this GPU meanwhile: the pool is held throughout)."""
+    with pool.lock:
+        return _verify(pool, baseline, chosen, rounds)
+
+
+def _verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[bytes, BenchPlan],
+            rounds: int) -> tuple[Verdict, str]:
     medians = {"a": [], "b": []}
     for _ in range(rounds):
         for side, (cubin, plan) in (("a", baseline), ("b", chosen)):

@@ -22,6 +22,7 @@ Never a crash of the retune.
 """
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +32,7 @@ from nvcc_evo.errors import EnvironmentProblem, UsageError
 from nvcc_evo.search.lanes import LOST, Lane, LaneLost, LaneSet
 
 RETRIES = 1          # Ray's own retries of a task whose worker died, before it counts as lost
+_SEARCHES = itertools.count(1)   # the searches measuring on the GPU actors, one key each
 
 
 def parse(spec: str) -> tuple[str | None, int | None]:
@@ -98,34 +100,38 @@ def reuse_remote(job, first: list) -> CompileResult:
 
 
 class MeasuringActor:
-    """One GPU's lane: a Measurer made on that GPU (its own measuring process and baseline)."""
+    """One GPU of the cluster for the whole retune: its measuring process
+    (gpu_pool(0): Ray gives the actor its own GPU) and a Measurer per search
+    measuring there, by key. Several searches at once share the GPU; an actor
+    runs one call at a time, so no two candidates are ever timed together."""
 
-    def __init__(self, factory):
-        self.measurer = factory()
+    def __init__(self):
+        self.measurers: dict = {}
 
-    def describe(self) -> tuple:
-        m = self.measurer
+    def hello(self) -> dict:
+        from nvcc_evo.search.measurers import gpu_pool
+        return dict(gpu_pool(0).hello)
+
+    def add(self, key: str, factory) -> tuple:
+        """A search's Measurer, made here; what the driver needs of it."""
+        m = self.measurers[key] = factory()
         return m.objectives, m.device, m.describe, m.hello, m.primary, m.maximize, m.build, m.race is not None
 
-    def measure(self, genome, flags, result):
-        return self.measurer.measure(genome, flags, result)
+    def drop(self, key: str) -> None:
+        self.measurers.pop(key, None)
 
-    def race(self, median: float, spread: float) -> None:
-        self.measurer.race(median, spread)
+    def measure(self, key: str, genome, flags, result):
+        return self.measurers[key].measure(genome, flags, result)
 
-    def drift(self):
-        return self.measurer.drift()
+    def race(self, key: str, median: float, spread: float) -> None:
+        self.measurers[key].race(median, spread)
 
-    def confirm(self, baseline, chosen):
-        return self.measurer.confirm(baseline, chosen)
+    def drift(self, key: str):
+        return self.measurers[key].drift()
 
-
-def gpu_hello() -> dict:
-    from nvcc_evo.search.measurers import close_pool, gpu_pool
-    try:
-        return dict(gpu_pool(0).hello)
-    finally:
-        close_pool()
+    def confirm(self, key: str, baseline, chosen, builds: dict):
+        """The confirmation on this GPU, of the two builds the driver made."""
+        return self.measurers[key].confirm(baseline, chosen, builds.__getitem__)
 
 
 # ---------------------------------------------------------------- the driver's side
@@ -135,6 +141,7 @@ class Cluster:
         self.compile_task = ray.remote(num_cpus=1, max_retries=RETRIES)(compile_remote)
         self.reuse_task = ray.remote(num_cpus=1, max_retries=RETRIES)(reuse_remote)
         self.actors: list = []
+        self._gpu_actors: list | None = None
 
     def resources(self) -> dict:
         return self.ray.cluster_resources()
@@ -151,10 +158,26 @@ class Cluster:
         """`auto`: pycuda where the cluster has GPUs, else static."""
         return backend if backend != "auto" else ("pycuda" if self.gpus else "static")
 
+    def gpu_actors(self) -> list:
+        """(actor, its GPU's hello) for each GPU of the cluster, made once for
+        the whole retune (the searches run after or beside one another share
+        them: an actor holds its GPU until the retune ends)."""
+        if self._gpu_actors is None:
+            actor = self.ray.remote(num_cpus=0, num_gpus=1, max_restarts=0)(MeasuringActor)
+            made = [actor.remote() for _ in range(self.gpus)]
+            self.actors += made
+            try:
+                self._gpu_actors = [(handle, self._get(handle.hello.remote())) for handle in made]
+            except LaneLost as lost:
+                raise EnvironmentProblem(f"the cluster {self.spec}: a GPU's measuring actor did not start "
+                                         f"({lost})") from None
+        return self._gpu_actors
+
     def gpu_arch(self) -> str:
+        """The SASS architecture of the cluster's first GPU (the default target)."""
         if not self.gpus:
             raise EnvironmentProblem(f"the cluster {self.spec} has no GPU for the pycuda backend")
-        return self.ray.get(self.ray.remote(num_gpus=1, max_retries=RETRIES)(gpu_hello).remote())["arch"]
+        return self.gpu_actors()[0][1]["arch"]
 
     def compiler(self, reuse: bool) -> "RayCompiler":
         return RayCompiler(self, reuse)
@@ -170,23 +193,21 @@ class Cluster:
                                                               f"worker(s)"), "this machine")])
         if not self.gpus:
             raise EnvironmentProblem(f"the cluster {self.spec} has no GPU for the pycuda backend")
+        everyone = self.gpu_actors()
+        mine = [(handle, hello) for handle, hello in everyone if hello.get("arch") == task.arch]
+        if not mine:
+            raise EnvironmentProblem(f"{task}: the cluster {self.spec} has no GPU of {task.arch} (its GPUs: "
+                                     + ", ".join(sorted({f"{h.get('name')} ({h.get('arch')})" for _, h in everyone}))
+                                     + ")")
+        model = mine[0][1].get("name")       # never mixed in one comparison: one model only
+        mine = [(handle, hello) for handle, hello in mine if hello.get("name") == model]
+        key = f"{task} #{next(_SEARCHES)}"
         factory = _gpu_factory(task, acf_path, context, options.timeout, space_defaults, full)
-        return self.actor_lanes(factory, self.gpus, num_gpus=1)
-
-    def actor_lanes(self, factory, count: int, num_gpus: float = 0) -> LaneSet:
-        """One measuring actor per lane, each holding a Measurer made by `factory` there."""
-        actor = self.ray.remote(num_cpus=0, num_gpus=num_gpus, max_restarts=0)(MeasuringActor)
-        made = [actor.remote(factory) for _ in range(count)]
-        self.actors += made
         lanes = []
-        for i, handle in enumerate(made):
-            objectives, device, describe, hello, primary, maximize, build, races = self._get(handle.describe.remote())
-            lanes.append(Lane(i, _actor_measurer(self, handle, objectives, device, describe, hello, primary,
-                                                 maximize, build, races), f"ray actor {i} ({device})"))
-        models = {lane.measurer.device for lane in lanes}
-        if len(models) > 1:               # never mixed in one comparison: lane 0's model only
-            lanes = [lane for lane in lanes if lane.measurer.device == lanes[0].measurer.device]
-        return LaneSet([Lane(i, lane.measurer, lane.name) for i, lane in enumerate(lanes)])
+        for i, (handle, hello) in enumerate(mine):
+            described = self._get(handle.add.remote(key, factory))
+            lanes.append(Lane(i, _actor_measurer(self, handle, key, *described), f"ray GPU {i} ({hello.get('name')})"))
+        return LaneSet(lanes, closing=lambda: [handle.drop.remote(key) for handle, _ in mine])
 
     def _get(self, ref):
         """A task's or actor call's value; a dead worker, actor or node is LaneLost."""
@@ -200,7 +221,7 @@ class Cluster:
     def close(self) -> None:
         for handle in self.actors:
             self.ray.kill(handle)
-        self.actors = []
+        self.actors, self._gpu_actors = [], None
         self.ray.shutdown()
 
 
@@ -213,16 +234,21 @@ def _gpu_factory(task, acf_path: Path, context, timeout: float, space_defaults: 
     return make
 
 
-def _actor_measurer(cluster: Cluster, handle, objectives, device, describe, hello, primary, maximize, build,
-                    races):
+def _actor_measurer(cluster: Cluster, handle, key: str, objectives, device, describe, hello, primary, maximize,
+                    build, races):
+    """The driver's Measurer of one search on one GPU actor (its calls carry the search's key)."""
     from nvcc_evo.measure import Measurer
     get = cluster._get
-    return Measurer(lambda genome, flags, result: get(handle.measure.remote(genome, flags, result)), objectives,
+
+    def confirm(baseline, chosen, make):       # built here (the driver's toolkit), confirmed on the actor's GPU
+        return get(handle.confirm.remote(key, baseline, chosen, {g: make(g) for g in (baseline, chosen)}))
+
+    return Measurer(lambda genome, flags, result: get(handle.measure.remote(key, genome, flags, result)), objectives,
                     device=device, describe=f"{describe} on the cluster", hello=hello,
-                    confirm=(lambda baseline, chosen: get(handle.confirm.remote(baseline, chosen)))
-                    if hello is not None else None,
-                    drift=lambda: get(handle.drift.remote()), primary=primary, maximize=maximize, build=build,
-                    race=(lambda median, spread: handle.race.remote(median, spread)) if races else None)
+                    confirm=confirm if hello is not None else None,
+                    drift=lambda: get(handle.drift.remote(key)), primary=primary, maximize=maximize, build=build,
+                    race=(lambda median, spread: handle.race.remote(key, median, spread)) if races else None,
+                    fresh_baseline=True)
 
 
 class RayCompiler:

@@ -24,6 +24,12 @@ from nvcc_evo.search.store import Context, Record, Store
 STATIC_DEFAULT = ("spills", "registers")
 
 
+class Stopped(Exception):
+    """The retune is being interrupted (several searches at once: the main
+    thread had the Ctrl-C): nothing more is recorded, a killed compile is
+    not a failed candidate."""
+
+
 @dataclass(frozen=True)
 class Goal:
     """What to minimise, what must hold, and how to pick one point."""
@@ -158,6 +164,8 @@ class Evaluator:
     program_for: Callable[[Genome], str | None] = lambda genome: None   # the ptxas it asks for (None: nvcc's)
     lanes: object | None = None                       # several measuring lanes (search.lanes.LaneSet), if any
     guard: threading.Lock = field(default_factory=threading.Lock)   # the lanes' threads record one at a time
+    slots: threading.Semaphore | None = None          # compile slots shared with other searches at once
+    stopping: threading.Event | None = None           # set: the retune is interrupted (Stopped, nothing recorded)
 
     def resume(self, records: list[Record]) -> list[Evaluation]:
         """Evaluations read back from the store, so no genome is redone."""
@@ -192,7 +200,7 @@ class Evaluator:
         flags = [self.flags_for(g) for g in genomes]
         if self.compiles:
             finished = compile_each([replace(self.job, flags=f, ptxas=self.program_for(g))
-                                     for g, f in zip(genomes, flags)], self.workers, self.ptx)
+                                     for g, f in zip(genomes, flags)], self.workers, self.ptx, self.slots)
         else:
             finished = ((i, None) for i in range(len(genomes)))
         done = {index: self.take(genomes[index], flags[index], result) for index, result in finished}
@@ -205,7 +213,7 @@ class Evaluator:
         if not self.compiles:
             return Started(genomes, flags, [None] * len(genomes))
         if self.compiler is None:
-            self.compiler = Compiler(self.workers, self.ptx)
+            self.compiler = Compiler(self.workers, self.ptx, self.slots)
         return Started(genomes, flags, self.compiler.submit([replace(self.job, flags=f, ptxas=self.program_for(g))
                                                              for g, f in zip(genomes, flags)]))
 
@@ -234,12 +242,16 @@ class Evaluator:
     def take(self, genome: Genome, flag_list: tuple[str, ...], result: CompileResult | None) -> Evaluation:
         """One compiled candidate measured (or its binary's measurement reused), stored, counted
         (from several lanes' threads at once: the bookkeeping under `guard`)."""
+        if self.stopping is not None and self.stopping.is_set():
+            raise Stopped()
         measurement, digest = self._measure_once(genome, flag_list, result)
         with self.guard:
             return self._record(genome, flag_list, measurement, digest)
 
 
     def _record(self, genome, flag_list, measurement: Measurement, digest: str) -> Evaluation:
+        if self.stopping is not None and self.stopping.is_set():
+            raise Stopped()              # its compile may have been killed: not a result to keep
         self.measured[genome] = measurement
         self.digests[genome] = digest
         self.store.append(Record(genome, flag_list, measurement, digest, self.context))

@@ -97,10 +97,10 @@ def choose_gpus(spec: str | None, names: list[str], first: int = 0) -> list[int]
 class LaneSet:
     """The lanes of one search, and the threads that drive them."""
 
-    def __init__(self, lanes: list[Lane], retries: int = 1):
+    def __init__(self, lanes: list[Lane], retries: int = 1, closing=None):
         if not lanes:
             raise EnvironmentProblem("no measuring lane")
-        self.lanes, self.retries = lanes, retries
+        self.lanes, self.retries, self.closing = lanes, retries, closing   # closing(): at close (the cluster's)
         self.free: queue.Queue = queue.Queue()
         for lane in lanes:
             self.free.put(lane)
@@ -160,7 +160,7 @@ class LaneSet:
         if len(kept) < len(self.lanes):
             self.pool.shutdown(wait=True)
             notes = self.notes
-            self.__init__(kept, self.retries)
+            self.__init__(kept, self.retries, self.closing)
             self.notes = notes
         return runs
 
@@ -203,3 +203,5 @@ class LaneSet:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
+        if self.closing is not None:
+            self.closing()

@@ -7,6 +7,7 @@ the device name that goes into the results' context.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -95,11 +96,18 @@ def _replay(task, path: str | None, context: Context) -> Measurer:
 
 
 _POOLS: dict = {}
+_POOLS_LOCK = threading.Lock()
 
 
 def gpu_pool(device: int = 0):
     """One measuring process per CUDA device for the whole retune (started on
-    first use; `retune.device` is lane 0's, `retune.gpus` names the others)."""
+    first use; `retune.device` is lane 0's, `retune.gpus` names the others),
+    shared by the searches that run at once."""
+    with _POOLS_LOCK:
+        return _pool(device)
+
+
+def _pool(device: int):
     if device not in _POOLS:
         try:
             import pycuda  # noqa: F401
@@ -111,8 +119,9 @@ def gpu_pool(device: int = 0):
 
 
 def close_pool() -> None:
-    while _POOLS:
-        _POOLS.popitem()[1].close()
+    with _POOLS_LOCK:
+        while _POOLS:
+            _POOLS.popitem()[1].close()
 
 
 def load_reference(bench: model.Bench, folder: Path):

@@ -51,6 +51,7 @@ class Options:
     device: int = _default("device")              # the CUDA device the pycuda backend measures on
     gpus: str | None = _default("gpus")           # the GPUs it measures on, one lane each (search.lanes)
     cluster: str | None = _default("cluster")     # a Ray cluster (search.cluster), or None: this machine
+    at_once: int | None = _default("at-once")     # searches run at once (search.together; None: 1, or the cluster's)
     progress: str = _default("progress")          # auto (a live bar on a terminal), bar, lines
     # The ptxas binaries ptxas.version chooses among, as for a build: the project setting `ptxas`
     # (NVCC_EVO_PTXAS over the settings file; set here in code, it wins), decided by with_settings.
@@ -66,7 +67,7 @@ SETTING_FIELDS = {"retune.backend": "backend", "retune.evaluations": "evaluation
                   "retune.population": "population", "retune.seed": "seed", "retune.jobs": "jobs",
                   "retune.timeout": "timeout", "retune.time-limit": "seconds", "retune.target": "target",
                   "retune.device": "device", "retune.replay": "replay", "retune.progress": "progress",
-                  "retune.gpus": "gpus", "retune.cluster": "cluster"}
+                  "retune.gpus": "gpus", "retune.cluster": "cluster", "retune.at-once": "at_once"}
 
 
 def with_settings(options: Options, project: settings.Settings) -> Options:

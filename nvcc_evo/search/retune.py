@@ -28,7 +28,7 @@ from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, 
 from nvcc_evo.measure import Measurement
 from nvcc_evo.search.boosters import family_of
 from nvcc_evo.search.choice import choose, confirm, end_drift
-from nvcc_evo.search.evaluate import Evaluator, Goal, goal_for
+from nvcc_evo.search.evaluate import Evaluator, Goal, Stopped, goal_for
 from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_search
 from nvcc_evo.search.cluster import open_cluster
 from nvcc_evo.search.measurers import calibrate, close_pool, gpu_arch, measuring, resolve_backend
@@ -37,6 +37,7 @@ from nvcc_evo.search.progress import ProgressLine, reporter
 from nvcc_evo.search.selection import Task, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
 from nvcc_evo.search.store import Context, Store
+from nvcc_evo.search.together import Together, how_many, run_together
 from nvcc_evo.search.writeback import current_genome, fixed_settings, one_retune_at_a_time, verdict_of, write_back
 from nvcc_evo.system.leftovers import sweep_for
 
@@ -77,7 +78,8 @@ def _seeds(task: Task, space: SearchSpace) -> list[Genome]:
 
 
 def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Generator,
-         acf_path: Path, cluster=None) -> Outcome:
+         acf_path: Path, cluster=None, together: Together | None = None) -> Outcome:
+    """One search (`together`: what it shares with the searches running beside it, search.together)."""
     started = time.monotonic()
     space = build_space(task.unit, task.source, toolkit.accepts)
     facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
@@ -111,7 +113,8 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     evaluator = Evaluator(task.job, goal, context, store, flags_for, measure, measurer.compiles,
                           workers=options.jobs, program_for=program_for,
                           race=measurer.race if options.protocol == "fast" else None,
-                          ptx=PtxCache() if options.protocol == "fast" else None)
+                          ptx=PtxCache() if options.protocol == "fast" else None,
+                          slots=together.slots if together else None, stopping=together.stopping if together else None)
     evaluator.lanes = lanes
     if cluster is not None:                      # compiles on the cluster's CPUs
         evaluator.compiler = cluster.compiler(options.protocol == "fast")
@@ -132,7 +135,8 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
             + _first_lines(baseline_measurement.detail))
         progress, settled = Progress(), ""
     else:
-        shown = reporter(options.progress, str(task), options.evaluations, log, done=_searched(evaluator, space))
+        mode = "lines" if together is not None and together.count > 1 else options.progress   # one bar at a time
+        shown = reporter(mode, str(task), options.evaluations, log, done=_searched(evaluator, space))
         listeners.append(shown.advance)
         try:
             progress, settled = _search(task, options, toolkit, engine, evaluator, space, lambda p, e, b: shown.update(
@@ -153,6 +157,8 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
         if current is not None and current in evaluator.measured:
             outcome.chosen, outcome.chosen_measurement = current, evaluator.measured[current]
     elif measurer.confirm is not None and best.genome != baseline_genome and baseline_measurement.ok:
+        if together is not None and together.stopping.is_set():
+            raise Stopped()
         confirm(outcome, measurer, lambda g: compile_candidate(job_for(g)))
     if lanes is not None:
         lanes.close()
@@ -364,16 +370,30 @@ def _exit_status(outcomes: list[Outcome], skipped: list[str]) -> int:
 
 def _retune_all(tasks: list[Task], options: Options, toolkit, store: Store, acf_path: Path,
                 cluster=None) -> list[Outcome]:
-    outcomes = []
-    for task in tasks:
-        try:
-            outcome = tune(task, options, toolkit, store, np.random.default_rng(options.seed), acf_path, cluster)
-        except KeyboardInterrupt:
-            log(f"interrupted: every finished evaluation is kept in {store.path}; "
-                "the same command resumes from there")
-            raise
+    """Every task's search and choice, one after another or several at once (search.together)."""
+    count = how_many(options.at_once, len(tasks), options.backend, options.population, cluster, log)
+
+    def one(task: Task, together: Together | None = None) -> Outcome:
+        outcome = tune(task, options, toolkit, store, np.random.default_rng(options.seed), acf_path, cluster,
+                       together)
         outcome.verdict = verdict_of(outcome)
         if outcome.baseline.ok and "settled" not in outcome.extra:
-            _write_or_say_why(acf_path, outcome, toolkit, options)
-        outcomes.append(outcome)
-    return outcomes
+            if together is None:
+                _write_or_say_why(acf_path, outcome, toolkit, options)
+            else:
+                with together.writing:
+                    if together.stopping.is_set():
+                        raise Stopped()
+                    _write_or_say_why(acf_path, outcome, toolkit, options)
+        return outcome
+
+    try:
+        if count > 1:
+            log(f"{len(tasks)} searches, {count} at once (compiles sharing {options.jobs or os.cpu_count()} "
+                "slots; one candidate at a time on each GPU)")
+            return run_together(tasks, count, options.jobs, one)
+        return [one(task) for task in tasks]
+    except KeyboardInterrupt:
+        log(f"interrupted: every finished evaluation is kept in {store.path}; "
+            "the same command resumes from there")
+        raise

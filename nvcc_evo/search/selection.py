@@ -41,7 +41,9 @@ class Task:
 
 
 def log(message: str) -> None:
-    print(f"nvcc-evo: {message}", file=sys.stderr, flush=True)
+    """A line on stderr, in one write (searches at once never mix their lines)."""
+    sys.stderr.write(f"nvcc-evo: {message}\n")
+    sys.stderr.flush()
 
 
 def _covers(unit: model.Unit, entry, pattern: str, acf_path: Path, cwd: Path) -> bool:

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import contextvars
 import subprocess
 import tempfile
 import threading
@@ -115,8 +116,11 @@ class Finished(NamedTuple):
     stderr: str
 
 
-_running: set = set()             # the groups now running, for kill_running
+_running: dict = {}               # the groups now running -> their owner, for kill_running
 _running_lock = threading.Lock()
+# Who starts the groups of this thread's work (a compile pool, say): `kill_running(owner)` kills only
+# those, so that one search cancelling its compiles leaves another's running (several tasks at once).
+OWNER: contextvars.ContextVar = contextvars.ContextVar("nvcc_evo_group_owner", default=None)
 
 
 def _die_with_parent():
@@ -143,10 +147,11 @@ def kill_group(process: subprocess.Popen) -> None:
         pass
 
 
-def kill_running() -> None:
-    """Kill every group started here that is still running (on an interrupt)."""
+def kill_running(owner=None) -> None:
+    """Kill every group started here that is still running (on an
+    interrupt), or only those `owner` started (see OWNER)."""
     with _running_lock:
-        running = list(_running)
+        running = [process for process, whose in _running.items() if owner is None or whose is owner]
     for process in running:
         kill_group(process)
 
@@ -159,7 +164,7 @@ def run_in_group(argv: list[str], cwd=None, env=None, timeout: float | None = No
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, start_new_session=True, preexec_fn=_die_with_parent())
     with _running_lock:
-        _running.add(process)
+        _running[process] = OWNER.get()
     try:
         stdout, stderr = process.communicate(timeout=timeout)
         return Finished(process.returncode, stdout, stderr)
@@ -177,4 +182,4 @@ def run_in_group(argv: list[str], cwd=None, env=None, timeout: float | None = No
         raise
     finally:
         with _running_lock:
-            _running.discard(process)
+            _running.pop(process, None)
