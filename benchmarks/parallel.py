@@ -1,18 +1,23 @@
-"""Search throughput against the number of workers: the static backend on the
-kernel suite (a copy of kernels/ and its ACF, every unit retuned from an
-empty results store with one seed and budget), serial against N workers on
-this machine and on a local Ray, side by side in one run.
+"""Search throughput against the number of workers: the kernel suite (a
+copy of kernels/ and its ACF, every unit, or those --units names, retuned
+from an empty results store with one seed and budget), serial against N
+workers on this machine and on a local Ray, and several searches at once,
+side by side in one run.
 
     .venv/bin/python benchmarks/parallel.py --workers 2 --evaluations 12 --out out/parallel
+    python3 benchmarks/parallel.py --backend pycuda --workers 16 --no-ray --at-once 2,4 \
+        --units scale.cu,reduce_sum.cu,softmax.cu,rmsnorm.cu          # on a GPU
 
-Rows: `serial` (one compile at a time: --jobs 1), `local` (--jobs N: N
+Rows: `serial` (one compile at a time: --jobs 1; static only), `local` (--jobs N: N
 compiles at once, measured in one lane, the plain path), `ray local:1` and
 `ray local:N` (--cluster: compile tasks on a local Ray of that many
-workers; the static measurement in the driver). Distinct binaries per minute are the
-stored evaluations whose SASS was new (not the same binary as an earlier
-candidate) over the retune's wall time (Ray's start included). Every row's
-records and choices are compared with the serial run's: the static backend
-is deterministic, so they must be the same (`same as serial`).
+workers; the static measurement in the driver), `K at once` (--jobs N
+--at-once K: K searches sharing the N compile slots and the GPU). Distinct
+binaries per minute are the stored evaluations whose SASS was new (not the
+same binary as an earlier candidate) over the retune's wall time (Ray's
+start included). With the static backend every row's records and choices
+are compared with the first row's: it is deterministic, so they must be
+the same (`same as serial`); GPU timings are not (`-`).
 """
 from __future__ import annotations
 
@@ -48,9 +53,10 @@ def evo_command() -> list[str]:
     return [str(evo)] if evo.exists() else [sys.executable, "-m", "nvcc_evo"]
 
 
-def retune(folder: Path, evaluations: int, seed: int, extra: list[str]) -> tuple[float, str]:
-    command = [*evo_command(), "--retune", "--all", "--acf", str(folder / "nvcc-evo.acf"), "--backend", "static",
-               "--evaluations", str(evaluations), "--seed", str(seed), "--progress", "lines", *extra]
+def retune(folder: Path, evaluations: int, seed: int, extra: list[str], backend: str = "static",
+           units: list[str] = ()) -> tuple[float, str]:
+    command = [*evo_command(), "--retune", "--all", "--acf", str(folder / "nvcc-evo.acf"), "--backend", backend,
+               "--evaluations", str(evaluations), "--seed", str(seed), "--progress", "lines", *units, *extra]
     started = time.monotonic()
     done = subprocess.run(command, cwd=folder, capture_output=True, text=True)
     seconds = time.monotonic() - started
@@ -82,22 +88,30 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "parallel")
     parser.add_argument("--no-ray", action="store_true", help="the rows without Ray only")
+    parser.add_argument("--backend", choices=("static", "pycuda"), default="static")
+    parser.add_argument("--units", default="", help="the units retuned, by glob (default: every one)")
+    parser.add_argument("--at-once", default="", help="rows of K searches at once: K,K,...")
     args = parser.parse_args()
     n = args.workers
-    rows = [("serial", ["--jobs", "1"]), (f"local, {n} compiles", ["--jobs", str(n)])]
+    units = [u for u in args.units.split(",") if u]
+    rows = [("serial", ["--jobs", "1"])] if args.backend == "static" else []
+    rows += [(f"local, {n} compiles", ["--jobs", str(n)])]
     if not args.no_ray:
         rows += [("ray local:1", ["--cluster", "local:1"]), (f"ray local:{n}", ["--cluster", f"local:{n}"])]
+    rows += [(f"{k} at once, {n} compiles", ["--jobs", str(n), "--at-once", k]) for k in args.at_once.split(",") if k]
     warm = project(args.out, "warm-up")          # the toolkit's probe, cached before any row is timed
     subprocess.run([*evo_command(), "--retune", "--dry-run", "--acf", str(warm / "nvcc-evo.acf"), "--backend",
                     "static"], cwd=warm, capture_output=True)
+    if args.backend == "pycuda":                 # the GPU's comparison kernels, compiled and cached once
+        retune(warm, 1, args.seed, [], args.backend, units[:1] or ["scale.cu"])
     results = []
     for name, extra in rows:
         folder = project(args.out, name.replace(" ", "_").replace(",", "").replace(":", ""))
-        seconds, _ = retune(folder, args.evaluations, args.seed, extra)
+        seconds, _ = retune(folder, args.evaluations, args.seed, extra, args.backend, units)
         results.append((name, folder, seconds))
         print(f"{name}: {seconds:.1f} s", file=sys.stderr)
     serial = outcome(results[0][1])
-    print(f"kernel suite ({len(set(r[0] for r in serial[0]))} units), static backend, --evaluations "
+    print(f"kernel suite ({len(set(r[0] for r in serial[0]))} units), {args.backend} backend, --evaluations "
           f"{args.evaluations} --seed {args.seed}, {os.cpu_count()} CPU cores\n")
     print("| run | wall s | distinct binaries | binaries/min | vs serial | same as serial |")
     print("|---|---|---|---|---|---|")
@@ -106,7 +120,7 @@ def main() -> int:
         count = distinct(folder)
         rate = count / seconds
         print(f"| {name} | {seconds:.1f} | {count} | {rate * 60:.1f} | {rate / base:.2f}x | "
-              f"{'yes' if outcome(folder) == serial else 'NO'} |")
+              f"{('yes' if outcome(folder) == serial else 'NO') if args.backend == 'static' else '-'} |")
     return 0
 
 

@@ -25,6 +25,7 @@ except ImportError:
 needs_ray = pytest.mark.skipif(bool(RAY), reason=RAY)
 
 UNIT = "scale.cu"
+UNITS = (UNIT, "reduce_sum.cu")          # two searches: one after the other, or at once (--at-once)
 
 
 @pytest.mark.parametrize("spec,expected", [("local", (None, None)), ("local:3", (None, 3)),
@@ -41,26 +42,25 @@ def test_a_cluster_that_is_not_one_is_a_usage_error(spec):
 
 def _project(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    for name in ("scale.cu", "nvcc-evo.acf", "references.py", "block_reduce.cuh"):
+    for name in (*UNITS, "nvcc-evo.acf", "references.py", "block_reduce.cuh"):
         shutil.copy(ROOT / "kernels" / name, folder / name)
     return folder
 
 
-def _retune(folder: Path, cache: Path, *extra: str, env: dict | None = None):
+def _retune(folder: Path, cache: Path, *extra: str, env: dict | None = None, units=(UNIT,)):
     return run_evo("--retune", "--acf", str(folder / "nvcc-evo.acf"), "--backend", "static", "--seed", "3",
-                   "--evaluations", "8", "--progress", "lines", UNIT, *extra, cwd=folder,
+                   "--evaluations", "8", "--progress", "lines", *units, *extra, cwd=folder,
                    env=env or evo_env(cache))
 
 
-def _outcome(folder: Path) -> tuple[list, str]:
-    """(records without their timings, the unit's written entry)."""
-    records = sorted((repr(r.genome), r.measurement.status, r.sass_hash,
+def _outcome(folder: Path, units=(UNIT,)) -> tuple[list, list]:
+    """(records without their timings, each unit's written entry)."""
+    records = sorted((r.context.unit, repr(r.genome), r.measurement.status, r.sass_hash,
                       tuple((k, v) for k, v in r.measurement.metrics if k != "compile_time"))
                      for r in Store(folder / ".nvcc-evo" / "results.jsonl").read())
     text = (folder / "nvcc-evo.acf").read_text()
-    entry = text[text.index(f'unit "{UNIT}"'):]
-    entry = entry[:entry.index("provenance")]
-    return records, entry
+    entries = [text[text.index(f'unit "{unit}"'):] for unit in units]
+    return records, [entry[:entry.index("provenance")] for entry in entries]
 
 
 def test_without_ray_the_cluster_is_a_clear_error(tmp_path, evo_cache):
@@ -84,18 +84,20 @@ def test_a_cluster_setting_that_is_not_one_is_located(tmp_path, evo_cache):
 
 
 @needs_ray
-def test_a_local_ray_retune_makes_the_serial_runs_choice_and_records(tmp_path, evo_cache):
+def test_a_local_ray_retune_makes_the_serial_runs_choices_and_records(tmp_path, evo_cache):
+    """Two units: on one worker one after the other, on two at once (--at-once 2)."""
     serial = _project(tmp_path / "serial")
-    plain = _retune(serial, evo_cache)
+    plain = _retune(serial, evo_cache, units=UNITS)
     assert plain.returncode == 0, plain.stderr
-    for workers in ("1", "2"):
+    for workers, at_once in (("1", "1"), ("2", "2")):
         folder = _project(tmp_path / workers)
         (folder / "nvcc-evo.toml").write_text(f'[retune]\ncluster = "local:{workers}"\n')   # the setting
-        ran = _retune(folder, evo_cache)
+        ran = _retune(folder, evo_cache, "--at-once", at_once, units=UNITS)
         assert ran.returncode == 0, ran.stderr
         assert f"cluster = 'local:{workers}' (nvcc-evo.toml:2)" in ran.stderr
         assert f"compiles on {workers} Ray worker(s)" in ran.stderr
-        assert _outcome(folder) == _outcome(serial)
+        assert ("2 searches, 2 at once" in ran.stderr) == (at_once == "2"), ran.stderr
+        assert _outcome(folder, UNITS) == _outcome(serial, UNITS)
 
 
 KILLER = """#!/bin/sh

@@ -100,3 +100,37 @@ def test_a_resumed_search_compares_its_candidates_with_the_baseline_measured_aga
     for record in records:
         wrong = record.genome.value("define.BUG") == 1
         assert (record.measurement.status == "wrong-answer") == wrong, (record.genome, record.measurement)
+
+
+KERNELS = ("scale.cu", "reduce_sum.cu")
+
+
+def _two_units(folder, cache, *extra):
+    """scale.cu and reduce_sum.cu of the project's kernels tuned on the GPU:
+    (unit -> its candidates' statuses, the report, stderr)."""
+    from conftest import ROOT
+    folder.mkdir()
+    for name in (*KERNELS, "nvcc-evo.acf", "references.py", "block_reduce.cuh"):
+        shutil.copy(ROOT / "kernels" / name, folder / name)
+    result = run_evo("--retune", "--backend", "pycuda", "--evaluations", "6", "--population", "6", "--seed", "1",
+                     "--progress", "lines", *KERNELS, *extra, cwd=folder, env=evo_env(cache))
+    assert result.returncode == 0, result.stderr
+    statuses = {}
+    for r in Store(folder / ".nvcc-evo" / "results.jsonl").read():
+        statuses.setdefault(r.context.unit, []).append((repr(r.genome), r.measurement.status))
+    return {unit: sorted(found) for unit, found in statuses.items()}, result.stdout, result.stderr
+
+
+@pytest.mark.parametrize("path", ["--at-once 2", "--at-once 2 --cluster local"])
+def test_two_units_at_once_on_one_gpu_are_each_checked_against_their_own_reference(tmp_path, evo_cache, path):
+    """Both searches share the GPU's measuring process (on the cluster: its one
+    GPU actor, which before held the GPU for the first search only)."""
+    if "cluster" in path and RAY:
+        pytest.skip(RAY)
+    plain = _two_units(tmp_path / "plain", evo_cache)
+    together = _two_units(tmp_path / "together", evo_cache, *path.split())
+    assert "2 searches, 2 at once" in together[2], together[2]
+    assert together[0] == plain[0], "the same candidates, the same statuses, unit by unit"
+    assert len(together[0]) == 2 and all(len(found) >= 6 for found in together[0].values())
+    assert all(status != "wrong-answer" for found in together[0].values() for _, status in found), together[0]
+    assert all(f'"{unit}" [' in together[1] for unit in KERNELS), together[1]

@@ -114,7 +114,7 @@ ERRORS = [
      "static, command, replay, got 'gpu'"),
     ('[retune]\npopulation = 0\n', "nvcc-evo.toml:2:14: error: 'retune.population' must be positive, got 0"),
     ('stale = "keep"\n[retune]\nfoo = 1\n', "nvcc-evo.toml:3:1: error: unknown setting 'retune.foo' (known "
-     "[retune] settings: backend, cluster, device"),
+     "[retune] settings: at-once, backend, cluster, device"),
     ('gpu = "H200\n', "nvcc-evo.toml:1:12: error: illegal character"),
     ("ptxas = { a = 3 }\n", "nvcc-evo.toml:1:9: error: 'ptxas' must be an array of paths, got a table"),
 ]
