@@ -12,7 +12,8 @@ Rows: `serial` (one compile at a time: --jobs 1; static only), `local` (--jobs N
 compiles at once, measured in one lane, the plain path), `ray local:1` and
 `ray local:N` (--cluster: compile tasks on a local Ray of that many
 workers; the static measurement in the driver), `K at once` (--jobs N
---at-once K: K searches sharing the N compile slots and the GPU). Distinct
+--at-once K: K searches sharing the N compile slots and the GPU; and on
+the local Ray of N workers). Distinct
 binaries per minute are the stored evaluations whose SASS was new (not the
 same binary as an earlier candidate) over the retune's wall time (Ray's
 start included). With the static backend every row's records and choices
@@ -98,7 +99,10 @@ def main() -> int:
     rows += [(f"local, {n} compiles", ["--jobs", str(n)])]
     if not args.no_ray:
         rows += [("ray local:1", ["--cluster", "local:1"]), (f"ray local:{n}", ["--cluster", f"local:{n}"])]
-    rows += [(f"{k} at once, {n} compiles", ["--jobs", str(n), "--at-once", k]) for k in args.at_once.split(",") if k]
+    for k in (k for k in args.at_once.split(",") if k):
+        rows.append((f"{k} at once, {n} compiles", ["--jobs", str(n), "--at-once", k]))
+        if not args.no_ray:
+            rows.append((f"ray local:{n}, {k} at once", ["--cluster", f"local:{n}", "--at-once", k]))
     warm = project(args.out, "warm-up")          # the toolkit's probe, cached before any row is timed
     subprocess.run([*evo_command(), "--retune", "--dry-run", "--acf", str(warm / "nvcc-evo.acf"), "--backend",
                     "static"], cwd=warm, capture_output=True)
