@@ -23,7 +23,7 @@ usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's t
        nvcc-evo --retune [UNIT-GLOB...] [--all] [--target sm_XX] [--acf FILE]
                 [--evaluations N] [--generations N] [--time-limit S] [--patience N]
                 [--population N] [--seed N] [--jobs N] [--timeout S] [--device N] [--dry-run] [--full-protocol]
-                [--gpus all|count:N|0,2] [--cluster ray://HEAD:PORT|local[:N]] [--at-once N]
+                [--gpus all|count:N|0,2] [--cluster ray://HEAD:PORT|auto|local[:N]] [--at-once N]
                 [--backend auto|pycuda|static|command|replay] [--replay JSONL] [--progress auto|bar|lines]
                                                search each stale unit's knobs and write them to the ACF
                                                (defaults: nvcc-evo.toml beside the ACF, or pyproject.toml's
@@ -130,9 +130,10 @@ def retune(rest: list[str]) -> int:
     parser.add_argument("--device", type=int, help="the CUDA device the pycuda backend measures on (default 0)")
     parser.add_argument("--gpus", help="the GPUs the pycuda backend measures on, a process each: all (default: "
                                        "those of --device's model), count:N (the first N) or device numbers (1, 0,2)")
-    parser.add_argument("--cluster", metavar="ray://HEAD:PORT|local[:N]",
-                        help="compile and measure on a Ray cluster (needs nvcc-evo[cluster]); local:N: a Ray of "
-                             "N workers on this machine")
+    parser.add_argument("--cluster", metavar="ray://HEAD:PORT|auto|local[:N]",
+                        help="compile and measure on a Ray cluster (needs nvcc-evo[cluster]): ray://HEAD:PORT through "
+                             "Ray Client, auto: the cluster `ray start` made this machine a node of, local:N: a Ray "
+                             "of N workers on this machine")
     parser.add_argument("--at-once", type=int, metavar="N",
                         help="tune N (unit, target) pairs at once, sharing the compile slots and the GPUs (default 1; "
                              "on a cluster, as many as its CPUs keep compiling)")

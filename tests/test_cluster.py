@@ -152,3 +152,41 @@ def test_ray_is_imported_only_when_a_cluster_is_named(tmp_path, evo_cache):
     done = subprocess.run([sys.executable, "-c", probe, str(folder / "nvcc-evo.acf")], cwd=folder,
                           env=evo_env(evo_cache, PYTHONPATH=str(ROOT)), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+@needs_ray
+def test_a_node_lost_mid_retune_costs_no_evaluation_on_a_cluster_of_three_nodes(tmp_path, evo_cache):
+    """A real cluster of nodes (a head without CPUs and two worker nodes, each
+    its own raylet; `--cluster auto` finds it through RAY_ADDRESS, as on a
+    node `ray start` joined): one worker node is removed while the retune
+    runs; Ray runs its tasks again on the other, and the records and the
+    choice are the serial run's."""
+    import subprocess
+    import time
+    from ray.cluster_utils import Cluster
+    from conftest import EVO_COMMAND
+    serial = _project(tmp_path / "serial")
+    plain = _retune(serial, evo_cache, units=("reduce_sum.cu",))
+    assert plain.returncode == 0, plain.stderr
+    folder = _project(tmp_path / "cluster")
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    try:
+        nodes = [cluster.add_node(num_cpus=1) for _ in range(2)]
+        cluster.wait_for_nodes()
+        argv = [*EVO_COMMAND, "--retune", "--acf", str(folder / "nvcc-evo.acf"), "--backend", "static", "--seed", "3",
+                "--evaluations", "8", "--progress", "lines", "--cluster", "auto", "reduce_sum.cu"]
+        running = subprocess.Popen(argv, cwd=folder, env=evo_env(evo_cache, RAY_ADDRESS=cluster.address),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        store = folder / ".nvcc-evo" / "results.jsonl"
+        deadline = time.monotonic() + 240
+        while running.poll() is None and time.monotonic() < deadline and \
+                (not store.exists() or len(store.read_text().splitlines()) < 3):
+            time.sleep(0.1)
+        assert running.poll() is None, running.communicate()[1]
+        cluster.remove_node(nodes[0], allow_graceful=False)         # its raylet and workers killed
+        out, err = running.communicate(timeout=300)
+    finally:
+        cluster.shutdown()
+    assert running.returncode == 0, err
+    assert "compiles on 2 Ray worker(s)" in err
+    assert _outcome(folder, ("reduce_sum.cu",)) == _outcome(serial, ("reduce_sum.cu",))

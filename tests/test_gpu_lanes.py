@@ -47,7 +47,7 @@ def test_the_lanes_path_on_one_gpu_makes_the_plain_paths_choice(tmp_path, evo_ca
     (tmp_path / "lanes").mkdir()
     plain = _retune(tmp_path / "plain", evo_cache)
     lanes = _retune(tmp_path / "lanes", evo_cache, *path.split())
-    assert "1 lanes (pycuda on NVIDIA" in lanes[3], lanes[3]
+    assert "1 lane (pycuda on NVIDIA" in lanes[3], lanes[3]
     assert lanes[0] == plain[0], "the same candidates, the same statuses (BUG=1: wrong-answer on both)"
     assert any(status == "wrong-answer" for _, status in lanes[0])
     assert lanes[1] == plain[1], (plain[1:3], lanes[1:3])

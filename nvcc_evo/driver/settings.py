@@ -67,7 +67,8 @@ KEYS = (
     Key("retune.gpus", "str", "NVCC_EVO_GPUS", None, "the GPUs the pycuda backend measures on, one process "
         "each: all (of retune.device's model), count:N, or device numbers (0,2)"),
     Key("retune.cluster", "str", "NVCC_EVO_CLUSTER", None, "a Ray cluster to compile and measure on: "
-        "ray://HEAD:PORT, local or local:N (needs nvcc-evo[cluster])"),
+        "ray://HEAD:PORT (Ray Client), auto (the cluster this machine is a node of), local or local:N "
+        "(needs nvcc-evo[cluster])"),
     Key("retune.at-once", "int", "NVCC_EVO_AT_ONCE", None, "(unit, target) searches run at once, sharing the "
         "compile slots and GPUs (default: 1; on a cluster, as many as its CPUs keep compiling)", positive=True),
     Key("retune.replay", "path", "NVCC_EVO_REPLAY", None, "results store the replay backend answers from"),

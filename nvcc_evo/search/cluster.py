@@ -37,8 +37,11 @@ _SEARCHES = itertools.count(1)   # the searches measuring on the GPU actors, one
 
 def parse(spec: str) -> tuple[str | None, int | None]:
     """`local` / `local:N` -> (None, N or None: this machine's cores);
-    `ray://HEAD:PORT` -> (the address, None)."""
+    `ray://HEAD:PORT` (Ray Client) or `auto` (the cluster this machine is a
+    node of, as `ray start` made it) -> (the address, None)."""
     text = spec.strip()
+    if text == "auto":
+        return text, None
     if text == "local":
         return None, None
     if text.startswith("local:"):
@@ -48,7 +51,7 @@ def parse(spec: str) -> tuple[str | None, int | None]:
         return None, int(count)
     if text.startswith("ray://") and len(text) > len("ray://"):
         return text, None
-    raise UsageError(f"--cluster {spec}: expected ray://HEAD:PORT, local or local:N")
+    raise UsageError(f"--cluster {spec}: expected ray://HEAD:PORT, auto, local or local:N")
 
 
 def open_cluster(spec: str | None, dry_run: bool) -> "Cluster | None":
@@ -63,12 +66,24 @@ def connect(spec: str) -> "Cluster":
     except ImportError:
         raise EnvironmentProblem(f"--cluster {spec} needs Ray, which is not installed here: "
                                  "pip install 'nvcc-evo[cluster]'") from None
-    if address is None:
-        ray.init(num_cpus=workers or os.cpu_count() or 1, num_gpus=_local_gpus(), include_dashboard=False,
-                 log_to_driver=False, logging_level="ERROR", configure_logging=False)
-    else:
-        ray.init(address=address, log_to_driver=False, logging_level="ERROR", configure_logging=False)
+    quiet = dict(log_to_driver=False, logging_level="ERROR", configure_logging=False)
+    try:
+        if address is None:          # a Ray of its own, even where `ray start` runs one on this machine
+            ray.init(address="local", num_cpus=workers or os.cpu_count() or 1, num_gpus=_local_gpus(),
+                     include_dashboard=False, **quiet)
+        else:
+            ray.init(address=address, **quiet)
+    except Exception as error:       # Ray's own: ConnectionError, ValueError, RuntimeError, grpc's ...
+        raise EnvironmentProblem(f"--cluster {spec}: {_connect_problem(error)}") from None
     return Cluster(ray, spec)
+
+
+def _connect_problem(error: Exception) -> str:
+    """Why Ray could not start or reach the cluster, in a line."""
+    said = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if "ray[client]" in said:
+        return "Ray Client (ray://) is not installed here: pip install 'nvcc-evo[cluster]'"
+    return f"could not connect ({type(error).__name__}: {said})"
 
 
 def _local_gpus() -> int:

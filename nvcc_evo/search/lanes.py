@@ -173,7 +173,8 @@ class LaneSet:
     def describe(self) -> str:
         scales = ", ".join(f"{lane.name} x{lane.scale['runtime']:.4f}" for lane in self.lanes[1:]
                            if "runtime" in lane.scale)
-        return f"{len(self.lanes)} lanes ({self.lanes[0].measurer.describe}" + \
+        count = f"{len(self.lanes)} lane{'s' if len(self.lanes) > 1 else ''}"
+        return f"{count} ({self.lanes[0].measurer.describe}" + \
             (f"; runtimes scaled to {self.lanes[0].name}'s baseline: {scales})" if scales else ")")
 
     def measurer(self) -> Measurer:

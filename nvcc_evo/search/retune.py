@@ -389,8 +389,10 @@ def _retune_all(tasks: list[Task], options: Options, toolkit, store: Store, acf_
 
     try:
         if count > 1:
-            log(f"{len(tasks)} searches, {count} at once (compiles sharing {options.jobs or os.cpu_count()} "
-                "slots; one candidate at a time on each GPU)")
+            shared = f"the cluster's {cluster.workers} CPUs" if cluster is not None else \
+                f"{options.jobs or os.cpu_count()} slots"
+            log(f"{len(tasks)} searches, {count} at once (compiles sharing {shared}; one candidate at a time on "
+                "each GPU)")
             return run_together(tasks, count, options.jobs, one)
         return [one(task) for task in tasks]
     except KeyboardInterrupt:
