@@ -28,7 +28,7 @@ UNIT = "scale.cu"
 UNITS = (UNIT, "reduce_sum.cu")          # two searches: one after the other, or at once (--at-once)
 
 
-@pytest.mark.parametrize("spec,expected", [("local", (None, None)), ("local:3", (None, 3)),
+@pytest.mark.parametrize("spec,expected", [("local", (None, None)), ("local:3", (None, 3)), ("auto", ("auto", None)),
                                            ("ray://head:10001", ("ray://head:10001", None))])
 def test_cluster_spellings(spec, expected):
     assert parse(spec) == expected
@@ -75,6 +75,16 @@ def test_without_ray_the_cluster_is_a_clear_error(tmp_path, evo_cache):
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
+@needs_ray
+def test_no_cluster_to_join_is_a_clear_error(tmp_path, evo_cache):
+    folder = _project(tmp_path)
+    result = _retune(folder, evo_cache, "--cluster", "auto", env=evo_env(evo_cache, RAY_ADDRESS=""))
+    assert result.returncode == 3, result.stderr
+    assert "error: --cluster auto: could not connect (ConnectionError: Could not find any running Ray instance" \
+        in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
 def test_a_cluster_setting_that_is_not_one_is_located(tmp_path, evo_cache):
     folder = _project(tmp_path)
     (folder / "nvcc-evo.toml").write_text("[retune]\ncluster = 4\n")
@@ -92,7 +102,8 @@ def test_a_local_ray_retune_makes_the_serial_runs_choices_and_records(tmp_path, 
     for workers, at_once in (("1", "1"), ("2", "2")):
         folder = _project(tmp_path / workers)
         (folder / "nvcc-evo.toml").write_text(f'[retune]\ncluster = "local:{workers}"\n')   # the setting
-        ran = _retune(folder, evo_cache, "--at-once", at_once, units=UNITS)
+        ran = _retune(folder, evo_cache, "--at-once", at_once, units=UNITS,   # a Ray of its own, whatever
+                      env=evo_env(evo_cache, RAY_ADDRESS="127.0.0.1:1"))    # cluster RAY_ADDRESS names
         assert ran.returncode == 0, ran.stderr
         assert f"cluster = 'local:{workers}' (nvcc-evo.toml:2)" in ran.stderr
         assert f"compiles on {workers} Ray worker(s)" in ran.stderr

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -68,11 +69,13 @@ def connect(spec: str) -> "Cluster":
                                  "pip install 'nvcc-evo[cluster]'") from None
     quiet = dict(log_to_driver=False, logging_level="ERROR", configure_logging=False)
     try:
-        if address is None:          # a Ray of its own, even where `ray start` runs one on this machine
-            ray.init(address="local", num_cpus=workers or os.cpu_count() or 1, num_gpus=_local_gpus(),
-                     include_dashboard=False, **quiet)
-        else:
-            ray.init(address=address, **quiet)
+        with warnings.catch_warnings():      # Ray Client warns of a timeout, then raises it: said once, below
+            warnings.simplefilter("ignore")
+            if address is None:          # a Ray of its own, even where `ray start` runs one on this machine
+                ray.init(address="local", num_cpus=workers or os.cpu_count() or 1, num_gpus=_local_gpus(),
+                         include_dashboard=False, **quiet)
+            else:
+                ray.init(address=address, **quiet)
     except Exception as error:       # Ray's own: ConnectionError, ValueError, RuntimeError, grpc's ...
         raise EnvironmentProblem(f"--cluster {spec}: {_connect_problem(error)}") from None
     return Cluster(ray, spec)
