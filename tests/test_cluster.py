@@ -14,7 +14,8 @@ import pytest
 
 from conftest import ROOT, evo_env, run_evo
 from nvcc_evo.errors import UsageError
-from nvcc_evo.search.cluster import parse
+from nvcc_evo.errors import EnvironmentProblem
+from nvcc_evo.search.cluster import gpus_for, parse
 from nvcc_evo.search.store import Store
 
 try:
@@ -38,6 +39,22 @@ def test_cluster_spellings(spec, expected):
 def test_a_cluster_that_is_not_one_is_a_usage_error(spec):
     with pytest.raises(UsageError, match="expected ray://HEAD:PORT|local:N takes a number"):
         parse(spec)
+
+
+H100, H200, B200 = ({"name": "NVIDIA H100", "arch": "sm_90"}, {"name": "NVIDIA H200", "arch": "sm_90"},
+                    {"name": "NVIDIA B200", "arch": "sm_100"})
+
+
+@pytest.mark.parametrize("arch,hellos,expected", [
+    ("sm_90", [H200, H200], [0, 1]), ("sm_100", [H200, B200, H200, B200], [1, 3]),
+    ("sm_90", [B200, H100, H200, H100], [1, 3])])        # one model: the first of the architecture's
+def test_a_search_measures_on_the_clusters_gpus_of_its_architecture_and_of_one_model(arch, hellos, expected):
+    assert gpus_for(arch, hellos) == expected
+
+
+def test_a_cluster_without_a_gpu_of_the_target_says_which_it_has():
+    with pytest.raises(EnvironmentProblem, match=r"has no GPU of sm_100 \(its GPUs: NVIDIA H200 \(sm_90\)\)"):
+        gpus_for("sm_100", [H200, H200])
 
 
 def _project(folder: Path) -> Path:

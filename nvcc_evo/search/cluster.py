@@ -212,13 +212,10 @@ class Cluster:
         if not self.gpus:
             raise EnvironmentProblem(f"the cluster {self.spec} has no GPU for the pycuda backend")
         everyone = self.gpu_actors()
-        mine = [(handle, hello) for handle, hello in everyone if hello.get("arch") == task.arch]
-        if not mine:
-            raise EnvironmentProblem(f"{task}: the cluster {self.spec} has no GPU of {task.arch} (its GPUs: "
-                                     + ", ".join(sorted({f"{h.get('name')} ({h.get('arch')})" for _, h in everyone}))
-                                     + ")")
-        model = mine[0][1].get("name")       # never mixed in one comparison: one model only
-        mine = [(handle, hello) for handle, hello in mine if hello.get("name") == model]
+        try:
+            mine = [everyone[i] for i in gpus_for(task.arch, [hello for _, hello in everyone])]
+        except EnvironmentProblem as missing:
+            raise EnvironmentProblem(f"{task}: the cluster {self.spec} {missing}") from None
         key = f"{task} #{next(_SEARCHES)}"
         factory = _gpu_factory(task, acf_path, context, options.timeout, space_defaults, full)
         lanes = []
@@ -241,6 +238,18 @@ class Cluster:
             self.ray.kill(handle)
         self.actors, self._gpu_actors = [], None
         self.ray.shutdown()
+
+
+def gpus_for(arch: str, hellos: list[dict]) -> list[int]:
+    """Which of the cluster's GPUs (their hellos) a search for `arch` measures
+    on: those of that architecture, of the first one's model only (GPUs of
+    different models are never mixed in one comparison)."""
+    matching = [i for i, hello in enumerate(hellos) if hello.get("arch") == arch]
+    if not matching:
+        have = ", ".join(sorted({f"{h.get('name')} ({h.get('arch')})" for h in hellos})) or "none"
+        raise EnvironmentProblem(f"has no GPU of {arch} (its GPUs: {have})")
+    model = hellos[matching[0]].get("name")
+    return [i for i in matching if hellos[i].get("name") == model]
 
 
 def _gpu_factory(task, acf_path: Path, context, timeout: float, space_defaults: dict, full: bool):
