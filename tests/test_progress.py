@@ -48,10 +48,10 @@ def project(tmp_path):
     return tmp_path
 
 
-def _on_a_terminal(project, evo_cache) -> str:
+def _on_a_terminal(project, evo_cache, *args: str) -> str:
     """A retune's stderr on a pty, its escape sequences removed."""
     leader, follower = os.openpty()
-    child = subprocess.Popen(EVO_COMMAND + ["--retune"], cwd=project, env=evo_env(evo_cache, COLUMNS="120"),
+    child = subprocess.Popen(EVO_COMMAND + ["--retune", *args], cwd=project, env=evo_env(evo_cache, COLUMNS="120"),
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower)
     os.close(follower)
     seen = b""
@@ -105,3 +105,16 @@ def test_a_resumed_search_starts_its_bar_at_what_the_store_holds(tmp_path):
     lines = reporter("lines", "u", 10, said.append, done=3)
     lines.advance()                                  # the plain lines wait for the generation
     assert isinstance(lines, Lines) and said == []
+
+
+def test_searches_at_once_show_a_bar_each_on_a_terminal(tmp_path, evo_cache):
+    from conftest import ROOT
+    for name in ("scale.cu", "reduce_sum.cu", "nvcc-evo.acf", "references.py", "block_reduce.cuh"):
+        shutil.copy(ROOT / "kernels" / name, tmp_path / name)
+    screen = _on_a_terminal(tmp_path, evo_cache, "--backend", "static", "--evaluations", "8", "--population", "4",
+                            "--at-once", "2", "scale.cu", "reduce_sum.cu")
+    assert "2 searches, 2 at once" in screen
+    rows = [line for line in screen.splitlines() if "━" in line]
+    for unit in ("scale.cu", "reduce_sum.cu"):
+        assert any(f'"{unit}" [sm_90]' in row and re.search(r"\b\d/8\b", row) for row in rows), (unit, screen)
+        assert re.search(rf'nvcc-evo: "{unit}" \[sm_90\] gen 2: 8 evaluations', screen), screen   # the record kept

@@ -7,7 +7,7 @@ a terminal, else one plain line per generation, as CI logs and `2>file` get.
 (unit, target) with `reporter()`, calls `advance` after every measured
 candidate (the bar moves; the lines wait for the generation), `update`
 after every generation and `close` at the end; the bar is never imported on
-the compile path.
+the compile path. Several searches at once share one `Board`, a row each.
 """
 from __future__ import annotations
 
@@ -147,6 +147,65 @@ class Bar:
         self.progress.stop()
         if self.last is not None:
             self.say(self.last.text())          # the record a terminal keeps
+
+
+class Board:
+    """rich's live bars of several searches at once (search.together): one
+    display, a row per running search (unit, bar, evaluations of the budget,
+    time, the line's fields beside it), added as a search starts and taken
+    away as it ends, its last plain line kept in the scrollback."""
+
+    def __init__(self, stream, say):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        self.say = say
+        console = Console(file=stream, stderr=stream is sys.stderr)
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=24),
+                                 MofNCompleteColumn(), TimeElapsedColumn(),
+                                 TextColumn("{task.fields[info]}", markup=False), console=console, transient=True,
+                                 redirect_stderr=True, expand=False)
+        self.progress.start()
+
+    def row(self, unit: str, budget: float, done: int = 0) -> "Row":
+        return Row(self, unit, budget, done)
+
+    def close(self) -> None:
+        self.progress.stop()
+
+
+class Row:
+    """One search's row of a Board: a Reporter (advance, update, close)."""
+
+    def __init__(self, board: Board, unit: str, budget: float, done: int):
+        from rich.markup import escape
+        self.board, self.last = board, None
+        self.task = board.progress.add_task(escape(unit), total=budget if math.isfinite(budget) else None,
+                                            completed=done, info="compiling the baseline and the first generation")
+
+    def advance(self) -> None:
+        self.board.progress.update(self.task, advance=1, refresh=True)
+
+    def update(self, line: ProgressLine) -> None:
+        self.last = line
+        self.board.progress.update(self.task, completed=line.evaluations, info=line.bar_text())
+
+    def close(self) -> None:
+        self.board.progress.remove_task(self.task)
+        if self.last is not None:
+            self.board.say(self.last.text())
+
+
+def board_for(mode: str, say, stream=None) -> Board | None:
+    """A Board where `mode` and the stream call for bars and rich is installed, else None (lines)."""
+    stream = stream or sys.stderr
+    if not wants_bar(mode, stream):
+        return None
+    try:
+        return Board(stream, say)
+    except ImportError:
+        if mode == "bar":
+            say("the progress bars need rich (pip install 'nvcc-evo[progress]'): one line per generation")
+        return None
 
 
 def wants_bar(mode: str, stream=None) -> bool:

@@ -33,7 +33,7 @@ from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_sea
 from nvcc_evo.search.cluster import open_cluster
 from nvcc_evo.search.measurers import calibrate, close_pool, gpu_arch, measuring, resolve_backend
 from nvcc_evo.search.options import Options, real_nvcc, say_settings, with_settings
-from nvcc_evo.search.progress import ProgressLine, reporter
+from nvcc_evo.search.progress import ProgressLine, board_for, reporter
 from nvcc_evo.search.selection import Task, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
 from nvcc_evo.search.store import Context, Store
@@ -135,8 +135,9 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
             + _first_lines(baseline_measurement.detail))
         progress, settled = Progress(), ""
     else:
-        mode = "lines" if together is not None and together.count > 1 else options.progress   # one bar at a time
-        shown = reporter(mode, str(task), options.evaluations, log, done=_searched(evaluator, space))
+        done = _searched(evaluator, space)
+        shown = together.board.row(str(task), options.evaluations, done) if together and together.board else \
+            reporter("lines" if together else options.progress, str(task), options.evaluations, log, done=done)
         listeners.append(shown.advance)
         try:
             progress, settled = _search(task, options, toolkit, engine, evaluator, space, lambda p, e, b: shown.update(
@@ -393,7 +394,12 @@ def _retune_all(tasks: list[Task], options: Options, toolkit, store: Store, acf_
                 f"{options.jobs or os.cpu_count()} slots"
             log(f"{len(tasks)} searches, {count} at once (compiles sharing {shared}; one candidate at a time on "
                 "each GPU)")
-            return run_together(tasks, count, options.jobs, one)
+            board = board_for(options.progress, log)     # a bar each, on a terminal
+            try:
+                return run_together(tasks, count, options.jobs, one, board)
+            finally:
+                if board is not None:
+                    board.close()
         return [one(task) for task in tasks]
     except KeyboardInterrupt:
         log(f"interrupted: every finished evaluation is kept in {store.path}; "

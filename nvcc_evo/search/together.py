@@ -45,6 +45,7 @@ class Together:
     slots: threading.Semaphore                      # the retune's compile slots
     stopping: threading.Event = field(default_factory=threading.Event)
     writing: threading.Lock = field(default_factory=threading.Lock)   # one write into the ACF at a time
+    board: object | None = None                     # the searches' progress bars (search.progress.Board), if shown
 
 
 def how_many(asked: int | None, tasks: int, backend: str, population: int, cluster=None,
@@ -62,10 +63,10 @@ def how_many(asked: int | None, tasks: int, backend: str, population: int, clust
     return max(1, min(asked, tasks))
 
 
-def run_together(tasks: list, count: int, jobs: int | None, one: Callable) -> list:
+def run_together(tasks: list, count: int, jobs: int | None, one: Callable, board=None) -> list:
     """`one(task, together)` for every task, `count` at a time; the results
-    in the tasks' order (see the module's docstring)."""
-    together = Together(count, threading.BoundedSemaphore(jobs or os.cpu_count() or 2))
+    in the tasks' order (see the module's docstring). `board`: their bars."""
+    together = Together(count, threading.BoundedSemaphore(jobs or os.cpu_count() or 2), board=board)
     pending = list(enumerate(tasks))
     results: dict = {}
     errors: list = []
