@@ -11,8 +11,10 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.driver import settings
 from nvcc_evo.errors import EnvironmentProblem
+from nvcc_evo.search.space import SearchSpace
 from nvcc_evo.search.selection import log
 
 
@@ -109,3 +111,31 @@ def say_settings(project: settings.Settings, options: Options) -> None:
     if not values:
         return
     log(f"settings ({where}):\n    " + "\n    ".join(values))
+
+
+def ptxas_programs(space: SearchSpace, toolkit, acf_path: Path, options: Options, arch: str,
+                   fixed=None) -> dict[str, str]:
+    """{ptxas.version value: the ptxas binary} for the releases the space
+    names (and `fixed`, the unit's value outside it) besides the toolkit's,
+    chosen among the binaries a build chooses among (`options.ptxas`: the
+    project setting `ptxas`, NVCC_EVO_PTXAS over the settings file). One that
+    is not listed, or whose cubins the driver here does not load (asked where
+    the backend runs them on this machine's GPU), is an error before anything
+    is searched, saying which."""
+    from nvcc_evo.driver import ptxas
+    dimension = next((d for d in space.dimensions if d.knob == "ptxas.version"), None)
+    wanted = [str(v) for v in (*(dimension.choices if dimension else ()), fixed) if v not in (None, TOOLKIT_TOOL)]
+    listed = {ptxas.PTXAS_ENV: os.pathsep.join(options.ptxas)}
+    programs = {}
+    for version in dict.fromkeys(wanted):
+        try:
+            found = ptxas.choose(version, toolkit, listed)
+        except ptxas.NoPtxas as missing:
+            raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {missing}"
+                                     + (f" (the list: {options.ptxas_source})" if options.ptxas else "")) from None
+        if options.backend == "pycuda":
+            problem = ptxas.driver_problem(found, arch)
+            if problem:
+                raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {problem}")
+        programs[version] = None if found == ptxas.toolkit_ptxas(toolkit) else found.path
+    return programs

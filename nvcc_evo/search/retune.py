@@ -24,7 +24,7 @@ from nvcc_evo.driver.flags import plan_flags, read_facts
 from nvcc_evo.driver.nvcc_options import parse_call
 from nvcc_evo.driver.plan import ACF_NAME, find_acf
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
-from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError
+from nvcc_evo.errors import AcfChanged, AcfError, ExitCode, UsageError
 from nvcc_evo.measure import Measurement
 from nvcc_evo.search.boosters import family_of
 from nvcc_evo.search.choice import choose, confirm, end_drift
@@ -32,7 +32,7 @@ from nvcc_evo.search.evaluate import Evaluator, Goal, Stopped, goal_for
 from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_search
 from nvcc_evo.search.cluster import open_cluster
 from nvcc_evo.search.measurers import calibrate, close_pool, gpu_arch, measuring, resolve_backend
-from nvcc_evo.search.options import Options, real_nvcc, say_settings, with_settings
+from nvcc_evo.search.options import Options, ptxas_programs, real_nvcc, say_settings, with_settings
 from nvcc_evo.search.progress import ProgressLine, board_for, reporter
 from nvcc_evo.search.selection import Task, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
@@ -233,34 +233,6 @@ def _entry_is_current(task: Task, toolkit, options: Options) -> bool:
     backend = target.record("backend") if target is not None else None
     return (backend is not None and backend.value == options.backend
             and not stale_reasons(task.unit, task.arch, task.fingerprint, toolkit.version))
-
-
-def ptxas_programs(space: SearchSpace, toolkit, acf_path: Path, options: Options, arch: str,
-                   fixed=None) -> dict[str, str]:
-    """{ptxas.version value: the ptxas binary} for the releases the space
-    names (and `fixed`, the unit's value outside it) besides the toolkit's,
-    chosen among the binaries a build chooses among (`options.ptxas`: the
-    project setting `ptxas`, NVCC_EVO_PTXAS over the settings file). One that
-    is not listed, or whose cubins the driver here does not load (asked where
-    the backend runs them on this machine's GPU), is an error before anything
-    is searched, saying which."""
-    from nvcc_evo.driver import ptxas
-    dimension = next((d for d in space.dimensions if d.knob == "ptxas.version"), None)
-    wanted = [str(v) for v in (*(dimension.choices if dimension else ()), fixed) if v not in (None, TOOLKIT_TOOL)]
-    listed = {ptxas.PTXAS_ENV: os.pathsep.join(options.ptxas)}
-    programs = {}
-    for version in dict.fromkeys(wanted):
-        try:
-            found = ptxas.choose(version, toolkit, listed)
-        except ptxas.NoPtxas as missing:
-            raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {missing}"
-                                     + (f" (the list: {options.ptxas_source})" if options.ptxas else "")) from None
-        if options.backend == "pycuda":
-            problem = ptxas.driver_problem(found, arch)
-            if problem:
-                raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {problem}")
-        programs[version] = None if found == ptxas.toolkit_ptxas(toolkit) else found.path
-    return programs
 
 
 def _first_lines(detail: str, count: int = 8) -> str:
