@@ -1,7 +1,8 @@
-"""The Ray backend of a retune (`--cluster ray://HEAD:PORT`, `local`,
+"""The Ray backend of a retune (`--cluster ray://HEAD:PORT`, `auto`, `local`,
 `local:N`; the setting `retune.cluster`): compiles as tasks on the
-cluster's CPUs, measurements on its GPUs (one actor per GPU, holding its own
-measuring process). The static, replay and command backends measure here,
+cluster's CPUs, measurements on its GPUs (one actor per GPU for the whole
+retune, holding its measuring process and a Measurer per search: several
+searches, after or beside one another, share it). The static, replay and command backends measure here,
 in the driver: a static measurement reads the ptxas report the compile task
 sent back (0.2 ms), where a Ray task's round trip took 0.3-0.7 s per
 candidate on a 2-core machine (benchmarks/parallel.py), and a bench command
