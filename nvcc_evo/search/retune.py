@@ -93,7 +93,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     job_for = lambda genome: replace(task.job, flags=flags_for(genome), ptxas=program_for(genome))
 
     context = Context(toolkit.version, task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
-                      _build_key(task.job))
+                      _build_key(task.job, acf_path.parent))
     measurer, lanes = measuring(options, task, acf_path, context, baseline_defines(task.source, space), flags_for,
                                 cluster)
     context = replace(context, device=measurer.device)
@@ -262,8 +262,18 @@ def _first_lines(detail: str, count: int = 8) -> str:
     return "\n".join(f"    {line}" for line in lines) or "    (no message)"
 
 
-def _build_key(job: CompileJob) -> str:
-    return hashlib.sha256(repr((job.argv, job.env, job.nvcc)).encode()).hexdigest()[:16]
+def _build_key(job: CompileJob, root: Path) -> str:
+    """The build's identity in the results store: its arguments, environment
+    and nvcc, with the ACF's folder written as `<acf>`, so that a moved or
+    copied checkout (its records' paths mapped to the new folder) keeps its results."""
+    here = os.path.realpath(root)
+
+    def relative(text: str) -> str:
+        return "<acf>" if text == here else text.replace(here + os.sep, "<acf>" + os.sep)
+
+    argv = tuple(relative(a) for a in job.argv)
+    env = tuple((k, relative(v)) for k, v in job.env)
+    return hashlib.sha256(repr((argv, env, job.nvcc)).encode()).hexdigest()[:16]
 
 
 def _progress_line(task: Task, goal: Goal, progress: Progress, engine: Engine, evaluator: Evaluator,
