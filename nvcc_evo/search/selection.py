@@ -180,12 +180,23 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit, options) -> tuple[l
                     f"objectives cannot judge runtime, so it stays until a retune on a GPU (name the unit or "
                     f"use --all to overwrite it anyway)")
                 continue
+            if not reasons and options.backend in MEASURING_BACKENDS and _static_only(unit, arch):
+                reasons = (STATIC_ONLY,)
             if reasons:
                 tasks.append(Task(index, unit, arch, source, job, print_, reasons))
     return tasks, skipped
 
 
 MEASURING_BACKENDS = ("pycuda", "command")
+STATIC_ONLY = "its entry holds static objectives only (compiler facts): never measured"
+
+
+def _static_only(unit: model.Unit, arch: str) -> bool:
+    """The unit's entry for `arch` was chosen by the static backend: up to
+    date for it, but a measuring backend has yet to judge it."""
+    target = unit.entry_for(arch)
+    backend = target.record("backend") if target is not None and target.provenance else None
+    return backend is not None and backend.value == "static"
 
 
 def _measured_on(unit: model.Unit, arch: str) -> str | None:
