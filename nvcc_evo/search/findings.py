@@ -53,8 +53,9 @@ class Section:
         """The front's two axes: the unit's first two objectives, else its
         objective and the first other metric measured."""
         named = list(self.unit.tune.minimize) if self.unit.tune and self.unit.tune.minimize else []
-        measured = [m for m, _ in self.baseline.measurement.metrics]
-        first = named[0] if named else ("runtime" if "runtime" in measured else measured[0])
+        measured = list(dict.fromkeys(m for r in self.records for m, _ in r.measurement.metrics))
+        # (a failed baseline measured nothing; every evaluation may have failed: then the axis is runtime)
+        first = named[0] if named else ("runtime" if "runtime" in measured or not measured else measured[0])
         others = [m for m in named[1:] + list(SECOND_AXES) + measured if m != first and m in measured]
         return first, (others[0] if others else None)
 
