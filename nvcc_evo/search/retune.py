@@ -116,6 +116,9 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     if cluster is not None:                      # compiles on the cluster's CPUs
         evaluator.compiler = cluster.compiler(options.protocol == "fast")
     stored = _resume(task, store, context, evaluator, space)
+    # (said before the baseline is measured: a bench command's baseline runs take a while and say their own line)
+    log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, {len(space.dimensions)} knobs"
+        + (f"; resuming with {stored} stored evaluations" if stored else ""))
     baseline_genome = space.baseline()
     baseline_measurement = measure_baseline(evaluator, measurer, baseline_genome)
     calibrate(lanes, measurer, baseline_genome, job_for(baseline_genome))
@@ -124,8 +127,6 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     for evaluation in history:
         evaluator.offer_incumbent(evaluator.measured[evaluation.genome], evaluation)
     engine = Engine(space, rng, options.population, seeds=_seeds(task, space), history=history)
-    log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, {len(space.dimensions)} knobs"
-        + (f"; resuming with {stored} stored evaluations" if stored else ""))
     extra = {}
     if not baseline_measurement.ok:      # every candidate would fail the same way: say why, search nothing
         log(f"{task}: the baseline (the build's own flags) failed, {baseline_measurement.status}:\n"
