@@ -142,9 +142,17 @@ def test_a_unit_whose_every_evaluation_failed_reports_without_warnings(tmp_path,
                                            '    }\n    bench {\n        command "echo no GPU here; exit 1"\n'
                                            '        metric "time ([0-9]+) ms"\n    }\n}\n')
     env = evo_env(evo_cache)
+    static = run_evo("--retune", "--backend", "static", "--target", "sm_90", "--evaluations", "2", cwd=tmp_path, env=env)
+    assert static.returncode == 0, static.stderr                   # the ACF's entry: the static backend's
     tuned = run_evo("--retune", "--backend", "command", "--target", "sm_90", "--evaluations", "2", cwd=tmp_path, env=env)
     assert tuned.returncode == 1 and "baseline failed (command-failed)" in tuned.stdout, tuned.stdout + tuned.stderr
     done = run_evo("--report", cwd=tmp_path, env=env)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     page = (tmp_path / ".nvcc-evo" / "report.html").read_text()
     assert "no finite values to draw" in page and "command-failed" in page
+    # the command section does not pass the static backend's verdict off as its own (it showed "baseline
+    # kept: no candidate beat it" and the static provenance for a baseline that failed)
+    command = page[page.index("[sm_90] on cpu (command)"):]
+    command = command[:command.index("[sm_90] on cpu (static)")] if "[sm_90] on cpu (static)" in command else command
+    assert "was chosen by the static backend, not from these evaluations" in command
+    assert "no candidate beat it" not in command and "(entry by static)" in page
