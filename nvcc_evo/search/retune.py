@@ -340,11 +340,11 @@ def run_retune(options: Options) -> int:
             + (" (no GPU timing: registers, spills and other compiler facts are the objectives)"
                if options.backend == "static" else ""))
         say_settings(project, options)
-        tasks, skipped = find_tasks(file, acf_path, toolkit, options)
+        tasks, skipped, kept = find_tasks(file, acf_path, toolkit, options)
         if not tasks:
             log(f"nothing retuned: {len(skipped)} skipped, as said above" if skipped else
-                "nothing to retune: every unit and target is up to date, or kept for a GPU as said above "
-                "(use --all to force)")
+                "nothing to retune: every unit and target is up to date"
+                + (f" ({kept} kept for a GPU, as said above)" if kept else "") + " (use --all to force)")
             return ExitCode.INVALID_INPUT if skipped else ExitCode.OK
         if options.dry_run:
             for task in tasks:
