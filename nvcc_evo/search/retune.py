@@ -32,7 +32,7 @@ from nvcc_evo.search.evaluate import Evaluator, Goal, goal_for
 from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_search
 from nvcc_evo.search.cluster import open_cluster
 from nvcc_evo.search.measurers import calibrate, close_pool, gpu_arch, measuring, resolve_backend
-from nvcc_evo.search.options import Options, real_nvcc, say_settings, with_settings
+from nvcc_evo.search.options import Options, backend_resolved, real_nvcc, say_settings, with_settings
 from nvcc_evo.search.progress import ProgressLine, reporter
 from nvcc_evo.search.selection import Task, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
@@ -333,7 +333,7 @@ def run_retune(options: Options) -> int:
     try:
         file = load(acf_path)
         cluster = open_cluster(options.cluster, options.dry_run)
-        options = replace(options, backend=resolve_backend(options.backend, cluster))
+        options = backend_resolved(options, resolve_backend(options.backend, cluster))
         if options.backend == "pycuda" and options.target is None and not options.dry_run:
             options = replace(options, target=gpu_arch(options.device, cluster))   # what this GPU runs
         log(f"{acf_path}: {toolkit}; backend {options.backend}"
