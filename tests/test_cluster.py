@@ -108,6 +108,18 @@ exec {nvcc} "$@"
 """
 
 
+@needs_ray
+def test_a_local_ray_is_our_own_whatever_ray_address_names(tmp_path, evo_cache):
+    """`--cluster local:N` starts a Ray of its own. It called ray.init() with no address, which joins the
+    cluster RAY_ADDRESS (or another user's `ray start` on the machine) names, and then failed with Ray's
+    traceback "When connecting to an existing cluster, num_cpus and num_gpus must not be provided" (seen
+    in the full suite on a machine shared with another developer's Ray)."""
+    folder = _project(tmp_path / "p")
+    ran = _retune(folder, evo_cache, "--cluster", "local:1", env=evo_env(evo_cache, RAY_ADDRESS="127.0.0.1:1"))
+    assert ran.returncode == 0, ran.stderr
+    assert "Traceback" not in ran.stderr and "compiles on 1 Ray worker(s)" in ran.stderr
+
+
 def _killer(folder: Path, real_nvcc: Path, once: bool) -> Path:
     marker = folder / "killed-once"
     guard = f'[ -e {marker} ] || {{ touch {marker};' if once else "{"
