@@ -271,3 +271,17 @@ def test_the_confirmation_compiles_nothing_the_command_rebuilds_itself(tmp_path,
     assert len(stored) == 2 and len(built) == len(stored), built        # the baseline (-O3) and -O1: once each
     rebuilt = [line for line in calls.read_text().splitlines() if "spill.cubin" in line]
     assert len(rebuilt) == 2 + 1 + 2 * 6, rebuilt  # the command's: the search's two, the drift's, 6 rounds of two
+
+
+def test_what_is_searched_is_said_before_the_baseline_runs(tmp_path, evo_cache):
+    """A bench command's baseline runs take a while (30 s for a third-party GEMM benchmark on the H200)
+    and print their own line: the unit's header (why it is retuned, the backend, the space) comes
+    first. (It came after the baseline's line, as if the baseline belonged to the unit before.)"""
+    _spill_project(tmp_path, "echo 'time 2 ms'", ['metric time "([0-9]+) ms"'])
+    done = run_evo("--retune", "--target", "sm_90", "--backend", "command", "--evaluations", "2", cwd=tmp_path,
+                   env=evo_env(evo_cache))
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    header = next(i for i, line in enumerate(lines) if "space 2 points, 1 knobs" in line)
+    baseline = next(i for i, line in enumerate(lines) if "(baseline): time 2" in line)
+    assert header < baseline, done.stderr

@@ -115,3 +115,36 @@ def test_another_path_keeps_the_stored_results(project, tmp_path, evo_cache):
     assert done.returncode == 0, done.stderr
     assert "other context(s) in the results store left aside" not in done.stderr
     assert "resuming with" in done.stderr
+
+
+def test_a_bench_commands_build_keeps_the_users_record(project, evo_cache):
+    """A command backend's bench command builds each candidate through the wrapper; its compile
+    (here with a -D of its own) must not replace the record of how the user's build compiles the
+    unit (it did: the next static retune built with the bench command's flags, or failed where the
+    bench command's build lacked the user's -I)."""
+    build(project, evo_cache)
+    bench = (f"{EVO} -arch=sm_90 -DFROM_BENCH=1 -I{project / 'include'} -c src/kernel.cu -o kernel.o "
+             f"&& echo time 1.5 ms")
+    (project / "nvcc-evo.acf").write_text(ACF.replace(
+        "    }\n}\n", f'    }}\n    bench {{\n        command "{bench}"\n        metric time "time ([0-9.]+) ms"\n'
+                      f'        confirm rounds 5\n    }}\n}}\n'))
+    done = run_evo("--retune", "--backend", "command", "--evaluations", "2", cwd=project, env=evo_env(evo_cache))
+    assert done.returncode == 0, done.stderr
+    assert "FROM_BENCH" in done.stderr or "time" in done.stdout          # the bench command ran
+    (entry,) = (project / ".nvcc-evo" / "compile-db").glob("*.json")
+    argv = json.loads(entry.read_text())["argv"]
+    assert "-DFROM_BENCH=1" not in argv and f"-I{project / 'include'}" in argv
+
+
+def test_a_moved_project_keeps_its_stored_results(project, tmp_path, evo_cache):
+    """The build's identity in the results store is the same after a move: paths under the ACF's
+    folder are compared relative to it (a moved checkout searched everything again)."""
+    build(project, evo_cache)
+    assert retune(project, evo_cache).returncode == 0
+    moved = tmp_path / "new" / "proj"
+    moved.parent.mkdir()
+    shutil.move(project, moved)
+    done = retune(moved, evo_cache, "--all")
+    assert done.returncode == 0, done.stderr
+    assert "other context(s) in the results store left aside" not in done.stderr
+    assert "resuming with" in done.stderr

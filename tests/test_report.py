@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, evo_env, run_evo
+from conftest import DATA, ROOT, evo_env, run_evo
 
 KERNELS = ROOT / "kernels"
 H200 = ROOT / "benchmarks" / "data" / "h200-search.jsonl"
@@ -131,3 +131,28 @@ def test_plots_draw_what_they_are_given():
     assert labels == ["candidates (3)", "Pareto front (2)", "baseline (defaults)", "chosen"]
     drawn = svg(convergence_figure([9, math.inf, 4, 100], [0, 1, 2, 3], 9.0, "c", "runtime"))
     assert drawn.startswith("<svg") and "clipped at 3x baseline" in drawn and "wall time (s)" in drawn
+
+
+def test_a_unit_whose_every_evaluation_failed_reports_without_warnings(tmp_path, evo_cache):
+    """A command backend whose baseline failed (a project whose bench cannot run here) leaves a store of
+    failures only: --report drew empty plots and matplotlib's "No artists with labels found to put in
+    legend" UserWarning, with a site-packages path, reached the user's stderr."""
+    shutil.copy(DATA / "cuda" / "regs.cu", tmp_path / "regs.cu")
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\nunit "regs.cu" {\n    search {\n        ptxas.opt_level in 1..3\n'
+                                           '    }\n    bench {\n        command "echo no GPU here; exit 1"\n'
+                                           '        metric "time ([0-9]+) ms"\n    }\n}\n')
+    env = evo_env(evo_cache)
+    static = run_evo("--retune", "--backend", "static", "--target", "sm_90", "--evaluations", "2", cwd=tmp_path, env=env)
+    assert static.returncode == 0, static.stderr                   # the ACF's entry: the static backend's
+    tuned = run_evo("--retune", "--backend", "command", "--target", "sm_90", "--evaluations", "2", cwd=tmp_path, env=env)
+    assert tuned.returncode == 1 and "baseline failed (command-failed)" in tuned.stdout, tuned.stdout + tuned.stderr
+    done = run_evo("--report", cwd=tmp_path, env=env)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    page = (tmp_path / ".nvcc-evo" / "report.html").read_text()
+    assert "no finite values to draw" in page and "command-failed" in page
+    # the command section does not pass the static backend's verdict off as its own (it showed "baseline
+    # kept: no candidate beat it" and the static provenance for a baseline that failed)
+    command = page[page.index("[sm_90] on cpu (command)"):]
+    command = command[:command.index("[sm_90] on cpu (static)")] if "[sm_90] on cpu (static)" in command else command
+    assert "was chosen by the static backend, not from these evaluations" in command
+    assert "no candidate beat it" not in command and "(entry by static)" in page

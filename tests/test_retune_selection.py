@@ -133,3 +133,26 @@ def test_the_entry_a_retune_judges_is_the_plain_target_even_after_a_named_one(pr
     assert done.returncode == 0, done.stderr
     assert '"regs.cu"' in listed(done.stdout), done.stderr
     assert "but its entry was measured" not in done.stderr
+
+
+def test_an_entry_the_static_backend_chose_is_stale_for_a_measuring_backend(project, evo_cache):
+    """A static retune's entry is up to date for the static backend, but its
+    choice is compiler facts: a retune that measures (the command backend, or
+    pycuda) retunes it. (It said "nothing to retune: every unit and target is
+    up to date", so a user who tuned statically first never got a measured entry
+    without --all.)"""
+    text = ACF.replace('unit "regs.cu" {\n    search {\n        ptxas.opt_level in 1..3\n    }\n',
+                       'unit "regs.cu" {\n    search {\n        ptxas.opt_level in 1..3\n    }\n'
+                       '    bench {\n        command "echo time 1 ms"\n        metric "time ([0-9]+) ms"\n    }\n')
+    (project / "nvcc-evo.acf").write_text(text)
+    env = evo_env(evo_cache)
+    static = run_evo("--retune", "--backend", "static", "--evaluations", "2", "--target", "sm_90", "regs.cu",
+                     cwd=project, env=env)
+    assert static.returncode == 0, static.stderr
+    assert "backend = static" in (project / "nvcc-evo.acf").read_text()
+    again = dry_run(project, evo_cache, "--target", "sm_90")             # (a unit named is always retuned)
+    assert again.returncode == 0 and listed(again.stdout) == ['"spill.cu"'], again.stdout    # up to date for static
+    measuring = run_evo("--retune", "--backend", "command", "--dry-run", "--target", "sm_90", cwd=project, env=env)
+    assert measuring.returncode == 0, measuring.stderr
+    assert ('"regs.cu" [sm_90]: its entry holds static objectives only (compiler facts): never measured'
+            in measuring.stdout.splitlines()), measuring.stdout + measuring.stderr

@@ -5,6 +5,7 @@ never imports tomllib."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,13 @@ def test_precedence_command_line_then_environment_then_file_then_default(project
     assert "population = 5 (NVCC_EVO_POPULATION)" in said       # environment over file
     assert "seed = 9 (--seed)" in said                          # command line over both
     assert "patience = 4 (built-in default)" in said
+    # the default backend is auto, and said as what it chose here (it said "'static' (built-in default)")
+    assert re.search(r"backend = '(static|pycuda)' \(auto, built-in default: (no PyCUDA GPU here|PyCUDA and a "
+                     r"GPU found)\)", said), said
+    (project / "nvcc-evo.toml").write_text('[retune]\nbackend = "auto"\n')
+    from_file = run_evo("--retune", "--dry-run", cwd=project, env=env).stderr
+    assert re.search(r"backend = '(static|pycuda)' \(auto, nvcc-evo.toml:2: ", from_file), from_file
+    (project / "nvcc-evo.toml").write_text('[retune]\nevaluations = 6\npopulation = 3\nseed = 2\n')
     result = run_evo("--retune", "--dry-run", "--population", "12", cwd=project, env=env)
     assert "population = 12 (--population)" in result.stderr   # a value equal to the default still wins
 

@@ -15,6 +15,8 @@ ACF_ENV = "NVCC_EVO_ACF"
 ACF_NAME = "nvcc-evo.acf"
 ENVIRONMENT = 3      # nvcc_evo.errors.ExitCode.ENVIRONMENT, without importing it
 LOG_ENV = "NVCC_EVO_LOG"
+# Set by --retune --backend command for its bench command's runs: such a build compiles a candidate.
+PHASE_ENV = "NVCC_EVO_PHASE"
 NO_ACF = f"no {ACF_NAME} above the inputs or here, and {ACF_ENV} unset"
 SETTINGS_NAME = "nvcc-evo.toml"
 PYPROJECT = "pyproject.toml"

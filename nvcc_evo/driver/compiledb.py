@@ -83,9 +83,14 @@ def _relative(path: str, root: Path) -> str:
     return path if relative == ".." or relative.startswith(".." + os.sep) else relative
 
 
-def record(acf_path: Path, entry: CompileRecord) -> None:
+def record(acf_path: Path, entry: CompileRecord, keep_existing: bool = False) -> None:
+    """Record `entry`, replacing the record of the same output; with
+    `keep_existing` (a retune's bench command building a candidate) an output
+    already recorded keeps its record: how the user's build compiles it."""
     root = _root(acf_path)
     folder = db_folder(acf_path)
+    if keep_existing and (folder / f"{entry.key(root)}.json").exists():
+        return
     folder.mkdir(parents=True, exist_ok=True)
     data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in entry._asdict().items()}
     data.update(cwd=_relative(entry.cwd, root), input=_relative(entry.input, root), root=str(root))

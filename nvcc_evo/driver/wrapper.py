@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.driver import plan as planning
-from nvcc_evo.driver.common import (LOG_ENV, NO_ACF, REAL_NVCC_ENV, NvccNotFound, append_log,
+from nvcc_evo.driver.common import (LOG_ENV, NO_ACF, PHASE_ENV, REAL_NVCC_ENV, NvccNotFound, append_log,
                                      find_real_nvcc as find_nvcc, find_settings_file, is_self)
 from nvcc_evo.driver.nvcc_options import parse_call
 from nvcc_evo.errors import AcfError, EnvironmentProblem
@@ -180,6 +180,9 @@ def _record(decision: Decision, argv: list[str], environ, cwd: Path) -> None:
         return
     from nvcc_evo.driver import compiledb
     output = decision.call.last("--output-file") or ""
+    # A bench command's build of a candidate (--retune --backend command) adds what it compiles, never
+    # replacing how the user's own build compiled an output: a bench command may build another way.
+    candidate_build = PHASE_ENV in environ
     for match in plan_.matches:
         if match.unit is None:
             continue
@@ -187,7 +190,7 @@ def _record(decision: Decision, argv: list[str], environ, cwd: Path) -> None:
             tuple(argv), str(cwd), compiledb.relevant_env(environ), str(decision.nvcc),
             decision.toolkit.version, str((cwd / match.input).resolve()), output, match.unit.position,
             match.unit.globs, match.arch, str(match.target) if match.target else None,
-            match.fingerprint, match.stale, decision.extra_args, time.time()))
+            match.fingerprint, match.stale, decision.extra_args, time.time()), keep_existing=candidate_build)
 
 
 def _log(decision: Decision, argv: list[str], environ, cwd: Path, per_step: dict) -> None:

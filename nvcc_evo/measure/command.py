@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Callable
 
 from nvcc_evo.acf import benchcommand, model
+from nvcc_evo.driver.common import PHASE_ENV
 from nvcc_evo.driver.compiledb import outputs_of
 from nvcc_evo.driver.flags import ptxas_values
 from nvcc_evo.measure import Confirmation, Measurement, failed
@@ -170,7 +171,7 @@ class CommandBench:
 
     def _environment(self, acf: Path, flags, phase: str, log: Path) -> dict:
         env = dict(os.environ, NVCC_EVO_ACF=str(acf), NVCC_EVO_CANDIDATE_FLAGS=" ".join(flags),
-                   NVCC_EVO_CANDIDATE=candidate_name(flags), NVCC_EVO_PHASE=phase, NVCC_EVO_RUN=str(self.runs),
+                   NVCC_EVO_CANDIDATE=candidate_name(flags), **{PHASE_ENV: phase}, NVCC_EVO_RUN=str(self.runs),
                    NVCC_EVO_LOG=str(log))
         env.pop("NVCC_EVO_ACTIVE", None)
         return env

@@ -53,13 +53,25 @@ class Section:
         """The front's two axes: the unit's first two objectives, else its
         objective and the first other metric measured."""
         named = list(self.unit.tune.minimize) if self.unit.tune and self.unit.tune.minimize else []
-        measured = [m for m, _ in self.baseline.measurement.metrics]
-        first = named[0] if named else ("runtime" if "runtime" in measured else measured[0])
+        measured = list(dict.fromkeys(m for r in self.records for m, _ in r.measurement.metrics))
+        # (a failed baseline measured nothing; every evaluation may have failed: then the axis is runtime)
+        first = named[0] if named else ("runtime" if "runtime" in measured or not measured else measured[0])
         others = [m for m in named[1:] + list(SECOND_AXES) + measured if m != first and m in measured]
         return first, (others[0] if others else None)
 
     def entry(self) -> model.Target | None:
+        """The ACF's entry for this section's target, where these evaluations
+        chose it (not where another backend's did: see `chosen_by`)."""
+        return None if self.chosen_by() else self._target()
+
+    def _target(self) -> model.Target | None:
         return next((t for t in self.unit.targets if t.arch == self.arch and t.gpu in (None, self.device)), None)
+
+    def chosen_by(self) -> str | None:
+        """The backend that chose the entry, where it is another than this section's."""
+        target = self._target()
+        backend = target.record("backend") if target is not None and target.provenance else None
+        return str(backend.value) if backend is not None and backend.value != self.backend else None
 
     def chosen(self) -> Record | None:
         """The stored evaluation of the entry's knobs (the rest at the baseline's values)."""
@@ -150,6 +162,8 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
 
 def _knobs(section: Section) -> str:
     target = section.entry()
+    if section.chosen_by():
+        return f"<p>{_elsewhere(section)}</p>"
     if target is None:
         return f"<p>No entry for {section.arch} in the ACF.</p>"
     chosen = {s.knob: show_value(s.value) for s in target.settings}
@@ -169,6 +183,8 @@ def _objectives(section: Section, chosen: Record | None) -> str:
 
 def _verification(section: Section) -> str:
     target = section.entry()
+    if section.chosen_by():
+        return f"<p>{_elsewhere(section)}</p>"
     if target is None or not target.provenance:
         return "<p>No provenance: never tuned.</p>"
     keys = ("verdict", "test", "p_value", "effect_size", "significant", "date", "evaluations", "search_seconds")
@@ -177,6 +193,11 @@ def _verification(section: Section) -> str:
     rows = [[html.escape(r.key), html.escape(text(r.value)) + (f" ± {r.spread:g}" if r.spread else "")]
             for r in shown]
     return _table(["provenance", "value"], rows)
+
+
+def _elsewhere(section: Section) -> str:
+    return (f"The ACF's entry for {html.escape(section.arch)} was chosen by the {html.escape(section.chosen_by())} "
+            f"backend, not from these evaluations.")
 
 
 def _failures(section: Section) -> str:
@@ -225,9 +246,10 @@ def _summary_row(section: Section) -> list[str]:
     first, _ = section.objectives()
     target = section.entry()
     verdict = target.record("verdict") if target is not None else None
+    verdict_text = str(verdict.value) if verdict else (f"(entry by {section.chosen_by()})" if section.chosen_by() else "—")
     failed = sum(1 for r in section.records if not r.measurement.ok)
     return [f'<a href="#{_anchor(section)}">{html.escape(str(section.unit))}</a>', section.arch,
-            html.escape(section.device), html.escape(str(verdict.value) if verdict else "—"),
+            html.escape(section.device), html.escape(verdict_text),
             f"{first} {_change(section, chosen, first) or '—'}", str(len(section.records)), str(failed),
             html.escape("; ".join(section.stale) or "up to date")]
 

@@ -98,6 +98,18 @@ def real_nvcc(project: settings.Settings) -> Path:
         raise EnvironmentProblem(f"{chosen.source}: nvcc = {chosen.value} is not an executable nvcc") from None
 
 
+def backend_resolved(options: Options, backend: str) -> Options:
+    """`options` with `auto` resolved to `backend`, its source saying so (a
+    dry run showed "backend = 'static' (built-in default)": the default is auto)."""
+    if options.backend != "auto" or backend == "auto":
+        return replace(options, backend=backend)
+    sources = dict(options.sources)
+    asked = sources.get("retune.backend", settings.DEFAULT)
+    why = "PyCUDA and a GPU found" if backend == "pycuda" else "no PyCUDA GPU here" if backend == "static" else "the cluster's"
+    said = f"auto, {'built-in default' if asked == settings.DEFAULT else asked}: {why}"
+    return replace(options, backend=backend, sources=tuple({**sources, "retune.backend": said}.items()))
+
+
 def say_settings(project: settings.Settings, options: Options) -> None:
     """Where the search's settings came from: every one in a dry run, else
     those not left at their defaults."""

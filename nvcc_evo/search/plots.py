@@ -62,8 +62,18 @@ def front_figure(points: Sequence[Point], front: Sequence[Point], title: str, x_
     axes.set(xlabel=x_label, ylabel=y_label)
     axes.set_title(title, fontsize="medium", wrap=True)
     axes.grid(True, alpha=0.3)
-    axes.legend(fontsize="small")
+    _legend(axes)
     return figure
+
+
+def _legend(axes) -> None:
+    """The legend of what was drawn; where nothing was (every evaluation
+    failed), a word saying so instead of matplotlib's warning on stderr."""
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(fontsize="small")
+    else:
+        axes.text(0.5, 0.5, "no finite values to draw (every evaluation failed?)", ha="center", va="center",
+                  transform=axes.transAxes, color="#555555")
 
 
 def best_so_far(values: Sequence[float]) -> list[float]:
@@ -95,7 +105,7 @@ def convergence_figure(values: Sequence[float], seconds: Sequence[float] | None,
         axis.set(xlabel=x_label, ylabel=label)
         axis.grid(True, alpha=0.3)
         _clip_outliers(axis, values, baseline)
-    axes[0][0].legend(fontsize="small")
+    _legend(axes[0][0])
     figure.suptitle(title, fontsize="medium")
     return figure
 
@@ -124,7 +134,7 @@ def curves_figure(curves: dict[str, Sequence[Point]], title: str, x_label: str, 
     axes.set(xlabel=x_label, ylabel=y_label + (f" (clipped at {y_max:.4g})" if y_max else ""))
     axes.set_title(title, fontsize="medium", wrap=True)
     axes.grid(True, alpha=0.3)
-    axes.legend(fontsize="small")
+    _legend(axes)
     return figure
 
 

@@ -32,7 +32,8 @@ from nvcc_evo.search.evaluate import Evaluator, Goal, Stopped, goal_for
 from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_search
 from nvcc_evo.search.cluster import open_cluster
 from nvcc_evo.search.measurers import calibrate, close_pool, gpu_arch, measuring, resolve_backend
-from nvcc_evo.search.options import Options, ptxas_programs, real_nvcc, say_settings, with_settings
+from nvcc_evo.search.options import (Options, backend_resolved, ptxas_programs, real_nvcc, say_settings,
+                                     with_settings)
 from nvcc_evo.search.progress import ProgressLine, board_for, reporter
 from nvcc_evo.search.selection import Task, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
@@ -95,7 +96,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     job_for = lambda genome: replace(task.job, flags=flags_for(genome), ptxas=program_for(genome))
 
     context = Context(toolkit.version, task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
-                      _build_key(task.job))
+                      _build_key(task.job, acf_path.parent))
     measurer, lanes = measuring(options, task, acf_path, context, baseline_defines(task.source, space), flags_for,
                                 cluster)
     context = replace(context, device=measurer.device)
@@ -119,6 +120,9 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     if cluster is not None:                      # compiles on the cluster's CPUs
         evaluator.compiler = cluster.compiler(options.protocol == "fast")
     stored = _resume(task, store, context, evaluator, space)
+    # (said before the baseline is measured: a bench command's baseline runs take a while and say their own line)
+    log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, {len(space.dimensions)} knobs"
+        + (f"; resuming with {stored} stored evaluations" if stored else ""))
     baseline_genome = space.baseline()
     baseline_measurement = measure_baseline(evaluator, measurer, baseline_genome)
     calibrate(lanes, measurer, baseline_genome, job_for(baseline_genome))
@@ -127,8 +131,6 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     for evaluation in history:
         evaluator.offer_incumbent(evaluator.measured[evaluation.genome], evaluation)
     engine = Engine(space, rng, options.population, seeds=_seeds(task, space), history=history)
-    log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, {len(space.dimensions)} knobs"
-        + (f"; resuming with {stored} stored evaluations" if stored else ""))
     extra = {}
     if not baseline_measurement.ok:      # every candidate would fail the same way: say why, search nothing
         log(f"{task}: the baseline (the build's own flags) failed, {baseline_measurement.status}:\n"
@@ -241,8 +243,18 @@ def _first_lines(detail: str, count: int = 8) -> str:
     return "\n".join(f"    {line}" for line in lines) or "    (no message)"
 
 
-def _build_key(job: CompileJob) -> str:
-    return hashlib.sha256(repr((job.argv, job.env, job.nvcc)).encode()).hexdigest()[:16]
+def _build_key(job: CompileJob, root: Path) -> str:
+    """The build's identity in the results store: its arguments, environment
+    and nvcc, with the ACF's folder written as `<acf>`, so that a moved or
+    copied checkout (its records' paths mapped to the new folder) keeps its results."""
+    here = os.path.realpath(root)
+
+    def relative(text: str) -> str:
+        return "<acf>" if text == here else text.replace(here + os.sep, "<acf>" + os.sep)
+
+    argv = tuple(relative(a) for a in job.argv)
+    env = tuple((k, relative(v)) for k, v in job.env)
+    return hashlib.sha256(repr((argv, env, job.nvcc)).encode()).hexdigest()[:16]
 
 
 def _progress_line(task: Task, goal: Goal, progress: Progress, engine: Engine, evaluator: Evaluator,
@@ -301,18 +313,18 @@ def run_retune(options: Options) -> int:
     try:
         file = load(acf_path)
         cluster = open_cluster(options.cluster, options.dry_run)
-        options = replace(options, backend=resolve_backend(options.backend, cluster))
+        options = backend_resolved(options, resolve_backend(options.backend, cluster))
         if options.backend == "pycuda" and options.target is None and not options.dry_run:
             options = replace(options, target=gpu_arch(options.device, cluster))   # what this GPU runs
         log(f"{acf_path}: {toolkit}; backend {options.backend}"
             + (" (no GPU timing: registers, spills and other compiler facts are the objectives)"
                if options.backend == "static" else ""))
         say_settings(project, options)
-        tasks, skipped = find_tasks(file, acf_path, toolkit, options)
+        tasks, skipped, kept = find_tasks(file, acf_path, toolkit, options)
         if not tasks:
             log(f"nothing retuned: {len(skipped)} skipped, as said above" if skipped else
-                "nothing to retune: every unit and target is up to date, or kept for a GPU as said above "
-                "(use --all to force)")
+                "nothing to retune: every unit and target is up to date"
+                + (f" ({kept} kept for a GPU, as said above)" if kept else "") + " (use --all to force)")
             return ExitCode.INVALID_INPUT if skipped else ExitCode.OK
         if options.dry_run:
             for task in tasks:

@@ -148,13 +148,14 @@ def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str
     return tuple(reasons)
 
 
-def find_tasks(file: model.AcfFile, acf_path: Path, toolkit, options) -> tuple[list[Task], list[str]]:
-    """The (unit, target) searches to run, and those that cannot be (said on stderr)."""
+def find_tasks(file: model.AcfFile, acf_path: Path, toolkit, options) -> tuple[list[Task], list[str], int]:
+    """The (unit, target) searches to run, those that cannot be, and how many
+    stale entries a static retune keeps for a GPU (both said on stderr)."""
     records, unusable = compiledb.scan(acf_path)
     unreadable = [u for u in unusable if not u.unit_globs]
     for broken in unreadable:
         log(f"compile database {broken}: cannot be used (a unit with no other record is not tuned)")
-    tasks, skipped = [], []
+    tasks, skipped, kept = [], [], 0
     selected = select_units(file, acf_path, options.globs, Path.cwd())
     for index, unit in enumerate(file.units):
         if index not in selected:
@@ -181,13 +182,25 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit, options) -> tuple[l
                 log(f"{unit} [{arch}]: {'; '.join(reasons)}, but its entry was measured ({measured}); static "
                     f"objectives cannot judge runtime, so it stays until a retune on a GPU (name the unit or "
                     f"use --all to overwrite it anyway)")
+                kept += 1
                 continue
+            if not reasons and options.backend in MEASURING_BACKENDS and _static_only(unit, arch):
+                reasons = (STATIC_ONLY,)
             if reasons:
                 tasks.append(Task(index, unit, arch, source, job, print_, reasons))
-    return tasks, skipped
+    return tasks, skipped, kept
 
 
 MEASURING_BACKENDS = ("pycuda", "command")
+STATIC_ONLY = "its entry holds static objectives only (compiler facts): never measured"
+
+
+def _static_only(unit: model.Unit, arch: str) -> bool:
+    """The unit's entry for `arch` was chosen by the static backend: up to
+    date for it, but a measuring backend has yet to judge it."""
+    target = unit.entry_for(arch)
+    backend = target.record("backend") if target is not None and target.provenance else None
+    return backend is not None and backend.value == "static"
 
 
 def _measured_on(unit: model.Unit, arch: str) -> str | None:
