@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from nvcc_evo.driver.common import replace_file
+from nvcc_evo.driver.common import BROKEN_FILE, replace_file
 
 # The environment that changes what a compile does (include and library
 # search paths, nvcc's own flag variables, the host compiler): recorded with
@@ -151,7 +151,7 @@ def scan(acf_path: Path) -> tuple[list[CompileRecord], list[Unusable]]:
             data = json.loads(path.read_text())
             globs = tuple(data.get("unit_globs", ())) if isinstance(data, dict) else ()
             found = _decode(dict(data), root)
-        except (OSError, ValueError, TypeError, AttributeError) as error:
+        except BROKEN_FILE as error:
             unusable.append(Unusable(path, f"unreadable ({type(error).__name__}: {error})"))
             continue
         if isinstance(found, str):

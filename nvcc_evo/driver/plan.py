@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from nvcc_evo.acf import unitpath
-from nvcc_evo.driver.common import ACF_ENV, ACF_NAME, replace_file
+from nvcc_evo.driver.common import ACF_ENV, ACF_NAME, BROKEN_FILE, replace_file
 from nvcc_evo.driver.nvcc_options import NvccCall
 
 GPU_ENV = "NVCC_EVO_GPU"          # the GPU model the build is for, to pick named targets
@@ -164,7 +164,7 @@ def load_units(path: Path, cache_dir: Path) -> tuple[UnitEntry, ...]:
     cached = cache_dir / f"acf-{digest}.json"
     try:
         return _from_json(json.loads(cached.read_text()))
-    except (OSError, ValueError, TypeError):
+    except BROKEN_FILE:
         pass
     from nvcc_evo.acf.parse import parse_text
     from nvcc_evo.acf.resolve import check

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nvcc_evo.driver.common import BROKEN_FILE
 from nvcc_evo.errors import EvoError
 from nvcc_evo.measure import Measurement
 from nvcc_evo.search.space import Genome
@@ -89,7 +90,7 @@ class Store:
         for line in lines:
             try:
                 records.append(_decode(line))
-            except (ValueError, KeyError, TypeError):
+            except BROKEN_FILE:         # a line cut short, garbage, another shape: not a result
                 continue
         return records
 

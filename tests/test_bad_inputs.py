@@ -1,0 +1,121 @@
+"""Bad inputs found by the s7 probe (an installed wheel, every kind of bad
+file, setting and argument): each used to end in a traceback, drop a build's
+tuned flags with "internal error", break the build, or blow up in time and
+memory. Real nvcc and ptxas throughout."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import EVO, evo_env
+
+KERNEL = 'extern "C" __global__ void k(float* y, const float* x) { y[threadIdx.x] = 2.0f * x[threadIdx.x]; }\n'
+CAPPED = 'acf 1\nunit "k.cu" {\n    target sm_90 {\n        ptxas.maxrregcount = 24\n    }\n}\n'
+TUNED = "nvcc-evo: added: -Xptxas -maxrregcount=24"
+DEEP = "[" * 100_000 + "]" * 100_000          # valid JSON, nested past Python's recursion limit
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    (tmp_path / "k.cu").write_text(KERNEL)
+    (tmp_path / "nvcc-evo.acf").write_text(CAPPED)
+    return tmp_path
+
+
+def evo(project: Path, cache: Path, *args: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([str(EVO), *args], cwd=project, env=evo_env(cache, **env),
+                          capture_output=True, text=True, timeout=300)
+
+
+def build(project: Path, cache: Path, **env) -> subprocess.CompletedProcess:
+    return evo(project, cache, "-arch=sm_90", "-c", "k.cu", "-o", "k.o", NVCC_EVO_VERBOSE=1, **env)
+
+
+def retune(project: Path, cache: Path, *more: str) -> subprocess.CompletedProcess:
+    return evo(project, cache, "--retune", "--backend", "static", "--evaluations", "2", "--population", "2", *more)
+
+
+def assert_clean(done: subprocess.CompletedProcess) -> None:
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+
+
+# ------------------------------------------------------------------ caches
+@pytest.mark.parametrize("content", ["[1]", '"text"', "null", '{"answer": 5}', DEEP])
+def test_a_cache_file_of_another_shape_is_a_miss(project, tmp_path_factory, evo_cache, content):
+    """Valid JSON of the wrong shape in every cache file (toolkit probe, ACF
+    index, ptxas answers): was "internal error (TypeError ...)" and an untuned
+    build, and a traceback from --retune."""
+    cache = tmp_path_factory.mktemp("broken-cache")
+    assert build(project, cache).returncode == 0                    # fills the cache
+    files = [p for p in cache.rglob("*.json")]
+    assert files
+    for path in files:
+        path.write_text(content)
+    built = build(project, cache)
+    assert built.returncode == 0 and TUNED in built.stderr, built.stderr
+    assert_clean(built)
+    tuned = retune(project, cache)
+    assert tuned.returncode == 0, tuned.stderr
+    assert_clean(tuned)
+
+
+def test_a_cache_folder_that_cannot_be_made_keeps_the_tuned_flags(project, tmp_path):
+    """XDG_CACHE_HOME naming a file: the toolkit probe's cache write was an
+    "internal error (NotADirectoryError)" and an untuned build."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    built = build(project, blocker)
+    assert built.returncode == 0 and TUNED in built.stderr, built.stderr
+    assert_clean(built)
+
+
+# ------------------------------------------------------------------ the log
+@pytest.mark.parametrize("where", ["/", "/nonexistent-folder/log.jsonl"])
+def test_a_log_that_cannot_be_written_never_breaks_a_build(project, evo_cache, tmp_path_factory, where):
+    """NVCC_EVO_LOG naming a folder or a missing folder: with an ACF the build
+    lost its tuned flags, then its fallback wrote the log again and the build
+    failed with a traceback; without one the shim crashed."""
+    built = build(project, evo_cache, NVCC_EVO_LOG=where)
+    assert built.returncode == 0 and TUNED in built.stderr, built.stderr
+    assert f"cannot write the log NVCC_EVO_LOG={where}" in built.stderr
+    assert_clean(built)
+    plain = tmp_path_factory.mktemp("no-acf")
+    (plain / "k.cu").write_text(KERNEL)
+    untouched = build(plain, evo_cache, NVCC_EVO_LOG=where)
+    assert untouched.returncode == 0 and (plain / "k.o").is_file(), untouched.stderr
+    assert "Traceback" not in untouched.stderr
+
+
+def test_a_log_set_in_the_settings_file_that_cannot_be_written(project, evo_cache):
+    (project / "nvcc-evo.toml").write_text('log = "/"\n')
+    built = build(project, evo_cache)
+    assert built.returncode == 0 and TUNED in built.stderr, built.stderr
+    assert_clean(built)
+
+
+# ------------------------------------------------------------------ our own records
+def test_a_results_line_nested_too_deeply_is_skipped(project, evo_cache):
+    assert build(project, evo_cache).returncode == 0
+    assert retune(project, evo_cache).returncode == 0
+    store = project / ".nvcc-evo" / "results.jsonl"
+    kept = store.read_text()
+    with store.open("a") as out:
+        out.write(DEEP + "\n" + json.dumps({"status": "ok", "metrics": [1], "spreads": {}, "detail": ""}) + "\n")
+    again = retune(project, evo_cache, "--all")
+    assert again.returncode == 0, again.stderr                      # was: RecursionError, a traceback
+    assert_clean(again)
+    assert store.read_text().startswith(kept)                        # nothing lost
+
+
+def test_a_compile_record_nested_too_deeply_is_named(project, evo_cache):
+    assert build(project, evo_cache).returncode == 0
+    records = list((project / ".nvcc-evo" / "compile-db").glob("*.json"))
+    assert records
+    records[0].write_text(DEEP)
+    dry = retune(project, evo_cache, "--dry-run")
+    assert_clean(dry)
+    assert "cannot be read" in dry.stderr and records[0].name in dry.stderr, dry.stderr
