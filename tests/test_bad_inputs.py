@@ -119,3 +119,25 @@ def test_a_compile_record_nested_too_deeply_is_named(project, evo_cache):
     dry = retune(project, evo_cache, "--dry-run")
     assert_clean(dry)
     assert "cannot be read" in dry.stderr and records[0].name in dry.stderr, dry.stderr
+
+
+# ------------------------------------------------------------------ the ACF
+@pytest.mark.parametrize("high", ["99999999999999999999", "100000000"])
+def test_a_search_range_too_large_to_list_is_a_located_error(project, evo_cache, high):
+    """`define.X in 0..HIGH`: the check said ok; a build enumerated every value
+    for the unit's space digest (past 2**63: "internal error (OverflowError)";
+    10**8: 76 s and 6 GB per build), and with a require the check and --retune
+    ended in a traceback."""
+    (project / "nvcc-evo.acf").write_text(
+        'acf 1\nunit "k.cu" {\n    search {\n        define.X in 0..' + high + '\n        require X > 5\n    }\n'
+        '    target sm_90 {\n        ptxas.maxrregcount = 24\n    }\n}\n')
+    where = "nvcc-evo.acf:4:9: error: the range 0.." + high
+    checked = evo(project, evo_cache, "--acf-check", "nvcc-evo.acf")
+    assert checked.returncode == 1 and checked.stderr.startswith(where), checked.stderr
+    assert "undefined name" not in checked.stderr                     # no second error made of the first
+    tuned = retune(project, evo_cache, "--dry-run")
+    assert tuned.returncode == 1 and where in tuned.stderr, tuned.stderr
+    built = build(project, evo_cache)
+    assert built.returncode == 0, built.stderr
+    assert "the ACF has errors; building without tuned flags" in built.stderr and "nvcc-evo.acf:4:9" in built.stderr
+    assert_clean(built)
