@@ -141,3 +141,58 @@ def test_a_search_range_too_large_to_list_is_a_located_error(project, evo_cache,
     assert built.returncode == 0, built.stderr
     assert "the ACF has errors; building without tuned flags" in built.stderr and "nvcc-evo.acf:4:9" in built.stderr
     assert_clean(built)
+
+
+# ------------------------------------------------------------------ settings
+@pytest.mark.parametrize("args, said", [
+    (("--evaluations", "0"), "--evaluations 0: must be positive"),        # was: the baseline written to the ACF
+    (("--evaluations", "-1"), "--evaluations -1: must be positive"),
+    (("--population", "0"), "--population 0: must be positive"),
+    (("--jobs", "0"), "--jobs 0: must be positive"),
+    (("--time-limit", "-5"), "--time-limit -5.0: must be positive"),
+    (("--timeout", "nan"), "--timeout nan: must be a number of seconds"),  # was: a traceback (ValueError)
+    (("--timeout", "inf"), "--timeout inf: must be a finite number of seconds"),
+    (("--gpus", "count:x"), "--gpus count:x: must be all, count:N or device numbers"),   # was: ignored
+    (("--gpus", "0,,2"), "--gpus 0,,2: must be all, count:N or device numbers"),
+    (("--cluster", "local:0"), "--cluster local:0: must be ray://HEAD:PORT, local or local:N"),
+])
+def test_a_bad_search_setting_on_the_command_line_stops_before_anything(project, evo_cache, args, said):
+    """The file's checks (positive, ...) were not made of the command line:
+    --evaluations 0 or -1 wrote the baseline into the ACF as its choice."""
+    assert build(project, evo_cache).returncode == 0
+    before = (project / "nvcc-evo.acf").read_text()
+    done = retune(project, evo_cache, *args)
+    assert done.returncode == 2 and f"nvcc-evo: error: {said}" in done.stderr, done.stderr
+    assert_clean(done)
+    assert (project / "nvcc-evo.acf").read_text() == before
+    assert not (project / ".nvcc-evo" / "results.jsonl").exists()
+
+
+@pytest.mark.parametrize("line, said", [
+    ("timeout = nan", "nvcc-evo.toml:2:11: error: 'retune.timeout' must be a number of seconds, got nan"),
+    ("timeout = inf", "nvcc-evo.toml:2:11: error: 'retune.timeout' must be a finite number of seconds, got inf"),
+    ('gpus = "count:x"', "nvcc-evo.toml:2:8: error: 'retune.gpus' must be all, count:N or device numbers "
+                         "(0 or 0,2), got 'count:x'"),
+    ('cluster = "local:0"', "nvcc-evo.toml:2:11: error: 'retune.cluster' must be ray://HEAD:PORT, local or "
+                            "local:N, got 'local:0'"),
+    ('target = "sm_9000"', "nvcc-evo.toml:2:10: error: 'retune.target' must be a SASS architecture such as "
+                           "sm_90 or sm_90a, got 'sm_9000'"),
+])
+def test_a_bad_search_setting_in_the_file_is_located(project, evo_cache, line, said):
+    """Accepted before, then a traceback (timeout nan or inf) or silence (gpus,
+    cluster: the dry run listed them as set), or an error naming --target."""
+    (project / "nvcc-evo.toml").write_text(f"[retune]\n{line}\n")
+    done = retune(project, evo_cache, "--dry-run")
+    assert done.returncode == 1 and said in done.stderr, done.stderr
+    assert_clean(done)
+
+
+@pytest.mark.parametrize("variable, value, said", [
+    ("NVCC_EVO_TIMEOUT", "nan", "NVCC_EVO_TIMEOUT=nan: must be a number of seconds"),
+    ("NVCC_EVO_GPUS", "count:x", "NVCC_EVO_GPUS=count:x: must be all, count:N or device numbers"),
+    ("NVCC_EVO_CLUSTER", "http://head", "NVCC_EVO_CLUSTER=http://head: must be ray://HEAD:PORT"),
+])
+def test_a_bad_search_setting_in_the_environment_is_named(project, evo_cache, variable, value, said):
+    done = evo(project, evo_cache, "--retune", "--backend", "static", "--dry-run", **{variable: value})
+    assert done.returncode == 2 and f"nvcc-evo: error: {said}" in done.stderr, done.stderr
+    assert_clean(done)

@@ -316,7 +316,7 @@ def run_retune(options: Options) -> int:
     if swept:
         log(f"removed {len(swept)} folder(s) and file(s) that killed runs left: {', '.join(swept)}")
     toolkit = load_toolkit(real_nvcc(project))
-    check_target(options.target, toolkit)
+    check_target(options.target, toolkit, dict(options.sources).get("retune.target", "--target"))
     held = one_retune_at_a_time(acf_path, options.dry_run, log)
     cluster = None
     try:
