@@ -196,3 +196,15 @@ def test_a_bad_search_setting_in_the_environment_is_named(project, evo_cache, va
     done = evo(project, evo_cache, "--retune", "--backend", "static", "--dry-run", **{variable: value})
     assert done.returncode == 2 and f"nvcc-evo: error: {said}" in done.stderr, done.stderr
     assert_clean(done)
+
+
+def test_a_very_long_line_is_shown_around_the_error(project, evo_cache):
+    """A 1 MB line: the message held the whole line and a caret line as long."""
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "k.cu" {\n    target sm_90 {\n        ptxas.maxrregcount = 40'
+                                          + " " * 1_000_000 + "x\n    }\n}\n")
+    done = evo(project, evo_cache, "--acf-check", "nvcc-evo.acf")
+    assert done.returncode == 1
+    head, shown, caret = done.stderr.splitlines()[:3]
+    assert head.startswith("nvcc-evo.acf:4:1000032: error: unexpected 'x'")
+    assert len(done.stderr) < 1000 and shown.startswith("...")
+    assert shown[len(caret) - 1] == "x" and caret.strip() == "^"
