@@ -208,3 +208,22 @@ def test_a_very_long_line_is_shown_around_the_error(project, evo_cache):
     assert head.startswith("nvcc-evo.acf:4:1000032: error: unexpected 'x'")
     assert len(done.stderr) < 1000 and shown.startswith("...")
     assert shown[len(caret) - 1] == "x" and caret.strip() == "^"
+
+
+@pytest.mark.parametrize("acf, where", [
+    ('acf 1\nunit "k.cu" {\n    bench {\n        command "./app\0x"\n        metric runtime "t: ([0-9.]+)"\n'
+     '    }\n}\n', "nvcc-evo.acf:4:23:"),                 # was: ok, then --retune's traceback (embedded null byte)
+    ('acf 1\nunit "k\0.cu" {\n    target sm_90 {\n        ptxas.maxrregcount = 24\n    }\n}\n', "nvcc-evo.acf:2:8:"),
+    ('acf 1\nunit "k.cu" {\n    target sm_90 "H\x00200" {\n        ptxas.maxrregcount = 24\n    }\n}\n',
+     "nvcc-evo.acf:3:20:"),                             # was: ok, a GPU name no GPU has
+])
+def test_a_nul_byte_is_a_located_error(project, evo_cache, acf, where):
+    (project / "nvcc-evo.acf").write_text(acf)
+    checked = evo(project, evo_cache, "--acf-check", "nvcc-evo.acf")
+    assert checked.returncode == 1 and checked.stderr.startswith(f"{where} error: a NUL byte"), checked.stderr
+    tuned = evo(project, evo_cache, "--retune", "--backend", "command", "--evaluations", "2")
+    assert tuned.returncode == 1 and f"{where} error: a NUL byte" in tuned.stderr, tuned.stderr
+    assert_clean(tuned)
+    built = build(project, evo_cache)
+    assert built.returncode == 0 and "the ACF has errors; building without tuned flags" in built.stderr
+    assert_clean(built)
