@@ -227,3 +227,23 @@ def test_a_nul_byte_is_a_located_error(project, evo_cache, acf, where):
     built = build(project, evo_cache)
     assert built.returncode == 0 and "the ACF has errors; building without tuned flags" in built.stderr
     assert_clean(built)
+
+
+@pytest.mark.parametrize("kind, why", [("loop", "Too many levels of symbolic links"),
+                                       ("dangling", "No such file or directory"),
+                                       ("folder", "Is a directory"), ("fifo", "not a regular file")])
+def test_an_acf_of_that_name_that_cannot_be_read_is_said(project, evo_cache, kind, why):
+    """nvcc-evo.acf a link loop, a dangling link, a folder or a FIFO: builds
+    went untuned without a word, and --retune said there was no ACF at all."""
+    acf = project / "nvcc-evo.acf"
+    acf.unlink()
+    {"loop": lambda: acf.symlink_to("nvcc-evo.acf"), "dangling": lambda: acf.symlink_to("gone.acf"),
+     "folder": acf.mkdir, "fifo": lambda: __import__("os").mkfifo(acf)}[kind]()
+    said = f"cannot read the ACF {acf}: {why}"
+    built = build(project, evo_cache)
+    assert built.returncode == 0 and (project / "k.o").is_file()
+    assert f"nvcc-evo: warning: {said}; building without tuned flags" in built.stderr, built.stderr
+    for verb in (("--retune", "--dry-run"), ("--report",)):
+        done = evo(project, evo_cache, *verb)
+        assert done.returncode == 3 and f"nvcc-evo: error: {said}" in done.stderr, done.stderr
+        assert_clean(done)

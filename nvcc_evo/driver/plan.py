@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -93,8 +94,8 @@ def find_acf(start_dirs: list[Path], environ) -> Path | None:
     for start in start_dirs:
         for folder in [start, *start.parents]:
             candidate = folder / ACF_NAME
-            if candidate.is_file():
-                return candidate
+            if os.path.lexists(candidate):      # a folder, FIFO or link loop of that name too: it is the
+                return candidate                # project's ACF, and acf_problem says why it cannot be read
     return None
 
 

@@ -280,12 +280,14 @@ def run_report(acf: str | None, globs: tuple[str, ...], stores: list[str], out: 
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.driver import settings
     from nvcc_evo.driver.common import replace_file
-    from nvcc_evo.driver.plan import ACF_NAME, find_acf
-    from nvcc_evo.errors import ExitCode, UsageError
+    from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf
+    from nvcc_evo.errors import EnvironmentProblem, ExitCode, UsageError
     from nvcc_evo.search.selection import select_units
     acf_path = Path(acf).resolve() if acf else find_acf([Path.cwd()], os.environ)
     if acf_path is None:
         raise UsageError(f"no {ACF_NAME} here or above; name one with --acf")
+    if acf_problem(acf_path, os.environ):           # a folder, a FIFO, a link loop of that name
+        raise EnvironmentProblem(acf_problem(acf_path, os.environ))
     file = load(acf_path)
     try:
         chosen = select_units(file, acf_path, tuple(globs), Path.cwd())

@@ -22,7 +22,7 @@ from nvcc_evo.driver import settings
 from nvcc_evo.driver.candidate import CompileJob, PtxCache, compile_candidate
 from nvcc_evo.driver.flags import plan_flags, read_facts
 from nvcc_evo.driver.nvcc_options import parse_call
-from nvcc_evo.driver.plan import ACF_NAME, find_acf
+from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError
 from nvcc_evo.measure import Measurement
@@ -310,6 +310,8 @@ def run_retune(options: Options) -> int:
                                                                        os.environ)
     if acf_path is None:
         raise UsageError(f"no {ACF_NAME} here or above; name one with --acf")
+    if acf_problem(acf_path, os.environ):           # a folder, a FIFO, a link loop of that name
+        raise EnvironmentProblem(acf_problem(acf_path, os.environ))
     project = settings.load(acf_path, os.environ)
     options = with_settings(options, project)
     swept = sweep_for(acf_path)
