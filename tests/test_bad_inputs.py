@@ -247,3 +247,25 @@ def test_an_acf_of_that_name_that_cannot_be_read_is_said(project, evo_cache, kin
         done = evo(project, evo_cache, *verb)
         assert done.returncode == 3 and f"nvcc-evo: error: {said}" in done.stderr, done.stderr
         assert_clean(done)
+
+
+def test_the_report_never_replaces_what_is_not_a_regular_file(project, evo_cache):
+    """--out named a FIFO (or, as root, /dev/full): the write's rename replaced
+    it with the page; a link was replaced by a file; a folder was a raw errno."""
+    import os
+    import stat
+    assert build(project, evo_cache).returncode == 0 and retune(project, evo_cache).returncode == 0
+    os.mkfifo(project / "pipe")
+    (project / "folder").mkdir()
+    for name in ("pipe", "folder"):
+        done = evo(project, evo_cache, "--report", "--out", name)
+        assert done.returncode == 2, done.stderr
+        assert f"the report file {name} is not a regular file" in done.stderr and done.stdout == ""
+    assert stat.S_ISFIFO(os.lstat(project / "pipe").st_mode)
+    (project / "link.html").symlink_to("real.html")
+    done = evo(project, evo_cache, "--report", "--out", "link.html")
+    assert done.returncode == 0, done.stderr
+    assert (project / "link.html").is_symlink() and "<html" in (project / "real.html").read_text().lower()
+    lost = evo(project, evo_cache, "--report", "--out", "/proc/none/report.html")
+    assert lost.returncode == 3 and "cannot write the report /proc/none/report.html" in lost.stderr
+    assert_clean(lost)

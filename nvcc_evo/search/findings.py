@@ -302,11 +302,27 @@ def run_report(acf: str | None, globs: tuple[str, ...], stores: list[str], out: 
         raise UsageError(f"no results store at {', '.join(missing)} (a retune writes one; name others with --store)")
     version = _toolkit_version()
     found, aside, unsearched = sections(file, acf_path, paths, chosen, version)
-    target = Path(out) if out else acf_path.parent / ".nvcc-evo" / "report.html"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    replace_file(target, render(acf_path, found, paths, aside, version, unsearched))
+    target = report_file(Path(out) if out else acf_path.parent / ".nvcc-evo" / "report.html")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(target, render(acf_path, found, paths, aside, version, unsearched))
+    except OSError as error:
+        raise EnvironmentProblem(f"cannot write the report {target}: {error.strerror or error}") from None
     print(target)
     return ExitCode.OK
+
+
+def report_file(named: Path) -> Path:
+    """Where the report goes: through a link to its target; a folder, device or
+    FIFO of that name is refused (the write is a rename over the name: as root
+    `--out /dev/full` replaced the device with the page)."""
+    import os
+    from nvcc_evo.errors import UsageError
+    real = Path(os.path.realpath(named))
+    if os.path.lexists(real) and not real.is_file():
+        raise UsageError(f"the report file {named} is not a regular file (a folder, device or FIFO): "
+                         "name an HTML file")
+    return real
 
 
 def _toolkit_version() -> str | None:
