@@ -269,3 +269,20 @@ def test_the_report_never_replaces_what_is_not_a_regular_file(project, evo_cache
     lost = evo(project, evo_cache, "--report", "--out", "/proc/none/report.html")
     assert lost.returncode == 3 and "cannot write the report /proc/none/report.html" in lost.stderr
     assert_clean(lost)
+
+
+def test_a_results_store_that_is_no_regular_file_is_named(project, evo_cache):
+    """.nvcc-evo/results.jsonl a FIFO: --retune hung reading it. (A full disk
+    is the same error path: `cannot append to the results store ...: No space
+    left on device`, found on a 64 KB tmpfs; it was a bare errno.)"""
+    import os
+    assert build(project, evo_cache).returncode == 0
+    os.mkfifo(project / ".nvcc-evo" / "results.jsonl")
+    before = (project / "nvcc-evo.acf").read_text()
+    done = subprocess.run([str(EVO), "--retune", "--backend", "static", "--evaluations", "2", "--population", "2"],
+                          cwd=project, env=evo_env(evo_cache), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert f"cannot append to the results store {project / '.nvcc-evo' / 'results.jsonl'}: not a regular file" \
+        in done.stderr
+    assert_clean(done)
+    assert (project / "nvcc-evo.acf").read_text() == before
