@@ -286,3 +286,19 @@ def test_a_results_store_that_is_no_regular_file_is_named(project, evo_cache):
         in done.stderr
     assert_clean(done)
     assert (project / "nvcc-evo.acf").read_text() == before
+
+
+@pytest.mark.parametrize("content, said", [
+    ('{"argv": ["nvcc"], "colour": 1}', "not a compile record of this nvcc-evo (missing cwd, env, nvcc"),
+    ("[1, 2]", "not a compile record (JSON list, not an object)"),
+])
+def test_a_compile_record_of_another_shape_says_what_is_wrong(project, evo_cache, content, said):
+    """Was Python's own words: `CompileRecord.__new__() missing 12 required
+    positional arguments: ...`, `cannot convert dictionary update sequence element #0`."""
+    assert build(project, evo_cache).returncode == 0
+    record = next((project / ".nvcc-evo" / "compile-db").glob("*.json"))
+    record.write_text(content)
+    dry = retune(project, evo_cache, "--dry-run")
+    assert f"compile database {record}: unreadable (TypeError: {said}" in dry.stderr, dry.stderr
+    assert "__new__" not in dry.stderr and "sequence element" not in dry.stderr
+    assert_clean(dry)
