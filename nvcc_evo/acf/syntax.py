@@ -219,7 +219,17 @@ def _syntax_error(text: str, parser: lark.Lark, error: lark.UnexpectedInput) -> 
             return line, column, len(text), "this block is never closed: missing '}' before end of file"
         line, column = _end_location(text)
         return line, column, len(text), _syntax_message(parser, error)
+    if isinstance(error, lark.UnexpectedCharacters) and error.char == '"' and _unclosed_string(text, error.pos_in_stream):
+        return error.line, error.column, error.pos_in_stream, \
+            "this string is never closed: missing '\"' before the end of the line (a string holds no line break)"
     return error.line, error.column, error.pos_in_stream, _syntax_message(parser, error)
+
+
+def _unclosed_string(text: str, start: int) -> bool:
+    """Does the string opened at `start` run to the end of its line?"""
+    end = text.find("\n", start)
+    rest = text[start + 1:end if end >= 0 else len(text)]
+    return re.fullmatch(r'(?:[^"\\]|\\.)*\\?', rest) is not None
 
 
 def _blank(text: str, start: int, end: int) -> str:
