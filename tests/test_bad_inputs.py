@@ -302,3 +302,19 @@ def test_a_compile_record_of_another_shape_says_what_is_wrong(project, evo_cache
     assert f"compile database {record}: unreadable (TypeError: {said}" in dry.stderr, dry.stderr
     assert "__new__" not in dry.stderr and "sequence element" not in dry.stderr
     assert_clean(dry)
+
+
+def test_a_build_against_an_acf_of_many_units_stays_quick(project, evo_cache):
+    """20000 units named by their files: every build (the ACF's index cached)
+    compiled one regular expression per unit glob to match its input, about
+    10 s a compile here; literal segments are compared as strings now."""
+    import time
+    unit = 'unit "u{}.cu" {{\n    target sm_90 {{\n        ptxas.maxrregcount = 40\n    }}\n}}\n'
+    (project / "nvcc-evo.acf").write_text("acf 1\n" + "".join(unit.format(i) for i in range(20000)) + CAPPED[6:])
+    explain = ("--explain", "-arch=sm_90", "-c", "k.cu", "-o", "k.o")
+    first = evo(project, evo_cache, *explain)                         # checks the file and caches its index
+    assert first.returncode == 0 and "-maxrregcount=24" in first.stdout, first.stderr
+    start = time.monotonic()
+    again = evo(project, evo_cache, *explain)
+    assert again.returncode == 0 and "-maxrregcount=24" in again.stdout
+    assert time.monotonic() - start < 4.0                             # was about 10 s
