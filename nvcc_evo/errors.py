@@ -63,8 +63,22 @@ class Diagnostic:
         head = f"{self.location}: {self.severity}: {self.message}"
         if not self.source_line:
             return head
-        caret = " " * (self.location.column - 1) + "^"
-        return f"{head}\n{self.source_line}\n{caret}"
+        line, column = _shown_line(self.source_line, self.location.column)
+        return f"{head}\n{line}\n{' ' * (column - 1)}^"
+
+
+SHOWN_LINE = 160          # a source line longer than this is shown around its column (a minified file:
+#                           the whole of a 1 MB line, and a caret line as long, was the message)
+
+
+def _shown_line(line: str, column: int) -> tuple[str, int]:
+    """The source line as shown under a message, and the caret's column in it."""
+    if len(line) <= SHOWN_LINE:
+        return line, column
+    start = max(0, min(column - 1 - SHOWN_LINE // 2, len(line) - SHOWN_LINE))
+    shown = ("..." if start else "") + line[start:start + SHOWN_LINE] + \
+        ("..." if start + SHOWN_LINE < len(line) else "")
+    return shown, column - start + (3 if start else 0)
 
 
 class EvoError(Exception):

@@ -73,8 +73,8 @@ def test_a_name_that_matches_no_unit_is_a_usage_error(project, evo_cache, name):
         assert "did you mean spill.cu?" in done.stderr
 
 
-@pytest.mark.parametrize("target, why", [("90", "takes a SASS architecture such as sm_90"),
-                                         ("compute_90", "takes a SASS architecture such as sm_90"),
+@pytest.mark.parametrize("target, why", [("90", "must be a SASS architecture such as sm_90"),
+                                         ("compute_90", "must be a SASS architecture such as sm_90"),
                                          ("sm_999", "does not build it")])
 def test_target_is_checked(project, evo_cache, target, why):
     done = dry_run(project, evo_cache, "--target", target)

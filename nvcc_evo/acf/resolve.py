@@ -19,6 +19,10 @@ from nvcc_evo.errors import AcfError, Diagnostic, Location
 
 ARCH_PATTERN = re.compile(r"sm_[0-9]{2,3}[af]?")
 REQUIRE_SEARCH_LIMIT = 100_000     # combinations of defines tried to find one that meets a search block's requires
+# Values one search dimension may list: a build digests every one of them
+# (the unit's space_digest), so `define.X in 0..100000000` cost each build
+# 76 s and 6 GB, and a range past 2**63 crashed it.
+RANGE_VALUES_LIMIT = 100_000
 
 
 def _names(values) -> str:
@@ -143,6 +147,8 @@ class Checker:
                        pins: dict[str, model.Setting]) -> None:
         """Names in a search block's requires are defines it searches or the
         unit pins, with numeric values; some point of the space meets them all."""
+        if not all(_listable(space.domain) for space in spaces.values()):
+            return                       # check_domain said why; its values are not listed
         values = {k[len(knobs.DEFINE_PREFIX):]: model.domain_values(v.domain) for k, v in spaces.items()
                   if knobs.is_define(k)}
         values.update({k[len(knobs.DEFINE_PREFIX):]: (p.value,) for k, p in pins.items() if knobs.is_define(k)})
@@ -168,6 +174,12 @@ class Checker:
             if domain.step <= 0 or domain.low > domain.high:
                 self.error(space.span, f"empty range {domain.low}..{domain.high} step {domain.step}: "
                            "expected LOW <= HIGH and a positive step")
+                return
+            count = (domain.high - domain.low) // domain.step + 1
+            if count > RANGE_VALUES_LIMIT:
+                self.error(space.span, f"the range {domain.low}..{domain.high} step {domain.step} holds {count} "
+                           f"values; a search dimension holds at most {RANGE_VALUES_LIMIT} (use a larger step "
+                           "or a set)")
                 return
             if knob is not None and knob.kind is not knobs.Kind.INT:
                 self.error(space.span, f"{knob.name} takes {knob.describe_domain()}, got an integer range")
@@ -375,6 +387,14 @@ def _in_domain(value, domain: model.Domain, knob: knobs.Knob | None) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and value in domain.values()
     norm = knob.normalise if knob is not None else (lambda v: v)
     return norm(value) in {norm(v) for v in domain.values}
+
+
+def _listable(domain) -> bool:
+    """A domain check_domain accepts the size of (the others are its errors)."""
+    if not isinstance(domain, model.RangeDomain):
+        return True
+    return domain.step > 0 and domain.low <= domain.high and \
+        (domain.high - domain.low) // domain.step + 1 <= RANGE_VALUES_LIMIT
 
 
 def _show(value) -> str:

@@ -32,8 +32,10 @@ TERMINAL_WORDS = {
 
 # Example mistakes -> what to tell the user. Each row is tested
 # (tests/test_parse.py) to produce exactly its label.
+HEADER_LABEL = "an ACF starts with its version header `acf 1`"
+HEADER = re.compile(r"(?:[ \t]*(?:#[^\n]*)?\n)*[ \t]*acf[ \t]+[0-9]+")
 SYNTAX_EXAMPLES: dict[str, list[str]] = {
-    "an ACF starts with its version header `acf 1`": [
+    HEADER_LABEL: [
         'unit "a.cu" {}',
         "# nothing\ntarget sm_90 {}",
     ],
@@ -217,7 +219,17 @@ def _syntax_error(text: str, parser: lark.Lark, error: lark.UnexpectedInput) -> 
             return line, column, len(text), "this block is never closed: missing '}' before end of file"
         line, column = _end_location(text)
         return line, column, len(text), _syntax_message(parser, error)
+    if isinstance(error, lark.UnexpectedCharacters) and error.char == '"' and _unclosed_string(text, error.pos_in_stream):
+        return error.line, error.column, error.pos_in_stream, \
+            "this string is never closed: missing '\"' before the end of the line (a string holds no line break)"
     return error.line, error.column, error.pos_in_stream, _syntax_message(parser, error)
+
+
+def _unclosed_string(text: str, start: int) -> bool:
+    """Does the string opened at `start` run to the end of its line?"""
+    end = text.find("\n", start)
+    rest = text[start + 1:end if end >= 0 else len(text)]
+    return re.fullmatch(r'(?:[^"\\]|\\.)*\\?', rest) is not None
 
 
 def _blank(text: str, start: int, end: int) -> str:
@@ -260,10 +272,15 @@ def parse_reporting_all(parser: lark.Lark, text: str, path: str):
             return parser.parse(working), diagnostics
         except lark.UnexpectedInput as error:
             line, column, offset, message = _syntax_error(working, parser, error)
+            if diagnostics and message.startswith(HEADER_LABEL):
+                break        # the recovery blanked the header: what follows would all read as "no header"
             if (line, column) not in seen:
                 seen.add((line, column))
                 diagnostics.append(Diagnostic(Location(path, line, column), message, source_line(text, line)))
             start, end = _statement_extent(working, min(offset, len(working)))
+            header = HEADER.match(working)
+            if header and start < header.end() <= min(offset, end):
+                start = header.end()               # `acf 1;`: the header stays, the rest of its line goes
             if offset >= len(working) or not working[start:end].strip():
                 break
             working = _blank(working, start, end)

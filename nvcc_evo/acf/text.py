@@ -57,6 +57,13 @@ def decode(data: bytes, path: str) -> AcfText:
         raise AcfError([Diagnostic(Location(path, line, alone - line_start + 1),
                                    "a carriage return (CR) alone: end lines with LF or CR LF",
                                    text[line_start:alone])])
+    nul = text.find("\0")
+    if nul >= 0:            # no ACF holds one: a binary file, or one a crash filled with zeros; in a string
+        line_start = text.rfind("\n", 0, nul) + 1      # it named a file no path can name, or a GPU none is
+        line_end = text.find("\n", nul)
+        raise AcfError([Diagnostic(Location(path, text.count("\n", 0, nul) + 1, nul - line_start + 1),
+                                   "a NUL byte: an ACF is text (is this a binary file, or one cut by a crash?)",
+                                   text[line_start:line_end if line_end >= 0 else len(text)].replace("\0", " "))])
     return AcfText(text, newline, bom)
 
 

@@ -65,7 +65,16 @@ def _matches(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
     head, rest = pattern[0], pattern[1:]
     if head == ANY_FOLDERS:
         return any(_matches(rest, parts[i:]) for i in range(len(parts) + 1))
-    return bool(parts) and fnmatch.fnmatchcase(parts[0], head) and _matches(rest, parts[1:])
+    return bool(parts) and _segment(parts[0], head) and _matches(rest, parts[1:])
+
+
+def _segment(name: str, pattern: str) -> bool:
+    # A literal segment (most unit globs name their file) is compared as it is:
+    # fnmatch compiles a regular expression per pattern, per process, so a build
+    # against an ACF of 20000 units spent 10 s there.
+    if "*" not in pattern and "?" not in pattern and "[" not in pattern:
+        return name == pattern
+    return fnmatch.fnmatchcase(name, pattern)
 
 
 def matches(glob: str, parts: tuple[str, ...] | None) -> bool:

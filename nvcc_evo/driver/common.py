@@ -20,6 +20,11 @@ PHASE_ENV = "NVCC_EVO_PHASE"
 NO_ACF = f"no {ACF_NAME} above the inputs or here, and {ACF_ENV} unset"
 SETTINGS_NAME = "nvcc-evo.toml"
 PYPROJECT = "pyproject.toml"
+# What reading one of our own files (a cache, a compile-database record, a
+# results line) raises when it is broken: cut short, garbage, valid JSON of
+# another shape, nested past Python's recursion limit. Each is a miss (a cache
+# recomputed, a record skipped with its reason), never a crash or an untuned build.
+BROKEN_FILE = (OSError, ValueError, LookupError, TypeError, AttributeError, RecursionError)
 
 
 def find_settings_file(acf_path) -> tuple[str, bool] | None:
@@ -62,8 +67,19 @@ def append_log(path: str, cwd: str, argv: list[str], acf: str = "", added=(), pa
     if per_step:
         line["ptxas_per_step"] = [{"input": name, "arch": arch, "options": list(options)}
                                   for (name, arch), options in per_step.items()]
-    with open(path, "a") as log:
-        log.write(json.dumps(line) + "\n")
+    write_log_line(path, json.dumps(line))
+
+
+def write_log_line(path: str, text: str) -> None:
+    """Append one line to NVCC_EVO_LOG. A log that cannot be written (a folder,
+    a missing folder, a full disk) is said on stderr; it never breaks a build
+    nor costs it its tuned flags."""
+    try:
+        with open(path, "a") as log:
+            log.write(text + "\n")
+    except OSError as error:
+        print(f"nvcc-evo: warning: cannot write the log {LOG_ENV}={path} ({error.strerror or error}); "
+              "the build goes on", file=sys.stderr)
 
 
 def replace_file(path, text: str | bytes) -> None:

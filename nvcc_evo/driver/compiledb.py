@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from nvcc_evo.driver.common import replace_file
+from nvcc_evo.driver.common import BROKEN_FILE, replace_file
 
 # The environment that changes what a compile does (include and library
 # search paths, nvcc's own flag variables, the host compiler): recorded with
@@ -129,6 +129,11 @@ def _decode(data: dict, root: Path) -> CompileRecord | str:
     """The record for the ACF folder `root`, or why it cannot be used."""
     old = data.pop("root", None)
     data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    missing, unknown = [f for f in CompileRecord._fields if f not in data], [k for k in data
+                                                                              if k not in CompileRecord._fields]
+    if missing or unknown:         # another nvcc-evo's, or no record at all: say which fields, not Python's words
+        raise TypeError(f"not a compile record of this nvcc-evo ({'missing ' + ', '.join(missing) if missing else ''}"
+                        f"{'; ' if missing and unknown else ''}{'unknown ' + ', '.join(unknown) if unknown else ''})")
     entry = CompileRecord(**data)
     _check_types(entry)
     if old is not None and not isinstance(old, str):
@@ -155,8 +160,10 @@ def scan(acf_path: Path) -> tuple[list[CompileRecord], list[Unusable]]:
         try:
             data = json.loads(path.read_text())
             globs = tuple(data.get("unit_globs", ())) if isinstance(data, dict) else ()
+            if not isinstance(data, dict):
+                raise TypeError(f"not a compile record (JSON {type(data).__name__}, not an object)")
             found = _decode(dict(data), root)
-        except (OSError, ValueError, TypeError, AttributeError) as error:
+        except BROKEN_FILE as error:
             unusable.append(Unusable(path, f"unreadable ({type(error).__name__}: {error})"))
             continue
         if isinstance(found, str):

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import NamedTuple
 
 from nvcc_evo.acf import unitpath
-from nvcc_evo.driver.common import ACF_ENV, ACF_NAME, replace_file
+from nvcc_evo.driver.common import ACF_ENV, ACF_NAME, BROKEN_FILE, replace_file
 from nvcc_evo.driver.nvcc_options import NvccCall
 
 GPU_ENV = "NVCC_EVO_GPU"          # the GPU model the build is for, to pick named targets
@@ -93,8 +94,8 @@ def find_acf(start_dirs: list[Path], environ) -> Path | None:
     for start in start_dirs:
         for folder in [start, *start.parents]:
             candidate = folder / ACF_NAME
-            if candidate.is_file():
-                return candidate
+            if os.path.lexists(candidate):      # a folder, FIFO or link loop of that name too: it is the
+                return candidate                # project's ACF, and acf_problem says why it cannot be read
     return None
 
 
@@ -164,7 +165,7 @@ def load_units(path: Path, cache_dir: Path) -> tuple[UnitEntry, ...]:
     cached = cache_dir / f"acf-{digest}.json"
     try:
         return _from_json(json.loads(cached.read_text()))
-    except (OSError, ValueError, TypeError):
+    except BROKEN_FILE:
         pass
     from nvcc_evo.acf.parse import parse_text
     from nvcc_evo.acf.resolve import check

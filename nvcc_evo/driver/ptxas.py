@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from nvcc_evo.acf import knobs
-from nvcc_evo.driver.common import replace_file
+from nvcc_evo.driver.common import BROKEN_FILE, replace_file
 
 PTXAS_ENV = "NVCC_EVO_PTXAS"
 CACHE_VERSION = 1
@@ -75,7 +75,7 @@ def _cached(kind: str, key: str, compute):
     path = _cache(kind, key)
     try:
         return json.loads(path.read_text())["answer"]
-    except (OSError, ValueError, KeyError):
+    except BROKEN_FILE:
         pass
     answer = compute()
     try:

@@ -40,6 +40,8 @@ class Key(NamedTuple):
     what: str
     choices: tuple = ()
     positive: bool = False
+    finite: bool = False      # a number of seconds a wait takes: inf (and nan) would never end, or crash it
+    form: str = ""            # a str's shape: a key of FORMS
 
 
 KEYS = (
@@ -59,16 +61,17 @@ KEYS = (
     Key("retune.seed", "int", "NVCC_EVO_SEED", 0, "seed of the search (the same seed, the same search)"),
     Key("retune.jobs", "int", "NVCC_EVO_JOBS", None, "parallel compiles (default: CPU cores)", positive=True),
     Key("retune.timeout", "float", "NVCC_EVO_TIMEOUT", 300.0, "seconds before a compile counts as hung",
-        positive=True),
+        positive=True, finite=True),
     Key("retune.time-limit", "float", "NVCC_EVO_TIME_LIMIT", float("inf"), "seconds per unit and target",
         positive=True),
-    Key("retune.target", "str", "NVCC_EVO_TARGET", None, "the SASS architecture to tune for (sm_90, ...)"),
+    Key("retune.target", "str", "NVCC_EVO_TARGET", None, "the SASS architecture to tune for (sm_90, ...)",
+        form="target"),
     Key("retune.device", "int", "NVCC_EVO_DEVICE", 0, "the CUDA device the pycuda backend measures on"),
     Key("retune.gpus", "str", "NVCC_EVO_GPUS", None, "the GPUs the pycuda backend measures on, one process "
-        "each: all (of retune.device's model), count:N, or device numbers (0,2)"),
+        "each: all (of retune.device's model), count:N, or device numbers (0,2)", form="gpus"),
     Key("retune.cluster", "str", "NVCC_EVO_CLUSTER", None, "a Ray cluster to compile and measure on: "
         "ray://HEAD:PORT (Ray Client), auto (the cluster this machine is a node of), local or local:N "
-        "(needs nvcc-evo[cluster])"),
+        "(needs nvcc-evo[cluster])", form="cluster"),
     Key("retune.at-once", "int", "NVCC_EVO_AT_ONCE", None, "(unit, target) searches run at once, sharing the "
         "compile slots and GPUs (default: 1; on a cluster, as many as its CPUs keep compiling)", positive=True),
     Key("retune.replay", "path", "NVCC_EVO_REPLAY", None, "results store the replay backend answers from"),
@@ -78,6 +81,15 @@ KEYS = (
     Key("report.stores", "pathlist", "", None, "results stores --report reads (default: .nvcc-evo/results.jsonl)"),
     Key("report.out", "path", "", None, "the HTML file --report writes (default: .nvcc-evo/report.html)"),
 )
+# The shapes of the str settings that are specs (what search.lanes.choose_gpus
+# and search.cluster.parse then read): checked wherever a value comes from,
+# so that a bad one stops a retune before anything starts, saying where it is.
+FORMS = {
+    "gpus": (re.compile(r"\s*(all|count:[1-9][0-9]*|[0-9]+(\s*,\s*[0-9]+)*)\s*"),
+             "all, count:N or device numbers (0 or 0,2)"),
+    "cluster": (re.compile(r"\s*(auto|local(:[1-9][0-9]*)?|ray://\S+)\s*"), "ray://HEAD:PORT, auto, local or local:N"),
+    "target": (re.compile(r"sm_[0-9]{2,3}[af]?"), "a SASS architecture such as sm_90 or sm_90a"),
+}
 BY_NAME = {key.name: key for key in KEYS}
 BUILD_KEYS = tuple(name for name in BY_NAME if "." not in name)
 RETUNE_KEYS = tuple(name for name in BY_NAME if name.startswith("retune."))
@@ -108,7 +120,11 @@ class Settings(NamedTuple):
         """The one place precedence is decided: command line > environment > file > default."""
         key = BY_NAME[name]
         if command_line and command_line.get(name) is not None:
-            return Value(command_line[name], f"--{name.rpartition('.')[2]}")
+            flag, given = f"--{name.rpartition('.')[2]}", command_line[name]
+            problem = value_problem(key, given)
+            if problem:
+                raise UsageError(f"{flag} {given}: must be {problem}")
+            return Value(given, flag)
         if key.env and self.environ.get(key.env):
             return Value(_from_env(key, self.environ[key.env]), key.env)
         if name in self.values:
@@ -216,8 +232,22 @@ def _problem(name: str, raw) -> str:
         return f"'{name}' must be {expected}, got {_toml_type(raw)}"
     if key.choices and raw not in key.choices:
         return f"'{name}' must be one of {', '.join(key.choices)}, got '{raw}'"
-    if key.positive and raw <= 0:
-        return f"'{name}' must be positive, got {raw}"
+    problem = value_problem(key, raw)
+    return f"'{name}' must be {problem}, got {raw!r}" if problem else ""
+
+
+def value_problem(key: Key, value) -> str:
+    """What a typed value of `key` must be, if it is not (the same check for
+    the command line, the environment and the file): positive, a finite
+    number of seconds, a spec of the key's form."""
+    if key.kind == "float" and value != value:
+        return "a number of seconds"
+    if key.finite and value == float("inf"):
+        return "a finite number of seconds"
+    if key.positive and value <= 0:
+        return "positive"
+    if key.form and not FORMS[key.form][0].fullmatch(value):
+        return FORMS[key.form][1]
     return ""
 
 
@@ -253,9 +283,11 @@ def _from_env(key: Key, text: str):
         value = {"int": int, "float": float}.get(key.kind, str)(text)
     except ValueError:
         value = None
-    if value is None or (key.choices and value not in key.choices) or (key.positive and value <= 0):
-        want = _expected(key) + (", positive" if key.positive else "")
-        raise UsageError(f"{key.env}={text}: expected {want}")
+    if value is None or (key.choices and value not in key.choices):
+        raise UsageError(f"{key.env}={text}: expected {_expected(key)}{', positive' if key.positive else ''}")
+    problem = value_problem(key, value)
+    if problem:
+        raise UsageError(f"{key.env}={text}: must be {problem}")
     return value
 
 

@@ -23,7 +23,7 @@ def acf_may_apply(argv: list[str], environ, cwd: str) -> bool:
     for folder in folders:
         while folder not in seen:
             seen.add(folder)
-            if os.path.isfile(os.path.join(folder, ACF_NAME)):
+            if os.path.lexists(os.path.join(folder, ACF_NAME)):   # unreadable too: the wrapper says why
                 return True
             folder = os.path.dirname(folder)
     return False

@@ -16,7 +16,7 @@ from typing import NamedTuple
 from pathlib import Path
 
 from nvcc_evo.acf import knobs
-from nvcc_evo.driver.common import replace_file
+from nvcc_evo.driver.common import BROKEN_FILE, replace_file
 
 PROBE_SOURCE = 'extern "C" __global__ void probe(float* x) { x[threadIdx.x] *= 2.0f; }\n'
 CACHE_VERSION = 2
@@ -134,12 +134,15 @@ def load_toolkit(nvcc: Path) -> Toolkit:
         data = json.loads(path.read_text())
         return Toolkit(data["nvcc"], data["ptxas"], data["version"], data["default_arch"],
                        frozenset(data["accepted"]), tuple(tuple(r) for r in data["rejected"]))
-    except (OSError, ValueError, KeyError):
+    except BROKEN_FILE:
         pass
     toolkit = probe(nvcc)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = {"nvcc": toolkit.nvcc, "ptxas": toolkit.ptxas, "version": toolkit.version,
             "default_arch": toolkit.default_arch, "accepted": sorted(toolkit.accepted),
             "rejected": [list(r) for r in toolkit.rejected]}
-    replace_file(path, json.dumps(data, indent=1))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(path, json.dumps(data, indent=1))
+    except OSError:            # a cache folder that cannot be written: probed again next time
+        pass
     return toolkit

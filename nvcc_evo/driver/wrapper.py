@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.driver import plan as planning
 from nvcc_evo.driver.common import (LOG_ENV, NO_ACF, PHASE_ENV, REAL_NVCC_ENV, NvccNotFound, append_log,
-                                     find_real_nvcc as find_nvcc, find_settings_file, is_self)
+                                     find_real_nvcc as find_nvcc, find_settings_file, is_self,
+                                     write_log_line)
 from nvcc_evo.driver.nvcc_options import parse_call
 from nvcc_evo.errors import AcfError, EnvironmentProblem
 
@@ -253,6 +254,5 @@ def launch(argv: list[str], nvcc: str | None) -> tuple[str, list[str], dict, str
         print(f"nvcc-evo: warning: internal error ({error!r}); compiling exactly as nvcc would, without tuned "
               "flags", file=sys.stderr)
         if environ.get(LOG_ENV):
-            with open(environ[LOG_ENV], "a") as log:
-                log.write(json.dumps({"internal_error": repr(error), "argv": argv}) + "\n")
+            write_log_line(environ[LOG_ENV], json.dumps({"internal_error": repr(error), "argv": argv}))
         return plain

@@ -328,7 +328,7 @@ def _read_log(path: Path) -> list[dict]:
     for line in text.splitlines():
         try:
             lines.append(json.loads(line))
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
     return lines
 

@@ -302,12 +302,14 @@ def run_report(acf: str | None, globs: tuple[str, ...], stores: list[str], out: 
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.driver import settings
     from nvcc_evo.driver.common import replace_file
-    from nvcc_evo.driver.plan import ACF_NAME, find_acf
-    from nvcc_evo.errors import ExitCode, UsageError
+    from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf
+    from nvcc_evo.errors import EnvironmentProblem, ExitCode, UsageError
     from nvcc_evo.search.selection import select_units
     acf_path = Path(acf).resolve() if acf else find_acf([Path.cwd()], os.environ)
     if acf_path is None:
         raise UsageError(f"no {ACF_NAME} here or above; name one with --acf")
+    if acf_problem(acf_path, os.environ):           # a folder, a FIFO, a link loop of that name
+        raise EnvironmentProblem(acf_problem(acf_path, os.environ))
     file = load(acf_path)
     try:
         chosen = select_units(file, acf_path, tuple(globs), Path.cwd())
@@ -322,11 +324,27 @@ def run_report(acf: str | None, globs: tuple[str, ...], stores: list[str], out: 
         raise UsageError(f"no results store at {', '.join(missing)} (a retune writes one; name others with --store)")
     version = _toolkit_version()
     found, aside, unsearched = sections(file, acf_path, paths, chosen, version)
-    target = Path(out) if out else acf_path.parent / ".nvcc-evo" / "report.html"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    replace_file(target, render(acf_path, found, paths, aside, version, unsearched))
+    target = report_file(Path(out) if out else acf_path.parent / ".nvcc-evo" / "report.html")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(target, render(acf_path, found, paths, aside, version, unsearched))
+    except OSError as error:
+        raise EnvironmentProblem(f"cannot write the report {target}: {error.strerror or error}") from None
     print(target)
     return ExitCode.OK
+
+
+def report_file(named: Path) -> Path:
+    """Where the report goes: through a link to its target; a folder, device or
+    FIFO of that name is refused (the write is a rename over the name: as root
+    `--out /dev/full` replaced the device with the page)."""
+    import os
+    from nvcc_evo.errors import UsageError
+    real = Path(os.path.realpath(named))
+    if os.path.lexists(real) and not real.is_file():
+        raise UsageError(f"the report file {named} is not a regular file (a folder, device or FIFO): "
+                         "name an HTML file")
+    return real
 
 
 def _toolkit_version() -> str | None:

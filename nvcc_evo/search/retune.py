@@ -22,9 +22,9 @@ from nvcc_evo.driver import settings
 from nvcc_evo.driver.candidate import CompileJob, PtxCache, compile_candidate
 from nvcc_evo.driver.flags import plan_flags, read_facts
 from nvcc_evo.driver.nvcc_options import parse_call
-from nvcc_evo.driver.plan import ACF_NAME, find_acf
+from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
-from nvcc_evo.errors import AcfChanged, AcfError, ExitCode, UsageError
+from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError
 from nvcc_evo.measure import Measurement
 from nvcc_evo.search.boosters import family_of
 from nvcc_evo.search.choice import choose, confirm, end_drift
@@ -301,13 +301,15 @@ def run_retune(options: Options) -> int:
                                                                        os.environ)
     if acf_path is None:
         raise UsageError(f"no {ACF_NAME} here or above; name one with --acf")
+    if acf_problem(acf_path, os.environ):           # a folder, a FIFO, a link loop of that name
+        raise EnvironmentProblem(acf_problem(acf_path, os.environ))
     project = settings.load(acf_path, os.environ)
     options = with_settings(options, project)
     swept = sweep_for(acf_path)
     if swept:
         log(f"removed {len(swept)} folder(s) and file(s) that killed runs left: {', '.join(swept)}")
     toolkit = load_toolkit(real_nvcc(project))
-    check_target(options.target, toolkit)
+    check_target(options.target, toolkit, dict(options.sources).get("retune.target", "--target"))
     held = one_retune_at_a_time(acf_path, options.dry_run, log)
     cluster = None
     try:

@@ -74,15 +74,16 @@ def select_units(file: model.AcfFile, acf_path: Path, patterns: tuple[str, ...],
     return sorted(chosen)
 
 
-def check_target(arch: str | None, toolkit) -> None:
-    """`--target` names a SASS architecture this nvcc builds."""
+def check_target(arch: str | None, toolkit, source: str = "--target") -> None:
+    """`--target` (or the setting `source` names) is a SASS architecture this nvcc builds."""
     if arch is None:
         return
+    named = f"--target {arch}" if source.startswith("--") else f"{source}: target = '{arch}'"
     if not ARCH_PATTERN.fullmatch(arch):
-        raise UsageError(f"--target takes a SASS architecture such as sm_90 or sm_90a, got '{arch}'")
+        raise UsageError(f"{named}: expected a SASS architecture such as sm_90 or sm_90a")
     built = toolkit_archs(toolkit.nvcc)
     if built and arch not in built:
-        raise UsageError(f"--target {arch}: CUDA {toolkit.version}'s nvcc does not build it "
+        raise UsageError(f"{named}: CUDA {toolkit.version}'s nvcc does not build it "
                          f"(it builds {', '.join(built)})")
 
 

@@ -10,15 +10,18 @@ short by a crash is ended before the next one, so it never swallows it.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nvcc_evo.errors import EvoError
+from nvcc_evo.driver.common import BROKEN_FILE
+from nvcc_evo.errors import EnvironmentProblem, EvoError
 from nvcc_evo.measure import Measurement
 from nvcc_evo.search.space import Genome
 
@@ -82,6 +85,8 @@ class Store:
     def read(self) -> list[Record]:
         """Every complete line; a line cut short by a crash is skipped."""
         records = []
+        if not self.path.is_file():      # none yet; a FIFO would block, a device never end (append says so)
+            return []
         try:
             lines = self.path.read_text(errors="replace").splitlines()
         except OSError:
@@ -89,7 +94,7 @@ class Store:
         for line in lines:
             try:
                 records.append(_decode(line))
-            except (ValueError, KeyError, TypeError):
+            except BROKEN_FILE:         # a line cut short, garbage, another shape: not a result
                 continue
         return records
 
@@ -106,18 +111,29 @@ class Store:
     def append(self, record: Record) -> None:
         """One line, synced, under the store's lock (one appender at a time, so
         the torn-line check and the write are one step)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         line = (_encode(record) + "\n").encode()
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+        except OSError as error:
+            raise self._cannot(error) from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):         # a FIFO would block, a device take it all
+                raise OSError(errno.EINVAL, "not a regular file")
             fcntl.flock(fd, fcntl.LOCK_EX)
             if _ends_torn(fd):
-                line = b"\n" + line     # a line cut short (kill -9) stays apart, skipped by read()
+                line = b"\n" + line     # a line cut short (kill -9, a full disk) stays apart, skipped by read()
             while line:
                 line = line[os.write(fd, line):]
             os.fsync(fd)
+        except OSError as error:
+            raise self._cannot(error) from None
         finally:
             os.close(fd)                 # releases the lock
+
+    def _cannot(self, error: OSError) -> EnvironmentProblem:
+        return EnvironmentProblem(f"cannot append to the results store {self.path}: {error.strerror or error} "
+                                  "(the evaluations written before are kept; the same command resumes from them)")
 
 
 def _ends_torn(fd: int) -> bool:
