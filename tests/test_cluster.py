@@ -88,10 +88,13 @@ def test_a_local_ray_retune_makes_the_serial_runs_choice_and_records(tmp_path, e
     serial = _project(tmp_path / "serial")
     plain = _retune(serial, evo_cache)
     assert plain.returncode == 0, plain.stderr
+    # A Ray cluster that another program named (RAY_ADDRESS; `ray start` leaves a file in /tmp/ray that Ray reads
+    # the same way) is not the local one: local:N starts its own (it once tried to join that one, and failed).
+    elsewhere = evo_env(evo_cache, RAY_ADDRESS="127.0.0.1:1")
     for workers in ("1", "2"):
         folder = _project(tmp_path / workers)
         (folder / "nvcc-evo.toml").write_text(f'[retune]\ncluster = "local:{workers}"\n')   # the setting
-        ran = _retune(folder, evo_cache)
+        ran = _retune(folder, evo_cache, env=elsewhere)
         assert ran.returncode == 0, ran.stderr
         assert f"cluster = 'local:{workers}' (nvcc-evo.toml:2)" in ran.stderr
         assert f"compiles on {workers} Ray worker(s)" in ran.stderr

@@ -61,9 +61,9 @@ def connect(spec: str) -> "Cluster":
     except ImportError:
         raise EnvironmentProblem(f"--cluster {spec} needs Ray, which is not installed here: "
                                  "pip install 'nvcc-evo[cluster]'") from None
-    if address is None:
-        ray.init(num_cpus=workers or os.cpu_count() or 1, num_gpus=_local_gpus(), include_dashboard=False,
-                 log_to_driver=False, logging_level="ERROR", configure_logging=False)
+    if address is None:     # "local": a Ray of its own, never one that RAY_ADDRESS or `ray start` left running
+        ray.init(address="local", num_cpus=workers or os.cpu_count() or 1, num_gpus=_local_gpus(),
+                 include_dashboard=False, log_to_driver=False, logging_level="ERROR", configure_logging=False)
     else:
         ray.init(address=address, log_to_driver=False, logging_level="ERROR", configure_logging=False)
     return Cluster(ray, spec)
