@@ -31,8 +31,13 @@ $(VENV)/.test: $(VENV)/.base
 
 setup: $(VENV)/.test
 
+# The tests run in TEST_WORKERS processes (pytest-xdist), a test file per
+# worker at a time (--dist loadfile): a file's module fixtures are made once
+# and its Ray tests never meet another Ray. Most of a test's time is a real
+# nvcc or a wait, so more workers than cores still pays.
+TEST_WORKERS ?= 4
 test: $(VENV)/.test
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The main job: build the kernels through the wrapper (which records how
 # each is compiled), retune what is stale, and build again with the result.

@@ -112,7 +112,13 @@ def run_evo(*args: str, cwd: Path | None = None, env: dict | None = None, input:
 
 @pytest.fixture(scope="session")
 def evo_cache(tmp_path_factory) -> Path:
-    """One toolkit-probe cache for the whole session, apart from the user's."""
+    """One toolkit-probe cache for the whole session, apart from the user's.
+    Under pytest-xdist the workers of a run share it (each probe once, not
+    once a worker): nvcc-evo writes its cache files whole (replace_file)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.getbasetemp().parent / "xdg-cache"
+        shared.mkdir(exist_ok=True)
+        return shared
     return tmp_path_factory.mktemp("xdg-cache")
 
 
