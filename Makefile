@@ -31,8 +31,14 @@ $(VENV)/.test: $(VENV)/.base
 
 setup: $(VENV)/.test
 
+# The tests run in TEST_WORKERS processes (pytest-xdist), a test file per
+# worker at a time (--dist loadfile): a file's module fixtures are made once
+# and its Ray tests never meet another Ray. One worker per core of a CI
+# machine (2): more would gain little (the suite is mostly real nvcc runs)
+# and would load the tests that wait on a retune or a signal.
+TEST_WORKERS ?= 2
 test: $(VENV)/.test
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The main job: build the kernels through the wrapper (which records how
 # each is compiled), retune what is stale, and build again with the result.

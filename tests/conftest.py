@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -112,13 +113,24 @@ def run_evo(*args: str, cwd: Path | None = None, env: dict | None = None, input:
 
 @pytest.fixture(scope="session")
 def evo_cache(tmp_path_factory) -> Path:
-    """One toolkit-probe cache for the whole session, apart from the user's."""
+    """One toolkit-probe cache for the whole session, apart from the user's.
+    Under pytest-xdist the workers of a run share it (each probe once, not
+    once a worker): nvcc-evo writes its cache files whole (replace_file)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.getbasetemp().parent / "xdg-cache"
+        shared.mkdir(exist_ok=True)
+        return shared
     return tmp_path_factory.mktemp("xdg-cache")
 
 
 def evo_env(cache: Path, nvcc: Path | None = None, **extra) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NVCC_EVO_")}
     env["XDG_CACHE_HOME"] = str(cache)
+    # A temporary folder of its own: a retune sweeps (and says it swept) the private folders killed
+    # processes left in its temporary folder; another test's (or another program's) are not this one's.
+    # Ray keeps its sockets in the usual place (their paths must stay short).
+    env["TMPDIR"] = tempfile.mkdtemp(prefix="tmp-", dir=cache.parent)
+    env.setdefault("RAY_TMPDIR", "/tmp")
     if nvcc is not None:
         env["NVCC_EVO_REAL_NVCC"] = str(nvcc)
     env.update({k: str(v) for k, v in extra.items()})
