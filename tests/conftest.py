@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -103,6 +104,14 @@ def sass(binary: Path) -> str:
 EVO = Path(sys.executable).parent / "nvcc-evo"
 # Where the package is not installed (the GPU machine runs from the source tree):
 EVO_COMMAND = [str(EVO)] if EVO.exists() else [sys.executable, "-m", "nvcc_evo"]
+
+
+def interruptible() -> None:
+    """A preexec function for a child a test will send SIGINT: the signal as
+    a terminal gives it. A suite run in the background (`make test &`) has
+    SIGINT ignored, its children inherit that, and their Python never raises
+    KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_evo(*args: str, cwd: Path | None = None, env: dict | None = None, input: str | None = None):

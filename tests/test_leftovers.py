@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EVO_COMMAND, evo_env, run_evo
+from conftest import EVO_COMMAND, evo_env, interruptible, run_evo
 from nvcc_evo.driver.candidate import CompileJob, compile_candidate
 from nvcc_evo.driver.common import find_real_nvcc
 from nvcc_evo.system import leftovers
@@ -82,7 +82,7 @@ def start_retune(project: Path, env: dict) -> subprocess.Popen:
     compiler step runs."""
     retune = subprocess.Popen([*EVO_COMMAND, "--retune", "--backend", "static", "--evaluations", "3", "--jobs", "1"],
                               cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              start_new_session=True)
+                              start_new_session=True, preexec_fn=interruptible)
     compiling = lambda: list((project / "tmp").glob("nvcc-evo-cand-*")) and any(
         ("cicc" in c or "ptxas" in c) for c in processes_naming(project / "tmp").values())
     assert wait_until(compiling, 120), retune.stderr.read() if retune.poll() is not None else "not compiling"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, EVO, evo_env, run_evo
+from conftest import DATA, EVO, evo_env, interruptible, run_evo
 
 ACF = """acf 1
 # hand-written notes survive a retune
@@ -102,7 +102,8 @@ def test_interrupted_search_resumes_from_the_store(project, evo_cache):
     env = evo_env(evo_cache)
     argv = [str(EVO), "--retune", "--target", "sm_90", "--seed", "3", "--evaluations", "33", "--patience", "99",
             "--population", "6", "--jobs", "1"]
-    running = subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    running = subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=interruptible)
     deadline = time.monotonic() + 120
     while len(store_lines(project)) < 4 and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EVO_COMMAND, ROOT, evo_env, run_evo
+from conftest import EVO_COMMAND, ROOT, evo_env, interruptible, run_evo
 from nvcc_evo.driver.candidate import CompileJob, Compiler
 from nvcc_evo.measure.gpu import WorkerPool
 from nvcc_evo.search.store import Store
@@ -166,7 +166,7 @@ def test_ctrl_c_stops_every_search_and_records_no_killed_compile(tmp_path, evo_c
             "--population", "4", "--jobs", "2", "--at-once", "2", "--progress", "lines", "reduce_sum.cu", "softmax.cu"]
     store = project / ".nvcc-evo" / "results.jsonl"
     running = subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=interruptible)
     stored = lambda: len(store.read_text().splitlines()) if store.exists() else 0
     assert wait_until(lambda: stored() >= 6, 180), running.stderr.read() if running.poll() is not None else "slow"
     os.killpg(running.pid, signal.SIGINT)          # the terminal's Ctrl-C: the retune's group only
