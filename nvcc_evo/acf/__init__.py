@@ -2,7 +2,7 @@
 
 model (the typed values every stage passes on), knobs (the table of knobs
 and the flags they stand for), objectives, grammar/acf.lark with parse, transform
-(the tree into the model's values) and syntax (located errors), resolve
+(the tree into the model's values) and syntax (located errors), resolve and benchcheck
 (the semantic check and loading), format (canonical text), retarget (one
 target block rewritten, every other byte kept), text and write (reading and writing
 the file safely), benchspec (the bench block's expressions), unitpath (unit

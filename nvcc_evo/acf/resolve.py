@@ -6,11 +6,10 @@ Every problem of a file is collected (not only the first) and reported as
 from __future__ import annotations
 
 import difflib
-import os
 import re
-from pathlib import Path
 
-from nvcc_evo.acf import benchcommand, benchspec, knobs, model, unitpath
+from nvcc_evo.acf import benchspec, knobs, model, unitpath
+from nvcc_evo.acf.benchcheck import BenchChecks, listed
 from nvcc_evo.acf.format import show_string
 from nvcc_evo.acf.objectives import OBJECTIVE_BY_NAME, known_provenance_keys, provenance_type
 from nvcc_evo.acf.parse import parse_text
@@ -25,11 +24,7 @@ REQUIRE_SEARCH_LIMIT = 100_000     # combinations of defines tried to find one t
 RANGE_VALUES_LIMIT = 100_000
 
 
-def _names(values) -> str:
-    return ", ".join(sorted(values))
-
-
-class Checker:
+class Checker(BenchChecks):
     def __init__(self, file: model.AcfFile, text: str, with_sources: bool = False):
         self.file, self.lines, self.with_sources = file, text.splitlines(), with_sources
         self.diagnostics: list[Diagnostic] = []
@@ -157,7 +152,7 @@ class Checker:
             for ref in (r for side in (require.left, require.right) for r in benchspec.names_in(side)):
                 if ref.name not in values:
                     self.error(ref.span, f"undefined name '{ref.name}' in require (defines searched or pinned: "
-                               f"{_names(values) or 'none'})")
+                               f"{listed(values) or 'none'})")
                 elif not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values[ref.name]):
                     self.error(ref.span, f"define.{ref.name} takes values that are not numbers "
                                f"({', '.join(_show(v) for v in values[ref.name])}): a require compares numbers")
@@ -198,7 +193,7 @@ class Checker:
     def check_metric(self, name: str, span: model.Span, metrics: tuple[str, ...] = ()) -> None:
         """An objective: a built-in one, or a metric the unit's bench command prints."""
         if name not in OBJECTIVE_BY_NAME and name not in metrics:
-            self.error(span, f"unknown objective '{name}' (known: {_names(set(OBJECTIVE_BY_NAME) | set(metrics))})")
+            self.error(span, f"unknown objective '{name}' (known: {listed(set(OBJECTIVE_BY_NAME) | set(metrics))})")
 
     def check_tune(self, tune: model.Tune, metrics: tuple[str, ...] = ()) -> None:
         minimize_span = next((span for kind, span in tune.item_spans if kind == "minimize"), tune.span)
@@ -210,137 +205,6 @@ class Checker:
             self.check_metric(tune.select, next(span for kind, span in tune.item_spans if kind == "select"), metrics)
         for condition in tune.require + tune.select_where:
             self.check_metric(condition.metric, condition.span, metrics)
-
-    # ---------------------------------------------------------------- bench
-    def check_bench(self, bench: model.Bench, defines: set[str]) -> None:
-        kernel_form = bench.kernel is not None or bench.args or bench.launch
-        if bench.command is not None:
-            if kernel_form:
-                self.error(bench.span, "a bench block is either a kernel launch (kernel, arg, grid, "
-                           "block) or a command with a metric, not both")
-            if bench.metric is None:
-                self.error(bench.command.span, "a bench command needs a `metric \"REGEX\"` line")
-            for span, message in benchcommand.problems(bench):
-                self.error(span, message)
-            return
-        if bench.metric is not None:
-            for span, message in benchcommand.problems(bench):
-                self.error(span, message)
-            self.error(bench.metric.span, "a metric line needs a `command \"...\"` line")
-            return
-        for span in benchcommand.command_only(bench):
-            self.error(span, "this statement belongs to a bench command (`command \"...\"` with a metric)")
-        if bench.kernel is None:
-            self.error(bench.span, "a bench block needs `kernel NAME` (or `command` and `metric`)")
-        if bench.reference is not None:
-            self.check_reference(bench.reference)
-        for what in ("grid", "block"):
-            if bench.launch_dims(what) is None:
-                self.error(bench.span, f"a bench block needs a `{what} (x[, y[, z]])` line")
-        self.check_bench_names(bench, defines)
-
-    def check_bench_at_defaults(self, unit: model.Unit, defines: set[str]) -> None:
-        """The bench evaluates with the unit's own defaults (its source's
-        #defines, then its pins): the baseline every search starts from must
-        launch. Skipped where no source is beside the ACF or a searched define
-        has no default there."""
-        from nvcc_evo.acf.sources import unit_defines, unit_sources    # numpy: only for units with a kernel bench
-        sources = unit_sources(unit, Path(self.file.path).parent)
-        if not sources:
-            return
-        values = unit_defines(unit, sources[0])
-        if not defines <= set(values):
-            return
-        try:
-            benchspec.plan_bench(unit.bench, values)
-        except benchspec.ExprError as problem:
-            span = problem.node.span if problem.node.span.line > 0 else unit.bench.span
-            self.error(span, f"with the unit's defaults ({sources[0].name}'s #defines and the pins): {problem}")
-
-    def check_reference(self, reference: model.Text) -> None:
-        path, _, function = reference.text.rpartition(":")
-        if not path.endswith(".py") or not function.isidentifier():
-            self.error(reference.span, f"a reference reads \"FILE.py:FUNCTION\", got '{reference.text}'")
-            return
-        self.check_named_file(path, reference.span, "reference file")
-
-    def check_named_file(self, path: str, span: model.Span, what: str) -> None:
-        """A file the ACF names: relative to its folder, there, and inside it."""
-        folder = Path(self.file.path).parent
-        problem = unitpath.path_problem(path, what)
-        if problem is not None:
-            self.error(span, problem)
-        elif not (folder / path).is_file():
-            self.error(span, f"{what} '{path}' not found next to the ACF ({folder})")
-        elif unitpath.inside(folder / path, folder) is None:
-            self.error(span, f"{what} '{path}' is a link out of the ACF's folder "
-                       f"(to {os.path.realpath(folder / path)}); paths stay inside it")
-
-    def check_bench_names(self, bench: model.Bench, defines: set[str]) -> None:
-        sizes: set[str] = set()
-        for let in bench.lets:
-            self.check_expr(let.expr, let.span, sizes, defines)
-            if let.name in sizes or let.name in defines:
-                self.error(let.span, f"size '{let.name}' is already a size or a define")
-            sizes.add(let.name)
-        arrays: set[str] = set()
-        for arg in bench.args:
-            self.check_arg(arg, sizes, defines)
-            if arg.is_array:
-                arrays.add(arg.name)
-        if len({a.name for a in bench.args}) != len(bench.args):
-            self.error(bench.span, "two kernel arguments share a name")
-        for launch in bench.launch:
-            limit = 1 if launch.what == "shared" else 3
-            if len(launch.dims) > limit:
-                self.error(launch.span, f"{launch.what} takes at most {limit} value(s), got {len(launch.dims)}")
-            for dim in launch.dims:
-                self.check_expr(dim, launch.span, sizes, defines)
-        for check in bench.checks:
-            if check.name not in arrays:
-                self.error(check.span, f"check names an array argument ({_names(arrays) or 'none'}), "
-                           f"got '{check.name}'")
-            if check.exact and (check.rtol is not None or check.atol is not None):
-                self.error(check.span, "a check is either exact or has tolerances, not both")
-            for tolerance in (check.rtol, check.atol):
-                if tolerance is not None and tolerance < 0:
-                    self.error(check.span, f"tolerances are >= 0, got {tolerance}")
-
-    def check_arg(self, arg: model.Arg, sizes: set[str], defines: set[str]) -> None:
-        if arg.dtype not in benchspec.DTYPES:
-            self.error(arg.span, f"unknown dtype '{arg.dtype}' (known: {_names(benchspec.DTYPES)})")
-        if not arg.is_array:
-            self.check_expr(arg.value, arg.span, sizes, defines)
-            return
-        self.check_expr(arg.count, arg.span, sizes, defines)
-        if arg.init not in benchspec.INITS:
-            self.error(arg.span, f"unknown initialiser '{arg.init}' (known: {_names(benchspec.INITS)})")
-            return
-        allowed, positional = benchspec.INITS[arg.init]
-        unnamed = [p for p in arg.params if p.name is None]
-        if len(unnamed) > positional:
-            self.error(arg.span, f"{arg.init}() takes named parameters ({', '.join(allowed)})")
-        for param in arg.params:
-            if param.name is not None and param.name not in allowed:
-                self.error(arg.span, f"{arg.init}() has no parameter '{param.name}' "
-                           f"(known: {', '.join(allowed) or 'none'})")
-            self.check_expr(param.expr, arg.span, sizes, defines)
-
-    def check_expr(self, expr: model.Expr, span: model.Span, sizes: set[str], defines: set[str]) -> None:
-        for ref in benchspec.names_in(expr):
-            if ref.name not in sizes and ref.name not in defines:
-                self.error(ref.span, f"undefined name '{ref.name}' in expression (sizes: "
-                           f"{_names(sizes) or 'none'}; defines: {_names(defines) or 'none'})")
-        self.check_calls(expr)
-
-    def check_calls(self, expr: model.Expr) -> None:
-        for call in benchspec.calls_in(expr):
-            known = benchspec.FUNCTIONS.get(call.function)
-            if known is None:
-                self.error(call.span, f"unknown function '{call.function}' "
-                           f"(known: {_names(benchspec.FUNCTIONS)})")
-            elif known[0] != len(call.args):
-                self.error(call.span, f"{call.function}() takes {known[0]} arguments, got {len(call.args)}")
 
     # ---------------------------------------------------------------- targets
     def check_target(self, target: model.Target, pins: dict[str, model.Setting], metrics: tuple[str, ...] = ()) -> None:
