@@ -156,6 +156,7 @@ def test_a_search_range_too_large_to_list_is_a_located_error(project, evo_cache,
     (("--gpus", "0,,2"), "--gpus 0,,2: must be all, count:N or device numbers"),
     (("--cluster", "local:0"), "--cluster local:0: must be ray://HEAD:PORT, auto, local or local:N"),
     (("--at-once", "0"), "--at-once 0: must be positive"),
+    (("--device", "-1"), "--device -1: must be 0 or more"),                 # was: accepted
 ])
 def test_a_bad_search_setting_on_the_command_line_stops_before_anything(project, evo_cache, args, said):
     """The file's checks (positive, ...) were not made of the command line:

@@ -40,6 +40,7 @@ class Key(NamedTuple):
     what: str
     choices: tuple = ()
     positive: bool = False
+    counted: bool = False     # 0 or more (a device number)
     finite: bool = False      # a number of seconds a wait takes: inf (and nan) would never end, or crash it
     form: str = ""            # a str's shape: a key of FORMS
 
@@ -66,7 +67,7 @@ KEYS = (
         positive=True),
     Key("retune.target", "str", "NVCC_EVO_TARGET", None, "the SASS architecture to tune for (sm_90, ...)",
         form="target"),
-    Key("retune.device", "int", "NVCC_EVO_DEVICE", 0, "the CUDA device the pycuda backend measures on"),
+    Key("retune.device", "int", "NVCC_EVO_DEVICE", 0, "the CUDA device the pycuda backend measures on", counted=True),
     Key("retune.gpus", "str", "NVCC_EVO_GPUS", None, "the GPUs the pycuda backend measures on, one process "
         "each: all (of retune.device's model), count:N, or device numbers (0,2)", form="gpus"),
     Key("retune.cluster", "str", "NVCC_EVO_CLUSTER", None, "a Ray cluster to compile and measure on: "
@@ -246,6 +247,8 @@ def value_problem(key: Key, value) -> str:
         return "a finite number of seconds"
     if key.positive and value <= 0:
         return "positive"
+    if key.counted and value < 0:
+        return "0 or more"
     if key.form and not FORMS[key.form][0].fullmatch(value):
         return FORMS[key.form][1]
     return ""

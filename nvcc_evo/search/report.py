@@ -46,7 +46,8 @@ def _summary(o) -> list[str]:
     seconds = o.extra.get("seconds", o.progress.elapsed())
     lines.append(f"  {t.evaluated} evaluated, {t.resumed} resumed from the store, {t.reused} same binary "
                  f"as an earlier candidate (measurement reused), {t.failed} failed; "
-                 f"{o.progress.generation} generations, {seconds:.0f} s" + ("; written to the ACF" if o.written else ""))
+                 f"{o.progress.generation} generation{'' if o.progress.generation == 1 else 's'}, {seconds:.0f} s"
+                 + ("; written to the ACF" if o.written else ""))
     if t.failed:
         lines.append(f"  failures: {t.failures_text()}")
     if t.evaluated:
