@@ -311,6 +311,12 @@ class Target:
                 return rec
         return None
 
+    @property
+    def backend(self) -> str | None:
+        """The backend that chose this entry (its provenance's `backend`); None: never tuned."""
+        found = self.record("backend")
+        return str(found.value) if found is not None else None
+
     def __str__(self) -> str:
         return f"{self.arch} {self.gpu!r}" if self.gpu else self.arch
 

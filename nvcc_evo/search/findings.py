@@ -70,8 +70,8 @@ class Section:
     def chosen_by(self) -> str | None:
         """The backend that chose the entry, where it is another than this section's."""
         target = self._target()
-        backend = target.record("backend") if target is not None and target.provenance else None
-        return str(backend.value) if backend is not None and backend.value != self.backend else None
+        backend = target.backend if target is not None else None
+        return backend if backend is not None and backend != self.backend else None
 
     def chosen(self) -> Record | None:
         """The stored evaluation of the entry's knobs (the rest at the baseline's values)."""
@@ -308,8 +308,9 @@ def run_report(acf: str | None, globs: tuple[str, ...], stores: list[str], out: 
     acf_path = Path(acf).resolve() if acf else find_acf([Path.cwd()], os.environ)
     if acf_path is None:
         raise UsageError(f"no {ACF_NAME} here or above; name one with --acf")
-    if acf_problem(acf_path, os.environ):           # a folder, a FIFO, a link loop of that name
-        raise EnvironmentProblem(acf_problem(acf_path, os.environ))
+    problem = acf_problem(acf_path, os.environ)     # a folder, a FIFO, a link loop of that name
+    if problem:
+        raise EnvironmentProblem(problem)
     file = load(acf_path)
     try:
         chosen = select_units(file, acf_path, tuple(globs), Path.cwd())

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -232,8 +233,7 @@ def _entry_is_current(task: Task, toolkit, options: Options) -> bool:
     """The unit's entry for the task's architecture is up to date and was
     written by this backend (a static search never settles for a GPU's entry)."""
     target = task.unit.entry_for(task.arch)
-    backend = target.record("backend") if target is not None else None
-    return (backend is not None and backend.value == options.backend
+    return (target is not None and target.backend == options.backend
             and not stale_reasons(task.unit, task.arch, task.fingerprint, toolkit.version))
 
 
@@ -301,8 +301,9 @@ def run_retune(options: Options) -> int:
                                                                        os.environ)
     if acf_path is None:
         raise UsageError(f"no {ACF_NAME} here or above; name one with --acf")
-    if acf_problem(acf_path, os.environ):           # a folder, a FIFO, a link loop of that name
-        raise EnvironmentProblem(acf_problem(acf_path, os.environ))
+    problem = acf_problem(acf_path, os.environ)     # a folder, a FIFO, a link loop of that name
+    if problem:
+        raise EnvironmentProblem(problem)
     project = settings.load(acf_path, os.environ)
     options = with_settings(options, project)
     swept = sweep_for(acf_path)
@@ -365,13 +366,10 @@ def _retune_all(tasks: list[Task], options: Options, toolkit, store: Store, acf_
                        together)
         outcome.verdict = verdict_of(outcome)
         if outcome.baseline.ok and "settled" not in outcome.extra:
-            if together is None:
+            with together.writing if together else nullcontext():     # one write into the ACF at a time
+                if together is not None and together.stopping.is_set():
+                    raise Stopped()
                 _write_or_say_why(acf_path, outcome, toolkit, options)
-            else:
-                with together.writing:
-                    if together.stopping.is_set():
-                        raise Stopped()
-                    _write_or_say_why(acf_path, outcome, toolkit, options)
         return outcome
 
     try:

@@ -200,16 +200,14 @@ def _static_only(unit: model.Unit, arch: str) -> bool:
     """The unit's entry for `arch` was chosen by the static backend: up to
     date for it, but a measuring backend has yet to judge it."""
     target = unit.entry_for(arch)
-    backend = target.record("backend") if target is not None and target.provenance else None
-    return backend is not None and backend.value == "static"
+    return target is not None and target.backend == "static"
 
 
 def _measured_on(unit: model.Unit, arch: str) -> str | None:
     """Where the unit's current entry for `arch` was measured (runtime, not
     compiler facts), or None."""
     target = unit.entry_for(arch)
-    backend = target.record("backend") if target is not None and target.provenance else None
-    if backend is None or backend.value not in MEASURING_BACKENDS:
+    if target is None or target.backend not in MEASURING_BACKENDS:
         return None
     gpu, date = target.record("gpu"), target.record("date")
-    return f"backend {backend.value}" + (f" on {gpu.value}" if gpu else "") + (f", {date.value}" if date else "")
+    return f"backend {target.backend}" + (f" on {gpu.value}" if gpu else "") + (f", {date.value}" if date else "")
