@@ -238,7 +238,7 @@ def _compile_as(owner, job: CompileJob, ptx: "PtxCache | None", slots) -> Compil
         if slots is None:
             return compile_candidate(job, ptx)
         with slots:
-            if getattr(owner, "closed", False):            # cancelled while it waited for a slot
+            if owner.closed:                 # cancelled while it waited for a slot
                 return CompileResult("cancelled", 0.0, "")
             return compile_candidate(job, ptx)
     finally:

@@ -248,7 +248,6 @@ class Evaluator:
         with self.guard:
             return self._record(genome, flag_list, measurement, digest)
 
-
     def _record(self, genome, flag_list, measurement: Measurement, digest: str) -> Evaluation:
         if self.stopping is not None and self.stopping.is_set():
             raise Stopped()              # its compile may have been killed: not a result to keep

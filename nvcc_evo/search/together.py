@@ -41,7 +41,6 @@ WAIT_AFTER_INTERRUPT = 30.0      # seconds the searches get to stop (a candidate
 class Together:
     """What the searches running at once share."""
 
-    count: int
     slots: threading.Semaphore                      # the retune's compile slots
     stopping: threading.Event = field(default_factory=threading.Event)
     writing: threading.Lock = field(default_factory=threading.Lock)   # one write into the ACF at a time
@@ -66,7 +65,7 @@ def how_many(asked: int | None, tasks: int, backend: str, population: int, clust
 def run_together(tasks: list, count: int, jobs: int | None, one: Callable, board=None) -> list:
     """`one(task, together)` for every task, `count` at a time; the results
     in the tasks' order (see the module's docstring). `board`: their bars."""
-    together = Together(count, threading.BoundedSemaphore(jobs or os.cpu_count() or 2), board=board)
+    together = Together(threading.BoundedSemaphore(jobs or os.cpu_count() or 2), board=board)
     pending = list(enumerate(tasks))
     results: dict = {}
     errors: list = []

@@ -17,11 +17,11 @@ Only os-level modules here: the split build path uses the folders and the sweep.
 """
 from __future__ import annotations
 
+import contextvars
 import os
 import re
 import shutil
 import signal
-import contextvars
 import subprocess
 import tempfile
 import threading
