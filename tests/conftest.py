@@ -146,6 +146,28 @@ def evo_env(cache: Path, nvcc: Path | None = None, **extra) -> dict:
     return env
 
 
+def kernels_project(folder: Path, units) -> Path:
+    """A copy of the project's kernels `units` (file names) with the kernels'
+    ACF, references and shared header: a project a retune can search."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in (*units, "nvcc-evo.acf", "references.py", "block_reduce.cuh"):
+        shutil.copy(ROOT / "kernels" / name, folder / name)
+    return folder
+
+
+def searched(folder: Path, units) -> tuple[list, list]:
+    """What a retune of `units` left in `folder`: its stored records without
+    their timings (compile time), and each unit's written entry without its
+    provenance; the same for two runs of a deterministic backend."""
+    from nvcc_evo.search.store import Store
+    records = sorted((r.context.unit, repr(r.genome), r.measurement.status, r.sass_hash,
+                      tuple((k, v) for k, v in r.measurement.metrics if k != "compile_time"))
+                     for r in Store(folder / ".nvcc-evo" / "results.jsonl").read())
+    text = (folder / "nvcc-evo.acf").read_text()
+    entries = [text[text.index(f'unit "{unit}"'):] for unit in units]
+    return records, [entry[:entry.index("provenance")] for entry in entries]
+
+
 def tracked_tree(dest: Path) -> Path:
     """The checkout as a clone would have it (no build outputs, no caches)."""
     listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],

@@ -6,15 +6,13 @@ against the number of workers: benchmarks/parallel.py (timings are not
 asserted here)."""
 from __future__ import annotations
 
-import shutil
 import stat
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, evo_env, run_evo
-from nvcc_evo.errors import UsageError
-from nvcc_evo.errors import EnvironmentProblem
+from conftest import ROOT, evo_env, kernels_project, run_evo, searched
+from nvcc_evo.errors import EnvironmentProblem, UsageError
 from nvcc_evo.search.cluster import gpus_for, parse
 from nvcc_evo.search.store import Store
 
@@ -58,26 +56,13 @@ def test_a_cluster_without_a_gpu_of_the_target_says_which_it_has():
 
 
 def _project(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for name in (*UNITS, "nvcc-evo.acf", "references.py", "block_reduce.cuh"):
-        shutil.copy(ROOT / "kernels" / name, folder / name)
-    return folder
+    return kernels_project(folder, UNITS)
 
 
 def _retune(folder: Path, cache: Path, *extra: str, env: dict | None = None, units=(UNIT,)):
     return run_evo("--retune", "--acf", str(folder / "nvcc-evo.acf"), "--backend", "static", "--seed", "3",
                    "--evaluations", "8", "--progress", "lines", *units, *extra, cwd=folder,
                    env=env or evo_env(cache))
-
-
-def _outcome(folder: Path, units=(UNIT,)) -> tuple[list, list]:
-    """(records without their timings, each unit's written entry)."""
-    records = sorted((r.context.unit, repr(r.genome), r.measurement.status, r.sass_hash,
-                      tuple((k, v) for k, v in r.measurement.metrics if k != "compile_time"))
-                     for r in Store(folder / ".nvcc-evo" / "results.jsonl").read())
-    text = (folder / "nvcc-evo.acf").read_text()
-    entries = [text[text.index(f'unit "{unit}"'):] for unit in units]
-    return records, [entry[:entry.index("provenance")] for entry in entries]
 
 
 def test_without_ray_the_cluster_is_a_clear_error(tmp_path, evo_cache):
@@ -125,7 +110,7 @@ def test_a_local_ray_retune_makes_the_serial_runs_choices_and_records(tmp_path, 
         assert f"cluster = 'local:{workers}' (nvcc-evo.toml:2)" in ran.stderr
         assert f"compiles on {workers} Ray worker(s)" in ran.stderr
         assert ("2 searches, 2 at once" in ran.stderr) == (at_once == "2"), ran.stderr
-        assert _outcome(folder, UNITS) == _outcome(serial, UNITS)
+        assert searched(folder, UNITS) == searched(serial, UNITS)
 
 
 KILLER = """#!/bin/sh
@@ -217,4 +202,4 @@ def test_a_node_lost_mid_retune_costs_no_evaluation_on_a_cluster_of_three_nodes(
         cluster.shutdown()
     assert running.returncode == 0, err
     assert "compiles on 2 Ray worker(s)" in err
-    assert _outcome(folder, ("reduce_sum.cu",)) == _outcome(serial, ("reduce_sum.cu",))
+    assert searched(folder, ("reduce_sum.cu",)) == searched(serial, ("reduce_sum.cu",))

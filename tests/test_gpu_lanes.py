@@ -108,10 +108,8 @@ KERNELS = ("scale.cu", "reduce_sum.cu")
 def _two_units(folder, cache, *extra):
     """scale.cu and reduce_sum.cu of the project's kernels tuned on the GPU:
     (unit -> its candidates' statuses, the report, stderr)."""
-    from conftest import ROOT
-    folder.mkdir()
-    for name in (*KERNELS, "nvcc-evo.acf", "references.py", "block_reduce.cuh"):
-        shutil.copy(ROOT / "kernels" / name, folder / name)
+    from conftest import kernels_project
+    kernels_project(folder, KERNELS)
     result = run_evo("--retune", "--backend", "pycuda", "--evaluations", "6", "--population", "6", "--seed", "1",
                      "--progress", "lines", *KERNELS, *extra, cwd=folder, env=evo_env(cache))
     assert result.returncode == 0, result.stderr

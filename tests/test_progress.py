@@ -108,9 +108,8 @@ def test_a_resumed_search_starts_its_bar_at_what_the_store_holds(tmp_path):
 
 
 def test_searches_at_once_show_a_bar_each_on_a_terminal(tmp_path, evo_cache):
-    from conftest import ROOT
-    for name in ("scale.cu", "reduce_sum.cu", "nvcc-evo.acf", "references.py", "block_reduce.cuh"):
-        shutil.copy(ROOT / "kernels" / name, tmp_path / name)
+    from conftest import kernels_project
+    kernels_project(tmp_path, ("scale.cu", "reduce_sum.cu"))
     screen = _on_a_terminal(tmp_path, evo_cache, "--backend", "static", "--evaluations", "8", "--population", "4",
                             "--at-once", "2", "scale.cu", "reduce_sum.cu")
     assert "2 searches, 2 at once" in screen

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EVO_COMMAND, ROOT, evo_env, interruptible, run_evo
+from conftest import EVO_COMMAND, ROOT, evo_env, interruptible, kernels_project, run_evo, searched
 from nvcc_evo.driver.candidate import CompileJob, Compiler
 from nvcc_evo.measure.gpu import WorkerPool
 from nvcc_evo.search.store import Store
@@ -38,10 +38,7 @@ exit $code
 
 
 def _project(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for name in (*UNITS, "nvcc-evo.acf", "references.py", "block_reduce.cuh"):
-        shutil.copy(ROOT / "kernels" / name, folder / name)
-    return folder
+    return kernels_project(folder, UNITS)
 
 
 def _counting_nvcc(folder: Path, real_nvcc: Path) -> tuple[Path, Path]:
@@ -69,19 +66,6 @@ def _retune(folder: Path, env: dict, *extra: str):
                    cwd=folder, env=env)
 
 
-def outcome(folder: Path) -> tuple[list, list]:
-    """(records without their timings, each unit's written settings)."""
-    records = sorted((r.context.unit, repr(r.genome), r.measurement.status, r.sass_hash,
-                      tuple((k, v) for k, v in r.measurement.metrics if k != "compile_time"))
-                     for r in Store(folder / ".nvcc-evo" / "results.jsonl").read())
-    text = (folder / "nvcc-evo.acf").read_text()
-    entries = []
-    for unit in UNITS:
-        entry = text[text.index(f'unit "{unit}"'):]
-        entries.append(entry[:entry.index("provenance")])
-    return records, entries
-
-
 def test_searches_at_once_make_the_serial_runs_records_and_choices_within_the_jobs(tmp_path, evo_cache, real_nvcc):
     serial = _project(tmp_path / "serial")
     plain = _retune(serial, evo_env(evo_cache))
@@ -91,7 +75,7 @@ def test_searches_at_once_make_the_serial_runs_records_and_choices_within_the_jo
     ran = _retune(together, evo_env(evo_cache, NVCC_EVO_REAL_NVCC=script), "--at-once", "3")
     assert ran.returncode == 0, ran.stderr
     assert "3 searches, 3 at once (compiles sharing 2 slots" in ran.stderr
-    assert outcome(together) == outcome(serial)
+    assert searched(together, UNITS) == searched(serial, UNITS)
     assert ran.stdout.count("[sm_90]") == plain.stdout.count("[sm_90]") == 3     # the one report, every unit
     assert most_at_once(log) <= 2, "three searches, each with two compile workers, share the two slots"
     assert len(log.read_text().splitlines()) >= 2 * 3 * 6
