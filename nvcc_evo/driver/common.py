@@ -71,31 +71,25 @@ def append_log(path: str, cwd: str, argv: list[str], acf: str = "", added=(), pa
 
 
 def write_log_line(path: str, text: str) -> None:
-    """Append one line to NVCC_EVO_LOG. A log that cannot be written (a folder,
-    a missing folder, a full disk) is said on stderr; it never breaks a build
-    nor costs it its tuned flags."""
+    """Append one line to NVCC_EVO_LOG (never through a link: a settings file
+    of a cloned repository may name the log). A log that cannot be written (a
+    folder, a link, a missing folder, a full disk) is said on stderr; it never
+    breaks a build nor costs it its tuned flags."""
+    from nvcc_evo.system.files import append
     try:
-        with open(path, "a") as log:
-            log.write(text + "\n")
+        append(path, text + "\n")
     except OSError as error:
         print(f"nvcc-evo: warning: cannot write the log {LOG_ENV}={path} ({error.strerror or error}); "
               "the build goes on", file=sys.stderr)
 
 
 def replace_file(path, text: str | bytes) -> None:
-    """Write a cache file (compile database, ACF index, toolkit facts, a cubin) by a
-    temporary file and one rename, so that parallel builds never read half of
-    one; the temporary goes if the write fails. (ACFs themselves go through
+    """Write a cache file (compile database, ACF index, toolkit facts, a cubin, a report) by a
+    new temporary file and one rename, so that parallel builds never read half of
+    one; never through a link (nvcc_evo.system.files.replace). (ACFs themselves go through
     nvcc_evo.acf.write, which also locks, syncs to disk and keeps links, mode and spelling.)"""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb" if isinstance(text, bytes) else "w") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from nvcc_evo.system.files import replace
+    replace(path, text)
 
 
 class NvccNotFound(Exception):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from nvcc_evo.driver.common import BROKEN_FILE, replace_file
+from nvcc_evo.system.files import folders
 
 # The environment that changes what a compile does (include and library
 # search paths, nvcc's own flag variables, the host compiler): recorded with
@@ -91,7 +92,7 @@ def record(acf_path: Path, entry: CompileRecord, keep_existing: bool = False) ->
     folder = db_folder(acf_path)
     if keep_existing and (folder / f"{entry.key(root)}.json").exists():
         return
-    folder.mkdir(parents=True, exist_ok=True)
+    folders(acf_path.parent, *folder.relative_to(acf_path.parent).parts)     # no link followed
     data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in entry._asdict().items()}
     data.update(cwd=_relative(entry.cwd, root), input=_relative(entry.input, root), root=str(root))
     replace_file(folder / f"{entry.key(root)}.json", json.dumps(data, indent=1))

@@ -156,15 +156,16 @@ def _from_json(data: list) -> tuple[UnitEntry, ...]:
                  for index, globs, line, pins, targets, space, files in data)
 
 
-def load_units(path: Path, cache_dir: Path) -> tuple[UnitEntry, ...]:
+def load_units(path: Path, cache_dir: Path | None) -> tuple[UnitEntry, ...]:
     """The ACF's units, from a JSON cache while the text is unchanged, so that
     a build neither imports lark nor re-checks the file; AcfError if it has errors."""
     from nvcc_evo.acf.text import read_text
     text = read_text(path)
     digest = hashlib.sha256(INDEX_FORMAT + text.encode() + b"\0" + str(path).encode()).hexdigest()[:24]
-    cached = cache_dir / f"acf-{digest}.json"
+    cached = cache_dir / f"acf-{digest}.json" if cache_dir is not None else None
     try:
-        return _from_json(json.loads(cached.read_text()))
+        if cached is not None:
+            return _from_json(json.loads(cached.read_text()))
     except BROKEN_FILE:
         pass
     from nvcc_evo.acf.parse import parse_text
@@ -173,8 +174,8 @@ def load_units(path: Path, cache_dir: Path) -> tuple[UnitEntry, ...]:
     check(file, text)
     units = index_units(file)
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        replace_file(cached, json.dumps(_to_json(units)))
+        if cached is not None:
+            replace_file(cached, json.dumps(_to_json(units)))
     except OSError:
         pass
     return units

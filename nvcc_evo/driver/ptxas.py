@@ -72,15 +72,13 @@ def _identity(path: str) -> str:
 
 def _cached(kind: str, key: str, compute):
     """compute() once per key, its JSON answer kept in the user's cache folder."""
-    path = _cache(kind, key)
     try:
-        return json.loads(path.read_text())["answer"]
+        return json.loads(_cache(kind, key).read_text())["answer"]
     except BROKEN_FILE:
         pass
     answer = compute()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(path, json.dumps({"key": key, "answer": answer}))
+        replace_file(_cache(kind, key), json.dumps({"key": key, "answer": answer}))
     except OSError:
         pass
     return answer

@@ -48,8 +48,17 @@ class Toolkit(NamedTuple):
 
 
 def cache_folder() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "nvcc-evo"
+    """The user's cache folder (nvcc_evo.system.files.cache_folder: made, no link)."""
+    from nvcc_evo.system.files import cache_folder as made
+    return Path(made())
+
+
+def cache_folder_if_any() -> Path | None:
+    """The cache folder, None where it cannot be made (a link in its place, a read-only home)."""
+    try:
+        return cache_folder()
+    except OSError:
+        return None
 
 
 def _cache_path(nvcc: Path) -> Path:
@@ -129,9 +138,8 @@ def probe(nvcc: Path) -> Toolkit:
 
 def load_toolkit(nvcc: Path) -> Toolkit:
     """The cached probe of this nvcc, probing on first use."""
-    path = _cache_path(nvcc)
-    try:
-        data = json.loads(path.read_text())
+    try:       # (no cache folder, a link in its place: probed, and not kept)
+        data = json.loads(_cache_path(nvcc).read_text())
         return Toolkit(data["nvcc"], data["ptxas"], data["version"], data["default_arch"],
                        frozenset(data["accepted"]), tuple(tuple(r) for r in data["rejected"]))
     except BROKEN_FILE:
@@ -141,8 +149,7 @@ def load_toolkit(nvcc: Path) -> Toolkit:
             "default_arch": toolkit.default_arch, "accepted": sorted(toolkit.accepted),
             "rejected": [list(r) for r in toolkit.rejected]}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(path, json.dumps(data, indent=1))
+        replace_file(_cache_path(nvcc), json.dumps(data, indent=1))
     except OSError:            # a cache folder that cannot be written: probed again next time
         pass
     return toolkit

@@ -97,15 +97,15 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
                                   "the project settings",))
     from nvcc_evo.acf.knobs import STEP_ONLY
     from nvcc_evo.driver.flags import FlagPlan, plan_flags, read_facts
-    from nvcc_evo.driver.toolkit import cache_folder, load_toolkit
+    from nvcc_evo.driver.toolkit import cache_folder_if_any, load_toolkit
     toolkit = load_toolkit(nvcc)
     try:
         if planning.is_lto_link(call):
             from nvcc_evo.driver.compiledb import by_output
-            call_plan = planning.build_link_plan(call, cwd, environ, toolkit, cache_folder(), acf_path,
+            call_plan = planning.build_link_plan(call, cwd, environ, toolkit, cache_folder_if_any(), acf_path,
                                                  by_output(acf_path))
         else:
-            call_plan = planning.build_plan(call, cwd, environ, toolkit, cache_folder(), acf_path)
+            call_plan = planning.build_plan(call, cwd, environ, toolkit, cache_folder_if_any(), acf_path)
     except AcfError as error:
         first = error.diagnostics[0]
         more = f" (and {len(error.diagnostics) - 1} more)" if len(error.diagnostics) > 1 else ""

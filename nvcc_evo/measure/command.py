@@ -337,5 +337,5 @@ def _copy_to_users_log(path: Path) -> None:
     """The user's own NVCC_EVO_LOG gets the run's compiles too."""
     users = os.environ.get("NVCC_EVO_LOG")
     if users and path.exists():
-        with open(users, "a") as log:
-            log.write(path.read_text())
+        from nvcc_evo.system.files import append
+        append(users, path.read_text())         # never through a link

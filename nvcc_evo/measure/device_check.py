@@ -83,6 +83,7 @@ def compile_kernels(arch: str, nvcc: str | None = None, cache: Path | None = Non
     missing or fails (the host check is then used)."""
     from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc, replace_file
     from nvcc_evo.driver.toolkit import cache_folder
+    from nvcc_evo.system.files import folders
     try:
         nvcc = nvcc or find_real_nvcc()
         stat = os.stat(nvcc)
@@ -90,9 +91,12 @@ def compile_kernels(arch: str, nvcc: str | None = None, cache: Path | None = Non
         return None
     text = source()
     key = hashlib.sha256(f"{text}|{arch}|{os.path.realpath(nvcc)}|{stat.st_size}|{stat.st_mtime_ns}".encode())
-    path = (cache or cache_folder()) / f"check-{key.hexdigest()[:20]}.cubin"
-    if path.is_file():
-        return path.read_bytes()
+    try:
+        path = (cache or cache_folder()) / f"check-{key.hexdigest()[:20]}.cubin"
+        if path.is_file():
+            return path.read_bytes()
+    except OSError:                   # no cache folder (a link in its place): compiled, not kept
+        path = None
     with tempfile.TemporaryDirectory(prefix="nvcc-evo-check-") as folder:
         src, out = Path(folder) / "check.cu", Path(folder) / "check.cubin"
         src.write_text(text)
@@ -105,8 +109,9 @@ def compile_kernels(arch: str, nvcc: str | None = None, cache: Path | None = Non
             return None
         cubin = out.read_bytes()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(path, cubin)
+        if path is not None:
+            folders(path.parent)
+            replace_file(path, cubin)
     except OSError:
         pass                          # an unwritable cache: compiled again next time
     return cubin

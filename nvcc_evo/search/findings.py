@@ -302,6 +302,7 @@ def run_report(acf: str | None, globs: tuple[str, ...], stores: list[str], out: 
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.driver import settings
     from nvcc_evo.driver.common import replace_file
+    from nvcc_evo.system.files import folders
     from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf
     from nvcc_evo.errors import EnvironmentProblem, ExitCode, UsageError
     from nvcc_evo.search.selection import select_units
@@ -327,7 +328,10 @@ def run_report(acf: str | None, globs: tuple[str, ...], stores: list[str], out: 
     found, aside, unsearched = sections(file, acf_path, paths, chosen, version)
     target = report_file(Path(out) if out else acf_path.parent / ".nvcc-evo" / "report.html")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if out is None:
+            folders(acf_path.parent, ".nvcc-evo")        # nvcc-evo's own folder: no link followed
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
         replace_file(target, render(acf_path, found, paths, aside, version, unsearched))
     except OSError as error:
         raise EnvironmentProblem(f"cannot write the report {target}: {error.strerror or error}") from None
@@ -336,16 +340,17 @@ def run_report(acf: str | None, globs: tuple[str, ...], stores: list[str], out: 
 
 
 def report_file(named: Path) -> Path:
-    """Where the report goes: through a link to its target; a folder, device or
-    FIFO of that name is refused (the write is a rename over the name: as root
-    `--out /dev/full` replaced the device with the page)."""
-    import os
+    """Where the report goes: a link, folder, device or FIFO of that name is
+    refused (a cloned repository's `.nvcc-evo/report.html` may link to any
+    file; the write is a rename over the name: as root `--out /dev/full`
+    replaced the device with the page)."""
     from nvcc_evo.errors import UsageError
-    real = Path(os.path.realpath(named))
-    if os.path.lexists(real) and not real.is_file():
-        raise UsageError(f"the report file {named} is not a regular file (a folder, device or FIFO): "
-                         "name an HTML file")
-    return real
+    from nvcc_evo.system.files import Refused, check_regular
+    try:
+        check_regular(named)
+    except Refused as refused:
+        raise UsageError(f"the report file {refused} (or name another file with --out)") from None
+    return named
 
 
 def _toolkit_version() -> str | None:

@@ -19,6 +19,7 @@ from nvcc_evo.measure import Measurement, Measurer, static
 from nvcc_evo.search.lanes import Lane, LaneSet, choose_gpus
 from nvcc_evo.search.space import Genome
 from nvcc_evo.search.store import Context, Store, require_same_context
+from nvcc_evo.system import files
 
 
 def _static(task) -> Measurer:
@@ -39,7 +40,7 @@ def _candidate_acf(acf_path: Path, task, genome: Genome, at_start: str) -> Path:
         text = update_target(read_text(acf_path), task.unit.globs, target, str(acf_path))
     except EvoError:           # AcfChanged, AcfError: the search's own ACF still says how to build
         text = update_target(at_start, task.unit.globs, target, str(acf_path))
-    path.write_text(text)
+    files.replace(path, text)                 # a link planted at that name is refused, its target untouched
     return path
 
 

@@ -10,12 +10,10 @@ short by a crash is ended before the next one, so it never swallows it.
 """
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import json
 import os
-import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +22,7 @@ from nvcc_evo.driver.common import BROKEN_FILE
 from nvcc_evo.errors import EnvironmentProblem, EvoError
 from nvcc_evo.measure import Measurement
 from nvcc_evo.search.space import Genome
+from nvcc_evo.system.files import folders, open_regular
 
 
 @dataclass(frozen=True)
@@ -113,13 +112,11 @@ class Store:
         the torn-line check and the write are one step)."""
         line = (_encode(record) + "\n").encode()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+            folders(self.path.parent.parent, self.path.parent.name)
+            fd = open_regular(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)  # no link, FIFO or device
         except OSError as error:
             raise self._cannot(error) from None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):         # a FIFO would block, a device take it all
-                raise OSError(errno.EINVAL, "not a regular file")
             fcntl.flock(fd, fcntl.LOCK_EX)
             if _ends_torn(fd):
                 line = b"\n" + line     # a line cut short (kill -9, a full disk) stays apart, skipped by read()

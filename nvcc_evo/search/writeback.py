@@ -19,7 +19,7 @@ from nvcc_evo.acf.retarget import find_unit, replace_target
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.write import rewrite, writable
 from nvcc_evo.driver.plan import SPACE_CHANGED
-from nvcc_evo.errors import AcfChanged
+from nvcc_evo.errors import AcfChanged, EnvironmentProblem
 from nvcc_evo.search.space import Genome, SearchSpace
 from nvcc_evo.system.locks import run_lock
 
@@ -128,6 +128,9 @@ def one_retune_at_a_time(acf_path: Path, dry_run: bool, log: Callable[[str], Non
     if not dry_run:
         real = writable(acf_path)
         lock = acf_path.parent / ".nvcc-evo" / f"retune-{real.name}.lock"
-        held.enter_context(run_lock(lock, lambda pid: log(
-            f"another retune of {acf_path} is running (pid {pid}); waiting for it to finish")))
+        try:
+            held.enter_context(run_lock(lock, lambda pid: log(
+                f"another retune of {acf_path} is running (pid {pid}); waiting for it to finish")))
+        except OSError as error:          # a link committed in its place: refused, its target untouched
+            raise EnvironmentProblem(f"cannot take the retune lock {lock}: {error.strerror or error}") from None
     return held

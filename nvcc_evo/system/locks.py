@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
+from nvcc_evo.system.files import folders, open_regular
+
 
 def _try_lock(fd: int) -> bool:
     try:
@@ -44,8 +46,8 @@ def run_lock(path: Path, on_wait: Callable[[str], None]) -> Iterator[None]:
     """Hold the lock file at `path` (created; never removed: removing a lock
     file races with its next taker) for a whole run. A second run says who
     holds it (`on_wait`) and waits."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    folders(path.parent.parent, path.parent.name)
+    fd = open_regular(path, os.O_RDWR | os.O_CREAT)          # a link there is refused, its target untouched
     try:
         if not _try_lock(fd):
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"

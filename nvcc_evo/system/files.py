@@ -1,0 +1,164 @@
+"""The one way nvcc-evo creates and writes its own files (lock files, the
+results store, reports, the compile database, caches, the log, temporaries):
+no link is followed and nothing but a regular file is written.
+
+A cloned repository may hold links where nvcc-evo's files belong
+(`.nvcc-evo/results.jsonl -> ../../thesis.txt`); a shared temporary folder may
+hold another user's. Each file is opened with O_NOFOLLOW (O_EXCL where it must
+be new), each folder nvcc-evo makes is checked to be a folder and no link, and
+a link or a non-regular file in the way is a `Refused` error naming it: its
+target is never touched. (A user's ACF is another matter: nvcc_evo.acf.write
+writes it through its link on purpose.)
+
+Imports: the standard library only (the compile path uses it).
+"""
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class Refused(OSError):
+    """A link, or something not a regular file (a folder, a FIFO), where nvcc-evo writes."""
+
+    def __init__(self, path, what: str):
+        super().__init__(errno.ELOOP, f"{path} {what}", str(path))    # (the path: a folder above the file, too)
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+def _refuse(path, mode: int) -> Refused:
+    if stat.S_ISLNK(mode):
+        try:
+            target = f" to {os.readlink(path)}"
+        except OSError:
+            target = ""
+        return Refused(path, f"is a symbolic link{target}; nvcc-evo writes through no link (its target is "
+                             "left as it is): remove the link")
+    return Refused(path, "is a folder" if stat.S_ISDIR(mode) else
+                   "is not a regular file (a FIFO, device or socket)")
+
+
+def folder(path, private: bool = False) -> str:
+    """The folder at `path`, made if missing (its parent must exist; 0700 when
+    `private`); a link or a file there is Refused. Returns `path` as a str."""
+    path = os.fspath(path)
+    try:
+        os.mkdir(path, 0o700 if private else 0o777)
+    except FileExistsError:
+        pass
+    mode = os.lstat(path).st_mode
+    if not stat.S_ISDIR(mode):
+        raise _refuse(path, mode)
+    return path
+
+
+def folders(root, *names: str, private: bool = False) -> str:
+    """`root/names...`, each folder below `root` made and checked by `folder`
+    (`root` itself is the user's: made with its parents if missing, links allowed)."""
+    path = os.fspath(root)
+    os.makedirs(path, exist_ok=True)
+    for name in names:
+        path = folder(os.path.join(path, name), private)
+    return path
+
+
+def open_regular(path, flags: int, mode: int = 0o644) -> int:
+    """os.open with O_NOFOLLOW; the file must be a regular one (a FIFO is
+    opened without blocking first, so that it is refused, not waited on)."""
+    path = os.fspath(path)
+    try:
+        fd = os.open(path, flags | NOFOLLOW | os.O_NONBLOCK, mode)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+            try:
+                raise _refuse(path, os.lstat(path).st_mode) from None
+            except FileNotFoundError:
+                pass
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise _refuse(path, info.st_mode)
+    os.set_blocking(fd, True)
+    return fd
+
+
+def check_regular(path) -> None:
+    """Refused when something other than a regular file is at `path` (nothing there is fine)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise _refuse(path, mode)
+
+
+def replace(path, data: str | bytes, mode: int = 0o644) -> None:
+    """Write a whole file by a new temporary beside it (O_EXCL: never an
+    existing name) and one rename, so readers see the old file or the new one;
+    a link or a non-regular file at `path` is Refused; the temporary goes if
+    anything fails."""
+    path = os.fspath(path)
+    check_regular(path)
+    if isinstance(data, str):
+        data = data.encode()
+    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, mode)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def append(path, data: str | bytes, mode: int = 0o644) -> None:
+    """Append `data` to the regular file at `path` (made if missing), never through a link."""
+    fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
+    try:
+        view = memoryview(data.encode() if isinstance(data, str) else data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def cache_folder() -> str:
+    """The user's cache folder, made and checked: $XDG_CACHE_HOME/nvcc-evo,
+    else ~/.cache/nvcc-evo. Without a home (HOME unset and no passwd entry for
+    the uid) a private folder of the temporary folder, said once (when it is
+    made); one of another user there, or open to others, is Refused."""
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        home = os.path.expanduser("~")
+        if os.path.isabs(home) and home != "/":
+            base = os.path.join(home, ".cache")
+    if base:
+        return folders(base, "nvcc-evo")
+    import sys
+    import tempfile
+    uid = os.getuid()
+    path = os.path.join(tempfile.gettempdir(), f"nvcc-evo-cache-{uid}")
+    made = not os.path.lexists(path)
+    folder(path, private=True)
+    info = os.lstat(path)
+    if info.st_uid != uid or info.st_mode & 0o077:
+        raise Refused(path, f"is not a private folder of uid {uid} (owner {info.st_uid}, mode "
+                            f"{info.st_mode & 0o7777:04o})")
+    if made:
+        print(f"nvcc-evo: note: no home folder (HOME unset, no passwd entry for uid {uid}): caches are kept "
+              f"in {path}; set XDG_CACHE_HOME to keep them elsewhere", file=sys.stderr)
+    return path
