@@ -99,6 +99,16 @@ def find_acf(start_dirs: list[Path], environ) -> Path | None:
     return None
 
 
+def untrusted_acf(acf_path: Path, environ) -> str:
+    """Why the ACF found by walking up is not used (nvcc_evo.system.trust:
+    another user's file, a folder others may write); "" when it is trusted or
+    NVCC_EVO_ACF names it (trusted as given)."""
+    if environ.get(ACF_ENV):
+        return ""
+    from nvcc_evo.system.trust import untrusted
+    return untrusted(acf_path, environ)
+
+
 def unreadable(path) -> str:
     """Why the ACF at `path` cannot be read ("" when it can)."""
     from nvcc_evo.acf.text import require_regular_file

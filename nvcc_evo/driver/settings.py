@@ -116,6 +116,7 @@ class Settings(NamedTuple):
     values: dict                               # key name -> value as read from the file
     places: dict                               # key name -> "FILE:LINE"
     environ: dict
+    ignored: str = ""                          # why the file found is not used (another user's): a warning
 
     def value(self, name: str, command_line: dict | None = None) -> Value:
         """The one place precedence is decided: command line > environment > file > default."""
@@ -159,6 +160,10 @@ def load(acf_path, environ) -> Settings:
     if found is None:
         return Settings(None, {}, {}, environ)
     path, in_pyproject = found
+    from nvcc_evo.system.trust import untrusted
+    distrust = untrusted(path, environ)
+    if distrust:          # it could name the nvcc a build runs: only the user's own, or trusted on purpose
+        return Settings(None, {}, {}, environ, f"the project settings {distrust}")
     with open(path, "rb") as handle:
         data = handle.read()
     try:

@@ -74,21 +74,26 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
     if acf_path is None:
         reason = reason or NO_ACF
         return Decision(nvcc, planning.CallPlan(None, passthrough=reason))
+    distrust = planning.untrusted_acf(acf_path, environ)
+    if distrust:
+        return Decision(nvcc, planning.CallPlan(acf_path, passthrough="the ACF is not trusted"),
+                        problems=(f"{distrust}; building without tuned flags",))
     unreadable = planning.acf_problem(acf_path, environ)
     if unreadable:          # (NVCC_EVO_ACF naming nothing must not look like an untuned ACF)
         return Decision(nvcc, planning.CallPlan(acf_path, passthrough="the ACF cannot be read"),
                         problems=(f"{unreadable}; building without tuned flags",))
-    found = None                          # no settings file: nothing more is loaded for it
+    found, ignored = None, ()             # no settings file: nothing more is loaded for it
     if find_settings_file(acf_path) is not None:
         from nvcc_evo.driver import settings as project
         try:
             found = project.load(acf_path, environ)
+            ignored = (f"{found.ignored}; the build goes on without them",) if found.ignored else ()
             nvcc = _settings_nvcc(found, nvcc)
         except (project.SettingsError, OSError, EnvironmentProblem) as error:
             error_text = str(error) if not isinstance(error, OSError) else f"{error.filename}: {error.strerror}"
             return Decision(nvcc, planning.CallPlan(acf_path, passthrough="the project settings have errors"),
-                            problems=(f"the project settings cannot be used; building without tuned flags: "
-                                      f"{error_text.splitlines()[0]}",),
+                            problems=(*ignored, f"the project settings cannot be used; building without tuned "
+                                      f"flags: {error_text.splitlines()[0]}"),
                             acf_error=None if isinstance(error, OSError) else error)
         environ = found.for_build()
     elif nvcc is None:
@@ -110,8 +115,8 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
         first = error.diagnostics[0]
         more = f" (and {len(error.diagnostics) - 1} more)" if len(error.diagnostics) > 1 else ""
         return Decision(nvcc, planning.CallPlan(acf_path, passthrough="the ACF has errors"), None, toolkit,
-                        (f"the ACF has errors; building without tuned flags: {first.location}: "
-                         f"{first.message}{more}",), acf_error=error)
+                        (*ignored, f"the ACF has errors; building without tuned flags: {first.location}: "
+                         f"{first.message}{more}"), acf_error=error)
     policy = environ.get(planning.STALE_ENV, "keep")
     settings, dropped = planning.common_settings(call_plan, policy)
     for name in STEP_ONLY & set(settings):
@@ -131,7 +136,7 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
         per_step = tuple(settled)
     skipped = tuple(dropped) + flags.skipped + tuple(
         (f"{knob} ({name} [{arch}])", why) for (name, arch), plan in per_step for knob, why in plan.skipped)
-    return Decision(nvcc, call_plan, FlagPlan(flags.flags, flags.applied, skipped), toolkit, call=call,
+    return Decision(nvcc, call_plan, FlagPlan(flags.flags, flags.applied, skipped), toolkit, ignored, call=call,
                     per_step=per_step, programs=tuple(programs), settings=found)
 
 

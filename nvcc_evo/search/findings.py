@@ -299,18 +299,19 @@ def run_report(acf: str | None, globs: tuple[str, ...], stores: list[str], out: 
     """Write the report of the ACF (`--acf`, else the nearest) to `out`
     (default .nvcc-evo/report.html beside it); its path on stdout."""
     import os
+    import sys
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.driver import settings
     from nvcc_evo.driver.common import replace_file
     from nvcc_evo.system.files import folders
-    from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf
+    from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf, untrusted_acf
     from nvcc_evo.errors import EnvironmentProblem, ExitCode, UsageError
     from nvcc_evo.search.selection import select_units
     acf_path = Path(acf).resolve() if acf else find_acf([Path.cwd()], os.environ)
     if acf_path is None:
         raise UsageError(f"no {ACF_NAME} here or above; name one with --acf")
-    problem = acf_problem(acf_path, os.environ)     # a folder, a FIFO, a link loop of that name
-    if problem:
+    problem = (not acf and untrusted_acf(acf_path, os.environ)) or acf_problem(acf_path, os.environ)
+    if problem:           # another user's ACF; a folder, a FIFO, a link loop of that name
         raise EnvironmentProblem(problem)
     file = load(acf_path)
     try:
@@ -318,6 +319,8 @@ def run_report(acf: str | None, globs: tuple[str, ...], stores: list[str], out: 
     except UsageError as error:
         raise UsageError(str(error).replace("--retune", "--report", 1)) from None
     project = settings.load(acf_path, os.environ)          # [report] stores, out: the command line wins
+    if project.ignored:
+        print(f"nvcc-evo: warning: {project.ignored}; the report goes on without them", file=sys.stderr)
     stores = stores or project.value("report.stores").value or []
     out = out or project.value("report.out").value
     paths = [Path(s) for s in stores] or [acf_path.parent / ".nvcc-evo" / "results.jsonl"]

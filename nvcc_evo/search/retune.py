@@ -23,7 +23,7 @@ from nvcc_evo.driver import settings
 from nvcc_evo.driver.candidate import CompileJob, PtxCache, compile_candidate
 from nvcc_evo.driver.flags import plan_flags, read_facts
 from nvcc_evo.driver.nvcc_options import parse_call
-from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf
+from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf, untrusted_acf
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError
 from nvcc_evo.measure import Measurement
@@ -301,10 +301,12 @@ def run_retune(options: Options) -> int:
                                                                        os.environ)
     if acf_path is None:
         raise UsageError(f"no {ACF_NAME} here or above; name one with --acf")
-    problem = acf_problem(acf_path, os.environ)     # a folder, a FIFO, a link loop of that name
-    if problem:
+    problem = (not options.acf and untrusted_acf(acf_path, os.environ)) or acf_problem(acf_path, os.environ)
+    if problem:           # another user's ACF; a folder, a FIFO, a link loop of that name
         raise EnvironmentProblem(problem)
     project = settings.load(acf_path, os.environ)
+    if project.ignored:
+        log(f"warning: {project.ignored}; the retune goes on without them")
     options = with_settings(options, project)
     swept = sweep_for(acf_path)
     if swept:
