@@ -179,8 +179,21 @@ def _readable_acf(named: str | None) -> None:
         raise EnvironmentProblem(named_acf_problem(os.environ))
 
 
+def _working_folder() -> None:
+    """A verb run from a removed folder says which folder (was `[Errno 2] No such file or directory`)."""
+    import os
+    from nvcc_evo.errors import EnvironmentProblem
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        shown = f" ({os.environ['PWD']})" if os.environ.get("PWD") else ""
+        raise EnvironmentProblem(f"the working folder{shown} was removed: cd to a folder that exists") from None
+
+
 def run_verb(verb: str, rest: list[str]) -> int:
     from nvcc_evo.errors import ExitCode
+    if verb in ("--explain", "--retune", "--report"):
+        _working_folder()
     if verb in ("--evo-help", "--evo-version"):
         import argparse
         argparse.ArgumentParser(prog=f"nvcc-evo {verb}").parse_args(rest)
@@ -206,6 +219,8 @@ def run_verb(verb: str, rest: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from nvcc_evo.driver.common import guard_stderr
+    guard_stderr()           # stderr closed or unwritable: our messages are dropped, never put on stdout
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in VERBS:
         from nvcc_evo.driver.shim import run      # the compile path: nothing else imported

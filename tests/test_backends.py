@@ -86,7 +86,7 @@ def test_the_candidate_copy_finds_its_unit_by_globs_in_the_acf_as_it_is_now(tmp_
     from the text as the search began."""
     from types import SimpleNamespace
     from nvcc_evo.acf.parse import parse_text
-    from nvcc_evo.search.measurers import _candidate_acf
+    from nvcc_evo.search.measurers import CandidateAcf
     from nvcc_evo.search.space import Genome
     at_start = 'acf 1\nunit "a.cu" { }\nunit "b.cu" { }\n'
     path = tmp_path / "nvcc-evo.acf"
@@ -94,6 +94,6 @@ def test_the_candidate_copy_finds_its_unit_by_globs_in_the_acf_as_it_is_now(tmp_
     genome = Genome((("ptxas.opt_level", 1),))
     for now in ['acf 1\nunit "new.cu" { }\nunit "a.cu" { }\nunit "b.cu" { }\n', 'acf 1\nunit "b.cu" {']:
         path.write_text(now)
-        copy = parse_text(_candidate_acf(path, task, genome, at_start).read_text())
+        copy = parse_text(CandidateAcf(path, task, at_start)(genome).read_text())
         assert [(u.globs, [str(s.knob) for t in u.targets for s in t.settings]) for u in copy.units if u.targets] \
             == [(("b.cu",), ["ptxas.opt_level"])]

@@ -4,16 +4,19 @@ files a killed run left are removed by the next one. Real nvcc, real
 processes, a kernel that takes cicc several seconds."""
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import EVO_COMMAND, evo_env, interruptible, run_evo
+from conftest import EVO, EVO_COMMAND, ROOT, evo_env, interruptible, run_evo
 from nvcc_evo.driver.candidate import CompileJob, compile_candidate
 from nvcc_evo.driver.common import find_real_nvcc
 from nvcc_evo.system import leftovers
@@ -99,13 +102,20 @@ def test_kill_minus_nine_leaves_no_compiler_and_the_next_retune_sweeps(project, 
     assert left and all(folder.is_dir() and folder.name.startswith(f"nvcc-evo-cand-{retune.pid}-")
                         for folder in left)                          # what kill -9 leaves ...
     gone, alive = dead_pid(), os.getpid()
+    # (an older nvcc-evo's folder with no lock file, an hour old; temporaries whose lock no one holds)
     planted = [project / "tmp" / f"nvcc-evo-steps-{gone}-x1", project / f".nvcc-evo.acf.{gone}.k2j4.tmp",
-               project / f".nvcc-evo-candidate-{gone}.acf"]
-    kept = [project / "tmp" / f"nvcc-evo-cand-{alive}-x3", project / f".nvcc-evo.acf.{alive}.k2j5.tmp",
-            project / "tmp" / f"nvcc-evo-cand-{gone}", project / f".other.acf.{gone}.k2j6.tmp"]
-    for path in planted + kept:
+               project / f".nvcc-evo-candidate-{gone}.acf", project / f".nvcc-evo-candidate-{gone}-ab12.acf"]
+    held = [Path(leftovers.private_folder("cand", str(project / "tmp"))), project / f".nvcc-evo.acf.{alive}.k2j5.tmp"]
+    kept = [project / "tmp" / f"nvcc-evo-cand-{gone}", project / f".other.acf.{gone}.k2j6.tmp"]
+    for path in planted + kept + held[1:]:
         path.mkdir() if path.parent.name == "tmp" else path.write_text("x")
+    os.utime(planted[0], (time.time() - 7200,) * 2)
+    lock = os.open(held[1], os.O_RDONLY)
+    fcntl.flock(lock, fcntl.LOCK_EX)                   # a live writer's temporary: its lock is held
     dry = run_evo("--retune", "--backend", "static", "--dry-run", cwd=project, env=env)
+    os.close(lock)
+    leftovers.remove_private(str(held[0]))
+    kept += held[1:]
     assert dry.returncode == 0, dry.stderr
     assert "that killed runs left" in dry.stderr
     assert not any(path.exists() for path in left + planted)          # ... the next retune's start removes
@@ -183,17 +193,6 @@ def _children_commands(parent: int) -> list[str]:
     return [c for pid, c in _all_commands().items() if _ancestor(pid, parent)]
 
 
-def test_the_sweep_leaves_what_it_cannot_know_is_gone(tmp_path):
-    gone = dead_pid()
-    (tmp_path / f"nvcc-evo-steps-{gone}-a").mkdir()
-    (tmp_path / f"nvcc-evo-steps-{os.getpid()}-b").mkdir()
-    (tmp_path / "nvcc-evo-steps-abc-c").mkdir()
-    (tmp_path / f"nvcc-evo-cand-{gone}-file").write_text("a file, not a folder of ours")
-    assert leftovers.sweep_temporary(str(tmp_path)) == [str(tmp_path / f"nvcc-evo-steps-{gone}-a")]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        [f"nvcc-evo-steps-{os.getpid()}-b", "nvcc-evo-steps-abc-c", f"nvcc-evo-cand-{gone}-file"])
-
-
 def test_a_split_build_killed_with_minus_nine_is_swept_by_the_next(project, evo_cache):
     (project / "nvcc-evo.acf").write_text('acf 1\nunit "*.cu" {\n    target sm_80 { ptxas.maxrregcount = 32 }\n'
                                           '    target sm_90 { ptxas.maxrregcount = 40 }\n}\n')
@@ -211,3 +210,108 @@ def test_a_split_build_killed_with_minus_nine_is_swept_by_the_next(project, evo_
     again = run_evo(*archs, "-c", "small.cu", "-o", "small.o", cwd=project, env=env)
     assert again.returncode == 0, again.stderr
     assert not any(folder.exists() for folder in left)
+
+
+# ---------------------------------------------------------------- leftovers by lock (issue 25, case 3)
+HOLDER = """
+import os, sys, time
+from nvcc_evo.system.leftovers import private_folder
+alive_outside = {int(p) for p in open(sys.argv[2]).read().split()}
+while True:                      # a child whose pid no process has outside this namespace
+    child = os.fork()
+    if child == 0:
+        if os.getpid() in alive_outside or os.getpid() < 100:
+            os._exit(1)
+        print(private_folder("cand", sys.argv[1]), flush=True)
+        time.sleep(600)
+        os._exit(0)
+    if os.waitpid(child, 0)[1] == 0:
+        break
+"""
+
+
+def _sweep_by_retune(project: Path, temporary: Path, cache: Path) -> subprocess.CompletedProcess:
+    """What a user's `--retune` sweeps from the shared temporary folder."""
+    return subprocess.run([str(EVO), "--retune", "--dry-run"], cwd=project, env=evo_env(cache, TMPDIR=temporary),
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_run_in_another_pid_namespace_keeps_its_folders(project, tmp_path, evo_cache):
+    """A retune removed a running retune's candidate folder because its pid
+    is not alive in this pid namespace (its next compile failed: cannot open
+    module id file .../nvcc-evo-cand-PID-.../k.module_id)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare for a process in another pid namespace")
+    shared = tmp_path / "shared-tmp"
+    shared.mkdir()
+    outside = tmp_path / "outside-pids"
+    outside.write_text(" ".join(p for p in os.listdir("/proc") if p.isdigit()))
+    holder = subprocess.Popen(["unshare", "--pid", "--fork", sys.executable, "-c", HOLDER, str(shared), str(outside)],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        folder = Path(holder.stdout.readline().strip())
+        assert folder.parent == shared and folder.is_dir()
+        pid = int(folder.name.split("-")[3])
+        assert leftovers_is_gone(pid), "the namespace's pid is someone's here: the case cannot be shown"
+        swept = _sweep_by_retune(project, shared, evo_cache)
+        assert swept.returncode == 0, swept.stderr
+        assert folder.is_dir() and "removed" not in swept.stderr
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+    swept = _sweep_by_retune(project, shared, evo_cache)          # its holder gone: its lock is free
+    assert not folder.exists() and f"removed 1 folder(s) and file(s) that killed runs left: {folder}" in swept.stderr
+
+
+def leftovers_is_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def test_another_users_folder_is_never_swept(project, tmp_path, evo_cache):
+    """A folder of uid 12345 whose run is over (its lock free) is theirs to remove."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv for a second uid")
+    shared = Path(tempfile.mkdtemp(prefix="nvcc-evo-sweep-test-"))
+    try:
+        shared.chmod(0o1777)
+        made = subprocess.run(["setpriv", "--reuid=12345", "--regid=12345", "--clear-groups", sys.executable, "-c",
+                               "import sys; from nvcc_evo.system.leftovers import private_folder; "
+                               "print(private_folder('cand', sys.argv[1]))", str(shared)],
+                              capture_output=True, text=True, env={"PYTHONPATH": str(ROOT)})
+        assert made.returncode == 0, made.stderr
+        theirs = Path(made.stdout.strip())
+        assert theirs.stat().st_uid == 12345
+        os.utime(theirs, (time.time() - 7200,) * 2)
+        assert _sweep_by_retune(project, shared, evo_cache).returncode == 0 and theirs.is_dir()
+    finally:
+        shutil.rmtree(shared)
+
+
+def test_the_sweep_takes_only_free_locks(tmp_path):
+    """Held: kept; free (its process killed): removed; no lock file: kept
+    while new, removed once an hour old (an older nvcc-evo's); files, links
+    and other names: kept."""
+    held = leftovers.private_folder("steps", str(tmp_path))
+    freed = subprocess.run([sys.executable, "-c", "import sys; from nvcc_evo.system.leftovers import "
+                            "private_folder; print(private_folder('cand', sys.argv[1]))", str(tmp_path)],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    free = freed.stdout.strip()
+    new = f"nvcc-evo-steps-{dead_pid()}-new"
+    (tmp_path / new).mkdir()
+    old = tmp_path / "nvcc-evo-cand-1-old"
+    old.mkdir()
+    os.utime(old, (time.time() - 7200,) * 2)
+    (tmp_path / "nvcc-evo-cand-2-file").write_text("a file, not a folder of ours")
+    (tmp_path / "nvcc-evo-cand-3-link").symlink_to(free)
+    assert sorted(leftovers.sweep_temporary(str(tmp_path))) == sorted([free, str(old)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [Path(held).name, new, "nvcc-evo-cand-2-file", "nvcc-evo-cand-3-link"])
+    leftovers.remove_private(held)
+    assert not Path(held).exists()

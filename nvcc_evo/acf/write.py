@@ -21,7 +21,7 @@ from typing import Callable
 
 from nvcc_evo.acf.text import AcfText, decode
 from nvcc_evo.errors import AcfChanged, NotWritable
-from nvcc_evo.system.locks import file_lock
+from nvcc_evo.system.locks import file_lock, hold
 
 ATTEMPTS = 20            # saves by an editor in a row before giving up
 
@@ -47,10 +47,12 @@ def _new_file_mode() -> int:
     return 0o666 & ~umask
 
 
-def _temporary(real: Path, data: bytes, like: os.stat_result | None) -> str:
+def _temporary(real: Path, data: bytes, like: os.stat_result | None) -> tuple[str, int]:
     """`data` in a synced temporary file beside `real` with its mode and owner
-    (`like`: the file it replaces, None for a new file)."""
+    (`like`: the file it replaces, None for a new file), and an fd holding
+    its lock (a sweep of another run leaves a locked temporary alone)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.{os.getpid()}.", suffix=".tmp", dir=real.parent)
+    held = hold(fd)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
@@ -67,14 +69,15 @@ def _temporary(real: Path, data: bytes, like: os.stat_result | None) -> str:
             os.fsync(out.fileno())
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        os.close(held)
         raise
-    return tmp
+    return tmp, held
 
 
 def _replace(real: Path, data: bytes, unchanged: Callable[[], bool] = lambda: True) -> bool:
     """Put `data` at `real` by one rename, if `unchanged()` still holds just
     before it; False (nothing written) if it does not."""
-    tmp = _temporary(real, data, real.stat() if real.exists() else None)
+    tmp, held = _temporary(real, data, real.stat() if real.exists() else None)
     try:
         if not unchanged():
             return False
@@ -82,6 +85,7 @@ def _replace(real: Path, data: bytes, unchanged: Callable[[], bool] = lambda: Tr
         return True
     finally:
         Path(tmp).unlink(missing_ok=True)
+        os.close(held)
 
 
 def write_atomic(path: str | Path, text: str, spelling: AcfText | None = None) -> None:

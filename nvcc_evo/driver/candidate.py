@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
-import shutil
 import struct
 import threading
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from nvcc_evo.driver.nvcc_options import rebuild_argv
 from nvcc_evo.driver.split import PTXAS_STEP, read_steps
-from nvcc_evo.system.leftovers import OWNER, kill_running, private_folder, run_in_group
+from nvcc_evo.system.leftovers import OWNER, kill_running, private_folder, remove_private, run_in_group
 
 # Options of the build's command line that a candidate compile replaces.
 REPLACED = {"--output-file", "--generate-code", "--gpu-architecture", "--gpu-code",
@@ -97,7 +96,7 @@ def _front_end_ptx(work: str, stderr: str) -> bytes:
 
 
 def compile_candidate(job: CompileJob, ptx: "PtxCache | None" = None) -> CompileResult:
-    """One candidate compiled in a private folder (named for this process,
+    """One candidate compiled in a private folder (locked by this process,
     removed after; a later retune sweeps it if this one is killed), in a
     process group of its own that is killed at the timeout, on an interrupt
     and with this process. With a PtxCache, a candidate whose front end
@@ -117,7 +116,7 @@ def compile_candidate(job: CompileJob, ptx: "PtxCache | None" = None) -> Compile
         done = run_in_group(command, cwd=job.cwd, env=env, timeout=job.timeout)
         return _finished(job, done, time.monotonic() - started, work)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_private(work)
 
 
 def _with_program(job: CompileJob, command: list[str], work: str, env: dict) -> tuple[list[str], dict] | str:
@@ -204,7 +203,7 @@ def ptxas_only(job: CompileJob, ptx: bytes) -> CompileResult:
         done = run_ptxas(command, job.cwd, {**env, **variables}, job.timeout)
         return _finished(job, done, time.monotonic() - started, work, "ptxas")
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_private(work)
 
 
 def ptxas_step(dryrun: str, work: str) -> tuple[list[str], str, dict[str, str]] | None:

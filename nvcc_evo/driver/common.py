@@ -92,6 +92,48 @@ def replace_file(path, text: str | bytes) -> None:
     replace(path, text)
 
 
+class QuietStream:
+    """stderr that never fails: with fd 2 closed (`2>&-`) Python's sys.stderr
+    is None and print(file=None) writes to stdout, into a user's `-E` output;
+    on an unwritable one (a full disk, a closed pipe) each write raises. Our
+    messages are dropped then, never sent to stdout."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            if self.stream is not None:
+                self.stream.write(text)
+        except (OSError, ValueError):
+            pass
+        return len(text)
+
+    def flush(self) -> None:
+        try:
+            if self.stream is not None:
+                self.stream.flush()
+        except (OSError, ValueError):
+            pass
+
+    def isatty(self) -> bool:
+        try:
+            return self.stream is not None and self.stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+    def __getattr__(self, name):
+        if self.stream is None:
+            raise AttributeError(name)
+        return getattr(self.stream, name)
+
+
+def guard_stderr() -> None:
+    """Messages of ours go to stderr or nowhere (see QuietStream)."""
+    if not isinstance(sys.stderr, QuietStream):
+        sys.stderr = QuietStream(sys.stderr)
+
+
 class NvccNotFound(Exception):
     pass
 

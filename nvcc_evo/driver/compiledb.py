@@ -160,7 +160,8 @@ def scan(acf_path: Path) -> tuple[list[CompileRecord], list[Unusable]]:
     for path in sorted(db_folder(acf_path).glob("*.json")):
         try:
             data = json.loads(path.read_text())
-            globs = tuple(data.get("unit_globs", ())) if isinstance(data, dict) else ()
+            globs = data.get("unit_globs", []) if isinstance(data, dict) else []
+            globs = tuple(globs) if isinstance(globs, list) and all(isinstance(g, str) for g in globs) else ()
             if not isinstance(data, dict):
                 raise TypeError(f"not a compile record (JSON {type(data).__name__}, not an object)")
             found = _decode(dict(data), root)

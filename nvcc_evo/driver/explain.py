@@ -9,6 +9,7 @@ from nvcc_evo.driver.flags import ptxas_values
 from nvcc_evo.driver.plan import named_acf_problem
 from nvcc_evo.driver.wrapper import Decision, decide, find_real_nvcc
 from nvcc_evo.errors import EnvironmentProblem
+from nvcc_evo.system.programs import said
 
 
 def report(decision: Decision) -> str:
@@ -81,7 +82,8 @@ def explain(argv: list[str]) -> str:
     decision = decide(argv, nvcc, os.environ, Path.cwd())
     if decision.nvcc is None:
         raise missing or EnvironmentProblem(decision.problems[0])
+    ran = f"programs run: {said()}\n"     # (it compiles nothing, but probes the toolkit a settings file may name)
     if decision.acf_error is not None:      # every located error, after the report (exit 1, like --acf-check)
-        print(report(decision), end="", flush=True)
+        print(report(decision) + ran, end="", flush=True)
         raise decision.acf_error
-    return report(decision)
+    return report(decision) + ran

@@ -209,6 +209,8 @@ def _gencode_codes(spec: str) -> list[str]:
 
 def _native_archs() -> list[str]:
     import subprocess
+    from nvcc_evo.system.programs import note
+    note("nvidia-smi", "the GPUs' architectures")
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=10).stdout

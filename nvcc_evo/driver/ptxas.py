@@ -87,6 +87,8 @@ def _cached(kind: str, key: str, compute):
 def run(argv: list[str], cwd: str, timeout: float = 120) -> tuple[int, str]:
     """One ptxas run (or any tool's), its exit status and what it printed."""
     import subprocess
+    from nvcc_evo.system.programs import note
+    note(argv[0], "ptxas probe")
     try:
         done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
                               timeout=timeout)

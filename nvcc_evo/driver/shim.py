@@ -11,6 +11,8 @@ import sys
 from nvcc_evo.driver.common import (ACF_ENV, ACF_NAME, ENVIRONMENT, GUARD_ENV, LOG_ENV, NO_ACF, REAL_NVCC_ENV,
                                      NvccNotFound, append_log, find_real_nvcc)
 
+GONE = "the working folder was removed"
+
 
 def acf_may_apply(argv: list[str], environ, cwd: str) -> bool:
     """Cheap and on the safe side: is there an ACF above the working folder
@@ -29,6 +31,15 @@ def acf_may_apply(argv: list[str], environ, cwd: str) -> bool:
     return False
 
 
+def working_folder() -> str | None:
+    """The working folder; None when it was removed (nvcc still compiles
+    absolute paths there: the call then runs exactly as asked)."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        return None
+
+
 def run(argv: list[str]) -> int:
     environ = os.environ
     if environ.get(GUARD_ENV):
@@ -38,8 +49,12 @@ def run(argv: list[str]) -> int:
     try:
         nvcc, missing = find_real_nvcc(environ), None
     except NvccNotFound as problem:
+        if environ.get(REAL_NVCC_ENV):         # it wins over any settings file: say what is wrong with it
+            print(f"nvcc-evo: error: {problem}", file=sys.stderr)
+            return ENVIRONMENT
         nvcc, missing = None, problem          # the project settings beside an ACF may name one
-    if acf_may_apply(argv, environ, os.getcwd()):
+    cwd = working_folder()
+    if cwd is not None and acf_may_apply(argv, environ, cwd):
         from nvcc_evo.driver.wrapper import launch
         chosen = launch(argv, nvcc)
         if chosen is None:
@@ -50,7 +65,7 @@ def run(argv: list[str]) -> int:
         return ENVIRONMENT
     else:
         if environ.get(LOG_ENV):
-            append_log(environ[LOG_ENV], os.getcwd(), argv, passthrough=NO_ACF)
+            append_log(environ[LOG_ENV], cwd or "", argv, passthrough=NO_ACF if cwd else GONE)
         path, args, env = nvcc, [nvcc, *argv], dict(environ)
     env[GUARD_ENV] = "1"
     try:

@@ -25,14 +25,13 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
 from pathlib import Path
 from typing import NamedTuple
 
 from nvcc_evo.driver.nvcc_options import NvccCall, rebuild_argv
 from nvcc_evo.driver.ptxas import step_command
-from nvcc_evo.system.leftovers import private_folder, sweep_temporary
+from nvcc_evo.system.leftovers import private_folder, remove_private, sweep_temporary
 
 # Calls whose steps are not a plain compile, or whose user wants to see or
 # keep nvcc's own steps: run as asked.
@@ -178,18 +177,18 @@ def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[tuple
     if not os.access(SHELL, os.X_OK):
         return f"no {SHELL} to run nvcc's steps"
     temporary = environ.get("TMPDIR") or None
-    sweep_temporary(temporary)          # what killed builds left (their processes are gone)
-    keep_dir = private_folder("steps", temporary)
+    sweep_temporary(temporary)          # what killed builds left (their locks are free)
+    keep_dir = private_folder("steps", temporary, across_exec=True)   # its lock held by the steps run
     argv = [*rebuild_argv(list(call.argv), DEPENDENCY_OPTIONS, None), *extra]
     try:
         asked = subprocess.run([nvcc, *argv, "--dryrun", "--keep", "--keep-dir", keep_dir],
                                capture_output=True, text=True, timeout=120, env=dict(environ))
     except (OSError, subprocess.SubprocessError) as error:
-        shutil.rmtree(keep_dir, ignore_errors=True)
+        remove_private(keep_dir)
         return f"nvcc --dryrun failed to run ({error})"
     steps = with_options(read_steps(asked.stderr), options, keep_dir, call.inputs, programs) if asked.returncode == 0 else None
     if not isinstance(steps, Steps):
-        shutil.rmtree(keep_dir, ignore_errors=True)
+        remove_private(keep_dir)
         return steps
     env = {**environ, **steps.variables, "TMPDIR": keep_dir}    # the tools' own temporary files go too
     # A file, not `sh -c TEXT`: the steps of a call with many inputs pass the
@@ -199,7 +198,7 @@ def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[tuple
         with open(script_path, "w") as out:
             out.write(script(steps, keep_dir, dependency_command(nvcc, call, extra)))
     except OSError as error:
-        shutil.rmtree(keep_dir, ignore_errors=True)
+        remove_private(keep_dir)
         return f"the steps could not be written ({error})"
     return Launch(SHELL, [SHELL, script_path], env)
 

@@ -70,7 +70,12 @@ def _cache_path(nvcc: Path) -> Path:
 
 def _run(argv: list[str], cwd: str) -> tuple[int, str]:
     import subprocess
-    result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    from nvcc_evo.driver.common import GUARD_ENV
+    from nvcc_evo.system.programs import note
+    note(argv[0], "toolkit probe")
+    # (a script named as the real nvcc that runs nvcc-evo again says so, instead of probing itself)
+    result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                            env={**os.environ, GUARD_ENV: "1"})
     return result.returncode, (result.stdout + result.stderr).strip()
 
 

@@ -103,7 +103,11 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
     from nvcc_evo.acf.knobs import STEP_ONLY
     from nvcc_evo.driver.flags import FlagPlan, plan_flags, read_facts
     from nvcc_evo.driver.toolkit import cache_folder_if_any, load_toolkit
-    toolkit = load_toolkit(nvcc)
+    try:
+        toolkit = load_toolkit(nvcc)
+    except OSError as error:            # not an nvcc that works (a script that runs nvcc-evo again, say)
+        return Decision(nvcc, planning.CallPlan(acf_path, passthrough="the real nvcc does not work"),
+                        problems=(*ignored, f"{str(error).splitlines()[0]}; building without tuned flags"))
     try:
         if planning.is_lto_link(call):
             from nvcc_evo.driver.compiledb import by_output

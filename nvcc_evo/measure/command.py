@@ -31,7 +31,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from nvcc_evo.driver.compiledb import outputs_of
 from nvcc_evo.driver.flags import ptxas_values
 from nvcc_evo.measure import Confirmation, Measurement, failed
 from nvcc_evo.measure.stats import Summary, Verdict, enough, faster, summarize
-from nvcc_evo.system.leftovers import SHELL, private_folder, run_in_group
+from nvcc_evo.system.leftovers import SHELL, private_folder, remove_private, run_in_group
 
 NAME = "command"
 LONG_AGO = 86400.0          # what re-dated outputs are stamped with (1970-01-02): older than any source
@@ -165,7 +164,7 @@ class CommandBench:
             else:
                 checked = ""
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_private(str(scratch))
         output = done.stdout + ("\n" if done.stdout and done.stderr else "") + done.stderr
         return self._judge(done.returncode, output, log_lines, flags, must_build, checked, seconds, command)
 

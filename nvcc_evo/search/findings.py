@@ -97,8 +97,14 @@ def sections(file: model.AcfFile, acf_path: Path, stores: list[Path], chosen_uni
     prints = {str(unit): {fingerprint(s, []) for s in unit_sources(unit, folder)} for unit in units.values()}
     groups: dict[tuple, list[Record]] = {}
     aside = 0
-    for store in stores:
-        for record in Store(store).read():
+    for path in stores:
+        store = Store(path)
+        records = store.read()
+        if store.skipped:
+            import sys
+            print(f"nvcc-evo: note: {store.skipped} line(s) of the results store {path} skipped (cut short, or "
+                  "not results of this version's shape)", file=sys.stderr)
+        for record in records:
             c = record.context
             if c.unit not in units or c.fingerprint not in prints[c.unit]:
                 aside += c.unit in units

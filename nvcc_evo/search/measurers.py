@@ -19,7 +19,7 @@ from nvcc_evo.measure import Measurement, Measurer, static
 from nvcc_evo.search.lanes import Lane, LaneSet, choose_gpus
 from nvcc_evo.search.space import Genome
 from nvcc_evo.search.store import Context, Store, require_same_context
-from nvcc_evo.system import files
+from nvcc_evo.system.leftovers import held_file
 
 
 def _static(task) -> Measurer:
@@ -27,21 +27,35 @@ def _static(task) -> Measurer:
                     describe="static (no GPU timing: registers, spills and other compiler facts)")
 
 
-def _candidate_acf(acf_path: Path, task, genome: Genome, at_start: str) -> Path:
+class CandidateAcf:
     """A copy of the ACF whose target for the task's unit (found by its globs)
     holds the candidate: beside the real one, so that unit globs resolve the
-    same. While the ACF, as it is now, lacks the unit or does not parse (an
-    edit under way), the copy is made from the text as the search began."""
-    from nvcc_evo.acf.retarget import update_target
-    from nvcc_evo.acf.text import read_text
-    target = model.Target(task.arch, None, tuple(model.Setting(k, v) for k, v in genome.settings().items()))
-    path = acf_path.parent / f".nvcc-evo-candidate-{os.getpid()}.acf"
-    try:
-        text = update_target(read_text(acf_path), task.unit.globs, target, str(acf_path))
-    except EvoError:           # AcfChanged, AcfError: the search's own ACF still says how to build
-        text = update_target(at_start, task.unit.globs, target, str(acf_path))
-    files.replace(path, text)                 # a link planted at that name is refused, its target untouched
-    return path
+    same; a new file each time (`.nvcc-evo-candidate-PID-XXXX.acf`, never
+    through a link; the bench removes it after its runs), locked until the
+    next one so that another run's sweep leaves it. While the ACF, as it is
+    now, lacks the unit or does not parse (an edit under way), the copy is
+    made from the text as the search began."""
+
+    def __init__(self, acf_path: Path, task, at_start: str):
+        self.acf_path, self.task, self.at_start = acf_path, task, at_start
+        self.fd = -1
+
+    def __call__(self, genome: Genome) -> Path:
+        from nvcc_evo.acf.retarget import update_target
+        from nvcc_evo.acf.text import read_text
+        settings = genome.settings().items()
+        target = model.Target(self.task.arch, None, tuple(model.Setting(k, v) for k, v in settings))
+        try:
+            text = update_target(read_text(self.acf_path), self.task.unit.globs, target, str(self.acf_path))
+        except EvoError:           # AcfChanged, AcfError: the search's own ACF still says how to build
+            text = update_target(self.at_start, self.task.unit.globs, target, str(self.acf_path))
+        if self.fd >= 0:
+            os.close(self.fd)      # the last copy's lock (the bench has removed it)
+        path, self.fd = held_file(str(self.acf_path.parent), ".nvcc-evo-candidate-", ".acf")
+        data, written = text.encode(), 0
+        while written < len(data):
+            written += os.write(self.fd, data[written:])
+        return Path(path)
 
 
 def _primary(bench: model.Bench, tune: model.Tune | None) -> str:
@@ -60,7 +74,7 @@ def _command(task, acf_path: Path, timeout: float, flags_for) -> Measurer:
         raise UsageError(f"unit {task.unit} has no `bench {{ command ...; metric ... }}` for the command backend")
     at_start = read_text(acf_path)
     runner = CommandBench(bench, acf_path, task.unit.globs, task.arch,
-                          lambda genome: _candidate_acf(acf_path, task, genome, at_start), flags_for,
+                          CandidateAcf(acf_path, task, at_start), flags_for,
                           bench.timeout.seconds if bench.timeout else timeout, _primary(bench, task.unit.tune))
 
     def measure(genome: Genome, flags, result) -> Measurement:

@@ -42,6 +42,7 @@ from nvcc_evo.search.store import Context, Store
 from nvcc_evo.search.together import Together, how_many, run_together
 from nvcc_evo.search.writeback import current_genome, fixed_settings, one_retune_at_a_time, verdict_of, write_back
 from nvcc_evo.system.leftovers import sweep_for
+from nvcc_evo.system.programs import said
 
 
 @dataclass
@@ -286,6 +287,9 @@ def _write_or_say_why(acf_path: Path, outcome: Outcome, toolkit, options: Option
         reason = f"the ACF has errors now:\n{problem}"
     except FileNotFoundError:
         reason = f"{acf_path} is gone"
+    except OSError as problem:           # a full disk: the other units go on, the table is printed, exit 3
+        reason = f"cannot write the ACF {acf_path}: {problem.strerror or problem}"
+        outcome.extra["cannot_write"] = True
     outcome.extra["not_written"] = reason
     outcome.verdict += f"; NOT written: {reason}"
     log(f"{outcome.task}: not written to the ACF: {reason} (its evaluations are kept in the results store)")
@@ -335,8 +339,13 @@ def run_retune(options: Options) -> int:
             for task in tasks:
                 print(f"{task}: {'; '.join(task.reasons)}")
             log(f"{len(tasks)} to retune (dry run: nothing tuned)" + (f"; {len(skipped)} skipped" if skipped else ""))
+            log(f"programs run: {said()}")
             return ExitCode.INVALID_INPUT if skipped else ExitCode.OK
         store = Store(acf_path.parent / ".nvcc-evo" / "results.jsonl")
+        store.read()
+        if store.skipped:
+            log(f"{store.skipped} line(s) of the results store {store.path} skipped (cut short, or not results of "
+                "this version's shape)")
         outcomes = _retune_all(tasks, options, toolkit, store, acf_path, cluster)
     finally:
         close_pool()
@@ -355,6 +364,8 @@ def _exit_status(outcomes: list[Outcome], skipped: list[str]) -> int:
     if skipped:
         log(f"{len(skipped)} skipped before the search: {', '.join(skipped)} (see above)")
     not_written = any("not_written" in o.extra for o in outcomes)     # the ACF changed under the retune (said above)
+    if any("cannot_write" in o.extra for o in outcomes):
+        return ExitCode.ENVIRONMENT
     return ExitCode.INVALID_INPUT if failed or skipped or not_written else ExitCode.OK
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.resolve import ARCH_PATTERN
+from nvcc_evo.system.programs import note
 from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.driver import compiledb
 from nvcc_evo.driver.candidate import CompileJob
@@ -89,6 +90,7 @@ def check_target(arch: str | None, toolkit, source: str = "--target") -> None:
 
 def toolkit_archs(nvcc: str) -> list[str]:
     """The SASS architectures `nvcc --list-gpu-code` names ([] if it cannot say)."""
+    note(nvcc, "its architectures")
     try:
         listed = subprocess.run([nvcc, "--list-gpu-code"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):

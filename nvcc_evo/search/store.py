@@ -14,6 +14,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,21 +70,69 @@ def _encode(record: Record) -> str:
     })
 
 
+STATUS = re.compile(r"[a-z][a-z0-9-]{0,39}")       # ok, compile-error, timeout, ...: a word, as measurers write it
+CONTEXT_FIELDS = tuple(Context.__dataclass_fields__)
+
+
+class OtherShape(ValueError):
+    """Valid JSON, but not a result line of this shape (another version's, an edit, a stranger's store)."""
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _numbers(data, what: str) -> tuple[tuple[str, float], ...]:
+    if not isinstance(data, dict) or not all(isinstance(k, str) and _number(v) for k, v in data.items()):
+        raise OtherShape(f"{what} is not an object of numbers")
+    return tuple((k, float(v)) for k, v in data.items())
+
+
+def _genome(data) -> Genome:
+    scalar = (str, int, float, bool, type(None))
+    if not isinstance(data, list) or not all(isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+                                             and isinstance(item[1], scalar) for item in data):
+        raise OtherShape("genome is not a list of [knob, value] pairs")
+    return Genome(tuple((knob, value) for knob, value in data))
+
+
+def _context(data) -> Context:
+    if not isinstance(data, dict) or sorted(data) != sorted(CONTEXT_FIELDS) or \
+            not all(isinstance(v, str) for v in data.values()):
+        raise OtherShape("context is not this version's")
+    return Context(**data)
+
+
+def _strings(data, what: str) -> tuple[str, ...]:
+    if not isinstance(data, list) or not all(isinstance(v, str) for v in data):
+        raise OtherShape(f"{what} is not a list of strings")
+    return tuple(data)
+
+
 def _decode(line: str) -> Record:
+    """One result line; OtherShape (a ValueError) for any JSON of another shape."""
     data = json.loads(line)
-    measurement = Measurement(data["status"], tuple(data["metrics"].items()), tuple(data["spreads"].items()),
-                              data["detail"], costs=tuple(data.get("costs", {}).items()))
-    return Record(Genome(tuple(tuple(item) for item in data["genome"])), tuple(data["flags"]),
-                  measurement, data["sass_hash"], Context(**data["context"]), float(data.get("time", 0.0)))
+    if not isinstance(data, dict):
+        raise OtherShape("not an object")
+    status, detail, sass = data.get("status"), data.get("detail"), data.get("sass_hash")
+    if not (isinstance(status, str) and STATUS.fullmatch(status) and isinstance(detail, str)
+            and isinstance(sass, str) and _number(data.get("time", 0.0))):
+        raise OtherShape("status, detail, sass_hash or time is not this version's")
+    metrics = _numbers(data.get("metrics"), "metrics")
+    measurement = Measurement(status, metrics, _numbers(data.get("spreads"), "spreads"), detail,
+                              costs=_numbers(data.get("costs", {}), "costs"))
+    return Record(_genome(data.get("genome")), _strings(data.get("flags"), "flags"), measurement, sass,
+                  _context(data.get("context")), float(data.get("time", 0.0)))
 
 
 class Store:
     def __init__(self, path: Path):
         self.path = path
+        self.skipped = 0        # lines the last read skipped: cut short, garbage, another shape
 
     def read(self) -> list[Record]:
         """Every complete line; a line cut short by a crash is skipped."""
-        records = []
+        records, self.skipped = [], 0
         if not self.path.is_file():      # none yet; a FIFO would block, a device never end (append says so)
             return []
         try:
@@ -94,7 +143,7 @@ class Store:
             try:
                 records.append(_decode(line))
             except BROKEN_FILE:         # a line cut short, garbage, another shape: not a result
-                continue
+                self.skipped += bool(line.strip())
         return records
 
     def for_context(self, context: Context) -> tuple[list[Record], list[Context]]:

@@ -1,12 +1,15 @@
 """What an interrupted nvcc-evo could leave behind, and how nothing stays.
 
-Private folders carry the pid of the process that made them
-(`nvcc-evo-cand-PID-XXXX`, `nvcc-evo-steps-PID-XXXX` in the temporary folder),
-and so do the files written beside an ACF (`.NAME.PID.XXXX.tmp` of the ACF
-writer, `.nvcc-evo-candidate-PID.acf` of the command backend): a later run
-removes those whose process is gone (`kill -9`, a lost machine). A process
-still alive, or of another user, keeps its own. (A pid reused since is
-taken for alive: that leaves a folder, it never removes a live one.)
+A run's private folders (`nvcc-evo-cand-PID-XXXX`, `nvcc-evo-steps-PID-XXXX`
+in the temporary folder) hold a lock file that the run's process holds
+(flock) for as long as the folder lives, and the files written beside an
+ACF (`.NAME.PID.XXXX.tmp` of the ACF writer, `.nvcc-evo-candidate-PID-XXXX.acf`
+of the command backend) are locked themselves. A later run removes only what
+belongs to its own uid and whose lock it can take: a pid says nothing on a
+shared /tmp (another pid namespace, a container, another machine), a lock
+does, and the kernel releases it when its holder dies (`kill -9`, a lost
+machine). A folder with no lock file (an older nvcc-evo's) goes once it is
+an hour old.
 
 Child processes run in a process group of their own, under a small shell
 that kills the whole group when nvcc-evo dies (Linux: the parent-death
@@ -18,6 +21,7 @@ Only os-level modules here: the split build path uses the folders and the sweep.
 from __future__ import annotations
 
 import contextvars
+import fcntl
 import os
 import re
 import shutil
@@ -25,67 +29,137 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from typing import NamedTuple
 
 PRIVATE_FOLDER = re.compile(r"nvcc-evo-(?:cand|steps)-([0-9]+)-.+")
-CANDIDATE_ACF = re.compile(r"\.nvcc-evo-candidate-([0-9]+)\.acf")
+CANDIDATE_ACF = re.compile(r"\.nvcc-evo-candidate-([0-9]+)(?:-[A-Za-z0-9_]+)?\.acf")
+LOCK_NAME = ".nvcc-evo.lock"
+UNLOCKED_AGE = 3600          # seconds: a private folder with no lock file (an older nvcc-evo's) is left this long
 SHELL = "/bin/sh"
 # The group's guard: nvcc-evo's death sends it SIGTERM, and it kills its
 # whole group (itself, the command, everything the command started).
 GUARD = 'trap "kill -KILL 0" TERM; "$@" & wait $!'
+_held: dict[str, int] = {}          # a private folder of this process -> the fd holding its lock
+_held_lock = threading.Lock()
 
 
-def private_folder(kind: str, parent: str | None = None) -> str:
-    """A new private folder `nvcc-evo-KIND-PID-XXXX` in `parent` (default: the temporary folder)."""
-    return tempfile.mkdtemp(prefix=f"nvcc-evo-{kind}-{os.getpid()}-", dir=parent)
-
-
-def is_gone(pid: int) -> bool:
-    """True only when no process has this pid (not for one of another user)."""
-    if pid == os.getpid():
-        return False
+def _take(fd: int) -> bool:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except (OSError, OverflowError):   # PermissionError: alive, someone else's
-        return False
-    return False
-
-
-def _temporary_file(acf_name: str) -> re.Pattern:
-    return re.compile(rf"\.{re.escape(acf_name)}\.([0-9]+)\.[A-Za-z0-9_-]+\.tmp")
-
-
-def _ours_and_gone(entry: os.DirEntry, pattern: re.Pattern) -> bool:
-    match = pattern.fullmatch(entry.name)
-    if match is None:
-        return False
-    try:
-        owner = entry.stat(follow_symlinks=False).st_uid
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return False
-    return owner == os.getuid() and is_gone(int(match.group(1)))
+    return True
+
+
+def private_folder(kind: str, parent: str | None = None, across_exec: bool = False) -> str:
+    """A new private folder `nvcc-evo-KIND-PID-XXXX` in `parent` (default:
+    the temporary folder), its lock held until `remove_private` (or the
+    process's end; `across_exec`: the program this process execs, and its
+    children, hold it on)."""
+    path = tempfile.mkdtemp(prefix=f"nvcc-evo-{kind}-{os.getpid()}-", dir=parent)
+    fresh = os.path.join(path, LOCK_NAME + ".new")
+    fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.rename(fresh, os.path.join(path, LOCK_NAME))      # (seen by a sweep only once locked)
+    if across_exec:
+        os.set_inheritable(fd, True)      # subprocess still closes it in the children it starts
+    with _held_lock:
+        _held[path] = fd
+    return path
+
+
+def remove_private(path: str) -> None:
+    """Remove a private folder of this process, then let its lock go."""
+    shutil.rmtree(path, ignore_errors=True)
+    with _held_lock:
+        fd = _held.pop(path, None)
+    if fd is not None:
+        os.close(fd)
+
+
+def held_file(folder: str, prefix: str, suffix: str) -> tuple[str, int]:
+    """A new file `PREFIX PID-XXXX SUFFIX` in `folder` (no link followed),
+    open for writing and locked for as long as the fd is open: (path, fd)."""
+    path = os.path.join(folder, f"{prefix}{os.getpid()}-{os.urandom(4).hex()}{suffix}")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return path, fd
+
+
+def _free_folder(entry: os.DirEntry) -> int | None:
+    """The fd of the folder's lock, taken here, when no process holds it;
+    -1 for an old folder with no lock file; None when it is in use."""
+    try:
+        fd = os.open(os.path.join(entry.path, LOCK_NAME), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        try:
+            return -1 if time.time() - entry.stat(follow_symlinks=False).st_mtime > UNLOCKED_AGE else None
+        except OSError:
+            return None
+    except OSError:
+        return None
+    if _take(fd):
+        return fd
+    os.close(fd)
+    return None
+
+
+def _mine(entry: os.DirEntry, pattern: re.Pattern) -> bool:
+    if pattern.fullmatch(entry.name) is None:
+        return False
+    try:
+        return entry.stat(follow_symlinks=False).st_uid == os.getuid()
+    except OSError:
+        return False
 
 
 def sweep_temporary(folder: str | None = None) -> list[str]:
-    """Remove the private folders of processes that are gone from `folder`
-    (default: the temporary folder); the paths removed."""
+    """Remove from `folder` (default: the temporary folder) the private
+    folders of this uid that no process holds; the paths removed."""
     removed = []
     try:
         entries = list(os.scandir(folder or tempfile.gettempdir()))
     except OSError:
         return removed
     for entry in entries:
-        if entry.is_dir(follow_symlinks=False) and _ours_and_gone(entry, PRIVATE_FOLDER):
-            shutil.rmtree(entry.path, ignore_errors=True)
+        if not (entry.is_dir(follow_symlinks=False) and _mine(entry, PRIVATE_FOLDER)):
+            continue
+        with _held_lock:
+            if entry.path in _held:
+                continue
+        fd = _free_folder(entry)
+        if fd is not None:
+            shutil.rmtree(entry.path, ignore_errors=True)     # (its lock still held here)
             removed.append(entry.path)
+            if fd >= 0:
+                os.close(fd)
     return removed
 
 
+def _temporary_file(acf_name: str) -> re.Pattern:
+    return re.compile(rf"\.{re.escape(acf_name)}\.([0-9]+)\.[A-Za-z0-9_-]+\.tmp")
+
+
+def _remove_if_free(path: str) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        if not _take(fd):
+            return False
+        os.unlink(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def sweep_acf_folder(acf_path) -> list[str]:
-    """Remove, beside the ACF, the temporary files of writers that are gone
-    (`.NAME.PID.XXXX.tmp`, `.nvcc-evo-candidate-PID.acf`); the paths removed."""
+    """Remove, beside the ACF, the temporary files of this uid that no writer
+    holds (`.NAME.PID.XXXX.tmp`, `.nvcc-evo-candidate-PID-XXXX.acf`); the paths removed."""
     folder, name = os.path.split(os.path.realpath(acf_path))      # (a linked ACF is written at its target)
     patterns = (_temporary_file(name), CANDIDATE_ACF)
     removed = []
@@ -94,12 +168,9 @@ def sweep_acf_folder(acf_path) -> list[str]:
     except OSError:
         return removed
     for entry in entries:
-        if entry.is_file(follow_symlinks=False) and any(_ours_and_gone(entry, p) for p in patterns):
-            try:
-                os.unlink(entry.path)
-                removed.append(entry.path)
-            except OSError:
-                pass
+        if entry.is_file(follow_symlinks=False) and any(_mine(entry, p) for p in patterns) \
+                and _remove_if_free(entry.path):
+            removed.append(entry.path)
     return removed
 
 

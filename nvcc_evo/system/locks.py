@@ -23,6 +23,14 @@ def _try_lock(fd: int) -> bool:
     return True
 
 
+def hold(fd: int) -> int:
+    """A second fd on `fd`'s open file, holding its lock until it is closed
+    (the first may be closed meanwhile)."""
+    held = os.dup(fd)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    return held
+
+
 @contextmanager
 def file_lock(path: Path) -> Iterator[int]:
     """Hold the lock of the file now at `path` (it must exist). A writer
