@@ -148,6 +148,8 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help=f"{QUICK_REPEATS} runs per strategy (else {REPEATS})")
     p.add_argument("--repeats", type=int, help="runs per strategy and space")
     p.add_argument("--only", nargs="*", default=(), help="spaces to run (names relative to the hub, e.g. kt_gemm/RTX_3090)")
+    p.add_argument("--spaces", choices=("all", "tuned", "held-out"), default="all",
+                   help="the spaces TUNED_ON, the others, or all (default)")
     p.add_argument("--strategies", nargs="*", default=STRATEGIES, help="Kernel Tuner strategies")
     p.add_argument("--jobs", type=int, default=2, help="spaces replayed at once (processes)")
     p.add_argument("--seed", type=int, default=0)
@@ -156,10 +158,15 @@ def parse(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _chosen(name: str, args: argparse.Namespace) -> bool:
+    if args.only and name not in args.only:
+        return False
+    return args.spaces == "all" or (name in TUNED_ON) == (args.spaces == "tuned")
+
+
 def run(args: argparse.Namespace) -> list[SpaceResult]:
     hub = hub_folder(args.hub)
-    paths = [p for p in autotune_hub.find(hub)
-             if not args.only or str(p.relative_to(hub)).removesuffix(".json.gz") in args.only]
+    paths = [p for p in autotune_hub.find(hub) if _chosen(str(p.relative_to(hub)).removesuffix(".json.gz"), args)]
     repeats = args.repeats or (QUICK_REPEATS if args.quick else REPEATS)
     plan = Plan(tuple(args.strategies), repeats, args.seed, EngineSettings(args.population, args.local_share))
     jobs = [(path, hub, plan) for path in paths]

@@ -143,6 +143,22 @@ def test_the_engine_spends_the_budget_on_allowed_configurations_only():
 
 
 @needs_hub
+def test_kernel_tuner_replays_the_cache_within_the_same_budget():
+    pytest.importorskip("kernel_tuner", reason="Kernel Tuner: pip install -e '.[methodology]'")
+    import autotune_runs
+    space = autotune_hub.load(HUB / f"{SMALL}.json.gz", HUB)
+    budget = autotune_score.time_range(space.values, space.costs).end
+    with autotune_runs.plain_cache(space) as cache:
+        run = autotune_runs.run_kernel_tuner(cache, "random_sample", budget, seed=5)
+        assert cache.is_file()
+    assert not cache.exists()
+    assert run.times[-1] <= budget and set(run.values) <= set(space.values)
+    # charged as the simulation charges: about the budget over the mean cost of a configuration
+    assert len(run.times) == pytest.approx(budget / space.costs.mean(), rel=0.25)
+    assert len(set(run.values)) > 0.9 * len(run.values)      # samples without replacement
+
+
+@needs_hub
 def test_slice_of_the_benchmark_scores_kernel_tuner_and_nvcc_evo(capsys):
     pytest.importorskip("kernel_tuner", reason="Kernel Tuner: pip install -e '.[methodology]'")
     import methodology
