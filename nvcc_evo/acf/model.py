@@ -321,6 +321,9 @@ class Target:
         return f"{self.arch} {self.gpu!r}" if self.gpu else self.arch
 
 
+SOURCE, KERNEL = "source", "kernel"     # what a unit's globs name: source paths, or PTX entry names
+
+
 @dataclass(frozen=True)
 class Unit:
     globs: tuple[str, ...]
@@ -332,9 +335,15 @@ class Unit:
     span: Span = field(default=NO_SPAN, compare=False)
     search_span: Span = field(default=NO_SPAN, compare=False)
     requires: tuple[SpaceRequire, ...] = ()          # the search block's constraints over defines
+    kind: str = SOURCE                # KERNEL: the globs name PTX entries (`NAME_GLOB[@SHA256_PREFIX]`)
 
     def __str__(self) -> str:
-        return " ".join(f'"{g}"' for g in self.globs)
+        names = " ".join(f'"{g}"' for g in self.globs)
+        return f"kernel {names}" if self.kind == KERNEL else names
+
+    @property
+    def is_kernel(self) -> bool:
+        return self.kind == KERNEL
 
     def find_target(self, arch: str, gpu: str | None = None) -> Target | None:
         for target in self.targets:
