@@ -305,8 +305,13 @@ class Writer:
         self._emit("}", own.closing)
 
 
+def unit_header(unit: model.Unit) -> str:
+    """`unit "a.cu"`, `unit kernel "matmul_*"`: what opens a unit's block."""
+    return ("unit kernel " if unit.is_kernel else "unit ") + " ".join(show_string(g) for g in unit.globs)
+
+
 def _write_unit(w: Writer, unit: model.Unit) -> None:
-    w.open(unit.span, "unit " + " ".join(show_string(g) for g in unit.globs))
+    w.open(unit.span, unit_header(unit))
     for pin in unit.pins:
         w.leaf(pin.span, f"pin {pin.knob} = {show_value(pin.value)}")
     if unit.space or unit.search_span.start >= 0:

@@ -334,6 +334,9 @@ class Target:
         return f"{archs} {self.gpu!r}" if self.gpu else archs
 
 
+SOURCE, KERNEL = "source", "kernel"     # what a unit's globs name: source paths, or PTX entry names
+
+
 @dataclass(frozen=True)
 class Unit:
     globs: tuple[str, ...]
@@ -345,9 +348,15 @@ class Unit:
     span: Span = field(default=NO_SPAN, compare=False)
     search_span: Span = field(default=NO_SPAN, compare=False)
     requires: tuple[SpaceRequire, ...] = ()          # the search block's constraints over defines
+    kind: str = SOURCE                # KERNEL: the globs name PTX entries (`NAME_GLOB[@SHA256_PREFIX]`)
 
     def __str__(self) -> str:
-        return " ".join(f'"{g}"' for g in self.globs)
+        names = " ".join(f'"{g}"' for g in self.globs)
+        return f"kernel {names}" if self.kind == KERNEL else names
+
+    @property
+    def is_kernel(self) -> bool:
+        return self.kind == KERNEL
 
     def find_target(self, arch: str, gpu: str | None = None) -> Target | None:
         """The block that serves `arch` for this GPU name (None: the plain one)."""

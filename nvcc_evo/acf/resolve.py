@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 import re
 
-from nvcc_evo.acf import benchspec, knobs, model, unitpath
+from nvcc_evo.acf import benchspec, kernelname, knobs, model, unitpath
 from nvcc_evo.acf.benchcheck import BenchChecks, listed
 from nvcc_evo.acf.format import show_string
 from nvcc_evo.acf.objectives import OBJECTIVE_BY_NAME, known_provenance_keys, provenance_type
@@ -50,9 +50,11 @@ class Checker(BenchChecks):
 
     def check_unit(self, unit: model.Unit) -> None:
         for glob in unit.globs:
-            problem = unitpath.glob_problem(glob)
+            problem = (kernelname if unit.is_kernel else unitpath).glob_problem(glob)
             if problem is not None:
                 self.error(self.glob_span(unit, glob), problem)
+        if unit.is_kernel:
+            self.check_kernel_unit(unit)
         pins = self.check_settings(unit.pins, "pin")
         spaces = self.check_space(unit.space)
         for knob_name, pin in pins.items():
@@ -73,6 +75,19 @@ class Checker(BenchChecks):
             if self.with_sources and unit.bench.kernel is not None and len(self.diagnostics) == before:
                 self.check_bench_at_defaults(unit, defines)
         self.check_targets(unit, pins, metrics)
+
+    def check_kernel_unit(self, unit: model.Unit) -> None:
+        """A kernel unit's code is compiled by ptxas alone (nvcc-evo-ptxas, for
+        Triton): only ptxas.* knobs reach it, and only a bench command measures it."""
+        for setting in _all_settings(unit):
+            knob = knobs.lookup(setting.knob)
+            if (knob is None and knobs.is_define(setting.knob)) or (knob is not None and knob.family != "ptxas"):
+                self.error(setting.span, f"a kernel unit takes ptxas.* knobs only (its PTX is compiled by "
+                           f"ptxas alone), got {setting.knob}")
+        bench = unit.bench
+        if bench is not None and (bench.kernel is not None or bench.args or bench.launch):
+            self.error(bench.span, "a kernel unit is measured by a bench command (`command \"...\"` with a "
+                       "metric): its kernel is launched by the program that compiles it")
 
     def glob_span(self, unit: model.Unit, glob: str) -> model.Span:
         """Where the glob's string is (the unit's own span if not found)."""

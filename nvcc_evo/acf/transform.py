@@ -318,8 +318,12 @@ class Build(Transformer):
                               records, _span(meta), prov_span, tuple(archs[1:]))
         return ("target", target, _span(meta))
 
+    def unit_kernel(self, items):
+        return model.KERNEL
+
     @v_args(meta=True)
     def unit(self, meta, items):
+        kind = items[0] or model.SOURCE
         globs = tuple(unquote(i) for i in items if isinstance(i, Token))
         parts = [i for i in items if isinstance(i, tuple)]
         self._once(parts, ("search", "tune", "bench"), "unit")
@@ -329,4 +333,4 @@ class Build(Transformer):
         search = first("search") or ()
         return model.Unit(globs, tuple(pick("pin")), tuple(i for i in search if isinstance(i, model.Space)),
                           first("tune"), first("bench"), tuple(pick("target")), _span(meta), search_span,
-                          tuple(i for i in search if isinstance(i, model.SpaceRequire)))
+                          tuple(i for i in search if isinstance(i, model.SpaceRequire)), kind)
