@@ -104,7 +104,8 @@ def test_a_winner_that_was_noise_keeps_the_baseline(tmp_path, evo_cache):
     assert "baseline kept: gain not significant" in result.stdout
     text = (tmp_path / "nvcc-evo.acf").read_text()
     found = _provenance(text)
-    assert found["significant"] is False and found["p_value"] >= 0.01 and found["rounds"] == 6
+    # sequential: it may stop after the 5 least rounds once even a clean sixth could not make it significant
+    assert found["significant"] is False and found["p_value"] >= 0.01 and 5 <= found["rounds"] <= 6
     assert found["verdict"].startswith("baseline kept")
     assert "ptxas.opt_level = " not in text
 

@@ -13,8 +13,12 @@ NVCC=nvcc-evo compiles the candidate.
   flags, else the candidate fails (`not-rebuilt`, `flags-not-applied`);
 - statistics: `repeat N` (or `LOW..HIGH`, adaptive: stats.enough) runs per
   candidate, medians and relative spreads stored; `confirm` re-runs the
-  winner and the baseline interleaved (rebuilt each time) and judges them
-  with the GPU backend's rule (stats.faster); a failed confirmation run
+  winner and the baseline interleaved (rebuilt each time), sequentially (it
+  stops once the verdict is clear, stats.verdict_clear, at most `confirm
+  rounds`), and judges them with the GPU backend's rule (stats.faster); what
+  that and the drift may take is `reserve`d inside a retune's time budget;
+  the primary metric's printed resolution is read from its digits and said
+  when coarser than the least gain a retune accepts; a failed confirmation run
   says what failed (the run, its check, its exit status); `drift`: the
   baseline rebuilt and run again after the search, against its first runs;
 - wrong answers: a bench's `check` statements (acf.benchcommand) and
@@ -32,6 +36,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -43,7 +48,7 @@ from nvcc_evo.driver.common import PHASE_ENV
 from nvcc_evo.driver.compiledb import outputs_of
 from nvcc_evo.driver.flags import ptxas_values
 from nvcc_evo.measure import Confirmation, Measurement, failed
-from nvcc_evo.measure.stats import Summary, Verdict, enough, faster, summarize
+from nvcc_evo.measure.stats import MIN_GAIN, Summary, Verdict, enough, faster, summarize, verdict_clear
 from nvcc_evo.system.leftovers import SHELL, private_folder, run_in_group
 
 NAME = "command"
@@ -138,6 +143,10 @@ class CommandBench:
     say: Callable[[str], None] = lambda message: print(f"nvcc-evo: {message}", file=sys.stderr, flush=True)
     best: Summary | None = None         # the primary metric's best so far (adaptive repeats stop early)
     runs: int = 0                       # runs so far (NVCC_EVO_RUN)
+    built: tuple[float, ...] = ()       # seconds of each run that built its candidate (what a confirmation run costs)
+    first: float = 0.0                  # seconds of the first candidate's (the baseline's) measurement
+    step: float | None = None           # the primary metric's printed resolution, once said
+    deadline: float = math.inf          # when the confirmation must be over (a retune's time budget: finish_by)
 
     @property
     def folder(self) -> Path:
@@ -158,6 +167,7 @@ class CommandBench:
             started = time.monotonic()
             done = run_in_group([SHELL, "-c", command], cwd=self.folder, env=env, timeout=self.timeout)
             seconds = time.monotonic() - started
+            self.built += (seconds,) if must_build else ()
             log_lines = _read_log(scratch / "wrapper.log")
             _copy_to_users_log(scratch / "wrapper.log")
             if done.returncode is not None and any(c.kind == "command" for c in self.bench.run_checks):
@@ -167,7 +177,21 @@ class CommandBench:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         output = done.stdout + ("\n" if done.stdout and done.stderr else "") + done.stderr
-        return self._judge(done.returncode, output, log_lines, flags, must_build, checked, seconds, command)
+        judged = self._judge(done.returncode, output, log_lines, flags, must_build, checked, seconds, command)
+        if judged.ok and self.step is None:
+            self._resolution(output, dict(judged.values)[self.primary])
+        return judged
+
+    def _resolution(self, output: str, value: float) -> None:
+        """The primary metric's printed resolution, from the digits of the
+        first good run: said when it is coarser than the least gain a retune
+        accepts (stats.MIN_GAIN), which then no run can show."""
+        metric = next(m for m in self.bench.metrics if m.name == self.primary)
+        self.step = benchcommand.metric_step(metric, output) or 0.0
+        if value and self.step / abs(value) > MIN_GAIN:
+            self.say(f"{' '.join(self.globs)} [{self.arch}]: metric {metric.name} is printed to {self.step:g} "
+                     f"({self.step / abs(value):.2%} of {value:g}): coarser than the least gain a retune accepts "
+                     f"({MIN_GAIN:.1%}); smaller gains cannot show: print more digits")
 
     def _environment(self, acf: Path, flags, phase: str, log: Path) -> dict:
         env = dict(os.environ, NVCC_EVO_ACF=str(acf), NVCC_EVO_CANDIDATE_FLAGS=" ".join(flags),
@@ -233,8 +257,23 @@ class CommandBench:
             acf.unlink(missing_ok=True)
             self._leave_stale()
         measurement = self._summary(runs, time.monotonic() - started)
+        self.first = self.first or time.monotonic() - started
         self._note(measurement, flags, len(runs))
         return measurement
+
+    def round_cost(self) -> float:
+        """Seconds one confirmation round (two builds and runs) is expected to take, from the runs so far."""
+        return 2 * statistics.median(self.built) if self.built else 0.0
+
+    def reserve(self) -> float:
+        """Seconds the end drift (the baseline measured again) and the
+        confirmation's least rounds are expected to take, with a margin of a
+        fifth: kept back from a time budget. Further rounds are run only as
+        the time left allows (`finish_by`)."""
+        return 1.2 * (benchcommand.LEAST_ROUNDS * self.round_cost() + self.first)
+
+    def finish_by(self, deadline: float) -> None:
+        self.deadline = deadline
 
     def _summary(self, runs: list[Run], seconds: float) -> Measurement:
         metrics, spreads = [], []
@@ -306,7 +345,20 @@ class CommandBench:
                     self.say(f"{' '.join(self.globs)} [{self.arch}]: {problem}; the last lines:\n{tail(run.detail)}")
                     return _judged(samples, self.primary in self.maximized), problem
                 samples[side].append(dict(run.values)[self.primary])
+            if _clear(samples, rounds, self.primary in self.maximized):
+                break              # sequential: the verdict will not change with more rounds
+            if index + 1 >= benchcommand.LEAST_ROUNDS and time.monotonic() + self.round_cost() > self.deadline:
+                self.say(f"{' '.join(self.globs)} [{self.arch}]: confirmation ends after {index + 1} of {rounds} "
+                         "rounds: the time budget leaves no time for another")
+                break
         return _judged(samples, self.primary in self.maximized), problem
+
+
+def _clear(samples: dict[str, list[float]], rounds: int, maximize: bool) -> bool:
+    """The confirmation may stop here (stats.verdict_clear, the sides swapped for a metric to maximise)."""
+    base, chosen = samples["baseline"], samples["chosen"]
+    sides = (chosen, base) if maximize else (base, chosen)
+    return verdict_clear(*sides, rounds, benchcommand.LEAST_ROUNDS)
 
 
 def _judged(samples: dict[str, list[float]], maximize: bool) -> Verdict:
