@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, evo_env
+from conftest import DATA, evo_env, run_evo
 from nvcc_evo.driver.candidate import cubin_registers
 
 pytest.importorskip("triton", reason="Triton is not installed (the test extra brings it on Linux x86_64)")
@@ -138,3 +138,43 @@ def test_it_never_runs_itself(project, evo_cache):
     done = subprocess.run([str(PTXAS), "--version"], cwd=project, capture_output=True, text=True,
                           env=evo_env(evo_cache, NVCC_EVO_REAL_PTXAS=PTXAS))
     assert done.returncode == 3 and "nvcc-evo-ptxas itself" in done.stderr
+
+
+RETUNED = """acf 1
+unit kernel "matmul_kernel" {
+    pin ptxas.override_directive_values = true
+    search {
+        ptxas.maxrregcount in {64, 255}
+    }
+    bench {
+        command "PYTHON bench_registers.py"
+        metric "time ([0-9.]+) ms"
+        confirm rounds 5
+    }
+}
+"""
+
+
+def test_retune_through_the_user_s_own_benchmark(project, evo_cache):
+    """The user's program runs once through nvcc-evo-ptxas (the compile
+    database learns the kernel), then `--retune --backend command` runs it
+    per candidate (Triton recompiling it each time: the log shows each
+    candidate's ptxas call), and the next run gets the chosen entry."""
+    for name in ("kernels.py", "bench_registers.py"):
+        shutil.copy(DATA / "triton" / name, project / name)
+    (project / "nvcc-evo.acf").write_text(RETUNED.replace("PYTHON", sys.executable))
+    env = evo_env(evo_cache, TRITON_PTXAS_PATH=PTXAS, TRITON_CACHE_DIR=project / "cache")
+    first = subprocess.run([sys.executable, "bench_registers.py"], cwd=project, env=env, capture_output=True,
+                           text=True)
+    assert first.returncode == 0 and first.stdout.startswith("time "), first.stderr
+    before = float(first.stdout.split()[1])
+    assert before > 64
+    done = run_evo("--retune", "--backend", "command", "--evaluations", "2", cwd=project,
+                   env={k: v for k, v in env.items() if k != "TRITON_PTXAS_PATH"})
+    assert done.returncode == 0, done.stderr
+    assert 'kernel "matmul_kernel" [sm_90a]' in done.stderr and "not-rebuilt" not in done.stderr
+    text = (project / "nvcc-evo.acf").read_text()
+    assert "target sm_90a {\n        ptxas.maxrregcount = 64\n" in text, text
+    again = subprocess.run([sys.executable, "bench_registers.py"], cwd=project, env=env, capture_output=True,
+                           text=True)
+    assert again.stdout == "time 64 ms\n"

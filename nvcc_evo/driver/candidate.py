@@ -48,6 +48,9 @@ class CompileJob:
 
     def command(self, work: str) -> list[str]:
         base = rebuild_argv(list(self.argv), REPLACED, self.source)
+        if self.source.endswith(".ptx"):       # a kernel unit's PTX (nvcc_evo.driver.kernels): ptxas alone, as
+            return [self.nvcc, *base, "-cubin", f"-arch={self.arch}", "-Xptxas", "-v",   # Triton runs it
+                    "--keep", "--keep-dir", work, "-o", os.path.join(work, "candidate.cubin"), *self.flags]
         if not any(a in ("-c", "--compile", "-dc", "--device-c") for a in base):
             base.append("-c")
         compute = self.arch.replace("sm_", "compute_")

@@ -33,7 +33,8 @@ from typing import NamedTuple
 
 from nvcc_evo.acf import kernelname
 from nvcc_evo.driver import plan as planning
-from nvcc_evo.driver.common import LOG_ENV, PHASE_ENV, append_log, find_settings_file, replace_file
+from nvcc_evo.driver.common import (LOG_ENV, PHASE_ENV, REAL_PTXAS_ENV, append_log, find_settings_file,
+                                     replace_file)
 
 ENTRY = re.compile(rb"\.entry\s+([A-Za-z_$%][\w$]*)")
 VALUE_OPTIONS = {"-o", "--output-file", "--gpu-name", "-arch", "--opt-level"}
@@ -251,10 +252,7 @@ def launch(argv: list[str], real: str | None, acf: str, environ, cwd: str) -> in
     """Run the real ptxas for this call, with a kernel unit's knobs where one
     applies; our own trouble never fails a compile ptxas would pass."""
     acf_path = Path(acf)
-    environ, real, problem = _with_settings(acf_path, environ, real)
-    if "--explain" in argv:
-        from nvcc_evo.driver.kernels_explain import explain
-        return explain([a for a in argv if a != "--explain"], real, acf_path, environ, cwd, problem)
+    environ, real, problem = with_settings(acf_path, environ, real)
     if real is None:
         print(f"nvcc-evo-ptxas: error: {problem}", file=sys.stderr)
         return 3
@@ -289,14 +287,13 @@ def _decided(argv, real: str, acf_path: Path, environ, cwd: str) -> Decision:
     return decision
 
 
-def _with_settings(acf_path: Path, environ, real: str | None):
+def with_settings(acf_path: Path, environ, real: str | None):
     """The project settings beside the ACF fill the environment (their
     `real-ptxas` where NVCC_EVO_REAL_PTXAS is unset); (environ, real ptxas, why none)."""
     problem = "" if real else "no real ptxas found: set NVCC_EVO_REAL_PTXAS, CUDA_HOME or PATH"
     if find_settings_file(acf_path) is None:
         return environ, real, problem
     from nvcc_evo.driver import settings as project
-    from nvcc_evo.driver.ptxas_shim import REAL_PTXAS_ENV
     try:
         found = project.load(acf_path, environ)
     except (project.SettingsError, OSError) as error:

@@ -9,14 +9,12 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from nvcc_evo.driver.common import ACF_ENV
+from nvcc_evo.driver.common import ACF_ENV, REAL_PTXAS_ENV, TRITON_BIN
 
 
 def _real_line(real: str | None, environ, problem: str) -> str:
-    from nvcc_evo.driver.ptxas_shim import REAL_PTXAS_ENV
     if real is None:
         return f"real ptxas: none ({problem})"
-    from nvcc_evo.driver.ptxas_shim import TRITON_BIN
     why = REAL_PTXAS_ENV if environ.get(REAL_PTXAS_ENV) else \
         "Triton's own: the calling process has Triton loaded" if TRITON_BIN in real else \
         "the toolkit's: $CUDA_HOME/bin, $CUDA_PATH/bin or PATH"
@@ -42,9 +40,15 @@ def _served_lines(decision) -> list[str]:
     return lines
 
 
-def explain(argv: list[str], real: str | None, acf_path: Path, environ, cwd: str, problem: str) -> int:
+def explain(argv: list[str], real: str | None, acf: str | None, environ, cwd: str) -> int:
     from nvcc_evo.driver import kernels, plan as planning
     from nvcc_evo.errors import AcfError
+    if acf is None:
+        print(f"{_real_line(real, environ, 'none found')}\nno ACF ({ACF_ENV} unset, no nvcc-evo.acf at or above "
+              f"{cwd}): every call runs the real ptxas as asked")
+        return 0
+    acf_path = Path(acf)
+    environ, real, problem = kernels.with_settings(acf_path, environ, real)
     named = f" ({ACF_ENV})" if environ.get(ACF_ENV) else " (found at or above the working folder)"
     lines = [_real_line(real, environ, problem), f"ACF: {acf_path}{named}"]
     unreadable = planning.acf_problem(acf_path, environ)

@@ -21,10 +21,8 @@ from __future__ import annotations
 import os
 import sys
 
-from nvcc_evo.driver.common import ACF_ENV, ACF_NAME, ENVIRONMENT, is_self
+from nvcc_evo.driver.common import ACF_ENV, ACF_NAME, ENVIRONMENT, REAL_PTXAS_ENV, TRITON_BIN, is_self
 
-REAL_PTXAS_ENV = "NVCC_EVO_REAL_PTXAS"
-TRITON_BIN = os.path.join("triton", "backends", "nvidia", "bin")
 TRITON_LIBRARY = os.sep + os.path.join("triton", "_C", "libtriton")
 
 
@@ -105,7 +103,10 @@ def main() -> int:
     except OSError:
         cwd = None
     acf = find_acf(environ, cwd) if cwd is not None else environ.get(ACF_ENV)
-    if acf is None and "--explain" not in argv:
+    if "--explain" in argv:
+        from nvcc_evo.driver.kernels_explain import explain
+        return explain([a for a in argv if a != "--explain"], real, acf, environ, cwd or "/")
+    if acf is None:
         if real is None:
             print(f"nvcc-evo-ptxas: error: {missing}", file=sys.stderr)
             return ENVIRONMENT

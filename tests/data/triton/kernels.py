@@ -37,12 +37,18 @@ KERNELS = {
     "matmul": (matmul_kernel, {"a": "*fp16", "b": "*fp16", "c": "*fp16", "M": "i32", "N": "i32", "K": "i32",
                                "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"},
                {"BM": 128, "BN": 128, "BK": 64}),
+    "matmul_small": (matmul_kernel, {"a": "*fp16", "b": "*fp16", "c": "*fp16", "M": "i32", "N": "i32", "K": "i32",
+                                     "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"},
+                     {"BM": 64, "BN": 64, "BK": 32}),
     "softmax": (softmax_kernel, {"out": "*fp32", "inp": "*fp32", "stride": "i32", "n": "i32", "BLOCK": "constexpr"},
                 {"BLOCK": 1024}),
 }
 
+def compile_kernel(name: str) -> bytes:
+    fn, signature, constexprs = KERNELS[name]
+    return triton.compile(ASTSource(fn, signature, constexprs), target=GPUTarget("cuda", 90, 32)).asm["cubin"]
+
+
 if __name__ == "__main__":
-    fn, signature, constexprs = KERNELS[sys.argv[1]]
-    compiled = triton.compile(ASTSource(fn, signature, constexprs), target=GPUTarget("cuda", 90, 32))
     with open(sys.argv[2], "wb") as out:
-        out.write(compiled.asm["cubin"])
+        out.write(compile_kernel(sys.argv[1]))
