@@ -32,7 +32,8 @@ from nvcc_evo.search.choice import choose, confirm, end_drift
 from nvcc_evo.search.evaluate import Evaluator, Goal, Stopped, goal_for
 from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_search
 from nvcc_evo.search.cluster import open_cluster
-from nvcc_evo.search.measurers import calibrate, close_pool, gpu_arch, measuring, resolve_backend
+from nvcc_evo.search.measurers import (calibrate, check_benches, close_pool, gpu_arch, measuring,
+                                       resolve_backend)
 from nvcc_evo.search.options import (Options, backend_resolved, ptxas_programs, real_nvcc, say_settings,
                                      with_settings)
 from nvcc_evo.search.progress import ProgressLine, board_for, reporter
@@ -167,6 +168,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     if lanes is not None:
         lanes.close()
     outcome.extra["seconds"] = time.monotonic() - started     # search and verification, this run
+    evaluator.tally.stop()
     return outcome
 
 
@@ -324,6 +326,7 @@ def run_retune(options: Options) -> int:
                if options.backend == "static" else ""))
         say_settings(project, options)
         tasks, skipped, kept = find_tasks(file, acf_path, toolkit, options)
+        check_benches(tasks, options.backend)
         if not tasks:
             log(f"nothing retuned: {len(skipped)} skipped, as said above" if skipped else
                 "nothing to retune: every unit and target is up to date"
