@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # Triton's kernels on the H200, tuned through their own benchmarks (one device call):
 #   bash benchmarks/triton/h200.sh smoke|full OUT_FOLDER [SECONDS_PER_SEARCH]
-# Needs .device-wheels/ (the nvcc-evo and lark wheels, ptxas133/ptxas, controls/*.acf),
-# torch and triton in python3. Each kernel: one run through nvcc-evo-ptxas (the compile
+# Runs the tree itself (PYTHONPATH); needs lark's wheel in .device-wheels/, ptxas 13.3 and the
+# controls files in $TRITON_DEV/{ptxas133/ptxas,controls/*.acf}, torch and triton in python3. Each kernel: one run through nvcc-evo-ptxas (the compile
 # database learns it), then `nvcc-evo --retune --backend command` with the same time limit,
 # whose confirmation runs default and tuned in turn (triton.testing.do_bench: CUDA events,
 # L2 cleared before each repetition).
 set -uo pipefail
 MODE=$1 OUT=$2 LIMIT=${3:-35}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WHEELS=$ROOT/.device-wheels
-python3 -m pip install -q --no-index --no-deps --target /tmp/site "$WHEELS"/*.whl
-export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH XDG_CACHE_HOME=/tmp/evo-cache
+WHEELS=${TRITON_DEV:-$ROOT/.device-wheels}       # ptxas133/ptxas and controls/*.acf
+python3 -m pip install -q --no-index --no-deps --target /tmp/site "$ROOT"/.device-wheels/lark-*.whl
+mkdir -p /tmp/site/bin
+for script in "nvcc-evo nvcc_evo.cli" "nvcc-evo-ptxas nvcc_evo.driver.ptxas_shim"; do
+    set -- $script
+    printf '#!/usr/bin/env python3\nimport sys\nfrom %s import main\nsys.exit(main())\n' "$2" > /tmp/site/bin/$1
+    chmod +x /tmp/site/bin/$1
+done
+set -- "$MODE" "$OUT" "$LIMIT"
+export PYTHONPATH=$ROOT:/tmp/site PATH=/tmp/site/bin:$PATH XDG_CACHE_HOME=/tmp/evo-cache
 export NVCC_EVO_PTXAS=$WHEELS/ptxas133/ptxas
 chmod +x "$NVCC_EVO_PTXAS"
 mkdir -p "$OUT"
