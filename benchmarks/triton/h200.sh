@@ -55,15 +55,19 @@ ACF
     echo "$dir"
 }
 
-if [ "$MODE" = smoke ]; then
-    (cd "$ROOT" && PATH=/tmp/site/bin:$PATH python3 benchmarks/ptxas_overhead.py --runs 15) 2>&1 | tee "$OUT/overhead.txt"
+checks() {     # the drop-in's overhead; each kernel: Triton alone, through nvcc-evo-ptxas, with ptxas 13.3 + a controls file
+    (cd "$ROOT" && python3 benchmarks/ptxas_overhead.py --runs 15) 2>&1 | tee "$OUT/overhead.txt"
     for k in matmul softmax layernorm attention; do
         dir=$(project $k)
         (cd "$dir" && python3 $k.py; TRITON_PTXAS_PATH=nvcc-evo-ptxas python3 $k.py
          printf 'acf 1\nunit kernel "*" {\n    pin ptxas.version = "13.3"\n    pin ptxas.controls = "controls-a.acf"\n}\n' > p133.acf
          NVCC_EVO_ACF=p133.acf TRITON_PTXAS_PATH=nvcc-evo-ptxas NVCC_EVO_LOG=$OUT/$k-133.log python3 $k.py
-         ls .nvcc-evo/kernels) 2>&1 | tee "$OUT/$k-smoke.txt"
+         ls .nvcc-evo/kernels; rm -rf .nvcc-evo) 2>&1 | tee "$OUT/$k-smoke.txt"
     done
+}
+
+checks
+if [ "$MODE" = smoke ]; then
     dir=$(project softmax)
     (cd "$dir" && nvcc-evo --retune --backend command --evaluations 3 --time-limit 20) > "$OUT/softmax-retune.txt" 2>&1
     tail -25 "$OUT/softmax-retune.txt"
