@@ -57,6 +57,8 @@ def main() -> None:
                 b.append(timed(ours, work, env))
             ma, mb = statistics.median(a) * 1e3, statistics.median(b) * 1e3
             print(f"{name:28} {ma:9.1f} {mb:18.1f} {mb - ma:9.1f}")
+        starts = [timed([sys.executable, "-c", "pass"], work, env) for _ in range(args.runs)]
+        print(f"(this Python's own start, `python -c pass`: {statistics.median(starts) * 1e3:.1f} ms)")
 
 
 if __name__ == "__main__":

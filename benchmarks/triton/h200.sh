@@ -18,10 +18,13 @@ for script in "nvcc-evo nvcc_evo.cli" "nvcc-evo-ptxas nvcc_evo.driver.ptxas_shim
     chmod +x /tmp/site/bin/$1
 done
 set -- "$MODE" "$OUT" "$LIMIT"
+FINAL=$OUT OUT=/tmp/results          # what comes back: one archive (the device tool returns few files)
+trap 'tar czf "$FINAL/results.tgz" -C /tmp results' EXIT
+trap 'exit 143' TERM
 export PYTHONPATH=$ROOT:/tmp/site PATH=/tmp/site/bin:$PATH XDG_CACHE_HOME=/tmp/evo-cache
 export NVCC_EVO_PTXAS=$WHEELS/ptxas133/ptxas
 chmod +x "$NVCC_EVO_PTXAS"
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$FINAL"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/gpu.txt"
 
@@ -66,18 +69,20 @@ checks() {     # the drop-in's overhead; each kernel: Triton alone, through nvcc
     done
 }
 
-checks
 if [ "$MODE" = smoke ]; then
+    checks
     dir=$(project softmax)
     (cd "$dir" && nvcc-evo --retune --backend command --evaluations 3 --time-limit 20) > "$OUT/softmax-retune.txt" 2>&1
     tail -25 "$OUT/softmax-retune.txt"
     exit 0
 fi
 
-for k in matmul softmax layernorm attention; do
+(cd "$ROOT" && python3 benchmarks/ptxas_overhead.py --runs 15) 2>&1 | tee "$OUT/overhead.txt"
+for k in ${KERNELS:-matmul attention softmax layernorm}; do
     dir=$(project $k)
-    (cd "$dir" && TRITON_PTXAS_PATH=nvcc-evo-ptxas python3 $k.py && \
-        nvcc-evo --retune --backend command --time-limit "$LIMIT" --evaluations 10000) > "$OUT/$k-retune.txt" 2>&1
+    # the first run through nvcc-evo-ptxas, with a Triton cache of its own: ptxas runs, the compile database learns it
+    (cd "$dir" && TRITON_PTXAS_PATH=nvcc-evo-ptxas TRITON_CACHE_DIR=$dir/first-cache python3 $k.py && \
+        timeout "${EACH:-600}" nvcc-evo --retune --backend command --time-limit "$LIMIT" --evaluations 10000) > "$OUT/$k-retune.txt" 2>&1
     cp "$dir/nvcc-evo.acf" "$OUT/$k.acf"; cp "$dir/.nvcc-evo/results.jsonl" "$OUT/$k-results.jsonl" 2>/dev/null
-    echo "== $k"; grep -A12 "^unit " "$OUT/$k-retune.txt" | head -30
+    echo "== $k"; grep -B2 -A14 "^unit " "$OUT/$k-retune.txt" | head -40; tail -3 "$OUT/$k-retune.txt"
 done
