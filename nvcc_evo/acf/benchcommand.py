@@ -135,6 +135,17 @@ def metric_step(metric: model.Metric, output: str) -> float | None:
     return max(steps) if steps else None
 
 
+def coarse_resolution(metric: model.Metric, output: str, value: float, least_gain: float) -> tuple[float, str]:
+    """(the metric's printed resolution, what to say when it is coarser, relative to `value`, than the least
+    gain a retune accepts: then no run can show such a gain; "" when it is not)."""
+    step = metric_step(metric, output) or 0.0
+    if not value or step / abs(value) <= least_gain:
+        return step, ""
+    return step, (f"metric {metric.name} is printed to {step:g} ({step / abs(value):.2%} of {value:g}): coarser "
+                  f"than the least gain a retune accepts ({least_gain:.1%}); smaller gains cannot show: "
+                  "print more digits")
+
+
 def wrong_answer(checks: tuple[model.RunCheck, ...], output: str, exit_code: int) -> str:
     """Why a run's output or exit code is a wrong answer ("" when it is
     not), by the bench's `check exit`, `check "RE"` and `check not "RE"`.

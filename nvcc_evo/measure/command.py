@@ -13,12 +13,10 @@ NVCC=nvcc-evo compiles the candidate.
   flags, else the candidate fails (`not-rebuilt`, `flags-not-applied`);
 - statistics: `repeat N` (or `LOW..HIGH`, adaptive: stats.enough) runs per
   candidate, medians and relative spreads stored; `confirm` re-runs the
-  winner and the baseline interleaved (rebuilt each time), sequentially (it
-  stops once the verdict is clear, stats.verdict_clear, at most `confirm
-  rounds`), and judges them with the GPU backend's rule (stats.faster); what
-  that and the drift may take is `reserve`d inside a retune's time budget;
-  the primary metric's printed resolution is read from its digits and said
-  when coarser than the least gain a retune accepts; a failed confirmation run
+  winner and the baseline interleaved (rebuilt each time), sequentially
+  (stats.verdict_clear; at most `confirm rounds`; its least rounds and the
+  drift `reserve`d in a time budget), judged by the GPU backend's rule
+  (stats.faster); a metric printed too coarsely is said; a failed confirmation run
   says what failed (the run, its check, its exit status); `drift`: the
   baseline rebuilt and run again after the search, against its first runs;
 - wrong answers: a bench's `check` statements (acf.benchcommand) and
@@ -195,15 +193,11 @@ class CommandBench:
         return judged
 
     def _resolution(self, output: str, value: float) -> None:
-        """The primary metric's printed resolution, from the digits of the
-        first good run: said when it is coarser than the least gain a retune
-        accepts (stats.MIN_GAIN), which then no run can show."""
+        """The primary metric's printed resolution, from the first good run's digits, said when too coarse."""
         metric = next(m for m in self.bench.metrics if m.name == self.primary)
-        self.step = benchcommand.metric_step(metric, output) or 0.0
-        if value and self.step / abs(value) > MIN_GAIN:
-            self.say(f"{' '.join(self.globs)} [{self.arch}]: metric {metric.name} is printed to {self.step:g} "
-                     f"({self.step / abs(value):.2%} of {value:g}): coarser than the least gain a retune accepts "
-                     f"({MIN_GAIN:.1%}); smaller gains cannot show: print more digits")
+        self.step, coarse = benchcommand.coarse_resolution(metric, output, value, MIN_GAIN)
+        if coarse:
+            self.say(f"{' '.join(self.globs)} [{self.arch}]: {coarse}")
 
     def _environment(self, acf: Path, flags, phase: str, log: Path) -> dict:
         env = dict(os.environ, NVCC_EVO_ACF=str(acf), NVCC_EVO_CANDIDATE_FLAGS=" ".join(flags),
@@ -283,13 +277,11 @@ class CommandBench:
         return 2 * statistics.median(self.built) if self.built else 0.0
 
     def reserve(self) -> float:
-        """Seconds the end drift (the baseline measured again) and the
-        confirmation's least rounds are expected to take, with a margin of a
-        fifth: kept back from a time budget. Further rounds are run only as
-        the time left allows (`finish_by`)."""
+        """Seconds the end drift and the confirmation's least rounds are expected to take, with a margin of a
+        fifth: kept back from a time budget (further rounds only as the time left allows: `finish_by`)."""
         return 1.2 * (benchcommand.LEAST_ROUNDS * self.round_cost() + self.first)
 
-    def finish_by(self, deadline: float) -> None:
+    def finish_by(self, deadline: float) -> None:   # the steps after the search end by then
         self.deadline = deadline
 
     def _summary(self, runs: list[Run], seconds: float) -> Measurement:
@@ -365,23 +357,21 @@ class CommandBench:
             if _clear(samples, rounds, self.primary in self.maximized):
                 break              # sequential: the verdict will not change with more rounds
             if index + 1 >= benchcommand.LEAST_ROUNDS and time.monotonic() + self.round_cost() > self.deadline:
-                self.say(f"{' '.join(self.globs)} [{self.arch}]: confirmation ends after {index + 1} of {rounds} "
-                         "rounds: the time budget leaves no time for another")
+                self.say(f"{' '.join(self.globs)} [{self.arch}]: confirmation ends after {index + 1} of {rounds} rounds: "
+                         "no time left for another")
                 break
         return _judged(samples, self.primary in self.maximized), problem
 
 
 def _clear(samples: dict[str, list[float]], rounds: int, maximize: bool) -> bool:
-    """The confirmation may stop here (stats.verdict_clear, the sides swapped for a metric to maximise)."""
-    base, chosen = samples["baseline"], samples["chosen"]
-    sides = (chosen, base) if maximize else (base, chosen)
+    """The confirmation may stop here (stats.verdict_clear; sides swapped to maximise, as in _judged)."""
+    sides = (samples["chosen"], samples["baseline"]) if maximize else (samples["baseline"], samples["chosen"])
     return verdict_clear(*sides, rounds, benchcommand.LEAST_ROUNDS)
 
 
 def _judged(samples: dict[str, list[float]], maximize: bool) -> Verdict:
-    """stats.faster on the primary metric; for a metric to maximise the two
-    sides swap (a higher rate is the faster build), so the effect is still
-    > 1 where the candidate is better."""
+    """stats.faster on the primary metric; to maximise, the sides swap (a
+    higher rate is the faster build), so the effect is > 1 where the candidate is better."""
     base, chosen = samples["baseline"], samples["chosen"]
     if not base or not chosen:
         return Verdict("mannwhitneyu", 1.0, 1.0, 0.0, False, 0)
