@@ -113,12 +113,14 @@ def test_calls_whose_steps_are_not_split(argv, why):
 def test_a_signal_ends_the_steps_and_removes_their_folder(work, real_nvcc):
     import os
     import time
+    from nvcc_evo.system.leftovers import LOCK_NAME
     launch = plan_launch(str(real_nvcc), parse_call([*TWO_ARCHS, "-c", "regs.cu", "-o", "x.o"], {}), [],
                          each("regs.cu", ("-maxrregcount=32",)), dict(os.environ))
     running = subprocess.Popen(launch.argv, env=launch.env, stderr=subprocess.DEVNULL)
     folder = next((work / "tmp").glob("nvcc-evo-steps-*"))
     deadline = time.monotonic() + 30
-    while not any(p.name != SCRIPT_NAME for p in folder.iterdir()) and time.monotonic() < deadline:  # begun
+    begun = lambda: any(p.name not in (SCRIPT_NAME, LOCK_NAME) for p in folder.iterdir())   # (its lock is there at once)
+    while not begun() and time.monotonic() < deadline:
         time.sleep(0.01)
     running.terminate()
     assert running.wait(timeout=60) == 143 and not folder.exists()
