@@ -38,11 +38,8 @@ import hashlib
 import json
 import math
 import os
-<<<<<<< HEAD
-=======
 import shutil
 import statistics
->>>>>>> main
 import sys
 import time
 from dataclasses import dataclass
@@ -54,13 +51,8 @@ from nvcc_evo.driver.common import PHASE_ENV
 from nvcc_evo.driver.compiledb import outputs_of
 from nvcc_evo.driver.flags import ptxas_values
 from nvcc_evo.measure import Confirmation, Measurement, failed
-<<<<<<< HEAD
-from nvcc_evo.measure.stats import Summary, Verdict, enough, faster, summarize
-from nvcc_evo.system.leftovers import SHELL, private_folder, remove_private, run_in_group
-=======
 from nvcc_evo.measure.stats import MIN_GAIN, Summary, Verdict, enough, faster, summarize, verdict_clear
-from nvcc_evo.system.leftovers import SHELL, private_folder, run_in_group
->>>>>>> main
+from nvcc_evo.system.leftovers import SHELL, private_folder, remove_private, run_in_group
 
 NAME = "command"
 LONG_AGO = 86400.0          # what re-dated outputs are stamped with (1970-01-02): older than any source
