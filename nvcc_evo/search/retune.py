@@ -21,27 +21,25 @@ import numpy as np
 
 from nvcc_evo.driver import settings
 from nvcc_evo.driver.candidate import CompileJob, PtxCache, compile_candidate
-from nvcc_evo.driver.flags import plan_flags, read_facts
-from nvcc_evo.driver.nvcc_options import parse_call
 from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf
-from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError
 from nvcc_evo.measure import Measurement
 from nvcc_evo.search.boosters import family_of
 from nvcc_evo.search.choice import choose, confirm, end_drift
 from nvcc_evo.search.evaluate import Evaluator, Goal, Stopped, goal_for
 from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_search
+from nvcc_evo.search.kernels import after_search
 from nvcc_evo.search.cluster import open_cluster
 from nvcc_evo.search.measurers import (calibrate, check_benches, close_pool, gpu_arch, measuring,
                                        resolve_backend)
-from nvcc_evo.search.options import (Options, backend_resolved, ptxas_programs, real_nvcc, say_settings,
+from nvcc_evo.search.options import (Options, backend_resolved, builds_for, real_nvcc, say_settings,
                                      with_settings)
 from nvcc_evo.search.progress import ProgressLine, board_for, reporter
 from nvcc_evo.search.selection import Task, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
 from nvcc_evo.search.store import Context, Store
 from nvcc_evo.search.together import Together, how_many, run_together
-from nvcc_evo.search.writeback import current_genome, fixed_settings, one_retune_at_a_time, verdict_of, write_back
+from nvcc_evo.search.writeback import current_genome, one_retune_at_a_time, verdict_of, write_back
 from nvcc_evo.system.leftovers import sweep_for
 
 
@@ -85,17 +83,8 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     """One search (`together`: what it shares with the searches running beside it, search.together)."""
     started = time.monotonic()
     space = build_space(task.unit, task.source, toolkit.accepts)
-    facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
-    fixed = fixed_settings(task, space)
-    programs = ptxas_programs(space, toolkit, acf_path, options, task.arch, fixed.get("ptxas.version"))
-
-    def flags_for(genome: Genome) -> tuple[str, ...]:
-        return plan_flags({**fixed, **genome.settings()}, facts, toolkit, str(acf_path.parent)).flags
-
-    def program_for(genome: Genome) -> str | None:
-        return programs.get(str({**fixed, **genome.settings()}.get("ptxas.version", TOOLKIT_TOOL)))
-
-    job_for = lambda genome: replace(task.job, flags=flags_for(genome), ptxas=program_for(genome))
+    builds = builds_for(task, space, toolkit, acf_path, options)
+    flags_for, program_for, job_for = builds.flags_for, builds.program_for, builds.job_for
 
     context = Context(toolkit.version, task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
                       _build_key(task.job, acf_path.parent))
@@ -169,6 +158,8 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
         lanes.close()
     outcome.extra["seconds"] = time.monotonic() - started     # search and verification, this run
     evaluator.tally.stop()
+    if baseline_measurement.ok:         # why the choice is faster, kernel by kernel (search.kernels)
+        after_search(outcome, job_for, store.path.parent, baseline_defines(task.source, space), log, evaluator.ptx)
     return outcome
 
 
