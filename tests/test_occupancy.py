@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA
-from nvcc_evo.measure.occupancy import SMS, WARP, compute_capability, occupancy
+from nvcc_evo.measure.occupancy import SMS, WARP, compute_capability, occupancy, warps_by_registers
 
 BITS = {"warps": 1, "registers": 2, "shared": 4, "blocks": 8, "barriers": 16}
 
@@ -73,3 +73,8 @@ def test_an_architecture_without_a_row_has_no_occupancy():
     assert compute_capability("sm_100a") == "10.0" and compute_capability("sm_121") == "12.1"
     assert occupancy("sm_52", 256, 32) is None and occupancy("sm_90", 0, 32) is None
     assert str(occupancy("sm_90", 256, 128)) == "2 blocks, 16/64 warps (25%; registers)"
+
+
+def test_warps_the_registers_allow_whatever_the_block():
+    assert [warps_by_registers("sm_90", r) for r in (0, 32, 64, 65, 128, 255)] == [64, 64, 32, 28, 16, 8]
+    assert warps_by_registers("sm_86", 32) == 48 and warps_by_registers("sm_61", 32) is None

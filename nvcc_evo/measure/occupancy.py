@@ -92,6 +92,15 @@ def occupancy(arch: str, threads: int, registers: int, shared: int = 0, dynamic_
     return Occupancy(blocks, blocks * warps_per_block, sm.max_warps, limiter)
 
 
+def warps_by_registers(arch: str, registers: int) -> int | None:
+    """The most resident warps per SM that `registers` per thread allow on
+    `arch`, the block size aside (None: no row for it)."""
+    sm = SMS.get(compute_capability(arch))
+    if sm is None:
+        return None
+    return min(sm.max_warps, _by_registers(sm, registers, 1)) if registers > 0 else sm.max_warps
+
+
 def _by_registers(sm: Sm, registers: int, warps_per_block: int) -> int:
     per_warp = -(-registers * WARP // REGISTER_UNIT) * REGISTER_UNIT
     if per_warp == 0:

@@ -132,6 +132,12 @@ def after_search(outcome, job_for, folder: Path, defaults: dict, say: Callable[[
     and compared, for the summary (`outcome.extra["kernels"]`) and the report
     (kernels.jsonl in `folder`); a build that fails is said, not raised."""
     task, context = outcome.task, outcome.evaluator.context
+    digests = outcome.evaluator.digests
+    kept = KernelStore(folder / STORE_NAME).latest(str(task.unit), task.arch, digests.get(outcome.space.baseline(), ""),
+                                                   digests.get(outcome.chosen, ""))
+    if kept is not None:                     # these two binaries were compared before: nothing to build
+        outcome.extra["kernels"] = kept
+        return
     side = lambda genome: (genome.settings(), lambda: compile_candidate(job_for(genome), ptx))
     try:
         comparison = compare(task.unit, task.arch, context.device, context.backend, side(outcome.space.baseline()),
