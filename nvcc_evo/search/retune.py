@@ -21,8 +21,6 @@ import numpy as np
 
 from nvcc_evo.driver import settings
 from nvcc_evo.driver.candidate import CompileJob, PtxCache, compile_candidate
-from nvcc_evo.driver.flags import plan_flags, read_facts
-from nvcc_evo.driver.nvcc_options import parse_call
 from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError
@@ -36,6 +34,7 @@ from nvcc_evo.search.measurers import calibrate, close_pool, gpu_arch, measuring
 from nvcc_evo.search.options import (Options, backend_resolved, ptxas_programs, real_nvcc, say_settings,
                                      with_settings)
 from nvcc_evo.search.progress import ProgressLine, board_for, reporter
+from nvcc_evo.search.reach import reachable, recorded_build, say, ship_check
 from nvcc_evo.search.selection import Task, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
 from nvcc_evo.search.store import Context, Store
@@ -84,12 +83,13 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     """One search (`together`: what it shares with the searches running beside it, search.together)."""
     started = time.monotonic()
     space = build_space(task.unit, task.source, toolkit.accepts)
-    facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
-    fixed = fixed_settings(task, space)
+    build = recorded_build(task, acf_path, toolkit, options)      # the compile plan the wrapper builds with
+    space, fixed, left_out = reachable(task, space, fixed_settings(task, space), build)
+    say(task, left_out)
     programs = ptxas_programs(space, toolkit, acf_path, options, task.arch, fixed.get("ptxas.version"))
 
     def flags_for(genome: Genome) -> tuple[str, ...]:
-        return plan_flags({**fixed, **genome.settings()}, facts, toolkit, str(acf_path.parent)).flags
+        return build.step({**fixed, **genome.settings()})[0].flags
 
     def program_for(genome: Genome) -> str | None:
         return programs.get(str({**fixed, **genome.settings()}.get("ptxas.version", TOOLKIT_TOOL)))
@@ -154,7 +154,9 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     best = choose(list(engine.seen.values()), engine.front(), base_eval, goal, evaluator.measured,
                   evaluator.baseline, current_genome(task, space))
     outcome = Outcome(task, goal, space, baseline_measurement, best.genome, evaluator.measured[best.genome],
-                      engine.front(), evaluator, progress, extra={"measurer": measurer, **extra})
+                      engine.front(), evaluator, progress,
+                      extra={"measurer": measurer, "fixed": fixed, "left_out": left_out, "build": build,
+                             "flags_for": flags_for, **extra})
     if settled:          # the ACF's entry stands (it may be a verified baseline): report it, not a new choice
         outcome.extra["settled"] = settled
         current = current_genome(task, space)
@@ -278,6 +280,10 @@ def _write_or_say_why(acf_path: Path, outcome: Outcome, toolkit, options: Option
     """Write the outcome; a unit the ACF no longer has as it was (or an ACF
     that does not parse now) is reported on stderr and in the summary."""
     try:
+        shipped = ship_check(outcome, acf_path, toolkit, options, outcome.extra["build"],
+                             outcome.extra["flags_for"](outcome.chosen)) if "build" in outcome.extra else ""
+        if shipped:
+            raise AcfChanged(f"ship check: {outcome.task.unit} [{outcome.task.arch}]: {shipped}")
         write_back(acf_path, outcome, toolkit, options)
         return
     except AcfChanged as problem:

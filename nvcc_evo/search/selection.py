@@ -24,6 +24,7 @@ from nvcc_evo.driver.plan import SPACE_CHANGED, fingerprint, index_units, match_
 from nvcc_evo.errors import UsageError
 
 DEFAULT_ARCH = "sm_90"
+CHOOSING_ENV = ("NVCC_EVO_GPU", "NVCC_EVO_STALE")      # a build's environment that chooses its entries
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Task:
     job: CompileJob
     fingerprint: str
     reasons: tuple[str, ...]
+    build_env: tuple[tuple[str, str], ...] = ()   # the record's environment that chooses entries (NVCC_EVO_GPU)
 
     def __str__(self) -> str:
         return f"{self.unit} [{self.arch}]"
@@ -97,7 +99,7 @@ def toolkit_archs(nvcc: str) -> list[str]:
 
 
 def _job_for(unit: model.Unit, arch: str, acf_path: Path, mine: list, unreadable: list, nvcc: str,
-             timeout: float) -> tuple[CompileJob, Path] | str:
+             timeout: float) -> tuple[CompileJob, Path, tuple] | str:
     """How the build compiles this unit: its latest usable compile-database
     record (`mine`), else `-c SOURCE`; or why it cannot be built as the build
     does (`unreadable`: records of no known unit, maybe this one's)."""
@@ -106,8 +108,9 @@ def _job_for(unit: model.Unit, arch: str, acf_path: Path, mine: list, unreadable
         real = os.path.realpath(record.input)
         token = next((a for a in record.argv if os.path.realpath(os.path.join(record.cwd, a)) == real),
                      record.input)
+        chooses = tuple((k, record.env[k]) for k in CHOOSING_ENV if k in record.env)
         return CompileJob(nvcc, tuple(record.argv), record.cwd, token, arch, (), record.compile_env(),
-                          timeout), Path(record.input)
+                          timeout), Path(record.input), chooses
     if unreadable:
         return (f"no usable compile-database record, and {len(unreadable)} record(s) cannot be read (e.g. "
                 f"{unreadable[0]}), so how the build compiles it is unknown: not tuned (rebuild it through "
@@ -116,7 +119,7 @@ def _job_for(unit: model.Unit, arch: str, acf_path: Path, mine: list, unreadable
     if not files:
         return f"no source file matches it under {acf_path.parent}"
     source = files[0]
-    return CompileJob(nvcc, ("-c", str(source)), str(acf_path.parent), str(source), arch, (), (), timeout), source
+    return CompileJob(nvcc, ("-c", str(source)), str(acf_path.parent), str(source), arch, (), (), timeout), source, ()
 
 
 def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list) -> None:
@@ -173,7 +176,7 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit, options) -> tuple[l
                 log(f"unit {unit} [{arch}]: {found}; skipped")
                 skipped.append(f"{unit} [{arch}]")
                 continue
-            job, source = found
+            job, source, chooses = found
             includes = parse_call(list(job.argv), {}).values("--include-path")
             print_ = fingerprint(source, [os.path.join(job.cwd, d) for d in includes], unit.named_files(),
                                  acf_path.parent)
@@ -188,7 +191,7 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit, options) -> tuple[l
             if not reasons and options.backend in MEASURING_BACKENDS and _static_only(unit, arch):
                 reasons = (STATIC_ONLY,)
             if reasons:
-                tasks.append(Task(index, unit, arch, source, job, print_, reasons))
+                tasks.append(Task(index, unit, arch, source, job, print_, reasons, chooses))
     return tasks, skipped, kept
 
 

@@ -43,7 +43,8 @@ def settings_of(outcome) -> tuple[model.Setting, ...]:
     for (name, value), dim in zip(outcome.chosen.items, outcome.space.dimensions):
         if value is not None and not dim.pinned and value != dim.baseline:
             chosen.append(model.Setting(name, value))
-    chosen.extend(model.Setting(k, v) for k, v in fixed_settings(outcome.task, outcome.space).items())
+    fixed = outcome.extra.get("fixed", fixed_settings(outcome.task, outcome.space))   # (those the build passes)
+    chosen.extend(model.Setting(k, v) for k, v in fixed.items())
     return tuple(chosen)
 
 

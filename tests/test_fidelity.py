@@ -1,0 +1,218 @@
+"""What is measured is what ships (issue 24): every knob a retune searches,
+reports or writes reaches the user's binary, in every output mode and
+multi-architecture call, or it is left out and said. Real nvcc and ptxas;
+ptxas 13.3 from the ptxas133 extra and the CompileIQ control files of the
+shared test data (read where they are, never copied into the repository)."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, cuobjdump, evo_env, run_evo, sass
+from test_ptxas_choice import FIXTURES, PTXAS133, needs_133, needs_fixtures
+
+from nvcc_evo.driver.candidate import sass_hash
+
+KERNEL = """\
+#ifndef TILE
+#define TILE 4
+#endif
+__global__ void k(float *x, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float s = 0;
+    for (int j = 0; j < TILE; ++j) s += x[(i + j) % n] * j;
+    if (i < n) x[i] = s;
+}
+"""
+
+
+def _project(folder: Path, acf_body: str, source: str = KERNEL, name: str = "k.cu") -> Path:
+    (folder / name).write_text(source)
+    (folder / "nvcc-evo.acf").write_text(f'acf 1\nunit "{name}" {{\n{acf_body}\n}}\n')
+    return folder
+
+
+def _added(built) -> str:
+    """What the wrapper added (NVCC_EVO_VERBOSE's line on stderr)."""
+    return "\n".join(line for line in built.stderr.splitlines() if line.startswith("nvcc-evo: added:"))
+
+
+# ------------------------------------------------------------ output modes
+@needs_133
+@needs_fixtures
+@pytest.mark.parametrize("mode", ["-cubin", "-fatbin"])
+def test_cubin_and_fatbin_builds_get_ptxas_version_and_controls(tmp_path, evo_cache, mode):
+    for name in ("softmax.cu", "block_reduce.cuh"):
+        shutil.copy(ROOT / "kernels" / name, tmp_path / name)
+    controls = FIXTURES / "controls-a.acf"
+    (tmp_path / "nvcc-evo.acf").write_text(
+        f'acf 1\nunit "softmax.cu" {{\n    pin ptxas.version = "13.3"\n    pin ptxas.controls = "c.acf"\n}}\n')
+    shutil.copy(controls, tmp_path / "c.acf")           # (test data, into a temporary folder)
+    out = tmp_path / f"k.{mode[1:]}"
+    built = run_evo("-arch=sm_90", mode, "softmax.cu", "-o", str(out), cwd=tmp_path,
+                    env=evo_env(evo_cache, NVCC_EVO_PTXAS=str(PTXAS133)))
+    assert built.returncode == 0 and built.stdout == "", built.stderr
+    subprocess.run(["nvcc", "-arch=sm_90", "-ptx", "softmax.cu", "-o", "d.ptx"], cwd=tmp_path, check=True)
+    subprocess.run([PTXAS133, "-arch=sm_90", f"--apply-controls={controls}", "d.ptx", "-o", "d.cubin"],
+                   cwd=tmp_path, check=True)
+    assert _code(out) == _code(tmp_path / "d.cubin")
+    subprocess.run([PTXAS133, "-arch=sm_90", "d.ptx", "-o", "plain.cubin"], cwd=tmp_path, check=True)
+    assert _code(out) != _code(tmp_path / "plain.cubin")      # the controls file made a difference
+
+
+def _code(binary: Path) -> list[str]:
+    return [line.split("*/", 1)[1].strip() for line in sass(binary).splitlines()
+            if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)]
+
+
+# ------------------------------------------------------------ multi-architecture calls
+def test_a_define_tuned_for_one_architecture_reaches_every_architecture_of_the_call(tmp_path, evo_cache):
+    _project(tmp_path, "    target sm_90 {\n        define.TILE = 2\n    }")
+    gencodes = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"]
+    built = run_evo(*gencodes, "-c", "k.cu", "-o", "k.o", cwd=tmp_path,
+                    env=evo_env(evo_cache, NVCC_EVO_VERBOSE="1"))
+    assert built.returncode == 0, built.stderr
+    assert "-DTILE=2" in _added(built), built.stderr
+    reference = subprocess.run(["nvcc", *gencodes, "-DTILE=2", "-c", "k.cu", "-o", "ref.o"], cwd=tmp_path)
+    assert reference.returncode == 0
+    assert sass(tmp_path / "k.o") == sass(tmp_path / "ref.o")
+
+
+def test_entries_that_disagree_on_a_define_leave_it_out_and_say_so(tmp_path, evo_cache):
+    _project(tmp_path, "    target sm_90 {\n        define.TILE = 2\n    }\n    target sm_80 {\n"
+                       "        define.TILE = 8\n    }")
+    built = run_evo("-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90", "-c",
+                    "k.cu", "-o", "k.o", cwd=tmp_path, env=evo_env(evo_cache, NVCC_EVO_VERBOSE="1"))
+    assert built.returncode == 0 and "-DTILE" not in _added(built), built.stderr
+    explained = run_evo("--explain", "-gencode", "arch=compute_80,code=sm_80", "-gencode",
+                        "arch=compute_90,code=sm_90", "-c", "k.cu", cwd=tmp_path, env=evo_env(evo_cache)).stdout
+    assert "define.TILE" in explained and "differs within this call" in explained
+
+
+# ------------------------------------------------------------ the user's host defines win
+@pytest.mark.parametrize("spelled", [["-Xcompiler", "-DTILE=7"], ["--compiler-options=-DTILE=7"],
+                                     ["-Xcompiler=-DTILE=7"], ["-Xcompiler", "-O2,-DTILE=7"],
+                                     ["-DTILE(x)=x"], ["-UTILE"]])
+def test_the_users_host_side_and_function_like_defines_win(tmp_path, evo_cache, spelled):
+    _project(tmp_path, "    target sm_90 {\n        define.TILE = 3\n    }")
+    built = run_evo("-arch=sm_90", *spelled, "-c", "k.cu", "-o", "k.o", cwd=tmp_path,
+                    env=evo_env(evo_cache, NVCC_EVO_VERBOSE="1"))
+    assert "-DTILE=3" not in _added(built), built.stderr
+    explained = run_evo("--explain", "-arch=sm_90", *spelled, "-c", "k.cu", cwd=tmp_path,
+                        env=evo_env(evo_cache)).stdout
+    assert re.search(r"define\.TILE.*the user sets it", explained), explained
+
+
+# ------------------------------------------------------------ a retune searches only what reaches
+def _record(folder: Path, evo_cache, *argv: str) -> None:
+    built = run_evo(*argv, cwd=folder, env=evo_env(evo_cache))
+    assert built.returncode == 0, built.stderr
+
+
+def _retune(folder: Path, evo_cache, *extra: str):
+    return run_evo("--retune", "--acf", str(folder / "nvcc-evo.acf"), "--backend", "static", "--evaluations", "6",
+                   "--all", *extra, cwd=folder, env=evo_env(evo_cache))
+
+
+def test_a_knob_the_users_flags_override_is_left_out_of_the_search_and_said(tmp_path, evo_cache):
+    _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8}\n        ptxas.opt_level in {1, 3}\n"
+                       "        ptxas.register_usage_level in {3, 5, 7}\n    }")
+    _record(tmp_path, evo_cache, "-arch=sm_90", "-Xcompiler", "-DTILE=7", "-Xptxas", "-O2", "-c", "k.cu", "-o",
+            "k.o")
+    tuned = _retune(tmp_path, evo_cache)
+    assert tuned.returncode == 0, tuned.stderr
+    assert re.search(r"define\.TILE: all its values left out of the search: .*the user sets it \(-Xcompiler "
+                     r"-DTILE=7\)", tuned.stderr), tuned.stderr
+    assert re.search(r"ptxas\.opt_level: all its values left out .*the user sets it", tuned.stderr)
+    assert tuned.stderr.count("define.TILE: all its values") == 1
+    written = (tmp_path / "nvcc-evo.acf").read_text()
+    assert "define.TILE =" not in written and "ptxas.opt_level =" not in written
+
+
+# ------------------------------------------------------------ the ship check
+def test_the_ship_check_writes_nothing_when_the_build_would_read_another_entry(tmp_path, evo_cache):
+    """The build is recorded for a named GPU (NVCC_EVO_GPU), whose own entry
+    it reads; a retune writes the plain entry, which that build never reads:
+    the ship check finds the difference and nothing is written."""
+    _project(tmp_path, '    search {\n        define.TILE in {2, 4, 8}\n    }\n    target sm_90 "NVIDIA H200" {\n'
+                       '        define.TILE = 8\n    }')
+    built = run_evo("-arch=sm_90", "-c", "k.cu", "-o", "k.o", cwd=tmp_path,
+                    env=evo_env(evo_cache, NVCC_EVO_GPU="NVIDIA H200"))
+    assert built.returncode == 0, built.stderr
+    before = (tmp_path / "nvcc-evo.acf").read_text()
+    tuned = _retune(tmp_path, evo_cache)
+    assert re.search(r"ship check: \"k\.cu\" \[sm_90\]: the build would not pass define\.TILE = \d", tuned.stderr) \
+        or "the build's SASS for sm_90 differs" in tuned.stderr, tuned.stderr
+    assert (tmp_path / "nvcc-evo.acf").read_text() == before
+    assert tuned.returncode != 0
+
+
+# ------------------------------------------------------------ fidelity over build shapes
+def _entries(acf: Path) -> dict[str, dict]:
+    """The knobs a retune wrote into each plain target: {arch: {knob: value}}."""
+    found = {}
+    for arch, body in re.findall(r"\n    target (sm_[0-9a-z]+) \{\n(.*?)\n    \}", acf.read_text(), re.S):
+        body = body.split("provenance {", 1)[0]
+        found[arch] = {k: v.strip('"') for k, v in re.findall(r"^\s+([A-Za-z_.0-9]+) = (\S+)$", body, re.M)}
+    return found
+
+
+def _sass_of(binary: Path, arch: str) -> str:
+    tool = cuobjdump()
+    shown = subprocess.run([str(tool), "-sass", "-arch", arch, str(binary)], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    return "\n".join(line for line in shown.stdout.splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", line))
+
+
+def _by_hand(settings: dict) -> list[str]:
+    """The written knobs as nvcc flags, spelled here (not by nvcc-evo's table)."""
+    spelled = {"ptxas.opt_level": "-O{}", "ptxas.register_usage_level": "--register-usage-level={}",
+               "ptxas.maxrregcount": "-maxrregcount={}"}
+    flags = []
+    for knob, value in settings.items():
+        if knob.startswith("define."):
+            flags.append(f"-D{knob[len('define.'):]}={value}")
+        elif knob in spelled:
+            flags += ["-Xptxas", spelled[knob].format(value)]
+    return flags
+
+
+SHAPES = {
+    "multi-arch": (["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90", "-c", "k.cu",
+                    "-o", "k.o"], "k.o"),
+    "cubin": (["-arch=sm_90", "-cubin", "k.cu", "-o", "k.cubin"], "k.cubin"),
+    "rdc": (["-arch=sm_90", "-rdc=true", "-c", "k.cu", "-o", "k.o"], "k.o"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_every_written_entry_is_what_the_rebuilt_binary_holds(tmp_path, evo_cache, shape):
+    argv, output = SHAPES[shape]
+    _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8, 16}\n        ptxas.opt_level in {1, 3}\n"
+                       "        ptxas.register_usage_level in {0, 5, 10}\n    }\n    tune {\n        minimize instructions\n"
+                       "    }")
+    _record(tmp_path, evo_cache, *argv)
+    tuned = run_evo("--retune", "--acf", str(tmp_path / "nvcc-evo.acf"), "--backend", "static", "--evaluations",
+                    "12", cwd=tmp_path, env=evo_env(evo_cache))
+    assert tuned.returncode == 0, tuned.stderr
+    written = _entries(tmp_path / "nvcc-evo.acf")
+    assert any(written.values()), tuned.stderr     # instructions: a TILE other than 4 is fewer of them
+    _record(tmp_path, evo_cache, *argv)   # the project's build again, with the entries
+    for arch, settings in written.items():
+        # The reference: this architecture alone, the written knobs spelled here; a define is the
+        # call's (every entry that sets it agrees, or the build passes none: then it is none here).
+        shared = {k: v for k, v in settings.items() if k.startswith("define.")}
+        defines = shared if all(e.get(k) == v for e in written.values() for k, v in shared.items()) else {}
+        ptxas = {k: v for k, v in settings.items() if not k.startswith("define.")}
+        reference = tmp_path / f"ref-{arch}-{output}"
+        by_hand = [str(reference) if a == output else a for a in argv if not a.startswith(("-gencode", "arch="))]
+        code = arch.replace("sm_", "compute_")
+        subprocess.run(["nvcc", *[a for a in by_hand if not a.startswith("-arch")], f"-gencode=arch={code},code={arch}",
+                        *_by_hand({**ptxas, **defines})], cwd=tmp_path, check=True)
+        assert _sass_of(tmp_path / output, arch) == _sass_of(reference, arch), (arch, settings)
