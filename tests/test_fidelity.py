@@ -216,3 +216,60 @@ def test_every_written_entry_is_what_the_rebuilt_binary_holds(tmp_path, evo_cach
         subprocess.run(["nvcc", *[a for a in by_hand if not a.startswith("-arch")], f"-gencode=arch={code},code={arch}",
                         *_by_hand({**ptxas, **defines})], cwd=tmp_path, check=True)
         assert _sass_of(tmp_path / output, arch) == _sass_of(reference, arch), (arch, settings)
+
+
+def test_a_target_served_only_by_the_jit_is_said(tmp_path, evo_cache):
+    _project(tmp_path, "    target sm_90 {\n        ptxas.opt_level = 1\n    }")
+    argv = ["-gencode", "arch=compute_90,code=compute_90", "-c", "k.cu", "-o", "k.o"]
+    explained = run_evo("--explain", *argv, cwd=tmp_path, env=evo_env(evo_cache)).stdout
+    assert "compute_90: PTX only, compiled by the driver's JIT: no ptxas knob reaches it" in explained
+
+
+# ------------------------------------------------------------ fixed defines
+FIXED = """\
+#include "params.h"
+#ifndef TILE
+#define TILE 4
+#endif
+#if !defined(UNROLL)
+#define UNROLL 1
+#endif
+__global__ void k(float *x) { x[threadIdx.x] = TILE * UNROLL * BLOCK_ROWS; }
+"""
+
+
+def test_a_searched_define_the_source_fixes_is_a_located_error_of_the_check(tmp_path, evo_cache):
+    _project(tmp_path, "    search {\n        define.TILE in {2, 4}\n        define.UNROLL in {1, 2}\n"
+                       "        define.BLOCK_ROWS in {8, 16, 32}\n    }", FIXED)
+    (tmp_path / "params.h").write_text("#pragma once\n\n  #define BLOCK_ROWS 16\n")
+    checked = run_evo("--acf-check", "nvcc-evo.acf", cwd=tmp_path, env=evo_env(evo_cache))
+    assert checked.returncode == 1
+    assert checked.stderr.startswith(
+        "nvcc-evo.acf:6:9: error: define.BLOCK_ROWS is searched, but params.h:3:3 defines BLOCK_ROWS without an "
+        "#ifndef guard, so every value gives the same code (wrap it in #ifndef BLOCK_ROWS ... #endif)\n"), checked.stderr
+    assert checked.stderr.count("error:") == 1          # the guarded TILE and UNROLL are fine
+
+
+def test_a_dimension_that_never_changes_the_code_is_reported(tmp_path, evo_cache):
+    source = "#ifndef UNUSED\n#define UNUSED 1\n#endif\n" + KERNEL
+    _project(tmp_path, "    search {\n        define.UNUSED in {1, 2, 3}\n        define.TILE in {2, 4, 8}\n    }", source)
+    tuned = run_evo("--retune", "--acf", str(tmp_path / "nvcc-evo.acf"), "--backend", "static", "--evaluations", "9",
+                    cwd=tmp_path, env=evo_env(evo_cache))
+    assert tuned.returncode == 0, tuned.stderr
+    assert re.search(r"define\.UNUSED: 1, 2, 3 gave the same SASS in each of \d+ comparison", tuned.stderr) or \
+        re.search(r"define\.UNUSED: [123], [123] gave the same SASS", tuned.stderr), tuned.stderr
+    assert "define.TILE: " not in tuned.stderr
+
+
+# ------------------------------------------------------------ provenance of the build
+def test_an_entry_tuned_before_the_build_was_recorded_is_stale_once_it_is(tmp_path, evo_cache):
+    _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8}\n    }")
+    first = _retune(tmp_path, evo_cache, "--target", "sm_90")
+    assert first.returncode == 0, first.stderr
+    assert 'build = "no recorded build: nvcc -c k.cu for sm_90"' in (tmp_path / "nvcc-evo.acf").read_text()
+    dry = run_evo("--retune", "--dry-run", "--backend", "static", cwd=tmp_path, env=evo_env(evo_cache))
+    assert "nothing to retune" in dry.stderr, dry.stderr
+    _record(tmp_path, evo_cache, "-arch=sm_90", "-O3", "-c", "k.cu", "-o", "k.o")
+    dry = run_evo("--retune", "--dry-run", "--backend", "static", cwd=tmp_path, env=evo_env(evo_cache))
+    assert re.search(r'"k\.cu" \[sm_90\]: tuned for another build \(no recorded build: nvcc -c k\.cu for sm_90; '
+                     r'now recorded compile [0-9a-f]{16}\)', dry.stdout), dry.stdout + dry.stderr

@@ -228,6 +228,9 @@ def sass_archs(call: NvccCall, default_arch: str) -> tuple[list[str], str]:
     elif not codes:
         codes.append(default_arch)
     sass = sorted({c for c in codes if c.startswith("sm_")})
+    jit = sorted({c for c in codes if c.startswith("compute_") and c.replace("compute_", "sm_") not in sass})
+    if jit:
+        return sass, f"{', '.join(jit)}: PTX only, compiled by the driver's JIT: no ptxas knob reaches it"
     return sass, ""
 
 

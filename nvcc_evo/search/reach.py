@@ -51,8 +51,9 @@ def reachable(task, space: SearchSpace, fixed: dict, build: RecordedBuild) -> tu
              f"one value for it" for k, v in shared.items()]
     kept = []
     if not build.builds_arch:
-        notes.append(f"the recorded build does not build {task.arch} (it builds {', '.join(build.base.archs) or 'none'}): "
-                     f"its entry reaches no binary of that build")
+        jit = "".join(f"; {n}" for n in build.base.notes)
+        notes.append(f"the recorded build does not build {task.arch} (it builds SASS for "
+                     f"{', '.join(build.base.archs) or 'none'}{jit}): its entry reaches no binary of that build")
     for dim in space.dimensions:
         if dim.knob in shared:
             continue
@@ -155,3 +156,24 @@ def _as_built(task, written: dict, acf_path: Path, build: RecordedBuild, options
     planned = CompilePlan(decision.flags, decision.per_step, decision.programs)
     key = (build.input, task.arch)
     return planned.step(key), planned.program(key)
+
+
+def same_code(space: SearchSpace, digests: dict) -> list[str]:
+    """A line for each dimension whose values gave the same SASS wherever
+    two evaluations differ in it alone (`digests`: genome -> SASS hash): a
+    knob that changes nothing here (a define the source fixes, say)."""
+    notes = []
+    for i, dim in enumerate(space.dimensions):
+        if dim.pinned or len(dim.choices) < 2:
+            continue
+        groups: dict = {}
+        for genome, digest in digests.items():
+            if digest and genome in space:
+                rest = genome.items[:i] + genome.items[i + 1:]
+                groups.setdefault(rest, {}).setdefault(genome.items[i][1], set()).add(digest)
+        compared = [by_value for by_value in groups.values() if len(by_value) > 1]
+        if compared and all(len(set().union(*by_value.values())) == 1 for by_value in compared):
+            values = sorted({"default" if v is None else str(v) for g in compared for v in g})
+            notes.append(f"{dim.knob}: {', '.join(values)} gave the same SASS in each of {len(compared)} "
+                         f"comparison(s): it changes nothing in this unit's code")
+    return notes

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from nvcc_evo.driver import settings
-from nvcc_evo.driver.candidate import CompileJob, PtxCache, compile_candidate
+from nvcc_evo.driver.candidate import PtxCache, compile_candidate
 from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError
@@ -34,8 +34,8 @@ from nvcc_evo.search.measurers import calibrate, close_pool, gpu_arch, measuring
 from nvcc_evo.search.options import (Options, backend_resolved, ptxas_programs, real_nvcc, say_settings,
                                      with_settings)
 from nvcc_evo.search.progress import ProgressLine, board_for, reporter
-from nvcc_evo.search.reach import reachable, recorded_build, say, ship_check
-from nvcc_evo.search.selection import Task, check_target, find_tasks, log, stale_reasons
+from nvcc_evo.search.reach import reachable, recorded_build, same_code, say, ship_check
+from nvcc_evo.search.selection import Task, build_key, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
 from nvcc_evo.search.store import Context, Store
 from nvcc_evo.search.together import Together, how_many, run_together
@@ -97,7 +97,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     job_for = lambda genome: replace(task.job, flags=flags_for(genome), ptxas=program_for(genome))
 
     context = Context(toolkit.version, task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
-                      _build_key(task.job, acf_path.parent))
+                      build_key(task.job, acf_path.parent))
     measurer, lanes = measuring(options, task, acf_path, context, baseline_defines(task.source, space), flags_for,
                                 cluster)
     context = replace(context, device=measurer.device)
@@ -150,6 +150,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
             shown.close()
         if progress.generation and measurer.end_drift is not None:
             end_drift(task, measurer, baseline_genome, baseline_measurement, extra)
+    say(task, same_code(space, evaluator.digests))
     base_eval = evaluator.evaluation(baseline_genome, baseline_measurement)
     best = choose(list(engine.seen.values()), engine.front(), base_eval, goal, evaluator.measured,
                   evaluator.baseline, current_genome(task, space))
@@ -236,27 +237,13 @@ def _entry_is_current(task: Task, toolkit, options: Options) -> bool:
     written by this backend (a static search never settles for a GPU's entry)."""
     target = task.unit.entry_for(task.arch)
     return (target is not None and target.backend == options.backend
-            and not stale_reasons(task.unit, task.arch, task.fingerprint, toolkit.version))
+            and not stale_reasons(task.unit, task.arch, task.fingerprint, toolkit.version, task.build))
 
 
 def _first_lines(detail: str, count: int = 8) -> str:
     """The first lines of a tool's message, indented, for stderr."""
     lines = [line for line in detail.splitlines() if line.strip()][:count]
     return "\n".join(f"    {line}" for line in lines) or "    (no message)"
-
-
-def _build_key(job: CompileJob, root: Path) -> str:
-    """The build's identity in the results store: its arguments, environment
-    and nvcc, with the ACF's folder written as `<acf>`, so that a moved or
-    copied checkout (its records' paths mapped to the new folder) keeps its results."""
-    here = os.path.realpath(root)
-
-    def relative(text: str) -> str:
-        return "<acf>" if text == here else text.replace(here + os.sep, "<acf>" + os.sep)
-
-    argv = tuple(relative(a) for a in job.argv)
-    env = tuple((k, relative(v)) for k, v in job.env)
-    return hashlib.sha256(repr((argv, env, job.nvcc)).encode()).hexdigest()[:16]
 
 
 def _progress_line(task: Task, goal: Goal, progress: Progress, engine: Engine, evaluator: Evaluator,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import hashlib
 import os
 import subprocess
 import sys
@@ -37,6 +38,7 @@ class Task:
     fingerprint: str
     reasons: tuple[str, ...]
     build_env: tuple[tuple[str, str], ...] = ()   # the record's environment that chooses entries (NVCC_EVO_GPU)
+    build: str = ""                                # build_identity: what the entry is tuned for
 
     def __str__(self) -> str:
         return f"{self.unit} [{self.arch}]"
@@ -133,7 +135,7 @@ def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list)
             f"build's own flags (build it once through nvcc-evo to tune it as the build compiles it)")
 
 
-def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str) -> tuple[str, ...]:
+def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str, build: str = "") -> tuple[str, ...]:
     target = unit.entry_for(arch)
     if target is None:
         return (f"no entry for {arch}",)
@@ -149,6 +151,9 @@ def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str
     space = target.record("space_digest")     # absent in entries written before it existed: not stale for it
     if space is not None and space.value != unit.space_digest:
         reasons.append(SPACE_CHANGED)
+    tuned_for = target.record("build")        # (likewise absent in older entries)
+    if build and tuned_for is not None and tuned_for.value != build:
+        reasons.append(f"tuned for another build ({tuned_for.value}; now {build})")
     return tuple(reasons)
 
 
@@ -180,7 +185,8 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit, options) -> tuple[l
             includes = parse_call(list(job.argv), {}).values("--include-path")
             print_ = fingerprint(source, [os.path.join(job.cwd, d) for d in includes], unit.named_files(),
                                  acf_path.parent)
-            reasons = ("asked",) if asked else stale_reasons(unit, arch, print_, toolkit.version)
+            build = build_identity(job, acf_path.parent, bool(mine))
+            reasons = ("asked",) if asked else stale_reasons(unit, arch, print_, toolkit.version, build)
             measured = None if asked else _measured_on(unit, arch)
             if reasons and options.backend == "static" and measured:
                 log(f"{unit} [{arch}]: {'; '.join(reasons)}, but its entry was measured ({measured}); static "
@@ -191,7 +197,7 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit, options) -> tuple[l
             if not reasons and options.backend in MEASURING_BACKENDS and _static_only(unit, arch):
                 reasons = (STATIC_ONLY,)
             if reasons:
-                tasks.append(Task(index, unit, arch, source, job, print_, reasons, chooses))
+                tasks.append(Task(index, unit, arch, source, job, print_, reasons, chooses, build))
     return tasks, skipped, kept
 
 
@@ -214,3 +220,27 @@ def _measured_on(unit: model.Unit, arch: str) -> str | None:
         return None
     gpu, date = target.record("gpu"), target.record("date")
     return f"backend {target.backend}" + (f" on {gpu.value}" if gpu else "") + (f", {date.value}" if date else "")
+
+
+def build_key(job: CompileJob, root: Path) -> str:
+    """The build's identity in the results store: its arguments, environment
+    and nvcc, with the ACF's folder written as `<acf>`, so that a moved or
+    copied checkout (its records' paths mapped to the new folder) keeps its results."""
+    here = os.path.realpath(root)
+
+    def relative(text: str) -> str:
+        return "<acf>" if text == here else text.replace(here + os.sep, "<acf>" + os.sep)
+
+    argv = tuple(relative(a) for a in job.argv)
+    env = tuple((k, relative(v)) for k, v in job.env)
+    return hashlib.sha256(repr((argv, env, job.nvcc)).encode()).hexdigest()[:16]
+
+
+def build_identity(job: CompileJob, root: Path, recorded: bool) -> str:
+    """What provenance says of the build an entry was tuned for: the
+    recorded compile's key, or that there was none (and what was compiled
+    instead), so an entry tuned before the real build was recorded is stale
+    once it is."""
+    if recorded:
+        return f"recorded compile {build_key(job, root)}"
+    return f"no recorded build: nvcc -c {os.path.relpath(job.source, root)} for {job.arch}"

@@ -52,6 +52,8 @@ def provenance(outcome, toolkit, options) -> tuple[model.Record, ...]:
     t = outcome.evaluator.tally
     records = [model.Record("fingerprint", outcome.task.fingerprint), model.Record("toolkit", toolkit.version),
                model.Record("space_digest", outcome.task.unit.space_digest)]
+    if outcome.task.build:
+        records.append(model.Record("build", outcome.task.build))
     hello = outcome.extra["measurer"].hello
     if hello:
         records += [model.Record("gpu", hello["name"]), model.Record("cc", hello["cc"]),
