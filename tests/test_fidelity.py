@@ -273,3 +273,22 @@ def test_an_entry_tuned_before_the_build_was_recorded_is_stale_once_it_is(tmp_pa
     dry = run_evo("--retune", "--dry-run", "--backend", "static", cwd=tmp_path, env=evo_env(evo_cache))
     assert re.search(r'"k\.cu" \[sm_90\]: tuned for another build \(no recorded build: nvcc -c k\.cu for sm_90; '
                      r'now recorded compile [0-9a-f]{16}\)', dry.stdout), dry.stdout + dry.stderr
+
+
+# ------------------------------------------------------------ the report's baseline
+def test_the_reports_baseline_is_the_current_spaces_never_an_earlier_failed_one(tmp_path, evo_cache):
+    source = KERNEL.replace("__global__", "static_assert(TILE > 0, \"TILE\");\n__global__")
+    _project(tmp_path, "    pin define.TILE = 0", source)            # every build of this space fails
+    failed = _retune(tmp_path, evo_cache, "--target", "sm_90")
+    assert "baseline" in failed.stderr and "failed" in failed.stderr, failed.stderr
+    _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8}\n    }", source)
+    tuned = _retune(tmp_path, evo_cache, "--target", "sm_90")
+    assert tuned.returncode == 0, tuned.stderr
+    out = tmp_path / "r.html"
+    reported = run_evo("--report", "--acf", str(tmp_path / "nvcc-evo.acf"), "--out", str(out), cwd=tmp_path,
+                       env=evo_env(evo_cache))
+    assert reported.returncode == 0, reported.stderr
+    page = out.read_text()
+    assert "The entry's knobs are not among these evaluations" not in page
+    assert re.search(r"<td>registers</td><td>\d+", page), page
+    assert "evaluation(s) of another search space or build are not part of this section" in page
