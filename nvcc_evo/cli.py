@@ -37,7 +37,37 @@ usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's t
 
 exit codes: 0 ok, 1 invalid input, 2 usage, 3 environment (no nvcc, no GPU), 130 interrupted;
 in compile mode, nvcc's own exit code.
+
+an ACF (nvcc-evo.acf, found walking up from each source's folder) in short:
+    acf 1
+    unit "src/gemm.cu" {                      # globs, relative to the ACF's folder
+        pin nvcc.use_fast_math = false        # a hand decision: never searched
+        search {                              # what --retune explores
+            define.TILE in {16, 32, 64}       # a #define of the source (-DTILE=...)
+            ptxas.maxrregcount in 32..128 step 32
+        }
+        tune { minimize runtime }             # or energy, registers, spills, a bench metric...
+        bench {                               # how to run it: a kernel launch, or your own harness:
+            command "make -s NVCC=nvcc-evo bench && ./bench"
+            metric runtime "time ([0-9.]+) ms" take min
+        }
+        target sm_90 { ptxas.maxrregcount = 64 }   # written by --retune, with provenance
+    }
+the whole language (every statement, objectives, bench forms): docs/acf.md in nvcc-evo's sources;
+`nvcc-evo --acf-check FILE` checks a file, with each error located.
+
+knobs (search them, pin them, or set them in a target block):
 """
+
+
+def help_text() -> str:
+    """HELP, then one line per knob of the table: its name, flag and values."""
+    from nvcc_evo.acf.knobs import KNOBS
+    width = max(len(knob.name) for knob in KNOBS)
+    flags = max(len(knob.flag_text()) for knob in KNOBS)
+    rows = [f"    {k.name:<{width}}  {k.flag_text():<{flags}}  {k.values_text()}" for k in KNOBS]
+    rows.append(f"    {'define.NAME':<{width}}  {'-DNAME=V':<{flags}}  C identifiers and number literals")
+    return HELP + "\n".join(rows) + "\n"
 
 
 def _files_parser(verb: str, with_check: bool = False):
@@ -185,7 +215,7 @@ def run_verb(verb: str, rest: list[str]) -> int:
         import argparse
         argparse.ArgumentParser(prog=f"nvcc-evo {verb}").parse_args(rest)
     if verb == "--evo-help":
-        print(HELP, end="")
+        print(help_text(), end="")
         return ExitCode.OK
     if verb == "--evo-version":
         from nvcc_evo import __version__

@@ -172,14 +172,14 @@ def test_without_a_tune_block_the_first_metric_is_tuned():
     assert goal_for(None, ("registers", "spills")).minimize == ("spills", "registers")
 
 
-def test_the_readme_shows_the_example_projects_acf_and_its_language_example_checks(tmp_path):
+def test_the_docs_show_the_example_projects_acf_and_the_language_example_checks(tmp_path):
     from conftest import ROOT
     from nvcc_evo.acf.parse import parse_text
     from nvcc_evo.acf.resolve import check
-    readme = (ROOT / "README.md").read_text()
-    blocks = readme.split("```\n")[1::2]
+    blocks = (ROOT / "docs" / "retune.md").read_text().split("```\n")[1::2]
     unit = next(b for b in blocks if b.startswith('unit "bench.cu"'))
     assert unit in (DATA / "projects" / "harness" / "nvcc-evo.acf").read_text()
+    blocks = (ROOT / "docs" / "acf.md").read_text().split("```\n")[1::2]
     example = next(b for b in blocks if b.startswith("acf 1"))
     (tmp_path / "references.py").write_text("def sgemm(**arrays):\n    return {}\n")
     check(parse_text(example, str(tmp_path / "nvcc-evo.acf")), example)
@@ -285,3 +285,14 @@ def test_what_is_searched_is_said_before_the_baseline_runs(tmp_path, evo_cache):
     header = next(i for i, line in enumerate(lines) if "space 2 points, 1 knobs" in line)
     baseline = next(i for i, line in enumerate(lines) if "(baseline): time 2" in line)
     assert header < baseline, done.stderr
+
+
+def test_a_unit_without_a_bench_command_is_a_usage_error_before_any_bench_runs(tmp_path, evo_cache):
+    """Two units, the second without a bench command: the first unit's bench ran for 26 s, then exit 2."""
+    acf = _spill_project(tmp_path, "touch ran && echo 'time 1 ms'", ['metric time "([0-9]+) ms"'])
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "other.cu")
+    acf.write_text(acf.read_text() + 'unit "other.cu" {\n    search {\n        ptxas.opt_level in {1, 3}\n    }\n}\n')
+    done = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=evo_env(evo_cache))
+    assert done.returncode == 2, done.stderr
+    assert "unit \"other.cu\" has no `bench { command ...; metric ... }` block for the command backend" in done.stderr
+    assert not (tmp_path / "ran").exists() and not (tmp_path / ".nvcc-evo" / "results.jsonl").exists()

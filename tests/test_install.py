@@ -23,6 +23,8 @@ def wheel(tmp_path_factory) -> Path:
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                             "-w", str(work / "dist"), str(tree)], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
+    # (setuptools' banner, three times in `make tune`, when the licence was a TOML table)
+    assert "deprecated" not in built.stderr, built.stderr
     (found,) = (work / "dist").glob("*.whl")
     return found
 

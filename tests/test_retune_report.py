@@ -78,6 +78,11 @@ def test_each_unit_reports_its_own_time(project, evo_cache):
     assert len(printed) == len(recorded) == 2
     for shown, own in zip(printed, recorded):
         assert abs(shown - own) <= 1, (printed, recorded)
+    # its pace too: the first unit's was divided by the time to the end of the whole retune
+    evaluated = [int(n) for n in re.findall(r"\n  (\d+) evaluated, ", done.stdout)]
+    paces = [float(r) for r in re.findall(r"cost: ([0-9.]+) candidates/min", done.stdout)]
+    for count, own, pace in zip(evaluated, recorded, paces):
+        assert 0.8 < pace / (count / own * 60) < 1.25, (evaluated, recorded, paces)
 
 
 def test_a_chosen_point_off_the_front_says_why(project, evo_cache):

@@ -305,8 +305,13 @@ class Writer:
         self._emit("}", own.closing)
 
 
+def unit_header(unit: model.Unit) -> str:
+    """`unit "a.cu"`, `unit kernel "matmul_*"`: what opens a unit's block."""
+    return ("unit kernel " if unit.is_kernel else "unit ") + " ".join(show_string(g) for g in unit.globs)
+
+
 def _write_unit(w: Writer, unit: model.Unit) -> None:
-    w.open(unit.span, "unit " + " ".join(show_string(g) for g in unit.globs))
+    w.open(unit.span, unit_header(unit))
     for pin in unit.pins:
         w.leaf(pin.span, f"pin {pin.knob} = {show_value(pin.value)}")
     if unit.space or unit.search_span.start >= 0:
@@ -367,7 +372,7 @@ def _write_bench(w: Writer, bench: model.Bench) -> None:
 
 def write_target(w: Writer, target: model.Target) -> None:
     gpu = f" {show_string(target.gpu)}" if target.gpu else ""
-    w.open(target.span, f"target {target.arch}{gpu}")
+    w.open(target.span, f"target {', '.join(target.archs)}{gpu}")
     for setting in target.settings:
         w.leaf(setting.span, f"{setting.knob} = {show_value(setting.value)}")
     if target.provenance is not None:

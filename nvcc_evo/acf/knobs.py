@@ -1,6 +1,6 @@
 """The knob table: every compiler control an ACF may name, as data.
 
-One row per knob (README.md's knob table says what each one does). A knob's dotted name says its family: `ptxas.*` travels as
+One row per knob (docs/acf.md's knob table says what each one does; `nvcc-evo --evo-help` lists them). A knob's dotted name says its family: `ptxas.*` travels as
 `-Xptxas <flag>`, `nvcc.*` is an nvcc option, `define.NAME` is a source
 parameter (`-DNAME=value`) with no fixed domain.
 """
@@ -72,6 +72,25 @@ class Knob(NamedTuple):
         if self.kind is Kind.VERSION:
             return f'a ptxas release ("13.3", "13.3.73") or {TOOLKIT_TOOL}'
         return "one of " + ", ".join(self.choices)
+
+    def flag_text(self) -> str:
+        """The flag it adds, as `--evo-help` lists it (`-Xptxas -maxrregcount=N`)."""
+        if self.form is Form.TOOL:
+            return "(which ptxas runs the step)"
+        shown = self.spelling.format({Kind.INT: "N", Kind.BOOL: "B", Kind.FILE: "FILE"}.get(self.kind, "V"))
+        return f"-Xptxas {shown}" if self.family == "ptxas" else shown
+
+    def values_text(self) -> str:
+        """Its values, default and caveats, short (`0..3 (default 3); may change numerics`)."""
+        values = {Kind.INT: f"{self.low}..{self.high}", Kind.BOOL: "true|false",
+                  Kind.FILE: f"FILE|{NO_FILE}", Kind.VERSION: f'{TOOLKIT_TOOL}|"13.3"'}.get(
+            self.kind, "|".join(self.choices))
+        default = "" if self.default is None else f" (default {str(self.default).lower()})"
+        notes = [note for note in (
+            f"CUDA >= {self.since[0]}.{self.since[1]}" if self.since != (13, 0) else "",
+            "with -rdc/-dc only" if self.needs is Needs.RELOCATABLE else "",
+            "may change numerics" if self.numeric else "", self.hazard) if note]
+        return values + default + "".join(f"; {note}" for note in notes)
 
     def accepts(self, value: Scalar) -> bool:
         if self.kind is Kind.BOOL:

@@ -9,7 +9,7 @@ import difflib
 import os
 import re
 
-from nvcc_evo.acf import benchspec, knobs, model, unitpath
+from nvcc_evo.acf import benchspec, kernelname, knobs, model, unitpath
 from nvcc_evo.acf.benchcheck import BenchChecks, listed
 from nvcc_evo.acf.format import show_string
 from nvcc_evo.acf.objectives import OBJECTIVE_BY_NAME, known_provenance_keys, provenance_type
@@ -51,9 +51,11 @@ class Checker(BenchChecks):
 
     def check_unit(self, unit: model.Unit) -> None:
         for glob in unit.globs:
-            problem = unitpath.glob_problem(glob)
+            problem = (kernelname if unit.is_kernel else unitpath).glob_problem(glob)
             if problem is not None:
                 self.error(self.glob_span(unit, glob), problem)
+        if unit.is_kernel:
+            self.check_kernel_unit(unit)
         pins = self.check_settings(unit.pins, "pin")
         spaces = self.check_space(unit.space)
         if self.with_sources:
@@ -75,14 +77,20 @@ class Checker(BenchChecks):
             self.check_bench(unit.bench, defines)
             if self.with_sources and unit.bench.kernel is not None and len(self.diagnostics) == before:
                 self.check_bench_at_defaults(unit, defines)
-        seen_targets: dict[tuple, model.Target] = {}
-        for target in unit.targets:
-            key = (target.arch, target.gpu)
-            if key in seen_targets:
-                self.error(target.span, f"duplicate target {target} in unit {unit} "
-                           f"(first at line {seen_targets[key].span.line})")
-            seen_targets.setdefault(key, target)
-            self.check_target(target, pins, metrics)
+        self.check_targets(unit, pins, metrics)
+
+    def check_kernel_unit(self, unit: model.Unit) -> None:
+        """A kernel unit's code is compiled by ptxas alone (nvcc-evo-ptxas, for
+        Triton): only ptxas.* knobs reach it, and only a bench command measures it."""
+        for setting in _all_settings(unit):
+            knob = knobs.lookup(setting.knob)
+            if (knob is None and knobs.is_define(setting.knob)) or (knob is not None and knob.family != "ptxas"):
+                self.error(setting.span, f"a kernel unit takes ptxas.* knobs only (its PTX is compiled by "
+                           f"ptxas alone), got {setting.knob}")
+        bench = unit.bench
+        if bench is not None and (bench.kernel is not None or bench.args or bench.launch):
+            self.error(bench.span, "a kernel unit is measured by a bench command (`command \"...\"` with a "
+                       "metric): its kernel is launched by the program that compiles it")
 
     def glob_span(self, unit: model.Unit, glob: str) -> model.Span:
         """Where the glob's string is (the unit's own span if not found)."""
@@ -228,10 +236,28 @@ class Checker(BenchChecks):
             self.check_metric(condition.metric, condition.span, metrics)
 
     # ---------------------------------------------------------------- targets
+    def check_targets(self, unit: model.Unit, pins: dict[str, model.Setting], metrics: tuple[str, ...]) -> None:
+        """Each (architecture, GPU name) is served by one block at most: a
+        block that names several architectures counts for each."""
+        seen: dict[tuple, model.Target] = {}
+        for target in unit.targets:
+            for arch in dict.fromkeys(target.archs):
+                key = (arch, target.gpu)
+                if key in seen:
+                    shown = f"{arch} {target.gpu!r}" if target.gpu else arch
+                    self.error(target.span, f"duplicate target {shown} in unit {unit} "
+                               f"(first at line {seen[key].span.line})")
+                seen.setdefault(key, target)
+            if len(set(target.archs)) < len(target.archs):
+                twice = next(a for a in target.archs if target.archs.count(a) > 1)
+                self.error(target.span, f"target names {twice} twice")
+            self.check_target(target, pins, metrics)
+
     def check_target(self, target: model.Target, pins: dict[str, model.Setting], metrics: tuple[str, ...] = ()) -> None:
-        if not ARCH_PATTERN.fullmatch(target.arch):
-            self.error(target.span, f"target names a SASS architecture such as sm_90 or sm_90a, "
-                       f"got '{target.arch}'")
+        for arch in target.archs:
+            if not ARCH_PATTERN.fullmatch(arch):
+                self.error(target.span, f"target names a SASS architecture such as sm_90 or sm_90a, "
+                           f"got '{arch}'")
         settings = self.check_settings(target.settings, "target")
         for name, setting in settings.items():
             pin = pins.get(name)

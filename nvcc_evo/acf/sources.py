@@ -61,7 +61,9 @@ def source_defines(source: Path) -> dict:
 
 def unit_sources(unit: model.Unit, folder: Path) -> list[Path]:
     """The files a unit's globs name inside `folder` (the ACF's), as the
-    build matches them (nvcc_evo.acf.unitpath), sorted."""
+    build matches them (nvcc_evo.acf.unitpath), sorted; a kernel unit names none."""
+    if unit.is_kernel:
+        return []
     return [Path(path) for path in unitpath.files(unit.globs, folder)]
 
 

@@ -105,6 +105,12 @@ class Tally:
     ptxas_only: int = 0      # built from an earlier candidate's PTX: only ptxas ran
     costs: dict = field(default_factory=dict)       # stage -> seconds, summed over this run's candidates
     started: float = field(default_factory=time.monotonic)
+    stopped: float | None = None     # when this unit's search and verification ended (`stop`)
+
+    def stop(self) -> None:
+        """The unit's own work is done: its pace is over its own time, not
+        the whole retune's (a summary printed after every unit's search)."""
+        self.stopped = time.monotonic()
 
     def count_costs(self, measurement: Measurement) -> None:
         for stage, seconds in measurement.costs:
@@ -115,7 +121,8 @@ class Tally:
         mean seconds of each stage over this run's candidates (compiles run in
         parallel, so the stages add up to more than the wall time)."""
         count = max(1, self.evaluated)
-        rate = self.evaluated / max(1e-9, time.monotonic() - self.started) * 60
+        ended = self.stopped if self.stopped is not None else time.monotonic()
+        rate = self.evaluated / max(1e-9, ended - self.started) * 60
         shown = ", ".join(f"{stage} {self.costs[stage] / count:.3g} s" for stage in COST_STAGES
                           if self.costs.get(stage, 0.0) > 0)
         return f"{rate:.1f} candidates/min" + (f"; per candidate: {shown}" if shown else "") + \

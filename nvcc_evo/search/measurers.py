@@ -51,12 +51,33 @@ def _primary(bench: model.Bench, tune: model.Tune | None) -> str:
     return next((name for name in wanted if name in names), names[0])
 
 
+# The bench form each backend that runs the unit needs: (the model's field, how it is written).
+BENCH_FORMS = {"command": ("command", "bench { command ...; metric ... }"),
+               "pycuda": ("kernel", "bench { kernel ... }")}
+
+
+def bench_problem(unit: model.Unit, backend: str) -> str | None:
+    """Why `backend` cannot run `unit` (no bench block of the form it needs), or None."""
+    field, form = BENCH_FORMS.get(backend, (None, ""))
+    if field is None or (unit.bench is not None and getattr(unit.bench, field) is not None):
+        return None
+    return f"unit {unit} has no `{form}` block for the {backend} backend"
+
+
+def check_benches(tasks, backend: str) -> None:
+    """Every unit a retune will search has the bench its backend runs: a
+    usage error naming all that lack one, before anything is built or run."""
+    missing = list(dict.fromkeys(p for p in (bench_problem(t.unit, backend) for t in tasks) if p))
+    if missing:
+        raise UsageError("; ".join(missing) + " (name the units to retune, or write their bench blocks)")
+
+
 def _command(task, acf_path: Path, timeout: float, flags_for) -> Measurer:
     from nvcc_evo.acf.text import read_text
     from nvcc_evo.measure.command import CommandBench
     bench = task.unit.bench
-    if bench is None or bench.command is None:
-        raise UsageError(f"unit {task.unit} has no `bench {{ command ...; metric ... }}` for the command backend")
+    if bench_problem(task.unit, "command"):
+        raise UsageError(bench_problem(task.unit, "command"))
     at_start = read_text(acf_path)
     runner = CommandBench(bench, acf_path, task.unit.globs, task.arch,
                           lambda genome: _candidate_acf(acf_path, task, genome, at_start), flags_for,
@@ -152,8 +173,8 @@ def uses_energy(tune: model.Tune | None) -> bool:
 def _pycuda(task, space_defaults: dict, acf_folder: Path, full: bool = False, device: int = 0) -> Measurer:
     from nvcc_evo.measure.gpu import GpuBench, OBJECTIVES
     bench = task.unit.bench
-    if bench is None or bench.kernel is None:
-        raise UsageError(f"unit {task.unit} has no `bench {{ kernel ... }}` block for the pycuda backend")
+    if bench_problem(task.unit, "pycuda"):
+        raise UsageError(bench_problem(task.unit, "pycuda"))
     pool = gpu_pool(device)
     defines = lambda genome: {**space_defaults, **define_values(genome.settings())}
     wanted = full or uses_energy(task.unit.tune)

@@ -30,7 +30,8 @@ from nvcc_evo.search.choice import choose, confirm, end_drift
 from nvcc_evo.search.evaluate import Evaluator, Goal, Stopped, goal_for
 from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_search
 from nvcc_evo.search.cluster import open_cluster
-from nvcc_evo.search.measurers import calibrate, close_pool, gpu_arch, measuring, resolve_backend
+from nvcc_evo.search.measurers import (calibrate, check_benches, close_pool, gpu_arch, measuring,
+                                       resolve_backend)
 from nvcc_evo.search.options import (Options, backend_resolved, ptxas_programs, real_nvcc, say_settings,
                                      with_settings)
 from nvcc_evo.search.progress import ProgressLine, board_for, reporter
@@ -66,8 +67,8 @@ def _seeds(task: Task, space: SearchSpace) -> list[Genome]:
     kernel family's curated starting points (nvcc_evo.search.boosters) that
     move a knob of its space."""
     seeds = [space.baseline()]
-    current = [t for t in task.unit.targets if t.arch == task.arch]
-    others = [t for t in task.unit.targets if t.arch != task.arch]
+    current = [t for t in task.unit.targets if t.serves(task.arch)]
+    others = [t for t in task.unit.targets if not t.serves(task.arch)]
     for target in current + others:
         seeds.append(space.genome({s.knob: s.value for s in target.settings}))
     family = None if current else family_of(task.source)
@@ -170,6 +171,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     if lanes is not None:
         lanes.close()
     outcome.extra["seconds"] = time.monotonic() - started     # search and verification, this run
+    evaluator.tally.stop()
     return outcome
 
 
@@ -317,6 +319,7 @@ def run_retune(options: Options) -> int:
                if options.backend == "static" else ""))
         say_settings(project, options)
         tasks, skipped, kept = find_tasks(file, acf_path, toolkit, options)
+        check_benches(tasks, options.backend)
         if not tasks:
             log(f"nothing retuned: {len(skipped)} skipped, as said above" if skipped else
                 "nothing to retune: every unit and target is up to date"

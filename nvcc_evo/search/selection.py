@@ -173,7 +173,7 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit, options) -> tuple[l
         _say_records(unit, mine, [u for u in unusable if u.unit_globs == unit.globs], unreadable)
         asked = options.all or bool(options.globs)
         archs = [options.target] if options.target else sorted(
-            {r.arch for r in mine} | {t.arch for t in unit.targets}) \
+            {r.arch for r in mine} | set(unit.archs)) \
             or [DEFAULT_ARCH]
         for arch in archs:
             found = _job_for(unit, arch, acf_path, mine, unreadable, toolkit.nvcc, options.timeout)

@@ -23,7 +23,7 @@ COUNT_LIMIT = 100_000      # combinations of constrained defines enumerated to c
 TRIES = 32                 # draws an operator makes before it falls back to a point the requires allow
 
 # Searched when a unit gives no search block: knobs that change codegen but
-# not results (README, "Knobs"), kept to what the toolkit takes.
+# not results (docs/acf.md, the knob table), kept to what the toolkit takes.
 DEFAULT_SPACE: tuple[tuple[str, tuple], ...] = (
     ("ptxas.opt_level", (1, 2, 3)),
     ("ptxas.register_usage_level", tuple(range(0, 11))),

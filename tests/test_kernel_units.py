@@ -1,0 +1,32 @@
+"""`unit kernel "NAME"`: units that name PTX entries (Triton's kernels,
+through nvcc-evo-ptxas) are never taken for source files by the drop-in nvcc."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+from conftest import DATA, EVO, evo_env
+from nvcc_evo.acf import kernelname
+from nvcc_evo.acf.parse import parse_text
+from nvcc_evo.acf.sources import unit_sources
+
+
+def test_a_kernel_unit_never_matches_a_source_file(tmp_path, evo_cache):
+    shutil.copy(DATA / "cuda" / "regs.cu", tmp_path / "regs.cu")
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\nunit kernel "regs.cu" "*" {\n'
+                                           '    target sm_90 {\n        ptxas.maxrregcount = 32\n    }\n}\n')
+    done = subprocess.run([str(EVO), "-cubin", "-Xptxas", "-v", "-arch=sm_90", "regs.cu", "-o", "out.cubin"],
+                          cwd=tmp_path, env=evo_env(evo_cache), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert re.findall(r"Used (\d+) registers", done.stderr) != ["32"]
+    file = parse_text((tmp_path / "nvcc-evo.acf").read_text(), "nvcc-evo.acf")
+    assert unit_sources(file.units[0], tmp_path) == []
+
+
+def test_kernel_globs_match_entry_names_and_narrow_by_digest():
+    assert kernelname.matches("matmul_*", ["matmul_kernel"], "ab" * 32)
+    assert not kernelname.matches("matmul_*", ["softmax_kernel"], "ab" * 32)
+    assert kernelname.matches("softmax_kernel@abababab", ["softmax_kernel"], "ab" * 32)
+    assert not kernelname.matches("softmax_kernel@abababac", ["softmax_kernel"], "ab" * 32)
+    assert kernelname.matches("Matmul", ["Matmul"], "") and not kernelname.matches("matmul", ["Matmul"], "")
