@@ -292,3 +292,38 @@ def test_the_reports_baseline_is_the_current_spaces_never_an_earlier_failed_one(
     assert "The entry's knobs are not among these evaluations" not in page
     assert re.search(r"<td>registers</td><td>\d+", page), page
     assert "evaluation(s) of another search space or build are not part of this section" in page
+
+
+@needs_133
+@needs_fixtures
+def test_a_controls_search_of_a_cubin_build_ships_what_it_measured(tmp_path, evo_cache):
+    """ptxas.controls needs the ptxas release its file was made for: searched
+    with ptxas.version, a candidate pairing it with the toolkit's ptxas is a
+    failure (not-shipped), and what is written builds the measured SASS."""
+    for name in ("softmax.cu", "block_reduce.cuh"):
+        shutil.copy(ROOT / "kernels" / name, tmp_path / name)
+    for name in ("controls-a.acf", "controls-b.acf"):
+        shutil.copy(FIXTURES / name, tmp_path / name)          # (test data, into a temporary folder)
+    (tmp_path / "nvcc-evo.acf").write_text(
+        'acf 1\nunit "softmax.cu" {\n    search {\n        ptxas.version in {toolkit, "13.3"}\n'
+        '        ptxas.controls in {none, "controls-a.acf", "controls-b.acf"}\n    }\n'
+        '    tune {\n        minimize instructions\n    }\n}\n')
+    env = evo_env(evo_cache, NVCC_EVO_PTXAS=str(PTXAS133))
+    argv = ["-arch=sm_90", "-cubin", "softmax.cu", "-o", "softmax.cubin"]
+    assert run_evo(*argv, cwd=tmp_path, env=env).returncode == 0
+    tuned = run_evo("--retune", "--backend", "static", "--evaluations", "6", cwd=tmp_path, env=env)
+    assert tuned.returncode == 0, tuned.stderr
+    assert "ptxas.controls: all its values left out" not in tuned.stderr
+    store = [json.loads(line) for line in (tmp_path / ".nvcc-evo" / "results.jsonl").read_text().splitlines()]
+    pairs = {(dict(r["genome"]).get("ptxas.version"), dict(r["genome"]).get("ptxas.controls")): r["status"]
+             for r in store}
+    assert all(status == "not-shipped" for (version, controls), status in pairs.items()
+               if controls not in (None, "none") and version in (None, "toolkit")), pairs
+    assert len(pairs) == 6 and list(pairs.values()).count("not-shipped") == 2, pairs   # the whole space
+    written = _entries(tmp_path / "nvcc-evo.acf")["sm_90"]
+    assert run_evo(*argv, cwd=tmp_path, env=env).returncode == 0
+    subprocess.run(["nvcc", "-arch=sm_90", "-ptx", "softmax.cu", "-o", "d.ptx"], cwd=tmp_path, check=True)
+    tool = PTXAS133 if written.get("ptxas.version") == "13.3" else "ptxas"
+    controls = [f"--apply-controls={written['ptxas.controls']}"] if "ptxas.controls" in written else []
+    subprocess.run([tool, "-arch=sm_90", *controls, "d.ptx", "-o", "d.cubin"], cwd=tmp_path, check=True)
+    assert _code(tmp_path / "softmax.cubin") == _code(tmp_path / "d.cubin"), written

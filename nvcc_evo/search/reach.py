@@ -41,6 +41,32 @@ def why_left_out(build: RecordedBuild, settings: dict, knob: str) -> str:
     return reasons[0] if reasons else "the build passes nothing for it"
 
 
+def _reaches_somewhere(build: RecordedBuild, base: dict, space: SearchSpace, dim: Dimension, value) -> str:
+    """Why `dim = value` reaches the target's code at no point of the space
+    near the baseline ("" when it reaches at the baseline or with one other
+    knob changed: a controls file needs the ptxas release it was made for)."""
+    why = why_left_out(build, {**base, dim.knob: value}, dim.knob)
+    for other in (d for d in space.dimensions if d is not dim and not d.pinned and why):
+        for choice in (c for c in other.choices if c is not None and c != other.baseline):
+            if not why_left_out(build, {**base, other.knob: choice, dim.knob: value}, dim.knob):
+                return ""
+    return why
+
+
+def not_shipped(step, settings: dict) -> str:
+    """Which of a candidate's knob values its step (a FlagPlan of
+    RecordedBuild.step) would not pass, and why ("" when all of them reach)."""
+    applied = dict(step.applied)
+    lost = []
+    for knob, value in settings.items():
+        if knob in applied:
+            continue
+        reasons = [why for name, why in step.skipped if name == knob or name.startswith(f"{knob} (")]
+        if reasons and reasons[0] != DEFAULT_PASSES_NOTHING:
+            lost.append(f"{knob} = {value}: {reasons[0]}")
+    return "; ".join(lost)
+
+
 def reachable(task, space: SearchSpace, fixed: dict, build: RecordedBuild) -> tuple[SearchSpace, dict, list[str]]:
     """The space with only values the build passes (a dimension left with
     its baseline alone is dropped), the fixed settings the build passes, and
@@ -61,7 +87,7 @@ def reachable(task, space: SearchSpace, fixed: dict, build: RecordedBuild) -> tu
         for value in dim.choices:
             if value is None or value == dim.baseline or dim.pinned:
                 continue
-            why = why_left_out(build, {**base, dim.knob: value}, dim.knob)
+            why = _reaches_somewhere(build, base, space, dim, value)
             if why:
                 dropped.append(value)
                 reason = reason or why

@@ -35,7 +35,7 @@ from nvcc_evo.search.measurers import (calibrate, check_benches, close_pool, gpu
 from nvcc_evo.search.options import (Options, backend_resolved, ptxas_programs, real_nvcc, say_settings,
                                      with_settings)
 from nvcc_evo.search.progress import ProgressLine, board_for, reporter
-from nvcc_evo.search.reach import reachable, recorded_build, same_code, say, ship_check
+from nvcc_evo.search.reach import not_shipped, reachable, recorded_build, same_code, say, ship_check
 from nvcc_evo.search.selection import Task, build_key, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
 from nvcc_evo.search.store import Context, Store
@@ -91,6 +91,9 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
 
     def flags_for(genome: Genome) -> tuple[str, ...]:
         return build.step({**fixed, **genome.settings()})[0].flags
+    at_baseline = space.baseline().settings()          # (a baseline value is the build's own: never lost)
+    lost = lambda genome: not_shipped(build.step({**fixed, **genome.settings()})[0],
+                                      {k: v for k, v in genome.settings().items() if at_baseline.get(k) != v})
 
     def program_for(genome: Genome) -> str | None:
         return programs.get(str({**fixed, **genome.settings()}.get("ptxas.version", TOOLKIT_TOOL)))
@@ -118,7 +121,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
                           race=measurer.race if options.protocol == "fast" else None,
                           ptx=PtxCache() if options.protocol == "fast" else None,
                           slots=together.slots if together else None, stopping=together.stopping if together else None)
-    evaluator.lanes = lanes
+    evaluator.lanes, evaluator.not_shipped = lanes, lost
     if cluster is not None:                      # compiles on the cluster's CPUs
         evaluator.compiler = cluster.compiler(options.protocol == "fast")
     stored = _resume(task, store, context, evaluator, space)
