@@ -32,9 +32,9 @@ __global__ void k(float *x, int n)
 """
 
 
-def _project(folder: Path, acf_body: str, source: str = KERNEL, name: str = "k.cu") -> Path:
+def _project(folder: Path, acf_body: str, source: str = KERNEL, name: str = "k.cu", unit: str = "") -> Path:
     (folder / name).write_text(source)
-    (folder / "nvcc-evo.acf").write_text(f'acf 1\nunit "{name}" {{\n{acf_body}\n}}\n')
+    (folder / "nvcc-evo.acf").write_text(f'acf 1\nunit "{unit or name}" {{\n{acf_body}\n}}\n')
     return folder
 
 
@@ -188,15 +188,17 @@ SHAPES = {
                     "-o", "k.o"], "k.o"),
     "cubin": (["-arch=sm_90", "-cubin", "k.cu", "-o", "k.cubin"], "k.cubin"),
     "rdc": (["-arch=sm_90", "-rdc=true", "-c", "k.cu", "-o", "k.o"], "k.o"),
+    "several-inputs": (["-arch=sm_90", "-c", "k.cu", "k2.cu"], "k2.o"),      # a Make rule of several inputs
 }
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_every_written_entry_is_what_the_rebuilt_binary_holds(tmp_path, evo_cache, shape):
     argv, output = SHAPES[shape]
+    (tmp_path / "k2.cu").write_text(KERNEL.replace("void k(", "void k2("))
     _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8, 16}\n        ptxas.opt_level in {1, 3}\n"
                        "        ptxas.register_usage_level in {0, 5, 10}\n    }\n    tune {\n        minimize instructions\n"
-                       "    }")
+                       "    }", unit="k*.cu")
     _record(tmp_path, evo_cache, *argv)
     tuned = run_evo("--retune", "--acf", str(tmp_path / "nvcc-evo.acf"), "--backend", "static", "--evaluations",
                     "12", cwd=tmp_path, env=evo_env(evo_cache))
@@ -210,12 +212,15 @@ def test_every_written_entry_is_what_the_rebuilt_binary_holds(tmp_path, evo_cach
         shared = {k: v for k, v in settings.items() if k.startswith("define.")}
         defines = shared if all(e.get(k) == v for e in written.values() for k, v in shared.items()) else {}
         ptxas = {k: v for k, v in settings.items() if not k.startswith("define.")}
-        reference = tmp_path / f"ref-{arch}-{output}"
-        by_hand = [str(reference) if a == output else a for a in argv if not a.startswith(("-gencode", "arch="))]
+        folder = tmp_path / f"ref-{arch}"           # the same call, by plain nvcc, in a folder of its own
+        folder.mkdir()
+        for name in ("k.cu", "k2.cu"):
+            shutil.copy(tmp_path / name, folder / name)
+        by_hand = [a for a in argv if not a.startswith(("-gencode", "arch=", "-arch"))]
         code = arch.replace("sm_", "compute_")
-        subprocess.run(["nvcc", *[a for a in by_hand if not a.startswith("-arch")], f"-gencode=arch={code},code={arch}",
-                        *_by_hand({**ptxas, **defines})], cwd=tmp_path, check=True)
-        assert _sass_of(tmp_path / output, arch) == _sass_of(reference, arch), (arch, settings)
+        subprocess.run(["nvcc", *by_hand, f"-gencode=arch={code},code={arch}", *_by_hand({**ptxas, **defines})],
+                       cwd=folder, check=True)
+        assert _sass_of(tmp_path / output, arch) == _sass_of(folder / output, arch), (arch, settings)
 
 
 def test_a_target_served_only_by_the_jit_is_said(tmp_path, evo_cache):
