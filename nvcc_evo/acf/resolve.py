@@ -23,6 +23,8 @@ REQUIRE_SEARCH_LIMIT = 100_000     # combinations of defines tried to find one t
 # (the unit's space_digest), so `define.X in 0..100000000` cost each build
 # 76 s and 6 GB, and a range past 2**63 crashed it.
 RANGE_VALUES_LIMIT = 100_000
+# ptxas knobs a PTX directive (.reqntid, .maxntid, .maxnreg, .minnctapersm) beats unless overridden
+DIRECTIVE_KNOBS = ("ptxas.maxrregcount", "ptxas.maxntid", "ptxas.minnctapersm")
 
 
 class Checker(BenchChecks):
@@ -87,10 +89,24 @@ class Checker(BenchChecks):
             if (knob is None and knobs.is_define(setting.knob)) or (knob is not None and knob.family != "ptxas"):
                 self.error(setting.span, f"a kernel unit takes ptxas.* knobs only (its PTX is compiled by "
                            f"ptxas alone), got {setting.knob}")
+        self.check_directive_override(unit)
         bench = unit.bench
         if bench is not None and (bench.kernel is not None or bench.args or bench.launch):
             self.error(bench.span, "a kernel unit is measured by a bench command (`command \"...\"` with a "
                        "metric): its kernel is launched by the program that compiles it")
+
+    def check_directive_override(self, unit: model.Unit) -> None:
+        """Triton's PTX states its block size (`.reqntid`): ptxas then ignores a
+        register cap, a thread hint or a CTA count from its command line unless
+        told to let them win, so such a knob must come with the override."""
+        settings = list(_all_settings(unit))
+        override = "ptxas.override_directive_values"
+        if any(s.knob == override and s.value is not False for s in settings):
+            return
+        capped = next((s for s in settings if s.knob in DIRECTIVE_KNOBS), None)
+        if capped is not None:
+            self.error(capped.span, f"{capped.knob} reaches a kernel whose PTX states its block size (Triton's "
+                       f"`.reqntid`) only with `pin {override} = true`; without it ptxas ignores it")
 
     def glob_span(self, unit: model.Unit, glob: str) -> model.Span:
         """Where the glob's string is (the unit's own span if not found)."""

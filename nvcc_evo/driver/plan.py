@@ -61,7 +61,8 @@ class UnitEntry(NamedTuple):
     kind: str = "source"               # "kernel": its globs name PTX entries (nvcc_evo.driver.kernels)
 
     def __str__(self) -> str:
-        return " ".join(f'"{g}"' for g in self.globs)
+        names = " ".join(f'"{g}"' for g in self.globs)
+        return f"kernel {names}" if self.kind == "kernel" else names
 
 
 class Match(NamedTuple):

@@ -52,6 +52,8 @@ KEYS = (
         ("keep", "default")),
     Key("log", "path", LOG_ENV, None, "a file the wrapper appends one JSON line per compile to"),
     Key("ptxas", "pathlist", "NVCC_EVO_PTXAS", None, "ptxas binaries the ptxas.version knob chooses among"),
+    Key("real-ptxas", "path", "NVCC_EVO_REAL_PTXAS", None, "the ptxas nvcc-evo-ptxas stands for (default: Triton's "
+        "own when Triton calls it, else $CUDA_HOME/bin/ptxas, PATH)"),
     Key("retune.backend", "choice", "NVCC_EVO_BACKEND", "auto", "what measures a candidate", BACKENDS),
     Key("retune.evaluations", "int", "NVCC_EVO_EVALUATIONS", 60, "evaluation budget per unit and target",
         positive=True),

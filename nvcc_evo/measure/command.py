@@ -20,6 +20,11 @@ NVCC=nvcc-evo compiles the candidate.
 - wrong answers: a bench's `check` statements (acf.benchcommand) and
   `check command`; a failed run's last lines go to stderr.
 
+For a kernel unit (Triton's kernels, compiled through nvcc-evo-ptxas) each
+run gets a Triton cache of its own (TRITON_CACHE_DIR), so the kernel is
+compiled with the candidate's knobs in every run, and TRITON_PTXAS_PATH
+names nvcc-evo-ptxas unless the environment names a ptxas already.
+
 The command sees NVCC_EVO_PHASE (search, confirm, or drift: the baseline
 run again after the search), NVCC_EVO_CANDIDATE (a short name of the
 candidate), NVCC_EVO_RUN (the run's number) and NVCC_EVO_CANDIDATE_FLAGS
@@ -64,6 +69,12 @@ class Run:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+
+def drop_in_ptxas() -> str:
+    """nvcc-evo-ptxas: beside this Python's nvcc-evo, else on PATH."""
+    beside = Path(sys.executable).parent / "nvcc-evo-ptxas"
+    return str(beside) if beside.is_file() else (shutil.which("nvcc-evo-ptxas") or "nvcc-evo-ptxas")
 
 
 def candidate_name(flags: tuple[str, ...]) -> str:
@@ -138,6 +149,7 @@ class CommandBench:
     say: Callable[[str], None] = lambda message: print(f"nvcc-evo: {message}", file=sys.stderr, flush=True)
     best: Summary | None = None         # the primary metric's best so far (adaptive repeats stop early)
     runs: int = 0                       # runs so far (NVCC_EVO_RUN)
+    triton: bool = False                # a kernel unit: Triton compiles it through nvcc-evo-ptxas
 
     @property
     def folder(self) -> Path:
@@ -174,6 +186,11 @@ class CommandBench:
                    NVCC_EVO_CANDIDATE=candidate_name(flags), **{PHASE_ENV: phase}, NVCC_EVO_RUN=str(self.runs),
                    NVCC_EVO_LOG=str(log))
         env.pop("NVCC_EVO_ACTIVE", None)
+        if self.triton:
+            # Triton compiles the kernel anew in each run (a cache of the run's own), through the drop-in
+            # ptxas unless the user names another: the log then shows whether the candidate's ptxas ran.
+            env["TRITON_CACHE_DIR"] = str(log.parent / "triton-cache")
+            env.setdefault("TRITON_PTXAS_PATH", drop_in_ptxas())
         return env
 
     def _check_commands(self, env: dict) -> str:

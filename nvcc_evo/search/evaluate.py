@@ -171,7 +171,7 @@ class Evaluator:
     ptx: PtxCache | None = None                       # PTX reuse across candidates of one front end
     compiler: Compiler | None = None                  # the compile pool of start/finish (made on first use)
     incumbent: float = math.inf                       # the best feasible runtime raced against
-    program_for: Callable[[Genome], str | None] = lambda genome: None   # the ptxas it asks for (None: nvcc's)
+    program_for: Callable[[Genome], str | None] = lambda genome: None   # the ptxas it asks for (None: the job's)
     lanes: object | None = None                       # several measuring lanes (search.lanes.LaneSet), if any
     guard: threading.Lock = field(default_factory=threading.Lock)   # the lanes' threads record one at a time
     # Why a genome's knobs would not all reach the build ("" when they do): such a candidate is a
@@ -212,7 +212,7 @@ class Evaluator:
             return self.finish(self.start(genomes), 0, len(genomes))
         flags = [self.flags_for(g) for g in genomes]
         if self.compiles:
-            finished = compile_each([replace(self.job, flags=f, ptxas=self.program_for(g))
+            finished = compile_each([replace(self.job, flags=f, ptxas=self.program_for(g) or self.job.ptxas)
                                      for g, f in zip(genomes, flags)], self.workers, self.ptx, self.slots)
         else:
             finished = ((i, None) for i in range(len(genomes)))
@@ -227,7 +227,7 @@ class Evaluator:
             return Started(genomes, flags, [None] * len(genomes))
         if self.compiler is None:
             self.compiler = Compiler(self.workers, self.ptx, self.slots)
-        return Started(genomes, flags, self.compiler.submit([replace(self.job, flags=f, ptxas=self.program_for(g))
+        return Started(genomes, flags, self.compiler.submit([replace(self.job, flags=f, ptxas=self.program_for(g) or self.job.ptxas)
                                                              for g, f in zip(genomes, flags)]))
 
     def finish(self, started: "Started", begin: int, end: int) -> list[Evaluation]:

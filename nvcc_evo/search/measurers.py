@@ -81,7 +81,8 @@ def _command(task, acf_path: Path, timeout: float, flags_for) -> Measurer:
     at_start = read_text(acf_path)
     runner = CommandBench(bench, acf_path, task.unit.globs, task.arch,
                           lambda genome: _candidate_acf(acf_path, task, genome, at_start), flags_for,
-                          bench.timeout.seconds if bench.timeout else timeout, _primary(bench, task.unit.tune))
+                          bench.timeout.seconds if bench.timeout else timeout, _primary(bench, task.unit.tune),
+                          triton=task.unit.is_kernel)
 
     def measure(genome: Genome, flags, result) -> Measurement:
         compiled = static.measure(result, task.arch)

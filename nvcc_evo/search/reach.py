@@ -22,9 +22,32 @@ from nvcc_evo.search.space import Dimension, SearchSpace
 
 
 
-def recorded_build(task, acf_path: Path, toolkit, options) -> RecordedBuild:
+class KernelBuild:
+    """A kernel unit's build (a PTX its program hands nvcc-evo-ptxas,
+    nvcc_evo.driver.kernels): one ptxas run per PTX, the knobs as flags
+    (nvcc_evo.driver.flags), nothing shared with other architectures."""
+
+    builds_arch = True
+
+    def __init__(self, task, toolkit, acf_dir: str):
+        from nvcc_evo.driver.nvcc_options import parse_call
+        from nvcc_evo.driver.flags import read_facts
+        self.facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
+        self.toolkit, self.acf_dir = toolkit, acf_dir
+
+    def step(self, settings: dict):
+        from nvcc_evo.driver.flags import plan_flags
+        return plan_flags(settings, self.facts, self.toolkit, self.acf_dir), None
+
+    def call_values(self) -> dict:
+        return {}
+
+
+def recorded_build(task, acf_path: Path, toolkit, options) -> "RecordedBuild | KernelBuild":
     """The unit's build as the compile plan sees it (the record the task compiles as)."""
     from nvcc_evo.driver.ptxas import PTXAS_ENV
+    if task.unit.is_kernel:
+        return KernelBuild(task, toolkit, str(acf_path.parent))
     environ = {**dict(task.job.env), **dict(task.build_env), PTXAS_ENV: os.pathsep.join(options.ptxas)}
     return RecordedBuild(task.job.argv, task.job.cwd, dict(task.job.env), task.job.source, task.arch,
                          task.unit.globs, acf_path, toolkit, environ)
@@ -122,6 +145,8 @@ def ship_check(outcome, acf_path: Path, toolkit, options, build: RecordedBuild, 
     unit's globs mean the same), compiled for the target; its SASS compared
     with the measured candidate's. Names the knob and the difference."""
     from nvcc_evo.driver.candidate import compile_candidate, sass_hash
+    if isinstance(build, KernelBuild):      # (its build is the program's own ptxas call: nvcc_evo.driver.kernels)
+        return ""
     task, chosen = outcome.task, outcome.chosen
     measured = outcome.evaluator.digests.get(chosen, "")
     written = {s.knob: s.value for s in _settings(outcome)}

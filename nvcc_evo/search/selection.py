@@ -111,12 +111,17 @@ def _job_for(unit: model.Unit, arch: str, acf_path: Path, mine: list, unreadable
         token = next((a for a in record.argv if os.path.realpath(os.path.join(record.cwd, a)) == real),
                      record.input)
         chooses = tuple((k, record.env[k]) for k in CHOOSING_ENV if k in record.env)
+        # A kernel unit's PTX is compiled by the ptxas its program ran (Triton's own): what it measures ships.
+        program = record.nvcc if unit.is_kernel and os.path.isfile(record.nvcc) else None
         return CompileJob(nvcc, tuple(record.argv), record.cwd, token, arch, (), record.compile_env(),
-                          timeout), Path(record.input), chooses
+                          timeout, program), Path(record.input), chooses
     if unreadable:
         return (f"no usable compile-database record, and {len(unreadable)} record(s) cannot be read (e.g. "
                 f"{unreadable[0]}), so how the build compiles it is unknown: not tuned (rebuild it through "
                 f"nvcc-evo, or remove the broken file)")
+    if unit.is_kernel:
+        return ("never compiled through nvcc-evo-ptxas for this ACF: run the program that compiles it once with "
+                "TRITON_PTXAS_PATH=nvcc-evo-ptxas, so that its PTX is known")
     files = unit_sources(unit, acf_path.parent)
     if not files:
         return f"no source file matches it under {acf_path.parent}"
@@ -130,7 +135,7 @@ def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list)
     instead = "another record of it is used" if mine else "it is compiled as `nvcc -c SOURCE` instead"
     for entry in not_used:
         log(f"{unit}: compile database {entry}: not used; {instead}")
-    if not (mine or not_used or unreadable):
+    if not (mine or not_used or unreadable or unit.is_kernel):
         log(f"{unit}: never built through nvcc-evo for this ACF: compiled as `nvcc -c SOURCE`, without the "
             f"build's own flags (build it once through nvcc-evo to tune it as the build compiles it)")
 
