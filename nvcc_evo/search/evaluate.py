@@ -179,6 +179,7 @@ class Evaluator:
     not_shipped: Callable[[Genome], str] = lambda genome: ""
     slots: threading.Semaphore | None = None          # compile slots shared with other searches at once
     stopping: threading.Event | None = None           # set: the retune is interrupted (Stopped, nothing recorded)
+    deadline: float = math.inf                        # time.monotonic() past which no candidate is measured
 
     def resume(self, records: list[Record]) -> list[Evaluation]:
         """Evaluations read back from the store, so no genome is redone."""
@@ -216,8 +217,15 @@ class Evaluator:
                                      for g, f in zip(genomes, flags)], self.workers, self.ptx, self.slots)
         else:
             finished = ((i, None) for i in range(len(genomes)))
-        done = {index: self.take(genomes[index], flags[index], result) for index, result in finished}
-        return [done[i] for i in range(len(genomes))]
+        done = {}
+        for index, result in finished:
+            if self.out_of_time():
+                break              # the search's time is up: the rest of the batch is not measured
+            done[index] = self.take(genomes[index], flags[index], result)
+        return [done[i] for i in range(len(genomes)) if i in done]
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() >= self.deadline
 
     def start(self, genomes: list[Genome]) -> "Started":
         """Start compiling a batch and return at once, so that it compiles
@@ -236,8 +244,12 @@ class Evaluator:
         compile ended first); with lanes, on whichever lane is free."""
         if self.lanes is not None:
             return self.lanes.finish(self, started, begin, end)
-        return [self.take(started.genomes[i], started.flags[i], self.compiled(started, i))
-                for i in range(begin, end)]
+        taken = []
+        for i in range(begin, end):
+            if self.out_of_time():
+                break              # the search's time is up (a slow backend: a bench command per candidate)
+            taken.append(self.take(started.genomes[i], started.flags[i], self.compiled(started, i)))
+        return taken
 
     def compiled(self, started: "Started", index: int) -> CompileResult | None:
         return self.compiler.result(started.futures[index]) if self.compiles else None

@@ -25,16 +25,17 @@ from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError
 from nvcc_evo.measure import Measurement
+from nvcc_evo.search import budget, learned
 from nvcc_evo.search.boosters import family_of
 from nvcc_evo.search.choice import choose, confirm, end_drift
 from nvcc_evo.search.evaluate import Evaluator, Goal, Stopped, goal_for
-from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_search
+from nvcc_evo.search.evolve import Engine, Evaluation, Progress, run_search
 from nvcc_evo.search.cluster import open_cluster
 from nvcc_evo.search.measurers import (calibrate, check_benches, close_pool, gpu_arch, measuring,
                                        resolve_backend)
 from nvcc_evo.search.options import (Options, backend_resolved, ptxas_programs, real_nvcc, say_settings,
                                      with_settings)
-from nvcc_evo.search.progress import ProgressLine, board_for, reporter
+from nvcc_evo.search.progress import board_for, progress_line, reporter
 from nvcc_evo.search.reach import not_shipped, reachable, recorded_build, same_code, say, ship_check
 from nvcc_evo.search.selection import Task, build_key, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
@@ -127,15 +128,17 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     stored = _resume(task, store, context, evaluator, space)
     # (said before the baseline is measured: a bench command's baseline runs take a while and say their own line)
     log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, {len(space.dimensions)} knobs"
-        + (f"; resuming with {stored} stored evaluations" if stored else ""))
+        + f"; {budget.describe(options)}" + (f"; resuming with {stored} stored evaluations" if stored else ""))
     baseline_genome = space.baseline()
     baseline_measurement = measure_baseline(evaluator, measurer, baseline_genome)
+    limits = learned.limits_for(task, space, evaluator)      # what a refused launch teaches
     calibrate(lanes, measurer, baseline_genome, job_for(baseline_genome))
     evaluator.baseline = dict(baseline_measurement.metrics)
     history = [evaluator.evaluation(g, m) for g, m in evaluator.measured.items()]   # with baseline known
     for evaluation in history:
         evaluator.offer_incumbent(evaluator.measured[evaluation.genome], evaluation)
-    engine = Engine(space, rng, options.population, seeds=_seeds(task, space), history=history)
+    engine = Engine(space, rng, options.population, seeds=_seeds(task, space), history=history,
+                    avoid=limits)
     extra = {}
     if not baseline_measurement.ok:      # every candidate would fail the same way: say why, search nothing
         log(f"{task}: the baseline (the build's own flags) failed, {baseline_measurement.status}:\n"
@@ -147,8 +150,10 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
             reporter("lines" if together else options.progress, str(task), options.evaluations, log, done=done)
         listeners.append(shown.advance)
         try:
+            spent = budget.Spent(time.monotonic() - started, measurer.reserve())
+            measurer.finish_by(started + budget.decided(options).seconds)
             progress, settled = _search(task, options, toolkit, engine, evaluator, space, lambda p, e, b: shown.update(
-                _progress_line(task, goal, p, e, evaluator, measurer.drift, b)))
+                progress_line(str(task), goal, p, e, evaluator, measurer.drift, b)), spent)
         finally:
             listeners.clear()
             shown.close()
@@ -161,7 +166,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     outcome = Outcome(task, goal, space, baseline_measurement, best.genome, evaluator.measured[best.genome],
                       engine.front(), evaluator, progress,
                       extra={"measurer": measurer, "fixed": fixed, "left_out": left_out, "build": build,
-                             "flags_for": flags_for, **extra})
+                             "flags_for": flags_for, **extra, **learned.said(task, engine, limits)})
     if settled:          # the ACF's entry stands (it may be a verified baseline): report it, not a new choice
         outcome.extra["settled"] = settled
         current = current_genome(task, space)
@@ -206,25 +211,26 @@ def _resume(task: Task, store: Store, context: Context, evaluator: Evaluator, sp
 
 
 def _search(task: Task, options: Options, toolkit, engine: Engine, evaluator: Evaluator, space: SearchSpace,
-            report) -> tuple[Progress, str]:
+            report, spent: budget.Spent = budget.Spent()) -> tuple[Progress, str]:
     """Search until the budget is reached, counting the evaluations of this
     search space read back from the store (the baseline aside, as in a first
     run), so a rerun or a resumed run only reaches the budget. Returns the
     progress and, when there is nothing to search and the unit's entry is up
     to date, why nothing is to be written either ("" otherwise)."""
-    budget = Budget(options.evaluations, options.generations, options.seconds, options.patience)
+    limit = budget.budget_of(options, spent, log=lambda said: log(f"{task}: {said}"))
     searched = _searched(evaluator, space)
     left = space.size - 1 - searched               # a space searched whole has nothing left, whatever the budget
-    if searched < budget.evaluations and left > 0:
+    if searched < limit.evaluations and left > 0:
         overlap = options.protocol == "fast" and evaluator.compiles
+        evaluator.deadline = time.monotonic() + limit.seconds      # no candidate measured past it
         try:
-            return run_search(engine, evaluator, budget, lambda p, e: report(p, e, budget), done=searched,
+            return run_search(engine, evaluator, limit, lambda p, e: report(p, e, limit), done=searched,
                               overlap=overlap), ""
         finally:
             evaluator.close()                      # a batch compiling ahead when the search stopped
-    limit = "the whole space" if left <= 0 else f"--evaluations {budget.evaluations}"
+    reached = "the whole space" if left <= 0 else f"--evaluations {limit.evaluations}"
     within = f"already within budget ({searched} evaluations of this search space stored besides the baseline, " \
-             f"{limit})"
+             f"{reached})"
     if not _entry_is_current(task, toolkit, options):
         log(f"{task}: {within}: nothing to search; its entry is not up to date: the choice is written")
         return Progress(), ""
@@ -251,21 +257,6 @@ def _first_lines(detail: str, count: int = 8) -> str:
     return "\n".join(f"    {line}" for line in lines) or "    (no message)"
 
 
-def _progress_line(task: Task, goal: Goal, progress: Progress, engine: Engine, evaluator: Evaluator,
-                   baseline_drift=lambda: None, budget: Budget | None = None) -> ProgressLine:
-    front = engine.front()
-    t = evaluator.tally
-    base = evaluator.baseline
-    return ProgressLine(
-        str(task), progress.generation, progress.evaluations,
-        budget.evaluations if budget is not None else float("inf"), t.reused,
-        tuple((status, count, example) for status, (count, example) in
-              sorted(t.failures.items(), key=lambda s: -s[1][0])),
-        len(front), tuple(zip(goal.minimize, front[0].objectives)) if front else (),
-        tuple((m, float(base[m])) for m in goal.minimize if m in base),
-        progress.elapsed(), max(1, progress.evaluations - progress.resumed),       # this run's pace, not the store's
-        baseline_drift(),          # the backend's baseline again, between generations (None: not known)
-        costs=t.costs_text())
 
 
 def _write_or_say_why(acf_path: Path, outcome: Outcome, toolkit, options: Options) -> None:
@@ -314,7 +305,7 @@ def run_retune(options: Options) -> int:
     try:
         file = load(acf_path)
         cluster = open_cluster(options.cluster, options.dry_run)
-        options = backend_resolved(options, resolve_backend(options.backend, cluster))
+        options = budget.decided(backend_resolved(options, resolve_backend(options.backend, cluster)))
         if options.backend == "pycuda" and options.target is None and not options.dry_run:
             options = replace(options, target=gpu_arch(options.device, cluster))   # what this GPU runs
         log(f"{acf_path}: {toolkit}; backend {options.backend}"
