@@ -22,6 +22,7 @@ import numpy as np
 from nvcc_evo.driver import settings
 from nvcc_evo.driver.candidate import PtxCache, compile_candidate
 from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf
+from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError
 from nvcc_evo.measure import Measurement
 from nvcc_evo.search import budget, learned
@@ -41,7 +42,7 @@ from nvcc_evo.search.selection import Task, build_key, check_target, find_tasks,
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
 from nvcc_evo.search.store import Context, Store
 from nvcc_evo.search.together import Together, how_many, run_together
-from nvcc_evo.search.writeback import current_genome, one_retune_at_a_time, verdict_of, write_back
+from nvcc_evo.search.writeback import current_genome, fixed_settings, one_retune_at_a_time, verdict_of, write_back
 from nvcc_evo.system.leftovers import sweep_for
 
 
