@@ -149,6 +149,9 @@ class Started:
     futures: list
 
 
+NOT_SHIPPED = "not-shipped"     # the build would drop one of the candidate's knobs
+
+
 @dataclass
 class Evaluator:
     job: CompileJob                                   # the build, without candidate flags
@@ -171,6 +174,9 @@ class Evaluator:
     program_for: Callable[[Genome], str | None] = lambda genome: None   # the ptxas it asks for (None: the job's)
     lanes: object | None = None                       # several measuring lanes (search.lanes.LaneSet), if any
     guard: threading.Lock = field(default_factory=threading.Lock)   # the lanes' threads record one at a time
+    # Why a genome's knobs would not all reach the build ("" when they do): such a candidate is a
+    # failure (not-shipped), never measured, so it can be neither chosen nor reported (search.reach).
+    not_shipped: Callable[[Genome], str] = lambda genome: ""
     slots: threading.Semaphore | None = None          # compile slots shared with other searches at once
     stopping: threading.Event | None = None           # set: the retune is interrupted (Stopped, nothing recorded)
     deadline: float = math.inf                        # time.monotonic() past which no candidate is measured
@@ -263,7 +269,9 @@ class Evaluator:
         (from several lanes' threads at once: the bookkeeping under `guard`)."""
         if self.stopping is not None and self.stopping.is_set():
             raise Stopped()
-        measurement, digest = self._measure_once(genome, flag_list, result)
+        lost = self.not_shipped(genome)
+        measurement, digest = (Measurement(NOT_SHIPPED, detail=lost), "") if lost else \
+            self._measure_once(genome, flag_list, result)
         with self.guard:
             return self._record(genome, flag_list, measurement, digest)
 

@@ -40,6 +40,7 @@ class Section:
     backend: str
     records: tuple[Record, ...]          # in the order they were measured: the baseline first
     stale: tuple[str, ...]
+    apart: int = 0                       # evaluations of another search space or build: not in this section
 
     @property
     def title(self) -> str:
@@ -115,11 +116,30 @@ def sections(file: model.AcfFile, acf_path: Path, stores: list[Path], chosen_uni
         unit = units[name]
         stale = stale_reasons(unit, arch, records[0].context.fingerprint,
                               toolkit_version or _entry_toolkit(unit, arch))
-        found.append(Section(unit, arch, device, backend, tuple(records), stale))
+        current = _current(records, unit, folder)
+        found.append(Section(unit, arch, device, backend, current, stale, len(records) - len(current)))
     searched = {section.unit for section in found}
     unsearched = [(str(unit), _unsearched_state(unit, prints[str(unit)], toolkit_version))
                   for unit in units.values() if unit not in searched]
     return found, aside, unsearched
+
+
+def _current(records: list[Record], unit: model.Unit, folder: Path) -> tuple[Record, ...]:
+    """The evaluations of the unit's current search space and of the build
+    measured last, its baseline first (the genome at the space's baseline,
+    where one was stored); records of other spaces or builds never stand as
+    the baseline."""
+    latest = records[-1]
+    knobs = [k for k, _ in latest.genome.items]
+    current = [r for r in records if r.context.build == latest.context.build and [k for k, _ in r.genome.items] == knobs]
+    sources = unit_sources(unit, folder)
+    if sources:
+        from nvcc_evo.search.space import build_space
+        baseline = build_space(unit, sources[0]).baseline()
+        first = next((r for r in current if r.genome == baseline), None)
+        if first is not None:
+            current = [first] + [r for r in current if r is not first]
+    return tuple(current)
 
 
 def _unsearched_state(unit: model.Unit, prints: set[str], toolkit_version: str | None) -> str:
@@ -184,7 +204,25 @@ def _objectives(section: Section, chosen: Record | None) -> str:
     rows = [[m + (f" ({UNITS_OF[m]})" if m in UNITS_OF else ""), _metric(section.baseline, m),
              _metric(chosen, m), _change(section, chosen, m)] for m in metrics]
     note = "" if chosen is not None else "<p>The entry's knobs are not among these evaluations.</p>"
+    if section.apart:
+        note += (f"<p>{section.apart} evaluation(s) of another search space or build are not part of this "
+                 f"section (its baseline is the current space's and build's).</p>")
     return _table(["objective", "baseline", "chosen", "change"], rows) + note
+
+
+def _kernels(section: Section, chosen: Record | None, stores: list[Path]) -> str:
+    """The baseline's and the chosen build's kernels, as the retune that chose it compared them."""
+    from nvcc_evo.search.kernels import STORE_NAME, KernelStore
+    from nvcc_evo.search.kernelview import html_tables
+    if chosen is None:
+        return "<p>The entry's knobs are not among these evaluations.</p>"
+    for folder in dict.fromkeys(store.parent for store in stores):
+        found = KernelStore(folder / STORE_NAME).latest(str(section.unit), section.arch, section.baseline.sass_hash,
+                                                        chosen.sass_hash)
+        if found is not None:
+            return html_tables(found)
+    return ("<p>No comparison of these two builds recorded (a retune records one as it ends; "
+            "<code>nvcc-evo --sass</code> builds one in the terminal).</p>")
 
 
 def _verification(section: Section) -> str:
@@ -268,7 +306,8 @@ STYLE = """body{font-family:sans-serif;max-width:1150px;margin:2em auto;color:#2
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;
 vertical-align:top}th{background:#f2f2f2}section{border-top:2px solid #888;margin-top:2em}
 figure.plot{display:inline-block;margin:0 .5em}figure.plot svg{max-width:100%;height:auto}
-.stale{color:#a40}small{color:#666}"""
+.stale{color:#a40}small{color:#666}table.kernel{display:inline-table;margin-right:1em}
+table.kernel td:nth-child(n+2){text-align:right}caption{text-align:left;font-weight:bold}"""
 
 
 def render(acf_path: Path, found: list[Section], stores: list[Path], aside: int, toolkit_version: str | None,
@@ -293,6 +332,7 @@ def render(acf_path: Path, found: list[Section], stores: list[Path], aside: int,
                  else "<p>Up to date.</p>")
         body += [f'<section id="{_anchor(section)}"><h2>{html.escape(section.title)}</h2>', stale,
                  "<h3>Chosen knobs</h3>", _knobs(section), "<h3>Objectives</h3>", _objectives(section, chosen),
+                 "<h3>Kernels: baseline against chosen</h3>", _kernels(section, chosen, stores),
                  "<h3>Verification</h3>", _verification(section), "<h3>Front and convergence</h3>",
                  _plots(section, chosen), "<h3>Failures</h3>", _failures(section), "</section>"]
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>nvcc-evo report: "

@@ -20,9 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from nvcc_evo.driver import settings
-from nvcc_evo.driver.candidate import CompileJob, PtxCache, compile_candidate
-from nvcc_evo.driver.flags import plan_flags, read_facts
-from nvcc_evo.driver.nvcc_options import parse_call
+from nvcc_evo.driver.candidate import PtxCache, compile_candidate
 from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf, untrusted_acf
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError
@@ -32,13 +30,15 @@ from nvcc_evo.search.boosters import family_of
 from nvcc_evo.search.choice import choose, confirm, end_drift
 from nvcc_evo.search.evaluate import Evaluator, Goal, Stopped, goal_for
 from nvcc_evo.search.evolve import Engine, Evaluation, Progress, run_search
+from nvcc_evo.search.kernels import after_search
 from nvcc_evo.search.cluster import open_cluster
 from nvcc_evo.search.measurers import (calibrate, check_benches, close_pool, gpu_arch, measuring,
                                        resolve_backend)
 from nvcc_evo.search.options import (Options, backend_resolved, ptxas_programs, real_nvcc, say_settings,
                                      with_settings)
 from nvcc_evo.search.progress import board_for, progress_line, reporter
-from nvcc_evo.search.selection import Task, check_target, find_tasks, log, stale_reasons
+from nvcc_evo.search.reach import not_shipped, reachable, recorded_build, same_code, say, ship_check
+from nvcc_evo.search.selection import Task, build_key, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
 from nvcc_evo.search.store import Context, Store
 from nvcc_evo.search.together import Together, how_many, run_together
@@ -87,12 +87,16 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     """One search (`together`: what it shares with the searches running beside it, search.together)."""
     started = time.monotonic()
     space = build_space(task.unit, task.source, toolkit.accepts)
-    facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
-    fixed = fixed_settings(task, space)
+    build = recorded_build(task, acf_path, toolkit, options)      # the compile plan the wrapper builds with
+    space, fixed, left_out = reachable(task, space, fixed_settings(task, space), build)
+    say(task, left_out)
     programs = ptxas_programs(space, toolkit, acf_path, options, task.arch, fixed.get("ptxas.version"))
 
     def flags_for(genome: Genome) -> tuple[str, ...]:
-        return plan_flags({**fixed, **genome.settings()}, facts, toolkit, str(acf_path.parent)).flags
+        return build.step({**fixed, **genome.settings()})[0].flags
+    at_baseline = space.baseline().settings()          # (a baseline value is the build's own: never lost)
+    lost = lambda genome: not_shipped(build.step({**fixed, **genome.settings()})[0],
+                                      {k: v for k, v in genome.settings().items() if at_baseline.get(k) != v})
 
     def program_for(genome: Genome) -> str | None:
         return programs.get(str({**fixed, **genome.settings()}.get("ptxas.version", TOOLKIT_TOOL)))
@@ -100,7 +104,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     job_for = lambda genome: replace(task.job, flags=flags_for(genome), ptxas=program_for(genome))
 
     context = Context(toolkit.version, task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
-                      _build_key(task.job, acf_path.parent))
+                      build_key(task.job, acf_path.parent))
     measurer, lanes = measuring(options, task, acf_path, context, baseline_defines(task.source, space), flags_for,
                                 cluster)
     context = replace(context, device=measurer.device)
@@ -120,7 +124,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
                           race=measurer.race if options.protocol == "fast" else None,
                           ptx=PtxCache() if options.protocol == "fast" else None,
                           slots=together.slots if together else None, stopping=together.stopping if together else None)
-    evaluator.lanes = lanes
+    evaluator.lanes, evaluator.not_shipped = lanes, lost
     if cluster is not None:                      # compiles on the cluster's CPUs
         evaluator.compiler = cluster.compiler(options.protocol == "fast")
     stored = _resume(task, store, context, evaluator, space)
@@ -157,12 +161,14 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
             shown.close()
         if progress.generation and measurer.end_drift is not None:
             end_drift(task, measurer, baseline_genome, baseline_measurement, extra)
+    say(task, same_code(space, evaluator.digests))
     base_eval = evaluator.evaluation(baseline_genome, baseline_measurement)
     best = choose(list(engine.seen.values()), engine.front(), base_eval, goal, evaluator.measured,
                   evaluator.baseline, current_genome(task, space))
     outcome = Outcome(task, goal, space, baseline_measurement, best.genome, evaluator.measured[best.genome],
-                      engine.front(), evaluator, progress, extra={"measurer": measurer, **extra,
-                                                                  **learned.said(task, engine, limits)})
+                      engine.front(), evaluator, progress,
+                      extra={"measurer": measurer, "fixed": fixed, "left_out": left_out, "build": build,
+                             "flags_for": flags_for, **extra, **learned.said(task, engine, limits)})
     if settled:          # the ACF's entry stands (it may be a verified baseline): report it, not a new choice
         outcome.extra["settled"] = settled
         current = current_genome(task, space)
@@ -176,6 +182,8 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
         lanes.close()
     outcome.extra["seconds"] = time.monotonic() - started     # search and verification, this run
     evaluator.tally.stop()
+    if baseline_measurement.ok:         # why the choice is faster, kernel by kernel (search.kernels)
+        after_search(outcome, job_for, store.path.parent, baseline_defines(task.source, space), log, evaluator.ptx)
     return outcome
 
 
@@ -244,7 +252,7 @@ def _entry_is_current(task: Task, toolkit, options: Options) -> bool:
     written by this backend (a static search never settles for a GPU's entry)."""
     target = task.unit.entry_for(task.arch)
     return (target is not None and target.backend == options.backend
-            and not stale_reasons(task.unit, task.arch, task.fingerprint, toolkit.version))
+            and not stale_reasons(task.unit, task.arch, task.fingerprint, toolkit.version, task.build))
 
 
 def _first_lines(detail: str, count: int = 8) -> str:
@@ -253,24 +261,16 @@ def _first_lines(detail: str, count: int = 8) -> str:
     return "\n".join(f"    {line}" for line in lines) or "    (no message)"
 
 
-def _build_key(job: CompileJob, root: Path) -> str:
-    """The build's identity in the results store: its arguments, environment
-    and nvcc, with the ACF's folder written as `<acf>`, so that a moved or
-    copied checkout (its records' paths mapped to the new folder) keeps its results."""
-    here = os.path.realpath(root)
-
-    def relative(text: str) -> str:
-        return "<acf>" if text == here else text.replace(here + os.sep, "<acf>" + os.sep)
-
-    argv = tuple(relative(a) for a in job.argv)
-    env = tuple((k, relative(v)) for k, v in job.env)
-    return hashlib.sha256(repr((argv, env, job.nvcc)).encode()).hexdigest()[:16]
 
 
 def _write_or_say_why(acf_path: Path, outcome: Outcome, toolkit, options: Options) -> None:
     """Write the outcome; a unit the ACF no longer has as it was (or an ACF
     that does not parse now) is reported on stderr and in the summary."""
     try:
+        shipped = ship_check(outcome, acf_path, toolkit, options, outcome.extra["build"],
+                             outcome.extra["flags_for"](outcome.chosen)) if "build" in outcome.extra else ""
+        if shipped:
+            raise AcfChanged(f"ship check: {outcome.task.unit} [{outcome.task.arch}]: {shipped}")
         write_back(acf_path, outcome, toolkit, options)
         return
     except AcfChanged as problem:
