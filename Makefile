@@ -64,6 +64,7 @@ tune: $(VENV)/.base
 .PHONY: static-tune
 static-tune:
 	@echo "tune: no GPU here: tuning static objectives (spills, registers: compiler facts, not speed)"
+	@echo "tune: speed-safe: no lower -O level, registers counted only as the occupancy they allow"
 	@echo "tune: on a copy in $(STATIC)/; kernels/nvcc-evo.acf keeps its GPU-measured entries"
 	@if ! cmp -s kernels/nvcc-evo.acf $(STATIC)/.acf-copied-from; then \
 	    rm -rf $(STATIC) && mkdir -p $(OUT) && cp -rp kernels $(STATIC) && rm -rf $(STATIC)/.nvcc-evo && \

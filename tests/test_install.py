@@ -88,6 +88,9 @@ def test_installed_console_script_retunes_a_make_project(installed, tmp_path, ev
                            env=env, capture_output=True, text=True)
     assert tuned.returncode == 0, tuned.stderr
     assert "Traceback" not in tuned.stderr
+    # what to rebuild, and the line that makes a build do it (after a retune, make said "up to date")
+    assert "to use the new entries, rebuild what your build compiled before them: kernel.o." in tuned.stderr
+    assert "    Make:  $(CUDA_OBJECTS): nvcc-evo.acf\n" in tuned.stderr
     text = (project / "nvcc-evo.acf").read_text()
     assert "target sm_90 {" in text and "backend = static" in text
     check = subprocess.run([str(evo), "--acf-check", "nvcc-evo.acf"], cwd=project, env=env,

@@ -20,12 +20,14 @@ from pathlib import Path
 import numpy as np
 
 from nvcc_evo.driver import settings
+from nvcc_evo.driver.cache import prune
 from nvcc_evo.driver.candidate import CompileJob, PtxCache, compile_candidate
 from nvcc_evo.driver.flags import plan_flags, read_facts
 from nvcc_evo.driver.nvcc_options import parse_call
 from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf
+from nvcc_evo.driver.toolkit import cache_folder
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
-from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError
+from nvcc_evo.errors import EnvironmentProblem, ExitCode, UsageError
 from nvcc_evo.measure import Measurement
 from nvcc_evo.search.boosters import family_of
 from nvcc_evo.search.choice import choose, confirm, end_drift
@@ -39,9 +41,11 @@ from nvcc_evo.search.options import (Options, backend_resolved, ptxas_programs, 
 from nvcc_evo.search.progress import ProgressLine, board_for, reporter
 from nvcc_evo.search.selection import Task, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
+from nvcc_evo.search.speedsafe import guard_for, guarded_goal, narrowed, say_waiting, set_aside
 from nvcc_evo.search.store import Context, Store
 from nvcc_evo.search.together import Together, how_many, run_together
-from nvcc_evo.search.writeback import current_genome, fixed_settings, one_retune_at_a_time, verdict_of, write_back
+from nvcc_evo.search.writeback import (current_genome, fixed_settings, one_retune_at_a_time, say_rebuild,
+                                      verdict_of, write_or_say_why)
 from nvcc_evo.system.leftovers import sweep_for
 
 
@@ -85,6 +89,9 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     """One search (`together`: what it shares with the searches running beside it, search.together)."""
     started = time.monotonic()
     space = build_space(task.unit, task.source, toolkit.accepts)
+    guard = guard_for(task.unit.tune, task.arch) if options.backend == "static" else None
+    if guard is not None:                # registers and spills cannot rank speed: leave out what costs it
+        space = narrowed(space, guard)
     facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
     fixed = fixed_settings(task, space)
     programs = ptxas_programs(space, toolkit, acf_path, options, task.arch, fixed.get("ptxas.version"))
@@ -105,6 +112,8 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     if measurer.build:          # a bench command is part of how candidates are built: another one, other results
         context = replace(context, build=hashlib.sha256((context.build + measurer.build).encode()).hexdigest()[:16])
     goal = goal_for(task.unit.tune, measurer.objectives, measurer.primary, measurer.maximize)
+    if guard is not None:
+        goal = guarded_goal(goal, guard)
     listeners = []               # told of each measured candidate: the progress bar, while it is shown
 
     def measure(genome: Genome, flags, result):
@@ -121,7 +130,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     evaluator.lanes = lanes
     if cluster is not None:                      # compiles on the cluster's CPUs
         evaluator.compiler = cluster.compiler(options.protocol == "fast")
-    stored = _resume(task, store, context, evaluator, space)
+    stored = _resume(task, store, context, evaluator, space, goal)
     # (said before the baseline is measured: a bench command's baseline runs take a while and say their own line)
     log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, {len(space.dimensions)} knobs"
         + (f"; resuming with {stored} stored evaluations" if stored else ""))
@@ -183,16 +192,19 @@ def measure_baseline(evaluator: Evaluator, measurer, genome: Genome):
     return evaluator.measured[genome]
 
 
-def _resume(task: Task, store: Store, context: Context, evaluator: Evaluator, space: SearchSpace) -> int:
+def _resume(task: Task, store: Store, context: Context, evaluator: Evaluator, space: SearchSpace,
+            goal: Goal) -> int:
     """Read back this context's evaluations of the current search space from
     the store; how many. (Genomes of an earlier space, before an edit of the
-    search block, are not points of this one: the operators cannot use them.)"""
+    search block, are not points of this one: the operators cannot use them;
+    a measurement without an objective the goal has now is measured again.)"""
     mine, others = store.for_context(context)
     others = [c for c in others if c.unit == context.unit and c.arch == context.arch]
     if others:
         log(f"{task}: {len(others)} other context(s) in the results store left aside "
             f"(e.g. {'; '.join(context.differences(others[0]))})")
-    fitting = [record for record in mine if record.genome in space]
+    fitting = [record for record in mine if record.genome in space
+               and (not record.measurement.ok or all(m in dict(record.measurement.metrics) for m in goal.minimize))]
     if len(fitting) < len(mine):
         log(f"{task}: {len(mine) - len(fitting)} stored evaluation(s) of an earlier search space left aside")
     evaluator.resume(fitting)
@@ -269,28 +281,11 @@ def _progress_line(task: Task, goal: Goal, progress: Progress, engine: Engine, e
         budget.evaluations if budget is not None else float("inf"), t.reused,
         tuple((status, count, example) for status, (count, example) in
               sorted(t.failures.items(), key=lambda s: -s[1][0])),
-        len(front), tuple(zip(goal.minimize, front[0].objectives)) if front else (),
+        len(front), tuple(zip(goal.minimize, goal.values(front[0].objectives))) if front else (),
         tuple((m, float(base[m])) for m in goal.minimize if m in base),
         progress.elapsed(), max(1, progress.evaluations - progress.resumed),       # this run's pace, not the store's
         baseline_drift(),          # the backend's baseline again, between generations (None: not known)
         costs=t.costs_text())
-
-
-def _write_or_say_why(acf_path: Path, outcome: Outcome, toolkit, options: Options) -> None:
-    """Write the outcome; a unit the ACF no longer has as it was (or an ACF
-    that does not parse now) is reported on stderr and in the summary."""
-    try:
-        write_back(acf_path, outcome, toolkit, options)
-        return
-    except AcfChanged as problem:
-        reason = str(problem)
-    except AcfError as problem:          # saved mid-edit, say
-        reason = f"the ACF has errors now:\n{problem}"
-    except FileNotFoundError:
-        reason = f"{acf_path} is gone"
-    outcome.extra["not_written"] = reason
-    outcome.verdict += f"; NOT written: {reason}"
-    log(f"{outcome.task}: not written to the ACF: {reason} (its evaluations are kept in the results store)")
 
 
 # ---------------------------------------------------------------- entry point
@@ -308,6 +303,7 @@ def run_retune(options: Options) -> int:
         raise EnvironmentProblem(problem)
     project = settings.load(acf_path, os.environ)
     options = with_settings(options, project)
+    prune(cache_folder())           # the cache folder kept bounded (driver.cache)
     swept = sweep_for(acf_path)
     if swept:
         log(f"removed {len(swept)} folder(s) and file(s) that killed runs left: {', '.join(swept)}")
@@ -318,6 +314,7 @@ def run_retune(options: Options) -> int:
     try:
         file = load(acf_path)
         cluster = open_cluster(options.cluster, options.dry_run)
+        auto = options.backend == "auto"
         options = backend_resolved(options, resolve_backend(options.backend, cluster))
         if options.backend == "pycuda" and options.target is None and not options.dry_run:
             options = replace(options, target=gpu_arch(options.device, cluster))   # what this GPU runs
@@ -326,11 +323,15 @@ def run_retune(options: Options) -> int:
                if options.backend == "static" else ""))
         say_settings(project, options)
         tasks, skipped, kept = find_tasks(file, acf_path, toolkit, options)
-        check_benches(tasks, options.backend)
+        tasks, waiting = set_aside(tasks, log) if auto and options.backend == "static" else (tasks, [])
+        if not options.dry_run:          # (a dry run lists what is stale, whatever would measure it)
+            check_benches(tasks, options.backend)
         if not tasks:
             log(f"nothing retuned: {len(skipped)} skipped, as said above" if skipped else
+                f"nothing retuned: {len(waiting)} need a measurement" if waiting else
                 "nothing to retune: every unit and target is up to date"
                 + (f" ({kept} kept for a GPU, as said above)" if kept else "") + " (use --all to force)")
+            say_waiting(waiting, log)
             return ExitCode.INVALID_INPUT if skipped else ExitCode.OK
         if options.dry_run:
             for task in tasks:
@@ -345,6 +346,8 @@ def run_retune(options: Options) -> int:
             cluster.close()
         held.close()
     print(render(outcomes), end="")
+    say_rebuild(acf_path, outcomes, redated=options.backend == "command")
+    say_waiting(waiting, log)
     return _exit_status(outcomes, skipped)
 
 
@@ -372,7 +375,7 @@ def _retune_all(tasks: list[Task], options: Options, toolkit, store: Store, acf_
             with together.writing if together else nullcontext():     # one write into the ACF at a time
                 if together is not None and together.stopping.is_set():
                     raise Stopped()
-                _write_or_say_why(acf_path, outcome, toolkit, options)
+                write_or_say_why(acf_path, outcome, toolkit, options)
         return outcome
 
     try:
