@@ -25,7 +25,7 @@ $(VENV)/.base: pyproject.toml
 # ptxas 13.3 (the extra ptxas133) apart from CUDA 13.5: both are the package nvidia-cuda-nvcc.
 PTXAS133 := $(shell sed -n 's/^ptxas133 = \["\(.*\)"\]/\1/p' pyproject.toml)
 $(VENV)/.test: $(VENV)/.base
-	$(BIN)/python -m pip install -q -e ".[test,cuda135$(if $(HAS_GPU),$(comma)gpu)]"
+	$(BIN)/python -m pip install -q -e ".[test,cuda135,methodology$(if $(HAS_GPU),$(comma)gpu)]"
 	$(BIN)/python -m pip install -q --no-deps --target $(VENV)/ptxas133 "$(PTXAS133)"
 	touch $@
 

@@ -375,7 +375,7 @@ def _write_bench(w: Writer, bench: model.Bench) -> None:
 
 def write_target(w: Writer, target: model.Target) -> None:
     gpu = f" {show_string(target.gpu)}" if target.gpu else ""
-    w.open(target.span, f"target {target.arch}{gpu}")
+    w.open(target.span, f"target {', '.join(target.archs)}{gpu}")
     for setting in target.settings:
         w.leaf(setting.span, f"{setting.knob} = {show_value(setting.value)}")
     if target.provenance is not None:

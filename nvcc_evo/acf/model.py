@@ -298,12 +298,24 @@ class Record:
 
 @dataclass(frozen=True)
 class Target:
+    """`target sm_90 ["GPU"] { ... }`; one block may serve several
+    architectures (`target sm_80, sm_86, sm_90 { ... }`): `arch` is the first,
+    `more_archs` the others, in the order written."""
+
     arch: str
     gpu: str | None = None
     settings: tuple[Setting, ...] = ()
     provenance: tuple[Record, ...] | None = None
     span: Span = field(default=NO_SPAN, compare=False)
     provenance_span: Span = field(default=NO_SPAN, compare=False)
+    more_archs: tuple[str, ...] = ()
+
+    @property
+    def archs(self) -> tuple[str, ...]:
+        return (self.arch, *self.more_archs)
+
+    def serves(self, arch: str) -> bool:
+        return arch in self.archs
 
     def record(self, key: str) -> Record | None:
         for rec in self.provenance or ():
@@ -318,7 +330,8 @@ class Target:
         return str(found.value) if found is not None else None
 
     def __str__(self) -> str:
-        return f"{self.arch} {self.gpu!r}" if self.gpu else self.arch
+        archs = ", ".join(self.archs)
+        return f"{archs} {self.gpu!r}" if self.gpu else archs
 
 
 SOURCE, KERNEL = "source", "kernel"     # what a unit's globs name: source paths, or PTX entry names
@@ -346,10 +359,16 @@ class Unit:
         return self.kind == KERNEL
 
     def find_target(self, arch: str, gpu: str | None = None) -> Target | None:
+        """The block that serves `arch` for this GPU name (None: the plain one)."""
         for target in self.targets:
-            if target.arch == arch and target.gpu == gpu:
+            if target.serves(arch) and target.gpu == gpu:
                 return target
         return None
+
+    @property
+    def archs(self) -> tuple[str, ...]:
+        """Every architecture its target blocks serve, each once, in order."""
+        return tuple(dict.fromkeys(a for t in self.targets for a in t.archs))
 
     def named_files(self) -> tuple[str, ...]:
         """The files its knobs name (controls files), in pins, search and
@@ -365,7 +384,7 @@ class Unit:
     def entry_for(self, arch: str) -> Target | None:
         """The target a retune reads and writes for `arch`: the plain one (no
         GPU named), else the first one for that architecture."""
-        return self.find_target(arch) or next((t for t in self.targets if t.arch == arch), None)
+        return self.find_target(arch) or next((t for t in self.targets if t.serves(arch)), None)
 
     @property
     def space_digest(self) -> str:

@@ -80,14 +80,7 @@ class Checker(BenchChecks):
             self.check_bench(unit.bench, defines)
             if self.with_sources and unit.bench.kernel is not None and len(self.diagnostics) == before:
                 self.check_bench_at_defaults(unit, defines)
-        seen_targets: dict[tuple, model.Target] = {}
-        for target in unit.targets:
-            key = (target.arch, target.gpu)
-            if key in seen_targets:
-                self.error(target.span, f"duplicate target {target} in unit {unit} "
-                           f"(first at line {seen_targets[key].span.line})")
-            seen_targets.setdefault(key, target)
-            self.check_target(target, pins, metrics)
+        self.check_targets(unit, pins, metrics)
 
     def check_kernel_unit(self, unit: model.Unit) -> None:
         """A kernel unit's code is compiled by ptxas alone (nvcc-evo-ptxas, for
@@ -228,10 +221,28 @@ class Checker(BenchChecks):
             self.check_metric(condition.metric, condition.span, metrics)
 
     # ---------------------------------------------------------------- targets
+    def check_targets(self, unit: model.Unit, pins: dict[str, model.Setting], metrics: tuple[str, ...]) -> None:
+        """Each (architecture, GPU name) is served by one block at most: a
+        block that names several architectures counts for each."""
+        seen: dict[tuple, model.Target] = {}
+        for target in unit.targets:
+            for arch in dict.fromkeys(target.archs):
+                key = (arch, target.gpu)
+                if key in seen:
+                    shown = f"{arch} {target.gpu!r}" if target.gpu else arch
+                    self.error(target.span, f"duplicate target {shown} in unit {unit} "
+                               f"(first at line {seen[key].span.line})")
+                seen.setdefault(key, target)
+            if len(set(target.archs)) < len(target.archs):
+                twice = next(a for a in target.archs if target.archs.count(a) > 1)
+                self.error(target.span, f"target names {twice} twice")
+            self.check_target(target, pins, metrics)
+
     def check_target(self, target: model.Target, pins: dict[str, model.Setting], metrics: tuple[str, ...] = ()) -> None:
-        if not ARCH_PATTERN.fullmatch(target.arch):
-            self.error(target.span, f"target names a SASS architecture such as sm_90 or sm_90a, "
-                       f"got '{target.arch}'")
+        for arch in target.archs:
+            if not ARCH_PATTERN.fullmatch(arch):
+                self.error(target.span, f"target names a SASS architecture such as sm_90 or sm_90a, "
+                           f"got '{arch}'")
         settings = self.check_settings(target.settings, "target")
         for name, setting in settings.items():
             pin = pins.get(name)

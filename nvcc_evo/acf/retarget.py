@@ -40,27 +40,45 @@ def find_unit(file: model.AcfFile, globs: tuple[str, ...]) -> model.Unit:
 def replace_target(text: str, file: model.AcfFile, unit: model.Unit, target: model.Target) -> str:
     """Replace (or add) `target` in `unit` of `file` (parsed from `text`): the
     block for the same architecture and GPU name. Comments of knobs that
-    remain stay with them."""
+    remain stay with them. A block that serves other architectures too
+    keeps serving those, and the architecture gets a block of its own: what
+    was measured on one architecture is written for that one only."""
     old = unit.find_target(target.arch, target.gpu)
+    rest = tuple(a for a in old.archs if not target.serves(a)) if old is not None else ()
+    if rest:
+        text = _replace_block(text, file, old, replace(old, arch=rest[0], more_archs=rest[1:]))
+        file = parse_text(text, file.path)
+        return _add_block(text, file, find_unit(file, unit.globs), target)
     if old is not None:
         spans = {s.knob: s.span for s in old.settings}
-        target = replace(target, span=old.span, provenance_span=old.provenance_span,
-                         settings=tuple(replace(s, span=spans.get(s.knob, model.NO_SPAN))
-                                        for s in target.settings))
-        start, end = old.span.start, old.span.end
-        indent, prefix, suffix = _indent_of(text, start), "", ""
-    else:
-        target = replace(target, span=model.NO_SPAN, provenance_span=model.NO_SPAN)
-        closing = unit.span.end - 1                     # the unit's '}'
-        line_start = text.rfind("\n", 0, closing) + 1
-        unit_indent = _indent_of(text, unit.span.start)
-        indent = unit_indent + INDENT
-        if text[line_start:closing].strip() == "":      # '}' alone on its line
-            start = end = line_start
-            prefix, suffix = indent, "\n"
-        else:                                           # a one-line unit
-            start = end = len(text[:closing].rstrip())
-            prefix, suffix = "\n" + indent, "\n" + unit_indent
+        target = replace(target, settings=tuple(replace(s, span=spans.get(s.knob, model.NO_SPAN))
+                                                for s in target.settings))
+        return _replace_block(text, file, old, target)
+    return _add_block(text, file, unit, target)
+
+
+def _replace_block(text: str, file: model.AcfFile, old: model.Target, target: model.Target) -> str:
+    """`old`'s block written anew as `target` (at old's place, with its comments)."""
+    target = replace(target, span=old.span, provenance_span=old.provenance_span)
+    indent = _indent_of(text, old.span.start)
+    return _written(text, file, target, indent, old.span.start, old.span.end, "", "")
+
+
+def _add_block(text: str, file: model.AcfFile, unit: model.Unit, target: model.Target) -> str:
+    """`target` as a new block at the end of `unit`."""
+    target = replace(target, span=model.NO_SPAN, provenance_span=model.NO_SPAN)
+    closing = unit.span.end - 1                     # the unit's '}'
+    line_start = text.rfind("\n", 0, closing) + 1
+    unit_indent = _indent_of(text, unit.span.start)
+    indent = unit_indent + INDENT
+    if text[line_start:closing].strip() == "":      # '}' alone on its line
+        return _written(text, file, target, indent, line_start, line_start, indent, "\n")
+    start = len(text[:closing].rstrip())            # a one-line unit
+    return _written(text, file, target, indent, start, start, "\n" + indent, "\n" + unit_indent)
+
+
+def _written(text: str, file: model.AcfFile, target: model.Target, indent: str, start: int, end: int,
+             prefix: str, suffix: str) -> str:
     w = Writer(attach_comments(file), margin=len(indent))
     write_target(w, target)
     return text[:start] + prefix + ("\n" + indent).join(w.lines) + suffix + text[end:]

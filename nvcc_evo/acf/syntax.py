@@ -74,9 +74,11 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         'acf 1\nunit "a.cu" { bench { arg A f32[4] = output } }',
         'acf 1\nunit "a.cu" { bench { arg A : f32[4] } }',
     ],
-    "a target names a GPU architecture: target sm_90 [\"GPU name\"] { ... }": [
+    "a target names GPU architectures: target sm_90 [\"GPU name\"] { ... } or target sm_80, sm_90 { ... }": [
         'acf 1\nunit "a.cu" { target "sm_90" {} }',
         'acf 1\nunit "a.cu" { target {} }',
+        'acf 1\nunit "a.cu" { target sm_80 sm_90 {} }',
+        'acf 1\nunit "a.cu" { target sm_80, {} }',
     ],
     "a tune block holds `minimize`, `require` and `select` lines": [
         'acf 1\nunit "a.cu" { tune { maximize runtime } }',

@@ -308,13 +308,14 @@ class Build(Transformer):
 
     @v_args(meta=True)
     def target(self, meta, items):
-        arch, gpu, body = str(items[0]), items[1], items[2:]
+        count = next(i for i, item in enumerate(items) if not (isinstance(item, Token) and item.type == "NAME"))
+        archs, gpu, body = [str(a) for a in items[:count]], items[count], items[count + 1:]
         settings = tuple(i for i in body if isinstance(i, model.Setting))
         provs = [i for i in body if isinstance(i, tuple)]
         self._once(provs, ("provenance",), "target")
         records, prov_span = (provs[0][1], provs[0][2]) if provs else (None, model.NO_SPAN)
-        target = model.Target(arch, unquote(gpu) if gpu is not None else None, settings,
-                            records, _span(meta), prov_span)
+        target = model.Target(archs[0], unquote(gpu) if gpu is not None else None, settings,
+                              records, _span(meta), prov_span, tuple(archs[1:]))
         return ("target", target, _span(meta))
 
     def unit_kernel(self, items):

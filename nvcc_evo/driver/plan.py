@@ -26,7 +26,7 @@ CMAKE_PROBES = ("CMakeCUDACompilerId.cu", "CMakeCUDACompilerABI.cu", "__cmake_de
 # Part of the index cache's key: an index written before the check refused
 # something (a define's shell characters, a path out of the ACF's folder) is
 # not trusted. Change it whenever the check or the index changes.
-INDEX_FORMAT = b"index-4\0"
+INDEX_FORMAT = b"index-5\0"
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 SPACE_CHANGED = "pins or search space changed"     # the same words in --explain and --retune --dry-run
 
@@ -41,9 +41,14 @@ class TargetEntry(NamedTuple):
     fingerprint: str | None = None
     toolkit: str | None = None
     space_digest: str | None = None    # of the unit's pins and search block when it was tuned
+    more_archs: tuple[str, ...] = ()   # the others a block of several architectures serves
+
+    def serves(self, arch: str) -> bool:
+        return arch == self.arch or arch in self.more_archs
 
     def __str__(self) -> str:
-        return f"{self.arch} {self.gpu!r}" if self.gpu else self.arch
+        archs = ", ".join((self.arch, *self.more_archs))
+        return f"{archs} {self.gpu!r}" if self.gpu else archs
 
 
 class UnitEntry(NamedTuple):
@@ -138,7 +143,8 @@ def index_units(file) -> tuple[UnitEntry, ...]:
             record = {r.key: r.value for r in target.provenance or ()}
             targets.append(TargetEntry(target.arch, target.gpu, target.span.line,
                                        tuple((s.knob, s.value) for s in target.settings),
-                                       record.get("fingerprint"), record.get("toolkit"), record.get("space_digest")))
+                                       record.get("fingerprint"), record.get("toolkit"), record.get("space_digest"),
+                                       target.more_archs))
         units.append(UnitEntry(index, unit.globs, unit.span.line,
                                tuple((p.knob, p.value) for p in unit.pins), tuple(targets), unit.space_digest,
                                unit.named_files(), unit.kind))
@@ -147,14 +153,15 @@ def index_units(file) -> tuple[UnitEntry, ...]:
 
 def _to_json(units: tuple[UnitEntry, ...]) -> list:
     return [[u.position, list(u.globs), u.line, [list(p) for p in u.pins],
-             [[t.arch, t.gpu, t.line, [list(s) for s in t.settings], t.fingerprint, t.toolkit, t.space_digest]
+             [[t.arch, t.gpu, t.line, [list(s) for s in t.settings], t.fingerprint, t.toolkit, t.space_digest,
+               list(t.more_archs)]
               for t in u.targets], u.space_digest, list(u.files), u.kind] for u in units]
 
 
 def _from_json(data: list) -> tuple[UnitEntry, ...]:
     return tuple(UnitEntry(index, tuple(globs), line, tuple(tuple(p) for p in pins),
-                           tuple(TargetEntry(a, g, l, tuple(tuple(s) for s in st), f, tk, sd)
-                                 for a, g, l, st, f, tk, sd in targets), space, tuple(files), kind)
+                           tuple(TargetEntry(a, g, l, tuple(tuple(s) for s in st), f, tk, sd, tuple(more))
+                                 for a, g, l, st, f, tk, sd, more in targets), space, tuple(files), kind)
                  for index, globs, line, pins, targets, space, files, kind in data)
 
 
@@ -272,7 +279,7 @@ def _sources_digest(source: Path, include_dirs: list[str]):
 
 
 def choose_target(unit: UnitEntry, arch: str, gpu: str | None) -> tuple[TargetEntry | None, str]:
-    for_arch = [t for t in unit.targets if t.arch == arch]
+    for_arch = [t for t in unit.targets if t.serves(arch)]
     if gpu:
         named = [t for t in for_arch if t.gpu == gpu]
         if named:

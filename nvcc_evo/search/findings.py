@@ -66,7 +66,7 @@ class Section:
         return None if self.chosen_by() else self._target()
 
     def _target(self) -> model.Target | None:
-        return next((t for t in self.unit.targets if t.arch == self.arch and t.gpu in (None, self.device)), None)
+        return next((t for t in self.unit.targets if t.serves(self.arch) and t.gpu in (None, self.device)), None)
 
     def chosen_by(self) -> str | None:
         """The backend that chose the entry, where it is another than this section's."""
@@ -126,12 +126,12 @@ def _unsearched_state(unit: model.Unit, prints: set[str], toolkit_version: str |
     states = []
     for t in unit.targets:
         why = stale_reasons(unit, t.arch, next(iter(prints)), toolkit_version or _entry_toolkit(unit, t.arch))
-        states.append(f"{t.arch}{' ' + t.gpu if t.gpu else ''}: {'; '.join(why) or 'up to date'}")
+        states.append(f"{', '.join(t.archs)}{' ' + t.gpu if t.gpu else ''}: {'; '.join(why) or 'up to date'}")
     return "; ".join(states)
 
 
 def _entry_toolkit(unit: model.Unit, arch: str) -> str:
-    target = next((t for t in unit.targets if t.arch == arch), None)
+    target = next((t for t in unit.targets if t.serves(arch)), None)
     record = target.record("toolkit") if target is not None else None
     return str(record.value) if record is not None else ""
 

@@ -72,8 +72,8 @@ def _seeds(task: Task, space: SearchSpace) -> list[Genome]:
     kernel family's curated starting points (nvcc_evo.search.boosters) that
     move a knob of its space."""
     seeds = [space.baseline()]
-    current = [t for t in task.unit.targets if t.arch == task.arch]
-    others = [t for t in task.unit.targets if t.arch != task.arch]
+    current = [t for t in task.unit.targets if t.serves(task.arch)]
+    others = [t for t in task.unit.targets if not t.serves(task.arch)]
     for target in current + others:
         seeds.append(space.genome({s.knob: s.value for s in target.settings}))
     family = None if current else family_of(task.source)

@@ -171,7 +171,7 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit, options) -> tuple[l
         mine = [r for r in records if r.unit_globs == unit.globs]
         asked = options.all or bool(options.globs)
         known = [options.target] if options.target else sorted(
-            {r.arch for r in mine} | {t.arch for t in unit.targets}, key=arch_order)
+            {r.arch for r in mine} | set(unit.archs), key=arch_order)
         archs = known or [DEFAULT_ARCH]
         _say_records(unit, mine, [u for u in unusable if u.unit_globs == unit.globs], unreadable, acf_path.parent,
                      not known)

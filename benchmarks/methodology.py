@@ -1,0 +1,202 @@
+"""nvcc-evo's engine against Kernel Tuner's strategies on brute-forced
+auto-tuning spaces, scored by the auto-tuning methodology (Willemsen et al.,
+FGCS 2024): 0 is random search, 1 the space's optimum from the start, over
+the time budget the methodology gives each space. No GPU: every strategy is
+replayed on the recorded answers (Kernel Tuner in its simulation mode) and
+spends the same simulated time (benchmarks/autotune_runs.py).
+
+It reads every Kernel Tuner cache (`*.json.gz`) below the hub folder: the
+benchmark hub's spaces, or any others of that format. It prints a table per
+space, the mean scores of the spaces the engine's defaults were tuned on
+(`TUNED_ON`) and of the others apart, and last one line:
+`score: nvcc-evo X, best Kernel Tuner strategy NAME Y` over the spaces held
+out (all of them when the hub has none of TUNED_ON).
+
+    pip install -e ".[methodology]"
+    python benchmarks/methodology.py --hub DIR [--quick] [--repeats N] [--jobs N]
+    NVCC_EVO_BENCHMARK_HUB=DIR python benchmarks/methodology.py --quick
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import autotune_hub  # noqa: E402
+import autotune_runs  # noqa: E402
+import autotune_score  # noqa: E402
+from autotune_runs import NVCC_EVO, EngineSettings  # noqa: E402
+
+HUB_VARIABLE = "NVCC_EVO_BENCHMARK_HUB"
+STRATEGIES = ("genetic_algorithm", "dual_annealing", "random_sample", autotune_runs.KERNEL_TUNER_DEFAULT)
+# The spaces the engine's defaults were chosen on (one or two GPUs of each kernel of
+# the benchmark hub); every other space is held out, and its score said apart.
+TUNED_ON = frozenset({
+    "kt_pnpoly/RTX_2080_Ti", "kt_gemm/RTX_2080_Ti", "convolution_milo/A100", "convolution_milo/A4000",
+    "dedispersion_milo/A100", "dedispersion_milo/A4000",
+})
+REPEATS, QUICK_REPEATS = 25, 5
+DETERMINISTIC = {"brute_force"}          # one run says it all
+
+
+@dataclass(frozen=True)
+class Row:
+    strategy: str
+    score: float
+    best: float             # median over runs of the best found, over the space's optimum
+    evaluations: float      # mean configurations evaluated within the budget
+    runs: int
+    seconds: float          # wall time of its runs here
+
+
+@dataclass(frozen=True)
+class SpaceResult:
+    name: str
+    configurations: int
+    budget_fevals: int
+    budget_seconds: float
+    rows: tuple[Row, ...]
+    cpu_seconds: float      # of the process that replayed it
+
+    def score(self, strategy: str) -> float:
+        return next(r.score for r in self.rows if r.strategy == strategy)
+
+
+@dataclass(frozen=True)
+class Plan:
+    strategies: tuple[str, ...]
+    repeats: int
+    seed: int
+    settings: EngineSettings
+
+
+def _row(strategy: str, runs, hub_space, started: float) -> Row:
+    optimum = float(hub_space.values.min())
+    bests = [float(r.values.min()) if len(r.values) else np.inf for r in runs]
+    return Row(strategy, autotune_score.score(runs, hub_space.values, hub_space.costs),
+               float(np.median(bests)) / optimum, float(np.mean([len(r.times) for r in runs])),
+               len(runs), time.monotonic() - started)
+
+
+def evaluate_space(job: tuple[Path, Path, Plan]) -> SpaceResult:
+    """Every strategy's runs on one space, and their scores."""
+    path, hub, plan = job
+    cpu = time.process_time()
+    space = autotune_hub.load(path, hub)
+    budget = autotune_score.time_range(space.values, space.costs).end
+    seeds = [plan.seed + i for i in range(plan.repeats)]
+    started = time.monotonic()
+    rows = [_row(NVCC_EVO, [autotune_runs.run_engine(space, budget, s, plan.settings) for s in seeds], space,
+                 started)]
+    with autotune_runs.plain_cache(space) as cache:
+        for strategy in plan.strategies:
+            started = time.monotonic()
+            runs = [autotune_runs.run_kernel_tuner(cache, strategy, budget, s)
+                    for s in (seeds[:1] if strategy in DETERMINISTIC else seeds)]
+            rows.append(_row(strategy, runs, space, started))
+    fevals = autotune_score.fevals_to_reach(space.values, autotune_score.END)
+    return SpaceResult(space.name, len(space.answers), fevals, budget / 1000, tuple(rows), time.process_time() - cpu)
+
+
+def table(result: SpaceResult) -> str:
+    held = "tuned on" if result.name in TUNED_ON else "held out"
+    lines = [f"{result.name} ({held}): {result.configurations} configurations, budget {result.budget_seconds:.0f} s "
+             f"simulated (random search's {result.budget_fevals} evaluations to 95%)",
+             f"  {'strategy':<20} {'score':>7} {'best/optimum':>13} {'evaluations':>12} {'runs':>5} {'wall s':>7}"]
+    for r in sorted(result.rows, key=lambda r: -r.score):
+        lines.append(f"  {r.strategy:<20} {r.score:>7.3f} {r.best:>13.4f} {r.evaluations:>12.0f} {r.runs:>5} "
+                     f"{r.seconds:>7.1f}")
+    return "\n".join(lines)
+
+
+def mean_scores(results: list[SpaceResult], strategies) -> dict[str, float]:
+    return {s: float(np.mean([r.score(s) for r in results])) for s in strategies}
+
+
+def summary(label: str, results: list[SpaceResult], strategies) -> str:
+    scores = mean_scores(results, strategies)
+    shown = ", ".join(f"{s} {v:.3f}" for s, v in sorted(scores.items(), key=lambda kv: -kv[1]))
+    return f"mean over {len(results)} spaces {label}: {shown}"
+
+
+def score_line(results: list[SpaceResult], strategies) -> str:
+    scores = mean_scores(results, strategies)
+    others = [s for s in strategies if s != NVCC_EVO]
+    if not others:
+        return f"score: nvcc-evo {scores[NVCC_EVO]:.3f} (no Kernel Tuner strategy run)"
+    best = max(others, key=lambda s: scores[s])
+    return f"score: nvcc-evo {scores[NVCC_EVO]:.3f}, best Kernel Tuner strategy {best} {scores[best]:.3f}"
+
+
+def hub_folder(given: str | None) -> Path:
+    folder = given or os.environ.get(HUB_VARIABLE)
+    if not folder:
+        raise SystemExit(f"methodology: name the benchmark hub's folder: --hub DIR or {HUB_VARIABLE}=DIR")
+    if not Path(folder).is_dir():
+        raise SystemExit(f"methodology: {folder} is not a folder")
+    return Path(folder).resolve()
+
+
+def parse(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--hub", help=f"the folder of Kernel Tuner caches (default: ${HUB_VARIABLE})")
+    p.add_argument("--quick", action="store_true",
+                   help=f"the held-out spaces only, {QUICK_REPEATS} runs per strategy (else all, {REPEATS} runs)")
+    p.add_argument("--repeats", type=int, help="runs per strategy and space")
+    p.add_argument("--only", nargs="*", default=(), help="spaces to run (names relative to the hub, e.g. kt_gemm/RTX_3090)")
+    p.add_argument("--spaces", choices=("all", "tuned", "held-out"), default="all",
+                   help="the spaces TUNED_ON, the others, or all (default)")
+    p.add_argument("--strategies", nargs="*", default=STRATEGIES, help="Kernel Tuner strategies")
+    p.add_argument("--jobs", type=int, default=2, help="spaces replayed at once (processes)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--population", type=int, help="the engine's population (default: the engine's)")
+    p.add_argument("--local-share", type=float, help="the engine's share of local steps (default: the engine's)")
+    return p.parse_args(argv)
+
+
+def _chosen(name: str, args: argparse.Namespace) -> bool:
+    if args.only and name not in args.only:
+        return False
+    spaces = "held-out" if args.quick and args.spaces == "all" else args.spaces
+    return spaces == "all" or (name in TUNED_ON) == (spaces == "tuned")
+
+
+def run(args: argparse.Namespace) -> list[SpaceResult]:
+    hub = hub_folder(args.hub)
+    paths = [p for p in autotune_hub.find(hub) if _chosen(str(p.relative_to(hub)).removesuffix(".json.gz"), args)]
+    repeats = args.repeats or (QUICK_REPEATS if args.quick else REPEATS)
+    plan = Plan(tuple(args.strategies), repeats, args.seed, EngineSettings(args.population, args.local_share))
+    jobs = [(path, hub, plan) for path in sorted(paths, key=lambda p: -p.stat().st_size)]   # the largest first
+    results = []
+    with get_context("spawn").Pool(max(1, min(args.jobs, len(jobs)))) as pool:
+        for result in pool.imap_unordered(evaluate_space, jobs):     # each table as its space ends
+            print(table(result), flush=True)
+            results.append(result)
+    return sorted(results, key=lambda r: r.name)
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    started = time.monotonic()
+    results = run(args)
+    strategies = (NVCC_EVO, *args.strategies)
+    tuned = [r for r in results if r.name in TUNED_ON]
+    held = [r for r in results if r.name not in TUNED_ON]
+    for label, group in (("the defaults were tuned on", tuned), ("held out", held)):
+        if group:
+            print(summary(label, group, strategies))
+    cpu = sum(r.cpu_seconds for r in results)
+    print(f"({time.monotonic() - started:.0f} s wall, {cpu:.0f} s CPU in the replaying processes)")
+    print(score_line(held or results, strategies))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
