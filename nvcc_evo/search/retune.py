@@ -328,7 +328,7 @@ def run_retune(options: Options) -> int:
             check_benches(tasks, options.backend)
         if not tasks:
             log(f"nothing retuned: {len(skipped)} skipped, as said above" if skipped else
-                f"nothing retuned: {len(waiting)} need a measurement" if waiting else
+                "nothing retuned: what is stale needs a measurement" if waiting else
                 "nothing to retune: every unit and target is up to date"
                 + (f" ({kept} kept for a GPU, as said above)" if kept else "") + " (use --all to force)")
             say_waiting(waiting, log)

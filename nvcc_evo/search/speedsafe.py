@@ -129,14 +129,14 @@ def with_register_warps(measurement: Measurement, arch: str) -> Measurement:
 
 def set_aside(tasks: list, log) -> tuple[list, list]:
     """The auto backend found no GPU: the tasks it may tune (compiler facts),
-    and those whose unit asks for a measurement (said, one line each)."""
+    and those whose unit asks for a measurement (said, one line a unit)."""
     kept, waiting = [], []
     for task in tasks:
-        wanted = needs_measuring(task.unit)
-        (waiting if wanted else kept).append(task)
-        if wanted:
-            log(f"{task}: asks for {', '.join(wanted)}, which only a measurement answers; no GPU here (backend "
-                f"auto is static): not tuned, nothing written")
+        (waiting if needs_measuring(task.unit) else kept).append(task)
+    for unit in dict.fromkeys(task.unit for task in waiting):
+        archs = ", ".join(task.arch for task in waiting if task.unit == unit)
+        log(f"{unit} [{archs}]: asks for {', '.join(needs_measuring(unit))}, which only a measurement answers; "
+            f"no GPU here (backend auto is static): not tuned, nothing written")
     return kept, waiting
 
 
