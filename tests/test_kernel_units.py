@@ -30,3 +30,15 @@ def test_kernel_globs_match_entry_names_and_narrow_by_digest():
     assert kernelname.matches("softmax_kernel@abababab", ["softmax_kernel"], "ab" * 32)
     assert not kernelname.matches("softmax_kernel@abababac", ["softmax_kernel"], "ab" * 32)
     assert kernelname.matches("Matmul", ["Matmul"], "") and not kernelname.matches("matmul", ["Matmul"], "")
+
+
+def test_the_triton_pages_acfs_check():
+    from conftest import ROOT
+    from nvcc_evo.acf.resolve import check
+    page = (ROOT / "docs" / "triton.md").read_text()
+    examples = [page.split("```\nacf 1\n")[1].split("```")[0], page.split("<<'ACF'\n")[1].split("\nACF\n")[0]]
+    for text in examples:
+        text = text if text.startswith("acf 1") else "acf 1\n" + text
+        file = parse_text(text, "nvcc-evo.acf")
+        check(file, text)
+        assert all(unit.is_kernel for unit in file.units)

@@ -61,7 +61,8 @@ def test_precedence_command_line_then_environment_then_file_then_default(project
     assert "evaluations = 6 (nvcc-evo.toml:2)" in said          # file
     assert "population = 5 (NVCC_EVO_POPULATION)" in said       # environment over file
     assert "seed = 9 (--seed)" in said                          # command line over both
-    assert "patience = 4 (built-in default)" in said
+    assert "patience = (unset) (built-in default)" in said      # a stagnant search diversifies, it does not stop
+    assert "time-limit = inf (built-in default)" in said       # --evaluations (here the file's) alone: no time limit
     # the default backend is auto, and said as what it chose here (it said "'static' (built-in default)")
     assert re.search(r"backend = '(static|pycuda)' \(auto, built-in default: (no PyCUDA GPU here|PyCUDA and a "
                      r"GPU found)\)", said), said
@@ -115,7 +116,7 @@ def test_the_build_uses_the_files_gpu_log_and_nvcc(project, evo_cache, real_nvcc
 
 ERRORS = [
     ('gpu = "H200"\nlogg = "x"\n', "nvcc-evo.toml:2:1: error: unknown setting 'logg' (known settings: gpu, log, "
-     "nvcc, ptxas, stale, [report], [retune])\nlogg = \"x\"\n^"),
+     "nvcc, ptxas, real-ptxas, stale, [report], [retune])\nlogg = \"x\"\n^"),
     ('[retune]\nevaluations = "ten"\n', "nvcc-evo.toml:2:15: error: 'retune.evaluations' must be an integer, "
      "got a string ('ten')\nevaluations = \"ten\"\n              ^"),
     ('[retune]\nbackend = "gpu"\n', "nvcc-evo.toml:2:11: error: 'retune.backend' must be one of auto, pycuda, "

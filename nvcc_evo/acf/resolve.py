@@ -6,6 +6,7 @@ Every problem of a file is collected (not only the first) and reported as
 from __future__ import annotations
 
 import difflib
+import os
 import re
 
 from nvcc_evo.acf import benchspec, kernelname, knobs, model, unitpath
@@ -28,6 +29,8 @@ REQUIRE_SEARCH_LIMIT = 100_000     # combinations of defines tried to find one t
 # (the unit's space_digest), so `define.X in 0..100000000` cost each build
 # 76 s and 6 GB, and a range past 2**63 crashed it.
 RANGE_VALUES_LIMIT = 100_000
+# ptxas knobs a PTX directive (.reqntid, .maxntid, .maxnreg, .minnctapersm) beats unless overridden
+DIRECTIVE_KNOBS = ("ptxas.maxrregcount", "ptxas.maxntid", "ptxas.minnctapersm")
 
 
 class Checker(BenchChecks):
@@ -63,6 +66,8 @@ class Checker(BenchChecks):
             self.check_kernel_unit(unit)
         pins = self.check_settings(unit.pins, "pin")
         spaces = self.check_space(unit.space)
+        if self.with_sources:
+            self.check_fixed_defines(unit, spaces)
         for knob_name, pin in pins.items():
             space = spaces.get(knob_name)
             if space is not None and not _in_domain(pin.value, space.domain, knobs.lookup(knob_name)):
@@ -90,10 +95,24 @@ class Checker(BenchChecks):
             if (knob is None and knobs.is_define(setting.knob)) or (knob is not None and knob.family != "ptxas"):
                 self.error(setting.span, f"a kernel unit takes ptxas.* knobs only (its PTX is compiled by "
                            f"ptxas alone), got {setting.knob}")
+        self.check_directive_override(unit)
         bench = unit.bench
         if bench is not None and (bench.kernel is not None or bench.args or bench.launch):
             self.error(bench.span, "a kernel unit is measured by a bench command (`command \"...\"` with a "
                        "metric): its kernel is launched by the program that compiles it")
+
+    def check_directive_override(self, unit: model.Unit) -> None:
+        """Triton's PTX states its block size (`.reqntid`): ptxas then ignores a
+        register cap, a thread hint or a CTA count from its command line unless
+        told to let them win, so such a knob must come with the override."""
+        settings = list(_all_settings(unit))
+        override = "ptxas.override_directive_values"
+        if any(s.knob == override and s.value is not False for s in settings):
+            return
+        capped = next((s for s in settings if s.knob in DIRECTIVE_KNOBS), None)
+        if capped is not None:
+            self.error(capped.span, f"{capped.knob} reaches a kernel whose PTX states its block size (Triton's "
+                       f"`.reqntid`) only with `pin {override} = true`; without it ptxas ignores it")
 
     def glob_span(self, unit: model.Unit, glob: str) -> model.Span:
         """Where the glob's string is (the unit's own span if not found)."""
@@ -140,6 +159,24 @@ class Checker(BenchChecks):
             self.check_value(setting.knob, setting.value, setting.span)
             seen.setdefault(setting.knob, setting)
         return seen
+
+    def check_fixed_defines(self, unit: model.Unit, spaces: dict) -> None:
+        """A searched define that the unit's source fixes itself (a #define
+        with no #ifndef guard): every value would give the same code."""
+        from pathlib import Path
+        from nvcc_evo.acf.sources import unguarded_define, unit_sources
+        folder = Path(self.file.path).parent
+        files = unit_sources(unit, folder)
+        for name, space in spaces.items():
+            macro = name[len(knobs.DEFINE_PREFIX):]
+            found = next(filter(None, (unguarded_define(f, macro) for f in files)), None) \
+                if knobs.is_define(name) else None
+            if found:
+                path, line, column = found
+                shown = os.path.relpath(path, folder) if str(path).startswith(str(folder)) else str(path)
+                self.error(space.span, f"{name} is searched, but {shown}:{line}:{column} defines {macro} "
+                           f"without an #ifndef guard, so every value gives the same code (wrap it in "
+                           f"#ifndef {macro} ... #endif)")
 
     def check_space(self, entries) -> dict[str, model.Space]:
         seen: dict[str, model.Space] = {}

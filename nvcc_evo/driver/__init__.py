@@ -8,7 +8,9 @@ flags), toolkit (probes of the real nvcc and ptxas), compiledb (each unit's
 build command, recorded for retunes), split (nvcc's steps run one by one
 for per-target ptxas flags), explain (`--explain`), settings (the project
 settings beside the ACF, with their precedence), candidate (one
-candidate compiled as the build compiles it, for the search).
+candidate compiled as the build compiles it, for the search); ptxas_shim,
+kernels and kernels_explain (`nvcc-evo-ptxas`, the drop-in ptxas for
+programs that run ptxas themselves, Triton's kernels).
 
 Imports: nvcc_evo.acf, nvcc_evo.errors and nvcc_evo.system; never
 nvcc_evo.measure or nvcc_evo.search.

@@ -48,6 +48,9 @@ class CompileJob:
 
     def command(self, work: str) -> list[str]:
         base = rebuild_argv(list(self.argv), REPLACED, self.source)
+        if self.source.endswith(".ptx"):       # a kernel unit's PTX (nvcc_evo.driver.kernels): ptxas alone, as
+            return [self.nvcc, *base, "-cubin", f"-arch={self.arch}", "-Xptxas", "-v",   # Triton runs it
+                    "--keep", "--keep-dir", work, "-o", os.path.join(work, "candidate.cubin"), *self.flags]
         if not any(a in ("-c", "--compile", "-dc", "--device-c") for a in base):
             base.append("-c")
         compute = self.arch.replace("sm_", "compute_")
@@ -326,3 +329,18 @@ def sass_hash(cubin: bytes) -> str:
 def instruction_count(cubin: bytes) -> int:
     """SASS instructions: every instruction is 16 bytes on sm_70 and later."""
     return sum(len(body) for name, body in cubin_sections(cubin).items() if name.startswith(".text.")) // 16
+
+
+REGCOUNT = 0x2f      # EIATTR_REGCOUNT in .nv.info: (symbol, registers) per kernel
+
+
+def cubin_registers(cubin: bytes) -> int:
+    """The most registers any kernel of the cubin uses, as its .nv.info says."""
+    info, found, at = cubin_sections(cubin).get(".nv.info", b""), 0, 0
+    while at + 2 <= len(info):
+        form, attribute = info[at], info[at + 1]
+        size = struct.unpack_from("<H", info, at + 2)[0] if form == 4 else (2 if form == 3 else 0)
+        if form == 4 and attribute == REGCOUNT and size == 8:
+            found = max(found, struct.unpack_from("<I", info, at + 8)[0])
+        at += (4 + size) if form == 4 else (4 if form == 3 else 2)
+    return found

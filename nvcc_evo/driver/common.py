@@ -10,6 +10,8 @@ import os
 import sys
 
 REAL_NVCC_ENV = "NVCC_EVO_REAL_NVCC"
+REAL_PTXAS_ENV = "NVCC_EVO_REAL_PTXAS"        # the ptxas nvcc-evo-ptxas stands for
+TRITON_BIN = os.path.join("triton", "backends", "nvidia", "bin")    # where Triton keeps its own ptxas
 GUARD_ENV = "NVCC_EVO_ACTIVE"
 ACF_ENV = "NVCC_EVO_ACF"
 ACF_NAME = "nvcc-evo.acf"

@@ -211,3 +211,45 @@ def settle(plan, toolkit, environ, arch: str, acf_dir: str | None):
             skipped.append(("ptxas.controls", f"{chosen} does not apply it: {problem}"))
     kept = tuple((name, value) for name, value in plan.applied if name in applied)
     return program, FlagPlan(tuple(flags), kept, tuple(skipped))
+
+
+class Program(NamedTuple):
+    """A ptxas standing in for a toolkit's (what `settle` and `choose` read):
+    the real ptxas nvcc-evo-ptxas runs for a program such as Triton."""
+
+    ptxas: str
+    version: str
+
+
+def option_problem(ptxas: Ptxas, arch: str, option: str) -> str:
+    """Why `ptxas` does not take `option` silently for `arch` (its first line
+    of complaint); "" when it does. Tried on the probe PTX once per binary."""
+    def ask() -> str:
+        code, out, _ = _try_probe([option], ptxas, arch)
+        return "" if code == 0 and not out else (out.splitlines()[0] if out else f"ptxas exit {code}")
+    return _cached("option", f"{_identity(ptxas.path)}:{arch}:{option}", ask)
+
+
+def accepted(plan, real: str, arch: str, environ, acf_dir: str):
+    """A kernel unit's knobs (a FlagPlan) for the ptxas step of a program
+    that runs ptxas itself: the program (`ptxas.version` chosen among `real`
+    and NVCC_EVO_PTXAS's, a controls file tried), and only the options that
+    ptxas takes silently (each other one skipped, with its complaint)."""
+    from nvcc_evo.driver.flags import FlagPlan, flag_text, ptxas_values
+    own = probe(real)
+    program = real
+    if knobs.STEP_ONLY & {name for name, _ in plan.applied}:
+        chosen, plan = settle(plan, Program(real, own.version), environ, arch, acf_dir)
+        program = chosen or real
+    ptxas = own if program == real else probe(program)
+    flags, applied, skipped = [], [], list(plan.skipped)
+    for name, value in plan.applied:
+        text = flag_text(name, value, acf_dir)
+        options = [o for o in ptxas_values(tuple(text)) if not o.startswith("--apply-controls")]
+        problem = next((p for p in (option_problem(ptxas, arch, o) for o in options) if p), "")
+        if problem:
+            skipped.append((name, f"{ptxas} does not take {' '.join(options)} silently: {problem}"))
+            continue
+        flags += text
+        applied.append((name, value))
+    return program, FlagPlan(tuple(flags), tuple(applied), tuple(skipped))

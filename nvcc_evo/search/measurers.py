@@ -83,7 +83,8 @@ def _command(task, acf_path: Path, timeout: float, flags_for) -> Measurer:
     at_start = read_text(acf_path)
     runner = CommandBench(bench, acf_path, task.unit.globs, task.arch,
                           lambda genome: _candidate_acf(acf_path, task, genome, at_start), flags_for,
-                          bench.timeout.seconds if bench.timeout else timeout, _primary(bench, task.unit.tune))
+                          bench.timeout.seconds if bench.timeout else timeout, _primary(bench, task.unit.tune),
+                          triton=task.unit.is_kernel)
 
     def measure(genome: Genome, flags, result) -> Measurement:
         compiled = static.measure(result, task.arch)
@@ -100,6 +101,7 @@ def _command(task, acf_path: Path, timeout: float, flags_for) -> Measurer:
         f"{repeat.low if repeat else 1} run(s)"
     return Measurer(measure, names + static.OBJECTIVES + ("command_time",), confirm=runner.confirm,
                     end_drift=runner.drift, primary=(runner.primary,), maximize=runner.maximized,
+                    reserve=runner.reserve, finish_by=runner.finish_by,
                     build=identity(bench),
                     describe=f"command `{bench.command.text}` ({shown}; {runs} per candidate, "
                              f"{runner.timeout:g} s a run at most)")

@@ -19,7 +19,7 @@ from nvcc_evo.acf.retarget import find_unit, replace_target
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.write import rewrite, writable
 from nvcc_evo.driver.plan import SPACE_CHANGED
-from nvcc_evo.errors import AcfChanged, AcfError
+from nvcc_evo.errors import AcfChanged
 from nvcc_evo.search.selection import log
 from nvcc_evo.search.space import Genome, SearchSpace
 from nvcc_evo.search.speedsafe import REGISTER_WARPS
@@ -45,7 +45,8 @@ def settings_of(outcome) -> tuple[model.Setting, ...]:
     for (name, value), dim in zip(outcome.chosen.items, outcome.space.dimensions):
         if value is not None and not dim.pinned and value != dim.baseline:
             chosen.append(model.Setting(name, value))
-    chosen.extend(model.Setting(k, v) for k, v in fixed_settings(outcome.task, outcome.space).items())
+    fixed = outcome.extra.get("fixed", fixed_settings(outcome.task, outcome.space))   # (those the build passes)
+    chosen.extend(model.Setting(k, v) for k, v in fixed.items())
     return tuple(chosen)
 
 
@@ -53,6 +54,8 @@ def provenance(outcome, toolkit, options) -> tuple[model.Record, ...]:
     t = outcome.evaluator.tally
     records = [model.Record("fingerprint", outcome.task.fingerprint), model.Record("toolkit", toolkit.version),
                model.Record("space_digest", outcome.task.unit.space_digest)]
+    if outcome.task.build:
+        records.append(model.Record("build", outcome.task.build))
     hello = outcome.extra["measurer"].hello
     if hello:
         records += [model.Record("gpu", hello["name"]), model.Record("cc", hello["cc"]),
@@ -100,23 +103,6 @@ def write_back(acf_path: Path, outcome, toolkit, options) -> None:
 
     rewrite(acf_path, update)
     outcome.written = True
-
-
-def write_or_say_why(acf_path: Path, outcome, toolkit, options) -> None:
-    """Write the outcome; a unit the ACF no longer has as it was (or an ACF
-    that does not parse now) is reported on stderr and in the summary."""
-    try:
-        write_back(acf_path, outcome, toolkit, options)
-        return
-    except AcfChanged as problem:
-        reason = str(problem)
-    except AcfError as problem:          # saved mid-edit, say
-        reason = f"the ACF has errors now:\n{problem}"
-    except FileNotFoundError:
-        reason = f"{acf_path} is gone"
-    outcome.extra["not_written"] = reason
-    outcome.verdict += f"; NOT written: {reason}"
-    log(f"{outcome.task}: not written to the ACF: {reason} (its evaluations are kept in the results store)")
 
 
 def say_rebuild(acf_path: Path, outcomes: list, redated: bool = False, shown: int = 4) -> None:

@@ -1,0 +1,13 @@
+"""A stand-in for a user's Triton benchmark on a machine with no GPU: it
+compiles the small matmul (as the first call of a real benchmark would) and
+prints its "time", here the registers its cubin uses, so that a retune
+through the command backend has a real, deterministic objective."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kernels import compile_kernel                                   # noqa: E402
+
+from nvcc_evo.driver.candidate import cubin_registers                 # noqa: E402
+
+print(f"time {cubin_registers(compile_kernel('matmul_small'))} ms")
