@@ -45,7 +45,7 @@ from nvcc_evo.search.speedsafe import guard_for, guarded_goal, narrowed, say_wai
 from nvcc_evo.search.store import Context, Store
 from nvcc_evo.search.together import Together, how_many, run_together
 from nvcc_evo.search.writeback import (current_genome, fixed_settings, one_retune_at_a_time, say_rebuild,
-                                      verdict_of)
+                                      verdict_of, write_back)
 from nvcc_evo.system.leftovers import sweep_for
 
 
