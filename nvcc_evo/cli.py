@@ -149,10 +149,13 @@ def retune(rest: list[str]) -> int:
                              "pycuda: kernel time and energy on the GPU; static: ptxas facts (no GPU); "
                              "command: the unit's bench command; replay: a recorded results store (--replay)")
     parser.add_argument("--replay", metavar="JSONL", help="results store to answer from, with --backend replay")
-    parser.add_argument("--evaluations", type=int, help="evaluation budget per unit and target (default 60)")
-    parser.add_argument("--generations", type=int, help="(default 1000)")
-    parser.add_argument("--time-limit", type=float, dest="seconds", help="seconds per unit and target")
-    parser.add_argument("--patience", type=int, help="generations without progress before stopping (default 4)")
+    parser.add_argument("--evaluations", type=int, help="evaluations per unit and target: a cap; alone, the "
+                        "budget (default: the backend's: 60 for static and replay)")
+    parser.add_argument("--generations", type=int, help="a cap on generations (default: none)")
+    parser.add_argument("--time-limit", type=float, dest="seconds",
+                        help="seconds per unit and target (default: the backend's: 180 for pycuda, 300 for command)")
+    parser.add_argument("--patience", type=int, help="stop after N generations without a new front point "
+                        "(default: never; a stagnant search diversifies until its budget ends)")
     parser.add_argument("--population", type=int, help="(default 12)")
     parser.add_argument("--seed", type=int, help="(default 0)")
     parser.add_argument("--jobs", type=int, help="parallel compiles (default: CPU cores)")

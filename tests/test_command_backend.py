@@ -62,7 +62,9 @@ def test_a_real_effect_in_the_projects_own_harness_is_found_and_confirmed(tmp_pa
     project, env = _harness(tmp_path, evo_cache, "define.NEWTON_STEPS in {6, 32}")
     log = tmp_path / "wrapper.log"
     env["NVCC_EVO_LOG"] = str(log)          # the user's own log gets the candidates' compiles too
-    result = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=project, env=env)
+    # (an evaluation budget: a time budget keeps back what 5 rounds take, much on a loaded machine)
+    result = run_evo("--retune", "--target", "sm_90", "--backend", "command", "--evaluations", "4", cwd=project,
+                     env=env)
     assert result.returncode == 0, result.stderr
     assert "improved time" in result.stdout
     text = (project / "nvcc-evo.acf").read_text()
@@ -104,7 +106,8 @@ def test_a_winner_that_was_noise_keeps_the_baseline(tmp_path, evo_cache):
     assert "baseline kept: gain not significant" in result.stdout
     text = (tmp_path / "nvcc-evo.acf").read_text()
     found = _provenance(text)
-    assert found["significant"] is False and found["p_value"] >= 0.01 and found["rounds"] == 6
+    # sequential: it may stop after the 5 least rounds once even a clean sixth could not make it significant
+    assert found["significant"] is False and found["p_value"] >= 0.01 and 5 <= found["rounds"] <= 6
     assert found["verdict"].startswith("baseline kept")
     assert "ptxas.opt_level = " not in text
 
@@ -268,9 +271,12 @@ def test_the_confirmation_compiles_nothing_the_command_rebuilds_itself(tmp_path,
     assert "verification mannwhitneyu" in result.stderr and "improved time 10 -> 5" in result.stdout
     stored = (tmp_path / ".nvcc-evo" / "results.jsonl").read_text().splitlines()
     built = [line for line in calls.read_text().splitlines() if "--keep-dir" in line]
-    assert len(stored) == 2 and len(built) == len(stored), built        # the baseline (-O3) and -O1: once each
+    # the baseline (-O3) and -O1 once each, and the ship check's build of the entry written (search.reach)
+    assert len(stored) == 2 and len(built) == len(stored) + 1, built
     rebuilt = [line for line in calls.read_text().splitlines() if "spill.cubin" in line]
-    assert len(rebuilt) == 2 + 1 + 2 * 6, rebuilt  # the command's: the search's two, the drift's, 6 rounds of two
+    rounds = _provenance((tmp_path / "nvcc-evo.acf").read_text())["rounds"]
+    assert rounds == 5                              # sequential: clear after the least rounds (6 allowed)
+    assert len(rebuilt) == 2 + 1 + 2 * rounds, rebuilt  # the command's: the search's two, the drift's, two a round
 
 
 def test_what_is_searched_is_said_before_the_baseline_runs(tmp_path, evo_cache):

@@ -105,7 +105,7 @@ def test_a_second_retune_of_the_same_acf_waits_and_both_results_are_written(proj
     env = evo_env(evo_cache)
     # The first searches long enough (the whole space, from source) to be still running when the second
     # starts: with PTX reuse and compiles running ahead, 3 evaluations ended before it (a race).
-    first = start(project, env, "spill.cu", "--evaluations", "32", "--full-protocol")
+    first = start(project, env, "spill.cu", "--evaluations", "32", "--patience", "4", "--full-protocol")
     wait_for(lambda: len(store_lines(project)) >= 1)
     second = start(project, env, "regs.cu", "--evaluations", "3")
     first_out, first_err = first.communicate(timeout=300)

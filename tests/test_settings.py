@@ -61,7 +61,8 @@ def test_precedence_command_line_then_environment_then_file_then_default(project
     assert "evaluations = 6 (nvcc-evo.toml:2)" in said          # file
     assert "population = 5 (NVCC_EVO_POPULATION)" in said       # environment over file
     assert "seed = 9 (--seed)" in said                          # command line over both
-    assert "patience = 4 (built-in default)" in said
+    assert "patience = (unset) (built-in default)" in said      # a stagnant search diversifies, it does not stop
+    assert "time-limit = inf (built-in default)" in said       # --evaluations (here the file's) alone: no time limit
     # the default backend is auto, and said as what it chose here (it said "'static' (built-in default)")
     assert re.search(r"backend = '(static|pycuda)' \(auto, built-in default: (no PyCUDA GPU here|PyCUDA and a "
                      r"GPU found)\)", said), said

@@ -6,7 +6,8 @@ one (first, last) or combines them (min, max, median, mean); the number is
 the named or numbered group, else the first group, else the whole match.
 `check` statements say what makes a run a wrong answer; `confirm`, `repeat`
 and `timeout` what a run costs. The checks here are the resolve stage's;
-`read_metric` and `wrong_answer` are the command backend's (re only).
+`read_metric`, `metric_step` (the resolution a metric is printed with) and
+`wrong_answer` are the command backend's (re only).
 """
 from __future__ import annotations
 
@@ -110,6 +111,39 @@ def read_metric(metric: model.Metric, output: str) -> float | str:
         except (TypeError, ValueError):
             return f"metric {metric.name} /{metric.regex}/ matched {found.group(0)!r}: group {group} is not a number"
     return float(TAKES[metric.take](values))
+
+
+NUMBER = re.compile(r"[-+]?(?P<whole>[0-9]*)(?:\.(?P<fraction>[0-9]*))?(?:[eE](?P<exponent>[-+]?[0-9]+))?")
+
+
+def printed_step(text: str) -> float | None:
+    """The resolution a number was printed with: the value of its last digit
+    (`0.0132` -> 0.0001, `13` -> 1, `1.5e-3` -> 0.0001); None if it is not one."""
+    found = NUMBER.fullmatch(text.strip())
+    if found is None or not (found.group("whole") or found.group("fraction")):
+        return None
+    return 10.0 ** (int(found.group("exponent") or 0) - len(found.group("fraction") or ""))
+
+
+def metric_step(metric: model.Metric, output: str) -> float | None:
+    """The coarsest resolution the metric's numbers were printed with in a
+    run's output (None: none of them reads as a plain number)."""
+    pattern = re.compile(metric.regex)
+    group = metric.group if metric.group is not None else (1 if pattern.groups else 0)
+    steps = [printed_step(found.group(group) or "") for found in pattern.finditer(output)]
+    steps = [step for step in steps if step is not None]
+    return max(steps) if steps else None
+
+
+def coarse_resolution(metric: model.Metric, output: str, value: float, least_gain: float) -> tuple[float, str]:
+    """(the metric's printed resolution, what to say when it is coarser, relative to `value`, than the least
+    gain a retune accepts: then no run can show such a gain; "" when it is not)."""
+    step = metric_step(metric, output) or 0.0
+    if not value or step / abs(value) <= least_gain:
+        return step, ""
+    return step, (f"metric {metric.name} is printed to {step:g} ({step / abs(value):.2%} of {value:g}): coarser "
+                  f"than the least gain a retune accepts ({least_gain:.1%}); smaller gains cannot show: "
+                  "print more digits")
 
 
 def wrong_answer(checks: tuple[model.RunCheck, ...], output: str, exit_code: int) -> str:

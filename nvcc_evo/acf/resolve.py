@@ -6,6 +6,7 @@ Every problem of a file is collected (not only the first) and reported as
 from __future__ import annotations
 
 import difflib
+import os
 import re
 
 from nvcc_evo.acf import benchspec, kernelname, knobs, model, unitpath
@@ -59,6 +60,8 @@ class Checker(BenchChecks):
             self.check_kernel_unit(unit)
         pins = self.check_settings(unit.pins, "pin")
         spaces = self.check_space(unit.space)
+        if self.with_sources:
+            self.check_fixed_defines(unit, spaces)
         for knob_name, pin in pins.items():
             space = spaces.get(knob_name)
             if space is not None and not _in_domain(pin.value, space.domain, knobs.lookup(knob_name)):
@@ -150,6 +153,24 @@ class Checker(BenchChecks):
             self.check_value(setting.knob, setting.value, setting.span)
             seen.setdefault(setting.knob, setting)
         return seen
+
+    def check_fixed_defines(self, unit: model.Unit, spaces: dict) -> None:
+        """A searched define that the unit's source fixes itself (a #define
+        with no #ifndef guard): every value would give the same code."""
+        from pathlib import Path
+        from nvcc_evo.acf.sources import unguarded_define, unit_sources
+        folder = Path(self.file.path).parent
+        files = unit_sources(unit, folder)
+        for name, space in spaces.items():
+            macro = name[len(knobs.DEFINE_PREFIX):]
+            found = next(filter(None, (unguarded_define(f, macro) for f in files)), None) \
+                if knobs.is_define(name) else None
+            if found:
+                path, line, column = found
+                shown = os.path.relpath(path, folder) if str(path).startswith(str(folder)) else str(path)
+                self.error(space.span, f"{name} is searched, but {shown}:{line}:{column} defines {macro} "
+                           f"without an #ifndef guard, so every value gives the same code (wrap it in "
+                           f"#ifndef {macro} ... #endif)")
 
     def check_space(self, entries) -> dict[str, model.Space]:
         seen: dict[str, model.Space] = {}

@@ -77,3 +77,42 @@ def unit_defines(unit: model.Unit, source: Path) -> dict:
     """Source parameters at the unit's defaults: the source's own #defines
     (through quoted includes), then the unit's pins."""
     return {**source_defines(source), **define_values({p.knob: p.value for p in unit.pins})}
+
+
+CONDITIONAL = re.compile(r"^\s*#\s*(ifndef|ifdef|if|elif|else|endif|define)\b\s*(.*)$")
+NOT_DEFINED = re.compile(r"!\s*defined\s*\(?\s*(\w+)\s*\)?\s*$")
+
+
+def unguarded_define(source: Path, name: str, _seen: frozenset = frozenset()) -> tuple[Path, int, int] | None:
+    """Where a source (or a header it includes with quotes) defines `name`
+    outside an `#ifndef NAME` (or `#if !defined(NAME)`) guard: (file, line,
+    column). Such a #define fixes the value whatever `-DNAME=` says (the
+    front end warns "redefined" and keeps the source's)."""
+    try:
+        lines = source.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    seen, guards = _seen | {source.resolve()}, []
+    for number, line in enumerate(lines, 1):
+        included = INCLUDE.match(line)
+        if included and (source.parent / included.group(1)).resolve() not in seen:
+            found = unguarded_define(source.parent / included.group(1), name, seen)
+            if found:
+                return found
+        directive = CONDITIONAL.match(line)
+        if directive is None:
+            continue
+        word, rest = directive.groups()
+        if word in ("ifndef", "if"):
+            guard = rest.split()[0] if word == "ifndef" and rest.split() else None
+            guarded = NOT_DEFINED.fullmatch(rest.strip()) if word == "if" else None
+            guards.append(guarded.group(1) if guarded else guard)
+        elif word == "ifdef":
+            guards.append(None)
+        elif word in ("elif", "else") and guards:
+            guards[-1] = None
+        elif word == "endif" and guards:
+            guards.pop()
+        elif word == "define" and re.match(rf"{re.escape(name)}\b(?!\()", rest) and name not in guards:
+            return source, number, line.index("#") + 1
+    return None

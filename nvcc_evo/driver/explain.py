@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 from nvcc_evo.acf.format import show_value
-from nvcc_evo.driver.flags import ptxas_values
+from nvcc_evo.driver.flags import DEFAULT_PASSES_NOTHING, ptxas_values
 from nvcc_evo.driver.plan import named_acf_problem
 from nvcc_evo.driver.wrapper import Decision, decide, find_real_nvcc
 from nvcc_evo.errors import EnvironmentProblem
@@ -44,9 +44,14 @@ def report(decision: Decision) -> str:
             ran_by = f"   (run by {programs[name, arch]})" if (name, arch) in programs else ""
             lines.append(f"    {name} [{arch}]: {' '.join(ptxas_values(plan.flags)) or '(nothing)'}   [{given}]"
                          + ran_by)
-    if decision.flags.skipped:
+    defaults = [(knob, why) for knob, why in decision.flags.skipped if why == DEFAULT_PASSES_NOTHING]
+    lost = [(knob, why) for knob, why in decision.flags.skipped if why != DEFAULT_PASSES_NOTHING]
+    if lost:         # an entry's knob that this build does not pass: what was measured would not ship
+        lines.append("not reaching the binary (the ACF sets them, this build does not pass them):")
+        lines += [f"    error: {knob}: {why}" for knob, why in lost]
+    if defaults:
         lines.append("skipped:")
-        lines += [f"    {knob}: {why}" for knob, why in decision.flags.skipped]
+        lines += [f"    {knob}: {why}" for knob, why in defaults]
     return "\n".join(lines) + "\n"
 
 

@@ -13,6 +13,7 @@ from nvcc_evo.acf import knobs
 from nvcc_evo.acf.knobs import Form, Kind, Needs, Scalar
 from nvcc_evo.driver.nvcc_options import NvccCall
 
+DEFAULT_PASSES_NOTHING = "the toolkit's default; nothing to pass"
 PTXAS_DEBUG = {"-g", "--device-debug"}
 PTXAS_WERROR = {"-Werror", "--warning-as-error"}
 PTXAS_SPILL_WARNING = {"-warn-spills", "--warn-on-spills"}
@@ -69,6 +70,26 @@ def _owned(found: dict[str, str]) -> dict[str, str]:
     return owned
 
 
+MACRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+HOST_MACRO = re.compile(r"-[DU](.*)", re.S)
+
+
+def user_macros(opt) -> list[tuple[str, str]]:
+    """The macros an option defines or undefines, (name, as the user spelled
+    it): `-D`/`-U` (a function-like `V(x)=x` defines V), and the host
+    compiler's `-Xcompiler -DV=7` in any spelling (nvcc hands those to every
+    preprocessing step, device code's too)."""
+    if opt.name in ("--define-macro", "--undefine-macro"):
+        items = [(item, f"-D/-U {item}") for item in opt.items()]
+    elif opt.name == "--compiler-options":
+        held = [HOST_MACRO.fullmatch(word.strip('"')) for item in opt.items() for word in item.split()]
+        items = [(m.group(1), f"-Xcompiler {m.group(0)}") for m in held if m]
+    else:
+        return []
+    named = [(MACRO_NAME.match(text.strip()), spelled) for text, spelled in items]
+    return [(name.group(0), spelled) for name, spelled in named if name]
+
+
 def read_facts(call: NvccCall) -> CallFacts:
     found: dict[str, str] = {}
     tokens = ptxas_tokens(call)
@@ -82,9 +103,8 @@ def read_facts(call: NvccCall) -> CallFacts:
             found.setdefault(nvcc_names[opt.name], opt.name)
         for implied in knobs.IMPLIED_BY.get(opt.name, ()):
             found.setdefault(implied, opt.name)
-        if opt.name in ("--define-macro", "--undefine-macro"):
-            for item in opt.items():
-                found.setdefault(knobs.DEFINE_PREFIX + item.split("=", 1)[0], f"-D/-U {item}")
+        for name, spelled in user_macros(opt):
+            found.setdefault(knobs.DEFINE_PREFIX + name, spelled)
     debug = call.has("--device-debug") or bool(PTXAS_DEBUG & set(tokens))
     werror = bool(PTXAS_WERROR & set(tokens)) or call.has("--Werror")
     spills = werror and bool(PTXAS_SPILL_WARNING & set(tokens))
@@ -149,7 +169,7 @@ def plan_flags(settings: dict[str, Scalar], facts: CallFacts, toolkit=None, acf_
             continue
         text = flag_text(name, value, acf_dir)
         if not text:
-            skipped.append((name, "the toolkit's default; nothing to pass"))
+            skipped.append((name, DEFAULT_PASSES_NOTHING))
             continue
         flags.extend(text)
         applied.append((name, value))

@@ -237,6 +237,9 @@ def sass_archs(call: NvccCall, default_arch: str) -> tuple[list[str], str]:
     elif not codes:
         codes.append(default_arch)
     sass = sorted({c for c in codes if c.startswith("sm_")})
+    jit = sorted({c for c in codes if c.startswith("compute_") and c.replace("compute_", "sm_") not in sass})
+    if jit:
+        return sass, f"{', '.join(jit)}: PTX only, compiled by the driver's JIT: no ptxas knob reaches it"
     return sass, ""
 
 
@@ -391,21 +394,3 @@ def build_plan(call: NvccCall, cwd: Path, environ, toolkit, cache_dir: Path, acf
                                  staleness(target, print_, toolkit.version, unit.space_digest), note))
     notes = (arch_note,) if arch_note else ()
     return CallPlan(acf_path, tuple(matches), tuple(archs), notes=notes)
-
-
-def common_settings(plan: CallPlan, stale_policy: str) -> tuple[dict, list[tuple[str, str]]]:
-    """Knob values shared by every (input, arch) of the call; flags apply per
-    ptxas run, so a value that differs between them cannot be applied."""
-    if not plan.matches:
-        return {}, []
-    each = [m.settings(stale_policy) for m in plan.matches]
-    names = sorted(set().union(*each))
-    common, dropped = {}, []
-    for name in names:
-        values = [s.get(name, None) for s in each]
-        if all(v == values[0] for v in values) and values[0] is not None:
-            common[name] = values[0]
-        else:
-            where = ", ".join(f"{m.input}/{m.arch}={s.get(name, 'default')}" for m, s in zip(plan.matches, each))
-            dropped.append((name, f"differs within this call ({where})"))
-    return common, dropped

@@ -55,18 +55,19 @@ KEYS = (
     Key("real-ptxas", "path", "NVCC_EVO_REAL_PTXAS", None, "the ptxas nvcc-evo-ptxas stands for (default: Triton's "
         "own when Triton calls it, else $CUDA_HOME/bin/ptxas, PATH)"),
     Key("retune.backend", "choice", "NVCC_EVO_BACKEND", "auto", "what measures a candidate", BACKENDS),
-    Key("retune.evaluations", "int", "NVCC_EVO_EVALUATIONS", 60, "evaluation budget per unit and target",
+    Key("retune.evaluations", "int", "NVCC_EVO_EVALUATIONS", None, "evaluations per unit and target, a cap (alone: "
+        "the budget; default: the backend's, search.budget)", positive=True),
+    Key("retune.generations", "int", "NVCC_EVO_GENERATIONS", None, "a cap on generations (default: none)",
         positive=True),
-    Key("retune.generations", "int", "NVCC_EVO_GENERATIONS", 1000, "generation budget", positive=True),
-    Key("retune.patience", "int", "NVCC_EVO_PATIENCE", 4, "generations without progress before stopping",
-        positive=True),
+    Key("retune.patience", "int", "NVCC_EVO_PATIENCE", None, "stop after this many generations without a new "
+        "front point (default: never; a stagnant search diversifies until its budget ends)", positive=True),
     Key("retune.population", "int", "NVCC_EVO_POPULATION", 12, "candidates per generation", positive=True),
     Key("retune.seed", "int", "NVCC_EVO_SEED", 0, "seed of the search (the same seed, the same search)"),
     Key("retune.jobs", "int", "NVCC_EVO_JOBS", None, "parallel compiles (default: CPU cores)", positive=True),
     Key("retune.timeout", "float", "NVCC_EVO_TIMEOUT", 300.0, "seconds before a compile counts as hung",
         positive=True, finite=True),
-    Key("retune.time-limit", "float", "NVCC_EVO_TIME_LIMIT", float("inf"), "seconds per unit and target",
-        positive=True),
+    Key("retune.time-limit", "float", "NVCC_EVO_TIME_LIMIT", None, "seconds per unit and target (default: the "
+        "backend's: 180 with the GPU, 300 with a bench command, none for static and replay)", positive=True),
     Key("retune.target", "str", "NVCC_EVO_TARGET", None, "the SASS architecture to tune for (sm_90, ...)",
         form="target"),
     Key("retune.device", "int", "NVCC_EVO_DEVICE", 0, "the CUDA device the pycuda backend measures on", counted=True),

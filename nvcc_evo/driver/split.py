@@ -38,7 +38,7 @@ from nvcc_evo.system.leftovers import private_folder, sweep_temporary
 # keep nvcc's own steps: run as asked.
 NOT_SPLIT = ("--verbose", "--dryrun", "--keep", "--keep-dir", "--save-temps", "--preprocess",
              "--generate-dependencies", "--generate-nonsystem-dependencies", "--dlink-time-opt", "--lto",
-             "--device-link", "--run", "--ptx", "--cubin", "--optix-ir", "--lib")
+             "--device-link", "--run", "--ptx", "--optix-ir", "--lib")
 
 SHELL = "/bin/sh"          # what nvcc itself runs its steps with
 SCRIPT_NAME = "nvcc-evo-steps.sh"   # in the keep folder; no kept file of nvcc's ends in .sh

@@ -95,8 +95,8 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
         return Decision(None, planning.CallPlan(acf_path, passthrough="no real nvcc"),
                         problems=("no real nvcc found: set NVCC_EVO_REAL_NVCC, CUDA_HOME, PATH or `nvcc` in "
                                   "the project settings",))
-    from nvcc_evo.acf.knobs import STEP_ONLY
-    from nvcc_evo.driver.flags import FlagPlan, plan_flags, read_facts
+    from nvcc_evo.driver.compileplan import plan_call
+    from nvcc_evo.driver.flags import FlagPlan
     from nvcc_evo.driver.toolkit import cache_folder, load_toolkit
     toolkit = load_toolkit(nvcc)
     try:
@@ -113,26 +113,10 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
                         (f"the ACF has errors; building without tuned flags: {first.location}: "
                          f"{first.message}{more}",), acf_error=error)
     policy = environ.get(planning.STALE_ENV, "keep")
-    settings, dropped = planning.common_settings(call_plan, policy)
-    for name in STEP_ONLY & set(settings):
-        dropped.append((name, f"{name}={settings.pop(name)} is given to each ptxas step on its own"))
-    facts = read_facts(call)
-    acf_dir = str(acf_path.parent)
-    flags = plan_flags(settings, facts, toolkit, acf_dir)
-    per_step, dropped = _per_step(call, call_plan, policy, dropped, facts, toolkit, acf_dir)
-    programs = []
-    if any(name in STEP_ONLY for _, plan in per_step for name, _ in plan.applied):
-        from nvcc_evo.driver.ptxas import settle      # (only for units that choose a ptxas or a controls file)
-        settled = []
-        for (name, arch), plan in per_step:
-            program, plan = settle(plan, toolkit, environ, arch, acf_dir)
-            settled.append(((name, arch), plan))
-            programs += [((name, arch), program)] if program else []
-        per_step = tuple(settled)
-    skipped = tuple(dropped) + flags.skipped + tuple(
-        (f"{knob} ({name} [{arch}])", why) for (name, arch), plan in per_step for knob, why in plan.skipped)
-    return Decision(nvcc, call_plan, FlagPlan(flags.flags, flags.applied, skipped), toolkit, call=call,
-                    per_step=per_step, programs=tuple(programs), settings=found)
+    planned = plan_call(call, call_plan, policy, toolkit, str(acf_path.parent), environ)
+    flags = planned.flags
+    return Decision(nvcc, call_plan, FlagPlan(flags.flags, flags.applied, planned.skipped), toolkit, call=call,
+                    per_step=planned.per_step, programs=planned.programs, settings=found)
 
 
 def _settings_nvcc(found, nvcc) -> Path:
@@ -149,30 +133,6 @@ def _settings_nvcc(found, nvcc) -> Path:
     if not (os.path.isfile(path) and os.access(path, os.X_OK)) or is_self(path):
         raise EnvironmentProblem(f"{chosen.source}: nvcc = {path} is not an executable nvcc (nor nvcc-evo)")
     return Path(path)
-
-
-def _per_step(call, call_plan, policy, dropped, facts, toolkit, acf_dir):
-    """ptxas knobs whose values differ between the call's inputs or
-    architectures, and those only a ptxas step takes (its program, its
-    controls file), go to each ptxas step on its own (nvcc_evo.driver.split)
-    where the call allows it; every other knob that differs stays out, with
-    the reason."""
-    from nvcc_evo.acf import knobs
-    from nvcc_evo.driver.flags import plan_flags
-    ptxas = {name for name, _ in dropped if getattr(knobs.lookup(name), "family", "") == "ptxas"}
-    if not ptxas:
-        return (), [(name, f"{reason}; compile them separately to tune each") for name, reason in dropped]
-    from nvcc_evo.driver.split import why_not      # (subprocess and tempfile: only for calls that need them)
-    why = why_not(call)
-    per_step = []
-    if not why:
-        for match in call_plan.matches:
-            chosen = {k: v for k, v in match.settings(policy).items() if k in ptxas}
-            per_step.append(((match.input, match.arch), plan_flags(chosen, facts, toolkit, acf_dir)))
-    left = [(name, f"{reason}; not given per ptxas step: {why}" if name in ptxas else
-             f"{reason}; compile them separately to tune each")
-            for name, reason in dropped if not (per_step and name in ptxas)]
-    return tuple(per_step), left
 
 
 def _record(decision: Decision, argv: list[str], environ, cwd: Path) -> None:

@@ -84,6 +84,13 @@ class Measurer:
     primary: tuple[str, ...] = ()       # what to tune when the unit's tune block names nothing measurable
     maximize: tuple[str, ...] = ()      # objectives where higher is better (a bench command's rates)
     build: str = ""                     # what else builds and measures a candidate (a bench command): in the results' key
+    # Seconds the steps after the search (confirm, end_drift) are expected to
+    # take at most, known once the baseline is measured: kept back from a time
+    # budget, so that a search that runs out of time still confirms and writes.
+    reserve: Callable[[], float] = lambda: 0.0
+    # Told the time (time.monotonic()) the steps after the search must end by
+    # (a time budget's end): a sequential confirmation fits its rounds into it.
+    finish_by: Callable[[float], None] = lambda deadline: None
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,10 @@ NVCC=nvcc-evo compiles the candidate.
   flags, else the candidate fails (`not-rebuilt`, `flags-not-applied`);
 - statistics: `repeat N` (or `LOW..HIGH`, adaptive: stats.enough) runs per
   candidate, medians and relative spreads stored; `confirm` re-runs the
-  winner and the baseline interleaved (rebuilt each time) and judges them
-  with the GPU backend's rule (stats.faster); a failed confirmation run
+  winner and the baseline interleaved (rebuilt each time), sequentially
+  (stats.verdict_clear; at most `confirm rounds`; its least rounds and the
+  drift `reserve`d in a time budget), judged by the GPU backend's rule
+  (stats.faster); a metric printed too coarsely is said; a failed confirmation run
   says what failed (the run, its check, its exit status); `drift`: the
   baseline rebuilt and run again after the search, against its first runs;
 - wrong answers: a bench's `check` statements (acf.benchcommand) and
@@ -37,6 +39,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -48,7 +51,7 @@ from nvcc_evo.driver.common import PHASE_ENV
 from nvcc_evo.driver.compiledb import outputs_of
 from nvcc_evo.driver.flags import ptxas_values
 from nvcc_evo.measure import Confirmation, Measurement, failed
-from nvcc_evo.measure.stats import Summary, Verdict, enough, faster, summarize
+from nvcc_evo.measure.stats import MIN_GAIN, Summary, Verdict, enough, faster, summarize, verdict_clear
 from nvcc_evo.system.leftovers import SHELL, private_folder, run_in_group
 
 NAME = "command"
@@ -149,6 +152,10 @@ class CommandBench:
     say: Callable[[str], None] = lambda message: print(f"nvcc-evo: {message}", file=sys.stderr, flush=True)
     best: Summary | None = None         # the primary metric's best so far (adaptive repeats stop early)
     runs: int = 0                       # runs so far (NVCC_EVO_RUN)
+    built: tuple[float, ...] = ()       # seconds of each run that built its candidate (what a confirmation run costs)
+    first: float = 0.0                  # seconds of the first candidate's (the baseline's) measurement
+    step: float | None = None           # the primary metric's printed resolution, once said
+    deadline: float = math.inf          # when the confirmation must be over (a retune's time budget: finish_by)
     triton: bool = False                # a kernel unit: Triton compiles it through nvcc-evo-ptxas
 
     @property
@@ -170,6 +177,7 @@ class CommandBench:
             started = time.monotonic()
             done = run_in_group([SHELL, "-c", command], cwd=self.folder, env=env, timeout=self.timeout)
             seconds = time.monotonic() - started
+            self.built += (seconds,) if must_build else ()
             log_lines = _read_log(scratch / "wrapper.log")
             _copy_to_users_log(scratch / "wrapper.log")
             if done.returncode is not None and any(c.kind == "command" for c in self.bench.run_checks):
@@ -179,7 +187,17 @@ class CommandBench:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         output = done.stdout + ("\n" if done.stdout and done.stderr else "") + done.stderr
-        return self._judge(done.returncode, output, log_lines, flags, must_build, checked, seconds, command)
+        judged = self._judge(done.returncode, output, log_lines, flags, must_build, checked, seconds, command)
+        if judged.ok and self.step is None:
+            self._resolution(output, dict(judged.values)[self.primary])
+        return judged
+
+    def _resolution(self, output: str, value: float) -> None:
+        """The primary metric's printed resolution, from the first good run's digits, said when too coarse."""
+        metric = next(m for m in self.bench.metrics if m.name == self.primary)
+        self.step, coarse = benchcommand.coarse_resolution(metric, output, value, MIN_GAIN)
+        if coarse:
+            self.say(f"{' '.join(self.globs)} [{self.arch}]: {coarse}")
 
     def _environment(self, acf: Path, flags, phase: str, log: Path) -> dict:
         env = dict(os.environ, NVCC_EVO_ACF=str(acf), NVCC_EVO_CANDIDATE_FLAGS=" ".join(flags),
@@ -250,8 +268,21 @@ class CommandBench:
             acf.unlink(missing_ok=True)
             self._leave_stale()
         measurement = self._summary(runs, time.monotonic() - started)
+        self.first = self.first or time.monotonic() - started
         self._note(measurement, flags, len(runs))
         return measurement
+
+    def round_cost(self) -> float:
+        """Seconds one confirmation round (two builds and runs) is expected to take, from the runs so far."""
+        return 2 * statistics.median(self.built) if self.built else 0.0
+
+    def reserve(self) -> float:
+        """Seconds the end drift and the confirmation's least rounds are expected to take, with a margin of a
+        fifth: kept back from a time budget (further rounds only as the time left allows: `finish_by`)."""
+        return 1.2 * (benchcommand.LEAST_ROUNDS * self.round_cost() + self.first)
+
+    def finish_by(self, deadline: float) -> None:   # the steps after the search end by then
+        self.deadline = deadline
 
     def _summary(self, runs: list[Run], seconds: float) -> Measurement:
         metrics, spreads = [], []
@@ -323,13 +354,24 @@ class CommandBench:
                     self.say(f"{' '.join(self.globs)} [{self.arch}]: {problem}; the last lines:\n{tail(run.detail)}")
                     return _judged(samples, self.primary in self.maximized), problem
                 samples[side].append(dict(run.values)[self.primary])
+            if _clear(samples, rounds, self.primary in self.maximized):
+                break              # sequential: the verdict will not change with more rounds
+            if index + 1 >= benchcommand.LEAST_ROUNDS and time.monotonic() + self.round_cost() > self.deadline:
+                self.say(f"{' '.join(self.globs)} [{self.arch}]: confirmation ends after {index + 1} of {rounds} rounds: "
+                         "no time left for another")
+                break
         return _judged(samples, self.primary in self.maximized), problem
 
 
+def _clear(samples: dict[str, list[float]], rounds: int, maximize: bool) -> bool:
+    """The confirmation may stop here (stats.verdict_clear; sides swapped to maximise, as in _judged)."""
+    sides = (samples["chosen"], samples["baseline"]) if maximize else (samples["baseline"], samples["chosen"])
+    return verdict_clear(*sides, rounds, benchcommand.LEAST_ROUNDS)
+
+
 def _judged(samples: dict[str, list[float]], maximize: bool) -> Verdict:
-    """stats.faster on the primary metric; for a metric to maximise the two
-    sides swap (a higher rate is the faster build), so the effect is still
-    > 1 where the candidate is better."""
+    """stats.faster on the primary metric; to maximise, the sides swap (a
+    higher rate is the faster build), so the effect is > 1 where the candidate is better."""
     base, chosen = samples["baseline"], samples["chosen"]
     if not base or not chosen:
         return Verdict("mannwhitneyu", 1.0, 1.0, 0.0, False, 0)

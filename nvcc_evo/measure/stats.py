@@ -152,3 +152,27 @@ def faster(baseline: Sequence[float], candidate: Sequence[float], alpha: float =
     noise = max(base.spread, cand.spread, min_gain)
     return Verdict("mannwhitneyu", p_value, effect, noise, p_value < alpha and effect - 1 > noise,
                    min(len(baseline), len(candidate)))
+
+
+def verdict_clear(baseline: Sequence[float], candidate: Sequence[float], most: int, least: int,
+                  alpha: float = SIGNIFICANCE, min_gain: float = MIN_GAIN) -> bool:
+    """A sequential confirmation (rounds of one sample a side, at most
+    `most`) may stop after this round: from `least` rounds on, once the gain
+    is significant at alpha split over the looks the rounds allow (so that
+    looking early wins no more often than one test at the end), once the
+    candidate is significantly slower, or once even a candidate faster in
+    every round left could not reach significance."""
+    rounds = min(len(baseline), len(candidate))
+    if rounds < least:
+        return False
+    if rounds >= most:
+        return True
+    looks = most - least + 1
+    if faster(baseline, candidate, alpha / looks, min_gain).significant:
+        return True
+    if faster(candidate, baseline, alpha / looks, min_gain).significant:
+        return True
+    left = most - rounds
+    low, high = min(*baseline, *candidate), max(*baseline, *candidate)
+    best_case = faster(list(baseline) + [high * 2 + 1] * left, list(candidate) + [low / 2] * left, alpha, 0.0)
+    return best_case.p_value >= alpha

@@ -149,6 +149,9 @@ class Started:
     futures: list
 
 
+NOT_SHIPPED = "not-shipped"     # the build would drop one of the candidate's knobs
+
+
 @dataclass
 class Evaluator:
     job: CompileJob                                   # the build, without candidate flags
@@ -171,8 +174,12 @@ class Evaluator:
     program_for: Callable[[Genome], str | None] = lambda genome: None   # the ptxas it asks for (None: the job's)
     lanes: object | None = None                       # several measuring lanes (search.lanes.LaneSet), if any
     guard: threading.Lock = field(default_factory=threading.Lock)   # the lanes' threads record one at a time
+    # Why a genome's knobs would not all reach the build ("" when they do): such a candidate is a
+    # failure (not-shipped), never measured, so it can be neither chosen nor reported (search.reach).
+    not_shipped: Callable[[Genome], str] = lambda genome: ""
     slots: threading.Semaphore | None = None          # compile slots shared with other searches at once
     stopping: threading.Event | None = None           # set: the retune is interrupted (Stopped, nothing recorded)
+    deadline: float = math.inf                        # time.monotonic() past which no candidate is measured
 
     def resume(self, records: list[Record]) -> list[Evaluation]:
         """Evaluations read back from the store, so no genome is redone."""
@@ -210,8 +217,15 @@ class Evaluator:
                                      for g, f in zip(genomes, flags)], self.workers, self.ptx, self.slots)
         else:
             finished = ((i, None) for i in range(len(genomes)))
-        done = {index: self.take(genomes[index], flags[index], result) for index, result in finished}
-        return [done[i] for i in range(len(genomes))]
+        done = {}
+        for index, result in finished:
+            if self.out_of_time():
+                break              # the search's time is up: the rest of the batch is not measured
+            done[index] = self.take(genomes[index], flags[index], result)
+        return [done[i] for i in range(len(genomes)) if i in done]
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() >= self.deadline
 
     def start(self, genomes: list[Genome]) -> "Started":
         """Start compiling a batch and return at once, so that it compiles
@@ -230,8 +244,12 @@ class Evaluator:
         compile ended first); with lanes, on whichever lane is free."""
         if self.lanes is not None:
             return self.lanes.finish(self, started, begin, end)
-        return [self.take(started.genomes[i], started.flags[i], self.compiled(started, i))
-                for i in range(begin, end)]
+        taken = []
+        for i in range(begin, end):
+            if self.out_of_time():
+                break              # the search's time is up (a slow backend: a bench command per candidate)
+            taken.append(self.take(started.genomes[i], started.flags[i], self.compiled(started, i)))
+        return taken
 
     def compiled(self, started: "Started", index: int) -> CompileResult | None:
         return self.compiler.result(started.futures[index]) if self.compiles else None
@@ -251,7 +269,9 @@ class Evaluator:
         (from several lanes' threads at once: the bookkeeping under `guard`)."""
         if self.stopping is not None and self.stopping.is_set():
             raise Stopped()
-        measurement, digest = self._measure_once(genome, flag_list, result)
+        lost = self.not_shipped(genome)
+        measurement, digest = (Measurement(NOT_SHIPPED, detail=lost), "") if lost else \
+            self._measure_once(genome, flag_list, result)
         with self.guard:
             return self._record(genome, flag_list, measurement, digest)
 

@@ -12,13 +12,20 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 
-from nvcc_evo.search.space import Genome, SearchSpace, crossover, mutate, sample, step
+from nvcc_evo.search.space import Genome, SearchSpace, crossover, mutate, sample, step, unseen
 
 INF = math.inf
+# Stagnation: after RESTART_AFTER generations with no new front point, SHAKE_STEP more of each
+# generation (up to MAX_SHAKE) is random immigrants and jumps from the front (each gene
+# changed with probability JUMP_RATE), beside the local steps and crossover.
+RESTART_AFTER = 2
+SHAKE_STEP = 0.25
+MAX_SHAKE = 0.6
+JUMP_RATE = 0.4
 
 
 @dataclass(frozen=True)
@@ -37,10 +44,13 @@ class Evaluation:
 
 @dataclass(frozen=True)
 class Budget:
-    evaluations: int = 60
-    generations: int = 1000
+    evaluations: float = 60      # a cap (inf: none)
+    generations: float = INF
     seconds: float = INF
-    patience: int = 4            # generations without a new front point before stopping
+    patience: int | None = None  # generations without a new front point before stopping (None: never)
+
+    def patient(self, progress: "Progress") -> bool:
+        return self.patience is None or progress.stale_generations < self.patience
 
 
 @dataclass
@@ -123,22 +133,42 @@ def pareto_front(evaluations: Iterable[Evaluation]) -> list[Evaluation]:
     return sorted((unique[i] for i in non_dominated_sort(unique)[0]), key=lambda e: e.objectives)
 
 
+class Avoid(Protocol):
+    """What the engine is told of failures, to propose none known to fail (search.learned)."""
+
+    def learn(self, evaluation: Evaluation) -> None: ...
+
+    def forbids(self, genome: Genome) -> bool: ...
+
+
 class Engine:
     """Ask for genomes, tell their evaluations; NSGA-II in between."""
 
     def __init__(self, space: SearchSpace, rng: np.random.Generator, population: int = 12,
-                 seeds: Sequence[Genome] = (), history: Sequence[Evaluation] = (), local_share: float = 0.5):
+                 seeds: Sequence[Genome] = (), history: Sequence[Evaluation] = (), local_share: float = 0.5,
+                 avoid: "Avoid | None" = None):
         self.space, self.rng, self.size, self.local_share = space, rng, population, local_share
         self.seen: dict[Genome, Evaluation] = {e.genome: e for e in history}
         self.pending: set[Genome] = set()
         self.population: list[Evaluation] = survivors(list(self.seen.values()), population)
         self.seeds = [g for g in dict.fromkeys(seeds) if g not in self.seen]
         self._front: list[Evaluation] = pareto_front(self.seen.values())
+        self.stale = 0                  # generations told in a row with no new front point
+        self.diversified = 0            # proposals made to leave a stagnation (immigrants, jumps)
+        self.avoid = avoid              # what is known to fail (search.learned): never proposed
+        self.avoided: set[Genome] = set()
+        for evaluation in history if avoid is not None else ():
+            avoid.learn(evaluation)
 
     def _fresh(self, genome: Genome, batch: list[Genome]) -> bool:
-        """Not evaluated, asked for or in this batch, and allowed by the space's requires."""
-        return (genome not in self.seen and genome not in self.pending and genome not in batch
-                and self.space.allows(genome))
+        """Not evaluated, asked for or in this batch, allowed by the space's
+        requires and not known to fail (`avoid`)."""
+        if genome in self.seen or genome in self.pending or genome in batch or not self.space.allows(genome):
+            return False
+        if self.avoid is not None and self.avoid.forbids(genome):
+            self.avoided.add(genome)
+            return False
+        return True
 
     def _tournament(self) -> Genome:
         a, b = (self.population[i] for i in self.rng.integers(len(self.population), size=2))
@@ -158,20 +188,40 @@ class Engine:
         tries = 0
         while len(batch) < count and tries < 50 * count:
             tries += 1
-            if len(self.population) >= 2 and self._front and self.rng.random() < self.local_share:
-                elite = self._front[int(self.rng.integers(len(self._front)))].genome
-                child = step(elite, self.space, self.rng)
-            elif len(self.population) >= 2:
-                child = mutate(crossover(self._tournament(), self._tournament(), self.rng, self.space),
-                               self.space, self.rng)
-            else:
-                child = sample(self.space, self.rng)
+            child = self._child()
             if not self._fresh(child, batch) and tries % 5 == 0:
                 child = sample(self.space, self.rng)   # crowded space: explore
             if self._fresh(child, batch):
                 batch.append(child)
+        if len(batch) < count:                         # random draws find nothing new: the rest, in order
+            batch += unseen(self.space, lambda g: self._fresh(g, batch), count - len(batch))
         self.pending.update(batch)
         return batch
+
+    def _elite(self) -> Genome:
+        return self._front[int(self.rng.integers(len(self._front)))].genome
+
+    def _child(self) -> Genome:
+        """One proposal: a local step from a front point or a crossover of
+        two tournament winners, mutated. Stagnating (RESTART_AFTER generations
+        without a new front point), a growing share (`shake`) are random
+        immigrants and front points mutated hard, so the search keeps moving
+        until its budget ends. (No extra draw when not stagnating: the
+        random stream of a search that keeps improving is what it was.)"""
+        if len(self.population) < 2:
+            return sample(self.space, self.rng)
+        shake = min(MAX_SHAKE, SHAKE_STEP * (self.stale - RESTART_AFTER + 1)) if self.stale >= RESTART_AFTER else 0.0
+        if shake:
+            draw = self.rng.random()
+            if draw < shake / 2:
+                self.diversified += 1
+                return sample(self.space, self.rng)                        # an immigrant
+            if draw < shake and self._front:
+                self.diversified += 1
+                return mutate(self._elite(), self.space, self.rng, rate=JUMP_RATE)   # a jump from the front
+        if self._front and self.rng.random() < self.local_share:
+            return step(self._elite(), self.space, self.rng)
+        return mutate(crossover(self._tournament(), self._tournament(), self.rng, self.space), self.space, self.rng)
 
     def tell(self, evaluations: Sequence[Evaluation]) -> bool:
         """Record results; True when one of them entered the Pareto front."""
@@ -180,7 +230,10 @@ class Engine:
             self.seen[evaluation.genome] = evaluation
             self.pending.discard(evaluation.genome)
             entered |= self._offer(evaluation)
+            if self.avoid is not None:
+                self.avoid.learn(evaluation)
         self.population = survivors(self.population + list(evaluations), self.size)
+        self.stale = 0 if entered else self.stale + 1
         return entered
 
     def _offer(self, candidate: Evaluation) -> bool:
@@ -222,7 +275,7 @@ def run_search(engine: Engine, evaluate: Evaluate, budget: Budget,
 
 def _within(progress: Progress, budget: Budget, pending: int) -> bool:
     return (progress.evaluations + pending < budget.evaluations and progress.generation < budget.generations
-            and progress.elapsed() < budget.seconds and progress.stale_generations < budget.patience)
+            and progress.elapsed() < budget.seconds and budget.patient(progress))
 
 
 def _told(engine: Engine, progress: Progress, evaluations: list[Evaluation], on_generation) -> None:
@@ -245,7 +298,7 @@ def _overlapped(engine: Engine, evaluate, budget: Budget, on_generation, progres
             following = engine.ask(min(engine.size, budget.evaluations - progress.evaluations - len(batch)))
         ahead = evaluate.start(following) if following else None
         _told(engine, progress, evaluate.finish(started, 0, len(batch)), on_generation)
-        if progress.elapsed() >= budget.seconds or progress.stale_generations >= budget.patience:
+        if progress.elapsed() >= budget.seconds or not budget.patient(progress):
             break                                  # the batch compiling ahead is dropped, never measured
         batch, started = following, ahead
     return progress

@@ -40,6 +40,7 @@ class Section:
     backend: str
     records: tuple[Record, ...]          # in the order they were measured: the baseline first
     stale: tuple[str, ...]
+    apart: int = 0                       # evaluations of another search space or build: not in this section
 
     @property
     def title(self) -> str:
@@ -109,11 +110,30 @@ def sections(file: model.AcfFile, acf_path: Path, stores: list[Path], chosen_uni
         unit = units[name]
         stale = stale_reasons(unit, arch, records[0].context.fingerprint,
                               toolkit_version or _entry_toolkit(unit, arch))
-        found.append(Section(unit, arch, device, backend, tuple(records), stale))
+        current = _current(records, unit, folder)
+        found.append(Section(unit, arch, device, backend, current, stale, len(records) - len(current)))
     searched = {section.unit for section in found}
     unsearched = [(str(unit), _unsearched_state(unit, prints[str(unit)], toolkit_version))
                   for unit in units.values() if unit not in searched]
     return found, aside, unsearched
+
+
+def _current(records: list[Record], unit: model.Unit, folder: Path) -> tuple[Record, ...]:
+    """The evaluations of the unit's current search space and of the build
+    measured last, its baseline first (the genome at the space's baseline,
+    where one was stored); records of other spaces or builds never stand as
+    the baseline."""
+    latest = records[-1]
+    knobs = [k for k, _ in latest.genome.items]
+    current = [r for r in records if r.context.build == latest.context.build and [k for k, _ in r.genome.items] == knobs]
+    sources = unit_sources(unit, folder)
+    if sources:
+        from nvcc_evo.search.space import build_space
+        baseline = build_space(unit, sources[0]).baseline()
+        first = next((r for r in current if r.genome == baseline), None)
+        if first is not None:
+            current = [first] + [r for r in current if r is not first]
+    return tuple(current)
 
 
 def _unsearched_state(unit: model.Unit, prints: set[str], toolkit_version: str | None) -> str:
@@ -178,6 +198,9 @@ def _objectives(section: Section, chosen: Record | None) -> str:
     rows = [[m + (f" ({UNITS_OF[m]})" if m in UNITS_OF else ""), _metric(section.baseline, m),
              _metric(chosen, m), _change(section, chosen, m)] for m in metrics]
     note = "" if chosen is not None else "<p>The entry's knobs are not among these evaluations.</p>"
+    if section.apart:
+        note += (f"<p>{section.apart} evaluation(s) of another search space or build are not part of this "
+                 f"section (its baseline is the current space's and build's).</p>")
     return _table(["objective", "baseline", "chosen", "change"], rows) + note
 
 

@@ -99,6 +99,7 @@ def _command(task, acf_path: Path, timeout: float, flags_for) -> Measurer:
         f"{repeat.low if repeat else 1} run(s)"
     return Measurer(measure, names + static.OBJECTIVES + ("command_time",), confirm=runner.confirm,
                     end_drift=runner.drift, primary=(runner.primary,), maximize=runner.maximized,
+                    reserve=runner.reserve, finish_by=runner.finish_by,
                     build=identity(bench),
                     describe=f"command `{bench.command.text}` ({shown}; {runs} per candidate, "
                              f"{runner.timeout:g} s a run at most)")

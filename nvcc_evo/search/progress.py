@@ -15,6 +15,8 @@ import math
 import sys
 from dataclasses import dataclass, field
 
+from nvcc_evo.search.budget import stagnation, time_left
+
 MODES = ("auto", "bar", "lines")
 
 
@@ -36,6 +38,7 @@ class ProgressLine:
     drift: float | None = None                  # the backend's baseline drift, where it has one
     costs: str = ""                             # the cost breakdown: candidates/min, seconds per stage
     extra: tuple[tuple[str, str], ...] = field(default=())   # (name, text) more fields, shown as given
+    seconds_left: float | None = None           # of the search's time budget (None: no time limit)
 
     @property
     def failed(self) -> int:
@@ -75,6 +78,7 @@ class ProgressLine:
         """The plain line, one per generation."""
         noted = f", baseline drift {self.drift:+.2%}" if self.drift is not None else ""
         pace = f"; at most {self.left} more, ~{self.eta:.0f} s at this pace" if self.eta is not None else ""
+        pace += f"; {self.seconds_left:.0f} s left" if self.seconds_left is not None else ""
         more = "".join(f", {name} {value}" for name, value in self.extra)
         return (f"{self.unit} gen {self.generation}: {self.evaluations} evaluations ({self.reused} same binary, "
                 f"{self._failed()}), front {self.front}, best {self._best()}{noted}{more} "
@@ -86,9 +90,30 @@ class ProgressLine:
         pace = self.seconds_per_candidate
         parts = [f"gen {self.generation}", f"best {self._best()}", self.against_baseline(),
                  f"failed: {failed}", f"{pace:.1f} s/candidate" if pace is not None else "",
-                 f"ETA {self.eta:.0f} s" if self.eta is not None else ""]
+                 f"ETA {self.eta:.0f} s" if self.eta is not None else "",
+                 f"{self.seconds_left:.0f} s left" if self.seconds_left is not None else ""]
         parts += [f"{name} {value}" for name, value in self.extra] + [self.costs]
         return " | ".join(p for p in parts if p)
+
+
+def progress_line(unit: str, goal, progress, engine, evaluator, baseline_drift=lambda: None,
+                  budget=None) -> ProgressLine:
+    """One generation's line of a search (search.retune): the engine's front,
+    the evaluator's tally and baseline, the budget's time left."""
+    front = engine.front()
+    t = evaluator.tally
+    base = evaluator.baseline
+    return ProgressLine(
+        unit, progress.generation, progress.evaluations,
+        budget.evaluations if budget is not None else float("inf"), t.reused,
+        tuple((status, count, example) for status, (count, example) in
+              sorted(t.failures.items(), key=lambda s: -s[1][0])),
+        len(front), tuple(zip(goal.minimize, front[0].objectives)) if front else (),
+        tuple((m, float(base[m])) for m in goal.minimize if m in base),
+        progress.elapsed(), max(1, progress.evaluations - progress.resumed),       # this run's pace, not the store's
+        baseline_drift(),          # the backend's baseline again, between generations (None: not known)
+        costs=t.costs_text(), extra=stagnation(engine),
+        seconds_left=time_left(budget, progress.elapsed()) if budget is not None else None)
 
 
 class Lines:

@@ -50,6 +50,8 @@ def _summary(o) -> list[str]:
                  + ("; written to the ACF" if o.written else ""))
     if t.failed:
         lines.append(f"  failures: {t.failures_text()}")
+    if "learned" in o.extra:
+        lines.append(f"  learned: {o.extra['learned']}")
     if t.evaluated:
         lines.append(f"  cost: {t.costs_text()}")
     if len(o.goal.minimize) > 1 and o.front:

@@ -20,24 +20,24 @@ from pathlib import Path
 import numpy as np
 
 from nvcc_evo.driver import settings
-from nvcc_evo.driver.candidate import CompileJob, PtxCache, compile_candidate
-from nvcc_evo.driver.flags import plan_flags, read_facts
-from nvcc_evo.driver.nvcc_options import parse_call
+from nvcc_evo.driver.candidate import PtxCache, compile_candidate
 from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError
 from nvcc_evo.measure import Measurement
+from nvcc_evo.search import budget, learned
 from nvcc_evo.search.boosters import family_of
 from nvcc_evo.search.choice import choose, confirm, end_drift
 from nvcc_evo.search.evaluate import Evaluator, Goal, Stopped, goal_for
-from nvcc_evo.search.evolve import Budget, Engine, Evaluation, Progress, run_search
+from nvcc_evo.search.evolve import Engine, Evaluation, Progress, run_search
 from nvcc_evo.search.cluster import open_cluster
 from nvcc_evo.search.measurers import (calibrate, check_benches, close_pool, gpu_arch, measuring,
                                        resolve_backend)
 from nvcc_evo.search.options import (Options, backend_resolved, ptxas_programs, real_nvcc, say_settings,
                                      with_settings)
-from nvcc_evo.search.progress import ProgressLine, board_for, reporter
-from nvcc_evo.search.selection import Task, check_target, find_tasks, log, stale_reasons
+from nvcc_evo.search.progress import board_for, progress_line, reporter
+from nvcc_evo.search.reach import not_shipped, reachable, recorded_build, same_code, say, ship_check
+from nvcc_evo.search.selection import Task, build_key, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
 from nvcc_evo.search.store import Context, Store
 from nvcc_evo.search.together import Together, how_many, run_together
@@ -85,12 +85,16 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     """One search (`together`: what it shares with the searches running beside it, search.together)."""
     started = time.monotonic()
     space = build_space(task.unit, task.source, toolkit.accepts)
-    facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
-    fixed = fixed_settings(task, space)
+    build = recorded_build(task, acf_path, toolkit, options)      # the compile plan the wrapper builds with
+    space, fixed, left_out = reachable(task, space, fixed_settings(task, space), build)
+    say(task, left_out)
     programs = ptxas_programs(space, toolkit, acf_path, options, task.arch, fixed.get("ptxas.version"))
 
     def flags_for(genome: Genome) -> tuple[str, ...]:
-        return plan_flags({**fixed, **genome.settings()}, facts, toolkit, str(acf_path.parent)).flags
+        return build.step({**fixed, **genome.settings()})[0].flags
+    at_baseline = space.baseline().settings()          # (a baseline value is the build's own: never lost)
+    lost = lambda genome: not_shipped(build.step({**fixed, **genome.settings()})[0],
+                                      {k: v for k, v in genome.settings().items() if at_baseline.get(k) != v})
 
     def program_for(genome: Genome) -> str | None:
         return programs.get(str({**fixed, **genome.settings()}.get("ptxas.version", TOOLKIT_TOOL)))
@@ -98,7 +102,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     job_for = lambda genome: replace(task.job, flags=flags_for(genome), ptxas=program_for(genome))
 
     context = Context(toolkit.version, task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
-                      _build_key(task.job, acf_path.parent))
+                      build_key(task.job, acf_path.parent))
     measurer, lanes = measuring(options, task, acf_path, context, baseline_defines(task.source, space), flags_for,
                                 cluster)
     context = replace(context, device=measurer.device)
@@ -118,21 +122,23 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
                           race=measurer.race if options.protocol == "fast" else None,
                           ptx=PtxCache() if options.protocol == "fast" else None,
                           slots=together.slots if together else None, stopping=together.stopping if together else None)
-    evaluator.lanes = lanes
+    evaluator.lanes, evaluator.not_shipped = lanes, lost
     if cluster is not None:                      # compiles on the cluster's CPUs
         evaluator.compiler = cluster.compiler(options.protocol == "fast")
     stored = _resume(task, store, context, evaluator, space)
     # (said before the baseline is measured: a bench command's baseline runs take a while and say their own line)
     log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, {len(space.dimensions)} knobs"
-        + (f"; resuming with {stored} stored evaluations" if stored else ""))
+        + f"; {budget.describe(options)}" + (f"; resuming with {stored} stored evaluations" if stored else ""))
     baseline_genome = space.baseline()
     baseline_measurement = measure_baseline(evaluator, measurer, baseline_genome)
+    limits = learned.limits_for(task, space, evaluator)      # what a refused launch teaches
     calibrate(lanes, measurer, baseline_genome, job_for(baseline_genome))
     evaluator.baseline = dict(baseline_measurement.metrics)
     history = [evaluator.evaluation(g, m) for g, m in evaluator.measured.items()]   # with baseline known
     for evaluation in history:
         evaluator.offer_incumbent(evaluator.measured[evaluation.genome], evaluation)
-    engine = Engine(space, rng, options.population, seeds=_seeds(task, space), history=history)
+    engine = Engine(space, rng, options.population, seeds=_seeds(task, space), history=history,
+                    avoid=limits)
     extra = {}
     if not baseline_measurement.ok:      # every candidate would fail the same way: say why, search nothing
         log(f"{task}: the baseline (the build's own flags) failed, {baseline_measurement.status}:\n"
@@ -144,18 +150,23 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
             reporter("lines" if together else options.progress, str(task), options.evaluations, log, done=done)
         listeners.append(shown.advance)
         try:
+            spent = budget.Spent(time.monotonic() - started, measurer.reserve())
+            measurer.finish_by(started + budget.decided(options).seconds)
             progress, settled = _search(task, options, toolkit, engine, evaluator, space, lambda p, e, b: shown.update(
-                _progress_line(task, goal, p, e, evaluator, measurer.drift, b)))
+                progress_line(str(task), goal, p, e, evaluator, measurer.drift, b)), spent)
         finally:
             listeners.clear()
             shown.close()
         if progress.generation and measurer.end_drift is not None:
             end_drift(task, measurer, baseline_genome, baseline_measurement, extra)
+    say(task, same_code(space, evaluator.digests))
     base_eval = evaluator.evaluation(baseline_genome, baseline_measurement)
     best = choose(list(engine.seen.values()), engine.front(), base_eval, goal, evaluator.measured,
                   evaluator.baseline, current_genome(task, space))
     outcome = Outcome(task, goal, space, baseline_measurement, best.genome, evaluator.measured[best.genome],
-                      engine.front(), evaluator, progress, extra={"measurer": measurer, **extra})
+                      engine.front(), evaluator, progress,
+                      extra={"measurer": measurer, "fixed": fixed, "left_out": left_out, "build": build,
+                             "flags_for": flags_for, **extra, **learned.said(task, engine, limits)})
     if settled:          # the ACF's entry stands (it may be a verified baseline): report it, not a new choice
         outcome.extra["settled"] = settled
         current = current_genome(task, space)
@@ -200,25 +211,26 @@ def _resume(task: Task, store: Store, context: Context, evaluator: Evaluator, sp
 
 
 def _search(task: Task, options: Options, toolkit, engine: Engine, evaluator: Evaluator, space: SearchSpace,
-            report) -> tuple[Progress, str]:
+            report, spent: budget.Spent = budget.Spent()) -> tuple[Progress, str]:
     """Search until the budget is reached, counting the evaluations of this
     search space read back from the store (the baseline aside, as in a first
     run), so a rerun or a resumed run only reaches the budget. Returns the
     progress and, when there is nothing to search and the unit's entry is up
     to date, why nothing is to be written either ("" otherwise)."""
-    budget = Budget(options.evaluations, options.generations, options.seconds, options.patience)
+    limit = budget.budget_of(options, spent, log=lambda said: log(f"{task}: {said}"))
     searched = _searched(evaluator, space)
     left = space.size - 1 - searched               # a space searched whole has nothing left, whatever the budget
-    if searched < budget.evaluations and left > 0:
+    if searched < limit.evaluations and left > 0:
         overlap = options.protocol == "fast" and evaluator.compiles
+        evaluator.deadline = time.monotonic() + limit.seconds      # no candidate measured past it
         try:
-            return run_search(engine, evaluator, budget, lambda p, e: report(p, e, budget), done=searched,
+            return run_search(engine, evaluator, limit, lambda p, e: report(p, e, limit), done=searched,
                               overlap=overlap), ""
         finally:
             evaluator.close()                      # a batch compiling ahead when the search stopped
-    limit = "the whole space" if left <= 0 else f"--evaluations {budget.evaluations}"
+    reached = "the whole space" if left <= 0 else f"--evaluations {limit.evaluations}"
     within = f"already within budget ({searched} evaluations of this search space stored besides the baseline, " \
-             f"{limit})"
+             f"{reached})"
     if not _entry_is_current(task, toolkit, options):
         log(f"{task}: {within}: nothing to search; its entry is not up to date: the choice is written")
         return Progress(), ""
@@ -236,7 +248,7 @@ def _entry_is_current(task: Task, toolkit, options: Options) -> bool:
     written by this backend (a static search never settles for a GPU's entry)."""
     target = task.unit.entry_for(task.arch)
     return (target is not None and target.backend == options.backend
-            and not stale_reasons(task.unit, task.arch, task.fingerprint, toolkit.version))
+            and not stale_reasons(task.unit, task.arch, task.fingerprint, toolkit.version, task.build))
 
 
 def _first_lines(detail: str, count: int = 8) -> str:
@@ -245,41 +257,16 @@ def _first_lines(detail: str, count: int = 8) -> str:
     return "\n".join(f"    {line}" for line in lines) or "    (no message)"
 
 
-def _build_key(job: CompileJob, root: Path) -> str:
-    """The build's identity in the results store: its arguments, environment
-    and nvcc, with the ACF's folder written as `<acf>`, so that a moved or
-    copied checkout (its records' paths mapped to the new folder) keeps its results."""
-    here = os.path.realpath(root)
-
-    def relative(text: str) -> str:
-        return "<acf>" if text == here else text.replace(here + os.sep, "<acf>" + os.sep)
-
-    argv = tuple(relative(a) for a in job.argv)
-    env = tuple((k, relative(v)) for k, v in job.env)
-    return hashlib.sha256(repr((argv, env, job.nvcc)).encode()).hexdigest()[:16]
-
-
-def _progress_line(task: Task, goal: Goal, progress: Progress, engine: Engine, evaluator: Evaluator,
-                   baseline_drift=lambda: None, budget: Budget | None = None) -> ProgressLine:
-    front = engine.front()
-    t = evaluator.tally
-    base = evaluator.baseline
-    return ProgressLine(
-        str(task), progress.generation, progress.evaluations,
-        budget.evaluations if budget is not None else float("inf"), t.reused,
-        tuple((status, count, example) for status, (count, example) in
-              sorted(t.failures.items(), key=lambda s: -s[1][0])),
-        len(front), tuple(zip(goal.minimize, front[0].objectives)) if front else (),
-        tuple((m, float(base[m])) for m in goal.minimize if m in base),
-        progress.elapsed(), max(1, progress.evaluations - progress.resumed),       # this run's pace, not the store's
-        baseline_drift(),          # the backend's baseline again, between generations (None: not known)
-        costs=t.costs_text())
 
 
 def _write_or_say_why(acf_path: Path, outcome: Outcome, toolkit, options: Options) -> None:
     """Write the outcome; a unit the ACF no longer has as it was (or an ACF
     that does not parse now) is reported on stderr and in the summary."""
     try:
+        shipped = ship_check(outcome, acf_path, toolkit, options, outcome.extra["build"],
+                             outcome.extra["flags_for"](outcome.chosen)) if "build" in outcome.extra else ""
+        if shipped:
+            raise AcfChanged(f"ship check: {outcome.task.unit} [{outcome.task.arch}]: {shipped}")
         write_back(acf_path, outcome, toolkit, options)
         return
     except AcfChanged as problem:
@@ -318,7 +305,7 @@ def run_retune(options: Options) -> int:
     try:
         file = load(acf_path)
         cluster = open_cluster(options.cluster, options.dry_run)
-        options = backend_resolved(options, resolve_backend(options.backend, cluster))
+        options = budget.decided(backend_resolved(options, resolve_backend(options.backend, cluster)))
         if options.backend == "pycuda" and options.target is None and not options.dry_run:
             options = replace(options, target=gpu_arch(options.device, cluster))   # what this GPU runs
         log(f"{acf_path}: {toolkit}; backend {options.backend}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import hashlib
 import os
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from nvcc_evo.driver.plan import SPACE_CHANGED, fingerprint, index_units, match_
 from nvcc_evo.errors import UsageError
 
 DEFAULT_ARCH = "sm_90"
+CHOOSING_ENV = ("NVCC_EVO_GPU", "NVCC_EVO_STALE")      # a build's environment that chooses its entries
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class Task:
     job: CompileJob
     fingerprint: str
     reasons: tuple[str, ...]
+    build_env: tuple[tuple[str, str], ...] = ()   # the record's environment that chooses entries (NVCC_EVO_GPU)
+    build: str = ""                                # build_identity: what the entry is tuned for
 
     def __str__(self) -> str:
         return f"{self.unit} [{self.arch}]"
@@ -97,7 +101,7 @@ def toolkit_archs(nvcc: str) -> list[str]:
 
 
 def _job_for(unit: model.Unit, arch: str, acf_path: Path, mine: list, unreadable: list, nvcc: str,
-             timeout: float) -> tuple[CompileJob, Path] | str:
+             timeout: float) -> tuple[CompileJob, Path, tuple] | str:
     """How the build compiles this unit: its latest usable compile-database
     record (`mine`), else `-c SOURCE`; or why it cannot be built as the build
     does (`unreadable`: records of no known unit, maybe this one's)."""
@@ -106,10 +110,11 @@ def _job_for(unit: model.Unit, arch: str, acf_path: Path, mine: list, unreadable
         real = os.path.realpath(record.input)
         token = next((a for a in record.argv if os.path.realpath(os.path.join(record.cwd, a)) == real),
                      record.input)
+        chooses = tuple((k, record.env[k]) for k in CHOOSING_ENV if k in record.env)
         # A kernel unit's PTX is compiled by the ptxas its program ran (Triton's own): what it measures ships.
         program = record.nvcc if unit.is_kernel and os.path.isfile(record.nvcc) else None
         return CompileJob(nvcc, tuple(record.argv), record.cwd, token, arch, (), record.compile_env(),
-                          timeout, program), Path(record.input)
+                          timeout, program), Path(record.input), chooses
     if unreadable:
         return (f"no usable compile-database record, and {len(unreadable)} record(s) cannot be read (e.g. "
                 f"{unreadable[0]}), so how the build compiles it is unknown: not tuned (rebuild it through "
@@ -121,7 +126,7 @@ def _job_for(unit: model.Unit, arch: str, acf_path: Path, mine: list, unreadable
     if not files:
         return f"no source file matches it under {acf_path.parent}"
     source = files[0]
-    return CompileJob(nvcc, ("-c", str(source)), str(acf_path.parent), str(source), arch, (), (), timeout), source
+    return CompileJob(nvcc, ("-c", str(source)), str(acf_path.parent), str(source), arch, (), (), timeout), source, ()
 
 
 def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list) -> None:
@@ -135,7 +140,7 @@ def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list)
             f"build's own flags (build it once through nvcc-evo to tune it as the build compiles it)")
 
 
-def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str) -> tuple[str, ...]:
+def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str, build: str = "") -> tuple[str, ...]:
     target = unit.entry_for(arch)
     if target is None:
         return (f"no entry for {arch}",)
@@ -151,6 +156,9 @@ def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str
     space = target.record("space_digest")     # absent in entries written before it existed: not stale for it
     if space is not None and space.value != unit.space_digest:
         reasons.append(SPACE_CHANGED)
+    tuned_for = target.record("build")        # (likewise absent in older entries)
+    if build and tuned_for is not None and tuned_for.value != build:
+        reasons.append(f"tuned for another build ({tuned_for.value}; now {build})")
     return tuple(reasons)
 
 
@@ -178,11 +186,12 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit, options) -> tuple[l
                 log(f"unit {unit} [{arch}]: {found}; skipped")
                 skipped.append(f"{unit} [{arch}]")
                 continue
-            job, source = found
+            job, source, chooses = found
             includes = parse_call(list(job.argv), {}).values("--include-path")
             print_ = fingerprint(source, [os.path.join(job.cwd, d) for d in includes], unit.named_files(),
                                  acf_path.parent)
-            reasons = ("asked",) if asked else stale_reasons(unit, arch, print_, toolkit.version)
+            build = build_identity(job, acf_path.parent, bool(mine))
+            reasons = ("asked",) if asked else stale_reasons(unit, arch, print_, toolkit.version, build)
             measured = None if asked else _measured_on(unit, arch)
             if reasons and options.backend == "static" and measured:
                 log(f"{unit} [{arch}]: {'; '.join(reasons)}, but its entry was measured ({measured}); static "
@@ -193,7 +202,7 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit, options) -> tuple[l
             if not reasons and options.backend in MEASURING_BACKENDS and _static_only(unit, arch):
                 reasons = (STATIC_ONLY,)
             if reasons:
-                tasks.append(Task(index, unit, arch, source, job, print_, reasons))
+                tasks.append(Task(index, unit, arch, source, job, print_, reasons, chooses, build))
     return tasks, skipped, kept
 
 
@@ -216,3 +225,27 @@ def _measured_on(unit: model.Unit, arch: str) -> str | None:
         return None
     gpu, date = target.record("gpu"), target.record("date")
     return f"backend {target.backend}" + (f" on {gpu.value}" if gpu else "") + (f", {date.value}" if date else "")
+
+
+def build_key(job: CompileJob, root: Path) -> str:
+    """The build's identity in the results store: its arguments, environment
+    and nvcc, with the ACF's folder written as `<acf>`, so that a moved or
+    copied checkout (its records' paths mapped to the new folder) keeps its results."""
+    here = os.path.realpath(root)
+
+    def relative(text: str) -> str:
+        return "<acf>" if text == here else text.replace(here + os.sep, "<acf>" + os.sep)
+
+    argv = tuple(relative(a) for a in job.argv)
+    env = tuple((k, relative(v)) for k, v in job.env)
+    return hashlib.sha256(repr((argv, env, job.nvcc)).encode()).hexdigest()[:16]
+
+
+def build_identity(job: CompileJob, root: Path, recorded: bool) -> str:
+    """What provenance says of the build an entry was tuned for: the
+    recorded compile's key, or that there was none (and what was compiled
+    instead), so an entry tuned before the real build was recorded is stale
+    once it is."""
+    if recorded:
+        return f"recorded compile {build_key(job, root)}"
+    return f"no recorded build: nvcc -c {os.path.relpath(job.source, root)} for {job.arch}"

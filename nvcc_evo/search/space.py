@@ -20,6 +20,7 @@ from nvcc_evo.acf.knobs import Scalar
 from nvcc_evo.acf.sources import define_values, source_default, source_defines
 
 COUNT_LIMIT = 100_000      # combinations of constrained defines enumerated to count a space's points
+UNSEEN_LIMIT = 200_000     # points of a space looked at, in order, for one not yet seen
 TRIES = 32                 # draws an operator makes before it falls back to a point the requires allow
 
 # Searched when a unit gives no search block: knobs that change codegen but
@@ -231,6 +232,22 @@ def _step(genome: Genome, space: SearchSpace, rng: np.random.Generator) -> Genom
     items = list(genome.items)
     items[i] = (items[i][0], choices[index])
     return repair(Genome(tuple(items)), space)
+
+
+def unseen(space: SearchSpace, fresh, count: int, limit: int = UNSEEN_LIMIT) -> list[Genome]:
+    """Up to `count` points of the space, in its order, that `fresh` takes
+    and that are their own repair (points a build can use as they are): what
+    a search proposes when random draws keep finding only points it has
+    seen, so that it stops only when the space is searched whole (or after
+    `limit` points looked at, in a huge space with tight requires)."""
+    found: list[Genome] = []
+    for looked, values in enumerate(itertools.product(*(d.choices for d in space.dimensions))):
+        if len(found) >= count or looked >= limit:
+            break
+        genome = Genome(tuple(zip((d.knob for d in space.dimensions), values)))
+        if repair(genome, space) == genome and fresh(genome):
+            found.append(genome)
+    return found
 
 
 # Combinations that mean nothing to the toolkit, made meaningful:

@@ -43,7 +43,8 @@ def settings_of(outcome) -> tuple[model.Setting, ...]:
     for (name, value), dim in zip(outcome.chosen.items, outcome.space.dimensions):
         if value is not None and not dim.pinned and value != dim.baseline:
             chosen.append(model.Setting(name, value))
-    chosen.extend(model.Setting(k, v) for k, v in fixed_settings(outcome.task, outcome.space).items())
+    fixed = outcome.extra.get("fixed", fixed_settings(outcome.task, outcome.space))   # (those the build passes)
+    chosen.extend(model.Setting(k, v) for k, v in fixed.items())
     return tuple(chosen)
 
 
@@ -51,6 +52,8 @@ def provenance(outcome, toolkit, options) -> tuple[model.Record, ...]:
     t = outcome.evaluator.tally
     records = [model.Record("fingerprint", outcome.task.fingerprint), model.Record("toolkit", toolkit.version),
                model.Record("space_digest", outcome.task.unit.space_digest)]
+    if outcome.task.build:
+        records.append(model.Record("build", outcome.task.build))
     hello = outcome.extra["measurer"].hello
     if hello:
         records += [model.Record("gpu", hello["name"]), model.Record("cc", hello["cc"]),

@@ -1,0 +1,81 @@
+"""Budgets in time (issue 26, point 1): the backend's default budget when
+none is given, `--evaluations N` alone as it always was, a time alone with
+no cap on evaluations, the time left in the progress line, and a real
+static retune given only a time."""
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from conftest import DATA, evo_env, run_evo
+from nvcc_evo.driver import settings
+from nvcc_evo.search import budget
+from nvcc_evo.search.options import Options, with_settings
+from nvcc_evo.search.progress import ProgressLine
+
+
+def _decided(backend: str, **given):
+    options = with_settings(Options(backend=backend, command_line=tuple(given), **given),
+                            settings.Settings(None, {}, {}, {}))
+    return budget.decided(options)
+
+
+@pytest.mark.parametrize("backend, seconds, evaluations", [
+    ("pycuda", 180.0, math.inf), ("command", 300.0, math.inf), ("static", math.inf, 60), ("replay", math.inf, 60)])
+def test_with_no_budget_given_the_backend_decides_it(backend, seconds, evaluations):
+    options = _decided(backend)
+    assert (options.seconds, options.evaluations) == (seconds, evaluations)
+    assert dict(options.sources)["retune.time-limit"] == f"built-in default for the {backend} backend"
+    assert options.patience is None                    # no stop rule unless asked for
+    said = budget.describe(options)
+    assert said.startswith("budget ") and f"built-in default for the {backend} backend" in said
+
+
+def test_evaluations_alone_keep_their_meaning_and_a_time_alone_has_no_cap():
+    alone = _decided("pycuda", evaluations=36)
+    assert (alone.evaluations, alone.seconds) == (36, math.inf)        # as `make tune` always ran
+    assert budget.budget_of(alone).evaluations == 36 and budget.budget_of(alone).seconds == math.inf
+    timed = _decided("static", seconds=20.0)
+    assert (timed.evaluations, timed.seconds) == (math.inf, 20.0)
+    both = _decided("pycuda", evaluations=50, seconds=90.0)
+    assert (both.evaluations, both.seconds) == (50, 90.0)
+    assert budget.describe(both) == "budget 90 s or 50 evaluations"
+    patient = _decided("pycuda", patience=3)
+    assert budget.budget_of(patient).patience == 3 and "stopping after 3 generations" in budget.describe(patient)
+
+
+def test_the_search_gets_the_time_the_baseline_and_the_confirmation_leave():
+    options = _decided("command", seconds=100.0)
+    said = []
+    limit = budget.budget_of(options, budget.Spent(10.0, 30.0), said.append)
+    assert limit.seconds == 60.0
+    assert said == ["30 s of the 100 s budget kept for the confirmation and drift runs after the search: 60 s to "
+                    "search"]
+    assert budget.budget_of(options, budget.Spent(10.0, 95.0), said.append).seconds == 0.0
+    assert "raise --time-limit" in said[-1]
+
+
+def test_the_progress_line_says_the_time_left():
+    line = ProgressLine("u", 3, 20, math.inf, 0, (), 1, (("runtime", 1.0),), (("runtime", 1.2),), 30.0, 20,
+                        seconds_left=150.4)
+    assert "150 s left" in line.text() and "150 s left" in line.bar_text()
+    assert "left" not in ProgressLine("u", 3, 20, 20, 0, (), 1, (), (), 30.0, 20).text()
+
+
+def test_a_static_retune_given_a_time_alone_ends_at_it_and_says_so(tmp_path, evo_cache):
+    """No cap on evaluations: the search runs until its time is up (the
+    space's 1980 points would take far longer), the time counted from the
+    unit's start (its baseline included)."""
+    import shutil
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\nunit "spill.cu" {\n}\n')
+    started = time.monotonic()
+    done = run_evo("--retune", "--target", "sm_90", "--backend", "static", "--time-limit", "8", "--seed", "1",
+                   cwd=tmp_path, env=evo_env(evo_cache))
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert "space 1980 points, 5 knobs; budget 8 s" in done.stderr
+    assert " s left" in done.stderr                         # each generation's line
+    assert took < 8 + 120, took          # start-up, probes, a batch compiling (a loaded machine: generous)

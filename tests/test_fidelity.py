@@ -1,0 +1,334 @@
+"""What is measured is what ships (issue 24): every knob a retune searches,
+reports or writes reaches the user's binary, in every output mode and
+multi-architecture call, or it is left out and said. Real nvcc and ptxas;
+ptxas 13.3 from the ptxas133 extra and the CompileIQ control files of the
+shared test data (read where they are, never copied into the repository)."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, cuobjdump, evo_env, run_evo, sass
+from test_ptxas_choice import FIXTURES, PTXAS133, needs_133, needs_fixtures
+
+from nvcc_evo.driver.candidate import sass_hash
+
+KERNEL = """\
+#ifndef TILE
+#define TILE 4
+#endif
+__global__ void k(float *x, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float s = 0;
+    for (int j = 0; j < TILE; ++j) s += x[(i + j) % n] * j;
+    if (i < n) x[i] = s;
+}
+"""
+
+
+def _project(folder: Path, acf_body: str, source: str = KERNEL, name: str = "k.cu", unit: str = "") -> Path:
+    (folder / name).write_text(source)
+    (folder / "nvcc-evo.acf").write_text(f'acf 1\nunit "{unit or name}" {{\n{acf_body}\n}}\n')
+    return folder
+
+
+def _added(built) -> str:
+    """What the wrapper added (NVCC_EVO_VERBOSE's line on stderr)."""
+    return "\n".join(line for line in built.stderr.splitlines() if line.startswith("nvcc-evo: added:"))
+
+
+# ------------------------------------------------------------ output modes
+@needs_133
+@needs_fixtures
+@pytest.mark.parametrize("mode", ["-cubin", "-fatbin"])
+def test_cubin_and_fatbin_builds_get_ptxas_version_and_controls(tmp_path, evo_cache, mode):
+    for name in ("softmax.cu", "block_reduce.cuh"):
+        shutil.copy(ROOT / "kernels" / name, tmp_path / name)
+    controls = FIXTURES / "controls-a.acf"
+    (tmp_path / "nvcc-evo.acf").write_text(
+        f'acf 1\nunit "softmax.cu" {{\n    pin ptxas.version = "13.3"\n    pin ptxas.controls = "c.acf"\n}}\n')
+    shutil.copy(controls, tmp_path / "c.acf")           # (test data, into a temporary folder)
+    out = tmp_path / f"k.{mode[1:]}"
+    built = run_evo("-arch=sm_90", mode, "softmax.cu", "-o", str(out), cwd=tmp_path,
+                    env=evo_env(evo_cache, NVCC_EVO_PTXAS=str(PTXAS133)))
+    assert built.returncode == 0 and built.stdout == "", built.stderr
+    subprocess.run(["nvcc", "-arch=sm_90", "-ptx", "softmax.cu", "-o", "d.ptx"], cwd=tmp_path, check=True)
+    subprocess.run([PTXAS133, "-arch=sm_90", f"--apply-controls={controls}", "d.ptx", "-o", "d.cubin"],
+                   cwd=tmp_path, check=True)
+    assert _code(out) == _code(tmp_path / "d.cubin")
+    subprocess.run([PTXAS133, "-arch=sm_90", "d.ptx", "-o", "plain.cubin"], cwd=tmp_path, check=True)
+    assert _code(out) != _code(tmp_path / "plain.cubin")      # the controls file made a difference
+
+
+def _code(binary: Path) -> list[str]:
+    return [line.split("*/", 1)[1].strip() for line in sass(binary).splitlines()
+            if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)]
+
+
+# ------------------------------------------------------------ multi-architecture calls
+def test_a_define_tuned_for_one_architecture_reaches_every_architecture_of_the_call(tmp_path, evo_cache):
+    _project(tmp_path, "    target sm_90 {\n        define.TILE = 2\n    }")
+    gencodes = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"]
+    built = run_evo(*gencodes, "-c", "k.cu", "-o", "k.o", cwd=tmp_path,
+                    env=evo_env(evo_cache, NVCC_EVO_VERBOSE="1"))
+    assert built.returncode == 0, built.stderr
+    assert "-DTILE=2" in _added(built), built.stderr
+    reference = subprocess.run(["nvcc", *gencodes, "-DTILE=2", "-c", "k.cu", "-o", "ref.o"], cwd=tmp_path)
+    assert reference.returncode == 0
+    assert sass(tmp_path / "k.o") == sass(tmp_path / "ref.o")
+
+
+def test_entries_that_disagree_on_a_define_leave_it_out_and_say_so(tmp_path, evo_cache):
+    _project(tmp_path, "    target sm_90 {\n        define.TILE = 2\n    }\n    target sm_80 {\n"
+                       "        define.TILE = 8\n    }")
+    built = run_evo("-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90", "-c",
+                    "k.cu", "-o", "k.o", cwd=tmp_path, env=evo_env(evo_cache, NVCC_EVO_VERBOSE="1"))
+    assert built.returncode == 0 and "-DTILE" not in _added(built), built.stderr
+    explained = run_evo("--explain", "-gencode", "arch=compute_80,code=sm_80", "-gencode",
+                        "arch=compute_90,code=sm_90", "-c", "k.cu", cwd=tmp_path, env=evo_env(evo_cache)).stdout
+    assert "define.TILE" in explained and "differs within this call" in explained
+
+
+# ------------------------------------------------------------ the user's host defines win
+@pytest.mark.parametrize("spelled", [["-Xcompiler", "-DTILE=7"], ["--compiler-options=-DTILE=7"],
+                                     ["-Xcompiler=-DTILE=7"], ["-Xcompiler", "-O2,-DTILE=7"],
+                                     ["-DTILE(x)=x"], ["-UTILE"]])
+def test_the_users_host_side_and_function_like_defines_win(tmp_path, evo_cache, spelled):
+    _project(tmp_path, "    target sm_90 {\n        define.TILE = 3\n    }")
+    built = run_evo("-arch=sm_90", *spelled, "-c", "k.cu", "-o", "k.o", cwd=tmp_path,
+                    env=evo_env(evo_cache, NVCC_EVO_VERBOSE="1"))
+    assert "-DTILE=3" not in _added(built), built.stderr
+    explained = run_evo("--explain", "-arch=sm_90", *spelled, "-c", "k.cu", cwd=tmp_path,
+                        env=evo_env(evo_cache)).stdout
+    assert re.search(r"define\.TILE.*the user sets it", explained), explained
+
+
+# ------------------------------------------------------------ a retune searches only what reaches
+def _record(folder: Path, evo_cache, *argv: str) -> None:
+    built = run_evo(*argv, cwd=folder, env=evo_env(evo_cache))
+    assert built.returncode == 0, built.stderr
+
+
+def _retune(folder: Path, evo_cache, *extra: str):
+    return run_evo("--retune", "--acf", str(folder / "nvcc-evo.acf"), "--backend", "static", "--evaluations", "6",
+                   "--all", *extra, cwd=folder, env=evo_env(evo_cache))
+
+
+def test_a_knob_the_users_flags_override_is_left_out_of_the_search_and_said(tmp_path, evo_cache):
+    _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8}\n        ptxas.opt_level in {1, 3}\n"
+                       "        ptxas.register_usage_level in {3, 5, 7}\n    }")
+    _record(tmp_path, evo_cache, "-arch=sm_90", "-Xcompiler", "-DTILE=7", "-Xptxas", "-O2", "-c", "k.cu", "-o",
+            "k.o")
+    tuned = _retune(tmp_path, evo_cache)
+    assert tuned.returncode == 0, tuned.stderr
+    assert re.search(r"define\.TILE: all its values left out of the search: .*the user sets it \(-Xcompiler "
+                     r"-DTILE=7\)", tuned.stderr), tuned.stderr
+    assert re.search(r"ptxas\.opt_level: all its values left out .*the user sets it", tuned.stderr)
+    assert tuned.stderr.count("define.TILE: all its values") == 1
+    written = (tmp_path / "nvcc-evo.acf").read_text()
+    assert "define.TILE =" not in written and "ptxas.opt_level =" not in written
+
+
+# ------------------------------------------------------------ the ship check
+def test_the_ship_check_writes_nothing_when_the_build_would_read_another_entry(tmp_path, evo_cache):
+    """The build is recorded for a named GPU (NVCC_EVO_GPU), whose own entry
+    it reads; a retune writes the plain entry, which that build never reads:
+    the ship check finds the difference and nothing is written."""
+    _project(tmp_path, '    search {\n        define.TILE in {2, 4, 8}\n    }\n    target sm_90 "NVIDIA H200" {\n'
+                       '        define.TILE = 8\n    }')
+    built = run_evo("-arch=sm_90", "-c", "k.cu", "-o", "k.o", cwd=tmp_path,
+                    env=evo_env(evo_cache, NVCC_EVO_GPU="NVIDIA H200"))
+    assert built.returncode == 0, built.stderr
+    before = (tmp_path / "nvcc-evo.acf").read_text()
+    tuned = _retune(tmp_path, evo_cache)
+    assert re.search(r"ship check: \"k\.cu\" \[sm_90\]: the build would not pass define\.TILE = \d", tuned.stderr) \
+        or "the build's SASS for sm_90 differs" in tuned.stderr, tuned.stderr
+    assert (tmp_path / "nvcc-evo.acf").read_text() == before
+    assert tuned.returncode != 0
+
+
+# ------------------------------------------------------------ fidelity over build shapes
+def _entries(acf: Path) -> dict[str, dict]:
+    """The knobs a retune wrote into each plain target: {arch: {knob: value}}."""
+    found = {}
+    for arch, body in re.findall(r"\n    target (sm_[0-9a-z]+) \{\n(.*?)\n    \}", acf.read_text(), re.S):
+        body = body.split("provenance {", 1)[0]
+        found[arch] = {k: v.strip('"') for k, v in re.findall(r"^\s+([A-Za-z_.0-9]+) = (\S+)$", body, re.M)}
+    return found
+
+
+def _sass_of(binary: Path, arch: str) -> str:
+    tool = cuobjdump()
+    shown = subprocess.run([str(tool), "-sass", "-arch", arch, str(binary)], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    return "\n".join(line for line in shown.stdout.splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", line))
+
+
+def _by_hand(settings: dict) -> list[str]:
+    """The written knobs as nvcc flags, spelled here (not by nvcc-evo's table)."""
+    spelled = {"ptxas.opt_level": "-O{}", "ptxas.register_usage_level": "--register-usage-level={}",
+               "ptxas.maxrregcount": "-maxrregcount={}"}
+    flags = []
+    for knob, value in settings.items():
+        if knob.startswith("define."):
+            flags.append(f"-D{knob[len('define.'):]}={value}")
+        elif knob in spelled:
+            flags += ["-Xptxas", spelled[knob].format(value)]
+    return flags
+
+
+SHAPES = {
+    "multi-arch": (["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90", "-c", "k.cu",
+                    "-o", "k.o"], "k.o"),
+    "cubin": (["-arch=sm_90", "-cubin", "k.cu", "-o", "k.cubin"], "k.cubin"),
+    "rdc": (["-arch=sm_90", "-rdc=true", "-c", "k.cu", "-o", "k.o"], "k.o"),
+    "several-inputs": (["-arch=sm_90", "-c", "k.cu", "k2.cu"], "k2.o"),      # a Make rule of several inputs
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_every_written_entry_is_what_the_rebuilt_binary_holds(tmp_path, evo_cache, shape):
+    argv, output = SHAPES[shape]
+    (tmp_path / "k2.cu").write_text(KERNEL.replace("void k(", "void k2("))
+    _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8, 16}\n        ptxas.opt_level in {1, 3}\n"
+                       "        ptxas.register_usage_level in {0, 5, 10}\n    }\n    tune {\n        minimize instructions\n"
+                       "    }", unit="k*.cu")
+    _record(tmp_path, evo_cache, *argv)
+    tuned = run_evo("--retune", "--acf", str(tmp_path / "nvcc-evo.acf"), "--backend", "static", "--evaluations",
+                    "12", cwd=tmp_path, env=evo_env(evo_cache))
+    assert tuned.returncode == 0, tuned.stderr
+    written = _entries(tmp_path / "nvcc-evo.acf")
+    assert any(written.values()), tuned.stderr     # instructions: a TILE other than 4 is fewer of them
+    _record(tmp_path, evo_cache, *argv)   # the project's build again, with the entries
+    for arch, settings in written.items():
+        # The reference: this architecture alone, the written knobs spelled here; a define is the
+        # call's (every entry that sets it agrees, or the build passes none: then it is none here).
+        shared = {k: v for k, v in settings.items() if k.startswith("define.")}
+        defines = shared if all(e.get(k) == v for e in written.values() for k, v in shared.items()) else {}
+        ptxas = {k: v for k, v in settings.items() if not k.startswith("define.")}
+        folder = tmp_path / f"ref-{arch}"           # the same call, by plain nvcc, in a folder of its own
+        folder.mkdir()
+        for name in ("k.cu", "k2.cu"):
+            shutil.copy(tmp_path / name, folder / name)
+        by_hand = [a for a in argv if not a.startswith(("-gencode", "arch=", "-arch"))]
+        code = arch.replace("sm_", "compute_")
+        subprocess.run(["nvcc", *by_hand, f"-gencode=arch={code},code={arch}", *_by_hand({**ptxas, **defines})],
+                       cwd=folder, check=True)
+        assert _sass_of(tmp_path / output, arch) == _sass_of(folder / output, arch), (arch, settings)
+
+
+def test_a_target_served_only_by_the_jit_is_said(tmp_path, evo_cache):
+    _project(tmp_path, "    target sm_90 {\n        ptxas.opt_level = 1\n    }")
+    argv = ["-gencode", "arch=compute_90,code=compute_90", "-c", "k.cu", "-o", "k.o"]
+    explained = run_evo("--explain", *argv, cwd=tmp_path, env=evo_env(evo_cache)).stdout
+    assert "compute_90: PTX only, compiled by the driver's JIT: no ptxas knob reaches it" in explained
+
+
+# ------------------------------------------------------------ fixed defines
+FIXED = """\
+#include "params.h"
+#ifndef TILE
+#define TILE 4
+#endif
+#if !defined(UNROLL)
+#define UNROLL 1
+#endif
+__global__ void k(float *x) { x[threadIdx.x] = TILE * UNROLL * BLOCK_ROWS; }
+"""
+
+
+def test_a_searched_define_the_source_fixes_is_a_located_error_of_the_check(tmp_path, evo_cache):
+    _project(tmp_path, "    search {\n        define.TILE in {2, 4}\n        define.UNROLL in {1, 2}\n"
+                       "        define.BLOCK_ROWS in {8, 16, 32}\n    }", FIXED)
+    (tmp_path / "params.h").write_text("#pragma once\n\n  #define BLOCK_ROWS 16\n")
+    checked = run_evo("--acf-check", "nvcc-evo.acf", cwd=tmp_path, env=evo_env(evo_cache))
+    assert checked.returncode == 1
+    assert checked.stderr.startswith(
+        "nvcc-evo.acf:6:9: error: define.BLOCK_ROWS is searched, but params.h:3:3 defines BLOCK_ROWS without an "
+        "#ifndef guard, so every value gives the same code (wrap it in #ifndef BLOCK_ROWS ... #endif)\n"), checked.stderr
+    assert checked.stderr.count("error:") == 1          # the guarded TILE and UNROLL are fine
+
+
+def test_a_dimension_that_never_changes_the_code_is_reported(tmp_path, evo_cache):
+    source = "#ifndef UNUSED\n#define UNUSED 1\n#endif\n" + KERNEL
+    _project(tmp_path, "    search {\n        define.UNUSED in {1, 2, 3}\n        define.TILE in {2, 4, 8}\n    }", source)
+    tuned = run_evo("--retune", "--acf", str(tmp_path / "nvcc-evo.acf"), "--backend", "static", "--evaluations", "9",
+                    cwd=tmp_path, env=evo_env(evo_cache))
+    assert tuned.returncode == 0, tuned.stderr
+    assert re.search(r"define\.UNUSED: 1, 2, 3 gave the same SASS in each of \d+ comparison", tuned.stderr) or \
+        re.search(r"define\.UNUSED: [123], [123] gave the same SASS", tuned.stderr), tuned.stderr
+    assert "define.TILE: " not in tuned.stderr
+
+
+# ------------------------------------------------------------ provenance of the build
+def test_an_entry_tuned_before_the_build_was_recorded_is_stale_once_it_is(tmp_path, evo_cache):
+    _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8}\n    }")
+    first = _retune(tmp_path, evo_cache, "--target", "sm_90")
+    assert first.returncode == 0, first.stderr
+    assert 'build = "no recorded build: nvcc -c k.cu for sm_90"' in (tmp_path / "nvcc-evo.acf").read_text()
+    dry = run_evo("--retune", "--dry-run", "--backend", "static", cwd=tmp_path, env=evo_env(evo_cache))
+    assert "nothing to retune" in dry.stderr, dry.stderr
+    _record(tmp_path, evo_cache, "-arch=sm_90", "-O3", "-c", "k.cu", "-o", "k.o")
+    dry = run_evo("--retune", "--dry-run", "--backend", "static", cwd=tmp_path, env=evo_env(evo_cache))
+    assert re.search(r'"k\.cu" \[sm_90\]: tuned for another build \(no recorded build: nvcc -c k\.cu for sm_90; '
+                     r'now recorded compile [0-9a-f]{16}\)', dry.stdout), dry.stdout + dry.stderr
+
+
+# ------------------------------------------------------------ the report's baseline
+def test_the_reports_baseline_is_the_current_spaces_never_an_earlier_failed_one(tmp_path, evo_cache):
+    source = KERNEL.replace("__global__", "static_assert(TILE > 0, \"TILE\");\n__global__")
+    _project(tmp_path, "    pin define.TILE = 0", source)            # every build of this space fails
+    failed = _retune(tmp_path, evo_cache, "--target", "sm_90")
+    assert "baseline" in failed.stderr and "failed" in failed.stderr, failed.stderr
+    _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8}\n    }", source)
+    tuned = _retune(tmp_path, evo_cache, "--target", "sm_90")
+    assert tuned.returncode == 0, tuned.stderr
+    out = tmp_path / "r.html"
+    reported = run_evo("--report", "--acf", str(tmp_path / "nvcc-evo.acf"), "--out", str(out), cwd=tmp_path,
+                       env=evo_env(evo_cache))
+    assert reported.returncode == 0, reported.stderr
+    page = out.read_text()
+    assert "The entry's knobs are not among these evaluations" not in page
+    assert re.search(r"<td>registers</td><td>\d+", page), page
+    assert "evaluation(s) of another search space or build are not part of this section" in page
+
+
+@needs_133
+@needs_fixtures
+def test_a_controls_search_of_a_cubin_build_ships_what_it_measured(tmp_path, evo_cache):
+    """ptxas.controls needs the ptxas release its file was made for: searched
+    with ptxas.version, a candidate pairing it with the toolkit's ptxas is a
+    failure (not-shipped), and what is written builds the measured SASS."""
+    for name in ("softmax.cu", "block_reduce.cuh"):
+        shutil.copy(ROOT / "kernels" / name, tmp_path / name)
+    for name in ("controls-a.acf", "controls-b.acf"):
+        shutil.copy(FIXTURES / name, tmp_path / name)          # (test data, into a temporary folder)
+    (tmp_path / "nvcc-evo.acf").write_text(
+        'acf 1\nunit "softmax.cu" {\n    search {\n        ptxas.version in {toolkit, "13.3"}\n'
+        '        ptxas.controls in {none, "controls-a.acf", "controls-b.acf"}\n    }\n'
+        '    tune {\n        minimize instructions\n    }\n}\n')
+    env = evo_env(evo_cache, NVCC_EVO_PTXAS=str(PTXAS133))
+    argv = ["-arch=sm_90", "-cubin", "softmax.cu", "-o", "softmax.cubin"]
+    assert run_evo(*argv, cwd=tmp_path, env=env).returncode == 0
+    tuned = run_evo("--retune", "--backend", "static", "--evaluations", "6", cwd=tmp_path, env=env)
+    assert tuned.returncode == 0, tuned.stderr
+    assert "ptxas.controls: all its values left out" not in tuned.stderr
+    store = [json.loads(line) for line in (tmp_path / ".nvcc-evo" / "results.jsonl").read_text().splitlines()]
+    pairs = {(dict(r["genome"]).get("ptxas.version"), dict(r["genome"]).get("ptxas.controls")): r["status"]
+             for r in store}
+    assert all(status == "not-shipped" for (version, controls), status in pairs.items()
+               if controls not in (None, "none") and version in (None, "toolkit")), pairs
+    assert len(pairs) == 6 and list(pairs.values()).count("not-shipped") == 2, pairs   # the whole space
+    written = _entries(tmp_path / "nvcc-evo.acf")["sm_90"]
+    assert run_evo(*argv, cwd=tmp_path, env=env).returncode == 0
+    subprocess.run(["nvcc", "-arch=sm_90", "-ptx", "softmax.cu", "-o", "d.ptx"], cwd=tmp_path, check=True)
+    tool = PTXAS133 if written.get("ptxas.version") == "13.3" else "ptxas"
+    controls = [f"--apply-controls={written['ptxas.controls']}"] if "ptxas.controls" in written else []
+    subprocess.run([tool, "-arch=sm_90", *controls, "d.ptx", "-o", "d.cubin"], cwd=tmp_path, check=True)
+    assert _code(tmp_path / "softmax.cubin") == _code(tmp_path / "d.cubin"), written
