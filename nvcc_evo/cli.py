@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 
-VERBS = ("--acf-check", "--acf-fmt", "--explain", "--retune", "--report", "--evo-help", "--evo-version")
+VERBS = ("--acf-check", "--acf-fmt", "--explain", "--retune", "--report", "--sass", "--evo-help", "--evo-version")
 
 HELP = """\
 usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's tuned flags
@@ -32,6 +32,10 @@ usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's t
                                                an HTML page of the results: chosen knobs against the
                                                baseline, fronts, convergence, failures, what is stale
                                                (no GPU, no compile; plots need nvcc-evo[report])
+       nvcc-evo --sass [UNIT-GLOB...] [--target sm_XX] [--acf FILE]
+                                               per kernel, the build's own flags against the ACF entry:
+                                               registers, occupancy, spills, instructions, the mix
+                                               (compiles; the mix needs nvdisasm: nvcc-evo[sass])
        nvcc-evo --evo-version                  print nvcc-evo's version
        nvcc-evo --evo-help                     this help (--help is nvcc's own)
 
@@ -198,6 +202,18 @@ def report(rest: list[str]) -> int:
     return run_report(args.acf, tuple(args.globs), args.store, args.out)
 
 
+def sass(rest: list[str]) -> int:
+    import argparse
+    from nvcc_evo.search.compare import run_sass
+    parser = argparse.ArgumentParser(prog="nvcc-evo --sass")
+    parser.add_argument("globs", nargs="*", metavar="UNIT-GLOB", help="these units (default: all)")
+    parser.add_argument("--target", help="the SASS architecture (default: those built or in the ACF)")
+    parser.add_argument("--acf", help="the ACF (default: nearest nvcc-evo.acf here or above)")
+    args = parser.parse_args(rest)
+    _readable_acf(args.acf)
+    return run_sass(args.acf, tuple(args.globs), args.target)
+
+
 def _readable_acf(named: str | None) -> None:
     """An ACF named by --acf or NVCC_EVO_ACF that cannot be read stops a
     retune before anything starts, saying which and why."""
@@ -232,6 +248,8 @@ def run_verb(verb: str, rest: list[str]) -> int:
         return retune(rest)
     if verb == "--report":
         return report(rest)
+    if verb == "--sass":
+        return sass(rest)
     if verb == "--acf-check":
         return acf_check(_files_parser(verb).parse_args(rest).files)
     args = _files_parser(verb, with_check=True).parse_args(rest)

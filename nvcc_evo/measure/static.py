@@ -2,46 +2,27 @@
 
 registers, spills (spill store + load bytes), stack and shared (bytes) come
 from `ptxas -v` for the target architecture, summed or maxed over the unit's
-kernels; instructions and binary_size from the cubin; compile_time is the
-candidate compile's wall time.
+kernels (each kernel's own: nvcc_evo.measure.sass); instructions and
+binary_size from the cubin; compile_time is the candidate compile's wall time.
 """
 from __future__ import annotations
 
-import re
-
 from nvcc_evo.driver.candidate import CompileResult, instruction_count
 from nvcc_evo.measure import Measurement, failed
+from nvcc_evo.measure.sass import resources
 
 NAME = "static"
 OBJECTIVES = ("registers", "spills", "stack", "shared", "instructions", "binary_size", "compile_time")
 
-ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(\w+)'")
-FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
-
 
 def ptxas_report(stderr: str, arch: str) -> dict[str, int]:
-    """Resources of the entry functions compiled for `arch`, from ptxas -v."""
-    report = {"registers": 0, "spills": 0, "stack": 0, "shared": 0, "kernels": 0}
-    current = None
-    for line in stderr.splitlines():
-        entry = ENTRY.search(line)
-        if entry:
-            current = entry.group(2) == arch
-            report["kernels"] += int(current)
-            continue
-        if not current:
-            continue
-        frame = FRAME.search(line)
-        if frame:
-            report["stack"] = max(report["stack"], int(frame.group(1)))
-            report["spills"] += int(frame.group(2)) + int(frame.group(3))
-        used = USED.search(line)
-        if used:
-            report["registers"] = max(report["registers"], int(used.group(1)))
-            report["shared"] = max(report["shared"], int(used.group(2) or 0))
-            current = None
-    return report
+    """The unit's resources over its kernels for `arch`: the most registers,
+    stack and shared memory of one kernel, the spills of all (per kernel:
+    nvcc_evo.measure.sass)."""
+    kernels = resources(stderr, arch)
+    return {"registers": max((k.registers for k in kernels), default=0),
+            "spills": sum(k.spills for k in kernels), "stack": max((k.stack for k in kernels), default=0),
+            "shared": max((k.shared for k in kernels), default=0), "kernels": len(kernels)}
 
 
 def measure(result: CompileResult, arch: str) -> Measurement:

@@ -204,6 +204,21 @@ def _objectives(section: Section, chosen: Record | None) -> str:
     return _table(["objective", "baseline", "chosen", "change"], rows) + note
 
 
+def _kernels(section: Section, chosen: Record | None, stores: list[Path]) -> str:
+    """The baseline's and the chosen build's kernels, as the retune that chose it compared them."""
+    from nvcc_evo.search.kernels import STORE_NAME, KernelStore
+    from nvcc_evo.search.kernelview import html_tables
+    if chosen is None:
+        return "<p>The entry's knobs are not among these evaluations.</p>"
+    for folder in dict.fromkeys(store.parent for store in stores):
+        found = KernelStore(folder / STORE_NAME).latest(str(section.unit), section.arch, section.baseline.sass_hash,
+                                                        chosen.sass_hash)
+        if found is not None:
+            return html_tables(found)
+    return ("<p>No comparison of these two builds recorded (a retune records one as it ends; "
+            "<code>nvcc-evo --sass</code> builds one in the terminal).</p>")
+
+
 def _verification(section: Section) -> str:
     target = section.entry()
     if section.chosen_by():
@@ -285,7 +300,8 @@ STYLE = """body{font-family:sans-serif;max-width:1150px;margin:2em auto;color:#2
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;
 vertical-align:top}th{background:#f2f2f2}section{border-top:2px solid #888;margin-top:2em}
 figure.plot{display:inline-block;margin:0 .5em}figure.plot svg{max-width:100%;height:auto}
-.stale{color:#a40}small{color:#666}"""
+.stale{color:#a40}small{color:#666}table.kernel{display:inline-table;margin-right:1em}
+table.kernel td:nth-child(n+2){text-align:right}caption{text-align:left;font-weight:bold}"""
 
 
 def render(acf_path: Path, found: list[Section], stores: list[Path], aside: int, toolkit_version: str | None,
@@ -310,6 +326,7 @@ def render(acf_path: Path, found: list[Section], stores: list[Path], aside: int,
                  else "<p>Up to date.</p>")
         body += [f'<section id="{_anchor(section)}"><h2>{html.escape(section.title)}</h2>', stale,
                  "<h3>Chosen knobs</h3>", _knobs(section), "<h3>Objectives</h3>", _objectives(section, chosen),
+                 "<h3>Kernels: baseline against chosen</h3>", _kernels(section, chosen, stores),
                  "<h3>Verification</h3>", _verification(section), "<h3>Front and convergence</h3>",
                  _plots(section, chosen), "<h3>Failures</h3>", _failures(section), "</section>"]
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>nvcc-evo report: "

@@ -54,6 +54,9 @@ def _summary(o) -> list[str]:
         lines.append(f"  learned: {o.extra['learned']}")
     if t.evaluated:
         lines.append(f"  cost: {t.costs_text()}")
+    if "kernels" in o.extra:
+        from nvcc_evo.search.kernelview import lines as kernel_lines
+        lines += kernel_lines(o.extra["kernels"])
     if len(o.goal.minimize) > 1 and o.front:
         lines.append("  Pareto front (" + ", ".join(o.goal.minimize) + "):")
         for point in o.front:

@@ -30,6 +30,7 @@ from nvcc_evo.search.boosters import family_of
 from nvcc_evo.search.choice import choose, confirm, end_drift
 from nvcc_evo.search.evaluate import Evaluator, Goal, Stopped, goal_for
 from nvcc_evo.search.evolve import Engine, Evaluation, Progress, run_search
+from nvcc_evo.search.kernels import after_search
 from nvcc_evo.search.cluster import open_cluster
 from nvcc_evo.search.measurers import (calibrate, check_benches, close_pool, gpu_arch, measuring,
                                        resolve_backend)
@@ -180,6 +181,8 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
         lanes.close()
     outcome.extra["seconds"] = time.monotonic() - started     # search and verification, this run
     evaluator.tally.stop()
+    if baseline_measurement.ok:         # why the choice is faster, kernel by kernel (search.kernels)
+        after_search(outcome, job_for, store.path.parent, baseline_defines(task.source, space), log, evaluator.ptx)
     return outcome
 
 

@@ -1,0 +1,183 @@
+"""What a build's machine code holds, per kernel: registers, spills, stack,
+shared memory and barriers from ptxas's resource report (`-v`), instruction
+counts from the cubin's `.text.KERNEL` sections, and, where a disassembler
+is found, the instruction mix (FFMA, HMMA, global and shared loads and
+stores, local memory, branches, ...) from nvdisasm's listing.
+
+nvdisasm is looked for beside the toolkit's nvcc, then on PATH, then in the
+pip package (`pip install nvidia-cuda-nvdisasm`, the `sass` extra). Without
+it the facts are all there but the mix, and `MISSING` says how to get it.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from nvcc_evo.driver.candidate import cubin_sections
+
+MISSING = ("no nvdisasm (looked beside nvcc, on PATH and in the nvidia-cuda-nvdisasm package): the instruction "
+           "mix is not shown; `pip install nvidia-cuda-nvdisasm` (or nvcc-evo's `sass` extra) brings it")
+
+ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(\w+)'")
+FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+USED = re.compile(r"Used (\d+) registers")
+BARRIERS = re.compile(r"used (\d+) barriers")
+SMEM = re.compile(r"(\d+) bytes smem")
+INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)")
+SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
+
+# The classes of the mix a reader compares, each a set of opcodes (without
+# their modifiers); `tensor` is every opcode that ends in MMA (HMMA, IMMA,
+# HGMMA, UTCHMMA, ...). Opcodes of no class count as `other`.
+CLASSES = {
+    "fp32": {"FFMA", "FADD", "FMUL", "FMNMX", "FSETP", "FSEL", "FSET", "FCHK", "FRND", "FFMA2", "FADD2", "FMUL2"},
+    "fp16": {"HFMA2", "HADD2", "HMUL2", "HMNMX2", "HSETP2", "HSET2"},
+    "fp64": {"DFMA", "DADD", "DMUL", "DSETP", "DMNMX"},
+    "special": {"MUFU"},
+    "integer": {"IMAD", "IADD3", "IADD", "LOP3", "SHF", "LEA", "ISETP", "IMNMX", "IABS", "POPC", "FLO", "BREV",
+                "BMSK", "IDP", "VIADD", "VIMNMX", "UIMAD", "UIADD3", "ULOP3", "USHF", "ULEA", "UISETP"},
+    "moves": {"MOV", "UMOV", "SEL", "USEL", "PRMT", "UPRMT", "S2R", "S2UR", "CS2R", "R2UR", "LDC", "ULDC", "SHFL",
+              "F2I", "I2F", "F2F", "I2FP", "F2FP"},
+    "global load": {"LDG"},
+    "global store": {"STG"},
+    "shared load": {"LDS", "LDSM"},
+    "shared store": {"STS"},
+    "local (spills)": {"LDL", "STL"},
+    "async copy": {"LDGSTS", "LDGDEPBAR", "UBLKCP", "UTMALDG", "UTMASTG", "UTMAPF"},
+    "atomics": {"ATOM", "ATOMG", "ATOMS", "RED", "REDG"},
+    "branches": {"BRA", "BRX", "JMP", "JMX", "CALL", "RET", "BSSY", "BSYNC", "WARPSYNC"},
+    "barriers": {"BAR", "SYNCS", "MEMBAR", "DEPBAR"},
+}
+CLASS_ORDER = ("tensor", *CLASSES, "other")
+
+
+@dataclass(frozen=True)
+class KernelFacts:
+    """One kernel of one build."""
+
+    name: str
+    registers: int = 0
+    spill_stores: int = 0             # bytes
+    spill_loads: int = 0
+    stack: int = 0
+    shared: int = 0                   # static shared memory, bytes
+    barriers: int = 0
+    instructions: int = 0
+    mix: tuple[tuple[str, int], ...] = field(default=())     # opcode -> count; () without a disassembler
+
+    @property
+    def spills(self) -> int:
+        return self.spill_stores + self.spill_loads
+
+    def classes(self) -> dict[str, int]:
+        """The mix in the classes a reader compares (zero where none)."""
+        counted = dict.fromkeys(CLASS_ORDER, 0)
+        for opcode, count in self.mix:
+            counted[class_of(opcode)] += count
+        return counted
+
+    def to_json(self) -> dict:
+        return {**{k: v for k, v in self.__dict__.items() if k != "mix"}, "mix": dict(self.mix)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "KernelFacts":
+        return cls(**{**data, "mix": tuple(sorted(data.get("mix", {}).items()))})
+
+
+def class_of(opcode: str) -> str:
+    if opcode.endswith("MMA"):
+        return "tensor"
+    return next((name for name, members in CLASSES.items() if opcode in members), "other")
+
+
+def resources(stderr: str, arch: str) -> tuple[KernelFacts, ...]:
+    """Each entry function ptxas compiled for `arch`, as its -v report says."""
+    kernels, current = [], None
+    for line in stderr.splitlines():
+        entry = ENTRY.search(line)
+        if entry:
+            current = KernelFacts(entry.group(1)) if entry.group(2) == arch else None
+            continue
+        if current is None:
+            continue
+        frame = FRAME.search(line)
+        if frame:
+            current = replace(current, stack=int(frame.group(1)), spill_stores=int(frame.group(2)),
+                              spill_loads=int(frame.group(3)))
+        used = USED.search(line)
+        if used:
+            barriers, smem = BARRIERS.search(line), SMEM.search(line)
+            kernels.append(replace(current, registers=int(used.group(1)),
+                                   barriers=int(barriers.group(1)) if barriers else 0,
+                                   shared=int(smem.group(1)) if smem else 0))
+            current = None
+    return tuple(kernels)
+
+
+def kernel_facts(stderr: str, cubin: bytes, arch: str) -> tuple[KernelFacts, ...]:
+    """ptxas's report of each kernel with its instruction count from the cubin."""
+    sizes = {name[len(".text."):]: len(body) for name, body in cubin_sections(cubin).items()
+             if name.startswith(".text.")} if cubin else {}
+    return tuple(replace(k, instructions=sizes.get(k.name, 0) // 16) for k in resources(stderr, arch))
+
+
+def find_disassembler(nvcc: str | None = None) -> str | None:
+    """nvdisasm beside nvcc (the toolkit's bin), on PATH, or in the pip package."""
+    if nvcc:
+        beside = Path(nvcc).parent / "nvdisasm"
+        if beside.is_file() and os.access(beside, os.X_OK):
+            return str(beside)
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    try:
+        import nvidia             # the namespace package pip's CUDA wheels install into
+    except ImportError:
+        return None
+    for root in getattr(nvidia, "__path__", ()):
+        for candidate in sorted(Path(root).glob("*/bin/nvdisasm")):
+            if os.access(candidate, os.X_OK):
+                return str(candidate)
+    return None
+
+
+def disassemble(cubin: bytes, nvdisasm: str, timeout: float = 120) -> str:
+    """nvdisasm's listing of the cubin's code; '' when it fails."""
+    with tempfile.TemporaryDirectory(prefix="nvcc-evo-sass-") as folder:
+        path = Path(folder) / "code.cubin"
+        path.write_bytes(cubin)
+        try:
+            done = subprocess.run([nvdisasm, "--print-code", "--no-dataflow", str(path)], capture_output=True,
+                                  text=True, timeout=timeout)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    return done.stdout if done.returncode == 0 else ""
+
+
+def mixes(listing: str) -> dict[str, dict[str, int]]:
+    """Kernel name -> opcode -> count, from nvdisasm's listing."""
+    found: dict[str, dict[str, int]] = {}
+    current = None
+    for line in listing.splitlines():
+        section = SECTION.match(line)
+        if section:
+            current = found.setdefault(section.group(1), {})
+            continue
+        instruction = INSTRUCTION.search(line)
+        if instruction and current is not None:
+            opcode = instruction.group(1).split(".")[0]
+            current[opcode] = current.get(opcode, 0) + 1
+    return found
+
+
+def with_mix(kernels: tuple[KernelFacts, ...], cubin: bytes, nvdisasm: str | None) -> tuple[KernelFacts, ...]:
+    """The kernels with their instruction mix (unchanged without a disassembler)."""
+    if not nvdisasm or not cubin:
+        return kernels
+    found = mixes(disassemble(cubin, nvdisasm))
+    return tuple(replace(k, mix=tuple(sorted(found.get(k.name, {}).items()))) for k in kernels)
