@@ -15,17 +15,20 @@ OUT := out
 # `make test` adds the test tools and a second CUDA toolkit (13.5) for the
 # two-toolkit tests, which tune never needs.
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+# The tree on sys.path (a .pth file), as setuptools' compat mode does it: the default
+# editable install prints a banner about folders named like the package on every set-up.
+EDITABLE := --config-settings editable_mode=compat -e
 comma := ,
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".$(if $(HAS_GPU),[gpu])"
+	$(BIN)/python -m pip install -q $(EDITABLE) ".$(if $(HAS_GPU),[gpu])"
 	rm -f $(VENV)/.test
 	touch $@
 # ptxas 13.3 (the extra ptxas133) apart from CUDA 13.5: both are the package nvidia-cuda-nvcc.
 PTXAS133 := $(shell sed -n 's/^ptxas133 = \["\(.*\)"\]/\1/p' pyproject.toml)
 $(VENV)/.test: $(VENV)/.base
-	$(BIN)/python -m pip install -q -e ".[test,cuda135,methodology$(if $(HAS_GPU),$(comma)gpu)]"
+	$(BIN)/python -m pip install -q $(EDITABLE) ".[test,cuda135,methodology$(if $(HAS_GPU),$(comma)gpu)]"
 	$(BIN)/python -m pip install -q --no-deps --target $(VENV)/ptxas133 "$(PTXAS133)"
 	touch $@
 
@@ -64,6 +67,7 @@ tune: $(VENV)/.base
 .PHONY: static-tune
 static-tune:
 	@echo "tune: no GPU here: tuning static objectives (spills, registers: compiler facts, not speed)"
+	@echo "tune: speed-safe: no lower -O level, registers counted only as the occupancy they allow"
 	@echo "tune: on a copy in $(STATIC)/; kernels/nvcc-evo.acf keeps its GPU-measured entries"
 	@if ! cmp -s kernels/nvcc-evo.acf $(STATIC)/.acf-copied-from; then \
 	    rm -rf $(STATIC) && mkdir -p $(OUT) && cp -rp kernels $(STATIC) && rm -rf $(STATIC)/.nvcc-evo && \
@@ -93,7 +97,7 @@ $(OBJ)/%.o: $(SRC)/%.cu $(SRC)/nvcc-evo.acf
 
 # The HTML report of the committed H200 records (no GPU): out/report.html.
 report: $(VENV)/.base
-	$(BIN)/python -m pip install -q -e ".[report]"
+	$(BIN)/python -m pip install -q $(EDITABLE) ".[report]"
 	$(EVO) --report --acf kernels/nvcc-evo.acf --store benchmarks/data/h200-search.jsonl --out $(OUT)/report.html
 
 clean:

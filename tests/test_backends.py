@@ -58,7 +58,8 @@ unit "spill.cu" {{
 def test_replay_backend_answers_without_compiling_and_refuses_other_contexts(tmp_path, evo_cache):
     shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
     (tmp_path / "nvcc-evo.acf").write_text('acf 1\nunit "spill.cu" {\n    search {\n'
-                                           '        ptxas.opt_level in 1..3\n    }\n}\n')
+                                           '        ptxas.opt_level in 1..3\n    }\n'
+                                           '    tune {\n        minimize spills, registers\n    }\n}\n')
     env = evo_env(evo_cache)
     first = run_evo("--retune", "--target", "sm_90", "--evaluations", "3", cwd=tmp_path, env=env)
     assert first.returncode == 0, first.stderr

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -303,3 +304,13 @@ def test_a_unit_without_a_bench_command_is_a_usage_error_before_any_bench_runs(t
     assert done.returncode == 2, done.stderr
     assert "unit \"other.cu\" has no `bench { command ...; metric ... }` block for the command backend" in done.stderr
     assert not (tmp_path / "ran").exists() and not (tmp_path / ".nvcc-evo" / "results.jsonl").exists()
+
+
+def test_a_verdict_says_speedup_only_of_a_time_or_a_rate():
+    """"speedup 1.0625x" was said of a minimized register count."""
+    from nvcc_evo.measure.stats import Verdict, a_speed
+    found = Verdict("mannwhitneyu", 0.001, 1.0625, 0.01, True, 10)
+    assert "speedup 1.0625x" in str(found)
+    assert "regs 1.0625x better" in str(replace(found, judged="regs")) and "speedup" not in str(replace(found, judged="regs"))
+    assert a_speed("time", "ms") and a_speed("kernel_runtime") and a_speed("tokens", "tok/s", maximize=True)
+    assert not a_speed("regs") and not a_speed("error", "") and not a_speed("accuracy", "%", maximize=True)

@@ -119,6 +119,18 @@ def test_strings_that_need_quotes_keep_them():
     assert 'define.X = "two words"' in out and 'define.Y = "unit"' in out and "define.Z = ok" in out
 
 
+def test_every_backend_is_written_bare_in_a_provenance():
+    """`backend = "command"` was quoted (a keyword elsewhere) where `backend = static` was not."""
+    records = tuple(model.Record("backend", b) for b in ("static", "pycuda", "command", "replay"))
+    text = update_target('acf 1\nunit "a.cu" {\n}\n', ("a.cu",), model.Target("sm_90", None, (), records))
+    assert [line.strip() for line in text.splitlines() if "backend" in line] == \
+        ["backend = static", "backend = pycuda", "backend = command", "backend = replay"]
+    assert [r.value for r in parse_text(text).units[0].targets[0].provenance] == ["static", "pycuda", "command", "replay"]
+    flagged = update_target('acf 1\nunit "a.cu" {\n}\n', ("a.cu",),
+                            model.Target("sm_90", None, (), (model.Record("verdict", "true"),)))
+    assert 'verdict = "true"' in flagged          # a string, not the boolean
+
+
 def test_write_atomic_replaces_whole_file_and_keeps_mode(tmp_path):
     path = tmp_path / "p.acf"
     path.write_text("old\n")

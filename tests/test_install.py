@@ -88,8 +88,26 @@ def test_installed_console_script_retunes_a_make_project(installed, tmp_path, ev
                            env=env, capture_output=True, text=True)
     assert tuned.returncode == 0, tuned.stderr
     assert "Traceback" not in tuned.stderr
+    # what to rebuild, and the line that makes a build do it (after a retune, make said "up to date")
+    assert "to use the new entries, rebuild what your build compiled before them: kernel.o." in tuned.stderr
+    assert "    Make:  $(CUDA_OBJECTS): nvcc-evo.acf\n" in tuned.stderr
     text = (project / "nvcc-evo.acf").read_text()
     assert "target sm_90 {" in text and "backend = static" in text
     check = subprocess.run([str(evo), "--acf-check", "nvcc-evo.acf"], cwd=project, env=env,
                            capture_output=True, text=True)
     assert check.returncode == 0, check.stderr
+
+
+def test_the_makefiles_install_prints_no_setuptools_banner(tmp_path):
+    """`make tune` printed setuptools' licence-table deprecation banner three times, then its banner on
+    editable installs; the Makefile's own pip line, into a fresh venv (no dependencies: they print nothing)."""
+    tree = tracked_tree(tmp_path / "src")
+    planned = subprocess.run(["make", "-n", "tune"], cwd=tree, capture_output=True, text=True).stdout
+    line = next(line for line in planned.splitlines() if "pip install" in line and "-e" in line)
+    venv = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    argv = [str(venv / "bin" / "python"), *line.split()[1:]]      # `.venv/bin/python -m pip install ...`
+    done = subprocess.run([a.strip('"') for a in argv] + ["--no-deps"], cwd=tree, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "!!" not in done.stderr and "deprecated" not in done.stderr and "Editable installation" not in done.stderr, \
+        done.stderr

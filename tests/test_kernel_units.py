@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 from conftest import DATA, EVO, evo_env
 from nvcc_evo.acf import kernelname
@@ -42,3 +43,26 @@ def test_the_triton_pages_acfs_check():
         file = parse_text(text, "nvcc-evo.acf")
         check(file, text)
         assert all(unit.is_kernel for unit in file.units)
+
+
+PTX = (".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry softmax_kernel()\n.reqntid 128\n"
+       "{\n\tret;\n}\n")
+
+
+def test_the_drop_in_ptxas_lets_the_user_s_own_options_win(tmp_path, evo_cache):
+    """Triton's `--opt-level 0` (disable_ptxas_opt) beats an entry's opt level; a
+    target sm_90 serves --gpu-name=sm_90a; the toolkit's ptxas, no Triton needed."""
+    import sys
+    ptxas = Path(sys.executable).parent / "nvcc-evo-ptxas"
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\nunit kernel "softmax_*" {\n    target sm_90 {\n'
+                                           '        ptxas.opt_level = 1\n        ptxas.dlcm = cg\n    }\n}\n')
+    (tmp_path / "k.ptx").write_text(PTX)
+    env = evo_env(evo_cache, NVCC_EVO_REAL_PTXAS=shutil.which("ptxas"))
+    asked = ["--explain", "--opt-level", "0", "--gpu-name=sm_90a", "k.ptx", "-o", "k.cubin"]
+    done = subprocess.run([str(ptxas), *asked], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "target sm_90 (line 3); no entry for sm_90a: the entry for sm_90 serves it" in done.stdout
+    assert "added: -dlcm=cg\n" in done.stdout
+    assert "left out: ptxas.opt_level: the user sets it (-O0); the user wins" in done.stdout
+    built = subprocess.run([str(ptxas), *asked[1:]], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert built.returncode == 0 and (tmp_path / "k.cubin").is_file(), built.stderr

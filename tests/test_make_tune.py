@@ -54,6 +54,8 @@ def test_make_tune_twice(repo, evo_cache):
     first, _ = make_tune(repo, evo_cache)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "tune: no GPU here: tuning static objectives" in first.stdout
+    assert "speed-safe: lower -O levels left out" in first.stderr        # a static search that costs no speed
+    assert "ptxas.opt_level = 1" not in (repo / "out" / "static" / "nvcc-evo.acf").read_text()
     assert "tune: the static result is in out/static/nvcc-evo.acf" in first.stdout
     assert "tune: build with it: make kernels SRC=out/static NVCC=" in first.stdout
     assert "backend = static" in (repo / "out" / "static" / "nvcc-evo.acf").read_text()

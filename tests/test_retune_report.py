@@ -119,3 +119,24 @@ def test_a_choice_that_gives_up_one_objective_is_not_called_an_improvement():
         "traded instructions 2936 -> 2928, registers 40 -> 46"
     assert verdict_of(outcome((("instructions", 2928.0), ("registers", 32.0)))) == \
         "improved instructions 2936 -> 2928, registers 40 -> 32"
+
+
+def test_fewer_knobs_moved_is_said_only_when_fewer_moved():
+    """The summary said "with fewer knobs moved from the baseline" of a point that moved as many."""
+    from types import SimpleNamespace
+
+    from nvcc_evo.measure import Measurement
+    from nvcc_evo.search.evaluate import Goal
+    from nvcc_evo.search.evolve import Evaluation
+    from nvcc_evo.search.report import _off_front
+    from nvcc_evo.search.space import Dimension, SearchSpace
+    space = SearchSpace((Dimension("ptxas.dlcm", (None, "ca", "cg"), None), Dimension("ptxas.fmad", (None, False), None)))
+    genome = lambda dlcm, fmad: Genome((("ptxas.dlcm", dlcm), ("ptxas.fmad", fmad)))
+    goal = Goal(("spills", "registers"))
+    outcome = lambda chosen, front: SimpleNamespace(
+        goal=goal, space=space, chosen=chosen, chosen_measurement=Measurement("ok", (("spills", 0.0), ("registers", 32.0))),
+        front=[Evaluation(front, (0.0, 32.0))], task=SimpleNamespace(arch="sm_90", unit=SimpleNamespace(entry_for=lambda a: None)))
+    assert _off_front(outcome(genome("ca", None), genome("cg", None))) == \
+        "the same scores as a front point, as many knobs moved (1): the first in a fixed order"
+    assert _off_front(outcome(genome("ca", None), genome("cg", False))) == \
+        "the same scores as a front point, with fewer knobs moved from the baseline"

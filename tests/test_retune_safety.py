@@ -200,7 +200,8 @@ def test_a_space_searched_whole_is_within_budget(project, evo_cache):
     (seen on the H200: a 12-point space with --evaluations 12 was verified
     and written again)."""
     (project / "nvcc-evo.acf").write_text('acf 1\nunit "spill.cu" {\n    search {\n'
-                                          '        ptxas.opt_level in 1..3\n    }\n}\n')
+                                          '        ptxas.opt_level in 1..3\n    }\n'
+                                          '    tune {\n        minimize spills, registers\n    }\n}\n')
     env = evo_env(evo_cache)
     argv = retune_argv("--all", "--evaluations", "10")
     assert subprocess.run(argv, cwd=project, env=env, capture_output=True).returncode == 0
@@ -237,7 +238,8 @@ def test_a_settled_unit_reports_the_entry_it_keeps(project, evo_cache):
     """Within budget and up to date, the entry stands: the summary must show it, not a choice made
     anew from the store (on the H200 a baseline kept by the verification was shown as `ptxas.dlcm=cs`)."""
     (project / "nvcc-evo.acf").write_text('acf 1\nunit "spill.cu" {\n    search {\n'
-                                          '        ptxas.opt_level in 1..3\n    }\n}\n')
+                                          '        ptxas.opt_level in 1..3\n    }\n'
+                                          '    tune {\n        minimize spills, registers\n    }\n}\n')
     env = evo_env(evo_cache)
     argv = retune_argv("--all", "--evaluations", "10")
     first = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True)

@@ -94,6 +94,27 @@ def test_a_unit_never_built_through_the_wrapper_is_said(project, evo_cache):
     assert '"spill.cu": never built through nvcc-evo for this ACF: compiled as `nvcc -c SOURCE`' in done.stderr
 
 
+def test_the_built_in_default_target_is_said_where_it_is_used(project, evo_cache):
+    """Before any build, `--retune` used sm_90 and said nothing of it."""
+    done = run_evo("--retune", "--dry-run", "spill.cu", cwd=project, env=evo_env(evo_cache))
+    assert done.returncode == 0, done.stderr
+    assert ("compiled as `nvcc -c SOURCE` for sm_90 (the built-in default target; --target sm_XX for another)"
+            in done.stderr)
+    assert '"spill.cu" [sm_90]: asked' in done.stdout
+    named = run_evo("--retune", "--dry-run", "--target", "sm_80", "spill.cu", cwd=project, env=evo_env(evo_cache))
+    assert "built-in default target" not in named.stderr and '"spill.cu" [sm_80]' in named.stdout
+
+
+def test_a_glob_that_matches_no_file_is_said_so_first(project, evo_cache):
+    """It was first reported as "never built through nvcc-evo", then skipped."""
+    (project / "nvcc-evo.acf").write_text(ACF + 'unit "src/*.cu" {\n    search {\n        ptxas.opt_level in 1..3\n'
+                                          '    }\n}\n')
+    done = dry_run(project, evo_cache, "src/*.cu")
+    said = [line for line in done.stderr.splitlines() if "src/*.cu" in line]
+    assert said[0] == f'nvcc-evo: unit "src/*.cu": its globs match no file under {project}', said
+    assert not any("never built" in line for line in said)
+
+
 def test_another_units_unusable_record_does_not_silence_it(project, evo_cache):
     """regs.cu's record cannot be used (its input is gone); spill.cu, never
     built, is still said to be compiled without the build's flags (it was
@@ -157,3 +178,13 @@ def test_an_entry_the_static_backend_chose_is_stale_for_a_measuring_backend(proj
     assert measuring.returncode == 0, measuring.stderr
     assert ('"regs.cu" [sm_90]: its entry holds static objectives only (compiler facts): never measured'
             in measuring.stdout.splitlines()), measuring.stdout + measuring.stderr
+
+
+def test_architectures_are_taken_in_their_numbers_order(project, evo_cache):
+    """sm_100 came before sm_75 (sorted as strings), in the retune's order and so in the ACF's blocks."""
+    targets = "".join(f"    target {arch} {{\n        ptxas.opt_level = 2\n    }}\n" for arch in ("sm_100", "sm_90", "sm_75"))
+    (project / "nvcc-evo.acf").write_text(ACF.replace("    }\n}\n\nunit \"regs.cu\"", "    }\n" + targets + "}\n\nunit \"regs.cu\"", 1))
+    done = dry_run(project, evo_cache, "--all", "spill.cu")
+    assert done.returncode == 0, done.stderr
+    assert [line.split(":")[0] for line in done.stdout.splitlines()] == \
+        ['"spill.cu" [sm_75]', '"spill.cu" [sm_90]', '"spill.cu" [sm_100]']

@@ -19,8 +19,9 @@ for script in "nvcc-evo nvcc_evo.cli" "nvcc-evo-ptxas nvcc_evo.driver.ptxas_shim
 done
 set -- "$MODE" "$OUT" "$LIMIT"
 FINAL=$OUT OUT=/tmp/results          # what comes back: one archive (the device tool returns few files)
-trap 'tar czf "$FINAL/results.tgz" -C /tmp results' EXIT
-trap 'exit 143' TERM
+save() { tar czf "$FINAL/results.tgz" -C /tmp results; }     # after each step: a call cut short keeps what ran
+# (never `timeout ... bash h200.sh | tail`: bash waits for its running retune before a TERM trap, and the
+# pipe then returns nothing; give each retune EACH seconds instead, and the call more than their sum)
 export PYTHONPATH=$ROOT:/tmp/site PATH=/tmp/site/bin:$PATH XDG_CACHE_HOME=/tmp/evo-cache
 export NVCC_EVO_PTXAS=$WHEELS/ptxas133/ptxas
 chmod +x "$NVCC_EVO_PTXAS"
@@ -74,15 +75,18 @@ if [ "$MODE" = smoke ]; then
     dir=$(project softmax)
     (cd "$dir" && nvcc-evo --retune --backend command --evaluations 3 --time-limit 20) > "$OUT/softmax-retune.txt" 2>&1
     tail -25 "$OUT/softmax-retune.txt"
+    save
     exit 0
 fi
 
 (cd "$ROOT" && python3 benchmarks/ptxas_overhead.py --runs 15) 2>&1 | tee "$OUT/overhead.txt"
+save
 for k in ${KERNELS:-matmul attention softmax layernorm}; do
     dir=$(project $k)
     # the first run through nvcc-evo-ptxas, with a Triton cache of its own: ptxas runs, the compile database learns it
     (cd "$dir" && TRITON_PTXAS_PATH=nvcc-evo-ptxas TRITON_CACHE_DIR=$dir/first-cache python3 $k.py && \
         timeout "${EACH:-600}" nvcc-evo --retune --backend command --time-limit "$LIMIT" --evaluations 10000) > "$OUT/$k-retune.txt" 2>&1
     cp "$dir/nvcc-evo.acf" "$OUT/$k.acf"; cp "$dir/.nvcc-evo/results.jsonl" "$OUT/$k-results.jsonl" 2>/dev/null
+    save
     echo "== $k"; grep -B2 -A14 "^unit " "$OUT/$k-retune.txt" | head -40; tail -3 "$OUT/$k-retune.txt"
 done

@@ -147,8 +147,11 @@ def show_runs(bench: model.Bench) -> list[tuple[model.Span, str]]:
 
 
 def show_record(record: model.Record) -> str:
+    """`key = value`: a name bare, as the grammar reads it back in a record (a
+    keyword is a name there: `backend = command` as `backend = static`)."""
     spread = f" +- {show_value(record.spread)}" if record.spread is not None else ""
-    return f"{record.key} = {show_value(record.value)}{spread}"
+    bare = isinstance(record.value, str) and BARE_NAME.fullmatch(record.value) and record.value not in ("true", "false")
+    return f"{record.key} = {record.value if bare else show_value(record.value)}{spread}"
 
 
 # ---------------------------------------------------------------- comments

@@ -104,8 +104,8 @@ class Served(NamedTuple):
 
 
 def kernel_units(acf_path: Path):
-    from nvcc_evo.driver.toolkit import cache_folder
-    return tuple(u for u in planning.load_units(acf_path, cache_folder()) if u.kind == "kernel")
+    from nvcc_evo.driver.toolkit import cache_folder_if_any
+    return tuple(u for u in planning.load_units(acf_path, cache_folder_if_any()) if u.kind == "kernel")
 
 
 def choose_target(unit, arch: str, gpu: str | None):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from nvcc_evo.acf import unitpath
+from nvcc_evo.driver.cache import prune
 from nvcc_evo.driver.common import ACF_ENV, ACF_NAME, BROKEN_FILE, replace_file
 from nvcc_evo.driver.nvcc_options import NvccCall
 
@@ -195,6 +196,7 @@ def load_units(path: Path, cache_dir: Path | None) -> tuple[UnitEntry, ...]:
     try:
         if cached is not None:
             replace_file(cached, json.dumps(_to_json(units)))
+            prune(cache_dir)            # (a new index: those of older texts go in time)
     except OSError:
         pass
     return units

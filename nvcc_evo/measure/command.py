@@ -42,7 +42,7 @@ import shutil
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -51,7 +51,7 @@ from nvcc_evo.driver.common import PHASE_ENV
 from nvcc_evo.driver.compiledb import outputs_of
 from nvcc_evo.driver.flags import ptxas_values
 from nvcc_evo.measure import Confirmation, Measurement, failed
-from nvcc_evo.measure.stats import MIN_GAIN, Summary, Verdict, enough, faster, summarize, verdict_clear
+from nvcc_evo.measure.stats import MIN_GAIN, Summary, Verdict, a_speed, enough, faster, summarize, verdict_clear
 from nvcc_evo.system.leftovers import SHELL, private_folder, remove_private, run_in_group
 
 NAME = "command"
@@ -352,7 +352,7 @@ class CommandBench:
                     who = "baseline" if side == "baseline" else "chosen candidate"
                     problem = f"the {who}'s confirmation run {index + 1} of {rounds} {run.failure or run.status}"
                     self.say(f"{' '.join(self.globs)} [{self.arch}]: {problem}; the last lines:\n{tail(run.detail)}")
-                    return _judged(samples, self.primary in self.maximized), problem
+                    return self._judged(samples), problem
                 samples[side].append(dict(run.values)[self.primary])
             if _clear(samples, rounds, self.primary in self.maximized):
                 break              # sequential: the verdict will not change with more rounds
@@ -360,7 +360,13 @@ class CommandBench:
                 self.say(f"{' '.join(self.globs)} [{self.arch}]: confirmation ends after {index + 1} of {rounds} rounds: "
                          "no time left for another")
                 break
-        return _judged(samples, self.primary in self.maximized), problem
+        return self._judged(samples), problem
+
+    def _judged(self, samples: dict[str, list[float]]) -> Verdict:
+        """The primary metric's verdict (`_judged`), named where it is not a time or a rate."""
+        metric = next(m for m in self.bench.metrics if m.name == self.primary)
+        found = _judged(samples, metric.maximize)
+        return found if a_speed(metric.name, metric.unit, metric.maximize) else replace(found, judged=metric.name)
 
 
 def _clear(samples: dict[str, list[float]], rounds: int, maximize: bool) -> bool:

@@ -134,10 +134,24 @@ class Verdict:
     noise: float             # the larger relative spread of the two
     significant: bool
     rounds: int = 0          # samples on each side
+    judged: str = ""         # the metric judged where it is not a time ("" or a time: a speedup)
 
     def __str__(self) -> str:
-        return (f"{self.test}: p={self.p_value:.2g}, speedup {self.effect:.4f}x, noise {self.noise:.2%}: "
+        effect = f"{self.judged} {self.effect:.4f}x better" if self.judged else f"speedup {self.effect:.4f}x"
+        return (f"{self.test}: p={self.p_value:.2g}, {effect}, noise {self.noise:.2%}: "
                 + ("significant" if self.significant else "not significant"))
+
+
+TIME_UNITS = ("s", "ms", "us", "µs", "ns", "min")
+TIME_NAMES = ("time", "runtime", "latency", "duration", "seconds", "elapsed")
+
+
+def a_speed(name: str, unit: str = "", maximize: bool = False) -> bool:
+    """Is a metric a time (a lower one is a speedup) or a rate per second (a
+    higher one is)? Anything else gains, it does not speed up."""
+    if maximize:
+        return unit.endswith("/s")
+    return unit in TIME_UNITS or any(word in name.lower() for word in TIME_NAMES)
 
 
 def faster(baseline: Sequence[float], candidate: Sequence[float], alpha: float = SIGNIFICANCE,

@@ -50,6 +50,10 @@ class Goal:
         return tuple(-metrics.get(m, -math.inf) if m in self.maximize else metrics.get(m, math.inf)
                      for m in self.minimize)
 
+    def values(self, scores: tuple[float, ...]) -> tuple[float, ...]:
+        """Scores as the metrics' own values (a maximised one is scored negated), for people."""
+        return tuple(-s if m in self.maximize else s for m, s in zip(self.minimize, scores))
+
     def better(self, metric: str, after: float, before: float) -> bool:
         return after > before if metric in self.maximize else after < before
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.format import show_value
+from nvcc_evo.acf.resolve import arch_order
 from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.driver.plan import fingerprint
 from nvcc_evo.search.evolve import Evaluation, pareto_front
@@ -112,7 +113,8 @@ def sections(file: model.AcfFile, acf_path: Path, stores: list[Path], chosen_uni
                 continue
             groups.setdefault((c.unit, c.arch, c.device, c.backend), []).append(record)
     found = []
-    for (name, arch, device, backend), records in sorted(groups.items()):
+    for (name, arch, device, backend), records in sorted(groups.items(),
+                                                         key=lambda g: (g[0][0], arch_order(g[0][1]), g[0][2:])):
         unit = units[name]
         stale = stale_reasons(unit, arch, records[0].context.fingerprint,
                               toolkit_version or _entry_toolkit(unit, arch))

@@ -18,12 +18,14 @@ from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
 from nvcc_evo.measure import Measurement, Measurer, static
 from nvcc_evo.search.lanes import Lane, LaneSet, choose_gpus
 from nvcc_evo.search.space import Genome
+from nvcc_evo.search.speedsafe import REGISTER_WARPS, with_register_warps
 from nvcc_evo.search.store import Context, Store, require_same_context
 from nvcc_evo.system.leftovers import held_file
 
 
 def _static(task) -> Measurer:
-    return Measurer(lambda genome, flags, result: static.measure(result, task.arch), static.OBJECTIVES,
+    return Measurer(lambda genome, flags, result: with_register_warps(static.measure(result, task.arch), task.arch),
+                    static.OBJECTIVES + (REGISTER_WARPS,),
                     describe="static (no GPU timing: registers, spills and other compiler facts)")
 
 

@@ -108,7 +108,7 @@ def progress_line(unit: str, goal, progress, engine, evaluator, baseline_drift=l
         budget.evaluations if budget is not None else float("inf"), t.reused,
         tuple((status, count, example) for status, (count, example) in
               sorted(t.failures.items(), key=lambda s: -s[1][0])),
-        len(front), tuple(zip(goal.minimize, front[0].objectives)) if front else (),
+        len(front), tuple(zip(goal.minimize, goal.values(front[0].objectives))) if front else (),
         tuple((m, float(base[m])) for m in goal.minimize if m in base),
         progress.elapsed(), max(1, progress.evaluations - progress.resumed),       # this run's pace, not the store's
         baseline_drift(),          # the backend's baseline again, between generations (None: not known)

@@ -60,7 +60,7 @@ def _summary(o) -> list[str]:
     if len(o.goal.minimize) > 1 and o.front:
         lines.append("  Pareto front (" + ", ".join(o.goal.minimize) + "):")
         for point in o.front:
-            lines.append("    " + "  ".join(_cell(v) for v in point.objectives) + f"   {point.genome}")
+            lines.append("    " + "  ".join(_cell(v) for v in o.goal.values(point.objectives)) + f"   {point.genome}")
     return lines
 
 
@@ -81,9 +81,22 @@ def _off_front(o) -> str:
             return f"the baseline, not on the front: no front point meets `{rule}`"
         return "the baseline, not on the front: " + o.verdict.removeprefix("baseline kept: ")
     scores = o.goal.scores(dict(o.chosen_measurement.metrics))
-    if any(p.objectives == scores for p in o.front):
-        return "the same scores as a front point, with fewer knobs moved from the baseline"
+    twin = next((p for p in o.front if p.objectives == scores), None)
+    if twin is not None:
+        return _why_the_twin_lost(o, twin.genome)
     return f"picked by the select rule `{_select_rule(o)}`" if o.goal.select_where else ""
+
+
+def _why_the_twin_lost(o, twin) -> str:
+    """The chosen point and a front point score the same: why this one (choice.choose's tie rules)."""
+    from nvcc_evo.search.writeback import current_genome
+    base = dict(o.space.baseline().items)
+    moved = lambda genome: sum(value != base.get(knob) for knob, value in genome.items)
+    if o.chosen == current_genome(o.task, o.space):
+        return "the same scores as a front point: the unit's current entry, kept"
+    if moved(o.chosen) < moved(twin):
+        return "the same scores as a front point, with fewer knobs moved from the baseline"
+    return f"the same scores as a front point, as many knobs moved ({moved(o.chosen)}): the first in a fixed order"
 
 
 def _select_rule(o) -> str:

@@ -20,8 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from nvcc_evo.driver import settings
+from nvcc_evo.driver.cache import prune
 from nvcc_evo.driver.candidate import PtxCache, compile_candidate
 from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf, untrusted_acf
+from nvcc_evo.driver.toolkit import cache_folder_if_any
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError
 from nvcc_evo.measure import Measurement
@@ -40,9 +42,11 @@ from nvcc_evo.search.progress import board_for, progress_line, reporter
 from nvcc_evo.search.reach import not_shipped, reachable, recorded_build, same_code, say, ship_check
 from nvcc_evo.search.selection import Task, build_key, check_target, find_tasks, log, stale_reasons
 from nvcc_evo.search.space import Genome, SearchSpace, baseline_defines, build_space
+from nvcc_evo.search.speedsafe import guard_for, guarded_goal, narrowed, say_waiting, set_aside
 from nvcc_evo.search.store import Context, Store
 from nvcc_evo.search.together import Together, how_many, run_together
-from nvcc_evo.search.writeback import current_genome, fixed_settings, one_retune_at_a_time, verdict_of, write_back
+from nvcc_evo.search.writeback import (current_genome, fixed_settings, one_retune_at_a_time, say_rebuild,
+                                      verdict_of, write_back)
 from nvcc_evo.system.leftovers import sweep_for
 from nvcc_evo.system.programs import said
 
@@ -90,6 +94,8 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     build = recorded_build(task, acf_path, toolkit, options)      # the compile plan the wrapper builds with
     space, fixed, left_out = reachable(task, space, fixed_settings(task, space), build)
     say(task, left_out)
+    guard = guard_for(task.unit.tune, task.arch) if options.backend == "static" else None
+    space = narrowed(space, guard) if guard else space      # registers and spills cannot rank speed
     programs = ptxas_programs(space, toolkit, acf_path, options, task.arch, fixed.get("ptxas.version"))
 
     def flags_for(genome: Genome) -> tuple[str, ...]:
@@ -111,6 +117,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     if measurer.build:          # a bench command is part of how candidates are built: another one, other results
         context = replace(context, build=hashlib.sha256((context.build + measurer.build).encode()).hexdigest()[:16])
     goal = goal_for(task.unit.tune, measurer.objectives, measurer.primary, measurer.maximize)
+    goal = guarded_goal(goal, guard) if guard else goal
     listeners = []               # told of each measured candidate: the progress bar, while it is shown
 
     def measure(genome: Genome, flags, result):
@@ -127,7 +134,7 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     evaluator.lanes, evaluator.not_shipped = lanes, lost
     if cluster is not None:                      # compiles on the cluster's CPUs
         evaluator.compiler = cluster.compiler(options.protocol == "fast")
-    stored = _resume(task, store, context, evaluator, space)
+    stored = _resume(task, store, context, evaluator, space, goal)
     # (said before the baseline is measured: a bench command's baseline runs take a while and say their own line)
     log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, {len(space.dimensions)} knobs"
         + f"; {budget.describe(options)}" + (f"; resuming with {stored} stored evaluations" if stored else ""))
@@ -198,16 +205,19 @@ def measure_baseline(evaluator: Evaluator, measurer, genome: Genome):
     return evaluator.measured[genome]
 
 
-def _resume(task: Task, store: Store, context: Context, evaluator: Evaluator, space: SearchSpace) -> int:
+def _resume(task: Task, store: Store, context: Context, evaluator: Evaluator, space: SearchSpace,
+            goal: Goal) -> int:
     """Read back this context's evaluations of the current search space from
     the store; how many. (Genomes of an earlier space, before an edit of the
-    search block, are not points of this one: the operators cannot use them.)"""
+    search block, are not points of this one: the operators cannot use them;
+    a measurement without an objective the goal has now is measured again.)"""
     mine, others = store.for_context(context)
     others = [c for c in others if c.unit == context.unit and c.arch == context.arch]
     if others:
         log(f"{task}: {len(others)} other context(s) in the results store left aside "
             f"(e.g. {'; '.join(context.differences(others[0]))})")
-    fitting = [record for record in mine if record.genome in space]
+    fitting = [record for record in mine if record.genome in space
+               and (not record.measurement.ok or all(m in dict(record.measurement.metrics) for m in goal.minimize))]
     if len(fitting) < len(mine):
         log(f"{task}: {len(mine) - len(fitting)} stored evaluation(s) of an earlier search space left aside")
     evaluator.resume(fitting)
@@ -304,6 +314,9 @@ def run_retune(options: Options) -> int:
     if project.ignored:
         log(f"warning: {project.ignored}; the retune goes on without them")
     options = with_settings(options, project)
+    cache = cache_folder_if_any()   # (none where a link or a file is in its place)
+    if cache is not None:
+        prune(cache)                # the cache folder kept bounded (driver.cache)
     swept = sweep_for(acf_path)
     if swept:
         log(f"removed {len(swept)} folder(s) and file(s) that killed runs left: {', '.join(swept)}")
@@ -314,6 +327,7 @@ def run_retune(options: Options) -> int:
     try:
         file = load(acf_path)
         cluster = open_cluster(options.cluster, options.dry_run)
+        auto = options.backend == "auto"
         options = budget.decided(backend_resolved(options, resolve_backend(options.backend, cluster)))
         if options.backend == "pycuda" and options.target is None and not options.dry_run:
             options = replace(options, target=gpu_arch(options.device, cluster))   # what this GPU runs
@@ -322,11 +336,15 @@ def run_retune(options: Options) -> int:
                if options.backend == "static" else ""))
         say_settings(project, options)
         tasks, skipped, kept = find_tasks(file, acf_path, toolkit, options)
-        check_benches(tasks, options.backend)
+        tasks, waiting = set_aside(tasks, log) if auto and options.backend == "static" else (tasks, [])
+        if not options.dry_run:          # (a dry run lists what is stale, whatever would measure it)
+            check_benches(tasks, options.backend)
         if not tasks:
             log(f"nothing retuned: {len(skipped)} skipped, as said above" if skipped else
+                "nothing retuned: what is stale needs a measurement" if waiting else
                 "nothing to retune: every unit and target is up to date"
                 + (f" ({kept} kept for a GPU, as said above)" if kept else "") + " (use --all to force)")
+            say_waiting(waiting, log)
             return ExitCode.INVALID_INPUT if skipped else ExitCode.OK
         if options.dry_run:
             for task in tasks:
@@ -346,6 +364,8 @@ def run_retune(options: Options) -> int:
             cluster.close()
         held.close()
     print(render(outcomes), end="")
+    say_rebuild(acf_path, outcomes, redated=options.backend == "command")
+    say_waiting(waiting, log)
     return _exit_status(outcomes, skipped)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nvcc_evo.acf import model
-from nvcc_evo.acf.resolve import ARCH_PATTERN
+from nvcc_evo.acf.resolve import ARCH_PATTERN, arch_order
 from nvcc_evo.system.programs import note
 from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.driver import compiledb
@@ -131,14 +131,21 @@ def _job_for(unit: model.Unit, arch: str, acf_path: Path, mine: list, unreadable
     return CompileJob(nvcc, ("-c", str(source)), str(acf_path.parent), str(source), arch, (), (), timeout), source, ()
 
 
-def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list) -> None:
+def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list, folder: Path,
+                 defaulted: bool) -> None:
     """Each compile-database record of `unit` that is not used and what
-    happens instead, or that it has none at all."""
+    happens instead, or that it has none at all (and so what it is built
+    as: `-c SOURCE`, for the built-in DEFAULT_ARCH unless `--target` or a
+    target block says). A unit whose globs match no file is said to be that first."""
+    if not (mine or not_used) and not unit_sources(unit, folder):
+        log(f"unit {unit}: its globs match no file under {folder}")
+        return
     instead = "another record of it is used" if mine else "it is compiled as `nvcc -c SOURCE` instead"
     for entry in not_used:
         log(f"{unit}: compile database {entry}: not used; {instead}")
     if not (mine or not_used or unreadable or unit.is_kernel):
-        log(f"{unit}: never built through nvcc-evo for this ACF: compiled as `nvcc -c SOURCE`, without the "
+        arch = f" for {DEFAULT_ARCH} (the built-in default target; --target sm_XX for another)" if defaulted else ""
+        log(f"{unit}: never built through nvcc-evo for this ACF: compiled as `nvcc -c SOURCE`{arch}, without the "
             f"build's own flags (build it once through nvcc-evo to tune it as the build compiles it)")
 
 
@@ -177,11 +184,12 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit, options) -> tuple[l
         if index not in selected:
             continue
         mine = [r for r in records if r.unit_globs == unit.globs]
-        _say_records(unit, mine, [u for u in unusable if u.unit_globs == unit.globs], unreadable)
         asked = options.all or bool(options.globs)
-        archs = [options.target] if options.target else sorted(
-            {r.arch for r in mine} | set(unit.archs)) \
-            or [DEFAULT_ARCH]
+        known = [options.target] if options.target else sorted(
+            {r.arch for r in mine} | set(unit.archs), key=arch_order)
+        archs = known or [DEFAULT_ARCH]
+        _say_records(unit, mine, [u for u in unusable if u.unit_globs == unit.globs], unreadable, acf_path.parent,
+                     not known)
         for arch in archs:
             found = _job_for(unit, arch, acf_path, mine, unreadable, toolkit.nvcc, options.timeout)
             if isinstance(found, str):

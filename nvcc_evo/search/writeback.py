@@ -20,7 +20,9 @@ from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.write import rewrite, writable
 from nvcc_evo.driver.plan import SPACE_CHANGED
 from nvcc_evo.errors import AcfChanged, EnvironmentProblem
+from nvcc_evo.search.selection import log
 from nvcc_evo.search.space import Genome, SearchSpace
+from nvcc_evo.search.speedsafe import REGISTER_WARPS
 from nvcc_evo.system.locks import run_lock
 
 
@@ -63,7 +65,8 @@ def provenance(outcome, toolkit, options) -> tuple[model.Record, ...]:
                 model.Record("reused", t.reused), model.Record("search_seconds", round(outcome.extra["seconds"], 1))]
     whole = lambda v: int(v) if float(v).is_integer() else float(f"{v:.5g}")
     measured_too = tuple(m for m in ("runtime", "energy") if m in dict(outcome.baseline.metrics))
-    for metric in dict.fromkeys(outcome.goal.minimize + (outcome.goal.select,) + measured_too):
+    written = tuple("registers" if m == REGISTER_WARPS else m for m in outcome.goal.minimize + (outcome.goal.select,))
+    for metric in dict.fromkeys(written + measured_too):       # (the warps per SM registers allow: not a key)
         for side, measured in (("baseline", outcome.baseline), ("tuned", outcome.chosen_measurement)):
             value, spread = measured.get(metric), dict(measured.spreads).get(metric)
             if value == float("inf"):
@@ -100,6 +103,33 @@ def write_back(acf_path: Path, outcome, toolkit, options) -> None:
 
     rewrite(acf_path, update)
     outcome.written = True
+
+
+def say_rebuild(acf_path: Path, outcomes: list, redated: bool = False, shown: int = 4) -> None:
+    """What to rebuild to use what was written: a build system compares
+    sources and objects, not the ACF, and says "up to date" unless told
+    that every covered object depends on it (`redated`: the command backend
+    left those outputs dated 1970, so any build compiles them again)."""
+    import os
+    from nvcc_evo.driver.compiledb import outputs_of
+    written = [o for o in outcomes if o.written and "settled" not in o.extra]
+    if not written:
+        return
+    outputs = sorted({p for o in written for p in outputs_of(acf_path, o.task.unit.globs, o.task.arch)})
+    rel = lambda path: os.path.relpath(path) if not os.path.relpath(path).startswith("../..") else str(path)
+    acf = rel(acf_path)
+    if not outputs:
+        log("to use the new entries, build through nvcc-evo (no compile of these units is recorded yet)")
+        return
+    listed = ", ".join(rel(p) for p in outputs[:shown]) + (f" and {len(outputs) - shown} more" if len(outputs) > shown else "")
+    if redated:
+        log(f"to use the new entries, build again: {listed} were re-dated, so the build compiles them")
+        return
+    log(f"to use the new entries, rebuild what your build compiled before them: {listed}.\n"
+        f"  A build rebuilds them on an ACF change only if they depend on it; else it says \"up to date\":\n"
+        f"    Make:  $(CUDA_OBJECTS): {acf}\n"
+        f"    CMake: set_property(SOURCE ${{CUDA_SOURCES}} APPEND PROPERTY OBJECT_DEPENDS {os.path.abspath(acf_path)})\n"
+        f"  or once by hand: make -B, cmake --build . --clean-first, or remove those files")
 
 
 def verdict_of(outcome) -> str:

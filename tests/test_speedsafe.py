@@ -1,0 +1,99 @@
+"""A retune without a GPU must not make kernels slower (nvcc_evo.search.speedsafe):
+the auto backend writes no unit that asks for runtime, and the static
+backend leaves out lower -O levels and register caps that buy no occupancy.
+Real nvcc and ptxas; a machine without a GPU (CUDA_VISIBLE_DEVICES empty)."""
+from __future__ import annotations
+
+import json
+import shutil
+
+from conftest import DATA, evo_env, run_evo
+from nvcc_evo.acf.parse import parse_text
+from nvcc_evo.measure import Measurement
+from nvcc_evo.search.choice import choose
+from nvcc_evo.search.evaluate import Goal, goal_for
+from nvcc_evo.search.evolve import Evaluation
+from nvcc_evo.search.space import Genome
+from nvcc_evo.search.speedsafe import REGISTER_WARPS, guard_for, guarded_goal, register_warps, with_register_warps
+
+SEARCH = "    search {\n        ptxas.opt_level in 1..3\n        ptxas.register_usage_level in {0, 5, 10}\n    }\n"
+
+
+def _no_gpu(cache):
+    return evo_env(cache, CUDA_VISIBLE_DEVICES="")
+
+
+def _project(folder, units: dict[str, str]):
+    for name in units:
+        shutil.copy(DATA / "cuda" / "spill.cu", folder / name)
+    (folder / "nvcc-evo.acf").write_text("acf 1\n" + "".join(
+        f'unit "{name}" {{\n{SEARCH}{extra}}}\n' for name, extra in units.items()))
+    return folder / "nvcc-evo.acf"
+
+
+def test_without_a_gpu_the_auto_backend_writes_no_unit_that_asks_for_speed(tmp_path, evo_cache):
+    """It wrote `minimize runtime` units with registers and spills instead ("runtime cannot be measured
+    here; tuning spills, registers instead"), and every later build used the choice."""
+    acf = _project(tmp_path, {"fast.cu": "    tune {\n        minimize runtime, energy\n    }\n",
+                              "timed.cu": '    tune {\n        minimize time\n    }\n    bench {\n'
+                                          '        command "./run"\n        metric time "([0-9.]+) ms"\n    }\n',
+                              "facts.cu": ""})
+    done = run_evo("--retune", "--target", "sm_90", "--evaluations", "4", cwd=tmp_path, env=_no_gpu(evo_cache))
+    assert done.returncode == 0, done.stderr
+    file = parse_text(acf.read_text())
+    assert [bool(u.targets) for u in file.units] == [False, False, True]      # only the unit of compiler facts
+    assert '"fast.cu" [sm_90]: asks for runtime, energy, which only a measurement answers' in done.stderr
+    assert "2 unit(s) not tuned here, they need a measurement:\n" in done.stderr
+    assert "    nvcc-evo --retune 'fast.cu' on a machine with a GPU and PyCUDA (pip install 'nvcc-evo[gpu]')\n" \
+        in done.stderr
+    assert "    nvcc-evo --retune 'timed.cu' --backend command" in done.stderr
+    assert done.stderr.rstrip().endswith("with --backend static: not their speed)")     # last: seen
+
+
+def test_a_static_retune_leaves_out_lower_optimisation_levels(tmp_path, evo_cache):
+    """On kernels/ and cuda-samples the static objective picked ptxas -O1 for most units (hgemm_wmma:
+    142% more instructions); on spill.cu -O1 spills 48 bytes where -O3 spills 284."""
+    acf = _project(tmp_path, {"spill.cu": "    tune {\n        minimize runtime\n    }\n"})
+    done = run_evo("--retune", "--target", "sm_90", "--backend", "static", "--evaluations", "8", cwd=tmp_path,
+                   env=_no_gpu(evo_cache))
+    assert done.returncode == 0, done.stderr
+    assert "speed-safe: lower -O levels left out; registers count only as the warps per SM they allow" in done.stderr
+    text = acf.read_text()
+    assert "ptxas.opt_level" not in text.split("target sm_90")[1] and "backend = static" in text
+    stored = [json.loads(line) for line in (tmp_path / ".nvcc-evo" / "results.jsonl").read_text().splitlines()]
+    levels = {dict(map(tuple, r["genome"]))["ptxas.opt_level"] for r in stored}
+    assert levels <= {None, 3} and len(stored) > 1
+
+
+def test_asked_for_compiler_facts_alone_the_static_backend_may_lower_the_level(tmp_path, evo_cache):
+    acf = _project(tmp_path, {"spill.cu": "    tune {\n        minimize spills, registers\n    }\n"})
+    done = run_evo("--retune", "--target", "sm_90", "--evaluations", "8", cwd=tmp_path, env=_no_gpu(evo_cache))
+    assert done.returncode == 0, done.stderr
+    assert "speed-safe" not in done.stderr and "        ptxas.opt_level = 1\n" in acf.read_text()
+
+
+def test_registers_count_by_the_warps_per_sm_they_allow():
+    assert [register_warps(r, "sm_90") for r in (32, 38, 40, 64, 128, 255)] == [64, 48, 48, 32, 16, 8]
+    assert register_warps(32, "sm_86") == 48 and register_warps(64, "sm_75") == 32
+    assert register_warps(40, "sm_100a") == 48 and register_warps(40, "sm_52") is None
+
+
+def _chosen(registers: dict[str, float], goal: Goal) -> str:
+    """The choice among candidates named by their maxrregcount, with these registers and no spills."""
+    genomes = {name: Genome((("ptxas.maxrregcount", None if name == "base" else int(name)),)) for name in registers}
+    measured = {genomes[n]: with_register_warps(Measurement("ok", (("spills", 0.0), ("registers", r))), "sm_90")
+                for n, r in registers.items()}
+    evaluations = [Evaluation(g, goal.scores(dict(m.metrics))) for g, m in measured.items()]
+    best = choose(evaluations, evaluations, evaluations[0], goal, measured, dict(measured[genomes["base"]].metrics))
+    return next(name for name, genome in genomes.items() if genome == best.genome)
+
+
+def test_a_register_cap_that_buys_no_occupancy_loses_to_the_baseline():
+    unit = parse_text('acf 1\nunit "k.cu" {\n    tune {\n        minimize runtime\n    }\n}\n').units[0]
+    plain = goal_for(unit.tune, ("registers", "spills", "instructions"))
+    assert plain.minimize == ("spills", "registers")         # what a static search minimised before
+    guarded = guarded_goal(plain, guard_for(unit.tune, "sm_90"))
+    assert guarded.minimize == ("spills", REGISTER_WARPS) and REGISTER_WARPS in guarded.maximize
+    assert _chosen({"base": 40, "38": 38}, plain) == "38"     # fewer registers, the same 48 warps per SM
+    assert _chosen({"base": 40, "38": 38}, guarded) == "base"
+    assert _chosen({"base": 40, "38": 38, "32": 32}, guarded) == "32"     # 64 warps per SM
