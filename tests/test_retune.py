@@ -143,7 +143,7 @@ def test_a_hung_compile_times_out_and_is_recorded(project, evo_cache, real_nvcc)
     fake.write_text(f'#!/bin/sh\ncase " $* " in *" -DHANG=1 "*) sleep {hang};; esac\nexec {real_nvcc} "$@"\n')
     fake.chmod(0o755)
     source = project / "spill.cu"
-    source.write_text("#define HANG 0\n" + source.read_text())
+    source.write_text("#ifndef HANG\n#define HANG 0\n#endif\n" + source.read_text())
     (project / "nvcc-evo.acf").write_text(ACF.replace("ptxas.register_usage_level in 0..10",
                                                       "define.HANG in {0, 1}"))
     env = evo_env(evo_cache, fake)
