@@ -10,6 +10,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import re
 import threading
 import time
 from pathlib import Path
@@ -66,7 +67,7 @@ def _retune(folder: Path, env: dict, *extra: str):
                    cwd=folder, env=env)
 
 
-@pytest.mark.xfail(reason="the end report names each unit's target more than once since the per-kernel comparison landed (session 8); the count is to be redone", strict=False)
+@pytest.mark.xfail(reason="3 nvcc at once over the 2 shared compile slots since session 8 merges (likely the per-kernel comparison builds at a search's end outside the slots): to fix", strict=False)
 def test_searches_at_once_make_the_serial_runs_records_and_choices_within_the_jobs(tmp_path, evo_cache, real_nvcc):
     serial = _project(tmp_path / "serial")
     plain = _retune(serial, evo_env(evo_cache))
@@ -77,7 +78,8 @@ def test_searches_at_once_make_the_serial_runs_records_and_choices_within_the_jo
     assert ran.returncode == 0, ran.stderr
     assert "3 searches, 3 at once (compiles sharing 2 slots" in ran.stderr
     assert searched(together, UNITS) == searched(serial, UNITS)
-    assert ran.stdout.count("[sm_90]") == plain.stdout.count("[sm_90]") == 3     # the one report, every unit
+    headers = re.compile(r'^"[^"]+" \[sm_90\]: ', re.M)                          # a unit's section of the report
+    assert len(headers.findall(ran.stdout)) == len(headers.findall(plain.stdout)) == 3   # the one report, every unit
     assert most_at_once(log) <= 2, "three searches, each with two compile workers, share the two slots"
     assert len(log.read_text().splitlines()) >= 2 * 3 * 6
 
