@@ -136,13 +136,12 @@ def test_a_knob_the_users_flags_override_is_left_out_of_the_search_and_said(tmp_
 
 
 # ------------------------------------------------------------ the ship check
-@pytest.mark.xfail(reason="after session 8 merges the retune wrote an entry with no ship check message (a regression of the ship check on some path, to find and fix)", strict=False)
 def test_the_ship_check_writes_nothing_when_the_build_would_read_another_entry(tmp_path, evo_cache):
     """The build is recorded for a named GPU (NVCC_EVO_GPU), whose own entry
     it reads; a retune writes the plain entry, which that build never reads:
     the ship check finds the difference and nothing is written."""
-    _project(tmp_path, '    search {\n        define.TILE in {2, 4, 8}\n    }\n    target sm_90 "NVIDIA H200" {\n'
-                       '        define.TILE = 8\n    }')
+    _project(tmp_path, '    search {\n        define.TILE in {2, 4, 8}\n    }\n    tune {\n        minimize registers\n'
+                       '    }\n    target sm_90 "NVIDIA H200" {\n        define.TILE = 8\n    }')   # (registers: a choice to write)
     built = run_evo("-arch=sm_90", "-c", "k.cu", "-o", "k.o", cwd=tmp_path,
                     env=evo_env(evo_cache, NVCC_EVO_GPU="NVIDIA H200"))
     assert built.returncode == 0, built.stderr
