@@ -17,6 +17,7 @@ import json
 import math
 import os
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -127,7 +128,8 @@ def compare(unit: model.Unit, arch: str, device: str, backend: str, baseline: Si
                       time.time())
 
 
-def after_search(outcome, job_for, folder: Path, defaults: dict, say: Callable[[str], None], ptx=None) -> None:
+def after_search(outcome, job_for, folder: Path, defaults: dict, say: Callable[[str], None], ptx=None,
+                 slots=None) -> None:
     """The end of one search: its baseline and its choice built once more
     and compared, for the summary (`outcome.extra["kernels"]`) and the report
     (kernels.jsonl in `folder`); a build that fails is said, not raised."""
@@ -138,7 +140,11 @@ def after_search(outcome, job_for, folder: Path, defaults: dict, say: Callable[[
     if kept is not None:                     # these two binaries were compared before: nothing to build
         outcome.extra["kernels"] = kept
         return
-    side = lambda genome: (genome.settings(), lambda: compile_candidate(job_for(genome), ptx))
+    def build(genome):                   # in one of the retune's compile slots, as its candidates are
+        with slots if slots is not None else nullcontext():
+            return compile_candidate(job_for(genome), ptx)
+
+    side = lambda genome: (genome.settings(), lambda: build(genome))
     try:
         comparison = compare(task.unit, task.arch, context.device, context.backend, side(outcome.space.baseline()),
                              side(outcome.chosen), defaults, task.job.nvcc)

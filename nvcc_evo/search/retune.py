@@ -190,7 +190,8 @@ def tune(task: Task, options: Options, toolkit, store: Store, rng: np.random.Gen
     outcome.extra["seconds"] = time.monotonic() - started     # search and verification, this run
     evaluator.tally.stop()
     if baseline_measurement.ok:         # why the choice is faster, kernel by kernel (search.kernels)
-        after_search(outcome, job_for, store.path.parent, baseline_defines(task.source, space), log, evaluator.ptx)
+        after_search(outcome, job_for, store.path.parent, baseline_defines(task.source, space), log, evaluator.ptx,
+                     together.slots if together else None)
     return outcome
 
 
@@ -395,7 +396,8 @@ def _retune_all(tasks: list[Task], options: Options, toolkit, store: Store, acf_
             with together.writing if together else nullcontext():     # one write into the ACF at a time
                 if together is not None and together.stopping.is_set():
                     raise Stopped()
-                _write_or_say_why(acf_path, outcome, toolkit, options)
+                with together.slots if together else nullcontext():    # (the ship check compiles)
+                    _write_or_say_why(acf_path, outcome, toolkit, options)
         return outcome
 
     try:
