@@ -151,25 +151,35 @@ def is_self(candidate: str) -> bool:
         return False
 
 
-def _usable(path: str) -> bool:
+def usable(path: str) -> bool:
+    """An executable file that is not nvcc-evo itself."""
     return os.path.isfile(path) and os.access(path, os.X_OK) and not is_self(path)
+
+
+def explicit_program(environ, variable: str, itself: str, error: type[Exception]) -> str | None:
+    """The program an environment variable names, made absolute (None when
+    unset); `error` when it is no executable file or is `itself`."""
+    explicit = environ.get(variable)
+    if not explicit:
+        return None
+    if not (os.path.isfile(explicit) and os.access(explicit, os.X_OK)):
+        raise error(f"{variable}={explicit} is not an executable file")
+    if is_self(explicit):
+        raise error(f"{variable}={explicit} points at {itself} itself")
+    return os.path.abspath(explicit)
 
 
 def find_real_nvcc(environ=os.environ) -> str:
     """Explicit setting, else CUDA_HOME/CUDA_PATH, else PATH; never ourselves."""
-    explicit = environ.get(REAL_NVCC_ENV)
+    explicit = explicit_program(environ, REAL_NVCC_ENV, "nvcc-evo", NvccNotFound)
     if explicit:
-        if not (os.path.isfile(explicit) and os.access(explicit, os.X_OK)):
-            raise NvccNotFound(f"{REAL_NVCC_ENV}={explicit} is not an executable file")
-        if is_self(explicit):
-            raise NvccNotFound(f"{REAL_NVCC_ENV}={explicit} points at nvcc-evo itself")
-        return os.path.abspath(explicit)
+        return explicit
     for variable in ("CUDA_HOME", "CUDA_PATH"):
         root = environ.get(variable)
-        if root and _usable(os.path.join(root, "bin", "nvcc")):
+        if root and usable(os.path.join(root, "bin", "nvcc")):
             return os.path.abspath(os.path.join(root, "bin", "nvcc"))
     for folder in environ.get("PATH", "").split(os.pathsep):
         path = os.path.join(folder or ".", "nvcc")
-        if _usable(path):
+        if usable(path):
             return os.path.abspath(path)
     raise NvccNotFound(f"no real nvcc found: set {REAL_NVCC_ENV}, CUDA_HOME or PATH")

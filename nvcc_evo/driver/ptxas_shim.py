@@ -21,7 +21,8 @@ from __future__ import annotations
 import os
 import sys
 
-from nvcc_evo.driver.common import ACF_ENV, ACF_NAME, ENVIRONMENT, REAL_PTXAS_ENV, TRITON_BIN, is_self
+from nvcc_evo.driver.common import (ACF_ENV, ACF_NAME, ENVIRONMENT, REAL_PTXAS_ENV, TRITON_BIN, explicit_program,
+                                    usable)
 
 TRITON_LIBRARY = os.sep + os.path.join("triton", "_C", "libtriton")
 
@@ -34,10 +35,6 @@ def _program_name() -> str:
     """`ptxas`, or `ptxas-blackwell` where we stand in for that one."""
     name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     return "ptxas-blackwell" if "blackwell" in name else "ptxas"
-
-
-def _usable(path: str) -> bool:
-    return os.path.isfile(path) and os.access(path, os.X_OK) and not is_self(path)
 
 
 def _triton_folders(ppid: int) -> list[str]:
@@ -59,20 +56,16 @@ def _triton_folders(ppid: int) -> list[str]:
 
 def find_real_ptxas(environ, ppid: int | None = None) -> str:
     """The ptxas this call stands for (see the module's words); PtxasNotFound when none."""
-    explicit = environ.get(REAL_PTXAS_ENV)
+    explicit = explicit_program(environ, REAL_PTXAS_ENV, "nvcc-evo-ptxas", PtxasNotFound)
     if explicit:
-        if not (os.path.isfile(explicit) and os.access(explicit, os.X_OK)):
-            raise PtxasNotFound(f"{REAL_PTXAS_ENV}={explicit} is not an executable file")
-        if is_self(explicit):
-            raise PtxasNotFound(f"{REAL_PTXAS_ENV}={explicit} points at nvcc-evo-ptxas itself")
-        return os.path.abspath(explicit)
+        return explicit
     name = _program_name()
     folders = _triton_folders(os.getppid() if ppid is None else ppid)
     folders += [os.path.join(environ[v], "bin") for v in ("CUDA_HOME", "CUDA_PATH") if environ.get(v)]
     folders += [folder or "." for folder in environ.get("PATH", "").split(os.pathsep)]
     for folder in folders:
         path = os.path.join(folder, name)
-        if _usable(path):
+        if usable(path):
             return os.path.abspath(path)
     raise PtxasNotFound(f"no real {name} found: set {REAL_PTXAS_ENV}, CUDA_HOME or PATH")
 
