@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from nvcc_evo.acf import model
 from nvcc_evo.measure import Measurement
 from nvcc_evo.measure import static
+from nvcc_evo.measure.occupancy import warps_by_registers
 from nvcc_evo.search.evaluate import Goal
 from nvcc_evo.search.space import Dimension, SearchSpace
 
@@ -32,23 +33,13 @@ REGISTER_WARPS = "register_warps"
 # (None: the flag not passed, the toolkit's -O3).
 FULL_OPTIMISATION = {"ptxas.opt_level": (None, 3), "ptxas.fast_compile": (None, "0"),
                      "nvcc.fast_compile": (None, "0")}
-# Warps per SM and registers per SM of each compute capability (the CUDA programming guide's table).
-MAX_WARPS = {"7.5": 32, "8.0": 64, "8.6": 48, "8.7": 48, "8.9": 48, "9.0": 64, "10.0": 64, "10.3": 64,
-             "12.0": 48, "12.1": 48}
-REGISTERS_PER_SM = 64 * 1024
-REGISTER_UNIT = 256          # registers are allocated per warp in units of this many
 
 
 def register_warps(registers: float, arch: str) -> int | None:
     """Resident warps per SM the registers per thread allow on `arch`, the
-    block size aside (warps in whole sub-partitions of 4); None for an
-    architecture the table does not know."""
-    digits = arch.removeprefix("sm_").rstrip("af")
-    most = MAX_WARPS.get(f"{digits[:-1]}.{digits[-1]}" if digits.isdigit() and len(digits) >= 2 else "")
-    if most is None or registers <= 0:
-        return most
-    per_warp = -(-int(registers) * 32 // REGISTER_UNIT) * REGISTER_UNIT
-    return min(most, REGISTERS_PER_SM // 4 // per_warp * 4)
+    block size aside (measure.occupancy's rule, checked against CUDA's own
+    calculator); None for an architecture its table does not know."""
+    return warps_by_registers(arch, int(registers))
 
 
 def needs_measuring(unit: model.Unit) -> tuple[str, ...]:
