@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nvcc_evo.search.space import Dimension, Genome, SearchSpace
+from nvcc_evo.engine.space import Dimension, Genome, SearchSpace
 
 COST_KEYS = ("compile_time", "verification_time", "benchmark_time")   # what the simulation charges, ms
 

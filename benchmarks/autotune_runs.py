@@ -26,7 +26,7 @@ import numpy as np
 
 from autotune_hub import COST_KEYS, HubSpace
 from autotune_score import Trajectory
-from nvcc_evo.search.evolve import Engine, Evaluation
+from nvcc_evo.engine.evolve import Engine, Evaluation
 
 MARGIN = 0.1               # Kernel Tuner's time limit: the budget plus the methodology's margin
 NVCC_EVO = "nvcc-evo"

@@ -38,11 +38,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from nvcc_evo.acf.benchspec import plan_bench  # noqa: E402
-from nvcc_evo.driver.candidate import CompileJob, compile_candidate  # noqa: E402
-from nvcc_evo.driver.flags import CallFacts, plan_flags  # noqa: E402
-from nvcc_evo.search.evolve import Evaluation, dominates  # noqa: E402
-from nvcc_evo.search.store import Store  # noqa: E402
+from nvcc_evo.acf.bench.spec import plan_bench  # noqa: E402
+from nvcc_evo.measure.candidate import CompileJob, compile_candidate  # noqa: E402
+from nvcc_evo.driver.build.flags import CallFacts, plan_flags  # noqa: E402
+from nvcc_evo.engine.evolve import Evaluation, dominates  # noqa: E402
+from nvcc_evo.execute.store import Store  # noqa: E402
 
 KERNELS = ROOT / "kernels"
 ACF = KERNELS / "nvcc-evo.acf"
@@ -148,7 +148,7 @@ def builds(toolkit, unit, arch: str) -> dict:
 def bench_shape(pool, unit, built: dict, shape: dict, rounds: int, copy_rate: float) -> dict:
     from nvcc_evo.measure.gpu import outputs_match, reference_outputs
     from nvcc_evo.measure.stats import faster, summarize
-    from nvcc_evo.search.measurers import load_reference
+    from nvcc_evo.execute.measurers import load_reference
     plans = {side: plan_bench(unit.bench, defines, lets=shape) for side, (_, defines) in built["sides"].items()}
     cubins = {side: cubin for side, (cubin, _) in built["sides"].items()}
     reference = load_reference(unit.bench, KERNELS)
@@ -345,7 +345,7 @@ def pareto_front(points: list[Evaluation]) -> list[Evaluation]:
 def pareto_plots(out: Path, stores: tuple[Path, ...] = SEARCHES) -> list[Path]:
     """Runtime against energy of every measured candidate, the front in its
     own colour, one SVG per kernel."""
-    from nvcc_evo.search.plots import front_figure, save
+    from nvcc_evo.report.plots import front_figure, save
     written = []
     for unit, points in sorted(measured_points(stores).items()):
         objectives = [p.objectives for p in points]
@@ -362,7 +362,7 @@ def ga_plot(out: Path, recording: Path = RECORDING, seeds: int = 21, budget: int
     if not recording.exists():
         return None
     import ga_vs_random as gvr
-    from nvcc_evo.search.plots import curves_figure, save
+    from nvcc_evo.report.plots import curves_figure, save
     space, replay = gvr.recorded(recording)
     evaluate = gvr._evaluator(replay, "runtime")
     everything = evaluate(list(replay.answers))

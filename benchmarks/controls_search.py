@@ -21,18 +21,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from nvcc_evo.acf.benchspec import plan_bench  # noqa: E402
+from nvcc_evo.acf.bench.spec import plan_bench  # noqa: E402
 from nvcc_evo.acf.resolve import load  # noqa: E402
 from nvcc_evo.acf.sources import define_values, source_defines  # noqa: E402
-from nvcc_evo.driver import ptxas  # noqa: E402
-from nvcc_evo.driver.candidate import CompileJob, compile_candidate  # noqa: E402
+from nvcc_evo.driver.build import ptxas  # noqa: E402
+from nvcc_evo.measure.candidate import CompileJob, compile_candidate  # noqa: E402
 from nvcc_evo.driver.common import find_real_nvcc  # noqa: E402
-from nvcc_evo.driver.flags import plan_flags, read_facts  # noqa: E402
-from nvcc_evo.driver.nvcc_options import parse_call  # noqa: E402
+from nvcc_evo.driver.build.flags import plan_flags, read_facts  # noqa: E402
+from nvcc_evo.driver.build.nvcc_options import parse_call  # noqa: E402
 from nvcc_evo.driver.toolkit import load_toolkit  # noqa: E402
 from nvcc_evo.measure.gpu import WorkerPool, outputs_match, reference_outputs  # noqa: E402
 from nvcc_evo.measure.stats import faster, summarize  # noqa: E402
-from nvcc_evo.search.measurers import load_reference  # noqa: E402
+from nvcc_evo.execute.measurers import load_reference  # noqa: E402
 from softmax_bench import BENCH  # noqa: E402  (beside this script)
 
 PUBLIC = """        define.BLOCK in {128, 256, 512, 1024}

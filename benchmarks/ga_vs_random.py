@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from nvcc_evo.measure.replay import Replay
-from nvcc_evo.search.evolve import Budget, Engine, Evaluation, random_search, run_search
-from nvcc_evo.search.space import Dimension, SearchSpace
-from nvcc_evo.search.store import Store
+from nvcc_evo.engine.evolve import Budget, Engine, Evaluation, random_search, run_search
+from nvcc_evo.engine.space import Dimension, SearchSpace
+from nvcc_evo.execute.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -145,7 +145,7 @@ def main() -> None:
         ga, rnd, wins, losses = compare(budget, args.seeds, args.recording, args.objective)
         print(f"{budget:6d}  {ga:9g}  {rnd:13g}  {wins}/{losses} of {args.seeds}")
     if args.svg:
-        from nvcc_evo.search.plots import curves_figure, save
+        from nvcc_evo.report.plots import curves_figure, save
         goal = optimum * (1 + args.within)
         curves = traces(max(args.budgets), args.seeds, goal, args.recording, args.objective)
         at = "at the optimum" if not args.within else f"within {args.within:.0%} of the optimum"

@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from nvcc_evo.search.store import Store  # noqa: E402
+from nvcc_evo.execute.store import Store  # noqa: E402
 
 COPIED = ("*.cu", "*.cuh", "*.h", "*.py", "nvcc-evo.acf")
 

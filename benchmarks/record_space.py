@@ -26,13 +26,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from nvcc_evo.acf import model
-from nvcc_evo.driver.candidate import CompileResult, sass_hash
-from nvcc_evo.driver.flags import CallFacts, plan_flags
+from nvcc_evo.measure.candidate import CompileResult, sass_hash
+from nvcc_evo.driver.build.flags import CallFacts, plan_flags
 from nvcc_evo.driver.toolkit import load_toolkit
 from nvcc_evo.driver.wrapper import find_real_nvcc
 from nvcc_evo.measure import static
-from nvcc_evo.search.space import build_space
-from nvcc_evo.search.store import Context, Record, Store
+from nvcc_evo.engine.space import build_space
+from nvcc_evo.execute.store import Context, Record, Store
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -72,10 +72,10 @@ def every_genome(space) -> list:
 def record_gpu(store: Store, glob: str, min_seconds: float) -> None:
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.acf.sources import define_values
-    from nvcc_evo.driver.candidate import CompileJob, compile_candidate, compile_each
+    from nvcc_evo.measure.candidate import CompileJob, compile_candidate, compile_each
     from nvcc_evo.measure.gpu import GpuBench
-    from nvcc_evo.search.measurers import close_pool, gpu_pool, load_reference
-    from nvcc_evo.search.space import baseline_defines
+    from nvcc_evo.execute.measurers import close_pool, gpu_pool, load_reference
+    from nvcc_evo.engine.space import baseline_defines
     kernels = ROOT / "kernels"
     unit = next(u for u in load(kernels / "nvcc-evo.acf").units if glob in u.globs)
     source = kernels / glob

@@ -50,7 +50,7 @@ def run(argv: list[str], cwd: Path, log: Path) -> None:
 
 def time_cubin(cubin: Path, acf: Path) -> None:
     """One process: the bench's plan at the source's defaults, timed on the GPU."""
-    from nvcc_evo.acf.benchspec import plan_bench
+    from nvcc_evo.acf.bench.spec import plan_bench
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.acf.sources import source_defines
     from nvcc_evo.measure.gpu import WorkerPool

@@ -104,7 +104,7 @@ def acf_check(paths: list[str]) -> int:
 
 def acf_fmt(paths: list[str], check_only: bool) -> int:
     from nvcc_evo.acf.text import read_text
-    from nvcc_evo.acf.write import rewrite
+    from nvcc_evo.acf.edit.write import rewrite
     from nvcc_evo.errors import AcfError, ExitCode, NotWritable
     status = ExitCode.OK
     for path in paths:
@@ -130,7 +130,7 @@ def acf_fmt(paths: list[str], check_only: bool) -> int:
 
 def _formatted(text: str, path: str) -> str:
     """`text` in canonical form, if it parses and checks (AcfError if not)."""
-    from nvcc_evo.acf.format import format_file
+    from nvcc_evo.acf.edit.format import format_file
     from nvcc_evo.acf.parse import parse_text
     from nvcc_evo.acf.resolve import check
     file = parse_text(text, path)
@@ -141,8 +141,8 @@ def _formatted(text: str, path: str) -> str:
 def retune(rest: list[str]) -> int:
     import argparse
     from nvcc_evo.driver.settings import BACKENDS
-    from nvcc_evo.search.options import Options
-    from nvcc_evo.search.retune import run_retune
+    from nvcc_evo.retune.options import Options
+    from nvcc_evo.retune.run import run_retune
     parser = argparse.ArgumentParser(prog="nvcc-evo --retune")
     parser.add_argument("globs", nargs="*", metavar="UNIT-GLOB", help="retune units whose globs match, stale or not")
     parser.add_argument("--all", action="store_true", help="retune every unit, stale or not")
@@ -190,7 +190,7 @@ def retune(rest: list[str]) -> int:
 
 def report(rest: list[str]) -> int:
     import argparse
-    from nvcc_evo.search.findings import run_report
+    from nvcc_evo.report.page import run_report
     parser = argparse.ArgumentParser(prog="nvcc-evo --report")
     parser.add_argument("globs", nargs="*", metavar="UNIT-GLOB", help="report these units (default: all)")
     parser.add_argument("--acf", help="the ACF (default: nearest nvcc-evo.acf here or above)")
@@ -204,7 +204,7 @@ def report(rest: list[str]) -> int:
 
 def sass(rest: list[str]) -> int:
     import argparse
-    from nvcc_evo.search.compare import run_sass
+    from nvcc_evo.report.compare import run_sass
     parser = argparse.ArgumentParser(prog="nvcc-evo --sass")
     parser.add_argument("globs", nargs="*", metavar="UNIT-GLOB", help="these units (default: all)")
     parser.add_argument("--target", help="the SASS architecture (default: those built or in the ACF)")

@@ -159,7 +159,7 @@ def searched(folder: Path, units) -> tuple[list, list]:
     """What a retune of `units` left in `folder`: its stored records without
     their timings (compile time), and each unit's written entry without its
     provenance; the same for two runs of a deterministic backend."""
-    from nvcc_evo.search.store import Store
+    from nvcc_evo.execute.store import Store
     records = sorted((r.context.unit, repr(r.genome), r.measurement.status, r.sass_hash,
                       tuple((k, v) for k, v in r.measurement.metrics if k != "compile_time"))
                      for r in Store(folder / ".nvcc-evo" / "results.jsonl").read())

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import DATA
-from nvcc_evo.acf.format import format_text
+from nvcc_evo.acf.edit.format import format_text
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.resolve import check
 from nvcc_evo.errors import AcfError

@@ -9,9 +9,9 @@ import threading
 import pytest
 
 from conftest import run_evo
-from nvcc_evo.acf import write as acfwrite
-from nvcc_evo.acf.format import format_text
-from nvcc_evo.acf.write import write_atomic
+from nvcc_evo.acf.edit import write as acfwrite
+from nvcc_evo.acf.edit.format import format_text
+from nvcc_evo.acf.edit.write import write_atomic
 from nvcc_evo.errors import NotWritable
 
 UNFORMATTED = 'acf 1\nunit "a.cu" {   pin nvcc.ftz = false  # why\n}\n'

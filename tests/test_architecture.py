@@ -16,9 +16,12 @@ LAYERS = {
     "nvcc_evo": 0, "errors": 0, "system": 0,    # the version, the shared errors, the OS helpers
     "acf": 1,                                   # the language
     "driver": 2,                                # the drop-in nvcc
-    "measure": 3,                               # the backends
-    "search": 4,                                # the retune
-    "cli": 5, "__main__": 6,
+    "measure": 3,                               # the backends, a candidate's compile
+    "engine": 4,                                # the search engine: spaces, NSGA-II, budgets
+    "execute": 5,                               # candidates compiled, measured, stored; lanes, cluster
+    "retune": 6,                                # one retune: tasks, choice, write-back, summary
+    "report": 7,                                # --report and --sass
+    "cli": 8, "__main__": 9,
 }
 
 

@@ -87,8 +87,8 @@ def test_the_candidate_copy_finds_its_unit_by_globs_in_the_acf_as_it_is_now(tmp_
     from the text as the search began."""
     from types import SimpleNamespace
     from nvcc_evo.acf.parse import parse_text
-    from nvcc_evo.search.measurers import CandidateAcf
-    from nvcc_evo.search.space import Genome
+    from nvcc_evo.execute.measurers import CandidateAcf
+    from nvcc_evo.engine.space import Genome
     at_start = 'acf 1\nunit "a.cu" { }\nunit "b.cu" { }\n'
     path = tmp_path / "nvcc-evo.acf"
     task = SimpleNamespace(arch="sm_90", unit=parse_text(at_start).units[1], unit_index=1)

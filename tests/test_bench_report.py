@@ -8,10 +8,10 @@ import sys
 import threading
 
 from conftest import ROOT
-from nvcc_evo.acf.benchspec import plan_bench
+from nvcc_evo.acf.bench.spec import plan_bench
 from nvcc_evo.acf.resolve import load
 from nvcc_evo.acf.sources import unit_defines
-from nvcc_evo.search.evolve import dominates
+from nvcc_evo.engine.evolve import dominates
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench  # noqa: E402  (the benchmark's own functions)
@@ -117,7 +117,7 @@ class FakePool:
     lock = threading.RLock()         # WorkerPool's: one request at a time
 
     def __init__(self):
-        from nvcc_evo.search.measurers import load_reference
+        from nvcc_evo.execute.measurers import load_reference
         self.reference = load_reference(UNITS["hgemm_decode.cu"].bench, bench.KERNELS)
         self.cubins = []
 

@@ -9,10 +9,10 @@ import pytest
 
 from nvcc_evo.acf import knobs
 from nvcc_evo.acf.parse import parse_text
-from nvcc_evo.search import boosters
-from nvcc_evo.search.retune import _seeds
-from nvcc_evo.search.selection import Task
-from nvcc_evo.search.space import build_space
+from nvcc_evo.engine import boosters
+from nvcc_evo.retune.run import _seeds
+from nvcc_evo.retune.tasks import Task
+from nvcc_evo.engine.space import build_space
 
 KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 

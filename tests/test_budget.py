@@ -11,9 +11,9 @@ import pytest
 
 from conftest import DATA, evo_env, run_evo
 from nvcc_evo.driver import settings
-from nvcc_evo.search import budget
-from nvcc_evo.search.options import Options, with_settings
-from nvcc_evo.search.progress import ProgressLine
+from nvcc_evo.engine import budget
+from nvcc_evo.retune.options import Options, with_settings
+from nvcc_evo.retune.progress import ProgressLine
 
 
 def _decided(backend: str, **given):

@@ -1,4 +1,4 @@
-"""The Ray backend (search.cluster) on a local Ray: a retune on the
+"""The Ray backend (execute.cluster) on a local Ray: a retune on the
 cluster's workers makes the choice and records of the plain run for a seed
 (the static backend is deterministic), a worker killed mid-run loses only
 its candidate, and without Ray `--cluster` is a clear error. Throughput
@@ -13,8 +13,8 @@ import pytest
 
 from conftest import ROOT, evo_env, kernels_project, run_evo, searched
 from nvcc_evo.errors import EnvironmentProblem, UsageError
-from nvcc_evo.search.cluster import gpus_for, parse
-from nvcc_evo.search.store import Store
+from nvcc_evo.execute.cluster import gpus_for, parse
+from nvcc_evo.execute.store import Store
 
 try:
     import ray  # noqa: F401
@@ -155,8 +155,8 @@ def test_a_killed_worker_loses_only_its_candidate(tmp_path, evo_cache, real_nvcc
 
 
 def test_ray_is_imported_only_when_a_cluster_is_named(tmp_path, evo_cache):
-    probe = ("import sys\nfrom nvcc_evo import cli\nfrom nvcc_evo.search import retune, measurers, lanes\n"
-             "from nvcc_evo.search.retune import Options, run_retune\n"
+    probe = ("import sys\nfrom nvcc_evo import cli\nfrom nvcc_evo.retune import run\nfrom nvcc_evo.execute import measurers, lanes\n"
+             "from nvcc_evo.retune.run import Options, run_retune\n"
              "run_retune(Options(acf=sys.argv[1], globs=('scale.cu',), backend='static', evaluations=2))\n"
              "assert 'ray' not in sys.modules, 'ray imported without --cluster'\n")
     folder = _project(tmp_path)

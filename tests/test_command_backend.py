@@ -13,7 +13,7 @@ import pytest
 
 from conftest import DATA, EVO, evo_env, run_evo
 from nvcc_evo.acf import model
-from nvcc_evo.acf.benchcommand import wrong_answer
+from nvcc_evo.acf.bench.command import wrong_answer
 from nvcc_evo.measure.command import LONG_AGO, flags_problem
 
 
@@ -160,7 +160,7 @@ def test_run_checks_tell_wrong_answers(checks, output, code, wrong):
 
 def test_a_metric_to_maximize_is_scored_and_judged_upward():
     from nvcc_evo.measure.command import _judged
-    from nvcc_evo.search.evaluate import goal_for
+    from nvcc_evo.execute.evaluate import goal_for
     goal = goal_for(model.Tune(minimize=("tokens",)), ("tokens", "registers"), maximize=("tokens",))
     assert goal.scores({"tokens": 900.0}) < goal.scores({"tokens": 800.0})        # more tokens/s: a lower score
     assert goal.better("tokens", 900, 800) and goal.better("registers", 800, 900)
@@ -171,7 +171,7 @@ def test_a_metric_to_maximize_is_scored_and_judged_upward():
 
 
 def test_without_a_tune_block_the_first_metric_is_tuned():
-    from nvcc_evo.search.evaluate import goal_for
+    from nvcc_evo.execute.evaluate import goal_for
     assert goal_for(None, ("time", "tokens", "registers", "spills"), primary=("time",)).minimize == ("time",)
     assert goal_for(None, ("registers", "spills")).minimize == ("spills", "registers")
 
@@ -272,8 +272,8 @@ def test_the_confirmation_compiles_nothing_the_command_rebuilds_itself(tmp_path,
     assert "verification mannwhitneyu" in result.stderr and "improved time 10 -> 5" in result.stdout
     stored = (tmp_path / ".nvcc-evo" / "results.jsonl").read_text().splitlines()
     built = [line for line in calls.read_text().splitlines() if "--keep-dir" in line]
-    # the baseline (-O3) and -O1 once each, the ship check's build of the entry written (search.reach), and
-    # the per-kernel comparison of the two (search.kernels: their PTX kept, only ptxas run again)
+    # the baseline (-O3) and -O1 once each, the ship check's build of the entry written (retune.reach), and
+    # the per-kernel comparison of the two (retune.kernels: their PTX kept, only ptxas run again)
     assert len(stored) == 2 and len(built) == len(stored) + 1 + 2, built
     rebuilt = [line for line in calls.read_text().splitlines() if "spill.cubin" in line]
     rounds = _provenance((tmp_path / "nvcc-evo.acf").read_text())["rounds"]

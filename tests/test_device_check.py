@@ -8,7 +8,7 @@ import os
 import re
 import subprocess
 
-from nvcc_evo.acf.benchspec import DTYPES
+from nvcc_evo.acf.bench.spec import DTYPES
 from nvcc_evo.measure import device_check
 
 

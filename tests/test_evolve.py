@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from nvcc_evo.search.evolve import (Budget, Engine, Evaluation, dominates, hypervolume_2d, non_dominated_sort,
+from nvcc_evo.engine.evolve import (Budget, Engine, Evaluation, dominates, hypervolume_2d, non_dominated_sort,
                              pareto_front, random_search, run_search)
-from nvcc_evo.search.space import Dimension, Genome, SearchSpace
+from nvcc_evo.engine.space import Dimension, Genome, SearchSpace
 
 STEPS = 21   # each variable takes 21 values in [0, 1]
 

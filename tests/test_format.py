@@ -7,10 +7,10 @@ import threading
 import pytest
 
 from nvcc_evo.acf import model
-from nvcc_evo.acf.format import format_text
-from nvcc_evo.acf.retarget import update_target
+from nvcc_evo.acf.edit.format import format_text
+from nvcc_evo.acf.edit.retarget import update_target
 from nvcc_evo.acf.parse import parse_text
-from nvcc_evo.acf.write import write_atomic
+from nvcc_evo.acf.edit.write import write_atomic
 from nvcc_evo.errors import AcfChanged
 
 HAND_EDITED = '''acf 1

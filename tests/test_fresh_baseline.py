@@ -9,12 +9,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from nvcc_evo.driver.candidate import CompileJob
+from nvcc_evo.measure.candidate import CompileJob
 from nvcc_evo.measure import Measurement, Measurer
-from nvcc_evo.search.evaluate import Evaluator, Goal
-from nvcc_evo.search.retune import measure_baseline
-from nvcc_evo.search.space import Genome
-from nvcc_evo.search.store import Context, Store
+from nvcc_evo.execute.evaluate import Evaluator, Goal
+from nvcc_evo.retune.run import measure_baseline
+from nvcc_evo.engine.space import Genome
+from nvcc_evo.execute.store import Context, Store
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = Genome((("ptxas.opt_level", None),))

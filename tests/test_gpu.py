@@ -9,7 +9,7 @@ import pytest
 
 from conftest import DATA, FAULTY_BENCH as BENCH, evo_env, run_evo
 from nvcc_evo.acf.parse import parse_text
-from nvcc_evo.driver.candidate import CompileJob, compile_candidate
+from nvcc_evo.measure.candidate import CompileJob, compile_candidate
 from nvcc_evo.measure.stats import summarize
 
 pytestmark = pytest.mark.gpu
@@ -119,7 +119,7 @@ def test_a_clearly_slower_candidate_is_raced_out_and_a_faster_one_is_timed_in_fu
 
 def test_two_runs_of_one_binary_agree_within_their_spread(gpu):
     pool, bench, job, _ = gpu
-    from nvcc_evo.acf.benchspec import plan_bench
+    from nvcc_evo.acf.bench.spec import plan_bench
     result = compile_candidate(job)
     plan = plan_bench(bench, {"BLOCK": 256})
     runs = [summarize(pool.request({"cubin": result.cubin, "plan": plan, "time": True})["times_us"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nvcc_evo.acf.benchspec import DTYPES, ArrayPlan, BenchPlan, CheckPlan
+from nvcc_evo.acf.bench.spec import DTYPES, ArrayPlan, BenchPlan, CheckPlan
 from nvcc_evo.measure.check import as_reference, outputs_match
 from nvcc_evo.measure.gpu_worker import POISON, to_storage
 

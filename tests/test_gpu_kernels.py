@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from nvcc_evo.acf.benchspec import plan_bench
+from nvcc_evo.acf.bench.spec import plan_bench
 from nvcc_evo.acf.parse import parse_text
-from nvcc_evo.driver.candidate import CompileJob, compile_candidate
+from nvcc_evo.measure.candidate import CompileJob, compile_candidate
 from nvcc_evo.measure.gpu_worker import host_array
 
 pytestmark = pytest.mark.gpu

@@ -1,4 +1,4 @@
-"""Measuring lanes on a real GPU (search.lanes; run on a machine with an
+"""Measuring lanes on a real GPU (execute.lanes; run on a machine with an
 NVIDIA GPU, skipped elsewhere with the reason): the lanes path (`--gpus 0`,
 and `--cluster local` where Ray is installed) makes the plain path's choice
 for a seed, and two lanes (two measuring processes, here on one GPU)
@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from conftest import DATA, FAULTY_BENCH as BENCH, evo_env, run_evo
-from nvcc_evo.search.store import Store
+from nvcc_evo.execute.store import Store
 
 pytestmark = pytest.mark.gpu
 
@@ -55,12 +55,12 @@ def test_the_lanes_path_on_one_gpu_makes_the_plain_paths_choice(tmp_path, evo_ca
 
 def test_two_lanes_calibrate_to_one_baseline_and_share_the_candidates(tmp_path):
     from nvcc_evo.acf.parse import parse_text
-    from nvcc_evo.driver.candidate import CompileJob, compile_candidate
+    from nvcc_evo.measure.candidate import CompileJob, compile_candidate
     from nvcc_evo.driver.toolkit import load_toolkit
     from nvcc_evo.driver.wrapper import find_real_nvcc
     from nvcc_evo.measure import Measurer
     from nvcc_evo.measure.gpu import GpuBench, WorkerPool
-    from nvcc_evo.search.lanes import Lane, LaneSet
+    from nvcc_evo.execute.lanes import Lane, LaneSet
     shutil.copy(DATA / "cuda" / "faulty.cu", tmp_path / "faulty.cu")
     bench = parse_text('acf 1\nunit "faulty.cu" {' + BENCH + '}\n').units[0].bench
     pools, lanes = [WorkerPool(device=0), WorkerPool(device=0)], None     # two measuring processes, as on two GPUs

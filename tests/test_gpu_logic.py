@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from nvcc_evo.acf.benchspec import ExprError, plan_bench
+from nvcc_evo.acf.bench.spec import ExprError, plan_bench
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.measure.gpu import WorkerPool, outputs_match
@@ -189,7 +189,7 @@ def test_launches_the_driver_would_refuse_are_named_before_data_moves():
     ("minimize runtime, registers\n select runtime where energy <= 1.05 * baseline", True),
 ])
 def test_energy_is_measured_only_where_the_tune_block_names_it(tune, wanted):
-    from nvcc_evo.search.measurers import uses_energy
+    from nvcc_evo.execute.measurers import uses_energy
     unit = parse_text(f'acf 1\nunit "k.cu" {{\n tune {{\n {tune}\n }}\n}}\n').units[0]
     assert uses_energy(unit.tune) is wanted
     assert uses_energy(None) is False
@@ -238,7 +238,7 @@ def test_the_gpu_confirmation_builds_its_own_pair_and_stops_at_a_failed_build(tm
     nvcc, the Measurer's `build`); a side that does not compile ends it before
     anything is sent to the measuring process, in the backend's words."""
     from dataclasses import replace
-    from nvcc_evo.driver.candidate import CompileJob, compile_candidate
+    from nvcc_evo.measure.candidate import CompileJob, compile_candidate
     from nvcc_evo.measure.gpu import GpuBench
     (tmp_path / "k.cu").write_text('extern "C" __global__ void k(float* y) { y[0] = BROKEN; }\n')
     job = CompileJob(str(real_nvcc), ("-c", "k.cu"), str(tmp_path), "k.cu", "sm_90")

@@ -59,7 +59,7 @@ def _user_env(venv: Path, cache: Path) -> dict:
 
 
 def test_the_installed_package_is_the_one_that_runs(installed, tmp_path, evo_cache):
-    probe = ("import nvcc_evo, nvcc_evo.search.measurers, nvcc_evo.acf.parse as p; p.parse_text('acf 1'); "
+    probe = ("import nvcc_evo, nvcc_evo.execute.measurers, nvcc_evo.acf.parse as p; p.parse_text('acf 1'); "
              "print(nvcc_evo.__file__); print(p.grammar_location())")
     done = subprocess.run([str(installed / "bin" / "python"), "-c", probe], cwd=tmp_path,
                           env=_user_env(installed, evo_cache), capture_output=True, text=True)

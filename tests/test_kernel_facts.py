@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from conftest import evo_env, run_evo
-from nvcc_evo.driver.candidate import instruction_count
+from nvcc_evo.measure.candidate import instruction_count
 from nvcc_evo.measure import sass
 from nvcc_evo.measure.occupancy import occupancy
-from nvcc_evo.search.kernels import Build, Comparison, KernelStore, Launch
-from nvcc_evo.search.kernelview import html_tables, lines
+from nvcc_evo.retune.kernels import Build, Comparison, KernelStore, Launch
+from nvcc_evo.retune.kernelview import html_tables, lines
 
 SOURCE = r"""
 #ifndef BLOCK

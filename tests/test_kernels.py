@@ -8,10 +8,10 @@ import subprocess
 import pytest
 
 from conftest import ROOT
-from nvcc_evo.acf.benchspec import plan_bench
+from nvcc_evo.acf.bench.spec import plan_bench
 from nvcc_evo.acf.resolve import load
 from nvcc_evo.acf.sources import unit_defines
-from nvcc_evo.driver.candidate import CompileJob, compile_candidate
+from nvcc_evo.measure.candidate import CompileJob, compile_candidate
 from nvcc_evo.measure import static
 
 ACF = load(ROOT / "kernels" / "nvcc-evo.acf")
@@ -35,7 +35,7 @@ def test_every_kernel_file_has_a_unit():
 
 
 def test_the_project_acf_is_in_canonical_form():
-    from nvcc_evo.acf.format import format_text
+    from nvcc_evo.acf.edit.format import format_text
     text = (ROOT / "kernels" / "nvcc-evo.acf").read_text()
     assert format_text(text) == text
 

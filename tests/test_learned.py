@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from nvcc_evo.acf.benchspec import plan_bench
+from nvcc_evo.acf.bench.spec import plan_bench
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.measure.gpu_worker import launch_problem
-from nvcc_evo.search.evolve import Budget, Engine, Evaluation, run_search
-from nvcc_evo.search.learned import LaunchLimits
-from nvcc_evo.search.space import Dimension, Genome, SearchSpace
+from nvcc_evo.engine.evolve import Budget, Engine, Evaluation, run_search
+from nvcc_evo.engine.learned import LaunchLimits
+from nvcc_evo.engine.space import Dimension, Genome, SearchSpace
 
 BENCH = parse_text('''acf 1
 unit "k.cu" {

@@ -1,4 +1,4 @@
-"""Several measuring lanes (search.lanes): which GPUs, per-GPU baselines,
+"""Several measuring lanes (execute.lanes): which GPUs, per-GPU baselines,
 results in genome order identical to one lane's, and a results store that
 takes records from many appenders at once. The lanes here are CPU lanes
 (the static backend on real nvcc builds); the GPU's own lanes run in
@@ -15,14 +15,14 @@ import pytest
 
 from conftest import ROOT
 from nvcc_evo.acf.resolve import load
-from nvcc_evo.driver.candidate import CompileJob
+from nvcc_evo.measure.candidate import CompileJob
 from nvcc_evo.errors import UsageError
 from nvcc_evo.measure import Measurement, Measurer, static
-from nvcc_evo.search.evaluate import Evaluator, goal_for
-from nvcc_evo.search.lanes import Lane, LaneLost, LaneSet, choose_gpus, scale_to, scaled
-from nvcc_evo.search.space import build_space
-from nvcc_evo.search.store import Context, Record, Store
-from nvcc_evo.search.space import Genome
+from nvcc_evo.execute.evaluate import Evaluator, goal_for
+from nvcc_evo.execute.lanes import Lane, LaneLost, LaneSet, choose_gpus, scale_to, scaled
+from nvcc_evo.engine.space import build_space
+from nvcc_evo.execute.store import Context, Record, Store
+from nvcc_evo.engine.space import Genome
 
 
 # ---------------------------------------------------------------- which GPUs
@@ -123,7 +123,7 @@ def _evaluate(suite, store_path: Path, lanes: LaneSet | None, measure) -> tuple[
     baseline = space.baseline()
     first = evaluator([baseline])
     if lanes is not None:
-        from nvcc_evo.driver.candidate import compile_candidate
+        from nvcc_evo.measure.candidate import compile_candidate
         lanes.calibrate(baseline, _flags(baseline), compile_candidate(replace(job, flags=_flags(baseline))))
     started = evaluator.start(points + points[:2])               # the last two: binaries measured before
     evaluations = first + evaluator.finish(started, 0, len(points) + 2)
@@ -153,7 +153,7 @@ def test_a_lost_lane_hands_its_candidate_to_another_and_the_last_one_lost_is_a_f
         raise LaneLost("node died")
     working = SlowStatic(1.0, 0.0)
     lanes = LaneSet([Lane(0, Measurer(gone, ("runtime",)), "lost"), Lane(1, Measurer(working, ("runtime",)), "ok")])
-    from nvcc_evo.driver.candidate import compile_candidate
+    from nvcc_evo.measure.candidate import compile_candidate
     folder, space, job = suite
     result = compile_candidate(job)
     answers = [lanes.measure(None, (), result) for _ in range(3)]
@@ -200,7 +200,7 @@ def test_concurrent_appenders_from_threads_and_processes_lose_and_tear_nothing(t
 
 
 def test_the_retunes_calibration_times_the_baseline_on_every_gpu_lane_and_drops_a_failing_one(suite, capfd):
-    from nvcc_evo.search.measurers import calibrate
+    from nvcc_evo.execute.measurers import calibrate
     folder, space, job = suite
     def broken(genome, flags, result):
         return Measurement("crash", detail="the measuring process died")

@@ -108,13 +108,13 @@ def test_string_escapes_are_only_quote_and_backslash(written, read):
 
 @pytest.mark.parametrize("text", [r"a \| b", "\\", 'q"', '\\"', "\\\\d", "x\\", r"\\\"", "plain"])
 def test_formatted_strings_read_back_the_same(text):
-    from nvcc_evo.acf.format import show_string
+    from nvcc_evo.acf.edit.format import show_string
     file = parse_text(f'acf 1\nunit "a.cu" {{ bench {{ command {show_string(text)} metric "x" }} }}\n')
     assert file.units[0].bench.command.text == text
 
 
 def test_a_metric_regex_reads_output_as_written():
-    from nvcc_evo.acf.benchcommand import read_metric
+    from nvcc_evo.acf.bench.command import read_metric
     output = "block_size   32 | time 2.2920 ms\nblock_size  512 | time 3.1315 ms\nblock_size 1024 | time 1.4047 ms\n"
     file = parse_text('acf 1\nunit "a.cu" { bench { command "x"\n'
                       '    metric "block_size +512 \\| time ([0-9.]+) ms"\n'

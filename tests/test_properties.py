@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 from hypothesis.extra.lark import from_lark
 
 from conftest import DATA
-from nvcc_evo.acf.format import format_text
+from nvcc_evo.acf.edit.format import format_text
 from nvcc_evo.acf.parse import _grammar_text, parse_text
 from nvcc_evo.acf.resolve import check
 from nvcc_evo.errors import AcfError

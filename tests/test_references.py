@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from nvcc_evo.acf.benchspec import plan_bench
+from nvcc_evo.acf.bench.spec import plan_bench
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.resolve import check, load
-from nvcc_evo.driver.candidate import CompileJob, compile_candidate
+from nvcc_evo.measure.candidate import CompileJob, compile_candidate
 from nvcc_evo.errors import AcfError
 from nvcc_evo.measure.check import checked, take_reference
 from nvcc_evo.measure.gpu import GpuBench
 from nvcc_evo.measure.gpu_worker import host_array
-from nvcc_evo.search.measurers import load_reference
+from nvcc_evo.execute.measurers import load_reference
 
 ACF = load(ROOT / "kernels" / "nvcc-evo.acf")
 SOFTMAX = next(u for u in ACF.units if u.globs == ("softmax.cu",))

@@ -18,7 +18,7 @@ KERNELS = ROOT / "kernels"
 H200 = ROOT / "benchmarks" / "data" / "h200-search.jsonl"
 UNITS = sorted(p.name for p in KERNELS.glob("*.cu"))
 BROWSERS = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome", "firefox")
-FRONT_RED = (0xD6, 0x27, 0x28)          # the Pareto front's colour (nvcc_evo.search.plots)
+FRONT_RED = (0xD6, 0x27, 0x28)          # the Pareto front's colour (nvcc_evo.report.plots)
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +123,7 @@ def test_the_report_renders_in_a_real_browser(report):
 
 
 def test_plots_draw_what_they_are_given():
-    from nvcc_evo.search.plots import best_so_far, convergence_figure, front_figure, svg
+    from nvcc_evo.report.plots import best_so_far, convergence_figure, front_figure, svg
     assert best_so_far([math.inf, 5, 7, 3, math.inf]) == [math.inf, 5, 5, 3, 3]
     figure = front_figure([(1, 4), (2, 2), (3, 3), (math.inf, 1)], [(1, 4), (2, 2)], "t", "x", "y",
                           baseline=(3, 3), chosen=(2, 2))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, evo_env, run_evo
-from nvcc_evo.search.space import Genome
+from nvcc_evo.engine.space import Genome
 
 # A define that breaks the compile for one value: candidates fail with a
 # message the user must see.
@@ -107,8 +107,8 @@ def test_a_choice_that_gives_up_one_objective_is_not_called_an_improvement():
     from types import SimpleNamespace
 
     from nvcc_evo.measure import Measurement
-    from nvcc_evo.search.evaluate import Goal
-    from nvcc_evo.search.writeback import verdict_of
+    from nvcc_evo.execute.evaluate import Goal
+    from nvcc_evo.retune.writeback import verdict_of
     base = Genome((("ptxas.maxrregcount", None),))
     space = SimpleNamespace(baseline=lambda: base)
     outcome = lambda after: SimpleNamespace(
@@ -126,10 +126,10 @@ def test_fewer_knobs_moved_is_said_only_when_fewer_moved():
     from types import SimpleNamespace
 
     from nvcc_evo.measure import Measurement
-    from nvcc_evo.search.evaluate import Goal
-    from nvcc_evo.search.evolve import Evaluation
-    from nvcc_evo.search.report import _off_front
-    from nvcc_evo.search.space import Dimension, SearchSpace
+    from nvcc_evo.execute.evaluate import Goal
+    from nvcc_evo.engine.evolve import Evaluation
+    from nvcc_evo.retune.summary import _off_front
+    from nvcc_evo.engine.space import Dimension, SearchSpace
     space = SearchSpace((Dimension("ptxas.dlcm", (None, "ca", "cg"), None), Dimension("ptxas.fmad", (None, False), None)))
     genome = lambda dlcm, fmad: Genome((("ptxas.dlcm", dlcm), ("ptxas.fmad", fmad)))
     goal = Goal(("spills", "registers"))

@@ -14,7 +14,7 @@ import pytest
 from conftest import DATA, EVO, evo_env, run_evo
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.resolve import check
-from nvcc_evo.acf.retarget import update_target
+from nvcc_evo.acf.edit.retarget import update_target
 from nvcc_evo.acf import model
 
 ACF = """acf 1

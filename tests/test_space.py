@@ -7,7 +7,7 @@ from conftest import DATA
 from nvcc_evo.acf import model
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.sources import source_default, source_defines, unit_defines
-from nvcc_evo.search.space import DEFAULT_SPACE, Genome, build_space, crossover, mutate, repair, sample, step
+from nvcc_evo.engine.space import DEFAULT_SPACE, Genome, build_space, crossover, mutate, repair, sample, step
 
 UNIT = parse_text('''acf 1
 unit "spill.cu" {
@@ -177,7 +177,7 @@ def test_no_operator_proposes_a_genome_the_requires_exclude():
 
 
 def test_the_engine_never_asks_for_an_excluded_genome_and_a_seed_reproduces_it():
-    from nvcc_evo.search.evolve import Engine, Evaluation
+    from nvcc_evo.engine.evolve import Engine, Evaluation
     space = build_space(CONSTRAINED, REGBLOCK)
 
     def run(seed):

@@ -1,4 +1,4 @@
-"""A retune without a GPU must not make kernels slower (nvcc_evo.search.speedsafe):
+"""A retune without a GPU must not make kernels slower (nvcc_evo.retune.speedsafe):
 the auto backend writes no unit that asks for runtime, and the static
 backend leaves out lower -O levels and register caps that buy no occupancy.
 Real nvcc and ptxas; a machine without a GPU (CUDA_VISIBLE_DEVICES empty)."""
@@ -10,11 +10,12 @@ import shutil
 from conftest import DATA, evo_env, run_evo
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.measure import Measurement
-from nvcc_evo.search.choice import choose
-from nvcc_evo.search.evaluate import Goal, goal_for
-from nvcc_evo.search.evolve import Evaluation
-from nvcc_evo.search.space import Genome
-from nvcc_evo.search.speedsafe import REGISTER_WARPS, guard_for, guarded_goal, register_warps, with_register_warps
+from nvcc_evo.retune.choice import choose
+from nvcc_evo.execute.evaluate import Goal, goal_for
+from nvcc_evo.engine.evolve import Evaluation
+from nvcc_evo.engine.space import Genome
+from nvcc_evo.measure.static import REGISTER_WARPS, register_warps, with_register_warps
+from nvcc_evo.retune.speedsafe import guard_for, guarded_goal
 
 SEARCH = "    search {\n        ptxas.opt_level in 1..3\n        ptxas.register_usage_level in {0, 5, 10}\n    }\n"
 

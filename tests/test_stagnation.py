@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from nvcc_evo.search.evolve import Budget, Engine, Evaluation, run_search
-from nvcc_evo.search.space import Dimension, SearchSpace
+from nvcc_evo.engine.evolve import Budget, Engine, Evaluation, run_search
+from nvcc_evo.engine.space import Dimension, SearchSpace
 
 SPACE = SearchSpace(tuple(Dimension(f"define.K{i}", tuple(range(6)), 0) for i in range(4)))   # 1296 points
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from nvcc_evo.measure import Measurement
-from nvcc_evo.search.space import Genome
-from nvcc_evo.search.store import Context, MixedResults, Record, Store, require_same_context
+from nvcc_evo.engine.space import Genome
+from nvcc_evo.execute.store import Context, MixedResults, Record, Store, require_same_context
 
 HERE = Context("13.0.88", "sha256:a", "sm_90", "cpu", "static", '"k.cu"', "b1")
 ELSEWHERE = Context("13.0.88", "sha256:a", "sm_90", "NVIDIA H200", "pycuda", '"k.cu"', "b1")
@@ -58,7 +58,7 @@ def test_appends_wait_for_the_store_lock(tmp_path):
     store.append(record(1))
     holder = open(store.path, "rb")
     fcntl.flock(holder, fcntl.LOCK_EX)
-    code = ("import sys; sys.path[:0] = [sys.argv[1]]; from test_store import record; from nvcc_evo.search.store import Store; "
+    code = ("import sys; sys.path[:0] = [sys.argv[1]]; from test_store import record; from nvcc_evo.execute.store import Store; "
             "from pathlib import Path; Store(Path(sys.argv[2])).append(record(2))")
     other = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).parent), str(store.path)])
     time.sleep(2.0)

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from conftest import DATA, EVO, evo_env
 from nvcc_evo.driver import compiledb
 from nvcc_evo.measure import Measurement
-from nvcc_evo.search.space import Genome
-from nvcc_evo.search.store import Context, Record, Store, _encode
+from nvcc_evo.engine.space import Genome
+from nvcc_evo.execute.store import Context, Record, Store, _encode
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),

@@ -1,4 +1,4 @@
-"""Several (unit, target) searches at once (search.together, `--at-once N`):
+"""Several (unit, target) searches at once (execute.together, `--at-once N`):
 the serial run's records and choices for a seed, no more compiles at once
 than the retune's jobs, one search cancelling its compiles leaves another's
 running, a measuring process answers each thread its own request, and a
@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from conftest import EVO_COMMAND, ROOT, evo_env, interruptible, kernels_project, run_evo, searched
-from nvcc_evo.driver.candidate import CompileJob, Compiler
+from nvcc_evo.measure.candidate import CompileJob, Compiler
 from nvcc_evo.measure.gpu import WorkerPool
-from nvcc_evo.search.store import Store
-from nvcc_evo.search.together import how_many
+from nvcc_evo.execute.store import Store
+from nvcc_evo.execute.together import how_many
 from test_leftovers import processes_naming, wait_until
 
 UNITS = ("scale.cu", "reduce_sum.cu", "softmax.cu")

@@ -12,7 +12,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WHEELS=${TRITON_DEV:-$ROOT/.device-wheels}       # ptxas133/ptxas and controls/*.acf
 python3 -m pip install -q --no-index --no-deps --target /tmp/site "$ROOT"/.device-wheels/lark-*.whl
 mkdir -p /tmp/site/bin
-for script in "nvcc-evo nvcc_evo.cli" "nvcc-evo-ptxas nvcc_evo.driver.ptxas_shim"; do
+for script in "nvcc-evo nvcc_evo.cli" "nvcc-evo-ptxas nvcc_evo.driver.dropin_ptxas.shim"; do
     set -- $script
     printf '#!/usr/bin/env python3\nimport sys\nfrom %s import main\nsys.exit(main())\n' "$2" > /tmp/site/bin/$1
     chmod +x /tmp/site/bin/$1

@@ -1,12 +1,13 @@
 """The ACF language: the plain-text file of tuned controls and its tools.
 
 model (the typed values every stage passes on), knobs (the table of knobs
-and the flags they stand for), objectives, grammar/acf.lark with parse, transform
-(the tree into the model's values) and syntax (located errors), resolve and benchcheck
-(the semantic check and loading), format (canonical text), retarget (one
-target block rewritten, every other byte kept), text and write (reading and writing
-the file safely), benchspec (the bench block's expressions), unitpath (unit
-globs) and sources (the `-D` parameters a source gives itself).
+and the flags they stand for), objectives, grammar/acf.lark with parse,
+transform (the tree into the model's values) and syntax (located errors),
+resolve (the semantic check and loading), text (reading the file safely),
+unitpath and kernelname (unit globs: paths, PTX entry names) and sources
+(the `-D` parameters a source gives itself); bench/ (the bench block: its
+expressions, the command form, its checks); edit/ (the canonical text, one
+target block rewritten, the one writer of an ACF's bytes).
 
 Imports: nvcc_evo.errors and nvcc_evo.system only; every other part imports it.
 """

@@ -4,7 +4,7 @@ The name part matches a PTX `.entry` name as fnmatch does (`*`, `?`,
 `[...]`, case counts); `@HEX` narrows the unit to a PTX whose sha256 starts
 with those hex digits (one kernel name compiled with other constexprs is
 other code). The one matcher of kernel globs: the check, nvcc-evo-ptxas
-(nvcc_evo.driver.kernels) and --retune. Only re and fnmatch: the compile path uses it.
+(nvcc_evo.driver.dropin_ptxas.decide) and --retune. Only re and fnmatch: the compile path uses it.
 """
 from __future__ import annotations
 

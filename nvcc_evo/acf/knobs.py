@@ -33,7 +33,7 @@ class Form(Enum):
 
     VALUE = "value"    # spelling.format(value): `-maxrregcount=40`, `--fmad=false`
     SWITCH = "switch"  # present when true, absent when false: `--use_fast_math`
-    TOOL = "tool"      # no flag: it chooses the program that runs the step (nvcc_evo.driver.ptxas)
+    TOOL = "tool"      # no flag: it chooses the program that runs the step (nvcc_evo.driver.build.ptxas)
 
 
 class Needs(Enum):
@@ -152,7 +152,7 @@ KNOBS: tuple[Knob, ...] = (
          names=('--optimize-float-atomics', '-opt-fp-atomics')),
     # Which ptxas runs the step, and the native controls file it applies
     # (CUDA 13.3+: an encrypted file made by NVIDIA's tools, locked to one
-    # ptxas release). Both go to each ptxas step on its own (driver.split).
+    # ptxas release). Both go to each ptxas step on its own (driver.build.split).
     Knob("ptxas.version", Kind.VERSION, "", Form.TOOL, default=TOOLKIT_TOOL, numeric=True,
          hazard="another ptxas release: its cubins must load under the driver that runs them"),
     Knob("ptxas.controls", Kind.FILE, "--apply-controls={}", default=NO_FILE, since=(13, 3), numeric=True,

@@ -9,9 +9,11 @@ import difflib
 import os
 import re
 
-from nvcc_evo.acf import benchspec, kernelname, knobs, model, unitpath
-from nvcc_evo.acf.benchcheck import BenchChecks, listed
-from nvcc_evo.acf.format import show_string
+from nvcc_evo.acf import kernelname, knobs, model, unitpath
+
+from nvcc_evo.acf.bench import spec as benchspec
+from nvcc_evo.acf.bench.check import BenchChecks, listed
+from nvcc_evo.acf.edit.format import show_string
 from nvcc_evo.acf.objectives import OBJECTIVE_BY_NAME, known_provenance_keys, provenance_type
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.text import read_text

@@ -89,7 +89,7 @@ def replace_file(path, text: str | bytes) -> None:
     """Write a cache file (compile database, ACF index, toolkit facts, a cubin, a report) by a
     new temporary file and one rename, so that parallel builds never read half of
     one; never through a link (nvcc_evo.system.files.replace). (ACFs themselves go through
-    nvcc_evo.acf.write, which also locks, syncs to disk and keeps links, mode and spelling.)"""
+    nvcc_evo.acf.edit.write, which also locks, syncs to disk and keeps links, mode and spelling.)"""
     from nvcc_evo.system.files import replace
     replace(path, text)
 

@@ -17,7 +17,7 @@ from typing import NamedTuple
 from nvcc_evo.acf import unitpath
 from nvcc_evo.driver.cache import prune
 from nvcc_evo.driver.common import ACF_ENV, ACF_NAME, BROKEN_FILE, replace_file
-from nvcc_evo.driver.nvcc_options import NvccCall
+from nvcc_evo.driver.build.nvcc_options import NvccCall
 
 GPU_ENV = "NVCC_EVO_GPU"          # the GPU model the build is for, to pick named targets
 STALE_ENV = "NVCC_EVO_STALE"      # keep (default): use stale knobs; default: build with defaults
@@ -59,7 +59,7 @@ class UnitEntry(NamedTuple):
     targets: tuple[TargetEntry, ...]
     space_digest: str = ""             # of its pins and search block now (acf.Unit.space_digest)
     files: tuple[str, ...] = ()        # the files its knobs name (acf.Unit.named_files), in its fingerprint
-    kind: str = "source"               # "kernel": its globs name PTX entries (nvcc_evo.driver.kernels)
+    kind: str = "source"               # "kernel": its globs name PTX entries (nvcc_evo.driver.dropin_ptxas.decide)
 
     def __str__(self) -> str:
         names = " ".join(f'"{g}"' for g in self.globs)

@@ -56,7 +56,7 @@ KEYS = (
         "own when Triton calls it, else $CUDA_HOME/bin/ptxas, PATH)"),
     Key("retune.backend", "choice", "NVCC_EVO_BACKEND", "auto", "what measures a candidate", BACKENDS),
     Key("retune.evaluations", "int", "NVCC_EVO_EVALUATIONS", None, "evaluations per unit and target, a cap (alone: "
-        "the budget; default: the backend's, search.budget)", positive=True),
+        "the budget; default: the backend's, engine.budget)", positive=True),
     Key("retune.generations", "int", "NVCC_EVO_GENERATIONS", None, "a cap on generations (default: none)",
         positive=True),
     Key("retune.patience", "int", "NVCC_EVO_PATIENCE", None, "stop after this many generations without a new "
@@ -85,8 +85,8 @@ KEYS = (
     Key("report.stores", "pathlist", "", None, "results stores --report reads (default: .nvcc-evo/results.jsonl)"),
     Key("report.out", "path", "", None, "the HTML file --report writes (default: .nvcc-evo/report.html)"),
 )
-# The shapes of the str settings that are specs (what search.lanes.choose_gpus
-# and search.cluster.parse then read): checked wherever a value comes from,
+# The shapes of the str settings that are specs (what execute.lanes.choose_gpus
+# and execute.cluster.parse then read): checked wherever a value comes from,
 # so that a bad one stops a retune before anything starts, saying where it is.
 FORMS = {
     "gpus": (re.compile(r"\s*(all|count:[1-9][0-9]*|[0-9]+(\s*,\s*[0-9]+)*)\s*"),

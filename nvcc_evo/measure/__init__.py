@@ -13,8 +13,13 @@ search engine never knows which backend answered.
 - pycuda: real kernel timing on the GPU (nvcc_evo.measure.gpu, its worker
   process in gpu_worker, the statistics in stats)
 
-Imports: nvcc_evo.acf (bench specs), nvcc_evo.driver (the compiled
-candidate), nvcc_evo.errors and nvcc_evo.system; never nvcc_evo.search.
+candidate (one candidate compiled as the build compiles it, the SASS hash)
+is what every backend measures; sass and occupancy say what a kernel's
+build holds and what it allows on an SM.
+
+Imports: nvcc_evo.acf (bench specs), nvcc_evo.driver (the build's flags and
+steps), nvcc_evo.errors and nvcc_evo.system; never the layers above it
+(engine, execute, retune, report).
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nvcc_evo.acf.benchspec import BenchPlan
+from nvcc_evo.acf.bench.spec import BenchPlan
 
 CHUNK = 1 << 20          # elements compared at a time: temporaries that stay in cache
 

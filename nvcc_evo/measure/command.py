@@ -19,7 +19,7 @@ NVCC=nvcc-evo compiles the candidate.
   (stats.faster); a metric printed too coarsely is said; a failed confirmation run
   says what failed (the run, its check, its exit status); `drift`: the
   baseline rebuilt and run again after the search, against its first runs;
-- wrong answers: a bench's `check` statements (acf.benchcommand) and
+- wrong answers: a bench's `check` statements (acf.bench.command) and
   `check command`; a failed run's last lines go to stderr.
 
 For a kernel unit (Triton's kernels, compiled through nvcc-evo-ptxas) each
@@ -46,10 +46,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from nvcc_evo.acf import benchcommand, model
+from nvcc_evo.acf import model
+
+from nvcc_evo.acf.bench import command as benchcommand
 from nvcc_evo.driver.common import PHASE_ENV
 from nvcc_evo.driver.compiledb import outputs_of
-from nvcc_evo.driver.flags import ptxas_values
+from nvcc_evo.driver.build.flags import ptxas_values
 from nvcc_evo.measure import Confirmation, Measurement, failed
 from nvcc_evo.measure.stats import MIN_GAIN, Summary, Verdict, a_speed, enough, faster, summarize, verdict_clear
 from nvcc_evo.system.leftovers import SHELL, private_folder, remove_private, run_in_group

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nvcc_evo.acf.benchspec import DTYPES, BenchPlan
+from nvcc_evo.acf.bench.spec import DTYPES, BenchPlan
 
 # The C type each bench dtype is read as (bf16 is its raw upper 16 bits).
 C_TYPES = {"f16": "__half", "bf16": "bf16_bits", "f32": "float", "f64": "double", "i8": "signed char",

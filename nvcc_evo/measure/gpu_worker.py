@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from nvcc_evo.acf.benchspec import ArrayPlan, BenchPlan, DTYPES, ScalarPlan
+from nvcc_evo.acf.bench.spec import ArrayPlan, BenchPlan, DTYPES, ScalarPlan
 from nvcc_evo.measure.check import checked, take_reference
 from nvcc_evo.measure.device_check import DeviceCheck
 from nvcc_evo.measure.stats import clearly_slower, race_checkpoints, repetitions, settled

@@ -1,6 +1,6 @@
 """The replay backend: answers from recorded results, no compiler, no GPU.
 For tests and for comparing search strategies at no cost. The records come
-from a results store (nvcc_evo.search.store reads them; this backend only
+from a results store (nvcc_evo.execute.store reads them; this backend only
 needs each record's genome, measurement and SASS hash)."""
 from __future__ import annotations
 

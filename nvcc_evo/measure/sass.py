@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from nvcc_evo.driver.candidate import cubin_sections
+from nvcc_evo.measure.candidate import cubin_sections
 
 MISSING = ("no nvdisasm (looked beside nvcc, on PATH and in the nvidia-cuda-nvdisasm package): the instruction "
            "mix is not shown; `pip install nvidia-cuda-nvdisasm` (or nvcc-evo's `sass` extra) brings it")

@@ -7,8 +7,11 @@ binary_size from the cubin; compile_time is the candidate compile's wall time.
 """
 from __future__ import annotations
 
-from nvcc_evo.driver.candidate import CompileResult, instruction_count
+from dataclasses import replace
+
+from nvcc_evo.measure.candidate import CompileResult, instruction_count
 from nvcc_evo.measure import Measurement, failed
+from nvcc_evo.measure.occupancy import warps_by_registers
 from nvcc_evo.measure.sass import resources
 
 NAME = "static"
@@ -37,3 +40,25 @@ def measure(result: CompileResult, arch: str) -> Measurement:
         "binary_size": len(result.cubin), "compile_time": round(result.seconds, 3),
     }
     return Measurement("ok", tuple((k, float(v)) for k, v in metrics.items()))
+
+
+# Registers judged by what they buy: the resident warps per SM they allow (a speed-safe static
+# search maximises it, nvcc_evo.retune.speedsafe).
+REGISTER_WARPS = "register_warps"
+
+
+def register_warps(registers: float, arch: str) -> int | None:
+    """Resident warps per SM the registers per thread allow on `arch`, the
+    block size aside (measure.occupancy's rule, checked against CUDA's own
+    calculator); None for an architecture its table does not know."""
+    return warps_by_registers(arch, int(registers))
+
+
+def with_register_warps(measurement: Measurement, arch: str) -> Measurement:
+    """A static measurement with the warps per SM its registers allow."""
+    if not measurement.ok or measurement.get("registers") == float("inf"):
+        return measurement
+    warps = register_warps(measurement.get("registers"), arch)
+    if warps is None:
+        return measurement
+    return replace(measurement, metrics=measurement.metrics + ((REGISTER_WARPS, float(warps)),))

@@ -7,7 +7,7 @@ A cloned repository may hold links where nvcc-evo's files belong
 hold another user's. Each file is opened with O_NOFOLLOW (O_EXCL where it must
 be new), each folder nvcc-evo makes is checked to be a folder and no link, and
 a link or a non-regular file in the way is a `Refused` error naming it: its
-target is never touched. (A user's ACF is another matter: nvcc_evo.acf.write
+target is never touched. (A user's ACF is another matter: nvcc_evo.acf.edit.write
 writes it through its link on purpose.)
 
 Imports: the standard library only (the compile path uses it).

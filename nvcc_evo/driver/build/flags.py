@@ -1,0 +1,176 @@
+"""Flag mapping stage: knob settings -> nvcc arguments, with the user's own
+flags, debug builds, spills-as-errors and the toolkit's abilities respected.
+
+Every knob that is not passed on gets a reason, for `--explain` and the log.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import NamedTuple
+
+from nvcc_evo.acf import knobs
+from nvcc_evo.acf.knobs import Form, Kind, Needs, Scalar
+from nvcc_evo.driver.build.nvcc_options import NvccCall
+
+DEFAULT_PASSES_NOTHING = "the toolkit's default; nothing to pass"
+PTXAS_DEBUG = {"-g", "--device-debug"}
+PTXAS_WERROR = {"-Werror", "--warning-as-error"}
+PTXAS_SPILL_WARNING = {"-warn-spills", "--warn-on-spills"}
+
+
+class CallFacts(NamedTuple):
+    """What the user's command line says, as far as knobs care."""
+
+    user_knobs: dict[str, str]       # knob -> the user's spelling that owns it
+    debug: bool
+    spills_are_errors: bool
+    relocatable: bool
+
+
+class FlagPlan(NamedTuple):
+    flags: tuple[str, ...]
+    applied: tuple[tuple[str, Scalar], ...]
+    skipped: tuple[tuple[str, str], ...]      # (knob, why)
+
+    def __str__(self) -> str:
+        return " ".join(self.flags) if self.flags else "(no flags)"
+
+
+def ptxas_tokens(call: NvccCall) -> list[str]:
+    """Each ptxas option the user passes, however it was spelled."""
+    tokens = []
+    for item in call.values("--ptxas-options"):
+        tokens.extend(t.strip('"') for t in item.split())
+    return tokens
+
+
+def ptxas_values(flags: tuple[str, ...]) -> tuple[str, ...]:
+    """The ptxas options in one of our flag lists (the values after each -Xptxas)."""
+    return tuple(flags[i + 1] for i, flag in enumerate(flags[:-1]) if flag == "-Xptxas")
+
+
+def _ptxas_knob(token: str) -> str | None:
+    name = token.split("=", 1)[0]
+    if re.fullmatch(r"-O[0-9]", name):
+        return "ptxas.opt_level"
+    for knob in knobs.KNOBS:
+        if knob.family == "ptxas" and name in knob.names:
+            return knob.name
+    return None
+
+
+def _owned(found: dict[str, str]) -> dict[str, str]:
+    """Spread ownership across knobs that set the same control."""
+    owned = dict(found)
+    for group in knobs.SAME_CONTROL:
+        for name in group & set(found):
+            for other in group:
+                owned.setdefault(other, found[name])
+    return owned
+
+
+MACRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+HOST_MACRO = re.compile(r"-[DU](.*)", re.S)
+
+
+def user_macros(opt) -> list[tuple[str, str]]:
+    """The macros an option defines or undefines, (name, as the user spelled
+    it): `-D`/`-U` (a function-like `V(x)=x` defines V), and the host
+    compiler's `-Xcompiler -DV=7` in any spelling (nvcc hands those to every
+    preprocessing step, device code's too)."""
+    if opt.name in ("--define-macro", "--undefine-macro"):
+        items = [(item, f"-D/-U {item}") for item in opt.items()]
+    elif opt.name == "--compiler-options":
+        held = [HOST_MACRO.fullmatch(word.strip('"')) for item in opt.items() for word in item.split()]
+        items = [(m.group(1), f"-Xcompiler {m.group(0)}") for m in held if m]
+    else:
+        return []
+    named = [(MACRO_NAME.match(text.strip()), spelled) for text, spelled in items]
+    return [(name.group(0), spelled) for name, spelled in named if name]
+
+
+def read_facts(call: NvccCall) -> CallFacts:
+    found: dict[str, str] = {}
+    tokens = ptxas_tokens(call)
+    for token in tokens:
+        knob = _ptxas_knob(token)
+        if knob is not None:
+            found.setdefault(knob, f"-Xptxas {token}")
+    nvcc_names = {name: k.name for k in knobs.KNOBS if k.family == "nvcc" for name in k.names}
+    for opt in call.all_options():
+        if opt.name in nvcc_names:
+            found.setdefault(nvcc_names[opt.name], opt.name)
+        for implied in knobs.IMPLIED_BY.get(opt.name, ()):
+            found.setdefault(implied, opt.name)
+        for name, spelled in user_macros(opt):
+            found.setdefault(knobs.DEFINE_PREFIX + name, spelled)
+    debug = call.has("--device-debug") or bool(PTXAS_DEBUG & set(tokens))
+    werror = bool(PTXAS_WERROR & set(tokens)) or call.has("--Werror")
+    spills = werror and bool(PTXAS_SPILL_WARNING & set(tokens))
+    relocatable = call.has("--device-c") or call.last("--relocatable-device-code") == "true"
+    return CallFacts(_owned(found), debug, spills, relocatable)
+
+
+def flag_text(knob_name: str, value: Scalar, acf_dir: str | None = None) -> list[str]:
+    """The nvcc arguments for one knob value (empty at the toolkit default,
+    and for the knob that chooses the ptxas program). A file is named by its
+    absolute path: a build runs in a folder of its own, not the ACF's."""
+    if knobs.is_define(knob_name):
+        return [f"-D{knob_name[len(knobs.DEFINE_PREFIX):]}={knobs.define_text(value)}"]
+    knob = knobs.lookup(knob_name)
+    value = knob.normalise(value)
+    if (knob.default is not None and value == knob.normalise(knob.default)) or knob.form is Form.TOOL:
+        return []
+    if knob.kind is Kind.FILE:
+        value = os.path.join(acf_dir, str(value))
+    if knob.form is Form.SWITCH:
+        spelled = knob.spelling if value else None
+    else:
+        spelled = knob.spelling.format(str(value).lower() if isinstance(value, bool) else value)
+    if spelled is None:
+        return []
+    return ["-Xptxas", spelled] if knob.family == "ptxas" else [spelled]
+
+
+def _skip_reason(knob_name: str, value: Scalar, facts: CallFacts, toolkit) -> str | None:
+    if knob_name in facts.user_knobs:
+        return f"the user sets it ({facts.user_knobs[knob_name]}); the user wins"
+    if knobs.is_define(knob_name):
+        return knobs.define_value_problem(value)      # (the check refuses these; a second guard)
+    knob = knobs.lookup(knob_name)
+    if facts.debug and knob_name in knobs.OPTIMISATION_KNOBS:
+        return "debug build (-G or -Xptxas -g): ptxas takes no optimisation level"
+    if facts.spills_are_errors and knob_name in knobs.REGISTER_CAPS:
+        return "spills are errors here (--warn-on-spills with -Werror): no register cap"
+    if knob.needs is Needs.RELOCATABLE and not facts.relocatable:
+        return f"needs {knob.needs.value}"
+    if toolkit is not None and not toolkit.accepts(knob_name):
+        return f"CUDA {toolkit.version} does not take it silently ({toolkit.why_rejected(knob_name)})"
+    return None
+
+
+def plan_flags(settings: dict[str, Scalar], facts: CallFacts, toolkit=None, acf_dir: str | None = None) -> FlagPlan:
+    """`acf_dir`: the ACF's folder, where the files knobs name are (without
+    it, those knobs are skipped)."""
+    flags: list[str] = []
+    applied, skipped = [], []
+    for name, value in settings.items():
+        reason = _skip_reason(name, value, facts, toolkit)
+        knob = knobs.lookup(name)
+        if reason is None and knob is not None and knob.kind is Kind.FILE and acf_dir is None \
+                and value != knob.default:
+            reason = "names a file, and the ACF's folder is not known here"
+        if reason is not None:
+            skipped.append((name, reason))
+            continue
+        if knob is not None and knob.form is Form.TOOL and value != knob.default:
+            applied.append((name, value))      # no flag: nvcc_evo.driver.build.ptxas picks the program
+            continue
+        text = flag_text(name, value, acf_dir)
+        if not text:
+            skipped.append((name, DEFAULT_PASSES_NOTHING))
+            continue
+        flags.extend(text)
+        applied.append((name, value))
+    return FlagPlan(tuple(flags), tuple(applied), tuple(skipped))

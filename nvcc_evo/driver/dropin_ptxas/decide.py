@@ -1,0 +1,306 @@
+"""The drop-in ptxas's decision (nvcc_evo.driver.dropin_ptxas.shim runs first): for
+a PTX whose `.entry` names a kernel unit of the ACF names
+(nvcc_evo.acf.kernelname), that unit's entry for the `--gpu-name` target
+adds its ptxas knobs to the real ptxas's command line.
+
+- the target: `target sm_90a` serves `--gpu-name=sm_90a`; where the unit
+  has none, `target sm_90` does (the same registers and optimiser; `a`
+  only adds instructions). The user's own options win (Triton's
+  `--fmad=false`, `-g`, `--opt-level 0`), as in nvcc-evo builds;
+- an option the real ptxas does not take silently is left out, with the
+  reason (each option tried once on a probe PTX, cached per ptxas binary);
+- Triton keys its cubin cache on `ptxas --version`: where the ACF has kernel
+  units the answer is the real ptxas's followed by one line, a digest of
+  what can change a kernel's code (the kernel units, the files they name, the
+  settings a build reads), so that a changed entry is never answered by a
+  cubin of the old one;
+- each tuned compile is recorded (a copy of its PTX under the ACF's
+  `.nvcc-evo/kernels/`, a compile-database record for --retune) and logged
+  (NVCC_EVO_LOG, the line --retune's command backend reads);
+- anything else, and anything that goes wrong here, runs the real ptxas
+  exactly as asked: its stdout, stderr, exit code and files are its own.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from nvcc_evo.acf import kernelname
+from nvcc_evo.driver import plan as planning
+from nvcc_evo.driver.common import (LOG_ENV, PHASE_ENV, REAL_PTXAS_ENV, append_log, find_settings_file,
+                                     replace_file)
+
+ENTRY = re.compile(rb"\.entry\s+([A-Za-z_$%][\w$]*)")
+VALUE_OPTIONS = {"-o", "--output-file", "--gpu-name", "-arch", "--opt-level"}
+OWN_OPTIONS = {"-v", "--verbose"}          # options a candidate's compile adds itself
+KERNELS_FOLDER = "kernels"
+VERSION_LINE = "nvcc-evo-ptxas: kernel entries {}"
+DIGEST_ENV = ("NVCC_EVO_GPU", "NVCC_EVO_STALE", "NVCC_EVO_PTXAS", "NVCC_EVO_REAL_PTXAS")
+
+
+class PtxasCall(NamedTuple):
+    """What a ptxas command line says, as far as kernel units care."""
+
+    argv: tuple[str, ...]
+    arch: str | None
+    inputs: tuple[str, ...]
+    tokens: tuple[str, ...]           # the options, `--opt-level N` read as `-ON`
+    kept: tuple[str, ...]             # the options a candidate's compile passes on (-Xptxas each)
+
+
+def read_call(argv: list[str]) -> PtxasCall:
+    arch, inputs, tokens, kept = None, [], [], []
+    index = 0
+    while index < len(argv):
+        word = argv[index]
+        name, eq, value = word.partition("=")
+        if name in VALUE_OPTIONS and not eq and index + 1 < len(argv):
+            value, index = argv[index + 1], index + 1
+        if name in ("--gpu-name", "-arch"):
+            arch = value
+        elif name == "--opt-level":
+            tokens.append(f"-O{value}")
+            kept.append(f"-O{value}")
+        elif name in ("-o", "--output-file"):
+            pass
+        elif not word.startswith("-"):
+            inputs.append(word)
+        else:
+            tokens.append(word)
+            kept += [] if word in OWN_OPTIONS else [word]
+        index += 1
+    return PtxasCall(tuple(argv), arch, tuple(inputs), tuple(tokens), tuple(kept))
+
+
+def facts(call: PtxasCall):
+    """The user's own knobs and hazards (flags.CallFacts) from ptxas's options."""
+    from nvcc_evo.driver.build.flags import (PTXAS_DEBUG, PTXAS_SPILL_WARNING, PTXAS_WERROR, CallFacts, _owned,
+                                       _ptxas_knob)
+    found = {}
+    for token in call.tokens:
+        knob = _ptxas_knob(token)
+        if knob is not None:
+            found.setdefault(knob, token)
+    tokens = set(call.tokens)
+    spills = bool(PTXAS_WERROR & tokens) and bool(PTXAS_SPILL_WARNING & tokens)
+    relocatable = bool({"-c", "--compile-only"} & tokens)
+    return CallFacts(_owned(found), bool(PTXAS_DEBUG & tokens), spills, relocatable)
+
+
+class Served(NamedTuple):
+    """One PTX and the kernel unit entry that serves it."""
+
+    ptx: str
+    entries: tuple[str, ...]
+    digest: str                       # sha256 hex of the PTX
+    match: planning.Match | None      # None: no kernel unit names it
+    why: str = ""                     # why nothing applies, when so
+
+
+def kernel_units(acf_path: Path):
+    from nvcc_evo.driver.toolkit import cache_folder_if_any
+    return tuple(u for u in planning.load_units(acf_path, cache_folder_if_any()) if u.kind == "kernel")
+
+
+def choose_target(unit, arch: str, gpu: str | None):
+    """The unit's entry for `arch`; an `sm_90a` with none is served by `sm_90`'s."""
+    target, note = planning.choose_target(unit, arch, gpu)
+    family = arch[:-1] if arch[-1:] in ("a", "f") else ""
+    if target is None and family and any(t.arch == family for t in unit.targets):
+        found, _ = planning.choose_target(unit, family, gpu)
+        if found is not None:
+            return found, f"no entry for {arch}: the entry for {family} serves it"
+    return target, note
+
+
+def serve(call: PtxasCall, units, acf_path: Path, environ, cwd: str) -> Served:
+    if len(call.inputs) != 1 or not call.inputs[0].endswith(".ptx"):
+        return Served("", (), "", None, f"{len(call.inputs)} inputs, not one PTX: passed through untouched")
+    name = call.inputs[0]
+    try:
+        data = Path(cwd, name).read_bytes()
+    except OSError as error:
+        return Served(name, (), "", None, f"cannot read {name} ({error.strerror}): ptxas says why")
+    entries = tuple(e.decode() for e in ENTRY.findall(data))
+    digest = hashlib.sha256(data).hexdigest()
+    unit = next((u for u in units if any(kernelname.matches(g, entries, digest) for g in u.globs)), None)
+    if unit is None:
+        return Served(name, entries, digest, None, f"no kernel unit of {acf_path.name} names {', '.join(entries)}")
+    if call.arch is None:
+        return Served(name, entries, digest, None, "no --gpu-name: ptxas's default target is tuned by no entry")
+    copy = keep_ptx(acf_path, entries, digest, data)
+    print_ = planning.fingerprint(copy, [], unit.files, acf_path.parent)
+    target, note = choose_target(unit, call.arch, environ.get(planning.GPU_ENV))
+    # (the toolkit that tuned it is not compared: the ptxas that runs is the program's own)
+    stale = planning.staleness(target, print_, target.toolkit if target else "", unit.space_digest)
+    return Served(name, entries, digest, planning.Match(str(copy), call.arch, unit, target, print_, stale, note))
+
+
+def keep_ptx(acf_path: Path, entries, digest: str, data: bytes) -> Path:
+    """The PTX kept under the ACF's folder (the compile database's input for
+    --retune), named for its first entry and digest: the same PTX, the same file."""
+    folder = acf_path.parent / ".nvcc-evo" / KERNELS_FOLDER
+    path = folder / f"{entries[0] if entries else 'ptx'}-{digest[:16]}.ptx"
+    if not path.is_file():
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            replace_file(path, data)
+        except OSError:
+            pass
+    return path
+
+
+class Decision(NamedTuple):
+    program: str                      # the ptxas that runs
+    options: tuple[str, ...]          # added before the call's own
+    served: Served | None
+    flags: object = None              # the FlagPlan (nvcc spelling: -Xptxas OPTION)
+    problems: tuple[str, ...] = ()
+    real_note: str = ""
+
+
+def decide(argv: list[str], real: str | None, acf_path: Path, environ, cwd: str) -> Decision:
+    call = read_call(argv)
+    units = kernel_units(acf_path)
+    served = serve(call, units, acf_path, environ, cwd)
+    if served.match is None:
+        return Decision(real, (), served)
+    from nvcc_evo.driver.build.flags import plan_flags, ptxas_values
+    from nvcc_evo.driver.build.ptxas import accepted
+    settings = served.match.settings(environ.get(planning.STALE_ENV, "keep"))
+    acf_dir = str(acf_path.parent)
+    flag_plan = plan_flags(settings, facts(call), None, acf_dir)
+    program, flag_plan = accepted(flag_plan, real, call.arch, environ, acf_dir)
+    return Decision(program, ptxas_values(flag_plan.flags), served, flag_plan)
+
+
+def version_digest(acf_path: Path, environ) -> str:
+    """What can change a kernel's code through this ACF, as one digest."""
+    from nvcc_evo.errors import AcfError
+    digest = hashlib.sha256(b"kernel-entries-1\0")
+    try:
+        units = kernel_units(acf_path)
+    except (AcfError, OSError) as error:          # built untuned, and said so: its own answer
+        digest.update(b"unusable\0" + str(error).encode())
+        return digest.hexdigest()[:16]
+    for unit in units:
+        digest.update(json.dumps([unit.globs, unit.pins, [(t.arch, t.gpu, t.settings) for t in unit.targets]],
+                                 default=str).encode())
+        for name in unit.files:
+            try:
+                digest.update(name.encode() + b"\0" + (acf_path.parent / name).read_bytes())
+            except OSError:
+                digest.update(name.encode() + b"\0(unreadable)")
+    for name in DIGEST_ENV:
+        digest.update(f"{name}={environ.get(name, '')}\0".encode())
+    return digest.hexdigest()[:16] if units else ""
+
+
+def answer_version(real: str, acf_path: Path, environ) -> int:
+    """`ptxas --version`: the real answer, and the digest line where kernel units may apply."""
+    import subprocess
+    done = subprocess.run([real, *sys.argv[1:]], capture_output=True)
+    sys.stderr.buffer.write(done.stderr)
+    sys.stdout.buffer.write(done.stdout)
+    line = version_digest(acf_path, environ) if done.returncode == 0 else ""
+    if line:
+        sys.stdout.write(VERSION_LINE.format(line) + "\n")
+    sys.stdout.flush()
+    return done.returncode
+
+
+def record(decision: Decision, call: PtxasCall, acf_path: Path, environ) -> None:
+    """The compile database's record of a tuned compile (for --retune: which
+    kernels a run compiled, and how), and the log line."""
+    from nvcc_evo.driver import compiledb
+    match = decision.served.match
+    argv = tuple(a for token in call.kept for a in ("-Xptxas", token)) + (match.input,)
+    compiledb.record(acf_path, compiledb.CompileRecord(
+        argv, str(acf_path.parent), compiledb.relevant_env(environ), decision.program,
+        _version(decision.program), match.input, "", match.unit.position, match.unit.globs, match.arch,
+        str(match.target) if match.target else None, match.fingerprint, match.stale, decision.flags.flags,
+        time.time()), keep_existing=PHASE_ENV in environ)
+
+
+def _version(program: str) -> str:
+    from nvcc_evo.driver.build.ptxas import probe
+    try:
+        return probe(program).version
+    except OSError:
+        return ""
+
+
+def log(decision: Decision, argv: list[str], acf_path: Path, environ, cwd: str) -> None:
+    path = environ.get(LOG_ENV)
+    if not path:
+        return
+    served, flags = decision.served, decision.flags
+    units = [(served.entries[0] if served.entries else served.ptx, served.match.arch, served.match.unit.globs)] \
+        if served is not None and served.match is not None else []
+    append_log(path, cwd, ["ptxas", *argv], str(acf_path), flags.flags if flags else (),
+               served.why if served else "", [f"{k}: {why}" for k, why in (flags.skipped if flags else ())],
+               decision.problems, units=units)
+
+
+def launch(argv: list[str], real: str | None, acf: str, environ, cwd: str) -> int:
+    """Run the real ptxas for this call, with a kernel unit's knobs where one
+    applies; our own trouble never fails a compile ptxas would pass."""
+    acf_path = Path(acf)
+    environ, real, problem = with_settings(acf_path, environ, real)
+    if real is None:
+        print(f"nvcc-evo-ptxas: error: {problem}", file=sys.stderr)
+        return 3
+    unreadable = planning.acf_problem(acf_path, environ)
+    if unreadable:
+        print(f"nvcc-evo-ptxas: warning: {unreadable}; compiling without tuned flags", file=sys.stderr)
+        os.execv(real, [real, *argv])
+    if "--version" in argv:
+        return answer_version(real, acf_path, environ)
+    decision = _decided(argv, real, acf_path, environ, cwd)
+    os.execv(decision.program, [decision.program, *decision.options, *argv])
+
+
+def _decided(argv, real: str, acf_path: Path, environ, cwd: str) -> Decision:
+    from nvcc_evo.errors import AcfError
+    try:
+        decision = decide(argv, real, acf_path, environ, cwd)
+        if decision.served.match is not None:
+            try:
+                record(decision, read_call(argv), acf_path, environ)
+            except OSError as error:
+                decision = decision._replace(problems=(f"cannot record this compile for --retune ({error})",))
+    except AcfError as error:
+        first = error.diagnostics[0]
+        decision = Decision(real, (), None, problems=(f"the ACF has errors; compiling without tuned flags: "
+                                                      f"{first.location}: {first.message}",))
+    except Exception as error:         # never fail a compile that ptxas would pass
+        decision = Decision(real, (), None, problems=(f"internal error ({error!r}); compiling exactly as asked",))
+    for problem in decision.problems:
+        print(f"nvcc-evo-ptxas: warning: {problem}", file=sys.stderr)
+    log(decision, argv, acf_path, environ, cwd)
+    return decision
+
+
+def with_settings(acf_path: Path, environ, real: str | None):
+    """The project settings beside the ACF fill the environment (their
+    `real-ptxas` where NVCC_EVO_REAL_PTXAS is unset); (environ, real ptxas, why none)."""
+    problem = "" if real else "no real ptxas found: set NVCC_EVO_REAL_PTXAS, CUDA_HOME or PATH"
+    if find_settings_file(acf_path) is None:
+        return environ, real, problem
+    from nvcc_evo.driver import settings as project
+    try:
+        found = project.load(acf_path, environ)
+    except (project.SettingsError, OSError) as error:
+        print(f"nvcc-evo-ptxas: warning: the project settings cannot be used: {str(error).splitlines()[0]}",
+              file=sys.stderr)
+        return environ, real, problem
+    chosen = found.value("real-ptxas")
+    if chosen.value is not None and not environ.get(REAL_PTXAS_ENV):
+        real, problem = str(chosen.value), ""
+    return found.for_build(), real, problem

@@ -1,0 +1,69 @@
+"""`nvcc-evo-ptxas --explain PTXAS-ARGS`: what the drop-in ptxas would do
+with this call, in words, on stdout: the real ptxas and why it, the ACF,
+the PTX's entries and digest, the kernel unit and target that serve it (or
+why none), the knobs added and left out, the command, the `--version`
+answer. Runs nothing but the real ptxas's probes; compiles nothing.
+"""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from nvcc_evo.driver.common import ACF_ENV, REAL_PTXAS_ENV, TRITON_BIN
+
+
+def _real_line(real: str | None, environ, problem: str) -> str:
+    if real is None:
+        return f"real ptxas: none ({problem})"
+    why = REAL_PTXAS_ENV if environ.get(REAL_PTXAS_ENV) else \
+        "Triton's own: the calling process has Triton loaded" if TRITON_BIN in real else \
+        "the toolkit's: $CUDA_HOME/bin, $CUDA_PATH/bin or PATH"
+    return f"real ptxas: {real} ({why})"
+
+
+def _served_lines(decision) -> list[str]:
+    served = decision.served
+    if served is None or not served.ptx:
+        return [f"nothing to tune: {served.why if served else 'no PTX'}"]
+    lines = [f"PTX {served.ptx}: entries {', '.join(served.entries) or '(none)'}; sha256 {served.digest}"]
+    match = served.match
+    if match is None:
+        return lines + [f"not tuned: {served.why}"]
+    lines.append(f"served by unit {match.unit} (line {match.unit.line}), target "
+                 f"{f'{match.target} (line {match.target.line})' if match.target else '(none)'}"
+                 f"{'; ' + match.note if match.note else ''}")
+    if match.stale:
+        lines.append(f"stale: {'; '.join(match.stale)}")
+    flags = decision.flags
+    lines.append(f"added: {' '.join(decision.options) or '(nothing)'}")
+    lines += [f"left out: {knob}: {why}" for knob, why in flags.skipped]
+    return lines
+
+
+def explain(argv: list[str], real: str | None, acf: str | None, environ, cwd: str) -> int:
+    from nvcc_evo.driver import plan as planning
+    from nvcc_evo.driver.dropin_ptxas import decide as kernels
+    from nvcc_evo.errors import AcfError
+    if acf is None:
+        print(f"{_real_line(real, environ, 'none found')}\nno ACF ({ACF_ENV} unset, no nvcc-evo.acf at or above "
+              f"{cwd}): every call runs the real ptxas as asked")
+        return 0
+    acf_path = Path(acf)
+    environ, real, problem = kernels.with_settings(acf_path, environ, real)
+    named = f" ({ACF_ENV})" if environ.get(ACF_ENV) else " (found at or above the working folder)"
+    lines = [_real_line(real, environ, problem), f"ACF: {acf_path}{named}"]
+    unreadable = planning.acf_problem(acf_path, environ)
+    if unreadable:
+        lines.append(f"{unreadable}: every call runs the real ptxas as asked")
+    elif real is not None:
+        try:
+            decision = kernels.decide(argv, real, acf_path, environ, cwd)
+            lines += _served_lines(decision)
+            lines.append("runs: " + shlex.join([decision.program, *decision.options, *argv]))
+        except AcfError as error:
+            lines += ["the ACF has errors; every call runs the real ptxas as asked:", str(error)]
+        digest = kernels.version_digest(acf_path, environ)
+        lines.append(f"--version answers the real ptxas's lines, then '{kernels.VERSION_LINE.format(digest)}'"
+                     if digest else "--version answers the real ptxas's own (no kernel unit)")
+    print("\n".join(lines))
+    return 0

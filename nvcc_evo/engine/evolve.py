@@ -1,0 +1,332 @@
+"""Evolve stage: NSGA-II over genomes, ask/tell, with constraints.
+
+One engine serves one objective and several: with one objective the
+non-dominated sort is a ranking and NSGA-II is an elitist GA with tournament
+selection. Constraints use constrained domination (a feasible point beats an
+infeasible one; two infeasible points compare by total violation). The engine
+never asks for a genome it has already seen, including those a resumed search
+read back from the results store.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Protocol, Sequence
+
+import numpy as np
+
+from nvcc_evo.engine.space import Genome, SearchSpace, crossover, mutate, sample, step, unseen
+
+INF = math.inf
+# Stagnation: after RESTART_AFTER generations with no new front point, SHAKE_STEP more of each
+# generation (up to MAX_SHAKE) is random immigrants and jumps from the front (each gene
+# changed with probability JUMP_RATE), beside the local steps and crossover.
+RESTART_AFTER = 2
+SHAKE_STEP = 0.25
+MAX_SHAKE = 0.6
+JUMP_RATE = 0.4
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What the engine needs to know about one evaluated genome."""
+
+    genome: Genome
+    objectives: tuple[float, ...]      # minimised; inf when the candidate failed
+    violation: float = 0.0             # 0 when every constraint holds
+    status: str = "ok"
+
+    @property
+    def feasible(self) -> bool:
+        return self.status == "ok" and self.violation == 0.0
+
+
+@dataclass(frozen=True)
+class Budget:
+    evaluations: float = 60      # a cap (inf: none)
+    generations: float = INF
+    seconds: float = INF
+    patience: int | None = None  # generations without a new front point before stopping (None: never)
+
+    def patient(self, progress: "Progress") -> bool:
+        return self.patience is None or progress.stale_generations < self.patience
+
+
+@dataclass
+class Progress:
+    generation: int = 0
+    evaluations: int = 0
+    stale_generations: int = 0
+    started: float = field(default_factory=time.monotonic)
+    resumed: int = 0          # evaluations read back before this run (counted in `evaluations`)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+
+def dominates(a: Evaluation, b: Evaluation) -> bool:
+    if a.feasible != b.feasible:
+        return a.feasible
+    if not a.feasible:
+        return a.violation < b.violation
+    return all(x <= y for x, y in zip(a.objectives, b.objectives)) and a.objectives != b.objectives
+
+
+def non_dominated_sort(pop: Sequence[Evaluation]) -> list[list[int]]:
+    """Fronts of indices, best first (Deb's fast non-dominated sort)."""
+    dominated_by = [[] for _ in pop]
+    counts = [0] * len(pop)
+    for i, a in enumerate(pop):
+        for j, b in enumerate(pop):
+            if i != j and dominates(a, b):
+                dominated_by[i].append(j)
+            elif i != j and dominates(b, a):
+                counts[i] += 1
+    fronts, current = [], [i for i, c in enumerate(counts) if c == 0]
+    while current:
+        fronts.append(current)
+        following = []
+        for i in current:
+            for j in dominated_by[i]:
+                counts[j] -= 1
+                if counts[j] == 0:
+                    following.append(j)
+        current = following
+    return fronts
+
+
+def crowding_distance(pop: Sequence[Evaluation], front: list[int]) -> dict[int, float]:
+    distance = {i: 0.0 for i in front}
+    if len(front) <= 2:
+        return {i: INF for i in front}
+    for m in range(len(pop[front[0]].objectives)):
+        ordered = sorted(front, key=lambda i: pop[i].objectives[m])
+        low, high = pop[ordered[0]].objectives[m], pop[ordered[-1]].objectives[m]
+        distance[ordered[0]] = distance[ordered[-1]] = INF
+        if not math.isfinite(high - low) or high == low:
+            continue
+        for before, at, after in zip(ordered, ordered[1:], ordered[2:]):
+            distance[at] += (pop[after].objectives[m] - pop[before].objectives[m]) / (high - low)
+    return distance
+
+
+def survivors(pop: Sequence[Evaluation], k: int) -> list[Evaluation]:
+    """The k best by rank, then crowding distance (NSGA-II's environmental selection)."""
+    chosen: list[Evaluation] = []
+    for front in non_dominated_sort(pop):
+        if len(chosen) + len(front) <= k:
+            chosen.extend(pop[i] for i in front)
+            continue
+        distance = crowding_distance(pop, front)
+        ordered = sorted(front, key=lambda i: -distance[i])
+        chosen.extend(pop[i] for i in ordered[: k - len(chosen)])
+        break
+    return chosen
+
+
+def pareto_front(evaluations: Iterable[Evaluation]) -> list[Evaluation]:
+    pool = [e for e in evaluations if e.feasible]
+    if not pool:
+        return []
+    unique = list({e.objectives: e for e in pool}.values())
+    return sorted((unique[i] for i in non_dominated_sort(unique)[0]), key=lambda e: e.objectives)
+
+
+class Avoid(Protocol):
+    """What the engine is told of failures, to propose none known to fail (engine.learned)."""
+
+    def learn(self, evaluation: Evaluation) -> None: ...
+
+    def forbids(self, genome: Genome) -> bool: ...
+
+
+class Engine:
+    """Ask for genomes, tell their evaluations; NSGA-II in between."""
+
+    def __init__(self, space: SearchSpace, rng: np.random.Generator, population: int = 12,
+                 seeds: Sequence[Genome] = (), history: Sequence[Evaluation] = (), local_share: float = 0.5,
+                 avoid: "Avoid | None" = None):
+        self.space, self.rng, self.size, self.local_share = space, rng, population, local_share
+        self.seen: dict[Genome, Evaluation] = {e.genome: e for e in history}
+        self.pending: set[Genome] = set()
+        self.population: list[Evaluation] = survivors(list(self.seen.values()), population)
+        self.seeds = [g for g in dict.fromkeys(seeds) if g not in self.seen]
+        self._front: list[Evaluation] = pareto_front(self.seen.values())
+        self.stale = 0                  # generations told in a row with no new front point
+        self.diversified = 0            # proposals made to leave a stagnation (immigrants, jumps)
+        self.avoid = avoid              # what is known to fail (engine.learned): never proposed
+        self.avoided: set[Genome] = set()
+        for evaluation in history if avoid is not None else ():
+            avoid.learn(evaluation)
+
+    def _fresh(self, genome: Genome, batch: list[Genome]) -> bool:
+        """Not evaluated, asked for or in this batch, allowed by the space's
+        requires and not known to fail (`avoid`)."""
+        if genome in self.seen or genome in self.pending or genome in batch or not self.space.allows(genome):
+            return False
+        if self.avoid is not None and self.avoid.forbids(genome):
+            self.avoided.add(genome)
+            return False
+        return True
+
+    def _tournament(self) -> Genome:
+        a, b = (self.population[i] for i in self.rng.integers(len(self.population), size=2))
+        if dominates(a, b):
+            return a.genome
+        if dominates(b, a):
+            return b.genome
+        return (a if self.rng.random() < 0.5 else b).genome
+
+    def ask(self, count: int | None = None) -> list[Genome]:
+        count = count or self.size
+        batch: list[Genome] = []
+        while self.seeds and len(batch) < count:
+            seed = self.seeds.pop(0)
+            if self._fresh(seed, batch):
+                batch.append(seed)
+        tries = 0
+        while len(batch) < count and tries < 50 * count:
+            tries += 1
+            child = self._child()
+            if not self._fresh(child, batch) and tries % 5 == 0:
+                child = sample(self.space, self.rng)   # crowded space: explore
+            if self._fresh(child, batch):
+                batch.append(child)
+        if len(batch) < count:                         # random draws find nothing new: the rest, in order
+            batch += unseen(self.space, lambda g: self._fresh(g, batch), count - len(batch))
+        self.pending.update(batch)
+        return batch
+
+    def _elite(self) -> Genome:
+        return self._front[int(self.rng.integers(len(self._front)))].genome
+
+    def _child(self) -> Genome:
+        """One proposal: a local step from a front point or a crossover of
+        two tournament winners, mutated. Stagnating (RESTART_AFTER generations
+        without a new front point), a growing share (`shake`) are random
+        immigrants and front points mutated hard, so the search keeps moving
+        until its budget ends. (No extra draw when not stagnating: the
+        random stream of a search that keeps improving is what it was.)"""
+        if len(self.population) < 2:
+            return sample(self.space, self.rng)
+        shake = min(MAX_SHAKE, SHAKE_STEP * (self.stale - RESTART_AFTER + 1)) if self.stale >= RESTART_AFTER else 0.0
+        if shake:
+            draw = self.rng.random()
+            if draw < shake / 2:
+                self.diversified += 1
+                return sample(self.space, self.rng)                        # an immigrant
+            if draw < shake and self._front:
+                self.diversified += 1
+                return mutate(self._elite(), self.space, self.rng, rate=JUMP_RATE)   # a jump from the front
+        if self._front and self.rng.random() < self.local_share:
+            return step(self._elite(), self.space, self.rng)
+        return mutate(crossover(self._tournament(), self._tournament(), self.rng, self.space), self.space, self.rng)
+
+    def tell(self, evaluations: Sequence[Evaluation]) -> bool:
+        """Record results; True when one of them entered the Pareto front."""
+        entered = False
+        for evaluation in evaluations:
+            self.seen[evaluation.genome] = evaluation
+            self.pending.discard(evaluation.genome)
+            entered |= self._offer(evaluation)
+            if self.avoid is not None:
+                self.avoid.learn(evaluation)
+        self.population = survivors(self.population + list(evaluations), self.size)
+        self.stale = 0 if entered else self.stale + 1
+        return entered
+
+    def _offer(self, candidate: Evaluation) -> bool:
+        """Keep the front up to date, one point at a time."""
+        if not candidate.feasible or any(dominates(e, candidate) or e.objectives == candidate.objectives
+                                         for e in self._front):
+            return False
+        self._front = [e for e in self._front if not dominates(candidate, e)] + [candidate]
+        return True
+
+    def front(self) -> list[Evaluation]:
+        return sorted(self._front, key=lambda e: e.objectives)
+
+
+Evaluate = Callable[[list[Genome]], list[Evaluation]]
+
+
+def run_search(engine: Engine, evaluate: Evaluate, budget: Budget,
+               on_generation: Callable[[Progress, Engine], None] = lambda p, e: None, done: int = 0,
+               overlap: bool = False) -> Progress:
+    """The ask/tell loop, until the budget or the patience runs out. `done`:
+    evaluations made before (read back from the results store); they count
+    toward `budget.evaluations`, so a resumed search only reaches the budget.
+    `overlap` (an evaluate with start/finish): each batch is asked for and
+    starts compiling before the one before it is measured, so the GPU waits
+    for a generation's compiles only where they take longer than measuring
+    a generation; the engine then breeds from results one generation old,
+    the same ones for a given seed."""
+    progress = Progress(evaluations=done, resumed=done)
+    if overlap:
+        return _overlapped(engine, evaluate, budget, on_generation, progress)
+    while _within(progress, budget, 0):
+        batch = engine.ask(min(engine.size, budget.evaluations - progress.evaluations))
+        if not batch:
+            break                                  # the space is exhausted
+        _told(engine, progress, evaluate(batch), on_generation)
+    return progress
+
+
+def _within(progress: Progress, budget: Budget, pending: int) -> bool:
+    return (progress.evaluations + pending < budget.evaluations and progress.generation < budget.generations
+            and progress.elapsed() < budget.seconds and budget.patient(progress))
+
+
+def _told(engine: Engine, progress: Progress, evaluations: list[Evaluation], on_generation) -> None:
+    improved = engine.tell(evaluations)
+    progress.generation += 1
+    progress.evaluations += len(evaluations)
+    progress.stale_generations = 0 if improved else progress.stale_generations + 1
+    on_generation(progress, engine)
+
+
+def _overlapped(engine: Engine, evaluate, budget: Budget, on_generation, progress: Progress) -> Progress:
+    """run_search with each batch asked for, and compiling, before the one
+    before it is measured (see there)."""
+    batch = engine.ask(min(engine.size, budget.evaluations - progress.evaluations)) \
+        if _within(progress, budget, 0) else []
+    started = evaluate.start(batch) if batch else None
+    while started is not None:
+        following = []
+        if _within(progress, budget, len(batch)) and progress.generation + 1 < budget.generations:
+            following = engine.ask(min(engine.size, budget.evaluations - progress.evaluations - len(batch)))
+        ahead = evaluate.start(following) if following else None
+        _told(engine, progress, evaluate.finish(started, 0, len(batch)), on_generation)
+        if progress.elapsed() >= budget.seconds or not budget.patient(progress):
+            break                                  # the batch compiling ahead is dropped, never measured
+        batch, started = following, ahead
+    return progress
+
+
+def random_search(space: SearchSpace, evaluate: Evaluate, evaluations: int, rng: np.random.Generator,
+                  batch: int = 12) -> list[Evaluation]:
+    """The reference a GA must beat: uniform samples, never the same twice."""
+    seen: dict[Genome, Evaluation] = {}
+    tries = 0
+    while len(seen) < min(evaluations, space.size) and tries < 100 * evaluations:
+        wanted = []
+        while len(wanted) < min(batch, evaluations - len(seen)) and tries < 100 * evaluations:
+            tries += 1
+            genome = sample(space, rng)
+            if genome not in seen and genome not in wanted and space.allows(genome):
+                wanted.append(genome)
+        for evaluation in evaluate(wanted):
+            seen[evaluation.genome] = evaluation
+    return list(seen.values())
+
+
+def hypervolume_2d(front: Sequence[tuple[float, float]], reference: tuple[float, float]) -> float:
+    """Area dominated by a two-objective front, up to a reference point."""
+    points = sorted(p for p in front if p[0] < reference[0] and p[1] < reference[1])
+    area, last_y = 0.0, reference[1]
+    for x, y in points:
+        if y < last_y:
+            area += (reference[0] - x) * (last_y - y)
+            last_y = y
+    return area

@@ -1,0 +1,138 @@
+"""What failed, learned: launches the driver refused are not proposed again.
+
+A kernel bench's candidate whose launch the driver would refuse comes back
+`launch-refused` after its compile (measure.gpu_worker.launch_problem says
+why). Each such refusal teaches a constraint over the unit's defines, and
+the engine (engine.evolve, its `avoid`) never proposes a genome known to
+break it, so a user who writes no `require` pays for a kind of failure once,
+not for every candidate of it:
+
+- too many threads in a block, or in one dimension of it: the block depends
+  only on the defines its expressions name, so every genome whose block
+  (evaluated with the bench's expressions) is at least as large there is
+  refused too;
+- too much shared memory: the static part is fixed by the source's defines
+  and the dynamic part by the bench's expression, so a genome with the same
+  defines is refused too (with no static part, any whose dynamic part is as
+  large);
+- too many registers for the block: a genome with the same defines whose
+  register cap (if any) still lets ptxas use as many registers per thread.
+
+The avoided genomes are counted (the progress line, the end report).
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Callable, NamedTuple
+
+from nvcc_evo.acf import knobs
+from nvcc_evo.acf.bench.spec import ExprError, plan_bench
+from nvcc_evo.acf.sources import define_values
+from nvcc_evo.engine.evolve import Evaluation
+from nvcc_evo.engine.space import Genome, baseline_defines
+
+REFUSED = "launch-refused"
+# The refusals measure.gpu_worker.launch_problem words, read back (tests/test_learned.py ties the two).
+THREADS = re.compile(r"block \S+ is (\d+) threads; the device allows at most \d+ per block")
+AXIS = re.compile(r"block \S+: (\d+) threads in ([xyz]); the device allows at most \d+")
+REGISTERS = re.compile(r"block \S+ is (\d+) threads; with (\d+) registers per thread")
+SHARED = re.compile(r"(\d+) bytes of shared memory per block \((\d+) static \+ (\d+) dynamic\)")
+REGISTER_CAPS = ("ptxas.maxrregcount", "nvcc.maxrregcount")
+
+
+class Launch(NamedTuple):
+    threads: int
+    block: tuple[int, int, int]
+    shared: int                 # dynamic bytes
+
+
+class LaunchLimits:
+    """The launch constraints learned from refused launches of one unit's bench."""
+
+    def __init__(self, bench, defines_for: Callable[[Genome], dict], details: Callable[[Genome], str]):
+        self.bench, self.defines_for, self.details = bench, defines_for, details
+        self.threads = math.inf                    # a block of this many threads or more is refused
+        self.axes = [math.inf, math.inf, math.inf]  # a block this long in x, y, z or more is refused
+        self.dynamic = math.inf                    # this much dynamic shared memory or more (no static part)
+        self.same_defines: set[tuple] = set()      # defines whose launch is refused (shared memory)
+        self.registers: dict[tuple, int] = {}      # defines -> registers per thread that were too many
+        self.said: list[str] = []                  # what was learned, in words
+
+    def launch(self, genome: Genome) -> Launch | None:
+        try:
+            plan = plan_bench(self.bench, self.defines_for(genome))
+        except (ExprError, ValueError, ZeroDivisionError):
+            return None
+        block = plan.block
+        return Launch(block[0] * block[1] * block[2], block, plan.shared)
+
+    def learn(self, evaluation: Evaluation) -> None:
+        """Told every evaluation; a refused launch's reason becomes a constraint."""
+        if evaluation.status != REFUSED:
+            return
+        detail, genome = self.details(evaluation.genome), evaluation.genome
+        if (found := THREADS.search(detail)) and int(found.group(1)) < self.threads:
+            self.threads = int(found.group(1))
+            self.said.append(f"blocks of {self.threads} threads or more")
+        elif found := AXIS.search(detail):
+            axis, size = "xyz".index(found.group(2)), int(found.group(1))
+            if size < self.axes[axis]:
+                self.axes[axis] = size
+                self.said.append(f"blocks of {size} threads or more in {found.group(2)}")
+        elif found := REGISTERS.search(detail):
+            self.registers[_defines_of(genome)] = int(found.group(2))
+            self.said.append(f"{found.group(2)} registers per thread at {found.group(1)} threads ({_shown(genome)})")
+        elif found := SHARED.search(detail):
+            static, dynamic = int(found.group(2)), int(found.group(3))
+            if static == 0 and dynamic < self.dynamic:
+                self.dynamic = dynamic
+            self.same_defines.add(_defines_of(genome))
+            self.said.append(f"{found.group(1)} bytes of shared memory per block ({_shown(genome)})")
+
+    def forbids(self, genome: Genome) -> bool:
+        """Known to be refused: it breaks a learned constraint."""
+        defines = _defines_of(genome)
+        if defines in self.same_defines:
+            return True
+        if defines in self.registers and _register_cap(genome) >= self.registers[defines]:
+            return True
+        if self.threads == math.inf and self.dynamic == math.inf and all(a == math.inf for a in self.axes):
+            return False
+        launch = self.launch(genome)
+        if launch is None:
+            return False
+        return (launch.threads >= self.threads or launch.shared >= self.dynamic
+                or any(size >= most for size, most in zip(launch.block, self.axes)))
+
+
+def _defines_of(genome: Genome) -> tuple:
+    return tuple((k, v) for k, v in genome.items if knobs.is_define(k))
+
+
+def _register_cap(genome: Genome) -> float:
+    caps = [v for k, v in genome.items if k in REGISTER_CAPS and v is not None]
+    return min(caps) if caps else math.inf
+
+
+def _shown(genome: Genome) -> str:
+    return " ".join(f"{k[len(knobs.DEFINE_PREFIX):]}={v}" for k, v in _defines_of(genome)) or "the defaults"
+
+
+def limits_for(task, space, evaluator) -> LaunchLimits | None:
+    """The learner of a unit with a kernel bench (the backends that launch
+    it say `launch-refused`); None for a bench command or no bench."""
+    bench = task.unit.bench
+    if bench is None or bench.kernel is None:
+        return None
+    defaults = baseline_defines(task.source, space)
+    return LaunchLimits(bench, lambda genome: {**defaults, **define_values(genome.settings())},
+                        lambda genome: evaluator.measured[genome].detail if genome in evaluator.measured else "")
+
+
+def said(task, engine, limits: LaunchLimits | None) -> dict:
+    """The outcome's words on what was learned and avoided (the end report)."""
+    if limits is None or not limits.said:
+        return {}
+    return {"learned": f"{len(engine.avoided)} proposal(s) avoided, known to fail: launches refused for "
+                       + "; ".join(dict.fromkeys(limits.said))}

@@ -1,0 +1,291 @@
+"""Which backend measures a retune's candidates, and how it is called.
+
+Returns a Measurer: the function the Evaluator calls per candidate, the
+objectives it can answer, whether candidates must be compiled first, and
+the device name that goes into the results' context.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+from nvcc_evo.acf import model, unitpath
+from nvcc_evo.acf.bench.command import identity
+from nvcc_evo.acf.sources import define_values
+from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
+from nvcc_evo.measure import Measurement, Measurer, static
+from nvcc_evo.execute.lanes import Lane, LaneSet, choose_gpus
+from nvcc_evo.engine.space import Genome
+from nvcc_evo.measure.static import REGISTER_WARPS, with_register_warps
+from nvcc_evo.execute.store import Context, Store, require_same_context
+from nvcc_evo.system.leftovers import held_file
+
+
+def _static(task) -> Measurer:
+    return Measurer(lambda genome, flags, result: with_register_warps(static.measure(result, task.arch), task.arch),
+                    static.OBJECTIVES + (REGISTER_WARPS,),
+                    describe="static (no GPU timing: registers, spills and other compiler facts)")
+
+
+class CandidateAcf:
+    """A copy of the ACF whose target for the task's unit (found by its globs)
+    holds the candidate: beside the real one, so that unit globs resolve the
+    same; a new file each time (`.nvcc-evo-candidate-PID-XXXX.acf`, never
+    through a link; the bench removes it after its runs), locked until the
+    next one so that another run's sweep leaves it. While the ACF, as it is
+    now, lacks the unit or does not parse (an edit under way), the copy is
+    made from the text as the search began."""
+
+    def __init__(self, acf_path: Path, task, at_start: str):
+        self.acf_path, self.task, self.at_start = acf_path, task, at_start
+        self.fd = -1
+
+    def __call__(self, genome: Genome) -> Path:
+        from nvcc_evo.acf.edit.retarget import update_target
+        from nvcc_evo.acf.text import read_text
+        settings = genome.settings().items()
+        target = model.Target(self.task.arch, None, tuple(model.Setting(k, v) for k, v in settings))
+        try:
+            text = update_target(read_text(self.acf_path), self.task.unit.globs, target, str(self.acf_path))
+        except EvoError:           # AcfChanged, AcfError: the search's own ACF still says how to build
+            text = update_target(self.at_start, self.task.unit.globs, target, str(self.acf_path))
+        if self.fd >= 0:
+            os.close(self.fd)      # the last copy's lock (the bench has removed it)
+        path, self.fd = held_file(str(self.acf_path.parent), ".nvcc-evo-candidate-", ".acf")
+        data, written = text.encode(), 0
+        while written < len(data):
+            written += os.write(self.fd, data[written:])
+        return Path(path)
+
+
+def _primary(bench: model.Bench, tune: model.Tune | None) -> str:
+    """The metric a command's confirmation judges: the tune block's choice
+    (select, else the first objective) where it is a metric, else the first metric."""
+    names = [m.name for m in bench.metrics]
+    wanted = [tune.select] + list(tune.minimize) if tune is not None else []
+    return next((name for name in wanted if name in names), names[0])
+
+
+# The bench form each backend that runs the unit needs: (the model's field, how it is written).
+BENCH_FORMS = {"command": ("command", "bench { command ...; metric ... }"),
+               "pycuda": ("kernel", "bench { kernel ... }")}
+
+
+def bench_problem(unit: model.Unit, backend: str) -> str | None:
+    """Why `backend` cannot run `unit` (no bench block of the form it needs), or None."""
+    field, form = BENCH_FORMS.get(backend, (None, ""))
+    if field is None or (unit.bench is not None and getattr(unit.bench, field) is not None):
+        return None
+    return f"unit {unit} has no `{form}` block for the {backend} backend"
+
+
+def check_benches(tasks, backend: str) -> None:
+    """Every unit a retune will search has the bench its backend runs: a
+    usage error naming all that lack one, before anything is built or run."""
+    missing = list(dict.fromkeys(p for p in (bench_problem(t.unit, backend) for t in tasks) if p))
+    if missing:
+        raise UsageError("; ".join(missing) + " (name the units to retune, or write their bench blocks)")
+
+
+def _command(task, acf_path: Path, timeout: float, flags_for) -> Measurer:
+    from nvcc_evo.acf.text import read_text
+    from nvcc_evo.measure.command import CommandBench
+    bench = task.unit.bench
+    if bench_problem(task.unit, "command"):
+        raise UsageError(bench_problem(task.unit, "command"))
+    at_start = read_text(acf_path)
+    runner = CommandBench(bench, acf_path, task.unit.globs, task.arch,
+                          CandidateAcf(acf_path, task, at_start), flags_for,
+                          bench.timeout.seconds if bench.timeout else timeout, _primary(bench, task.unit.tune),
+                          triton=task.unit.is_kernel)
+
+    def measure(genome: Genome, flags, result) -> Measurement:
+        compiled = static.measure(result, task.arch)
+        if not compiled.ok:
+            return compiled
+        ran = runner.measure(genome, flags)
+        return replace(ran, metrics=compiled.metrics + ran.metrics) if ran.ok else ran
+
+    names = tuple(m.name for m in bench.metrics)
+    shown = "; ".join(f"{m.name} /{m.regex}/" + (f" {m.take}" if m.take != "first" else "")
+                      + (" maximized" if m.maximize else "") for m in bench.metrics)
+    repeat = bench.repeat
+    runs = f"{repeat.low}..{repeat.high} runs" if repeat and repeat.high > repeat.low else \
+        f"{repeat.low if repeat else 1} run(s)"
+    return Measurer(measure, names + static.OBJECTIVES + ("command_time",), confirm=runner.confirm,
+                    end_drift=runner.drift, primary=(runner.primary,), maximize=runner.maximized,
+                    reserve=runner.reserve, finish_by=runner.finish_by,
+                    build=identity(bench),
+                    describe=f"command `{bench.command.text}` ({shown}; {runs} per candidate, "
+                             f"{runner.timeout:g} s a run at most)")
+
+
+def _replay(task, path: str | None, context: Context) -> Measurer:
+    from nvcc_evo.measure.replay import Replay
+    if not path:
+        raise UsageError("--backend replay needs --replay FILE (a results store)")
+    replay = Replay(Store(Path(path)).read())
+    records = list(replay.answers.values())
+    if not records:
+        raise UsageError(f"{path} holds no recorded results")
+    require_same_context(records, replace(context, backend=records[0].context.backend), path)
+    return Measurer(lambda genome, flags, result: replay.measure(genome), static.OBJECTIVES, compiles=False,
+                    device=records[0].context.device, describe=f"replay of {path}")
+
+
+_POOLS: dict = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def gpu_pool(device: int = 0):
+    """One measuring process per CUDA device for the whole retune (started on
+    first use; `retune.device` is lane 0's, `retune.gpus` names the others),
+    shared by the searches that run at once."""
+    with _POOLS_LOCK:
+        return _pool(device)
+
+
+def _pool(device: int):
+    if device not in _POOLS:
+        try:
+            import pycuda  # noqa: F401
+        except ImportError:
+            raise EnvironmentProblem("the pycuda backend needs PyCUDA (pip install 'nvcc-evo[gpu]') and a GPU")
+        from nvcc_evo.measure.gpu import WorkerPool
+        _POOLS[device] = WorkerPool(device=device)
+    return _POOLS[device]
+
+
+def close_pool() -> None:
+    with _POOLS_LOCK:
+        while _POOLS:
+            _POOLS.popitem()[1].close()
+
+
+def load_reference(bench: model.Bench, folder: Path):
+    """The bench's `reference "FILE.py:FUNCTION"`, imported from beside the ACF."""
+    if bench.reference is None:
+        return None
+    import importlib.util
+    path, _, name = bench.reference.text.rpartition(":")
+    if unitpath.path_problem(path) or unitpath.inside(folder / path, folder) is None:   # (the check says so)
+        raise UsageError(f"reference file '{path}' lies outside the ACF's folder {folder}")
+    spec = importlib.util.spec_from_file_location(f"nvcc_evo_reference_{Path(path).stem}", folder / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+ENERGY_METRICS = ("energy", "power")
+
+
+def uses_energy(tune: model.Tune | None) -> bool:
+    """Whether an objective, a constraint or the select rule names energy or power."""
+    if tune is None:
+        return False
+    named = set(tune.minimize) | {c.metric for c in tune.require + tune.select_where} | {tune.select}
+    return bool(named & set(ENERGY_METRICS))
+
+
+def _pycuda(task, space_defaults: dict, acf_folder: Path, full: bool = False, device: int = 0) -> Measurer:
+    from nvcc_evo.measure.gpu import GpuBench, OBJECTIVES
+    bench = task.unit.bench
+    if bench_problem(task.unit, "pycuda"):
+        raise UsageError(bench_problem(task.unit, "pycuda"))
+    pool = gpu_pool(device)
+    defines = lambda genome: {**space_defaults, **define_values(genome.settings())}
+    wanted = full or uses_energy(task.unit.tune)
+    gpu = GpuBench(bench, pool, task.arch, defines, energy=wanted, expected_fn=load_reference(bench, acf_folder),
+                   settle=not full)
+    energy = ("energy from NVML" if pool.hello.get("nvml") else "no NVML: energy dropped") if wanted else \
+        "energy not measured: the tune block does not name it"
+    return Measurer(gpu.measure, OBJECTIVES, device=pool.hello["name"], hello=pool.hello, confirm=gpu.confirm,
+                    drift=gpu.drift, race=None if full else gpu.race_against, fresh_baseline=True,
+                    describe=f"pycuda on {pool.hello['name']} (sm {pool.hello['cc']}; {energy})")
+
+
+def gpu_arch(device: int, cluster=None) -> str:
+    """The SASS architecture of the GPU measured on (lane 0's)."""
+    return cluster.gpu_arch() if cluster is not None else gpu_pool(device).hello["arch"]
+
+
+def resolve_backend(backend: str, cluster=None) -> str:
+    """`auto`: the GPU when PyCUDA and a device are there (on the cluster, a
+    GPU), else static."""
+    if backend != "auto":
+        return backend
+    if cluster is not None:
+        return cluster.backend(backend)
+    from nvcc_evo.measure.gpu import gpu_available
+    return "pycuda" if gpu_available() else "static"
+
+
+def measurer_for(backend: str, task, acf_path: Path, context: Context, replay_path: str | None,
+                 timeout: float, space_defaults: dict | None = None, flags_for=None, full: bool = False,
+                 device: int = 0) -> Measurer:
+    """`full`: every candidate measured the whole way (options.PROTOCOLS);
+    `device`: the CUDA device the pycuda backend measures on."""
+    if backend == "pycuda":
+        return _pycuda(task, space_defaults or {}, acf_path.parent, full, device)
+    if backend == "static":
+        return _static(task)
+    if backend == "command":
+        return _command(task, acf_path, timeout, flags_for)
+    if backend == "replay":
+        return _replay(task, replay_path, context)
+    raise EnvironmentProblem(f"backend '{backend}' is not available in this build of nvcc-evo")
+
+
+def pycuda_devices(gpus: str | None, first: int) -> list[int]:
+    """The CUDA devices a pycuda retune measures on: `retune.gpus` among the
+    visible ones (default: every one of the model of `retune.device`, which
+    is lane 0)."""
+    from nvcc_evo.measure.gpu import gpu_names
+    names = gpu_names()
+    if not names:
+        return [first]
+    if not 0 <= first < len(names):
+        raise UsageError(f"--device {first}: {len(names)} GPU(s) visible")
+    chosen = choose_gpus(gpus, names, first)
+    others = [f"{i} ({names[i]})" for i in range(len(names)) if i not in chosen and names[i] != names[first]]
+    if others:
+        from nvcc_evo.system.say import log
+        log(f"GPU(s) {', '.join(others)} left out: not the model of device {first} ({names[first]}); "
+            "GPUs of different models are never mixed in one search")
+    return chosen
+
+
+def measuring(options, task, acf_path: Path, context: Context, space_defaults: dict, flags_for,
+              cluster=None) -> tuple[Measurer, LaneSet | None]:
+    """The retune's Measurer and, with several GPUs (or `retune.gpus` named,
+    even one) or a cluster, the lanes it measures on (their `measure` is the
+    Measurer's)."""
+    full = options.protocol == "full"
+    if cluster is not None:
+        lanes = cluster.lanes(options.backend, task, acf_path, context, options, space_defaults, flags_for)
+        return lanes.measurer(), lanes
+    devices = pycuda_devices(options.gpus, options.device) if options.backend == "pycuda" else []
+    if not devices or (len(devices) == 1 and options.gpus is None):   # no GPU backend, or one GPU: as always
+        return measurer_for(options.backend, task, acf_path, context, options.replay, options.timeout,
+                            space_defaults, flags_for, full=full, device=devices[0] if devices else options.device), None
+    lanes = LaneSet([Lane(i, _pycuda(task, space_defaults, acf_path.parent, full, device), f"GPU {device}")
+                     for i, device in enumerate(devices)])
+    return lanes.measurer(), lanes
+
+
+def calibrate(lanes: LaneSet | None, measurer: Measurer, baseline, job) -> None:
+    """Each GPU lane's baseline, timed on every lane at once (lanes.LaneSet.calibrate)."""
+    if lanes is None or len(lanes) < 2 or measurer.hello is None:
+        return
+    from nvcc_evo.measure.candidate import compile_candidate
+    from nvcc_evo.system.say import log
+    result = compile_candidate(job)
+    if not result.ok:
+        return
+    names = [lane.name for lane in lanes.lanes]
+    runs = lanes.calibrate(baseline, job.flags, result)
+    times = ", ".join(f"{name} {run.get('runtime'):.4g} us" for name, run in zip(names, runs) if run.ok)
+    log(f"the baseline on each lane: {times}; runtimes scaled to {lanes.lanes[0].name}'s"
+        + "".join(f"; {note}" for note in lanes.notes))

@@ -1,0 +1,196 @@
+"""Results store: an append-only JSONL file, one line per evaluation, written
+(and flushed to disk) as soon as the evaluation is measured.
+
+Each line carries its context: toolkit, source fingerprint, target arch,
+device, backend, the build's command line and the environment that matters.
+A search reads back only the lines of its own context, so an interrupted
+search resumes where it stopped and results from another device, toolkit or
+source are never mixed in. Appends take the file's lock, and a last line cut
+short by a crash is ended before the next one, so it never swallows it.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nvcc_evo.driver.common import BROKEN_FILE
+from nvcc_evo.errors import EnvironmentProblem, EvoError
+from nvcc_evo.measure import Measurement
+from nvcc_evo.engine.space import Genome
+from nvcc_evo.system.files import folders, open_regular
+
+
+@dataclass(frozen=True)
+class Context:
+    toolkit: str
+    fingerprint: str
+    arch: str
+    device: str            # GPU name, or "cpu" for static measurements
+    backend: str
+    unit: str
+    build: str             # hash of the build's command line and environment
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(self.__dict__, sort_keys=True).encode()).hexdigest()[:16]
+
+    def differences(self, other: "Context") -> list[str]:
+        return [f"{name}: {getattr(other, name)!r} there, {getattr(self, name)!r} here"
+                for name in self.__dict__ if getattr(self, name) != getattr(other, name)]
+
+
+@dataclass(frozen=True)
+class Record:
+    genome: Genome
+    flags: tuple[str, ...]
+    measurement: Measurement
+    sass_hash: str
+    context: Context
+    time: float = field(default=0.0, compare=False)     # when it was measured (seconds since the epoch)
+
+
+class MixedResults(EvoError):
+    """Recorded results come from another context than the one asked for."""
+
+
+def _encode(record: Record) -> str:
+    m = record.measurement
+    return json.dumps({
+        "context_key": record.context.key, "context": record.context.__dict__,
+        "genome": [list(item) for item in record.genome.items], "flags": list(record.flags),
+        "status": m.status, "metrics": dict(m.metrics), "spreads": dict(m.spreads),
+        "detail": m.detail[-2000:], "sass_hash": record.sass_hash, "time": time.time(),
+        "costs": {stage: round(seconds, 6) for stage, seconds in m.costs},
+    })
+
+
+STATUS = re.compile(r"[a-z][a-z0-9-]{0,39}")       # ok, compile-error, timeout, ...: a word, as measurers write it
+CONTEXT_FIELDS = tuple(Context.__dataclass_fields__)
+
+
+class OtherShape(ValueError):
+    """Valid JSON, but not a result line of this shape (another version's, an edit, a stranger's store)."""
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _numbers(data, what: str) -> tuple[tuple[str, float], ...]:
+    if not isinstance(data, dict) or not all(isinstance(k, str) and _number(v) for k, v in data.items()):
+        raise OtherShape(f"{what} is not an object of numbers")
+    return tuple((k, float(v)) for k, v in data.items())
+
+
+def _genome(data) -> Genome:
+    scalar = (str, int, float, bool, type(None))
+    if not isinstance(data, list) or not all(isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+                                             and isinstance(item[1], scalar) for item in data):
+        raise OtherShape("genome is not a list of [knob, value] pairs")
+    return Genome(tuple((knob, value) for knob, value in data))
+
+
+def _context(data) -> Context:
+    if not isinstance(data, dict) or sorted(data) != sorted(CONTEXT_FIELDS) or \
+            not all(isinstance(v, str) for v in data.values()):
+        raise OtherShape("context is not this version's")
+    return Context(**data)
+
+
+def _strings(data, what: str) -> tuple[str, ...]:
+    if not isinstance(data, list) or not all(isinstance(v, str) for v in data):
+        raise OtherShape(f"{what} is not a list of strings")
+    return tuple(data)
+
+
+def _decode(line: str) -> Record:
+    """One result line; OtherShape (a ValueError) for any JSON of another shape."""
+    data = json.loads(line)
+    if not isinstance(data, dict):
+        raise OtherShape("not an object")
+    status, detail, sass = data.get("status"), data.get("detail"), data.get("sass_hash")
+    if not (isinstance(status, str) and STATUS.fullmatch(status) and isinstance(detail, str)
+            and isinstance(sass, str) and _number(data.get("time", 0.0))):
+        raise OtherShape("status, detail, sass_hash or time is not this version's")
+    metrics = _numbers(data.get("metrics"), "metrics")
+    measurement = Measurement(status, metrics, _numbers(data.get("spreads"), "spreads"), detail,
+                              costs=_numbers(data.get("costs", {}), "costs"))
+    return Record(_genome(data.get("genome")), _strings(data.get("flags"), "flags"), measurement, sass,
+                  _context(data.get("context")), float(data.get("time", 0.0)))
+
+
+class Store:
+    def __init__(self, path: Path):
+        self.path = path
+        self.skipped = 0        # lines the last read skipped: cut short, garbage, another shape
+
+    def read(self) -> list[Record]:
+        """Every complete line; a line cut short by a crash is skipped."""
+        records, self.skipped = [], 0
+        if not self.path.is_file():      # none yet; a FIFO would block, a device never end (append says so)
+            return []
+        try:
+            lines = self.path.read_text(errors="replace").splitlines()
+        except OSError:
+            return []
+        for line in lines:
+            try:
+                records.append(_decode(line))
+            except BROKEN_FILE:         # a line cut short, garbage, another shape: not a result
+                self.skipped += bool(line.strip())
+        return records
+
+    def for_context(self, context: Context) -> tuple[list[Record], list[Context]]:
+        """(records of this context, the other contexts found)."""
+        mine, others = [], {}
+        for record in self.read():
+            if record.context == context:
+                mine.append(record)
+            else:
+                others[record.context.key] = record.context
+        return mine, list(others.values())
+
+    def append(self, record: Record) -> None:
+        """One line, synced, under the store's lock (one appender at a time, so
+        the torn-line check and the write are one step)."""
+        line = (_encode(record) + "\n").encode()
+        try:
+            folders(self.path.parent.parent, self.path.parent.name)
+            fd = open_regular(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)  # no link, FIFO or device
+        except OSError as error:
+            raise self._cannot(error) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if _ends_torn(fd):
+                line = b"\n" + line     # a line cut short (kill -9, a full disk) stays apart, skipped by read()
+            while line:
+                line = line[os.write(fd, line):]
+            os.fsync(fd)
+        except OSError as error:
+            raise self._cannot(error) from None
+        finally:
+            os.close(fd)                 # releases the lock
+
+    def _cannot(self, error: OSError) -> EnvironmentProblem:
+        return EnvironmentProblem(f"cannot append to the results store {self.path}: {error.strerror or error} "
+                                  "(the evaluations written before are kept; the same command resumes from them)")
+
+
+def _ends_torn(fd: int) -> bool:
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+
+
+def require_same_context(records: list[Record], context: Context, source: str) -> None:
+    """Replay refuses answers recorded elsewhere, naming both sides."""
+    foreign = {r.context.key: r.context for r in records if r.context != context}
+    if foreign and not any(r.context == context for r in records):
+        first = next(iter(foreign.values()))
+        raise MixedResults(f"{source} was recorded for another context; refusing to mix: "
+                           + "; ".join(context.differences(first)))

@@ -1,0 +1,11 @@
+"""What a retune found, shown after it: `--report` and `--sass`.
+
+page (`--report`: one HTML page per ACF from the ACF and its results
+stores), plots (matplotlib figures for it, the `report` extra) and compare
+(`--sass`: each unit's baseline against its ACF entry, kernel by kernel, in
+the terminal).
+
+Imports: nvcc_evo.retune, nvcc_evo.execute, nvcc_evo.engine,
+nvcc_evo.measure, nvcc_evo.driver, nvcc_evo.acf, nvcc_evo.errors and
+nvcc_evo.system; only the cli imports it.
+"""

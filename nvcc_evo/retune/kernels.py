@@ -1,0 +1,197 @@
+"""Why a choice is faster, per kernel: the baseline's and the chosen build's
+machine code side by side (nvcc_evo.measure.sass: registers, spills,
+shared memory, instructions, the instruction mix) with each kernel's
+occupancy (nvcc_evo.measure.occupancy) at the block size its bench
+launches it with.
+
+A retune builds the two once more at its end (`compare`), says them in its
+summary and appends them to `.nvcc-evo/kernels.jsonl` beside the results
+store (`KernelStore`, keyed by unit, target, device and backend, and by the
+SASS hash of each build), where `--report` finds them; `--sass` builds them
+for one unit from its ACF entry, without a search.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from nvcc_evo.acf import model
+from nvcc_evo.acf.bench.spec import plan_bench
+from nvcc_evo.acf.sources import define_values
+from nvcc_evo.measure.candidate import CompileResult, compile_candidate, sass_hash
+from nvcc_evo.errors import EvoError
+from nvcc_evo.measure.occupancy import Occupancy, occupancy
+from nvcc_evo.measure.sass import MISSING, KernelFacts, find_disassembler, kernel_facts, with_mix
+
+STORE_NAME = "kernels.jsonl"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How the bench launches its kernel: threads per block, dynamic shared bytes."""
+
+    kernel: str
+    threads: int
+    dynamic_shared: int = 0
+
+
+@dataclass(frozen=True)
+class Build:
+    """One build of a unit for one architecture, kernel by kernel."""
+
+    sass_hash: str
+    kernels: tuple[KernelFacts, ...]
+    launch: Launch | None = None
+
+    def occupancy(self, kernel: KernelFacts, arch: str) -> Occupancy | None:
+        """At the bench's block size, for the bench's kernel (others: unknown)."""
+        if self.launch is None or kernel.name != self.launch.kernel:
+            return None
+        return occupancy(arch, self.launch.threads, kernel.registers, kernel.shared, self.launch.dynamic_shared,
+                         kernel.barriers)
+
+    def to_json(self) -> dict:
+        return {"sass_hash": self.sass_hash, "kernels": [k.to_json() for k in self.kernels],
+                "launch": self.launch.__dict__ if self.launch else None}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Build":
+        launch = data.get("launch")
+        return cls(data["sass_hash"], tuple(KernelFacts.from_json(k) for k in data["kernels"]),
+                   Launch(**launch) if launch else None)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The baseline's and the chosen build's kernels of one unit and target."""
+
+    unit: str
+    arch: str
+    device: str
+    backend: str
+    baseline: Build
+    chosen: Build
+    note: str = ""                    # what is missing (a disassembler), in words
+    time: float = field(default=0.0, compare=False)
+
+    def pairs(self) -> list[tuple[str, KernelFacts | None, KernelFacts | None]]:
+        """(kernel, baseline's, chosen's) for every kernel of either build, in order."""
+        base = {k.name: k for k in self.baseline.kernels}
+        mine = {k.name: k for k in self.chosen.kernels}
+        return [(name, base.get(name), mine.get(name)) for name in dict.fromkeys([*base, *mine])]
+
+
+class SassUnavailable(EvoError):
+    """A build to compare failed: its compiler's words."""
+
+
+def build_of(result: CompileResult, arch: str, launch: Launch | None, nvdisasm: str | None) -> Build:
+    if not result.ok:
+        raise SassUnavailable(f"the build failed ({result.status}): {result.stderr.strip()[-600:]}")
+    facts = with_mix(kernel_facts(result.stderr, result.cubin, arch), result.cubin, nvdisasm)
+    return Build(sass_hash(result.cubin), facts, launch)
+
+
+def launch_of(bench: model.Bench | None, defines: dict) -> Launch | None:
+    """The bench's kernel and block size for these defines; None for a
+    command bench, no bench, or a block the defines cannot size."""
+    if bench is None or bench.kernel is None:
+        return None
+    try:
+        plan = plan_bench(bench, defines)
+    except (EvoError, ValueError, ArithmeticError, TypeError):
+        return None
+    return Launch(plan.kernel, math.prod(plan.block), int(plan.shared))
+
+
+Side = tuple[dict, Callable[[], CompileResult]]      # a build's knob values, and how to build it
+
+
+def compare(unit: model.Unit, arch: str, device: str, backend: str, baseline: Side, chosen: Side,
+            defaults: dict, nvcc: str | None = None) -> Comparison:
+    """Build the baseline and the chosen knob values and set their kernels
+    side by side; `defaults` are the source's defines (for the bench's
+    block size). SassUnavailable when a build fails."""
+    nvdisasm = find_disassembler(nvcc)
+    sides = []
+    for settings, build in (baseline, chosen):
+        launch = launch_of(unit.bench, {**defaults, **define_values(settings)})
+        sides.append(build_of(build(), arch, launch, nvdisasm))
+    return Comparison(str(unit), arch, device, backend, sides[0], sides[1], "" if nvdisasm else MISSING,
+                      time.time())
+
+
+def after_search(outcome, job_for, folder: Path, defaults: dict, say: Callable[[str], None], ptx=None,
+                 slots=None) -> None:
+    """The end of one search: its baseline and its choice built once more
+    and compared, for the summary (`outcome.extra["kernels"]`) and the report
+    (kernels.jsonl in `folder`); a build that fails is said, not raised."""
+    task, context = outcome.task, outcome.evaluator.context
+    digests = outcome.evaluator.digests
+    kept = KernelStore(folder / STORE_NAME).latest(str(task.unit), task.arch, digests.get(outcome.space.baseline(), ""),
+                                                   digests.get(outcome.chosen, ""))
+    if kept is not None:                     # these two binaries were compared before: nothing to build
+        outcome.extra["kernels"] = kept
+        return
+    def build(genome):                   # in one of the retune's compile slots, as its candidates are
+        with slots if slots is not None else nullcontext():
+            return compile_candidate(job_for(genome), ptx)
+
+    side = lambda genome: (genome.settings(), lambda: build(genome))
+    try:
+        comparison = compare(task.unit, task.arch, context.device, context.backend, side(outcome.space.baseline()),
+                             side(outcome.chosen), defaults, task.job.nvcc)
+        KernelStore(folder / STORE_NAME).append(comparison)
+    except (SassUnavailable, OSError) as error:
+        say(f"{task}: the kernels of the baseline and the choice not compared: {error}")
+        return
+    outcome.extra["kernels"] = comparison
+
+
+class KernelStore:
+    """`kernels.jsonl`: one line per comparison a retune made (appended)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def append(self, comparison: Comparison) -> None:
+        line = json.dumps({"unit": comparison.unit, "arch": comparison.arch, "device": comparison.device,
+                           "backend": comparison.backend, "note": comparison.note, "time": comparison.time,
+                           "baseline": comparison.baseline.to_json(), "chosen": comparison.chosen.to_json()})
+        data = (line + "\n").encode()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)   # no planted link
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)           # searches at once append whole lines, one at a time
+            while data:
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
+
+    def read(self) -> list[Comparison]:
+        if not self.path.is_file():
+            return []
+        found = []
+        for line in self.path.read_text(errors="replace").splitlines():
+            try:
+                data = json.loads(line)
+                found.append(Comparison(data["unit"], data["arch"], data["device"], data["backend"],
+                                        Build.from_json(data["baseline"]), Build.from_json(data["chosen"]),
+                                        data.get("note", ""), float(data.get("time", 0))))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue                         # a line cut short, another shape: not a comparison
+        return found
+
+    def latest(self, unit: str, arch: str, baseline_hash: str, chosen_hash: str) -> Comparison | None:
+        """The last comparison of these two builds of this unit and target
+        (the machine code, whichever device or backend measured it)."""
+        mine = [c for c in self.read() if (c.unit, c.arch, c.baseline.sass_hash, c.chosen.sass_hash)
+                == (unit, arch, baseline_hash, chosen_hash)]
+        return mine[-1] if mine else None

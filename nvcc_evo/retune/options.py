@@ -1,0 +1,186 @@
+"""What one `--retune` does: its Options, each search setting decided once
+from the command line, the environment, the project settings and the
+built-in defaults (`with_settings`, the settings' own precedence), where each
+came from (`say_settings`), the ptxas binaries its candidates choose among
+(the build setting `ptxas`, as a build decides it), and the real nvcc the
+project names (`real_nvcc`).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from nvcc_evo.acf.knobs import TOOLKIT_TOOL
+from nvcc_evo.driver import settings
+from nvcc_evo.errors import EnvironmentProblem
+from nvcc_evo.engine.space import SearchSpace
+from nvcc_evo.system.say import log
+
+
+# How candidates are measured: "fast" races clearly slower candidates out
+# and measures energy only where the tune block names it; "full" measures
+# every candidate the whole way (energy, every timed launch), as before
+# racing, for comparisons. The confirmation is the same in both.
+PROTOCOLS = ("fast", "full")
+
+
+def _default(name: str):
+    return settings.BY_NAME[f"retune.{name}"].default
+
+
+@dataclass(frozen=True)
+class Options:
+    """What one retune does. The search's settings come from the command line,
+    the environment, the project settings and the built-in defaults, in that
+    order (`with_settings`, at the start of `run_retune`)."""
+    acf: str | None = None
+    globs: tuple[str, ...] = ()
+    target: str | None = _default("target")
+    all: bool = False
+    backend: str = _default("backend")
+    evaluations: int = _default("evaluations")
+    generations: int = _default("generations")
+    seconds: float = _default("time-limit")
+    patience: int = _default("patience")
+    population: int = _default("population")
+    seed: int = _default("seed")
+    jobs: int | None = _default("jobs")
+    timeout: float = _default("timeout")
+    replay: str | None = _default("replay")
+    dry_run: bool = False
+    protocol: str = "fast"      # PROTOCOLS
+    device: int = _default("device")              # the CUDA device the pycuda backend measures on
+    gpus: str | None = _default("gpus")           # the GPUs it measures on, one lane each (execute.lanes)
+    cluster: str | None = _default("cluster")     # a Ray cluster (execute.cluster), or None: this machine
+    at_once: int | None = _default("at-once")     # searches run at once (execute.together; None: 1, or the cluster's)
+    progress: str = _default("progress")          # auto (a live bar on a terminal), bar, lines
+    # The ptxas binaries ptxas.version chooses among, as for a build: the project setting `ptxas`
+    # (NVCC_EVO_PTXAS over the settings file; set here in code, it wins), decided by with_settings.
+    ptxas: tuple[str, ...] = ()
+    ptxas_source: str = settings.DEFAULT
+    command_line: tuple[str, ...] = ()            # the fields given on the command line (they win)
+    sources: tuple[tuple[str, str], ...] = ()     # (setting, where its value came from), by with_settings
+
+
+# Options field of each project setting of the search (the settings' table: nvcc_evo.driver.settings).
+SETTING_FIELDS = {"retune.backend": "backend", "retune.evaluations": "evaluations",
+                  "retune.generations": "generations", "retune.patience": "patience",
+                  "retune.population": "population", "retune.seed": "seed", "retune.jobs": "jobs",
+                  "retune.timeout": "timeout", "retune.time-limit": "seconds", "retune.target": "target",
+                  "retune.device": "device", "retune.replay": "replay", "retune.progress": "progress",
+                  "retune.gpus": "gpus", "retune.cluster": "cluster", "retune.at-once": "at_once"}
+
+
+def with_settings(options: Options, project: settings.Settings) -> Options:
+    """The options with each search setting decided once (command line >
+    environment > settings file > default) and where each came from. A field
+    set in code to other than its default counts as given on the command line."""
+    given = {key: getattr(options, name) for key, name in SETTING_FIELDS.items()
+             if name in options.command_line or getattr(options, name) != settings.BY_NAME[key].default}
+    chosen = {key: project.value(key, given) for key in SETTING_FIELDS}
+    listed = project.value("ptxas", {"ptxas": list(options.ptxas)} if options.ptxas else None)
+    paths = listed.value.split(os.pathsep) if isinstance(listed.value, str) else listed.value or []
+    return replace(options, **{SETTING_FIELDS[key]: value.value for key, value in chosen.items()},
+                   sources=tuple((key, value.source) for key, value in chosen.items()),
+                   ptxas=tuple(p for p in paths if p), ptxas_source=listed.source)
+
+
+def real_nvcc(project: settings.Settings) -> Path:
+    """NVCC_EVO_REAL_NVCC, else the project settings' `nvcc`, else CUDA_HOME, CUDA_PATH, PATH."""
+    from nvcc_evo.driver.wrapper import find_real_nvcc
+    chosen = project.value("nvcc")
+    if chosen.source in (settings.DEFAULT, settings.REAL_NVCC_ENV):
+        return find_real_nvcc()
+    try:
+        return find_real_nvcc({settings.REAL_NVCC_ENV: chosen.value})
+    except EnvironmentProblem:
+        raise EnvironmentProblem(f"{chosen.source}: nvcc = {chosen.value} is not an executable nvcc") from None
+
+
+def backend_resolved(options: Options, backend: str) -> Options:
+    """`options` with `auto` resolved to `backend`, its source saying so (a
+    dry run showed "backend = 'static' (built-in default)": the default is auto)."""
+    if options.backend != "auto" or backend == "auto":
+        return replace(options, backend=backend)
+    sources = dict(options.sources)
+    asked = sources.get("retune.backend", settings.DEFAULT)
+    why = "PyCUDA and a GPU found" if backend == "pycuda" else "no PyCUDA GPU here" if backend == "static" else "the cluster's"
+    said = f"auto, {'built-in default' if asked == settings.DEFAULT else asked}: {why}"
+    return replace(options, backend=backend, sources=tuple({**sources, "retune.backend": said}.items()))
+
+
+def say_settings(project: settings.Settings, options: Options) -> None:
+    """Where the search's settings came from: every one in a dry run, else
+    those not left at their defaults."""
+    where = f"project settings {project.path}" if project.path else "no project settings file"
+    sources = dict(options.sources)
+    shown = [key for key in SETTING_FIELDS if options.dry_run or sources[key] != settings.DEFAULT]
+    values = [f"{key.partition('.')[2]} = {settings.Value(getattr(options, SETTING_FIELDS[key]), sources[key])}"
+              for key in shown]
+    if options.dry_run or options.ptxas_source != settings.DEFAULT:      # a build setting the candidates use too
+        values.append(f"ptxas = {settings.Value(list(options.ptxas) or None, options.ptxas_source)}")
+    if not values:
+        return
+    log(f"settings ({where}):\n    " + "\n    ".join(values))
+
+
+def ptxas_programs(space: SearchSpace, toolkit, acf_path: Path, options: Options, arch: str,
+                   fixed=None) -> dict[str, str]:
+    """{ptxas.version value: the ptxas binary} for the releases the space
+    names (and `fixed`, the unit's value outside it) besides the toolkit's,
+    chosen among the binaries a build chooses among (`options.ptxas`: the
+    project setting `ptxas`, NVCC_EVO_PTXAS over the settings file). One that
+    is not listed, or whose cubins the driver here does not load (asked where
+    the backend runs them on this machine's GPU), is an error before anything
+    is searched, saying which."""
+    from nvcc_evo.driver.build import ptxas
+    dimension = next((d for d in space.dimensions if d.knob == "ptxas.version"), None)
+    wanted = [str(v) for v in (*(dimension.choices if dimension else ()), fixed) if v not in (None, TOOLKIT_TOOL)]
+    listed = {ptxas.PTXAS_ENV: os.pathsep.join(options.ptxas)}
+    programs = {}
+    for version in dict.fromkeys(wanted):
+        try:
+            found = ptxas.choose(version, toolkit, listed)
+        except ptxas.NoPtxas as missing:
+            raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {missing}"
+                                     + (f" (the list: {options.ptxas_source})" if options.ptxas else "")) from None
+        if options.backend == "pycuda":
+            problem = ptxas.driver_problem(found, arch)
+            if problem:
+                raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {problem}")
+        programs[version] = None if found == ptxas.toolkit_ptxas(toolkit) else found.path
+    return programs
+
+
+@dataclass(frozen=True)
+class Builds:
+    """How one search builds a genome of its space: the flags (the knobs set
+    outside the space stay set), the ptxas it asks for, the compile job."""
+
+    job: object                     # the task's CompileJob
+    fixed: dict
+    facts: object                   # flags.read_facts of the build's call
+    toolkit: object
+    folder: str
+    programs: dict
+
+    def flags_for(self, genome) -> tuple[str, ...]:
+        from nvcc_evo.driver.build.flags import plan_flags
+        return plan_flags({**self.fixed, **genome.settings()}, self.facts, self.toolkit, self.folder).flags
+
+    def program_for(self, genome) -> str | None:
+        return self.programs.get(str({**self.fixed, **genome.settings()}.get("ptxas.version", TOOLKIT_TOOL)))
+
+    def job_for(self, genome):
+        return replace(self.job, flags=self.flags_for(genome), ptxas=self.program_for(genome))
+
+
+def builds_for(task, space: SearchSpace, toolkit, acf_path: Path, options: Options) -> Builds:
+    from nvcc_evo.driver.build.flags import read_facts
+    from nvcc_evo.driver.build.nvcc_options import parse_call
+    from nvcc_evo.retune.writeback import fixed_settings
+    fixed = fixed_settings(task, space)
+    facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
+    programs = ptxas_programs(space, toolkit, acf_path, options, task.arch, fixed.get("ptxas.version"))
+    return Builds(task.job, fixed, facts, toolkit, str(acf_path.parent), programs)

@@ -1,0 +1,230 @@
+"""What reaches the user's binary: a retune searches, reports and writes
+only knob values that the unit's recorded build passes to the target's code.
+
+Both questions go to the compile plan the wrapper builds with
+(nvcc_evo.driver.build.compileplan): before the search, which values of each
+dimension the build would pass (`reachable`: the others are left out of the
+space, said once per knob with the reason); before the write, the ship check
+(`ship_check`): the wrapper's own decision for the recorded call, with the
+entry about to be written in a copy of the ACF beside it, compiled for the
+target and compared with the SASS that was measured.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from nvcc_evo.driver.build.compileplan import RecordedBuild
+from nvcc_evo.driver.build.flags import DEFAULT_PASSES_NOTHING
+from nvcc_evo.system.say import log
+from nvcc_evo.engine.space import Dimension, SearchSpace
+
+
+
+class KernelBuild:
+    """A kernel unit's build (a PTX its program hands nvcc-evo-ptxas,
+    nvcc_evo.driver.dropin_ptxas.decide): one ptxas run per PTX, the knobs as flags
+    (nvcc_evo.driver.build.flags), nothing shared with other architectures."""
+
+    builds_arch = True
+
+    def __init__(self, task, toolkit, acf_dir: str):
+        from nvcc_evo.driver.build.nvcc_options import parse_call
+        from nvcc_evo.driver.build.flags import read_facts
+        self.facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
+        self.toolkit, self.acf_dir = toolkit, acf_dir
+
+    def step(self, settings: dict):
+        from nvcc_evo.driver.build.flags import plan_flags
+        return plan_flags(settings, self.facts, self.toolkit, self.acf_dir), None
+
+    def call_values(self) -> dict:
+        return {}
+
+
+def recorded_build(task, acf_path: Path, toolkit, options) -> "RecordedBuild | KernelBuild":
+    """The unit's build as the compile plan sees it (the record the task compiles as)."""
+    from nvcc_evo.driver.build.ptxas import PTXAS_ENV
+    if task.unit.is_kernel:
+        return KernelBuild(task, toolkit, str(acf_path.parent))
+    environ = {**dict(task.job.env), **dict(task.build_env), PTXAS_ENV: os.pathsep.join(options.ptxas)}
+    return RecordedBuild(task.job.argv, task.job.cwd, dict(task.job.env), task.job.source, task.arch,
+                         task.unit.globs, acf_path, toolkit, environ)
+
+
+def why_left_out(build: RecordedBuild, settings: dict, knob: str) -> str:
+    """Why `settings[knob]` would not reach the target's code ("" when it would)."""
+    plan, _ = build.step(settings)
+    if knob in dict(plan.applied):
+        return ""
+    reasons = [why for name, why in plan.skipped if name == knob or name.startswith(f"{knob} (")]
+    if reasons and reasons[0] == DEFAULT_PASSES_NOTHING:
+        return ""
+    return reasons[0] if reasons else "the build passes nothing for it"
+
+
+def _reaches_somewhere(build: RecordedBuild, base: dict, space: SearchSpace, dim: Dimension, value) -> str:
+    """Why `dim = value` reaches the target's code at no point of the space
+    near the baseline ("" when it reaches at the baseline or with one other
+    knob changed: a controls file needs the ptxas release it was made for)."""
+    why = why_left_out(build, {**base, dim.knob: value}, dim.knob)
+    for other in (d for d in space.dimensions if d is not dim and not d.pinned and why):
+        for choice in (c for c in other.choices if c is not None and c != other.baseline):
+            if not why_left_out(build, {**base, other.knob: choice, dim.knob: value}, dim.knob):
+                return ""
+    return why
+
+
+def not_shipped(step, settings: dict) -> str:
+    """Which of a candidate's knob values its step (a FlagPlan of
+    RecordedBuild.step) would not pass, and why ("" when all of them reach)."""
+    applied = dict(step.applied)
+    lost = []
+    for knob, value in settings.items():
+        if knob in applied:
+            continue
+        reasons = [why for name, why in step.skipped if name == knob or name.startswith(f"{knob} (")]
+        if reasons and reasons[0] != DEFAULT_PASSES_NOTHING:
+            lost.append(f"{knob} = {value}: {reasons[0]}")
+    return "; ".join(lost)
+
+
+def reachable(task, space: SearchSpace, fixed: dict, build: RecordedBuild) -> tuple[SearchSpace, dict, list[str]]:
+    """The space with only values the build passes (a dimension left with
+    its baseline alone is dropped), the fixed settings the build passes, and
+    a line for each knob left out (its values, the reason)."""
+    shared = {k: v for k, v in build.call_values().items() if k in {d.knob for d in space.dimensions if not d.pinned}}
+    base = {**fixed, **space.baseline().settings(), **shared}
+    notes = [f"{k} = {v}: fixed, not searched: the call's other architectures' entries set it, and the call has "
+             f"one value for it" for k, v in shared.items()]
+    kept = []
+    if not build.builds_arch:
+        jit = "".join(f"; {n}" for n in build.base.notes)
+        notes.append(f"the recorded build does not build {task.arch} (it builds SASS for "
+                     f"{', '.join(build.base.archs) or 'none'}{jit}): its entry reaches no binary of that build")
+    for dim in space.dimensions:
+        if dim.knob in shared:
+            continue
+        dropped, reason = [], ""
+        for value in dim.choices:
+            if value is None or value == dim.baseline or dim.pinned:
+                continue
+            why = _reaches_somewhere(build, base, space, dim, value)
+            if why:
+                dropped.append(value)
+                reason = reason or why
+        choices = tuple(c for c in dim.choices if c not in dropped)
+        if dropped:
+            shown = "all its values" if len(choices) <= 1 else ", ".join(str(v) for v in dropped)
+            notes.append(f"{dim.knob}: {shown} left out of the search: the build would not pass "
+                         f"{'it' if len(choices) <= 1 else 'them'} ({reason})")
+        if len(choices) > 1 or dim.pinned or not dropped:
+            kept.append(replace(dim, choices=choices))
+    shipped = dict(shared)
+    for knob, value in fixed.items():
+        why = why_left_out(build, {**base, knob: value}, knob)
+        if why:
+            notes.append(f"{knob} = {value} (in its entry, outside the search space) is not kept: the build "
+                         f"would not pass it ({why})")
+        else:
+            shipped[knob] = value
+    return replace(space, dimensions=tuple(kept)), shipped, notes
+
+
+def say(task, notes: list[str]) -> None:
+    for note in notes:
+        log(f"{task}: {note}")
+
+
+# ---------------------------------------------------------------- the ship check
+def ship_check(outcome, acf_path: Path, toolkit, options, build: RecordedBuild, measured_flags) -> str:
+    """Why the entry about to be written would not give the build the code
+    that was measured ("" when it would): the wrapper's own decision for the
+    recorded call, with that entry in a copy of the ACF beside it (where the
+    unit's globs mean the same), compiled for the target; its SASS compared
+    with the measured candidate's. Names the knob and the difference."""
+    from nvcc_evo.measure.candidate import compile_candidate, sass_hash
+    if isinstance(build, KernelBuild):      # (its build is the program's own ptxas call: nvcc_evo.driver.dropin_ptxas.decide)
+        return ""
+    task, chosen = outcome.task, outcome.chosen
+    measured = outcome.evaluator.digests.get(chosen, "")
+    written = {s.knob: s.value for s in _settings(outcome)}
+    step, program = _as_built(task, written, acf_path, build, options)
+    missing = [f"{knob} = {value} ({why})" for knob, value in written.items()
+               if (why := _skipped(step, knob, value))]
+    if missing:
+        return "the build would not pass " + "; ".join(missing)
+    if not measured:
+        return ""
+    built = compile_candidate(replace(task.job, flags=step.flags, ptxas=program))
+    if not built.ok:
+        return f"the build's flags ({' '.join(step.flags) or 'none'}) do not compile: {built.status}"
+    if sass_hash(built.cubin) == measured:
+        return ""
+    added = [f for f in step.flags if f not in measured_flags]
+    lost = [f for f in measured_flags if f not in step.flags]
+    return (f"the build's SASS for {task.arch} differs from the measured one (the build adds "
+            f"{' '.join(added) or 'nothing more'}, and lacks {' '.join(lost) or 'nothing'} of the measured flags)")
+
+
+def _settings(outcome):
+    from nvcc_evo.retune.writeback import settings_of
+    return settings_of(outcome)
+
+
+def _skipped(step, knob: str, value) -> str:
+    applied = dict(step.applied)
+    if knob in applied and applied[knob] == value:
+        return ""
+    reasons = [why for name, why in step.skipped if name == knob or name.startswith(f"{knob} (")]
+    return reasons[0] if reasons else f"it passes {applied[knob]!r}" if knob in applied else "it passes nothing"
+
+
+def _as_built(task, written: dict, acf_path: Path, build: RecordedBuild, options):
+    """The wrapper's decision (nvcc_evo.driver.wrapper.decide) for the
+    recorded call with `written` as the unit's entry for the target: the
+    target step's FlagPlan and ptxas program."""
+    from nvcc_evo.acf import model
+    from nvcc_evo.acf.edit.retarget import update_target
+    from nvcc_evo.acf.text import read_text
+    from nvcc_evo.driver.common import ACF_ENV
+    from nvcc_evo.driver.build.compileplan import CompilePlan
+    from nvcc_evo.driver.build.ptxas import PTXAS_ENV
+    from nvcc_evo.driver.wrapper import decide
+    target = model.Target(task.arch, None, tuple(model.Setting(k, v) for k, v in written.items()))
+    copy = acf_path.parent / f".nvcc-evo-candidate-{os.getpid()}.acf"
+    copy.write_text(update_target(read_text(acf_path), task.unit.globs, target, str(acf_path)))
+    try:
+        environ = {**{k: v for k, v in os.environ.items() if not k.startswith("NVCC_EVO_")}, **dict(task.job.env),
+                   **dict(task.build_env), ACF_ENV: str(copy), PTXAS_ENV: os.pathsep.join(options.ptxas)}
+        decision = decide(list(build.call.argv), Path(task.job.nvcc), environ, Path(task.job.cwd))
+    finally:
+        copy.unlink(missing_ok=True)
+    if decision.flags is None:
+        from nvcc_evo.driver.build.flags import FlagPlan
+        return FlagPlan((), (), tuple((k, decision.call_plan.passthrough) for k in written)), None
+    planned = CompilePlan(decision.flags, decision.per_step, decision.programs)
+    key = (build.input, task.arch)
+    return planned.step(key), planned.program(key)
+
+
+def same_code(space: SearchSpace, digests: dict) -> list[str]:
+    """A line for each dimension whose values gave the same SASS wherever
+    two evaluations differ in it alone (`digests`: genome -> SASS hash): a
+    knob that changes nothing here (a define the source fixes, say)."""
+    notes = []
+    for i, dim in enumerate(space.dimensions):
+        if dim.pinned or len(dim.choices) < 2:
+            continue
+        groups: dict = {}
+        for genome, digest in digests.items():
+            if digest and genome in space:
+                rest = genome.items[:i] + genome.items[i + 1:]
+                groups.setdefault(rest, {}).setdefault(genome.items[i][1], set()).add(digest)
+        compared = [by_value for by_value in groups.values() if len(by_value) > 1]
+        if compared and all(len(set().union(*by_value.values())) == 1 for by_value in compared):
+            values = sorted({"default" if v is None else str(v) for g in compared for v in g})
+            notes.append(f"{dim.knob}: {', '.join(values)} gave the same SASS in each of {len(compared)} "
+                         f"comparison(s): it changes nothing in this unit's code")
+    return notes

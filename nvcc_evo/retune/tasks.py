@@ -1,0 +1,255 @@
+"""What a retune covers: the units the command line names (by their globs
+or by a file they cover: `--retune 'sgemm*'`, `--retune kernels/a.cu`), the
+`--target` architecture, which (unit, target) pairs are stale and why, and
+how each is built (its compile-database record, or `-c SOURCE`). A name
+that matches no unit, or an architecture the toolkit does not build, is a
+usage error before anything is compiled."""
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import hashlib
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from nvcc_evo.acf import model
+from nvcc_evo.acf.resolve import ARCH_PATTERN, arch_order
+from nvcc_evo.system.programs import note
+from nvcc_evo.acf.sources import unit_sources
+from nvcc_evo.driver import compiledb
+from nvcc_evo.measure.candidate import CompileJob
+from nvcc_evo.driver.build.nvcc_options import parse_call
+from nvcc_evo.driver.plan import SPACE_CHANGED, fingerprint, index_units, match_unit
+from nvcc_evo.errors import UsageError
+from nvcc_evo.system.say import log
+
+DEFAULT_ARCH = "sm_90"
+CHOOSING_ENV = ("NVCC_EVO_GPU", "NVCC_EVO_STALE")      # a build's environment that chooses its entries
+
+
+@dataclass(frozen=True)
+class Task:
+    unit_index: int
+    unit: model.Unit
+    arch: str
+    source: Path
+    job: CompileJob
+    fingerprint: str
+    reasons: tuple[str, ...]
+    build_env: tuple[tuple[str, str], ...] = ()   # the record's environment that chooses entries (NVCC_EVO_GPU)
+    build: str = ""                                # build_identity: what the entry is tuned for
+
+    def __str__(self) -> str:
+        return f"{self.unit} [{self.arch}]"
+
+
+def _covers(unit: model.Unit, entry, pattern: str, acf_path: Path, cwd: Path) -> bool:
+    """A selection names a unit by its globs (`sgemm*`, `./a.cu`), or names a
+    file (relative to the working folder) that the unit covers."""
+    wanted = pattern[2:] if pattern.startswith("./") else pattern
+    if any(fnmatch.fnmatchcase(g, wanted) or g == wanted for g in unit.globs):
+        return True
+    named = cwd / pattern
+    return named.is_file() and match_unit((entry,), acf_path.parent, named) is not None
+
+
+def select_units(file: model.AcfFile, acf_path: Path, patterns: tuple[str, ...], cwd: Path) -> list[int]:
+    """The indices of the units the command line names (all without
+    patterns); a pattern that names no unit is a usage error."""
+    if not patterns:
+        return list(range(len(file.units)))
+    entries = index_units(file)
+    chosen = set()
+    for pattern in patterns:
+        hits = {i for i, unit in enumerate(file.units) if _covers(unit, entries[i], pattern, acf_path, cwd)}
+        if not hits:
+            known = ", ".join(str(u) for u in file.units) or "none"
+            close = difflib.get_close_matches(pattern, [g for u in file.units for g in u.globs], n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise UsageError(f"--retune {pattern}: no unit of {acf_path} matches it{hint} (units: {known})")
+        chosen |= hits
+    return sorted(chosen)
+
+
+def check_target(arch: str | None, toolkit, source: str = "--target") -> None:
+    """`--target` (or the setting `source` names) is a SASS architecture this nvcc builds."""
+    if arch is None:
+        return
+    named = f"--target {arch}" if source.startswith("--") else f"{source}: target = '{arch}'"
+    if not ARCH_PATTERN.fullmatch(arch):
+        raise UsageError(f"{named}: expected a SASS architecture such as sm_90 or sm_90a")
+    built = toolkit_archs(toolkit.nvcc)
+    if built and arch not in built:
+        raise UsageError(f"{named}: CUDA {toolkit.version}'s nvcc does not build it "
+                         f"(it builds {', '.join(built)})")
+
+
+def toolkit_archs(nvcc: str) -> list[str]:
+    """The SASS architectures `nvcc --list-gpu-code` names ([] if it cannot say)."""
+    note(nvcc, "its architectures")
+    try:
+        listed = subprocess.run([nvcc, "--list-gpu-code"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in listed.stdout.splitlines() if line.strip().startswith("sm_")]
+
+
+def _job_for(unit: model.Unit, arch: str, acf_path: Path, mine: list, unreadable: list, nvcc: str,
+             timeout: float) -> tuple[CompileJob, Path, tuple] | str:
+    """How the build compiles this unit: its latest usable compile-database
+    record (`mine`), else `-c SOURCE`; or why it cannot be built as the build
+    does (`unreadable`: records of no known unit, maybe this one's)."""
+    if mine:
+        record = max(mine, key=lambda r: (r.arch == arch, r.time))
+        real = os.path.realpath(record.input)
+        token = next((a for a in record.argv if os.path.realpath(os.path.join(record.cwd, a)) == real),
+                     record.input)
+        chooses = tuple((k, record.env[k]) for k in CHOOSING_ENV if k in record.env)
+        # A kernel unit's PTX is compiled by the ptxas its program ran (Triton's own): what it measures ships.
+        program = record.nvcc if unit.is_kernel and os.path.isfile(record.nvcc) else None
+        return CompileJob(nvcc, tuple(record.argv), record.cwd, token, arch, (), record.compile_env(),
+                          timeout, program), Path(record.input), chooses
+    if unreadable:
+        return (f"no usable compile-database record, and {len(unreadable)} record(s) cannot be read (e.g. "
+                f"{unreadable[0]}), so how the build compiles it is unknown: not tuned (rebuild it through "
+                f"nvcc-evo, or remove the broken file)")
+    if unit.is_kernel:
+        return ("never compiled through nvcc-evo-ptxas for this ACF: run the program that compiles it once with "
+                "TRITON_PTXAS_PATH=nvcc-evo-ptxas, so that its PTX is known")
+    files = unit_sources(unit, acf_path.parent)
+    if not files:
+        return f"no source file matches it under {acf_path.parent}"
+    source = files[0]
+    return CompileJob(nvcc, ("-c", str(source)), str(acf_path.parent), str(source), arch, (), (), timeout), source, ()
+
+
+def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list, folder: Path,
+                 defaulted: bool) -> None:
+    """Each compile-database record of `unit` that is not used and what
+    happens instead, or that it has none at all (and so what it is built
+    as: `-c SOURCE`, for the built-in DEFAULT_ARCH unless `--target` or a
+    target block says). A unit whose globs match no file is said to be that first."""
+    if not (mine or not_used) and not unit_sources(unit, folder):
+        log(f"unit {unit}: its globs match no file under {folder}")
+        return
+    instead = "another record of it is used" if mine else "it is compiled as `nvcc -c SOURCE` instead"
+    for entry in not_used:
+        log(f"{unit}: compile database {entry}: not used; {instead}")
+    if not (mine or not_used or unreadable or unit.is_kernel):
+        arch = f" for {DEFAULT_ARCH} (the built-in default target; --target sm_XX for another)" if defaulted else ""
+        log(f"{unit}: never built through nvcc-evo for this ACF: compiled as `nvcc -c SOURCE`{arch}, without the "
+            f"build's own flags (build it once through nvcc-evo to tune it as the build compiles it)")
+
+
+def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str, build: str = "") -> tuple[str, ...]:
+    target = unit.entry_for(arch)
+    if target is None:
+        return (f"no entry for {arch}",)
+    if target.provenance is None:
+        return ("never tuned (no provenance)",)
+    reasons = []
+    recorded = target.record("fingerprint")
+    if recorded is None or recorded.value != print_:
+        reasons.append("source changed")
+    toolkit = target.record("toolkit")
+    if toolkit is None or toolkit.value != toolkit_version:
+        reasons.append(f"toolkit {toolkit.value if toolkit else '?'} -> {toolkit_version}")
+    space = target.record("space_digest")     # absent in entries written before it existed: not stale for it
+    if space is not None and space.value != unit.space_digest:
+        reasons.append(SPACE_CHANGED)
+    tuned_for = target.record("build")        # (likewise absent in older entries)
+    if build and tuned_for is not None and tuned_for.value != build:
+        reasons.append(f"tuned for another build ({tuned_for.value}; now {build})")
+    return tuple(reasons)
+
+
+def find_tasks(file: model.AcfFile, acf_path: Path, toolkit, options) -> tuple[list[Task], list[str], int]:
+    """The (unit, target) searches to run, those that cannot be, and how many
+    stale entries a static retune keeps for a GPU (both said on stderr)."""
+    records, unusable = compiledb.scan(acf_path)
+    unreadable = [u for u in unusable if not u.unit_globs]
+    for broken in unreadable:
+        log(f"compile database {broken}: cannot be used (a unit with no other record is not tuned)")
+    tasks, skipped, kept = [], [], 0
+    selected = select_units(file, acf_path, options.globs, Path.cwd())
+    for index, unit in enumerate(file.units):
+        if index not in selected:
+            continue
+        mine = [r for r in records if r.unit_globs == unit.globs]
+        asked = options.all or bool(options.globs)
+        known = [options.target] if options.target else sorted(
+            {r.arch for r in mine} | set(unit.archs), key=arch_order)
+        archs = known or [DEFAULT_ARCH]
+        _say_records(unit, mine, [u for u in unusable if u.unit_globs == unit.globs], unreadable, acf_path.parent,
+                     not known)
+        for arch in archs:
+            found = _job_for(unit, arch, acf_path, mine, unreadable, toolkit.nvcc, options.timeout)
+            if isinstance(found, str):
+                log(f"unit {unit} [{arch}]: {found}; skipped")
+                skipped.append(f"{unit} [{arch}]")
+                continue
+            job, source, chooses = found
+            includes = parse_call(list(job.argv), {}).values("--include-path")
+            print_ = fingerprint(source, [os.path.join(job.cwd, d) for d in includes], unit.named_files(),
+                                 acf_path.parent)
+            build = build_identity(job, acf_path.parent, bool(mine))
+            reasons = ("asked",) if asked else stale_reasons(unit, arch, print_, toolkit.version, build)
+            measured = None if asked else _measured_on(unit, arch)
+            if reasons and options.backend == "static" and measured:
+                log(f"{unit} [{arch}]: {'; '.join(reasons)}, but its entry was measured ({measured}); static "
+                    f"objectives cannot judge runtime, so it stays until a retune on a GPU (name the unit or "
+                    f"use --all to overwrite it anyway)")
+                kept += 1
+                continue
+            if not reasons and options.backend in MEASURING_BACKENDS and _static_only(unit, arch):
+                reasons = (STATIC_ONLY,)
+            if reasons:
+                tasks.append(Task(index, unit, arch, source, job, print_, reasons, chooses, build))
+    return tasks, skipped, kept
+
+
+MEASURING_BACKENDS = ("pycuda", "command")
+STATIC_ONLY = "its entry holds static objectives only (compiler facts): never measured"
+
+
+def _static_only(unit: model.Unit, arch: str) -> bool:
+    """The unit's entry for `arch` was chosen by the static backend: up to
+    date for it, but a measuring backend has yet to judge it."""
+    target = unit.entry_for(arch)
+    return target is not None and target.backend == "static"
+
+
+def _measured_on(unit: model.Unit, arch: str) -> str | None:
+    """Where the unit's current entry for `arch` was measured (runtime, not
+    compiler facts), or None."""
+    target = unit.entry_for(arch)
+    if target is None or target.backend not in MEASURING_BACKENDS:
+        return None
+    gpu, date = target.record("gpu"), target.record("date")
+    return f"backend {target.backend}" + (f" on {gpu.value}" if gpu else "") + (f", {date.value}" if date else "")
+
+
+def build_key(job: CompileJob, root: Path) -> str:
+    """The build's identity in the results store: its arguments, environment
+    and nvcc, with the ACF's folder written as `<acf>`, so that a moved or
+    copied checkout (its records' paths mapped to the new folder) keeps its results."""
+    here = os.path.realpath(root)
+
+    def relative(text: str) -> str:
+        return "<acf>" if text == here else text.replace(here + os.sep, "<acf>" + os.sep)
+
+    argv = tuple(relative(a) for a in job.argv)
+    env = tuple((k, relative(v)) for k, v in job.env)
+    return hashlib.sha256(repr((argv, env, job.nvcc)).encode()).hexdigest()[:16]
+
+
+def build_identity(job: CompileJob, root: Path, recorded: bool) -> str:
+    """What provenance says of the build an entry was tuned for: the
+    recorded compile's key, or that there was none (and what was compiled
+    instead), so an entry tuned before the real build was recorded is stale
+    once it is."""
+    if recorded:
+        return f"recorded compile {build_key(job, root)}"
+    return f"no recorded build: nvcc -c {os.path.relpath(job.source, root)} for {job.arch}"

@@ -1,0 +1,169 @@
+"""A retune's choice into the ACF: the settings and provenance of a target
+block, written by identity.
+
+The unit is found by its globs in the ACF as it is at write time, under the
+file's lock (acfwrite.rewrite), never by the position it had when the run
+began; a unit gone, or with other pins or another search space than the
+search ran with, gets nothing (AcfChanged). One retune of an ACF runs at a
+time (`one_retune_at_a_time`).
+"""
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Callable
+
+from nvcc_evo.acf import model
+from nvcc_evo.acf.edit.retarget import find_unit, replace_target
+from nvcc_evo.acf.parse import parse_text
+from nvcc_evo.acf.edit.write import rewrite, writable
+from nvcc_evo.driver.plan import SPACE_CHANGED
+from nvcc_evo.errors import AcfChanged, EnvironmentProblem
+from nvcc_evo.system.say import log
+from nvcc_evo.engine.space import Genome, SearchSpace
+from nvcc_evo.measure.static import REGISTER_WARPS
+from nvcc_evo.system.locks import run_lock
+
+
+def fixed_settings(task, space: SearchSpace) -> dict:
+    """Knobs set in the current target but outside the search space stay set."""
+    searched = {d.knob for d in space.dimensions}
+    current = task.unit.entry_for(task.arch)
+    return {s.knob: s.value for s in (current.settings if current else ()) if s.knob not in searched}
+
+
+def current_genome(task, space: SearchSpace) -> Genome | None:
+    """The unit's entry for the task's architecture as a genome of `space`."""
+    current = task.unit.entry_for(task.arch)
+    return space.genome({s.knob: s.value for s in current.settings}) if current is not None else None
+
+
+def settings_of(outcome) -> tuple[model.Setting, ...]:
+    """Values a build must pass: not pinned (pins apply anyway), not the baseline."""
+    chosen = []
+    for (name, value), dim in zip(outcome.chosen.items, outcome.space.dimensions):
+        if value is not None and not dim.pinned and value != dim.baseline:
+            chosen.append(model.Setting(name, value))
+    fixed = outcome.extra.get("fixed", fixed_settings(outcome.task, outcome.space))   # (those the build passes)
+    chosen.extend(model.Setting(k, v) for k, v in fixed.items())
+    return tuple(chosen)
+
+
+def provenance(outcome, toolkit, options) -> tuple[model.Record, ...]:
+    t = outcome.evaluator.tally
+    records = [model.Record("fingerprint", outcome.task.fingerprint), model.Record("toolkit", toolkit.version),
+               model.Record("space_digest", outcome.task.unit.space_digest)]
+    if outcome.task.build:
+        records.append(model.Record("build", outcome.task.build))
+    hello = outcome.extra["measurer"].hello
+    if hello:
+        records += [model.Record("gpu", hello["name"]), model.Record("cc", hello["cc"]),
+                    model.Record("driver", str(hello["driver"]))]
+    records += [model.Record("backend", options.backend), model.Record("date", time.strftime("%Y-%m-%d")),
+                model.Record("seed", options.seed), model.Record("evaluations", t.evaluated + t.resumed),
+                model.Record("reused", t.reused), model.Record("search_seconds", round(outcome.extra["seconds"], 1))]
+    whole = lambda v: int(v) if float(v).is_integer() else float(f"{v:.5g}")
+    measured_too = tuple(m for m in ("runtime", "energy") if m in dict(outcome.baseline.metrics))
+    written = tuple("registers" if m == REGISTER_WARPS else m for m in outcome.goal.minimize + (outcome.goal.select,))
+    for metric in dict.fromkeys(written + measured_too):       # (the warps per SM registers allow: not a key)
+        for side, measured in (("baseline", outcome.baseline), ("tuned", outcome.chosen_measurement)):
+            value, spread = measured.get(metric), dict(measured.spreads).get(metric)
+            if value == float("inf"):
+                continue
+            records.append(model.Record(f"{side}.{metric}", whole(value),
+                                      float(f"{value * spread:.3g}") if spread is not None else None))
+    stats = outcome.extra.get("stats")
+    if stats is not None:
+        records += [model.Record("test", stats.test), model.Record("p_value", float(f"{stats.p_value:.3g}")),
+                    model.Record("effect_size", round(stats.effect, 4)), model.Record("significant", stats.significant)]
+        if stats.rounds:
+            records.append(model.Record("rounds", stats.rounds))
+    runs = outcome.baseline.get("runs", 0)
+    if runs:
+        records.append(model.Record("repeats", int(runs)))
+    records.append(model.Record("verdict", outcome.verdict))
+    return tuple(records)
+
+
+def write_back(acf_path: Path, outcome, toolkit, options) -> None:
+    """Into the unit with the task's globs in the ACF as it is at write time,
+    under its lock. AcfChanged (nothing written) when that unit is gone, or
+    its pins or search space are not those the search ran with: the result
+    would be stale."""
+    task = outcome.task
+    target = model.Target(task.arch, None, settings_of(outcome), provenance(outcome, toolkit, options))
+
+    def update(text: str) -> str:
+        file = parse_text(text, str(acf_path))
+        unit = find_unit(file, task.unit.globs)
+        if unit.space_digest != task.unit.space_digest:
+            raise AcfChanged(f"its {SPACE_CHANGED} since the search began: the result is stale")
+        return replace_target(text, file, unit, target)
+
+    rewrite(acf_path, update)
+    outcome.written = True
+
+
+def say_rebuild(acf_path: Path, outcomes: list, redated: bool = False, shown: int = 4) -> None:
+    """What to rebuild to use what was written: a build system compares
+    sources and objects, not the ACF, and says "up to date" unless told
+    that every covered object depends on it (`redated`: the command backend
+    left those outputs dated 1970, so any build compiles them again)."""
+    import os
+    from nvcc_evo.driver.compiledb import outputs_of
+    written = [o for o in outcomes if o.written and "settled" not in o.extra]
+    if not written:
+        return
+    outputs = sorted({p for o in written for p in outputs_of(acf_path, o.task.unit.globs, o.task.arch)})
+    rel = lambda path: os.path.relpath(path) if not os.path.relpath(path).startswith("../..") else str(path)
+    acf = rel(acf_path)
+    if not outputs:
+        log("to use the new entries, build through nvcc-evo (no compile of these units is recorded yet)")
+        return
+    listed = ", ".join(rel(p) for p in outputs[:shown]) + (f" and {len(outputs) - shown} more" if len(outputs) > shown else "")
+    if redated:
+        log(f"to use the new entries, build again: {listed} were re-dated, so the build compiles them")
+        return
+    log(f"to use the new entries, rebuild what your build compiled before them: {listed}.\n"
+        f"  A build rebuilds them on an ACF change only if they depend on it; else it says \"up to date\":\n"
+        f"    Make:  $(CUDA_OBJECTS): {acf}\n"
+        f"    CMake: set_property(SOURCE ${{CUDA_SOURCES}} APPEND PROPERTY OBJECT_DEPENDS {os.path.abspath(acf_path)})\n"
+        f"  or once by hand: make -B, cmake --build . --clean-first, or remove those files")
+
+
+def verdict_of(outcome) -> str:
+    if "settled" in outcome.extra:
+        return outcome.extra["settled"]
+    if not outcome.baseline.ok:
+        return f"baseline failed ({outcome.baseline.status}); nothing written"
+    if "rejected" in outcome.extra:
+        return f"baseline kept: {outcome.extra['rejected']}"
+    if outcome.chosen == outcome.space.baseline():
+        return "baseline kept: no candidate beat it"
+    changes, worse = [], False
+    for metric in outcome.goal.minimize:
+        before, after = outcome.baseline.get(metric), outcome.chosen_measurement.get(metric)
+        if after != before:
+            changes.append(f"{metric} {before:g} -> {after:g}")
+            worse = worse or not outcome.goal.better(metric, after, before)
+    if not changes:
+        return "same scores; chosen by the selection rule"
+    # (a point of the front may give up one objective for another: not an improvement in every one)
+    return ("traded " if worse else "improved ") + ", ".join(changes)
+
+
+def one_retune_at_a_time(acf_path: Path, dry_run: bool, log: Callable[[str], None]) -> ExitStack:
+    """The run's hold on the ACF (a lock file in `.nvcc-evo/` beside it): a
+    second retune of it says so and waits; a dry run writes nothing and takes
+    no turn. A read-only ACF stops the run here, before any search."""
+    held = ExitStack()
+    if not dry_run:
+        real = writable(acf_path)
+        lock = acf_path.parent / ".nvcc-evo" / f"retune-{real.name}.lock"
+        try:
+            held.enter_context(run_lock(lock, lambda pid: log(
+                f"another retune of {acf_path} is running (pid {pid}); waiting for it to finish")))
+        except OSError as error:          # a link committed in its place: refused, its target untouched
+            raise EnvironmentProblem(f"cannot take the retune lock {lock}: {error.strerror or error}") from None
+    return held
