@@ -392,7 +392,7 @@ class Unit:
         `1..3` is `{1, 2, 3}`; order of statements ignored): what a tuned entry
         depends on besides the source and toolkit, kept in its provenance."""
         pins = sorted(([p.knob, p.value] for p in self.pins), key=lambda pin: pin[0])
-        space = sorted(([s.knob, list(domain_values(s.domain))] for s in self.space), key=lambda entry: entry[0])
+        space = sorted(((s.knob, list(domain_values(s.domain))) for s in self.space), key=lambda entry: entry[0])
         parts = [pins, space]
         if self.requires:        # (only then: the digests of units without constraints stay as they were)
             parts.append(sorted(repr((r.left, r.op, r.right)) for r in self.requires))

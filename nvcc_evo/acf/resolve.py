@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from typing import Iterator, NamedTuple
 
 from nvcc_evo.acf import kernelname, knobs, model, unitpath
 
@@ -218,6 +219,7 @@ class Checker(BenchChecks):
 
     def check_domain(self, knob: knobs.Knob | None, space: model.Space) -> None:
         domain = space.domain
+        values: tuple[model.Scalar, ...]
         if isinstance(domain, model.RangeDomain):
             if domain.step <= 0 or domain.low > domain.high:
                 self.error(space.span, f"empty range {domain.low}..{domain.high} step {domain.step}: "
@@ -307,12 +309,21 @@ class Checker(BenchChecks):
             self.error(record.span, "only measured values (baseline.X, tuned.X) take a spread")
 
 
-def _all_settings(unit: model.Unit):
-    yield from unit.pins
+class _Named(NamedTuple):
+    """A knob a unit names: pinned, set in a target, or searched (value None)."""
+    knob: str
+    value: model.Scalar | None
+    span: model.Span
+
+
+def _all_settings(unit: model.Unit) -> Iterator[_Named]:
+    for setting in unit.pins:
+        yield _Named(setting.knob, setting.value, setting.span)
     for space in unit.space:
-        yield model.Setting(space.knob, None, space.span)
+        yield _Named(space.knob, None, space.span)
     for target in unit.targets:
-        yield from target.settings
+        for setting in target.settings:
+            yield _Named(setting.knob, setting.value, setting.span)
 
 
 def _in_domain(value, domain: model.Domain, knob: knobs.Knob | None) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Collection
 
 import lark
 from lark import Token
@@ -153,10 +154,12 @@ def match_label(parser: lark.Lark, error: lark.UnexpectedInput) -> str | None:
 
 def _syntax_message(parser: lark.Lark, error: lark.UnexpectedInput) -> str:
     label = match_label(parser, error)
+    expected: Collection[str]                  # terminal names (EOF's: tokens, which are strings)
     if isinstance(error, lark.UnexpectedCharacters):
         found = f"unexpected character '{error.char}'"
         expected = error.allowed
     else:
+        assert isinstance(error, (lark.UnexpectedToken, lark.UnexpectedEOF))    # lark's other two
         found = f"unexpected {_describe_token(error.token)}"
         expected = error.expected
     if label:
@@ -221,10 +224,12 @@ def _syntax_error(text: str, parser: lark.Lark, error: lark.UnexpectedInput) -> 
             return line, column, len(text), "this block is never closed: missing '}' before end of file"
         line, column = _end_location(text)
         return line, column, len(text), _syntax_message(parser, error)
-    if isinstance(error, lark.UnexpectedCharacters) and error.char == '"' and _unclosed_string(text, error.pos_in_stream):
-        return error.line, error.column, error.pos_in_stream, \
+    offset = error.pos_in_stream
+    assert offset is not None                  # (lexed input: the error has its place)
+    if isinstance(error, lark.UnexpectedCharacters) and error.char == '"' and _unclosed_string(text, offset):
+        return error.line, error.column, offset, \
             "this string is never closed: missing '\"' before the end of the line (a string holds no line break)"
-    return error.line, error.column, error.pos_in_stream, _syntax_message(parser, error)
+    return error.line, error.column, offset, _syntax_message(parser, error)
 
 
 def _unclosed_string(text: str, start: int) -> bool:

@@ -128,7 +128,7 @@ def files(globs, folder) -> list[str]:
     """The files inside `folder` that `globs` name, as the build matches
     them (real paths inside the folder), sorted; none with a name a shell
     would read into."""
-    found = set()
+    found: set[str] = set()
     for glob in globs:
         if glob_problem(glob) is None:
             found.update(path for path in _walk(str(folder), segments(glob))

@@ -107,10 +107,11 @@ def _moved(text: str, old: str, new: str) -> str:
 
 # What each field must hold; anything else makes the record unreadable (TypeError).
 _STRINGS = (str,)
-FIELD_TYPES = {"argv": "strings", "cwd": _STRINGS, "env": "environment", "nvcc": _STRINGS, "toolkit": _STRINGS,
-               "input": _STRINGS, "output": _STRINGS, "unit_index": (int,), "unit_globs": "strings",
-               "arch": _STRINGS, "target": (str, type(None)), "fingerprint": _STRINGS, "stale": "strings",
-               "flags": "strings", "time": (int, float)}
+FIELD_TYPES: dict[str, str | tuple[type, ...]] = {
+    "argv": "strings", "cwd": _STRINGS, "env": "environment", "nvcc": _STRINGS, "toolkit": _STRINGS,
+    "input": _STRINGS, "output": _STRINGS, "unit_index": (int,), "unit_globs": "strings",
+    "arch": _STRINGS, "target": (str, type(None)), "fingerprint": _STRINGS, "stale": "strings",
+    "flags": "strings", "time": (int, float)}
 
 
 def _check_types(entry: CompileRecord) -> None:
@@ -121,7 +122,8 @@ def _check_types(entry: CompileRecord) -> None:
         elif kind == "environment":
             ok = isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
         else:
-            ok = isinstance(value, kind) and not (kind == (int,) and isinstance(value, bool))
+            ok = (not isinstance(kind, str) and isinstance(value, kind)          # (a tuple of types)
+                  and not (kind == (int,) and isinstance(value, bool)))
         if not ok:
             raise TypeError(f"field '{name}' holds {value!r}")
 

@@ -19,6 +19,8 @@ def report(decision: Decision) -> str:
     if plan.passthrough:
         lines.append(f"pass-through: {plan.passthrough}")
         return "\n".join(lines) + "\n"
+    flags = decision.flags
+    assert flags is not None                   # (wherever nothing passes through)
     lines.append(f"ACF: {plan.acf_path}")
     lines += _settings_lines(decision.settings or _no_file(plan.acf_path), decision.nvcc)
     lines.append(f"SASS targets: {', '.join(plan.archs) or 'none'}")
@@ -35,18 +37,18 @@ def report(decision: Decision) -> str:
             lines.append(f"    stale: {why}")
         lines.append(f"    fingerprint {match.fingerprint}")
     lines.append("would add: " + (" ".join(decision.extra_args) or "(nothing)"))
-    for knob, value in decision.flags.applied:
+    for knob, value in flags.applied:
         lines.append(f"    {knob} = {show_value(value)}")
     if decision.ptxas_options():           # (all empty: the user set them all, nothing runs split)
         lines.append("per input and architecture, at each ptxas step (nvcc's own steps run split):")
         programs = dict(decision.programs)
-        for (name, arch), plan in decision.per_step:
-            given = ", ".join(f"{knob} = {show_value(value)}" for knob, value in plan.applied) or "(nothing)"
+        for (name, arch), step in decision.per_step:
+            given = ", ".join(f"{knob} = {show_value(value)}" for knob, value in step.applied) or "(nothing)"
             ran_by = f"   (run by {programs[name, arch]})" if (name, arch) in programs else ""
-            lines.append(f"    {name} [{arch}]: {' '.join(ptxas_values(plan.flags)) or '(nothing)'}   [{given}]"
+            lines.append(f"    {name} [{arch}]: {' '.join(ptxas_values(step.flags)) or '(nothing)'}   [{given}]"
                          + ran_by)
-    defaults = [(knob, why) for knob, why in decision.flags.skipped if why == DEFAULT_PASSES_NOTHING]
-    lost = [(knob, why) for knob, why in decision.flags.skipped if why != DEFAULT_PASSES_NOTHING]
+    defaults = [(knob, why) for knob, why in flags.skipped if why == DEFAULT_PASSES_NOTHING]
+    lost = [(knob, why) for knob, why in flags.skipped if why != DEFAULT_PASSES_NOTHING]
     if lost:         # an entry's knob that this build does not pass: what was measured would not ship
         lines.append("not reaching the binary (the ACF sets them, this build does not pass them):")
         lines += [f"    error: {knob}: {why}" for knob, why in lost]
@@ -79,8 +81,8 @@ def explain(argv: list[str]) -> str:
     is reported, then raised with every diagnostic."""
     try:
         nvcc, missing = find_real_nvcc(), None
-    except EnvironmentProblem as problem:     # the project settings beside an ACF may name one
-        nvcc, missing = None, problem
+    except EnvironmentProblem as error:       # the project settings beside an ACF may name one
+        nvcc, missing = None, error
     problem = named_acf_problem(os.environ)
     if problem:
         raise EnvironmentProblem(problem)

@@ -12,12 +12,16 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.acf import unitpath
 from nvcc_evo.driver.cache import prune
 from nvcc_evo.driver.common import ACF_ENV, ACF_NAME, BROKEN_FILE, replace_file
 from nvcc_evo.driver.build.nvcc_options import NvccCall
+
+if TYPE_CHECKING:
+    from nvcc_evo.driver.compiledb import CompileRecord
+    from nvcc_evo.driver.toolkit import Toolkit
 
 GPU_ENV = "NVCC_EVO_GPU"          # the GPU model the build is for, to pick named targets
 STALE_ENV = "NVCC_EVO_STALE"      # keep (default): use stale knobs; default: build with defaults
@@ -266,6 +270,7 @@ def fingerprint(source: Path, include_dirs: list[str], files: tuple[str, ...] = 
     it always had)."""
     digest = _sources_digest(source, include_dirs)
     for name in files:
+        assert acf_dir is not None             # (the files a unit's knobs name are in its ACF's folder)
         try:
             data = (acf_dir / name).read_bytes()
         except OSError:
@@ -341,8 +346,8 @@ def lto_objects(call: NvccCall) -> list[str]:
     return [i for i in call.inputs if i.endswith((".o", ".obj", ".a"))]
 
 
-def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit, cache_dir: Path, acf_path: Path,
-                    compiled: dict) -> CallPlan:
+def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_dir: Path | None, acf_path: Path,
+                    compiled: dict[str, CompileRecord]) -> CallPlan:
     """For an LTO device link: each object's unit comes from the compile
     database (how the build compiled it); its target from the link's archs.
     Only ptxas knobs apply here: the sources were compiled already."""
@@ -352,10 +357,10 @@ def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit, cache_dir: Path
     for name in lto_objects(call):
         record = compiled.get(str((cwd / name).resolve()))
         unit = units.get(record.unit_index) if record is not None else None
-        if unit is not None and unit.globs != tuple(record.unit_globs):
+        if unit is not None and record is not None and unit.globs != tuple(record.unit_globs):
             unit = None
         for arch in archs:
-            if unit is None:
+            if unit is None or record is None:          # (a unit only where there is a record)
                 matches.append(Match(name, arch, None, note="not compiled through nvcc-evo for this ACF"))
                 continue
             target, note = choose_target(unit, arch, environ.get(GPU_ENV))
@@ -388,7 +393,8 @@ def passthrough_reason(call: NvccCall, cwd: Path) -> str:
     return ""
 
 
-def build_plan(call: NvccCall, cwd: Path, environ, toolkit, cache_dir: Path, acf_path: Path) -> CallPlan:
+def build_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_dir: Path | None,
+               acf_path: Path) -> CallPlan:
     """Which ACF entries apply to this call, per input and architecture."""
     inputs = tunable_inputs(call)
     units = load_units(acf_path, cache_dir)

@@ -316,7 +316,9 @@ def _places(lines: list[str], prefix: tuple[str, ...]) -> dict:
     """Our key names -> (line, column) of their first mention: table headers
     and `key =` lines (multi-line strings and arrays are not followed; a key
     not found is placed at its table, else at 1:1)."""
-    places, table, depth = {}, (), 0
+    places: dict[str, tuple[int, int, int]] = {}
+    table: tuple[str, ...] = ()
+    depth = 0
     for number, line in enumerate(lines, 1):
         if depth == 0 and (header := _HEADER.match(line)) and not line.lstrip().startswith("[["):
             table = _dotted(header.group(1))

@@ -46,6 +46,7 @@ def run(argv: list[str]) -> int:
         print(f"nvcc-evo: error: nvcc-evo called itself as nvcc; set {REAL_NVCC_ENV} to the real nvcc",
               file=sys.stderr)
         return ENVIRONMENT
+    nvcc: str | None
     try:
         nvcc, missing = find_real_nvcc(environ), None
     except NvccNotFound as problem:
@@ -60,7 +61,7 @@ def run(argv: list[str]) -> int:
         if chosen is None:
             return ENVIRONMENT
         path, args, env, nvcc = chosen        # (nvcc: the settings' own, where they name one)
-    elif missing is not None:
+    elif nvcc is None:                        # (missing says why)
         print(f"nvcc-evo: error: {missing}", file=sys.stderr)
         return ENVIRONMENT
     else:

@@ -3,13 +3,14 @@ knob sets that won on an H200, offered as seeds to a new unit's first
 generation. The data is nvcc_evo/engine/boosters.toml (package data)."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:        # Python 3.10
+else:                              # Python 3.10
     import tomli as tomllib
 
 

@@ -75,7 +75,7 @@ def dominates(a: Evaluation, b: Evaluation) -> bool:
 
 def non_dominated_sort(pop: Sequence[Evaluation]) -> list[list[int]]:
     """Fronts of indices, best first (Deb's fast non-dominated sort)."""
-    dominated_by = [[] for _ in pop]
+    dominated_by: list[list[int]] = [[] for _ in pop]
     counts = [0] * len(pop)
     for i, a in enumerate(pop):
         for j, b in enumerate(pop):
@@ -157,8 +157,9 @@ class Engine:
         self.diversified = 0            # proposals made to leave a stagnation (immigrants, jumps)
         self.avoid = avoid              # what is known to fail (engine.learned): never proposed
         self.avoided: set[Genome] = set()
-        for evaluation in history if avoid is not None else ():
-            avoid.learn(evaluation)
+        if avoid is not None:
+            for evaluation in history:
+                avoid.learn(evaluation)
 
     def _fresh(self, genome: Genome, batch: list[Genome]) -> bool:
         """Not evaluated, asked for or in this batch, allowed by the space's
@@ -266,11 +267,16 @@ def run_search(engine: Engine, evaluate: Evaluate, budget: Budget,
     if overlap:
         return _overlapped(engine, evaluate, budget, on_generation, progress)
     while _within(progress, budget, 0):
-        batch = engine.ask(min(engine.size, budget.evaluations - progress.evaluations))
+        batch = engine.ask(_room(engine, budget, progress.evaluations))
         if not batch:
             break                                  # the space is exhausted
         _told(engine, progress, evaluate(batch), on_generation)
     return progress
+
+
+def _room(engine: Engine, budget: Budget, taken: int) -> int:
+    """How many to ask for: a generation, or what is left of the budget's cap (a float: inf is none)."""
+    return int(min(engine.size, budget.evaluations - taken))
 
 
 def _within(progress: Progress, budget: Budget, pending: int) -> bool:
@@ -289,13 +295,13 @@ def _told(engine: Engine, progress: Progress, evaluations: list[Evaluation], on_
 def _overlapped(engine: Engine, evaluate, budget: Budget, on_generation, progress: Progress) -> Progress:
     """run_search with each batch asked for, and compiling, before the one
     before it is measured (see there)."""
-    batch = engine.ask(min(engine.size, budget.evaluations - progress.evaluations)) \
+    batch = engine.ask(_room(engine, budget, progress.evaluations)) \
         if _within(progress, budget, 0) else []
     started = evaluate.start(batch) if batch else None
     while started is not None:
         following = []
         if _within(progress, budget, len(batch)) and progress.generation + 1 < budget.generations:
-            following = engine.ask(min(engine.size, budget.evaluations - progress.evaluations - len(batch)))
+            following = engine.ask(_room(engine, budget, progress.evaluations + len(batch)))
         ahead = evaluate.start(following) if following else None
         _told(engine, progress, evaluate.finish(started, 0, len(batch)), on_generation)
         if progress.elapsed() >= budget.seconds or not budget.patient(progress):
@@ -310,7 +316,7 @@ def random_search(space: SearchSpace, evaluate: Evaluate, evaluations: int, rng:
     seen: dict[Genome, Evaluation] = {}
     tries = 0
     while len(seen) < min(evaluations, space.size) and tries < 100 * evaluations:
-        wanted = []
+        wanted: list[Genome] = []
         while len(wanted) < min(batch, evaluations - len(seen)) and tries < 100 * evaluations:
             tries += 1
             genome = sample(space, rng)

@@ -111,7 +111,7 @@ def _defines_of(genome: Genome) -> tuple:
 
 
 def _register_cap(genome: Genome) -> float:
-    caps = [v for k, v in genome.items if k in REGISTER_CAPS and v is not None]
+    caps = [float(v) for k, v in genome.items if k in REGISTER_CAPS and v is not None]
     return min(caps) if caps else math.inf
 
 

@@ -130,6 +130,7 @@ def _baseline(knob_name: str, source: Path | None):
     if knobs.is_define(knob_name):
         return source_default(source, knob_name[len(knobs.DEFINE_PREFIX):]) if source else None
     knob = knobs.lookup(knob_name)
+    assert knob is not None                    # (a resolved space: every knob is known)
     return knob.normalise(knob.default) if knob.default is not None else None
 
 

@@ -28,7 +28,7 @@ class Refused(OSError):
         super().__init__(errno.ELOOP, f"{path} {what}", str(path))    # (the path: a folder above the file, too)
 
     def __str__(self) -> str:
-        return self.strerror
+        return self.strerror or ""             # (always the message given)
 
 
 def _refuse(path, mode: int) -> Refused:

@@ -117,7 +117,7 @@ def _mine(entry: os.DirEntry, pattern: re.Pattern) -> bool:
 def sweep_temporary(folder: str | None = None) -> list[str]:
     """Remove from `folder` (default: the temporary folder) the private
     folders of this uid that no process holds; the paths removed."""
-    removed = []
+    removed: list[str] = []
     try:
         entries = list(os.scandir(folder or tempfile.gettempdir()))
     except OSError:
@@ -162,7 +162,7 @@ def sweep_acf_folder(acf_path) -> list[str]:
     holds (`.NAME.PID.XXXX.tmp`, `.nvcc-evo-candidate-PID-XXXX.acf`); the paths removed."""
     folder, name = os.path.split(os.path.realpath(acf_path))      # (a linked ACF is written at its target)
     patterns = (_temporary_file(name), CANDIDATE_ACF)
-    removed = []
+    removed: list[str] = []
     try:
         entries = list(os.scandir(folder or "."))
     except OSError:

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import re
 import statistics
+from typing import Callable
 
 from nvcc_evo.acf import model
 
-TAKES = {"first": lambda v: v[0], "last": lambda v: v[-1], "min": min, "max": max,
-         "median": statistics.median, "mean": statistics.fmean}
+TAKES: dict[str, Callable[[list[float]], float]] = {
+    "first": lambda v: v[0], "last": lambda v: v[-1], "min": min, "max": max,
+    "median": statistics.median, "mean": statistics.fmean}
 # Objectives the command backend reports itself (ptxas's report of the candidate, the run's cost):
 # a metric may not take their names.
 RESERVED = ("compile_time", "registers", "spills", "stack", "shared", "instructions", "binary_size",
@@ -130,8 +132,8 @@ def metric_step(metric: model.Metric, output: str) -> float | None:
     run's output (None: none of them reads as a plain number)."""
     pattern = re.compile(metric.regex)
     group = metric.group if metric.group is not None else (1 if pattern.groups else 0)
-    steps = [printed_step(found.group(group) or "") for found in pattern.finditer(output)]
-    steps = [step for step in steps if step is not None]
+    printed = [printed_step(found.group(group) or "") for found in pattern.finditer(output)]
+    steps = [step for step in printed if step is not None]
     return max(steps) if steps else None
 
 

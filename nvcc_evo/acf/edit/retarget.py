@@ -45,7 +45,7 @@ def replace_target(text: str, file: model.AcfFile, unit: model.Unit, target: mod
     was measured on one architecture is written for that one only."""
     old = unit.find_target(target.arch, target.gpu)
     rest = tuple(a for a in old.archs if not target.serves(a)) if old is not None else ()
-    if rest:
+    if old is not None and rest:
         text = _replace_block(text, file, old, replace(old, arch=rest[0], more_archs=rest[1:]))
         file = parse_text(text, file.path)
         return _add_block(text, file, find_unit(file, unit.globs), target)

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import os
 import re
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.acf import knobs
 from nvcc_evo.acf.knobs import Form, Kind, Needs, Scalar
 from nvcc_evo.driver.build.nvcc_options import NvccCall
+
+if TYPE_CHECKING:
+    from nvcc_evo.driver.toolkit import Toolkit
 
 DEFAULT_PASSES_NOTHING = "the toolkit's default; nothing to pass"
 PTXAS_DEBUG = {"-g", "--device-debug"}
@@ -39,7 +42,7 @@ class FlagPlan(NamedTuple):
 
 def ptxas_tokens(call: NvccCall) -> list[str]:
     """Each ptxas option the user passes, however it was spelled."""
-    tokens = []
+    tokens: list[str] = []
     for item in call.values("--ptxas-options"):
         tokens.extend(t.strip('"') for t in item.split())
     return tokens
@@ -119,10 +122,12 @@ def flag_text(knob_name: str, value: Scalar, acf_dir: str | None = None) -> list
     if knobs.is_define(knob_name):
         return [f"-D{knob_name[len(knobs.DEFINE_PREFIX):]}={knobs.define_text(value)}"]
     knob = knobs.lookup(knob_name)
+    assert knob is not None                    # (a checked ACF: every knob is known)
     value = knob.normalise(value)
     if (knob.default is not None and value == knob.normalise(knob.default)) or knob.form is Form.TOOL:
         return []
     if knob.kind is Kind.FILE:
+        assert acf_dir is not None             # (plan_flags skips file knobs without it)
         value = os.path.join(acf_dir, str(value))
     if knob.form is Form.SWITCH:
         spelled = knob.spelling if value else None
@@ -133,12 +138,13 @@ def flag_text(knob_name: str, value: Scalar, acf_dir: str | None = None) -> list
     return ["-Xptxas", spelled] if knob.family == "ptxas" else [spelled]
 
 
-def _skip_reason(knob_name: str, value: Scalar, facts: CallFacts, toolkit) -> str | None:
+def _skip_reason(knob_name: str, value: Scalar, facts: CallFacts, toolkit: Toolkit | None) -> str | None:
     if knob_name in facts.user_knobs:
         return f"the user sets it ({facts.user_knobs[knob_name]}); the user wins"
     if knobs.is_define(knob_name):
         return knobs.define_value_problem(value)      # (the check refuses these; a second guard)
     knob = knobs.lookup(knob_name)
+    assert knob is not None                    # (a checked ACF: every knob is known)
     if facts.debug and knob_name in knobs.OPTIMISATION_KNOBS:
         return "debug build (-G or -Xptxas -g): ptxas takes no optimisation level"
     if facts.spills_are_errors and knob_name in knobs.REGISTER_CAPS:
@@ -150,7 +156,8 @@ def _skip_reason(knob_name: str, value: Scalar, facts: CallFacts, toolkit) -> st
     return None
 
 
-def plan_flags(settings: dict[str, Scalar], facts: CallFacts, toolkit=None, acf_dir: str | None = None) -> FlagPlan:
+def plan_flags(settings: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit | None = None,
+               acf_dir: str | None = None) -> FlagPlan:
     """`acf_dir`: the ACF's folder, where the files knobs name are (without
     it, those knobs are skipped)."""
     flags: list[str] = []

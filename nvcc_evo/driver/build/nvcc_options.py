@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from enum import Enum
 from pathlib import Path
-from typing import NamedTuple
+from typing import Mapping, NamedTuple
 
 
 class Takes(Enum):
@@ -249,7 +249,9 @@ class NvccCall(NamedTuple):
 
 def split_list(value: str) -> list[str]:
     """Split on commas, except inside double quotes or [] (nvcc's rule)."""
-    items, current, depth, quoted = [], [], 0, False
+    items: list[str] = []
+    current: list[str] = []
+    depth, quoted = 0, False
     for ch in value:
         if ch == '"':
             quoted = not quoted
@@ -328,7 +330,7 @@ def _read_options(args: list[str], origin: str, call: dict) -> None:
                 continue
             value, i = args[i], i + 1
         call["options"].append(Opt(long, value if takes is not FLAG else None, origin))
-        if long == "--options-file":
+        if long == "--options-file" and value is not None:       # (it takes a value)
             for path in split_list(value):
                 _read_options_file(path, call)
 
@@ -345,14 +347,14 @@ def _read_options_file(path: str, call: dict) -> None:
     call["extra"].extend(nested["options"])
 
 
-def parse_call(argv: list[str], environ: dict | None = None) -> NvccCall:
+def parse_call(argv: list[str], environ: Mapping[str, str] | None = None) -> NvccCall:
     """Read an nvcc command line (and options files, NVCC_PREPEND_FLAGS and
     NVCC_APPEND_FLAGS, which nvcc itself applies)."""
     environ = os.environ if environ is None else environ
-    call = {"options": [], "inputs": [], "unknown": [], "problems": [], "extra": []}
+    call: dict[str, list] = {"options": [], "inputs": [], "unknown": [], "problems": [], "extra": []}
     _read_options(list(argv), "argv", call)
     for variable in ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"):
-        env_call = {"options": [], "inputs": [], "unknown": call["unknown"],
+        env_call: dict[str, list] = {"options": [], "inputs": [], "unknown": call["unknown"],
                     "problems": call["problems"]}
         _read_options(tokenize(environ.get(variable, "")), variable, env_call)
         call["extra"].extend(env_call["options"])

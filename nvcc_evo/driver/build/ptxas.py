@@ -23,10 +23,14 @@ import os
 import re
 import shlex
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.acf import knobs
 from nvcc_evo.driver.common import BROKEN_FILE, replace_file
+
+if TYPE_CHECKING:
+    from nvcc_evo.driver.build.flags import FlagPlan
+    from nvcc_evo.driver.toolkit import Toolkit
 
 PTXAS_ENV = "NVCC_EVO_PTXAS"
 CACHE_VERSION = 1
@@ -55,7 +59,7 @@ class NoPtxas(Exception):
     """The ptxas asked for is not among those the user lists."""
 
 
-def toolkit_ptxas(toolkit) -> Ptxas:
+def toolkit_ptxas(toolkit: Toolkit | Program) -> Ptxas:
     return Ptxas(toolkit.ptxas, toolkit.version)
 
 
@@ -113,7 +117,7 @@ def listed(environ) -> list[str]:
     return [p for p in environ.get(PTXAS_ENV, "").split(os.pathsep) if p]
 
 
-def choose(wanted: str, toolkit, environ) -> Ptxas:
+def choose(wanted: str, toolkit: Toolkit | Program, environ) -> Ptxas:
     """The ptxas of release `wanted` ("13.3" or "13.3.73"; `toolkit`: the
     toolkit's own): the toolkit's when it is that release, else the first of
     NVCC_EVO_PTXAS that is. NoPtxas says what there is."""
@@ -185,7 +189,8 @@ def step_command(command: str, program: str | None, options: tuple[str, ...]) ->
     return (shlex.quote(program) if program else "ptxas") + added + body
 
 
-def settle(plan, toolkit, environ, arch: str, acf_dir: str | None):
+def settle(plan: FlagPlan, toolkit: Toolkit | Program, environ, arch: str, acf_dir: str | None
+           ) -> tuple[str | None, FlagPlan]:
     """One ptxas step's knobs (a FlagPlan) made sure: the ptxas release it
     asks for (else the toolkit's, and why), its controls file tried on that
     ptxas (else left out, with ptxas's message). Returns (the program, None

@@ -81,12 +81,12 @@ def dependency_command(nvcc: str, call: NvccCall, extra: list[str]) -> list[str]
     """nvcc asked for the call's dependency file alone; [] when the call
     writes none."""
     mode = next((DEPENDENCIES[name] for name in DEPENDENCIES if call.has(name)), None)
-    if mode is None:
+    output = call.last("--dependency-output")
+    if mode is None or output is None:         # (without -MF a call is not split: why_not)
         return []
-    targets = call.values("--dependency-target-name") or \
-        ([call.last("--output-file")] if call.has("--output-file") else [])
+    targets = call.values("--dependency-target-name") or call.values("--output-file")[-1:]
     command = [nvcc, *rebuild_argv(list(call.argv), DEPENDENCY_OPTIONS | {"--output-file"}, call.inputs[0]),
-               *extra, mode, "-MF", call.last("--dependency-output")]
+               *extra, mode, "-MF", output]
     for target in targets:
         command += ["-MT", target]
     return command + (["-MP"] if call.has("--generate-dependency-targets") else [])

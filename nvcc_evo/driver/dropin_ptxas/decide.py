@@ -29,12 +29,15 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.acf import kernelname
 from nvcc_evo.driver import plan as planning
 from nvcc_evo.driver.common import (LOG_ENV, PHASE_ENV, REAL_PTXAS_ENV, append_log, find_settings_file,
                                      replace_file)
+
+if TYPE_CHECKING:
+    from nvcc_evo.driver.build.flags import FlagPlan
 
 ENTRY = re.compile(rb"\.entry\s+([A-Za-z_$%][\w$]*)")
 VALUE_OPTIONS = {"-o", "--output-file", "--gpu-name", "-arch", "--opt-level"}
@@ -82,7 +85,7 @@ def facts(call: PtxasCall):
     """The user's own knobs and hazards (flags.CallFacts) from ptxas's options."""
     from nvcc_evo.driver.build.flags import (PTXAS_DEBUG, PTXAS_SPILL_WARNING, PTXAS_WERROR, CallFacts, _owned,
                                        _ptxas_knob)
-    found = {}
+    found: dict[str, str] = {}
     for token in call.tokens:
         knob = _ptxas_knob(token)
         if knob is not None:
@@ -160,12 +163,12 @@ class Decision(NamedTuple):
     program: str                      # the ptxas that runs
     options: tuple[str, ...]          # added before the call's own
     served: Served | None
-    flags: object = None              # the FlagPlan (nvcc spelling: -Xptxas OPTION)
+    flags: FlagPlan | None = None     # nvcc spelling: -Xptxas OPTION
     problems: tuple[str, ...] = ()
     real_note: str = ""
 
 
-def decide(argv: list[str], real: str | None, acf_path: Path, environ, cwd: str) -> Decision:
+def decide(argv: list[str], real: str, acf_path: Path, environ, cwd: str) -> Decision:
     call = read_call(argv)
     units = kernel_units(acf_path)
     served = serve(call, units, acf_path, environ, cwd)
@@ -176,7 +179,7 @@ def decide(argv: list[str], real: str | None, acf_path: Path, environ, cwd: str)
     settings = served.match.settings(environ.get(planning.STALE_ENV, "keep"))
     acf_dir = str(acf_path.parent)
     flag_plan = plan_flags(settings, facts(call), None, acf_dir)
-    program, flag_plan = accepted(flag_plan, real, call.arch, environ, acf_dir)
+    program, flag_plan = accepted(flag_plan, real, served.match.arch, environ, acf_dir)
     return Decision(program, ptxas_values(flag_plan.flags), served, flag_plan)
 
 
@@ -219,7 +222,8 @@ def record(decision: Decision, call: PtxasCall, acf_path: Path, environ) -> None
     """The compile database's record of a tuned compile (for --retune: which
     kernels a run compiled, and how), and the log line."""
     from nvcc_evo.driver import compiledb
-    match = decision.served.match
+    match = decision.served.match if decision.served is not None else None
+    assert match is not None and match.unit is not None and decision.flags is not None    # (a tuned compile)
     argv = tuple(a for token in call.kept for a in ("-Xptxas", token)) + (match.input,)
     compiledb.record(acf_path, compiledb.CompileRecord(
         argv, str(acf_path.parent), compiledb.relevant_env(environ), decision.program,
@@ -242,7 +246,7 @@ def log(decision: Decision, argv: list[str], acf_path: Path, environ, cwd: str) 
         return
     served, flags = decision.served, decision.flags
     units = [(served.entries[0] if served.entries else served.ptx, served.match.arch, served.match.unit.globs)] \
-        if served is not None and served.match is not None else []
+        if served is not None and served.match is not None and served.match.unit is not None else []
     append_log(path, cwd, ["ptxas", *argv], str(acf_path), flags.flags if flags else (),
                served.why if served else "", [f"{k}: {why}" for k, why in (flags.skipped if flags else ())],
                decision.problems, units=units)
@@ -270,7 +274,7 @@ def _decided(argv, real: str, acf_path: Path, environ, cwd: str) -> Decision:
     from nvcc_evo.errors import AcfError
     try:
         decision = decide(argv, real, acf_path, environ, cwd)
-        if decision.served.match is not None:
+        if decision.served is not None and decision.served.match is not None:      # (decide serves always)
             try:
                 record(decision, read_call(argv), acf_path, environ)
             except OSError as error:
