@@ -13,6 +13,7 @@ from pathlib import Path
 import lark
 
 from nvcc_evo.acf import model
+from nvcc_evo.acf.expressions import Binary, Call, Unary
 from nvcc_evo.acf.syntax import char_places, parse_reporting_all, source_line
 from nvcc_evo.acf.text import read_text
 from nvcc_evo.acf.transform import Build
@@ -81,8 +82,8 @@ def _expr_depth(expr) -> int:
     while todo:
         node, depth = todo.pop()
         deepest = max(deepest, depth)
-        children = {model.Unary: lambda n: [n.operand], model.Binary: lambda n: [n.left, n.right],
-                    model.Call: lambda n: list(n.args)}.get(type(node), lambda n: [])(node)
+        children = {Unary: lambda n: [n.operand], Binary: lambda n: [n.left, n.right],
+                    Call: lambda n: list(n.args)}.get(type(node), lambda n: [])(node)
         todo.extend((child, depth + 1) for child in children)
     return deepest
 
