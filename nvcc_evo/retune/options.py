@@ -171,36 +171,3 @@ def ptxas_programs(space: SearchSpace, toolkit, acf_path: Path, options: Options
                 raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {problem}")
         programs[version] = None if found == ptxas.toolkit_ptxas(toolkit) else found.path
     return programs
-
-
-@dataclass(frozen=True)
-class Builds:
-    """How one search builds a genome of its space: the flags (the knobs set
-    outside the space stay set), the ptxas it asks for, the compile job."""
-
-    job: object                     # the task's CompileJob
-    fixed: dict
-    facts: object                   # flags.read_facts of the build's call
-    toolkit: object
-    folder: str
-    programs: dict
-
-    def flags_for(self, genome) -> tuple[str, ...]:
-        from nvcc_evo.driver.build.flags import plan_flags
-        return plan_flags({**self.fixed, **genome.settings()}, self.facts, self.toolkit, self.folder).flags
-
-    def program_for(self, genome) -> str | None:
-        return self.programs.get(str({**self.fixed, **genome.settings()}.get("ptxas.version", TOOLKIT_TOOL)))
-
-    def job_for(self, genome):
-        return replace(self.job, flags=self.flags_for(genome), ptxas=self.program_for(genome))
-
-
-def builds_for(task, space: SearchSpace, toolkit, acf_path: Path, options: Options) -> Builds:
-    from nvcc_evo.driver.build.flags import read_facts
-    from nvcc_evo.driver.build.nvcc_options import parse_call
-    from nvcc_evo.retune.writeback import fixed_settings
-    fixed = fixed_settings(task, space)
-    facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
-    programs = ptxas_programs(space, toolkit, acf_path, options, task.arch, fixed.get("ptxas.version"))
-    return Builds(task.job, fixed, facts, toolkit, str(acf_path.parent), programs)
