@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import functools
 from importlib import resources
-from pathlib import Path
 
 import lark
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.expressions import Binary, Call, Unary
 from nvcc_evo.acf.syntax import char_places, parse_reporting_all, source_line
-from nvcc_evo.acf.text import read_text
 from nvcc_evo.acf.transform import Build
 from nvcc_evo.errors import AcfError, Diagnostic, Location
 
@@ -107,7 +105,3 @@ def _most_nested_line(text: str) -> int:
     """The line an over-deep expression most likely is on: the most operators."""
     counts = [sum(line.count(c) for c in "+-*/%(") for line in text.splitlines()] or [0]
     return counts.index(max(counts)) + 1
-
-
-def parse_file(path: str | Path) -> model.AcfFile:
-    return parse_text(read_text(path), str(path))
