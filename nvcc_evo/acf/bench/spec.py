@@ -8,9 +8,10 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping, cast
+from typing import Callable, Mapping
 
 from nvcc_evo.acf import model
+from nvcc_evo.acf.expressions import Binary, Call, Expr, Literal, Ref, Unary
 
 # dtype -> (bytes per element, numpy name)
 DTYPES: dict[str, tuple[int, str]] = {
@@ -51,44 +52,44 @@ FUNCTIONS: dict[str, tuple[int, Callable]] = {
 class ExprError(ValueError):
     """An expression that cannot be evaluated; carries the offending node."""
 
-    def __init__(self, node: model.Expr, message: str):
+    def __init__(self, node: Expr, message: str):
         super().__init__(message)
         self.node = node
 
 
-def names_in(expr: model.Expr | None) -> list[model.Ref]:
-    if isinstance(expr, model.Ref):
+def names_in(expr: Expr) -> list[Ref]:
+    if isinstance(expr, Ref):
         return [expr]
-    if isinstance(expr, model.Unary):
+    if isinstance(expr, Unary):
         return names_in(expr.operand)
-    if isinstance(expr, model.Binary):
+    if isinstance(expr, Binary):
         return names_in(expr.left) + names_in(expr.right)
-    if isinstance(expr, model.Call):
+    if isinstance(expr, Call):
         return [ref for arg in expr.args for ref in names_in(arg)]
     return []
 
 
-def calls_in(expr: model.Expr | None) -> list[model.Call]:
-    if isinstance(expr, model.Call):
+def calls_in(expr: Expr) -> list[Call]:
+    if isinstance(expr, Call):
         return [expr] + [c for arg in expr.args for c in calls_in(arg)]
-    if isinstance(expr, model.Unary):
+    if isinstance(expr, Unary):
         return calls_in(expr.operand)
-    if isinstance(expr, model.Binary):
+    if isinstance(expr, Binary):
         return calls_in(expr.left) + calls_in(expr.right)
     return []
 
 
-def evaluate(expr: model.Expr, env: Mapping[str, int | float]) -> int | float:
+def evaluate(expr: Expr, env: Mapping[str, int | float]) -> int | float:
     """C-like arithmetic: `/` and `%` on integers truncate, as in the kernel."""
-    if isinstance(expr, model.Literal):
+    if isinstance(expr, Literal):
         return expr.value
-    if isinstance(expr, model.Ref):
+    if isinstance(expr, Ref):
         if expr.name not in env:
             raise ExprError(expr, f"undefined name '{expr.name}'")
         return env[expr.name]
-    if isinstance(expr, model.Unary):
+    if isinstance(expr, Unary):
         return -evaluate(expr.operand, env)
-    if isinstance(expr, model.Call):
+    if isinstance(expr, Call):
         _, function = FUNCTIONS[expr.function]
         return function(*(evaluate(a, env) for a in expr.args))
     left, right = evaluate(expr.left, env), evaluate(expr.right, env)
@@ -186,16 +187,15 @@ class BenchPlan:
                    for a in self.arrays)
 
 
-INIT_DEFAULTS: dict[str, dict[str, int | float]] = {
-    "random": {"seed": 0, "low": -1.0, "high": 1.0}, "range": {"start": 0, "step": 1},
-    "constant": {"value": 0}, "output": {}}
+INIT_DEFAULTS = {"random": {"seed": 0, "low": -1.0, "high": 1.0}, "range": {"start": 0, "step": 1},
+                 "constant": {"value": 0}, "output": {}}
 
 
 def _dims(exprs, env, what: str) -> tuple[int, int, int]:
     values = [evaluate(e, env) for e in exprs]
     if any(not isinstance(v, int) or v <= 0 for v in values):
         raise ExprError(exprs[0], f"{what} must be positive integers, got {values}")
-    return cast("tuple[int, int, int]", tuple(values + [1] * (3 - len(values))))   # (resolve: at most 3)
+    return tuple(values + [1] * (3 - len(values)))
 
 
 def plan_bench(bench: model.Bench, defines: Mapping[str, int | float],
@@ -203,8 +203,7 @@ def plan_bench(bench: model.Bench, defines: Mapping[str, int | float],
     """Evaluate sizes, argument counts, initialisers, grid and block with the
     candidate's defines (ExprError on an undefined name or a bad value).
     `lets` replaces the values of some of the bench's own `let`s: the same
-    bench at another shape. The bench is a checked kernel bench (resolve)."""
-    assert bench.kernel is not None
+    bench at another shape."""
     lets = dict(lets or {})
     unknown = sorted(set(lets) - {let.name for let in bench.lets})
     if unknown:
@@ -212,10 +211,9 @@ def plan_bench(bench: model.Bench, defines: Mapping[str, int | float],
     env = dict(defines)
     for let in bench.lets:
         env[let.name] = lets[let.name] if let.name in lets else evaluate(let.expr, env)
-    args: list[ScalarPlan | ArrayPlan] = []
+    args = []
     for arg in bench.args:
-        if arg.count is None:                      # (not arg.is_array)
-            assert arg.value is not None
+        if not arg.is_array:
             value = evaluate(arg.value, env)
             args.append(ScalarPlan(arg.name, arg.dtype, float(value) if arg.dtype.startswith(("f", "bf")) else int(value)))
             continue

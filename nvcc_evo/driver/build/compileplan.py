@@ -26,14 +26,11 @@ Rules of the plan, each in one place:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-from nvcc_evo.driver import plan as planning
-from nvcc_evo.driver.build.flags import CallFacts, FlagPlan, plan_flags, read_facts
-
-if TYPE_CHECKING:
-    from nvcc_evo.driver.build.nvcc_options import NvccCall
-    from nvcc_evo.driver.toolkit import Toolkit
+from nvcc_evo.driver.match.index import TargetEntry
+from nvcc_evo.driver.match.units import CallPlan, build_plan
+from nvcc_evo.driver.build.flags import FlagPlan, plan_flags, read_facts
 
 Step = tuple[str, str]         # (input as the call names it, sm_XX)
 
@@ -62,8 +59,7 @@ class CompilePlan(NamedTuple):
         return dict(self.programs).get(key)
 
 
-def plan_call(call: NvccCall, call_plan: planning.CallPlan, policy: str, toolkit: Toolkit, acf_dir: str,
-              environ) -> CompilePlan:
+def plan_call(call, call_plan: CallPlan, policy: str, toolkit, acf_dir: str, environ) -> CompilePlan:
     """The flags of a call whose matches (`call_plan`) hold the knob values of
     each (input, arch)."""
     from nvcc_evo.acf.knobs import STEP_ONLY
@@ -86,7 +82,7 @@ def plan_call(call: NvccCall, call_plan: planning.CallPlan, policy: str, toolkit
                        tuple(programs))
 
 
-def common_settings(plan: planning.CallPlan, stale_policy: str) -> tuple[dict, list[tuple[str, str]]]:
+def common_settings(plan: CallPlan, stale_policy: str) -> tuple[dict, list[tuple[str, str]]]:
     """Knob values shared by every (input, arch) of the call, and those that
     differ (flags apply per call, or per ptxas run). An architecture with no
     entry of its unit has no say in a define's or an nvcc option's value
@@ -110,9 +106,7 @@ def common_settings(plan: planning.CallPlan, stale_policy: str) -> tuple[dict, l
     return common, dropped
 
 
-def _per_step(call: NvccCall, call_plan: planning.CallPlan, policy: str, dropped: list[tuple[str, str]],
-              facts: CallFacts, toolkit: Toolkit, acf_dir: str
-              ) -> tuple[tuple[tuple[Step, FlagPlan], ...], list[tuple[str, str]]]:
+def _per_step(call, call_plan, policy, dropped, facts, toolkit, acf_dir):
     """ptxas knobs whose values differ between the call's inputs or
     architectures, and those only a ptxas step takes (its program, its
     controls file), go to each ptxas step on its own (nvcc_evo.driver.build.split)
@@ -143,7 +137,7 @@ class RecordedBuild:
     step if the unit's entry for `arch` held `settings`."""
 
     def __init__(self, argv, cwd: str, env: dict, source: str, arch: str, unit_globs: tuple[str, ...],
-                 acf_path: Path, toolkit: Toolkit, environ):
+                 acf_path: Path, toolkit, environ):
         from nvcc_evo.driver.build.nvcc_options import parse_call
         from nvcc_evo.driver.toolkit import cache_folder_if_any
         call = parse_call(list(argv), dict(env))
@@ -151,7 +145,7 @@ class RecordedBuild:
             call = parse_call([*argv, f"-arch={arch}"], dict(env))    # (no record: the candidates' architecture)
         self.call, self.arch, self.globs = call, arch, tuple(unit_globs)
         self.acf_dir, self.toolkit, self.environ = str(acf_path.parent), toolkit, environ
-        self.base = planning.build_plan(call, Path(cwd), environ, toolkit, cache_folder_if_any(), acf_path)
+        self.base = build_plan(call, Path(cwd), environ, toolkit, cache_folder_if_any(), acf_path)
         mine = [m for m in self.base.matches if m.unit is not None and m.unit.globs == self.globs]
         named = [m.input for m in mine if (Path(cwd) / m.input).resolve() == (Path(cwd) / source).resolve()]
         self.input = named[0] if named else source
@@ -185,6 +179,6 @@ class RecordedBuild:
     def _standing_in(self, match, settings: dict):
         if match.unit is None or match.unit.globs != self.globs or match.arch != self.arch:
             return match
-        entry = planning.TargetEntry(self.arch, None, 0, tuple(settings.items()))
+        entry = TargetEntry(self.arch, None, 0, tuple(settings.items()))
         return match._replace(target=entry, stale=())
 
