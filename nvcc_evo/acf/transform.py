@@ -22,8 +22,9 @@ def _span(meta) -> Span:
 
 
 def _token_span(tok: Token) -> Span:
-    return Span(tok.line, tok.column, tok.end_line, tok.end_column,
-                    tok.start_pos, tok.end_pos)
+    """(A lexed token has every position, as a rule's meta does; lark types
+    them Optional for tokens made by hand.)"""
+    return _span(tok)
 
 
 def unquote(token: str) -> str:
@@ -47,7 +48,7 @@ class Build(Transformer):
     kernel, command, metric) are counted: repeats, and numbers out of range, land in
     `problems`."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.problems: list[tuple[Span, str]] = []
 

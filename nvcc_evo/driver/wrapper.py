@@ -22,10 +22,13 @@ from nvcc_evo.driver.common import (LOG_ENV, NO_ACF, PHASE_ENV, REAL_NVCC_ENV, N
                                      find_real_nvcc as find_nvcc, find_settings_file, is_self,
                                      write_log_line)
 from nvcc_evo.driver.build.nvcc_options import parse_call
-from nvcc_evo.errors import AcfError, EnvironmentProblem
+from nvcc_evo.errors import AcfError, EnvironmentProblem, EvoError
 
 if TYPE_CHECKING:
     from nvcc_evo.driver.build.flags import FlagPlan
+    from nvcc_evo.driver.build.nvcc_options import NvccCall
+    from nvcc_evo.driver.settings import Settings
+    from nvcc_evo.driver.toolkit import Toolkit
 
 VERBOSE_ENV = "NVCC_EVO_VERBOSE"
 
@@ -39,16 +42,16 @@ def find_real_nvcc(environ=os.environ) -> Path:
 
 
 class Decision(NamedTuple):
-    nvcc: Path
+    nvcc: Path | None                     # None: no real nvcc, nor one the project settings name
     call_plan: CallPlan
     flags: "FlagPlan | None" = None      # None: passed through before any knob was read
-    toolkit: object = None
+    toolkit: "Toolkit | None" = None
     problems: tuple[str, ...] = ()
-    call: object = None                   # the NvccCall read from argv, for the compile database
+    call: "NvccCall | None" = None        # the NvccCall read from argv, for the compile database
     per_step: tuple[tuple[tuple[str, str], "FlagPlan"], ...] = ()   # ((input, arch), ptxas knobs that differ)
-    acf_error: object = None              # the AcfError, when the ACF has errors (--explain shows them all)
+    acf_error: EvoError | None = None     # the AcfError, when the ACF has errors (--explain shows them all)
     programs: tuple[tuple[tuple[str, str], str], ...] = ()   # ((input, arch), a ptxas other than nvcc's)
-    settings: object = None               # the project's settings (nvcc_evo.driver.settings), where a file has them
+    settings: "Settings | None" = None    # the project's settings (nvcc_evo.driver.settings), where a file has them
 
     def build_environ(self, environ) -> dict:
         """The environment the decision was made with: the settings file's
@@ -66,7 +69,7 @@ class Decision(NamedTuple):
         return options if any(options.values()) or self.programs else {}
 
 
-def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
+def decide(argv: list[str], nvcc: Path | None, environ, cwd: Path) -> Decision:
     """Everything the wrapper would add to this call, and why. The common
     cases (nothing to tune, no ACF) return before anything heavy is loaded."""
     call = parse_call(argv, environ)
@@ -79,7 +82,8 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
     refused = _refused_acf(nvcc, acf_path, environ)
     if refused is not None:
         return refused
-    found, ignored = None, ()             # no settings file: nothing more is loaded for it
+    found: Settings | None = None         # no settings file: nothing more is loaded for it
+    ignored: tuple[str, ...] = ()
     if find_settings_file(acf_path) is not None:
         from nvcc_evo.driver import settings as project
         try:
@@ -125,7 +129,7 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
                     call=call, per_step=planned.per_step, programs=planned.programs, settings=found)
 
 
-def _refused_acf(nvcc: Path, acf_path: Path, environ) -> Decision | None:
+def _refused_acf(nvcc: Path | None, acf_path: Path, environ) -> Decision | None:
     """The untuned build of an ACF that is not trusted or cannot be read (None: it can be used)."""
     distrust = untrusted_acf(acf_path, environ)
     if distrust:
@@ -156,7 +160,8 @@ def _settings_nvcc(found, nvcc) -> Path:
 
 def _record(decision: Decision, argv: list[str], environ, cwd: Path) -> None:
     plan_ = decision.call_plan
-    if plan_.acf_path is None or not plan_.matches or decision.call.has("--device-link"):
+    if plan_.acf_path is None or not plan_.matches or decision.call is None or decision.toolkit is None \
+            or decision.call.has("--device-link"):     # (a call and a toolkit wherever there are matches)
         return
     from nvcc_evo.driver import compiledb
     output = decision.call.last("--output-file") or ""
@@ -209,7 +214,7 @@ def launch(argv: list[str], nvcc: str | None) -> tuple[str, list[str], dict, str
         problems = list(decision.problems)
         chosen = (nvcc, [nvcc, *argv, *decision.extra_args], dict(environ))
         options = decision.ptxas_options()
-        if options:
+        if options and decision.call is not None:          # (options come with the call they are for)
             from nvcc_evo.driver.build.split import plan_launch
             split = plan_launch(nvcc, decision.call, list(decision.extra_args), options, environ,
                                 dict(decision.programs))

@@ -112,7 +112,7 @@ def compile_candidate(job: CompileJob, ptx: "PtxCache | None" = None) -> Compile
     try:
         command = job.command(work)
         if job.ptxas:
-            split = _with_program(job, command, work, env)
+            split = _with_program(job, job.ptxas, command, work, env)
             if isinstance(split, str):
                 return CompileResult("compile-error", time.monotonic() - started, split)
             command, env = split
@@ -122,8 +122,9 @@ def compile_candidate(job: CompileJob, ptx: "PtxCache | None" = None) -> Compile
         remove_private(work)
 
 
-def _with_program(job: CompileJob, command: list[str], work: str, env: dict) -> tuple[list[str], dict] | str:
-    """The compile as nvcc's own steps with `job.ptxas` running the ptxas
+def _with_program(job: CompileJob, program: str, command: list[str], work: str,
+                  env: dict) -> tuple[list[str], dict] | str:
+    """The compile as nvcc's own steps with `program` (job.ptxas) running the ptxas
     step, as a split build runs it (nvcc_evo.driver.build.split): a script in
     `work`, for /bin/sh; else why not. (nvcc refusing the call leaves it as
     it was: it fails as nvcc would, saying why.)"""
@@ -132,9 +133,9 @@ def _with_program(job: CompileJob, command: list[str], work: str, env: dict) -> 
     if asked.returncode != 0:
         return command, env
     key = (job.source, job.arch)
-    steps = with_options(read_steps(asked.stderr), {key: ()}, work, (job.source,), {key: job.ptxas})
+    steps = with_options(read_steps(asked.stderr), {key: ()}, work, (job.source,), {key: program})
     if not isinstance(steps, Steps):
-        return f"{job.ptxas} cannot run this compile's ptxas step: {steps}"
+        return f"{program} cannot run this compile's ptxas step: {steps}"
     path = os.path.join(work, SCRIPT_NAME)
     with open(path, "w") as out:
         out.write(script(steps, None))
@@ -164,7 +165,7 @@ class PtxCache:
     on that PTX. Same ptxas command, same PTX: the same SASS as the full
     pipeline. Thread-safe: candidates of one front end wait for its first."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.ptx: dict[tuple, bytes] = {}
         self.locks: dict[tuple, threading.Lock] = {}
         self.guard = threading.Lock()

@@ -18,6 +18,7 @@ import os
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -123,10 +124,10 @@ class DeviceCheck:
 
     def __init__(self, cuda, arch: str):
         self.cuda, self.arch = cuda, arch
-        self.module = None
+        self.module: Any = None                # pycuda's Module and DeviceAllocation (untyped), once loaded
         self.usable = True
         self.kept: dict[str, tuple[dict, dict]] = {}        # key -> (host reference, {name: (copy, count)})
-        self.count = None
+        self.count: Any = None
 
     def _load(self) -> bool:
         if self.module is None and self.usable:

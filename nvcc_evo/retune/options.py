@@ -18,12 +18,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.driver import settings
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.engine.space import SearchSpace
 from nvcc_evo.system.say import log
+
+if TYPE_CHECKING:
+    from nvcc_evo.driver.toolkit import Toolkit
 
 
 # How candidates are measured: "fast" races clearly slower candidates out
@@ -86,8 +90,11 @@ def with_settings(options: Options, project: settings.Settings) -> Options:
              if name in options.command_line or getattr(options, name) != settings.BY_NAME[key].default}
     chosen = {key: project.value(key, given) for key in SETTING_FIELDS}
     listed = project.value("ptxas", {"ptxas": list(options.ptxas)} if options.ptxas else None)
-    paths = listed.value.split(os.pathsep) if isinstance(listed.value, str) else listed.value or []
-    return replace(options, **{SETTING_FIELDS[key]: value.value for key, value in chosen.items()},
+    value = listed.value                       # a path list: text (the environment) or a list (file, code)
+    paths = value.split(os.pathsep) if isinstance(value, str) else value if isinstance(value, list) else []
+    # Each value has its key's type (settings.KEYS checks it; tests/test_settings.py checks the fields).
+    decided: dict[str, Any] = {SETTING_FIELDS[key]: value.value for key, value in chosen.items()}
+    return replace(options, **decided,
                    sources=tuple((key, value.source) for key, value in chosen.items()),
                    ptxas=tuple(p for p in paths if p), ptxas_source=listed.source)
 
@@ -145,8 +152,8 @@ def say_settings(project: settings.Settings, options: Options) -> None:
     log(f"settings ({where}):\n    " + "\n    ".join(values))
 
 
-def ptxas_programs(space: SearchSpace, toolkit, acf_path: Path, options: Options, arch: str,
-                   fixed=None) -> dict[str, str]:
+def ptxas_programs(space: SearchSpace, toolkit: Toolkit, acf_path: Path, options: Options, arch: str,
+                   fixed=None) -> dict[str, str | None]:
     """{ptxas.version value: the ptxas binary} for the releases the space
     names (and `fixed`, the unit's value outside it) besides the toolkit's,
     chosen among the binaries a build chooses among (`options.ptxas`: the

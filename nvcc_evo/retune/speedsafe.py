@@ -20,12 +20,16 @@ most units. So:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from nvcc_evo.acf import model
 from nvcc_evo.measure import static
 from nvcc_evo.measure.static import REGISTER_WARPS, register_warps
 from nvcc_evo.execute.evaluate import Goal
 from nvcc_evo.engine.space import Dimension, SearchSpace
+
+if TYPE_CHECKING:
+    from nvcc_evo.retune.tasks import Task
 
 # Values of the knobs that lower the optimisation level which a speed-safe static search keeps
 # (None: the flag not passed, the toolkit's -O3).
@@ -99,10 +103,11 @@ def guarded_goal(goal: Goal, guard: Guard) -> Goal:
                    maximize=goal.maximize + (REGISTER_WARPS,))
 
 
-def set_aside(tasks: list, log) -> tuple[list, list]:
+def set_aside(tasks: list[Task], log) -> tuple[list[Task], list[Task]]:
     """The auto backend found no GPU: the tasks it may tune (compiler facts),
     and those whose unit asks for a measurement (said, one line a unit)."""
-    kept, waiting = [], []
+    kept: list[Task] = []
+    waiting: list[Task] = []
     for task in tasks:
         (waiting if needs_measuring(task.unit) else kept).append(task)
     for unit in dict.fromkeys(task.unit for task in waiting):

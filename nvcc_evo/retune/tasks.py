@@ -13,6 +13,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.resolve import ARCH_PATTERN, arch_order
@@ -26,6 +27,10 @@ from nvcc_evo.driver.match.stale import SPACE_CHANGED, fingerprint
 from nvcc_evo.driver.match.units import match_unit
 from nvcc_evo.errors import UsageError
 from nvcc_evo.system.say import log
+
+if TYPE_CHECKING:
+    from nvcc_evo.driver.toolkit import Toolkit
+    from nvcc_evo.retune.options import Options
 
 DEFAULT_ARCH = "sm_90"
 CHOOSING_ENV = ("NVCC_EVO_GPU", "NVCC_EVO_STALE")      # a build's environment that chooses its entries
@@ -75,7 +80,7 @@ def select_units(file: model.AcfFile, acf_path: Path, patterns: tuple[str, ...],
     return sorted(chosen)
 
 
-def check_target(arch: str | None, toolkit, source: str = "--target") -> None:
+def check_target(arch: str | None, toolkit: Toolkit, source: str = "--target") -> None:
     """`--target` (or the setting `source` names) is a SASS architecture this nvcc builds."""
     if arch is None:
         return
@@ -167,7 +172,8 @@ def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str
     return tuple(reasons)
 
 
-def find_tasks(file: model.AcfFile, acf_path: Path, toolkit, options) -> tuple[list[Task], list[str], int]:
+def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit,
+               options: Options) -> tuple[list[Task], list[str], int]:
     """The (unit, target) searches to run, those that cannot be, and how many
     stale entries a static retune keeps for a GPU (both said on stderr)."""
     records, unusable = compiledb.scan(acf_path)

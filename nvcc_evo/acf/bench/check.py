@@ -23,6 +23,11 @@ def listed(values) -> str:
 class BenchChecks:
     """The bench block's checks; `error(span, message)` and `file` are the Checker's."""
 
+    file: model.AcfFile
+
+    def error(self, span: Span, message: str) -> None:
+        raise NotImplementedError              # resolve.Checker's
+
     def check_bench(self, bench: model.Bench, defines: set[str]) -> None:
         kernel_form = bench.kernel is not None or bench.args or bench.launch
         if bench.command is not None:
@@ -60,6 +65,7 @@ class BenchChecks:
         if not sources:
             return
         values = unit_defines(unit, sources[0])
+        assert unit.bench is not None                  # (resolve calls this for a unit's bench)
         if not defines <= set(values):
             return
         try:
@@ -137,14 +143,14 @@ class BenchChecks:
                            f"(known: {', '.join(allowed) or 'none'})")
             self.check_expr(param.expr, arg.span, sizes, defines)
 
-    def check_expr(self, expr: Expr, span: Span, sizes: set[str], defines: set[str]) -> None:
+    def check_expr(self, expr: Expr | None, span: Span, sizes: set[str], defines: set[str]) -> None:
         for ref in benchspec.names_in(expr):
             if ref.name not in sizes and ref.name not in defines:
                 self.error(ref.span, f"undefined name '{ref.name}' in expression (sizes: "
                            f"{listed(sizes) or 'none'}; defines: {listed(defines) or 'none'})")
         self.check_calls(expr)
 
-    def check_calls(self, expr: Expr) -> None:
+    def check_calls(self, expr: Expr | None) -> None:
         for call in benchspec.calls_in(expr):
             known = benchspec.FUNCTIONS.get(call.function)
             if known is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Mapping, cast
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.expressions import Binary, Call, Expr, Literal, Ref, Unary
@@ -57,7 +57,7 @@ class ExprError(ValueError):
         self.node = node
 
 
-def names_in(expr: Expr) -> list[Ref]:
+def names_in(expr: Expr | None) -> list[Ref]:
     if isinstance(expr, Ref):
         return [expr]
     if isinstance(expr, Unary):
@@ -69,7 +69,7 @@ def names_in(expr: Expr) -> list[Ref]:
     return []
 
 
-def calls_in(expr: Expr) -> list[Call]:
+def calls_in(expr: Expr | None) -> list[Call]:
     if isinstance(expr, Call):
         return [expr] + [c for arg in expr.args for c in calls_in(arg)]
     if isinstance(expr, Unary):
@@ -187,15 +187,16 @@ class BenchPlan:
                    for a in self.arrays)
 
 
-INIT_DEFAULTS = {"random": {"seed": 0, "low": -1.0, "high": 1.0}, "range": {"start": 0, "step": 1},
-                 "constant": {"value": 0}, "output": {}}
+INIT_DEFAULTS: dict[str, dict[str, int | float]] = {
+    "random": {"seed": 0, "low": -1.0, "high": 1.0}, "range": {"start": 0, "step": 1},
+    "constant": {"value": 0}, "output": {}}
 
 
 def _dims(exprs, env, what: str) -> tuple[int, int, int]:
     values = [evaluate(e, env) for e in exprs]
     if any(not isinstance(v, int) or v <= 0 for v in values):
         raise ExprError(exprs[0], f"{what} must be positive integers, got {values}")
-    return tuple(values + [1] * (3 - len(values)))
+    return cast("tuple[int, int, int]", tuple(values + [1] * (3 - len(values))))   # (resolve: at most 3)
 
 
 def plan_bench(bench: model.Bench, defines: Mapping[str, int | float],
@@ -203,7 +204,8 @@ def plan_bench(bench: model.Bench, defines: Mapping[str, int | float],
     """Evaluate sizes, argument counts, initialisers, grid and block with the
     candidate's defines (ExprError on an undefined name or a bad value).
     `lets` replaces the values of some of the bench's own `let`s: the same
-    bench at another shape."""
+    bench at another shape. The bench is a checked kernel bench (resolve)."""
+    assert bench.kernel is not None
     lets = dict(lets or {})
     unknown = sorted(set(lets) - {let.name for let in bench.lets})
     if unknown:
@@ -211,9 +213,10 @@ def plan_bench(bench: model.Bench, defines: Mapping[str, int | float],
     env = dict(defines)
     for let in bench.lets:
         env[let.name] = lets[let.name] if let.name in lets else evaluate(let.expr, env)
-    args = []
+    args: list[ScalarPlan | ArrayPlan] = []
     for arg in bench.args:
-        if not arg.is_array:
+        if arg.count is None:                      # (not arg.is_array)
+            assert arg.value is not None
             value = evaluate(arg.value, env)
             args.append(ScalarPlan(arg.name, arg.dtype, float(value) if arg.dtype.startswith(("f", "bf")) else int(value)))
             continue

@@ -84,6 +84,7 @@ def _bench_items(bench: model.Bench):
 def attach_comments(file: model.AcfFile) -> dict[tuple[int, int], Attached]:
     """Give every comment an owner statement (see Attached)."""
     root = _tree(file)
+    top = root.children or []                  # (a block: the header and the units)
     owners: dict[tuple[int, int], Attached] = {}
     own_lines = {c.line for c in file.comments if c.own_line}
     for comment in file.comments:
@@ -102,11 +103,11 @@ def attach_comments(file: model.AcfFile) -> dict[tuple[int, int], Attached]:
         elif not comment.own_line and comment.line == node.span.line and node is not root:
             own.trailing.append(comment)
         elif node is root and _heads_the_file(comment, file, own_lines):
-            owners.setdefault(root.children[0].key, Attached()).below.append(comment.text)
+            owners.setdefault(top[0].key, Attached()).below.append(comment.text)
         elif not comment.own_line and comment.line == node.span.end_line and node is not root:
             own.closing.append(comment.text)
         else:
-            following = [c for c in node.children if c.span.line > comment.line]
+            following = [c for c in node.children or () if c.span.line > comment.line]
             target = owners.setdefault(following[0].key, Attached()) if following else own
             (target.leading if following else target.footer).append(comment.text)
     return owners
@@ -126,7 +127,8 @@ def _heads_the_file(comment: model.Comment, file: model.AcfFile, own_lines: set[
 # ---------------------------------------------------------------- writer
 class Writer:
     def __init__(self, comments: dict[tuple[int, int], Attached], depth: int = 0, margin: int = 0):
-        self.comments, self.depth, self.lines = comments, depth, []
+        self.comments, self.depth = comments, depth
+        self.lines: list[str] = []
         self.margin = margin            # columns the caller puts before each line (update_target)
         self.done: set[tuple[int, int]] = set()
 
@@ -201,7 +203,7 @@ def _write_unit(w: Writer, unit: model.Unit) -> None:
 
 
 def _write_tune(w: Writer, tune: model.Tune) -> None:
-    spans = {}
+    spans: dict[str, list[Span]] = {}
     for kind, span in tune.item_spans:
         spans.setdefault(kind, []).append(span)
     w.open(tune.span, "tune")
@@ -224,10 +226,10 @@ def _write_bench(w: Writer, bench: model.Bench) -> None:
             w.leaf(text.span, f"{text.what} {show_string(text.text)}")
     for metric in bench.metrics:
         w.leaf(metric.span, show_metric(metric))
-    for check in bench.run_checks:
-        w.leaf(check.span, show_run_check(check))
-    for span, text in show_runs(bench):
-        w.leaf(span, text)
+    for run_check in bench.run_checks:
+        w.leaf(run_check.span, show_run_check(run_check))
+    for span, line in show_runs(bench):
+        w.leaf(span, line)
     for let in bench.lets:
         w.leaf(let.span, f"let {let.name} = {show_expr(let.expr)}")
     for arg in bench.args:

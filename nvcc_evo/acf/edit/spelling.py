@@ -88,7 +88,8 @@ def show_condition(condition: model.Condition) -> str:
 
 
 def show_arg(arg: model.Arg) -> str:
-    if not arg.is_array:
+    if arg.count is None:                      # a scalar (not arg.is_array): the grammar gives it a value
+        assert arg.value is not None
         return f"arg {arg.name} : {arg.dtype} = {show_expr(arg.value)}"
     if arg.init == "output":
         init = "output"

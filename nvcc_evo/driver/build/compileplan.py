@@ -26,11 +26,15 @@ Rules of the plan, each in one place:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.driver.match.index import TargetEntry
 from nvcc_evo.driver.match.units import CallPlan, build_plan
-from nvcc_evo.driver.build.flags import FlagPlan, plan_flags, read_facts
+from nvcc_evo.driver.build.flags import CallFacts, FlagPlan, plan_flags, read_facts
+
+if TYPE_CHECKING:
+    from nvcc_evo.driver.build.nvcc_options import NvccCall
+    from nvcc_evo.driver.toolkit import Toolkit
 
 Step = tuple[str, str]         # (input as the call names it, sm_XX)
 
@@ -59,7 +63,8 @@ class CompilePlan(NamedTuple):
         return dict(self.programs).get(key)
 
 
-def plan_call(call, call_plan: CallPlan, policy: str, toolkit, acf_dir: str, environ) -> CompilePlan:
+def plan_call(call: NvccCall, call_plan: CallPlan, policy: str, toolkit: Toolkit, acf_dir: str,
+              environ) -> CompilePlan:
     """The flags of a call whose matches (`call_plan`) hold the knob values of
     each (input, arch)."""
     from nvcc_evo.acf.knobs import STEP_ONLY
@@ -106,7 +111,9 @@ def common_settings(plan: CallPlan, stale_policy: str) -> tuple[dict, list[tuple
     return common, dropped
 
 
-def _per_step(call, call_plan, policy, dropped, facts, toolkit, acf_dir):
+def _per_step(call: NvccCall, call_plan: CallPlan, policy: str, dropped: list[tuple[str, str]],
+              facts: CallFacts, toolkit: Toolkit, acf_dir: str
+              ) -> tuple[tuple[tuple[Step, FlagPlan], ...], list[tuple[str, str]]]:
     """ptxas knobs whose values differ between the call's inputs or
     architectures, and those only a ptxas step takes (its program, its
     controls file), go to each ptxas step on its own (nvcc_evo.driver.build.split)
@@ -137,7 +144,7 @@ class RecordedBuild:
     step if the unit's entry for `arch` held `settings`."""
 
     def __init__(self, argv, cwd: str, env: dict, source: str, arch: str, unit_globs: tuple[str, ...],
-                 acf_path: Path, toolkit, environ):
+                 acf_path: Path, toolkit: Toolkit, environ):
         from nvcc_evo.driver.build.nvcc_options import parse_call
         from nvcc_evo.driver.toolkit import cache_folder_if_any
         call = parse_call(list(argv), dict(env))

@@ -22,6 +22,7 @@ def fingerprint(source: Path, include_dirs: list[str], files: tuple[str, ...] = 
     it always had)."""
     digest = _sources_digest(source, include_dirs)
     for name in files:
+        assert acf_dir is not None             # (the files a unit's knobs name are in its ACF's folder)
         try:
             data = (acf_dir / name).read_bytes()
         except OSError:

@@ -7,7 +7,7 @@ together as a `CallPlan`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.acf import unitpath
 from nvcc_evo.driver.build.nvcc_options import NvccCall
@@ -15,6 +15,10 @@ from nvcc_evo.driver.match.archs import sass_archs
 from nvcc_evo.driver.match.calls import lto_objects, tunable_inputs
 from nvcc_evo.driver.match.index import TargetEntry, UnitEntry, load_units
 from nvcc_evo.driver.match.stale import fingerprint, staleness
+
+if TYPE_CHECKING:
+    from nvcc_evo.driver.compiledb import CompileRecord
+    from nvcc_evo.driver.toolkit import Toolkit
 
 GPU_ENV = "NVCC_EVO_GPU"          # the GPU model the build is for, to pick named targets
 STALE_ENV = "NVCC_EVO_STALE"      # keep (default): use stale knobs; default: build with defaults
@@ -76,8 +80,8 @@ def choose_target(unit: UnitEntry, arch: str, gpu: str | None) -> tuple[TargetEn
     return None, f"no entry for {arch}: defaults (recorded for --retune)"
 
 
-def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit, cache_dir: Path, acf_path: Path,
-                    compiled: dict) -> CallPlan:
+def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_dir: Path | None, acf_path: Path,
+                    compiled: dict[str, CompileRecord]) -> CallPlan:
     """For an LTO device link: each object's unit comes from the compile
     database (how the build compiled it); its target from the link's archs.
     Only ptxas knobs apply here: the sources were compiled already."""
@@ -87,10 +91,10 @@ def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit, cache_dir: Path
     for name in lto_objects(call):
         record = compiled.get(str((cwd / name).resolve()))
         unit = units.get(record.unit_index) if record is not None else None
-        if unit is not None and unit.globs != tuple(record.unit_globs):
+        if unit is not None and record is not None and unit.globs != tuple(record.unit_globs):
             unit = None
         for arch in archs:
-            if unit is None:
+            if unit is None or record is None:          # (a unit only where there is a record)
                 matches.append(Match(name, arch, None, note="not compiled through nvcc-evo for this ACF"))
                 continue
             target, note = choose_target(unit, arch, environ.get(GPU_ENV))
@@ -102,7 +106,8 @@ def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit, cache_dir: Path
     return CallPlan(acf_path, tuple(matches), tuple(archs), notes=(arch_note,) if arch_note else ())
 
 
-def build_plan(call: NvccCall, cwd: Path, environ, toolkit, cache_dir: Path, acf_path: Path) -> CallPlan:
+def build_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_dir: Path | None,
+               acf_path: Path) -> CallPlan:
     """Which ACF entries apply to this call, per input and architecture."""
     inputs = tunable_inputs(call)
     units = load_units(acf_path, cache_dir)
