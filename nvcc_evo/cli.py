@@ -140,6 +140,7 @@ def _formatted(text: str, path: str) -> str:
 
 def retune(rest: list[str]) -> int:
     import argparse
+    from nvcc_evo.backends import help_text
     from nvcc_evo.driver.settings import BACKENDS
     from nvcc_evo.retune.options import Options
     from nvcc_evo.retune.run import run_retune
@@ -148,10 +149,7 @@ def retune(rest: list[str]) -> int:
     parser.add_argument("--all", action="store_true", help="retune every unit, stale or not")
     parser.add_argument("--target", help="the SASS architecture to tune for (sm_90, ...)")
     parser.add_argument("--acf", help="the ACF (default: nearest nvcc-evo.acf here or above)")
-    parser.add_argument("--backend", choices=BACKENDS,
-                        help="auto (default): pycuda when PyCUDA and a GPU are there, else static; "
-                             "pycuda: kernel time and energy on the GPU; static: ptxas facts (no GPU); "
-                             "command: the unit's bench command; replay: a recorded results store (--replay)")
+    parser.add_argument("--backend", choices=BACKENDS, help=help_text())
     parser.add_argument("--replay", metavar="JSONL", help="results store to answer from, with --backend replay")
     parser.add_argument("--evaluations", type=int, help="evaluations per unit and target: a cap; alone, the "
                         "budget (default: the backend's: 60 for static and replay)")

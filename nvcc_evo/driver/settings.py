@@ -20,11 +20,11 @@ import os
 import re
 from typing import NamedTuple
 
+from nvcc_evo.backends import CHOICES as BACKENDS
 from nvcc_evo.driver.common import LOG_ENV, REAL_NVCC_ENV, find_settings_file
 from nvcc_evo.errors import AcfError, Diagnostic, Location, UsageError
 
 TABLE = ("tool", "nvcc-evo")            # the table in pyproject.toml; nvcc-evo.toml holds its keys at top level
-BACKENDS = ("auto", "pycuda", "static", "command", "replay")
 
 
 class Key(NamedTuple):

@@ -17,6 +17,7 @@ from typing import Callable
 from nvcc_evo.acf import model
 from nvcc_evo.measure.candidate import CompileJob, CompileResult, Compiler, PtxCache, compile_each, sass_hash
 from nvcc_evo.measure import COST_STAGES, Measurement
+from nvcc_evo.measure.backend import Race
 from nvcc_evo.engine.evolve import Evaluation
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.execute.store import Context, Record, Store
@@ -171,7 +172,7 @@ class Evaluator:
     measured: dict = field(default_factory=dict)      # genome -> Measurement
     digests: dict = field(default_factory=dict)       # genome -> its binary's SASS hash ("" if none)
     tally: Tally = field(default_factory=Tally)
-    race: Callable | None = None                      # the backend's racing (Measurer.race), if it races
+    race: Race | None = None                          # the backend's racing (Backend.race), if it races
     ptx: PtxCache | None = None                       # PTX reuse across candidates of one front end
     compiler: Compiler | None = None                  # the compile pool of start/finish (made on first use)
     incumbent: float = math.inf                       # the best feasible runtime raced against
@@ -315,8 +316,7 @@ class Evaluator:
                 return replace(self.by_hash[digest], reused=True, costs=compiled), digest
         started = time.perf_counter()
         measurement = self.measure(genome, flag_list, result)
-        if isinstance(measurement, tuple):          # replay returns (measurement, recorded hash)
-            measurement, digest = measurement
+        digest = measurement.sass_hash or digest    # replay's recorded hash (it compiles nothing)
         if not measurement.costs:                   # a backend that does not say where its time went
             measurement = replace(measurement, costs=(("other", time.perf_counter() - started),))
         measurement = replace(measurement, costs=compiled + measurement.costs)

@@ -1,7 +1,7 @@
-"""Several measuring lanes at once: one Measurer per GPU (or per Ray worker),
+"""Several measuring lanes at once: one Backend per GPU (or per Ray worker),
 each candidate handed to whichever lane is free.
 
-A lane is a Measurer with its own baseline: on a GPU, its own measuring
+A lane is a Backend with its own baseline: on a GPU, its own measuring
 process (a WorkerPool on that device) whose first measurement is the
 baseline's, so every candidate is checked and timed against the baseline of
 the GPU that measured it. Lanes are normalised to lane 0: `calibrate` times
@@ -28,7 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from nvcc_evo.errors import EnvironmentProblem, UsageError
-from nvcc_evo.measure import Measurement, Measurer, failed
+from nvcc_evo.measure import Measurement, failed
+from nvcc_evo.measure.backend import Backend, Composed, composed
 
 NORMALISED = ("runtime", "energy")   # per-GPU quantities; registers, spills, ... are the binary's
 LOST = "lost"
@@ -41,7 +42,7 @@ class LaneLost(Exception):
 @dataclass
 class Lane:
     index: int
-    measurer: Measurer
+    measurer: Backend
     name: str = ""                                   # "GPU 1", "ray worker 3"
     scale: dict = field(default_factory=dict)         # metric -> factor to lane 0's units
 
@@ -140,8 +141,6 @@ class LaneSet:
                 self.free.put(lane)
                 raise
             self.free.put(lane)
-            if isinstance(measurement, tuple):            # replay: (measurement, recorded hash)
-                return (scaled(measurement[0], lane.scale),) + tuple(measurement[1:])
             return scaled(measurement, lane.scale)
         return failed(LOST, f"{problem} (tried on {self.retries + 1} lanes)")
 
@@ -149,7 +148,6 @@ class LaneSet:
         """The baseline timed on every lane at once; each lane's scale to lane
         0's. A lane whose baseline fails is dropped (said in `notes`)."""
         runs = list(self.pool.map(lambda lane: lane.measurer.measure(genome, flags, result), self.lanes))
-        runs = [run[0] if isinstance(run, tuple) else run for run in runs]
         if not runs[0].ok:
             return runs
         for lane, run in zip(self.lanes, runs):
@@ -177,11 +175,11 @@ class LaneSet:
         return f"{count} ({self.lanes[0].measurer.describe}" + \
             (f"; runtimes scaled to {self.lanes[0].name}'s baseline: {scales})" if scales else ")")
 
-    def measurer(self) -> Measurer:
+    def measurer(self) -> Composed:
         """What the search holds: measure on any lane; confirm and drift on lane 0."""
         first = self.lanes[0].measurer
-        return replace(first, measure=self.measure, race=self.race if first.race is not None else None,
-                       describe=self.describe())
+        return composed(first, measure=self.measure, race=self.race if first.race is not None else None,
+                        describe=self.describe())
 
     def finish(self, evaluator, started, begin: int, end: int) -> list:
         """Candidates begin..end-1 of a started batch on the lanes; their

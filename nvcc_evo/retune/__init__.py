@@ -11,6 +11,7 @@ a choice is faster, kernel by kernel), summary (the end-of-retune table)
 and progress (a live bar or lines on stderr).
 
 Imports: nvcc_evo.execute, nvcc_evo.engine, nvcc_evo.measure,
-nvcc_evo.driver, nvcc_evo.acf, nvcc_evo.errors and nvcc_evo.system; only
+nvcc_evo.driver, nvcc_evo.acf, nvcc_evo.backends, nvcc_evo.errors and
+nvcc_evo.system; only
 nvcc_evo.report and the cli import it.
 """

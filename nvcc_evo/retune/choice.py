@@ -9,7 +9,8 @@ rejected winner gives way to the baseline.
 """
 from __future__ import annotations
 
-from nvcc_evo.measure import Measurement, Measurer
+from nvcc_evo.measure import Measurement
+from nvcc_evo.measure.backend import Backend
 from nvcc_evo.execute.evaluate import Goal, holds
 from nvcc_evo.engine.evolve import Evaluation
 from nvcc_evo.retune.tasks import Task
@@ -37,7 +38,7 @@ def choose(evaluations: list[Evaluation], front: list[Evaluation], baseline: Eva
                                     repr(e.genome.items)))
 
 
-def confirm(outcome, measurer: Measurer, build) -> None:
+def confirm(outcome, measurer: Backend, build) -> None:
     """The backend's confirmation step on the winner and the baseline
     (`build`: a genome compiled as the search compiles it, for a backend
     that measures its own builds); a gain that is not significant, or a
@@ -57,7 +58,7 @@ def confirm(outcome, measurer: Measurer, build) -> None:
         outcome.chosen, outcome.chosen_measurement = baseline, outcome.baseline
 
 
-def end_drift(task: Task, measurer: Measurer, genome: Genome, first: Measurement, extra: dict) -> None:
+def end_drift(task: Task, measurer: Backend, genome: Genome, first: Measurement, extra: dict) -> None:
     """The backend's baseline run again once the search is over (where that
     is too slow to do between generations): its drift, said and kept."""
     change = measurer.end_drift(genome, first)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nvcc_evo.acf import model
+from nvcc_evo.backends import TIMING as MEASURING_BACKENDS
 from nvcc_evo.acf.resolve import ARCH_PATTERN, arch_order
 from nvcc_evo.system.programs import note
 from nvcc_evo.acf.sources import unit_sources
@@ -210,7 +211,6 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit, options) -> tuple[l
     return tasks, skipped, kept
 
 
-MEASURING_BACKENDS = ("pycuda", "command")
 STATIC_ONLY = "its entry holds static objectives only (compiler facts): never measured"
 
 
