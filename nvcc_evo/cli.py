@@ -216,7 +216,7 @@ def _readable_acf(named: str | None) -> None:
     """An ACF named by --acf or NVCC_EVO_ACF that cannot be read stops a
     retune before anything starts, saying which and why."""
     import os
-    from nvcc_evo.driver.plan import named_acf_problem, unreadable
+    from nvcc_evo.driver.match.find import named_acf_problem, unreadable
     from nvcc_evo.errors import EnvironmentProblem, UsageError
     if named:
         why = unreadable(named)

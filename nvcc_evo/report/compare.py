@@ -23,7 +23,8 @@ from nvcc_evo.retune.writeback import current_genome
 def run_sass(acf: str | None, globs: tuple[str, ...], target: str | None) -> int:
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.driver import settings
-    from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf
+    from nvcc_evo.driver.common import ACF_NAME
+    from nvcc_evo.driver.match.find import acf_problem, find_acf
     from nvcc_evo.driver.toolkit import load_toolkit
     named = [Path.cwd() / g for g in globs if (Path.cwd() / g).is_file()]
     acf_path = Path(acf).resolve() if acf else find_acf([p.parent for p in named] + [Path.cwd()], os.environ)

@@ -22,7 +22,8 @@ import numpy as np
 from nvcc_evo.driver import settings
 from nvcc_evo.driver.cache import prune
 from nvcc_evo.measure.candidate import PtxCache, compile_candidate
-from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf, untrusted_acf
+from nvcc_evo.driver.common import ACF_NAME
+from nvcc_evo.driver.match.find import acf_problem, find_acf, untrusted_acf
 from nvcc_evo.driver.toolkit import cache_folder_if_any
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError

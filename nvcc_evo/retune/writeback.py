@@ -18,7 +18,7 @@ from nvcc_evo.acf import model
 from nvcc_evo.acf.edit.retarget import find_unit, replace_target
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.edit.write import rewrite, writable
-from nvcc_evo.driver.plan import SPACE_CHANGED
+from nvcc_evo.driver.match.stale import SPACE_CHANGED
 from nvcc_evo.errors import AcfChanged, EnvironmentProblem
 from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import Genome, SearchSpace
