@@ -3,7 +3,8 @@
 A verb must come first (`nvcc-evo --acf-check FILE`); any other command line
 belongs to nvcc and goes to the wrapper untouched. Every verb is spelled so
 that it can never be an nvcc option (tests/test_cli.py compares them with
-`nvcc --help`). This is the only place that catches EvoError; exit codes are
+`nvcc --help`). Here an EvoError that reaches the top becomes a message and
+an exit code (nvcc_evo.errors says where else one is caught); exit codes are
 listed in nvcc_evo.errors.ExitCode and in the README.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 block, written by identity.
 
 The unit is found by its globs in the ACF as it is at write time, under the
-file's lock (acfwrite.rewrite), never by the position it had when the run
+file's lock (acf.edit.write.rewrite), never by the position it had when the run
 began; a unit gone, or with other pins or another search space than the
 search ran with, gets nothing (AcfChanged). One retune of an ACF runs at a
 time (`one_retune_at_a_time`).
