@@ -2,7 +2,7 @@
 block, written by identity.
 
 The unit is found by its globs in the ACF as it is at write time, under the
-file's lock (acfwrite.rewrite), never by the position it had when the run
+file's lock (acf.edit.write.rewrite), never by the position it had when the run
 began; a unit gone, or with other pins or another search space than the
 search ran with, gets nothing (AcfChanged). One retune of an ACF runs at a
 time (`one_retune_at_a_time`).
@@ -45,8 +45,7 @@ def settings_of(outcome) -> tuple[model.Setting, ...]:
     for (name, value), dim in zip(outcome.chosen.items, outcome.space.dimensions):
         if value is not None and not dim.pinned and value != dim.baseline:
             chosen.append(model.Setting(name, value))
-    fixed = outcome.extra.get("fixed", fixed_settings(outcome.task, outcome.space))   # (those the build passes)
-    chosen.extend(model.Setting(k, v) for k, v in fixed.items())
+    chosen.extend(model.Setting(k, v) for k, v in outcome.fixed.items())   # (those the build passes)
     return tuple(chosen)
 
 
@@ -56,13 +55,13 @@ def provenance(outcome, toolkit, options) -> tuple[model.Record, ...]:
                model.Record("space_digest", outcome.task.unit.space_digest)]
     if outcome.task.build:
         records.append(model.Record("build", outcome.task.build))
-    hello = outcome.extra["measurer"].hello
+    hello = outcome.hello
     if hello:
         records += [model.Record("gpu", hello["name"]), model.Record("cc", hello["cc"]),
                     model.Record("driver", str(hello["driver"]))]
     records += [model.Record("backend", options.backend), model.Record("date", time.strftime("%Y-%m-%d")),
                 model.Record("seed", options.seed), model.Record("evaluations", t.evaluated + t.resumed),
-                model.Record("reused", t.reused), model.Record("search_seconds", round(outcome.extra["seconds"], 1))]
+                model.Record("reused", t.reused), model.Record("search_seconds", round(outcome.seconds, 1))]
     whole = lambda v: int(v) if float(v).is_integer() else float(f"{v:.5g}")
     measured_too = tuple(m for m in ("runtime", "energy") if m in dict(outcome.baseline.metrics))
     written = tuple("registers" if m == REGISTER_WARPS else m for m in outcome.goal.minimize + (outcome.goal.select,))
@@ -73,7 +72,7 @@ def provenance(outcome, toolkit, options) -> tuple[model.Record, ...]:
                 continue
             records.append(model.Record(f"{side}.{metric}", whole(value),
                                       float(f"{value * spread:.3g}") if spread is not None else None))
-    stats = outcome.extra.get("stats")
+    stats = outcome.verification
     if stats is not None:
         records += [model.Record("test", stats.test), model.Record("p_value", float(f"{stats.p_value:.3g}")),
                     model.Record("effect_size", round(stats.effect, 4)), model.Record("significant", stats.significant)]
@@ -112,7 +111,7 @@ def say_rebuild(acf_path: Path, outcomes: list, redated: bool = False, shown: in
     left those outputs dated 1970, so any build compiles them again)."""
     import os
     from nvcc_evo.driver.compiledb import outputs_of
-    written = [o for o in outcomes if o.written and "settled" not in o.extra]
+    written = [o for o in outcomes if o.written and not o.settled]
     if not written:
         return
     outputs = sorted({p for o in written for p in outputs_of(acf_path, o.task.unit.globs, o.task.arch)})
@@ -133,12 +132,12 @@ def say_rebuild(acf_path: Path, outcomes: list, redated: bool = False, shown: in
 
 
 def verdict_of(outcome) -> str:
-    if "settled" in outcome.extra:
-        return outcome.extra["settled"]
+    if outcome.settled:
+        return outcome.settled
     if not outcome.baseline.ok:
         return f"baseline failed ({outcome.baseline.status}); nothing written"
-    if "rejected" in outcome.extra:
-        return f"baseline kept: {outcome.extra['rejected']}"
+    if outcome.rejected:
+        return f"baseline kept: {outcome.rejected}"
     if outcome.chosen == outcome.space.baseline():
         return "baseline kept: no candidate beat it"
     changes, worse = [], False
