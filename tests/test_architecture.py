@@ -108,3 +108,15 @@ def test_the_compile_path_loads_only_the_shim():
     assert ours == {"nvcc_evo", "nvcc_evo.cli", "nvcc_evo.driver", "nvcc_evo.driver.common",
                     "nvcc_evo.driver.shim"}, ours
     assert not loaded - ours - {"__future__"}, sorted(loaded - ours)
+
+
+MOST_MODULES = 12          # a package a newcomer reads whole: more, and it holds several concerns
+
+
+def test_no_package_holds_more_than_a_dozen_modules():
+    crowded = {}
+    for folder in {p.parent for p in PACKAGE.rglob("*.py")}:
+        modules = [p.name for p in folder.glob("*.py") if p.name != "__init__.py"]
+        if len(modules) > MOST_MODULES:
+            crowded[str(folder.relative_to(ROOT))] = len(modules)
+    assert not crowded, f"packages of more than {MOST_MODULES} modules (split by concern): {crowded}"
