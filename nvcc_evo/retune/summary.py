@@ -2,6 +2,11 @@
 each objective, and the Pareto front when there are several objectives."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nvcc_evo.retune.choice import Outcome
+
 
 def _cell(value: float) -> str:
     return "failed" if value == float("inf") else f"{value:.5g}"
@@ -13,7 +18,7 @@ def _change(before: float, after: float) -> str:
     return f"{(after - before) / before * 100:+.1f}%"
 
 
-def render(outcomes) -> str:
+def render(outcomes: list[Outcome]) -> str:
     rows = [("unit", "target", "objective", "baseline", "tuned", "change")]
     for o in outcomes:
         extra = tuple(m for m in ("runtime", "energy", "power") if m in dict(o.baseline.metrics))
@@ -28,7 +33,7 @@ def render(outcomes) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _summary(o) -> list[str]:
+def _summary(o: Outcome) -> list[str]:
     """One unit and target: verdict, choice, counts, its own time, the front."""
     t = o.evaluator.tally
     lines = ["", f"{o.task.unit} [{o.task.arch}]: {o.verdict}"]

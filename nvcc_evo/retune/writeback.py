@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.edit.retarget import find_unit, replace_target
@@ -24,6 +24,9 @@ from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import Genome, SearchSpace
 from nvcc_evo.measure.static import REGISTER_WARPS
 from nvcc_evo.system.locks import run_lock
+
+if TYPE_CHECKING:
+    from nvcc_evo.retune.choice import Outcome
 
 
 def fixed_settings(task, space: SearchSpace) -> dict:
@@ -39,7 +42,7 @@ def current_genome(task, space: SearchSpace) -> Genome | None:
     return space.genome({s.knob: s.value for s in current.settings}) if current is not None else None
 
 
-def settings_of(outcome) -> tuple[model.Setting, ...]:
+def settings_of(outcome: Outcome) -> tuple[model.Setting, ...]:
     """Values a build must pass: not pinned (pins apply anyway), not the baseline."""
     chosen = []
     for (name, value), dim in zip(outcome.chosen.items, outcome.space.dimensions):
@@ -49,7 +52,7 @@ def settings_of(outcome) -> tuple[model.Setting, ...]:
     return tuple(chosen)
 
 
-def provenance(outcome, toolkit, options) -> tuple[model.Record, ...]:
+def provenance(outcome: Outcome, toolkit, options) -> tuple[model.Record, ...]:
     t = outcome.evaluator.tally
     records = [model.Record("fingerprint", outcome.task.fingerprint), model.Record("toolkit", toolkit.version),
                model.Record("space_digest", outcome.task.unit.space_digest)]
@@ -85,7 +88,7 @@ def provenance(outcome, toolkit, options) -> tuple[model.Record, ...]:
     return tuple(records)
 
 
-def write_back(acf_path: Path, outcome, toolkit, options) -> None:
+def write_back(acf_path: Path, outcome: Outcome, toolkit, options) -> None:
     """Into the unit with the task's globs in the ACF as it is at write time,
     under its lock. AcfChanged (nothing written) when that unit is gone, or
     its pins or search space are not those the search ran with: the result
@@ -104,7 +107,7 @@ def write_back(acf_path: Path, outcome, toolkit, options) -> None:
     outcome.written = True
 
 
-def say_rebuild(acf_path: Path, outcomes: list, redated: bool = False, shown: int = 4) -> None:
+def say_rebuild(acf_path: Path, outcomes: list[Outcome], redated: bool = False, shown: int = 4) -> None:
     """What to rebuild to use what was written: a build system compares
     sources and objects, not the ACF, and says "up to date" unless told
     that every covered object depends on it (`redated`: the command backend
@@ -131,7 +134,7 @@ def say_rebuild(acf_path: Path, outcomes: list, redated: bool = False, shown: in
         f"  or once by hand: make -B, cmake --build . --clean-first, or remove those files")
 
 
-def verdict_of(outcome) -> str:
+def verdict_of(outcome: Outcome) -> str:
     if outcome.settled:
         return outcome.settled
     if not outcome.baseline.ok:
