@@ -305,7 +305,7 @@ def source_fingerprints() -> dict[str, str]:
     includes)}, for the units of kernels/nvcc-evo.acf."""
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.acf.sources import unit_sources
-    from nvcc_evo.driver.plan import fingerprint
+    from nvcc_evo.driver.match.stale import fingerprint
     return {source.name: fingerprint(source, []) for unit in load(ACF).units
             for source in unit_sources(unit, KERNELS)}
 

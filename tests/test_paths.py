@@ -13,7 +13,8 @@ from conftest import DATA, ROOT, evo_env, run_evo
 from nvcc_evo.acf import unitpath
 from nvcc_evo.acf.resolve import load
 from nvcc_evo.acf.sources import unit_sources
-from nvcc_evo.driver.plan import index_units, match_unit
+from nvcc_evo.driver.match.index import index_units
+from nvcc_evo.driver.match.units import match_unit
 
 
 @pytest.fixture

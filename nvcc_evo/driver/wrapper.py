@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from nvcc_evo.driver import plan as planning
+from nvcc_evo.driver.match.calls import is_lto_link, lto_objects, passthrough_reason, tunable_inputs
+from nvcc_evo.driver.match.find import acf_problem, find_acf, untrusted_acf
+from nvcc_evo.driver.match.units import STALE_ENV, CallPlan, build_link_plan, build_plan
 from nvcc_evo.driver.common import (LOG_ENV, NO_ACF, PHASE_ENV, REAL_NVCC_ENV, NvccNotFound, append_log,
                                      find_real_nvcc as find_nvcc, find_settings_file, is_self,
                                      write_log_line)
@@ -38,7 +40,7 @@ def find_real_nvcc(environ=os.environ) -> Path:
 
 class Decision(NamedTuple):
     nvcc: Path
-    call_plan: planning.CallPlan
+    call_plan: CallPlan
     flags: "FlagPlan | None" = None      # None: passed through before any knob was read
     toolkit: object = None
     problems: tuple[str, ...] = ()
@@ -68,20 +70,15 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
     """Everything the wrapper would add to this call, and why. The common
     cases (nothing to tune, no ACF) return before anything heavy is loaded."""
     call = parse_call(argv, environ)
-    reason = planning.passthrough_reason(call, cwd)
-    inputs = planning.lto_objects(call) if planning.is_lto_link(call) else planning.tunable_inputs(call)
-    acf_path = None if reason else planning.find_acf([(cwd / i).parent for i in inputs] + [cwd], environ)
+    reason = passthrough_reason(call, cwd)
+    inputs = lto_objects(call) if is_lto_link(call) else tunable_inputs(call)
+    acf_path = None if reason else find_acf([(cwd / i).parent for i in inputs] + [cwd], environ)
     if acf_path is None:
         reason = reason or NO_ACF
-        return Decision(nvcc, planning.CallPlan(None, passthrough=reason))
-    distrust = planning.untrusted_acf(acf_path, environ)
-    if distrust:
-        return Decision(nvcc, planning.CallPlan(acf_path, passthrough="the ACF is not trusted"),
-                        problems=(f"{distrust}; building without tuned flags",))
-    unreadable = planning.acf_problem(acf_path, environ)
-    if unreadable:          # (NVCC_EVO_ACF naming nothing must not look like an untuned ACF)
-        return Decision(nvcc, planning.CallPlan(acf_path, passthrough="the ACF cannot be read"),
-                        problems=(f"{unreadable}; building without tuned flags",))
+        return Decision(nvcc, CallPlan(None, passthrough=reason))
+    refused = _refused_acf(nvcc, acf_path, environ)
+    if refused is not None:
+        return refused
     found, ignored = None, ()             # no settings file: nothing more is loaded for it
     if find_settings_file(acf_path) is not None:
         from nvcc_evo.driver import settings as project
@@ -91,13 +88,13 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
             nvcc = _settings_nvcc(found, nvcc)
         except (project.SettingsError, OSError, EnvironmentProblem) as error:
             error_text = str(error) if not isinstance(error, OSError) else f"{error.filename}: {error.strerror}"
-            return Decision(nvcc, planning.CallPlan(acf_path, passthrough="the project settings have errors"),
+            return Decision(nvcc, CallPlan(acf_path, passthrough="the project settings have errors"),
                             problems=(*ignored, f"the project settings cannot be used; building without tuned "
                                       f"flags: {error_text.splitlines()[0]}"),
                             acf_error=None if isinstance(error, OSError) else error)
         environ = found.for_build()
     elif nvcc is None:
-        return Decision(None, planning.CallPlan(acf_path, passthrough="no real nvcc"),
+        return Decision(None, CallPlan(acf_path, passthrough="no real nvcc"),
                         problems=("no real nvcc found: set NVCC_EVO_REAL_NVCC, CUDA_HOME, PATH or `nvcc` in "
                                   "the project settings",))
     from nvcc_evo.driver.build.compileplan import plan_call
@@ -106,26 +103,39 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
     try:
         toolkit = load_toolkit(nvcc)
     except OSError as error:            # not an nvcc that works (a script that runs nvcc-evo again, say)
-        return Decision(nvcc, planning.CallPlan(acf_path, passthrough="the real nvcc does not work"),
+        return Decision(nvcc, CallPlan(acf_path, passthrough="the real nvcc does not work"),
                         problems=(*ignored, f"{str(error).splitlines()[0]}; building without tuned flags"))
     try:
-        if planning.is_lto_link(call):
+        if is_lto_link(call):
             from nvcc_evo.driver.compiledb import by_output
-            call_plan = planning.build_link_plan(call, cwd, environ, toolkit, cache_folder_if_any(), acf_path,
+            call_plan = build_link_plan(call, cwd, environ, toolkit, cache_folder_if_any(), acf_path,
                                                  by_output(acf_path))
         else:
-            call_plan = planning.build_plan(call, cwd, environ, toolkit, cache_folder_if_any(), acf_path)
+            call_plan = build_plan(call, cwd, environ, toolkit, cache_folder_if_any(), acf_path)
     except AcfError as error:
         first = error.diagnostics[0]
         more = f" (and {len(error.diagnostics) - 1} more)" if len(error.diagnostics) > 1 else ""
-        return Decision(nvcc, planning.CallPlan(acf_path, passthrough="the ACF has errors"), None, toolkit,
+        return Decision(nvcc, CallPlan(acf_path, passthrough="the ACF has errors"), None, toolkit,
                         (*ignored, f"the ACF has errors; building without tuned flags: {first.location}: "
                          f"{first.message}{more}"), acf_error=error)
-    policy = environ.get(planning.STALE_ENV, "keep")
+    policy = environ.get(STALE_ENV, "keep")
     planned = plan_call(call, call_plan, policy, toolkit, str(acf_path.parent), environ)
     flags = planned.flags
     return Decision(nvcc, call_plan, FlagPlan(flags.flags, flags.applied, planned.skipped), toolkit, ignored,
                     call=call, per_step=planned.per_step, programs=planned.programs, settings=found)
+
+
+def _refused_acf(nvcc: Path, acf_path: Path, environ) -> Decision | None:
+    """The untuned build of an ACF that is not trusted or cannot be read (None: it can be used)."""
+    distrust = untrusted_acf(acf_path, environ)
+    if distrust:
+        return Decision(nvcc, CallPlan(acf_path, passthrough="the ACF is not trusted"),
+                        problems=(f"{distrust}; building without tuned flags",))
+    unreadable = acf_problem(acf_path, environ)
+    if unreadable:          # (NVCC_EVO_ACF naming nothing must not look like an untuned ACF)
+        return Decision(nvcc, CallPlan(acf_path, passthrough="the ACF cannot be read"),
+                        problems=(f"{unreadable}; building without tuned flags",))
+    return None
 
 
 def _settings_nvcc(found, nvcc) -> Path:

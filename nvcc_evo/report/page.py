@@ -16,7 +16,7 @@ import math
 import time
 from pathlib import Path
 
-from nvcc_evo.acf.edit.format import show_value
+from nvcc_evo.acf.edit.spelling import show_value
 from nvcc_evo.engine.evolve import Evaluation, pareto_front
 from nvcc_evo.report.plots import convergence_figure, front_figure, svg
 from nvcc_evo.report.sections import Section, sections
@@ -214,7 +214,8 @@ def run_report(acf: str | None, globs: tuple[str, ...], stores: list[str], out: 
     from nvcc_evo.driver import settings
     from nvcc_evo.driver.common import replace_file
     from nvcc_evo.system.files import folders
-    from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf, untrusted_acf
+    from nvcc_evo.driver.common import ACF_NAME
+    from nvcc_evo.driver.match.find import acf_problem, find_acf, untrusted_acf
     from nvcc_evo.errors import EnvironmentProblem, ExitCode, UsageError
     from nvcc_evo.retune.tasks import select_units
     acf_path = Path(acf).resolve() if acf else find_acf([Path.cwd()], os.environ)

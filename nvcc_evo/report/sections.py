@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nvcc_evo.acf import model
-from nvcc_evo.acf.edit.format import show_value
+from nvcc_evo.acf.edit.spelling import show_value
 from nvcc_evo.acf.resolve import arch_order
 from nvcc_evo.acf.sources import unit_sources
-from nvcc_evo.driver.plan import fingerprint
+from nvcc_evo.driver.match.stale import fingerprint
 from nvcc_evo.retune.tasks import stale_reasons
 from nvcc_evo.execute.store import Record, Store
 

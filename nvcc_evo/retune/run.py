@@ -20,7 +20,8 @@ import numpy as np
 
 from nvcc_evo.driver import settings
 from nvcc_evo.driver.cache import prune
-from nvcc_evo.driver.plan import ACF_NAME, acf_problem, find_acf, untrusted_acf
+from nvcc_evo.driver.common import ACF_NAME
+from nvcc_evo.driver.match.find import acf_problem, find_acf, untrusted_acf
 from nvcc_evo.driver.toolkit import Toolkit, cache_folder_if_any
 from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError
 from nvcc_evo.engine import budget

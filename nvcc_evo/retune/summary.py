@@ -71,7 +71,7 @@ def _summary(o: Outcome) -> list[str]:
 
 def _written(o) -> str:
     """The chosen values as the ACF gets them (defaults and pins left out)."""
-    from nvcc_evo.acf.edit.format import show_value
+    from nvcc_evo.acf.edit.spelling import show_value
     from nvcc_evo.retune.writeback import settings_of
     return " ".join(f"{s.knob}={show_value(s.value)}" for s in settings_of(o)) or "(the toolkit's defaults)"
 
@@ -105,7 +105,7 @@ def _why_the_twin_lost(o, twin) -> str:
 
 
 def _select_rule(o) -> str:
-    from nvcc_evo.acf.edit.format import show_condition
+    from nvcc_evo.acf.edit.spelling import show_condition
     where = " and ".join(show_condition(c) for c in o.goal.select_where)
     return f"select {o.goal.select} where {where}" if where else ""
 

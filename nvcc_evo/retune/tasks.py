@@ -21,7 +21,9 @@ from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.driver import compiledb
 from nvcc_evo.measure.candidate import CompileJob
 from nvcc_evo.driver.build.nvcc_options import parse_call
-from nvcc_evo.driver.plan import SPACE_CHANGED, fingerprint, index_units, match_unit
+from nvcc_evo.driver.match.index import index_units
+from nvcc_evo.driver.match.stale import SPACE_CHANGED, fingerprint
+from nvcc_evo.driver.match.units import match_unit
 from nvcc_evo.errors import UsageError
 from nvcc_evo.system.say import log
 

@@ -18,7 +18,7 @@ from nvcc_evo.acf import model
 from nvcc_evo.acf.edit.retarget import find_unit, replace_target
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.edit.write import rewrite, writable
-from nvcc_evo.driver.plan import SPACE_CHANGED
+from nvcc_evo.driver.match.stale import SPACE_CHANGED
 from nvcc_evo.errors import AcfChanged, EnvironmentProblem
 from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import Genome, SearchSpace
@@ -107,14 +107,23 @@ def write_back(acf_path: Path, outcome: Outcome, toolkit, options) -> None:
     outcome.written = True
 
 
+def knobs_changed(outcome: Outcome) -> bool:
+    """Whether the entry written gives a build other knobs than the entry it
+    replaced (none: an empty one); provenance alone changes no binary."""
+    before = outcome.task.unit.entry_for(outcome.task.arch)
+    held = {s.knob: s.value for s in before.settings} if before is not None else {}
+    return {s.knob: s.value for s in settings_of(outcome)} != held
+
+
 def say_rebuild(acf_path: Path, outcomes: list[Outcome], redated: bool = False, shown: int = 4) -> None:
-    """What to rebuild to use what was written: a build system compares
-    sources and objects, not the ACF, and says "up to date" unless told
-    that every covered object depends on it (`redated`: the command backend
-    left those outputs dated 1970, so any build compiles them again)."""
+    """What to rebuild to use what was written, where a knob changed (a kept
+    baseline, or the knobs the entry held, change no binary): a build system
+    compares sources and objects, not the ACF, and says "up to date" unless
+    told that every covered object depends on it (`redated`: the command
+    backend left those outputs dated 1970, so any build compiles them again)."""
     import os
     from nvcc_evo.driver.compiledb import outputs_of
-    written = [o for o in outcomes if o.written and not o.settled]
+    written = [o for o in outcomes if o.written and not o.settled and knobs_changed(o)]
     if not written:
         return
     outputs = sorted({p for o in written for p in outputs_of(acf_path, o.task.unit.globs, o.task.arch)})

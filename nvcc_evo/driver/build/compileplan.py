@@ -28,7 +28,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from nvcc_evo.driver import plan as planning
+from nvcc_evo.driver.match.index import TargetEntry
+from nvcc_evo.driver.match.units import CallPlan, build_plan
 from nvcc_evo.driver.build.flags import FlagPlan, plan_flags, read_facts
 
 Step = tuple[str, str]         # (input as the call names it, sm_XX)
@@ -58,7 +59,7 @@ class CompilePlan(NamedTuple):
         return dict(self.programs).get(key)
 
 
-def plan_call(call, call_plan: planning.CallPlan, policy: str, toolkit, acf_dir: str, environ) -> CompilePlan:
+def plan_call(call, call_plan: CallPlan, policy: str, toolkit, acf_dir: str, environ) -> CompilePlan:
     """The flags of a call whose matches (`call_plan`) hold the knob values of
     each (input, arch)."""
     from nvcc_evo.acf.knobs import STEP_ONLY
@@ -81,7 +82,7 @@ def plan_call(call, call_plan: planning.CallPlan, policy: str, toolkit, acf_dir:
                        tuple(programs))
 
 
-def common_settings(plan: planning.CallPlan, stale_policy: str) -> tuple[dict, list[tuple[str, str]]]:
+def common_settings(plan: CallPlan, stale_policy: str) -> tuple[dict, list[tuple[str, str]]]:
     """Knob values shared by every (input, arch) of the call, and those that
     differ (flags apply per call, or per ptxas run). An architecture with no
     entry of its unit has no say in a define's or an nvcc option's value
@@ -144,7 +145,7 @@ class RecordedBuild:
             call = parse_call([*argv, f"-arch={arch}"], dict(env))    # (no record: the candidates' architecture)
         self.call, self.arch, self.globs = call, arch, tuple(unit_globs)
         self.acf_dir, self.toolkit, self.environ = str(acf_path.parent), toolkit, environ
-        self.base = planning.build_plan(call, Path(cwd), environ, toolkit, cache_folder_if_any(), acf_path)
+        self.base = build_plan(call, Path(cwd), environ, toolkit, cache_folder_if_any(), acf_path)
         mine = [m for m in self.base.matches if m.unit is not None and m.unit.globs == self.globs]
         named = [m.input for m in mine if (Path(cwd) / m.input).resolve() == (Path(cwd) / source).resolve()]
         self.input = named[0] if named else source
@@ -178,6 +179,6 @@ class RecordedBuild:
     def _standing_in(self, match, settings: dict):
         if match.unit is None or match.unit.globs != self.globs or match.arch != self.arch:
             return match
-        entry = planning.TargetEntry(self.arch, None, 0, tuple(settings.items()))
+        entry = TargetEntry(self.arch, None, 0, tuple(settings.items()))
         return match._replace(target=entry, stale=())
 

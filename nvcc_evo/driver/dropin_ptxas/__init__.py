@@ -5,7 +5,7 @@ real ptxas at once when nothing can apply), decide (a PTX's `.entry` names
 against the ACF's kernel units, the options added for `--gpu-name`, the
 `--version` answer) and explain (`nvcc-evo-ptxas --explain`).
 
-Imports: nvcc_evo.driver (common, plan, settings, toolkit, compiledb,
+Imports: nvcc_evo.driver (common, match, settings, toolkit, compiledb,
 build), nvcc_evo.acf, nvcc_evo.errors and nvcc_evo.system. This package's
 own import must stay lean (no statement here): the shim runs on every
 ptxas call.

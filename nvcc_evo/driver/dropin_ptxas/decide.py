@@ -32,7 +32,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from nvcc_evo.acf import kernelname
-from nvcc_evo.driver import plan as planning
+from nvcc_evo.driver.match import units as matching
+from nvcc_evo.driver.match.find import acf_problem
+from nvcc_evo.driver.match.index import load_units
+from nvcc_evo.driver.match.stale import fingerprint, staleness
 from nvcc_evo.driver.common import (LOG_ENV, PHASE_ENV, REAL_PTXAS_ENV, append_log, find_settings_file,
                                      replace_file)
 
@@ -99,21 +102,21 @@ class Served(NamedTuple):
     ptx: str
     entries: tuple[str, ...]
     digest: str                       # sha256 hex of the PTX
-    match: planning.Match | None      # None: no kernel unit names it
+    match: matching.Match | None      # None: no kernel unit names it
     why: str = ""                     # why nothing applies, when so
 
 
 def kernel_units(acf_path: Path):
     from nvcc_evo.driver.toolkit import cache_folder_if_any
-    return tuple(u for u in planning.load_units(acf_path, cache_folder_if_any()) if u.kind == "kernel")
+    return tuple(u for u in load_units(acf_path, cache_folder_if_any()) if u.kind == "kernel")
 
 
 def choose_target(unit, arch: str, gpu: str | None):
     """The unit's entry for `arch`; an `sm_90a` with none is served by `sm_90`'s."""
-    target, note = planning.choose_target(unit, arch, gpu)
+    target, note = matching.choose_target(unit, arch, gpu)
     family = arch[:-1] if arch[-1:] in ("a", "f") else ""
     if target is None and family and any(t.arch == family for t in unit.targets):
-        found, _ = planning.choose_target(unit, family, gpu)
+        found, _ = matching.choose_target(unit, family, gpu)
         if found is not None:
             return found, f"no entry for {arch}: the entry for {family} serves it"
     return target, note
@@ -135,11 +138,11 @@ def serve(call: PtxasCall, units, acf_path: Path, environ, cwd: str) -> Served:
     if call.arch is None:
         return Served(name, entries, digest, None, "no --gpu-name: ptxas's default target is tuned by no entry")
     copy = keep_ptx(acf_path, entries, digest, data)
-    print_ = planning.fingerprint(copy, [], unit.files, acf_path.parent)
-    target, note = choose_target(unit, call.arch, environ.get(planning.GPU_ENV))
+    print_ = fingerprint(copy, [], unit.files, acf_path.parent)
+    target, note = choose_target(unit, call.arch, environ.get(matching.GPU_ENV))
     # (the toolkit that tuned it is not compared: the ptxas that runs is the program's own)
-    stale = planning.staleness(target, print_, target.toolkit if target else "", unit.space_digest)
-    return Served(name, entries, digest, planning.Match(str(copy), call.arch, unit, target, print_, stale, note))
+    stale = staleness(target, print_, target.toolkit if target else "", unit.space_digest)
+    return Served(name, entries, digest, matching.Match(str(copy), call.arch, unit, target, print_, stale, note))
 
 
 def keep_ptx(acf_path: Path, entries, digest: str, data: bytes) -> Path:
@@ -173,7 +176,7 @@ def decide(argv: list[str], real: str | None, acf_path: Path, environ, cwd: str)
         return Decision(real, (), served)
     from nvcc_evo.driver.build.flags import plan_flags, ptxas_values
     from nvcc_evo.driver.build.ptxas import accepted
-    settings = served.match.settings(environ.get(planning.STALE_ENV, "keep"))
+    settings = served.match.settings(environ.get(matching.STALE_ENV, "keep"))
     acf_dir = str(acf_path.parent)
     flag_plan = plan_flags(settings, facts(call), None, acf_dir)
     program, flag_plan = accepted(flag_plan, real, call.arch, environ, acf_dir)
@@ -256,7 +259,7 @@ def launch(argv: list[str], real: str | None, acf: str, environ, cwd: str) -> in
     if real is None:
         print(f"nvcc-evo-ptxas: error: {problem}", file=sys.stderr)
         return 3
-    unreadable = planning.acf_problem(acf_path, environ)
+    unreadable = acf_problem(acf_path, environ)
     if unreadable:
         print(f"nvcc-evo-ptxas: warning: {unreadable}; compiling without tuned flags", file=sys.stderr)
         os.execv(real, [real, *argv])

@@ -1,0 +1,47 @@
+"""Sorting nvcc calls before any ACF is read: which get nothing (`passthrough_reason`:
+options nvcc-evo does not understand, CMake's probes, links that run no ptxas,
+nothing to tune), which inputs may be tuned, which are LTO device links.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from nvcc_evo.driver.build.nvcc_options import NvccCall
+
+TUNABLE_SUFFIXES = (".cu", ".ptx")
+CMAKE_PROBES = ("CMakeCUDACompilerId.cu", "CMakeCUDACompilerABI.cu", "__cmake_determine_cuda")
+
+
+def is_cmake_probe(call: NvccCall, cwd: Path) -> bool:
+    text = " ".join(call.argv) + " " + str(cwd)
+    return any(p in text for p in CMAKE_PROBES) or "cmTC_" in text
+
+
+def is_lto_link(call: NvccCall) -> bool:
+    """`-dlink -dlto`: ptxas runs here, on code compiled earlier with -dlto."""
+    return call.has("--device-link") and call.has("--dlink-time-opt")
+
+
+def lto_objects(call: NvccCall) -> list[str]:
+    return [i for i in call.inputs if i.endswith((".o", ".obj", ".a"))]
+
+
+def tunable_inputs(call: NvccCall) -> list[str]:
+    language_cu = call.last("--x") == "cu"
+    return [i for i in call.inputs if i != "-" and (language_cu or i.endswith(TUNABLE_SUFFIXES))]
+
+
+def passthrough_reason(call: NvccCall, cwd: Path) -> str:
+    """Why this call gets nothing, before any ACF is read ("" if it may)."""
+    if call.unknown or call.problems:
+        what = ", ".join(call.unknown) or "; ".join(call.problems)
+        return f"nvcc-evo does not understand {what}: passed through untouched"
+    if is_cmake_probe(call, cwd):
+        return "a CMake probe or try-compile: passed through untouched"
+    if call.has("--device-link") and not call.has("--dlink-time-opt"):
+        return "device link without LTO runs no ptxas"
+    if is_lto_link(call):
+        return "" if lto_objects(call) else "LTO device link with no object inputs"
+    if not tunable_inputs(call):
+        return "no .cu or .ptx input to tune"
+    return ""

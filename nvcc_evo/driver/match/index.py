@@ -1,0 +1,110 @@
+"""The index cache: the lean view of a checked ACF that builds need
+(`UnitEntry`, `TargetEntry`: NamedTuples, no lark nor the ACF model), kept
+as JSON keyed by the ACF's text so that a build neither parses nor checks
+an unchanged file.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+from nvcc_evo.driver.cache import prune
+from nvcc_evo.driver.common import BROKEN_FILE, replace_file
+
+# Part of the index cache's key: an index written before the check refused
+# something (a define's shell characters, a path out of the ACF's folder) is
+# not trusted. Change it whenever the check or the index changes.
+INDEX_FORMAT = b"index-5\0"
+
+
+class TargetEntry(NamedTuple):
+    """What a build needs of one target block (a lean copy, cached as JSON)."""
+
+    arch: str
+    gpu: str | None
+    line: int
+    settings: tuple[tuple[str, object], ...]
+    fingerprint: str | None = None
+    toolkit: str | None = None
+    space_digest: str | None = None    # of the unit's pins and search block when it was tuned
+    more_archs: tuple[str, ...] = ()   # the others a block of several architectures serves
+
+    def serves(self, arch: str) -> bool:
+        return arch == self.arch or arch in self.more_archs
+
+    def __str__(self) -> str:
+        archs = ", ".join((self.arch, *self.more_archs))
+        return f"{archs} {self.gpu!r}" if self.gpu else archs
+
+
+class UnitEntry(NamedTuple):
+    position: int                  # the unit's index in the ACF
+    globs: tuple[str, ...]
+    line: int
+    pins: tuple[tuple[str, object], ...]
+    targets: tuple[TargetEntry, ...]
+    space_digest: str = ""             # of its pins and search block now (acf.Unit.space_digest)
+    files: tuple[str, ...] = ()        # the files its knobs name (acf.Unit.named_files), in its fingerprint
+    kind: str = "source"               # "kernel": its globs name PTX entries (nvcc_evo.driver.dropin_ptxas.decide)
+
+    def __str__(self) -> str:
+        names = " ".join(f'"{g}"' for g in self.globs)
+        return f"kernel {names}" if self.kind == "kernel" else names
+
+def index_units(file) -> tuple[UnitEntry, ...]:
+    """The lean view of a checked AcfFile that builds need."""
+    units = []
+    for index, unit in enumerate(file.units):
+        targets = []
+        for target in unit.targets:
+            record = {r.key: r.value for r in target.provenance or ()}
+            targets.append(TargetEntry(target.arch, target.gpu, target.span.line,
+                                       tuple((s.knob, s.value) for s in target.settings),
+                                       record.get("fingerprint"), record.get("toolkit"), record.get("space_digest"),
+                                       target.more_archs))
+        units.append(UnitEntry(index, unit.globs, unit.span.line,
+                               tuple((p.knob, p.value) for p in unit.pins), tuple(targets), unit.space_digest,
+                               unit.named_files(), unit.kind))
+    return tuple(units)
+
+
+def _to_json(units: tuple[UnitEntry, ...]) -> list:
+    return [[u.position, list(u.globs), u.line, [list(p) for p in u.pins],
+             [[t.arch, t.gpu, t.line, [list(s) for s in t.settings], t.fingerprint, t.toolkit, t.space_digest,
+               list(t.more_archs)]
+              for t in u.targets], u.space_digest, list(u.files), u.kind] for u in units]
+
+
+def _from_json(data: list) -> tuple[UnitEntry, ...]:
+    return tuple(UnitEntry(index, tuple(globs), line, tuple(tuple(p) for p in pins),
+                           tuple(TargetEntry(a, g, l, tuple(tuple(s) for s in st), f, tk, sd, tuple(more))
+                                 for a, g, l, st, f, tk, sd, more in targets), space, tuple(files), kind)
+                 for index, globs, line, pins, targets, space, files, kind in data)
+
+
+def load_units(path: Path, cache_dir: Path | None) -> tuple[UnitEntry, ...]:
+    """The ACF's units, from a JSON cache while the text is unchanged, so that
+    a build neither imports lark nor re-checks the file; AcfError if it has errors."""
+    from nvcc_evo.acf.text import read_text
+    text = read_text(path)
+    digest = hashlib.sha256(INDEX_FORMAT + text.encode() + b"\0" + str(path).encode()).hexdigest()[:24]
+    cached = cache_dir / f"acf-{digest}.json" if cache_dir is not None else None
+    try:
+        if cached is not None:
+            return _from_json(json.loads(cached.read_text()))
+    except BROKEN_FILE:
+        pass
+    from nvcc_evo.acf.parse import parse_text
+    from nvcc_evo.acf.resolve import check
+    file = parse_text(text, str(path))
+    check(file, text)
+    units = index_units(file)
+    try:
+        if cached is not None:
+            replace_file(cached, json.dumps(_to_json(units)))
+            prune(cache_dir)            # (a new index: those of older texts go in time)
+    except OSError:
+        pass
+    return units

@@ -1,0 +1,125 @@
+"""Matching a compile against its ACF: which unit covers each input (its globs,
+relative to the ACF's folder: nvcc_evo.acf.unitpath), which target each SASS
+architecture the call builds; `build_plan` (a compile) and `build_link_plan`
+(an LTO device link, its objects' units from the compile database) put them
+together as a `CallPlan`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+from nvcc_evo.acf import unitpath
+from nvcc_evo.driver.build.nvcc_options import NvccCall
+from nvcc_evo.driver.match.archs import sass_archs
+from nvcc_evo.driver.match.calls import lto_objects, tunable_inputs
+from nvcc_evo.driver.match.index import TargetEntry, UnitEntry, load_units
+from nvcc_evo.driver.match.stale import fingerprint, staleness
+
+GPU_ENV = "NVCC_EVO_GPU"          # the GPU model the build is for, to pick named targets
+STALE_ENV = "NVCC_EVO_STALE"      # keep (default): use stale knobs; default: build with defaults
+
+
+class Match(NamedTuple):
+    """One input file, one SASS architecture: the entry that applies."""
+
+    input: str
+    arch: str
+    unit: UnitEntry | None
+    target: TargetEntry | None = None
+    fingerprint: str = ""
+    stale: tuple[str, ...] = ()       # why the entry is out of date
+    note: str = ""
+
+    def settings(self, stale_policy: str) -> dict:
+        if self.unit is None:
+            return {}
+        chosen = dict(self.unit.pins)
+        if self.target is not None and not (self.stale and stale_policy == "default"):
+            chosen.update(self.target.settings)
+            chosen.update(self.unit.pins)   # pins always win
+        return chosen
+
+
+class CallPlan(NamedTuple):
+    acf_path: Path | None
+    matches: tuple[Match, ...] = ()
+    archs: tuple[str, ...] = ()
+    passthrough: str = ""              # why nothing is injected, when so
+    notes: tuple[str, ...] = ()
+
+
+def match_unit(units: tuple[UnitEntry, ...], acf_dir: Path, source: Path) -> UnitEntry | None:
+    """The first unit whose globs name `source` (nvcc_evo.acf.unitpath: path
+    segments, inside the ACF's folder only); kernel units name PTX entries, never files."""
+    parts = unitpath.inside(source, acf_dir)
+    for unit in units:
+        if unit.kind == "source" and any(unitpath.matches(glob, parts) for glob in unit.globs):
+            return unit
+    return None
+
+
+def choose_target(unit: UnitEntry, arch: str, gpu: str | None) -> tuple[TargetEntry | None, str]:
+    for_arch = [t for t in unit.targets if t.serves(arch)]
+    if gpu:
+        named = [t for t in for_arch if t.gpu == gpu]
+        if named:
+            return named[0], ""
+    plain = [t for t in for_arch if t.gpu is None]
+    if plain:
+        return plain[0], ""
+    if len(for_arch) == 1:
+        return for_arch[0], f"only entry for {arch} is for {for_arch[0].gpu!r}; used it"
+    if for_arch:
+        names = ", ".join(repr(t.gpu) for t in for_arch)
+        return None, f"several entries for {arch} ({names}): set {GPU_ENV} to choose"
+    return None, f"no entry for {arch}: defaults (recorded for --retune)"
+
+
+def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit, cache_dir: Path, acf_path: Path,
+                    compiled: dict) -> CallPlan:
+    """For an LTO device link: each object's unit comes from the compile
+    database (how the build compiled it); its target from the link's archs.
+    Only ptxas knobs apply here: the sources were compiled already."""
+    units = {u.position: u for u in load_units(acf_path, cache_dir)}
+    archs, arch_note = sass_archs(call, toolkit.default_arch)
+    matches = []
+    for name in lto_objects(call):
+        record = compiled.get(str((cwd / name).resolve()))
+        unit = units.get(record.unit_index) if record is not None else None
+        if unit is not None and unit.globs != tuple(record.unit_globs):
+            unit = None
+        for arch in archs:
+            if unit is None:
+                matches.append(Match(name, arch, None, note="not compiled through nvcc-evo for this ACF"))
+                continue
+            target, note = choose_target(unit, arch, environ.get(GPU_ENV))
+            ptxas_only = unit._replace(pins=tuple(p for p in unit.pins if p[0].startswith("ptxas.")))
+            if target is not None:
+                target = target._replace(settings=tuple(s for s in target.settings if s[0].startswith("ptxas.")))
+            matches.append(Match(name, arch, ptxas_only, target, record.fingerprint,
+                                 staleness(target, record.fingerprint, toolkit.version, unit.space_digest), note))
+    return CallPlan(acf_path, tuple(matches), tuple(archs), notes=(arch_note,) if arch_note else ())
+
+
+def build_plan(call: NvccCall, cwd: Path, environ, toolkit, cache_dir: Path, acf_path: Path) -> CallPlan:
+    """Which ACF entries apply to this call, per input and architecture."""
+    inputs = tunable_inputs(call)
+    units = load_units(acf_path, cache_dir)
+    archs, arch_note = sass_archs(call, toolkit.default_arch)
+    includes = call.values("--include-path")
+    matches = []
+    for name in inputs:
+        source = cwd / name
+        unit = match_unit(units, acf_path.parent, source)
+        print_ = fingerprint(source, [str(cwd / d) for d in includes], unit.files, acf_path.parent) \
+            if unit is not None else ""
+        for arch in archs:
+            if unit is None:
+                matches.append(Match(name, arch, None, note=f"no unit in {acf_path.name} covers it"))
+                continue
+            target, note = choose_target(unit, arch, environ.get(GPU_ENV))
+            matches.append(Match(name, arch, unit, target, print_,
+                                 staleness(target, print_, toolkit.version, unit.space_digest), note))
+    notes = (arch_note,) if arch_note else ()
+    return CallPlan(acf_path, tuple(matches), tuple(archs), notes=notes)
