@@ -17,11 +17,12 @@ from __future__ import annotations
 from typing import NamedTuple
 
 AUTO = "auto"          # not a backend: the GPU where PyCUDA and a device are there, else static
+AUTO_WHAT = "pycuda when PyCUDA and a GPU are there, else static"
 
 
 class Row(NamedTuple):
     name: str
-    what: str                 # in `--retune --help`
+    what: str                 # in `retune.backend`'s help (`--retune --help`)
     bench: str = ""           # the bench block's form it runs (the model's field), "" when it needs none
     bench_form: str = ""      # that form, as it is written
     times: bool = False       # it measures running code (a static entry is not up to date for it)
@@ -37,10 +38,10 @@ class Row(NamedTuple):
 TABLE = (
     Row("pycuda", "kernel time and energy on the GPU", "kernel", "bench { kernel ... }", times=True,
         confirm=True, drift=True, race=True, fresh_baseline=True),
-    Row("static", "ptxas facts (no GPU)"),
+    Row("static", "ptxas facts, no GPU"),
     Row("command", "the unit's bench command", "command", "bench { command ...; metric ... }", times=True,
         confirm=True, end_drift=True),
-    Row("replay", "a recorded results store (--replay)", compiles=False),
+    Row("replay", "a recorded results store: --replay", compiles=False),
 )
 BACKENDS = {row.name: row for row in TABLE}
 NAMES = tuple(BACKENDS)
@@ -49,6 +50,7 @@ TIMING = tuple(row.name for row in TABLE if row.times)
 
 
 def help_text() -> str:
-    """`--backend`'s help: auto, then each row in the table's order."""
-    return ("auto (default): pycuda when PyCUDA and a GPU are there, else static; "
-            + "; ".join(f"{row.name}: {row.what}" for row in TABLE))
+    """What `retune.backend` says of its values (the settings' table, `--backend`'s help): each row in the
+    table's order, then auto."""
+    return ("what measures a candidate: " + ", ".join(f"{row.name} ({row.what})" for row in TABLE)
+            + f", or {AUTO} ({AUTO_WHAT})")

@@ -3,7 +3,8 @@
 A verb must come first (`nvcc-evo --acf-check FILE`); any other command line
 belongs to nvcc and goes to the wrapper untouched. Every verb is spelled so
 that it can never be an nvcc option (tests/test_cli.py compares them with
-`nvcc --help`). This is the only place that catches EvoError; exit codes are
+`nvcc --help`). Here an EvoError that reaches the top becomes a message and
+an exit code (nvcc_evo.errors says where else one is caught); exit codes are
 listed in nvcc_evo.errors.ExitCode and in the README.
 """
 from __future__ import annotations
@@ -20,11 +21,8 @@ usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's t
                                                (--check: change nothing, exit 1 if not canonical)
        nvcc-evo --explain [nvcc options and files]
                                                what compiling would add, and why (compiles nothing)
-       nvcc-evo --retune [UNIT-GLOB...] [--all] [--target sm_XX] [--acf FILE]
-                [--evaluations N] [--generations N] [--time-limit S] [--patience N]
-                [--population N] [--seed N] [--jobs N] [--timeout S] [--device N] [--dry-run] [--full-protocol]
-                [--gpus all|count:N|0,2] [--cluster ray://HEAD:PORT|auto|local[:N]] [--at-once N]
-                [--backend auto|pycuda|static|command|replay] [--replay JSONL] [--progress auto|bar|lines]
+       nvcc-evo --retune [UNIT-GLOB...] [--all] [--acf FILE] [--dry-run] [--full-protocol]
+{retune flags}
                                                search each stale unit's knobs and write them to the ACF
                                                (defaults: nvcc-evo.toml beside the ACF, or pyproject.toml's
                                                [tool.nvcc-evo]; the environment and the command line win)
@@ -65,13 +63,21 @@ knobs (search them, pin them, or set them in a target block):
 
 
 def help_text() -> str:
-    """HELP, then one line per knob of the table: its name, flag and values."""
+    """HELP with the search settings' flags (from the settings' table), then
+    one line per knob of the table: its name, flag and values."""
     from nvcc_evo.acf.knobs import KNOBS
+    from nvcc_evo.retune.options import usage
+    lines: list[str] = []
+    for item in usage():          # `[--flag VALUE]` items, none broken, lines of at most 110 characters
+        if lines and len(lines[-1]) + 1 + len(item) <= 110:
+            lines[-1] += " " + item
+        else:
+            lines.append(" " * 16 + item)
     width = max(len(knob.name) for knob in KNOBS)
-    flags = max(len(knob.flag_text()) for knob in KNOBS)
-    rows = [f"    {k.name:<{width}}  {k.flag_text():<{flags}}  {k.values_text()}" for k in KNOBS]
-    rows.append(f"    {'define.NAME':<{width}}  {'-DNAME=V':<{flags}}  C identifiers and number literals")
-    return HELP + "\n".join(rows) + "\n"
+    spelled = max(len(knob.flag_text()) for knob in KNOBS)
+    rows = [f"    {k.name:<{width}}  {k.flag_text():<{spelled}}  {k.values_text()}" for k in KNOBS]
+    rows.append(f"    {'define.NAME':<{width}}  {'-DNAME=V':<{spelled}}  C identifiers and number literals")
+    return HELP.replace("{retune flags}", "\n".join(lines)) + "\n".join(rows) + "\n"
 
 
 def _files_parser(verb: str, with_check: bool = False):
@@ -140,40 +146,13 @@ def _formatted(text: str, path: str) -> str:
 
 def retune(rest: list[str]) -> int:
     import argparse
-    from nvcc_evo.backends import help_text
-    from nvcc_evo.driver.settings import BACKENDS
-    from nvcc_evo.retune.options import Options
+    from nvcc_evo.retune.options import Options, add_flags
     from nvcc_evo.retune.run import run_retune
     parser = argparse.ArgumentParser(prog="nvcc-evo --retune")
     parser.add_argument("globs", nargs="*", metavar="UNIT-GLOB", help="retune units whose globs match, stale or not")
     parser.add_argument("--all", action="store_true", help="retune every unit, stale or not")
-    parser.add_argument("--target", help="the SASS architecture to tune for (sm_90, ...)")
     parser.add_argument("--acf", help="the ACF (default: nearest nvcc-evo.acf here or above)")
-    parser.add_argument("--backend", choices=BACKENDS, help=help_text())
-    parser.add_argument("--replay", metavar="JSONL", help="results store to answer from, with --backend replay")
-    parser.add_argument("--evaluations", type=int, help="evaluations per unit and target: a cap; alone, the "
-                        "budget (default: the backend's: 60 for static and replay)")
-    parser.add_argument("--generations", type=int, help="a cap on generations (default: none)")
-    parser.add_argument("--time-limit", type=float, dest="seconds",
-                        help="seconds per unit and target (default: the backend's: 180 for pycuda, 300 for command)")
-    parser.add_argument("--patience", type=int, help="stop after N generations without a new front point "
-                        "(default: never; a stagnant search diversifies until its budget ends)")
-    parser.add_argument("--population", type=int, help="(default 12)")
-    parser.add_argument("--seed", type=int, help="(default 0)")
-    parser.add_argument("--jobs", type=int, help="parallel compiles (default: CPU cores)")
-    parser.add_argument("--timeout", type=float, help="seconds before a compile counts as hung (default 300)")
-    parser.add_argument("--device", type=int, help="the CUDA device the pycuda backend measures on (default 0)")
-    parser.add_argument("--gpus", help="the GPUs the pycuda backend measures on, a process each: all (default: "
-                                       "those of --device's model), count:N (the first N) or device numbers (1, 0,2)")
-    parser.add_argument("--cluster", metavar="ray://HEAD:PORT|auto|local[:N]",
-                        help="compile and measure on a Ray cluster (needs nvcc-evo[cluster]): ray://HEAD:PORT through "
-                             "Ray Client, auto: the cluster `ray start` made this machine a node of, local:N: a Ray "
-                             "of N workers on this machine")
-    parser.add_argument("--at-once", type=int, metavar="N",
-                        help="tune N (unit, target) pairs at once, sharing the compile slots and the GPUs (default 1; "
-                             "on a cluster, as many as its CPUs keep compiling)")
-    parser.add_argument("--progress", choices=("auto", "bar", "lines"),
-                        help="auto (default): a live bar when stderr is a terminal, else one line per generation")
+    add_flags(parser)            # one per search setting, from the settings' table
     parser.add_argument("--dry-run", action="store_true", help="list what would be retuned, and why; tune nothing")
     parser.add_argument("--full-protocol", action="store_true",
                         help="measure every candidate the whole way (energy, every timed launch, each compiled "

@@ -1,7 +1,14 @@
 """The one exception tree of nvcc-evo, and the exit codes the CLI maps it to.
 
-Only the CLI (nvcc_evo.cli) catches these; every other module raises them with
-structured fields and lets them travel.
+The CLI (nvcc_evo.cli) catches these at the top and turns them into a message
+and an exit code. Every other module raises them with structured fields and
+lets them travel, except where the run goes on without what failed: a build
+compiles untuned and warns (driver.wrapper, driver.dropin_ptxas, and
+driver.explain, which says so), a retune skips the write-back of an ACF that
+changed under it (retune.run) or builds a candidate from the ACF it started
+with (execute.measurers), a kernel comparison goes without a bench it cannot
+plan (retune.kernels); and where one is raised again with more said (which
+file named an nvcc, which verb, which cluster).
 """
 from __future__ import annotations
 

@@ -33,8 +33,11 @@ def test_every_row_is_a_setting_a_budget_and_a_factory_and_nothing_else_is():
     assert backends.TIMING == ("pycuda", "command")
     for row in backends.TABLE:
         assert (row.bench == "") == (row.bench_form == ""), row
-    assert backends.help_text().startswith("auto (default): ") and "replay: a recorded results store" in \
-        backends.help_text()
+    assert backends.help_text() == (
+        "what measures a candidate: pycuda (kernel time and energy on the GPU), static (ptxas facts, no GPU), "
+        "command (the unit's bench command), replay (a recorded results store: --replay), or auto (pycuda when "
+        "PyCUDA and a GPU are there, else static)")
+    assert key.what == backends.help_text()
 
 
 def _made(name: str, tmp_path: Path):

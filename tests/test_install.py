@@ -75,7 +75,8 @@ def test_installed_console_script_retunes_a_make_project(installed, tmp_path, ev
     shutil.copytree(DATA / "projects" / "make", project)
     (project / "nvcc-evo.acf").write_text('acf 1\nunit "kernel.cu" {\n'
                                           '    search {\n        ptxas.maxrregcount in {32, 64, 128}\n'
-                                          '        ptxas.opt_level in {1, 3}\n    }\n}\n')
+                                          '        ptxas.opt_level in {1, 3}\n    }\n'
+                                          '    tune {\n        minimize registers\n    }\n}\n')   # (a knob to change)
     evo = installed / "bin" / "nvcc-evo"
     env = _user_env(installed, evo_cache)
     built = subprocess.run(["make", f"NVCC={evo}", "kernel.o"], cwd=project, env=env, capture_output=True, text=True)

@@ -108,7 +108,7 @@ def test_string_escapes_are_only_quote_and_backslash(written, read):
 
 @pytest.mark.parametrize("text", [r"a \| b", "\\", 'q"', '\\"', "\\\\d", "x\\", r"\\\"", "plain"])
 def test_formatted_strings_read_back_the_same(text):
-    from nvcc_evo.acf.edit.format import show_string
+    from nvcc_evo.acf.edit.spelling import show_string
     file = parse_text(f'acf 1\nunit "a.cu" {{ bench {{ command {show_string(text)} metric "x" }} }}\n')
     assert file.units[0].bench.command.text == text
 

@@ -186,3 +186,28 @@ def test_the_compile_path_reads_settings_only_where_a_file_is(project, real_nvcc
     assert probe() == "False False"
     (project / "nvcc-evo.toml").write_text('stale = "keep"\n')
     assert probe() == "True True"
+
+
+# Options fields that are no project setting: what to retune, how, and the record of where values came from.
+NOT_SETTINGS = {"acf", "globs", "all", "dry_run", "protocol", "ptxas", "ptxas_source", "command_line", "sources"}
+
+
+def test_a_search_setting_is_declared_once_and_is_an_options_field_and_a_flag():
+    """Each `retune.` key of the settings' table is an Options field with the
+    table's default and a --retune flag that fills it; every other Options
+    field is named above (a new search setting goes into the table)."""
+    import argparse
+    from dataclasses import fields
+
+    from nvcc_evo.driver import settings
+    from nvcc_evo.retune.options import SETTING_FIELDS, Options, add_flags
+    defaults = {field.name: field.default for field in fields(Options)}
+    assert set(defaults) - NOT_SETTINGS == set(SETTING_FIELDS.values())
+    assert all(defaults[field] == settings.BY_NAME[key].default for key, field in SETTING_FIELDS.items())
+    parser = argparse.ArgumentParser()
+    add_flags(parser)
+    given = vars(parser.parse_args(["--time-limit", "5", "--at-once", "2", "--backend", "static", "--target", "sm_80"]))
+    assert (given["seconds"], given["at_once"], given["backend"], given["target"]) == (5.0, 2, "static", "sm_80")
+    assert set(given) == set(SETTING_FIELDS.values())
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--progress", "sometimes"])

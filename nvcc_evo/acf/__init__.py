@@ -1,6 +1,8 @@
 """The ACF language: the plain-text file of tuned controls and its tools.
 
-model (the typed values every stage passes on), knobs (the table of knobs
+model (the typed values every stage passes on), expressions (a value's
+place in the text, `Span`, and the expressions benches and requires are
+written in), knobs (the table of knobs
 and the flags they stand for), objectives, grammar/acf.lark with parse,
 transform (the tree into the model's values) and syntax (located errors),
 resolve (the semantic check and loading), text (reading the file safely),

@@ -10,60 +10,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Union
 
+from nvcc_evo.acf.expressions import NO_SPAN, Expr, Span
 from nvcc_evo.acf.knobs import Scalar
 
 ACF_VERSION = 1
-
-
-@dataclass(frozen=True)
-class Span:
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-    start: int      # character offsets into the text
-    end: int
-
-
-NO_SPAN = Span(0, 0, 0, 0, -1, -1)
-
-
-# ------------------------------------------------------------ expressions
-@dataclass(frozen=True)
-class Literal:
-    value: int | float
-    span: Span = field(default=NO_SPAN, compare=False)
-
-
-@dataclass(frozen=True)
-class Ref:
-    name: str
-    span: Span = field(default=NO_SPAN, compare=False)
-
-
-@dataclass(frozen=True)
-class Unary:
-    op: str
-    operand: "Expr"
-    span: Span = field(default=NO_SPAN, compare=False)
-
-
-@dataclass(frozen=True)
-class Binary:
-    op: str
-    left: "Expr"
-    right: "Expr"
-    span: Span = field(default=NO_SPAN, compare=False)
-
-
-@dataclass(frozen=True)
-class Call:
-    function: str
-    args: tuple["Expr", ...]
-    span: Span = field(default=NO_SPAN, compare=False)
-
-
-Expr = Union[Literal, Ref, Unary, Binary, Call]
 
 
 # ------------------------------------------------------------ statements

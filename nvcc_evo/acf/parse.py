@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import functools
 from importlib import resources
-from pathlib import Path
 
 import lark
 
 from nvcc_evo.acf import model
+from nvcc_evo.acf.expressions import Binary, Call, Unary
 from nvcc_evo.acf.syntax import char_places, parse_reporting_all, source_line
-from nvcc_evo.acf.text import read_text
 from nvcc_evo.acf.transform import Build
 from nvcc_evo.errors import AcfError, Diagnostic, Location
 
@@ -81,8 +80,8 @@ def _expr_depth(expr) -> int:
     while todo:
         node, depth = todo.pop()
         deepest = max(deepest, depth)
-        children = {model.Unary: lambda n: [n.operand], model.Binary: lambda n: [n.left, n.right],
-                    model.Call: lambda n: list(n.args)}.get(type(node), lambda n: [])(node)
+        children = {Unary: lambda n: [n.operand], Binary: lambda n: [n.left, n.right],
+                    Call: lambda n: list(n.args)}.get(type(node), lambda n: [])(node)
         todo.extend((child, depth + 1) for child in children)
     return deepest
 
@@ -106,7 +105,3 @@ def _most_nested_line(text: str) -> int:
     """The line an over-deep expression most likely is on: the most operators."""
     counts = [sum(line.count(c) for c in "+-*/%(") for line in text.splitlines()] or [0]
     return counts.index(max(counts)) + 1
-
-
-def parse_file(path: str | Path) -> model.AcfFile:
-    return parse_text(read_text(path), str(path))

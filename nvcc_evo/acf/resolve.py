@@ -10,10 +10,11 @@ import os
 import re
 
 from nvcc_evo.acf import kernelname, knobs, model, unitpath
+from nvcc_evo.acf.expressions import Binary, Span
 
 from nvcc_evo.acf.bench import spec as benchspec
 from nvcc_evo.acf.bench.check import BenchChecks, listed
-from nvcc_evo.acf.edit.format import show_string
+from nvcc_evo.acf.edit.spelling import show_string
 from nvcc_evo.acf.objectives import OBJECTIVE_BY_NAME, known_provenance_keys, provenance_type
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.text import read_text
@@ -40,7 +41,7 @@ class Checker(BenchChecks):
         self.file, self.lines, self.with_sources = file, text.splitlines(), with_sources
         self.diagnostics: list[Diagnostic] = []
 
-    def error(self, span: model.Span, message: str) -> None:
+    def error(self, span: Span, message: str) -> None:
         source = self.lines[span.line - 1] if 0 < span.line <= len(self.lines) else ""
         self.diagnostics.append(Diagnostic(Location(self.file.path, span.line, span.column),
                                            message, source))
@@ -116,17 +117,17 @@ class Checker(BenchChecks):
             self.error(capped.span, f"{capped.knob} reaches a kernel whose PTX states its block size (Triton's "
                        f"`.reqntid`) only with `pin {override} = true`; without it ptxas ignores it")
 
-    def glob_span(self, unit: model.Unit, glob: str) -> model.Span:
+    def glob_span(self, unit: model.Unit, glob: str) -> Span:
         """Where the glob's string is (the unit's own span if not found)."""
         quoted = show_string(glob)                      # as the formatter writes it
         for line in range(unit.span.line, min(unit.span.end_line, len(self.lines)) + 1):
             column = self.lines[line - 1].find(quoted, unit.span.column - 1 if line == unit.span.line else 0)
             if column >= 0:
-                return model.Span(line, column + 1, line, column + 1 + len(quoted), 0, 0)
+                return Span(line, column + 1, line, column + 1 + len(quoted), 0, 0)
         return unit.span
 
     # ---------------------------------------------------------------- knobs
-    def check_knob_name(self, name: str, span: model.Span) -> knobs.Knob | None:
+    def check_knob_name(self, name: str, span: Span) -> knobs.Knob | None:
         knob = knobs.lookup(name)
         if knob is None and not knobs.is_define(name):
             family = name.split(".", 1)[0]
@@ -138,7 +139,7 @@ class Checker(BenchChecks):
             self.error(span, f"unknown knob '{name}'{hint} (known: {known})")
         return knob
 
-    def check_value(self, name: str, value, span: model.Span) -> None:
+    def check_value(self, name: str, value, span: Span) -> None:
         """A knob's value in its domain; a define's, a C macro value that no
         shell reads anything into (nvcc runs its steps through /bin/sh)."""
         knob = knobs.lookup(name)
@@ -209,7 +210,7 @@ class Checker(BenchChecks):
                 elif not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values[ref.name]):
                     self.error(ref.span, f"define.{ref.name} takes values that are not numbers "
                                f"({', '.join(_show(v) for v in values[ref.name])}): a require compares numbers")
-            self.check_calls(model.Binary(require.op, require.left, require.right))
+            self.check_calls(Binary(require.op, require.left, require.right))
         tried = benchspec.requires_unmet(unit.requires, values, REQUIRE_SEARCH_LIMIT) \
             if len(self.diagnostics) == before else 0
         if tried:                        # no combination of the named defines meets every require
@@ -243,7 +244,7 @@ class Checker(BenchChecks):
             self.check_value(space.knob, value, space.span)
 
     # ---------------------------------------------------------------- tune
-    def check_metric(self, name: str, span: model.Span, metrics: tuple[str, ...] = ()) -> None:
+    def check_metric(self, name: str, span: Span, metrics: tuple[str, ...] = ()) -> None:
         """An objective: a built-in one, or a metric the unit's bench command prints."""
         if name not in OBJECTIVE_BY_NAME and name not in metrics:
             self.error(span, f"unknown objective '{name}' (known: {listed(set(OBJECTIVE_BY_NAME) | set(metrics))})")

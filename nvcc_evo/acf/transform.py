@@ -13,15 +13,16 @@ import sys
 from lark import Token, Transformer, v_args
 
 from nvcc_evo.acf import model
+from nvcc_evo.acf.expressions import NO_SPAN, Binary, Call, Literal, Ref, Span, Unary
 
 
-def _span(meta) -> model.Span:
-    return model.Span(meta.line, meta.column, meta.end_line, meta.end_column,
+def _span(meta) -> Span:
+    return Span(meta.line, meta.column, meta.end_line, meta.end_column,
                     meta.start_pos, meta.end_pos)
 
 
-def _token_span(tok: Token) -> model.Span:
-    return model.Span(tok.line, tok.column, tok.end_line, tok.end_column,
+def _token_span(tok: Token) -> Span:
+    return Span(tok.line, tok.column, tok.end_line, tok.end_column,
                     tok.start_pos, tok.end_pos)
 
 
@@ -32,7 +33,7 @@ def unquote(token: str) -> str:
 
 
 def _binary(op: str):
-    return v_args(meta=True)(lambda self, meta, items: model.Binary(op, items[0], items[1], _span(meta)))
+    return v_args(meta=True)(lambda self, meta, items: Binary(op, items[0], items[1], _span(meta)))
 
 
 def _run_check(kind: str, read):
@@ -48,7 +49,7 @@ class Build(Transformer):
 
     def __init__(self):
         super().__init__()
-        self.problems: list[tuple[model.Span, str]] = []
+        self.problems: list[tuple[Span, str]] = []
 
     def _float(self, token) -> float:
         """A float literal; one too large for a double (1e400) is a located error,
@@ -87,23 +88,23 @@ class Build(Transformer):
     # expressions
     @v_args(meta=True)
     def int_literal(self, meta, items):
-        return model.Literal(int(items[0]), _span(meta))
+        return Literal(int(items[0]), _span(meta))
 
     @v_args(meta=True)
     def float_literal(self, meta, items):
-        return model.Literal(self._float(items[0]), _span(meta))
+        return Literal(self._float(items[0]), _span(meta))
 
     @v_args(meta=True)
     def ref(self, meta, items):
-        return model.Ref(str(items[0]), _span(meta))
+        return Ref(str(items[0]), _span(meta))
 
     @v_args(meta=True)
     def neg(self, meta, items):
-        return model.Unary("-", items[0], _span(meta))
+        return Unary("-", items[0], _span(meta))
 
     @v_args(meta=True)
     def call(self, meta, items):
-        return model.Call(str(items[0]), tuple(items[1:]), _span(meta))
+        return Call(str(items[0]), tuple(items[1:]), _span(meta))
 
     add, sub, mul, div, mod = (_binary(op) for op in "+-*/%")
 
@@ -313,7 +314,7 @@ class Build(Transformer):
         settings = tuple(i for i in body if isinstance(i, model.Setting))
         provs = [i for i in body if isinstance(i, tuple)]
         self._once(provs, ("provenance",), "target")
-        records, prov_span = (provs[0][1], provs[0][2]) if provs else (None, model.NO_SPAN)
+        records, prov_span = (provs[0][1], provs[0][2]) if provs else (None, NO_SPAN)
         target = model.Target(archs[0], unquote(gpu) if gpu is not None else None, settings,
                               records, _span(meta), prov_span, tuple(archs[1:]))
         return ("target", target, _span(meta))
@@ -329,7 +330,7 @@ class Build(Transformer):
         self._once(parts, ("search", "tune", "bench"), "unit")
         pick = lambda kind: [value for k, value, _ in parts if k == kind]
         first = lambda kind: (pick(kind) or [None])[0]
-        search_span = next((span for k, _, span in parts if k == "search"), model.NO_SPAN)
+        search_span = next((span for k, _, span in parts if k == "search"), NO_SPAN)
         search = first("search") or ()
         return model.Unit(globs, tuple(pick("pin")), tuple(i for i in search if isinstance(i, model.Space)),
                           first("tune"), first("bench"), tuple(pick("target")), _span(meta), search_span,

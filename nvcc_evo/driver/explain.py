@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from nvcc_evo.acf.edit.format import show_value
+from nvcc_evo.acf.edit.spelling import show_value
 from nvcc_evo.driver.build.flags import DEFAULT_PASSES_NOTHING, ptxas_values
 from nvcc_evo.driver.match.find import named_acf_problem
 from nvcc_evo.driver.wrapper import Decision, decide, find_real_nvcc

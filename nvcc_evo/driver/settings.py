@@ -6,8 +6,10 @@ Precedence is written once, in `Settings.value`: command line > environment
 > the settings file > built-in default, and every value keeps where it came
 from (`Value.source`: `--evaluations`, `NVCC_EVO_EVALUATIONS`,
 `nvcc-evo.toml:4`, `default`), which `--explain` and `--retune --dry-run`
-print. Keys are one table (`KEYS`); unknown keys and wrong types are located
-errors like an ACF's (`nvcc-evo.toml:3:1: error: ...`): tomllib gives no
+print. Keys are one table (`KEYS`), where each setting is declared once: a
+retune's Options fields and its `--retune` flags are made from the same rows
+(nvcc_evo.retune.options). Unknown keys and wrong types are located errors
+like an ACF's (`nvcc-evo.toml:3:1: error: ...`): tomllib gives no
 positions for values, so `_places` finds each key's line in the text.
 
 The compile path looks for the file with nvcc_evo.driver.common's
@@ -20,7 +22,7 @@ import os
 import re
 from typing import NamedTuple
 
-from nvcc_evo.backends import CHOICES as BACKENDS
+from nvcc_evo.backends import CHOICES as BACKENDS, help_text as backend_help
 from nvcc_evo.driver.common import LOG_ENV, REAL_NVCC_ENV, find_settings_file
 from nvcc_evo.errors import AcfError, Diagnostic, Location, UsageError
 
@@ -28,9 +30,12 @@ TABLE = ("tool", "nvcc-evo")            # the table in pyproject.toml; nvcc-evo.
 
 
 class Key(NamedTuple):
-    """One setting: its name in the file (`retune.` keys in the `[retune]`
-    table), its type, the environment variable that overrides the file, the
-    built-in default, the values it may take and what it is for."""
+    """One setting, declared once: its name in the file (`retune.` keys in
+    the `[retune]` table), its type, the environment variable that overrides
+    the file, the built-in default, what it is for, the values it may take.
+    A `retune.` key is also a field of a retune's Options (`field_name`) and
+    a flag of `--retune` (`flag`, `metavar`, `help`): nvcc_evo.retune.options
+    builds both from this table."""
 
     name: str
     kind: str                 # "str", "path" (relative to the settings file), "int", "float", "choice",
@@ -43,6 +48,27 @@ class Key(NamedTuple):
     counted: bool = False     # 0 or more (a device number)
     finite: bool = False      # a number of seconds a wait takes: inf (and nan) would never end, or crash it
     form: str = ""            # a str's shape: a key of FORMS
+    default_said: str = ""    # the default in words, where the value (None) does not say it
+    field: str = ""           # the Options field, where it is not the name's last part with - as _
+    metavar: str = ""         # the flag's value in usage lines (N, S, JSONL, ...)
+
+    @property
+    def flag(self) -> str:
+        return f"--{self.name.rpartition('.')[2]}"
+
+    @property
+    def field_name(self) -> str:
+        return self.field or self.name.rpartition(".")[2].replace("-", "_")
+
+    def help(self) -> str:
+        """What it is for, with its default (said here only)."""
+        said = self.default_said or ("" if self.default is None else
+                                     f"{self.default:g}" if isinstance(self.default, float) else str(self.default))
+        return f"{self.what} (default: {said})" if said else self.what
+
+    def usage(self) -> str:
+        """`[--flag VALUE]`, as usage lines show it."""
+        return f"[{self.flag} {self.metavar or '|'.join(self.choices)}]"
 
 
 KEYS = (
@@ -54,33 +80,43 @@ KEYS = (
     Key("ptxas", "pathlist", "NVCC_EVO_PTXAS", None, "ptxas binaries the ptxas.version knob chooses among"),
     Key("real-ptxas", "path", "NVCC_EVO_REAL_PTXAS", None, "the ptxas nvcc-evo-ptxas stands for (default: Triton's "
         "own when Triton calls it, else $CUDA_HOME/bin/ptxas, PATH)"),
-    Key("retune.backend", "choice", "NVCC_EVO_BACKEND", "auto", "what measures a candidate", BACKENDS),
-    Key("retune.evaluations", "int", "NVCC_EVO_EVALUATIONS", None, "evaluations per unit and target, a cap (alone: "
-        "the budget; default: the backend's, engine.budget)", positive=True),
-    Key("retune.generations", "int", "NVCC_EVO_GENERATIONS", None, "a cap on generations (default: none)",
-        positive=True),
-    Key("retune.patience", "int", "NVCC_EVO_PATIENCE", None, "stop after this many generations without a new "
-        "front point (default: never; a stagnant search diversifies until its budget ends)", positive=True),
-    Key("retune.population", "int", "NVCC_EVO_POPULATION", 12, "candidates per generation", positive=True),
-    Key("retune.seed", "int", "NVCC_EVO_SEED", 0, "seed of the search (the same seed, the same search)"),
-    Key("retune.jobs", "int", "NVCC_EVO_JOBS", None, "parallel compiles (default: CPU cores)", positive=True),
+    Key("retune.backend", "choice", "NVCC_EVO_BACKEND", "auto", backend_help(), BACKENDS),
+    Key("retune.evaluations", "int", "NVCC_EVO_EVALUATIONS", None, "evaluations per unit and target: a cap; alone, "
+        "the budget", positive=True, default_said="the backend's: 60 for static and replay",
+        metavar="N"),
+    Key("retune.generations", "int", "NVCC_EVO_GENERATIONS", None, "a cap on generations", positive=True,
+        default_said="none", metavar="N"),
+    Key("retune.patience", "int", "NVCC_EVO_PATIENCE", None, "stop after N generations without a new front point",
+        positive=True, default_said="never; a stagnant search diversifies until its budget ends", metavar="N"),
+    Key("retune.population", "int", "NVCC_EVO_POPULATION", 12, "candidates per generation", positive=True,
+        metavar="N"),
+    Key("retune.seed", "int", "NVCC_EVO_SEED", 0, "seed of the search (the same seed, the same search)",
+        metavar="N"),
+    Key("retune.jobs", "int", "NVCC_EVO_JOBS", None, "parallel compiles", positive=True, default_said="CPU cores",
+        metavar="N"),
     Key("retune.timeout", "float", "NVCC_EVO_TIMEOUT", 300.0, "seconds before a compile counts as hung",
-        positive=True, finite=True),
-    Key("retune.time-limit", "float", "NVCC_EVO_TIME_LIMIT", None, "seconds per unit and target (default: the "
-        "backend's: 180 with the GPU, 300 with a bench command, none for static and replay)", positive=True),
+        positive=True, finite=True, metavar="S"),
+    Key("retune.time-limit", "float", "NVCC_EVO_TIME_LIMIT", None, "seconds per unit and target", positive=True,
+        default_said="the backend's: 180 for pycuda, 300 for command, none for static and replay",
+        field="seconds", metavar="S"),
     Key("retune.target", "str", "NVCC_EVO_TARGET", None, "the SASS architecture to tune for (sm_90, ...)",
-        form="target"),
-    Key("retune.device", "int", "NVCC_EVO_DEVICE", 0, "the CUDA device the pycuda backend measures on", counted=True),
-    Key("retune.gpus", "str", "NVCC_EVO_GPUS", None, "the GPUs the pycuda backend measures on, one process "
-        "each: all (of retune.device's model), count:N, or device numbers (0,2)", form="gpus"),
-    Key("retune.cluster", "str", "NVCC_EVO_CLUSTER", None, "a Ray cluster to compile and measure on: "
-        "ray://HEAD:PORT (Ray Client), auto (the cluster this machine is a node of), local or local:N "
-        "(needs nvcc-evo[cluster])", form="cluster"),
-    Key("retune.at-once", "int", "NVCC_EVO_AT_ONCE", None, "(unit, target) searches run at once, sharing the "
-        "compile slots and GPUs (default: 1; on a cluster, as many as its CPUs keep compiling)", positive=True),
-    Key("retune.replay", "path", "NVCC_EVO_REPLAY", None, "results store the replay backend answers from"),
-    Key("retune.progress", "choice", "NVCC_EVO_PROGRESS", "auto",
-        "a live bar (bar), one line per generation (lines), or a bar on a terminal only (auto)",
+        form="target", metavar="sm_XX"),
+    Key("retune.device", "int", "NVCC_EVO_DEVICE", 0, "the CUDA device the pycuda backend measures on", counted=True,
+        metavar="N"),
+    Key("retune.gpus", "str", "NVCC_EVO_GPUS", None, "the GPUs the pycuda backend measures on, a process each: all "
+        "(those of --device's model), count:N (the first N) or device numbers (1, 0,2)", form="gpus",
+        default_said="all", metavar="all|count:N|0,2"),
+    Key("retune.cluster", "str", "NVCC_EVO_CLUSTER", None, "compile and measure on a Ray cluster (needs "
+        "nvcc-evo[cluster]): ray://HEAD:PORT through Ray Client, auto: the cluster `ray start` made this machine "
+        "a node of, local:N: a Ray of N workers on this machine", form="cluster",
+        metavar="ray://HEAD:PORT|auto|local[:N]"),
+    Key("retune.at-once", "int", "NVCC_EVO_AT_ONCE", None, "tune N (unit, target) pairs at once, sharing the "
+        "compile slots and the GPUs", positive=True,
+        default_said="1; on a cluster, as many as its CPUs keep compiling", metavar="N"),
+    Key("retune.replay", "path", "NVCC_EVO_REPLAY", None, "results store to answer from, with --backend replay",
+        metavar="JSONL"),
+    Key("retune.progress", "choice", "NVCC_EVO_PROGRESS", "auto", "a live bar (bar), one line per generation "
+        "(lines), or auto: a live bar when stderr is a terminal, else one line per generation",
         ("auto", "bar", "lines")),
     Key("report.stores", "pathlist", "", None, "results stores --report reads (default: .nvcc-evo/results.jsonl)"),
     Key("report.out", "path", "", None, "the HTML file --report writes (default: .nvcc-evo/report.html)"),
@@ -125,7 +161,7 @@ class Settings(NamedTuple):
         """The one place precedence is decided: command line > environment > file > default."""
         key = BY_NAME[name]
         if command_line and command_line.get(name) is not None:
-            flag, given = f"--{name.rpartition('.')[2]}", command_line[name]
+            flag, given = key.flag, command_line[name]
             problem = value_problem(key, given)
             if problem:
                 raise UsageError(f"{flag} {given}: must be {problem}")

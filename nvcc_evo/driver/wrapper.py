@@ -76,14 +76,9 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
     if acf_path is None:
         reason = reason or NO_ACF
         return Decision(nvcc, CallPlan(None, passthrough=reason))
-    distrust = untrusted_acf(acf_path, environ)
-    if distrust:
-        return Decision(nvcc, CallPlan(acf_path, passthrough="the ACF is not trusted"),
-                        problems=(f"{distrust}; building without tuned flags",))
-    unreadable = acf_problem(acf_path, environ)
-    if unreadable:          # (NVCC_EVO_ACF naming nothing must not look like an untuned ACF)
-        return Decision(nvcc, CallPlan(acf_path, passthrough="the ACF cannot be read"),
-                        problems=(f"{unreadable}; building without tuned flags",))
+    refused = _refused_acf(nvcc, acf_path, environ)
+    if refused is not None:
+        return refused
     found, ignored = None, ()             # no settings file: nothing more is loaded for it
     if find_settings_file(acf_path) is not None:
         from nvcc_evo.driver import settings as project
@@ -128,6 +123,19 @@ def decide(argv: list[str], nvcc: Path, environ, cwd: Path) -> Decision:
     flags = planned.flags
     return Decision(nvcc, call_plan, FlagPlan(flags.flags, flags.applied, planned.skipped), toolkit, ignored,
                     call=call, per_step=planned.per_step, programs=planned.programs, settings=found)
+
+
+def _refused_acf(nvcc: Path, acf_path: Path, environ) -> Decision | None:
+    """The untuned build of an ACF that is not trusted or cannot be read (None: it can be used)."""
+    distrust = untrusted_acf(acf_path, environ)
+    if distrust:
+        return Decision(nvcc, CallPlan(acf_path, passthrough="the ACF is not trusted"),
+                        problems=(f"{distrust}; building without tuned flags",))
+    unreadable = acf_problem(acf_path, environ)
+    if unreadable:          # (NVCC_EVO_ACF naming nothing must not look like an untuned ACF)
+        return Decision(nvcc, CallPlan(acf_path, passthrough="the ACF cannot be read"),
+                        problems=(f"{unreadable}; building without tuned flags",))
+    return None
 
 
 def _settings_nvcc(found, nvcc) -> Path:

@@ -50,7 +50,7 @@ def _given(options, name: str) -> bool:
     key = f"retune.{name}"
     if key in sources:
         return sources[key] != settings.DEFAULT
-    return getattr(options, {"time-limit": "seconds"}.get(name, name)) is not None
+    return getattr(options, settings.BY_NAME[key].field_name) is not None
 
 
 def decided(options):

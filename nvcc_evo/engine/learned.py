@@ -130,9 +130,9 @@ def limits_for(task, space, evaluator) -> LaunchLimits | None:
                         lambda genome: evaluator.measured[genome].detail if genome in evaluator.measured else "")
 
 
-def said(task, engine, limits: LaunchLimits | None) -> dict:
-    """The outcome's words on what was learned and avoided (the end report)."""
+def said(task, engine, limits: LaunchLimits | None) -> str:
+    """The outcome's words on what was learned and avoided (the end report; "" when nothing was)."""
     if limits is None or not limits.said:
-        return {}
-    return {"learned": f"{len(engine.avoided)} proposal(s) avoided, known to fail: launches refused for "
-                       + "; ".join(dict.fromkeys(limits.said))}
+        return ""
+    return (f"{len(engine.avoided)} proposal(s) avoided, known to fail: launches refused for "
+            + "; ".join(dict.fromkeys(limits.said)))

@@ -60,7 +60,7 @@ class Genome:
         return {k: v for k, v in self.items if v is not None}
 
     def __str__(self) -> str:
-        from nvcc_evo.acf.edit.format import show_value     # spelled as the ACF spells it (false, not False)
+        from nvcc_evo.acf.edit.spelling import show_value     # spelled as the ACF spells it (false, not False)
         shown = [f"{k}={show_value(v)}" for k, v in self.items if v is not None]
         return " ".join(shown) or "(defaults)"
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Callable, Protocol
 
 from nvcc_evo.acf import model
 from nvcc_evo.measure.candidate import CompileJob, CompileResult, Compiler, PtxCache, compile_each, sass_hash
@@ -156,6 +157,18 @@ class Started:
 
 NOT_SHIPPED = "not-shipped"     # the build would drop one of the candidate's knobs
 
+Take = Callable[[Genome, tuple[str, ...], CompileResult | None], Evaluation]
+
+
+class Lanes(Protocol):
+    """Several measuring lanes (execute.lanes.LaneSet) as the Evaluator uses
+    them: the Evaluator's `measure` is theirs (a candidate on whichever lane
+    is free); `submit` runs one candidate's `take` on a thread of theirs, one
+    per lane, so that every lane is kept measuring."""
+
+    def submit(self, take: Take, genome: Genome, flags: tuple[str, ...],
+               result: CompileResult | None) -> Future[Evaluation]: ...
+
 
 @dataclass
 class Evaluator:
@@ -177,7 +190,7 @@ class Evaluator:
     compiler: Compiler | None = None                  # the compile pool of start/finish (made on first use)
     incumbent: float = math.inf                       # the best feasible runtime raced against
     program_for: Callable[[Genome], str | None] = lambda genome: None   # the ptxas it asks for (None: the job's)
-    lanes: object | None = None                       # several measuring lanes (execute.lanes.LaneSet), if any
+    lanes: Lanes | None = None                        # several measuring lanes (execute.lanes.LaneSet), if any
     guard: threading.Lock = field(default_factory=threading.Lock)   # the lanes' threads record one at a time
     # Why a genome's knobs would not all reach the build ("" when they do): such a candidate is a
     # failure (not-shipped), never measured, so it can be neither chosen nor reported (retune.reach).
@@ -248,13 +261,34 @@ class Evaluator:
         racing incumbent, and so the measurements, do not depend on which
         compile ended first); with lanes, on whichever lane is free."""
         if self.lanes is not None:
-            return self.lanes.finish(self, started, begin, end)
+            return self._finish_on(self.lanes, started, begin, end)
         taken = []
         for i in range(begin, end):
             if self.out_of_time():
                 break              # the search's time is up (a slow backend: a bench command per candidate)
             taken.append(self.take(started.genomes[i], started.flags[i], self.compiled(started, i)))
         return taken
+
+    def _finish_on(self, lanes: Lanes, started: "Started", begin: int, end: int) -> list[Evaluation]:
+        """Candidates begin..end-1 of a started batch measured on the lanes,
+        their evaluations in genome order: a binary the same as one in flight
+        waits for it and reuses its measurement, as in one lane, so that a
+        deterministic backend's records are those of the serial run."""
+        futures, waiting, flying = {}, [], {}
+        for i in range(begin, end):
+            genome, flags = started.genomes[i], started.flags[i]
+            result = self.compiled(started, i)
+            digest = self.digest(result)
+            if digest and digest in flying:             # the same binary is being measured: reuse it after
+                waiting.append((i, genome, flags, result))
+                continue
+            futures[i] = lanes.submit(self.take, genome, flags, result)
+            if digest:
+                flying[digest] = futures[i]
+        done = {i: future.result() for i, future in futures.items()}
+        for i, genome, flags, result in waiting:
+            done[i] = self.take(genome, flags, result)
+        return [done[i] for i in range(begin, end)]
 
     def compiled(self, started: "Started", index: int) -> CompileResult | None:
         return self.compiler.result(started.futures[index]) if self.compiles else None

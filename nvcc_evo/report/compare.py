@@ -1,9 +1,11 @@
 """`nvcc-evo --sass [UNIT-GLOB...] [--target sm_XX]`: each unit's baseline
-(the build's own flags) and its ACF entry built as a retune builds them
-(retune.options.Builds) and compared kernel by kernel in the terminal
-(retune.kernels, retune.kernelview): registers, occupancy at the bench's
-block size, spills, shared memory, instructions and the instruction mix.
-No search, no GPU; nothing the ACF names is run.
+(the build's own flags) and its ACF entry built as the wrapper builds them
+(the compile plan of the unit's recorded build, retune.reach.recorded_build:
+what a retune's candidates compile with) and compared kernel by kernel in
+the terminal (retune.kernels, retune.kernelview): registers, occupancy at
+the bench's block size, spills, shared memory, instructions and the
+instruction mix. A knob of the entry that the build would not pass is not
+built, and said. No search, no GPU; nothing the ACF names is run.
 """
 from __future__ import annotations
 
@@ -13,11 +15,14 @@ from pathlib import Path
 from nvcc_evo.errors import EnvironmentProblem, ExitCode, UsageError
 from nvcc_evo.retune.kernels import SassUnavailable, compare
 from nvcc_evo.retune.kernelview import lines
-from nvcc_evo.retune.options import Options, builds_for, real_nvcc
+from dataclasses import replace
+
+from nvcc_evo.retune.options import Options, real_nvcc, with_settings
+from nvcc_evo.retune.reach import not_shipped, recorded_build
 from nvcc_evo.retune.tasks import check_target, find_tasks
 from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import baseline_defines, build_space
-from nvcc_evo.retune.writeback import current_genome
+from nvcc_evo.retune.writeback import fixed_settings
 
 
 def run_sass(acf: str | None, globs: tuple[str, ...], target: str | None) -> int:
@@ -37,16 +42,22 @@ def run_sass(acf: str | None, globs: tuple[str, ...], target: str | None) -> int
     toolkit = load_toolkit(real_nvcc(project))
     check_target(target, toolkit)
     options = Options(globs=globs, target=target, all=True, backend="static")
+    listed = with_settings(options, project)        # the ptxas binaries ptxas.version chooses among, as for a build
+    options = replace(options, ptxas=listed.ptxas, ptxas_source=listed.ptxas_source)
     tasks, skipped, _ = find_tasks(load(acf_path), acf_path, toolkit, options)
     failed = 0
     for task in tasks:
         space = build_space(task.unit, task.source, toolkit.accepts)
-        builds = builds_for(task, space, toolkit, acf_path, options)
-        entry = current_genome(task, space)
-        side = lambda genome: (genome.settings(), lambda: _compiled(builds.job_for(genome)))
+        build = recorded_build(task, acf_path, toolkit, options)      # the compile plan the wrapper builds with
+        entry = task.unit.entry_for(task.arch)
+        baseline = {**fixed_settings(task, space), **space.baseline().settings()}
+        held = {s.knob: s.value for s in entry.settings} if entry is not None else baseline
+        sides = [_side(task, build, settings) for settings in (baseline, held)]
+        lost = not_shipped(sides[1][2], held)
+        if lost:
+            log(f"{task}: not built here, as the build passes none of it: {lost}")
         try:
-            comparison = compare(task.unit, task.arch, "cpu", "static", side(space.baseline()),
-                                 side(entry if entry is not None else space.baseline()),
+            comparison = compare(task.unit, task.arch, "cpu", "static", sides[0][:2], sides[1][:2],
                                  baseline_defines(task.source, space), task.job.nvcc)
         except SassUnavailable as error:
             log(f"{task}: {error}")
@@ -58,6 +69,11 @@ def run_sass(acf: str | None, globs: tuple[str, ...], target: str | None) -> int
     return ExitCode.INVALID_INPUT if failed or skipped or not tasks else ExitCode.OK
 
 
-def _compiled(job):
+def _side(task, build, settings: dict):
+    """One side of the comparison: the knob values that reach the target's
+    code, how to build it (the flags and ptxas program the compile plan
+    gives that step), and the step's FlagPlan."""
     from nvcc_evo.measure.candidate import compile_candidate
-    return compile_candidate(job)
+    step, program = build.step(settings)
+    job = replace(task.job, flags=step.flags, ptxas=program or task.job.ptxas)
+    return dict(step.applied), lambda: compile_candidate(job), step

@@ -4,6 +4,14 @@ built-in defaults (`with_settings`, the settings' own precedence), where each
 came from (`say_settings`), the ptxas binaries its candidates choose among
 (the build setting `ptxas`, as a build decides it), and the real nvcc the
 project names (`real_nvcc`).
+
+A search setting is declared once, in the settings' table
+(nvcc_evo.driver.settings.KEYS): its key, environment variable, type,
+default, checks and help. Its Options field takes the default from there
+(`_default`), `SETTING_FIELDS` pairs keys and fields, and `add_flags` makes
+the `--retune` flags from the same rows. The fields are written out (not
+made from the table at run time) so that a type checker can follow them;
+tests/test_settings.py checks that they and the table agree.
 """
 from __future__ import annotations
 
@@ -25,8 +33,15 @@ from nvcc_evo.system.say import log
 PROTOCOLS = ("fast", "full")
 
 
-def _default(name: str):
-    return settings.BY_NAME[f"retune.{name}"].default
+# Options field of each project setting of the search, in the table's order.
+SETTING_FIELDS = {name: settings.BY_NAME[name].field_name for name in settings.RETUNE_KEYS}
+_KEY_OF = {field: settings.BY_NAME[name] for name, field in SETTING_FIELDS.items()}
+FLAG_TYPES = {"int": int, "float": float}       # other kinds: the text as given
+
+
+def _default(field: str):
+    """The table's default of the setting an Options field holds."""
+    return _KEY_OF[field].default
 
 
 @dataclass(frozen=True)
@@ -41,7 +56,7 @@ class Options:
     backend: str = _default("backend")
     evaluations: int = _default("evaluations")
     generations: int = _default("generations")
-    seconds: float = _default("time-limit")
+    seconds: float = _default("seconds")
     patience: int = _default("patience")
     population: int = _default("population")
     seed: int = _default("seed")
@@ -53,7 +68,7 @@ class Options:
     device: int = _default("device")              # the CUDA device the pycuda backend measures on
     gpus: str | None = _default("gpus")           # the GPUs it measures on, one lane each (execute.lanes)
     cluster: str | None = _default("cluster")     # a Ray cluster (execute.cluster), or None: this machine
-    at_once: int | None = _default("at-once")     # searches run at once (execute.together; None: 1, or the cluster's)
+    at_once: int | None = _default("at_once")     # searches run at once (execute.together; None: 1, or the cluster's)
     progress: str = _default("progress")          # auto (a live bar on a terminal), bar, lines
     # The ptxas binaries ptxas.version chooses among, as for a build: the project setting `ptxas`
     # (NVCC_EVO_PTXAS over the settings file; set here in code, it wins), decided by with_settings.
@@ -61,15 +76,6 @@ class Options:
     ptxas_source: str = settings.DEFAULT
     command_line: tuple[str, ...] = ()            # the fields given on the command line (they win)
     sources: tuple[tuple[str, str], ...] = ()     # (setting, where its value came from), by with_settings
-
-
-# Options field of each project setting of the search (the settings' table: nvcc_evo.driver.settings).
-SETTING_FIELDS = {"retune.backend": "backend", "retune.evaluations": "evaluations",
-                  "retune.generations": "generations", "retune.patience": "patience",
-                  "retune.population": "population", "retune.seed": "seed", "retune.jobs": "jobs",
-                  "retune.timeout": "timeout", "retune.time-limit": "seconds", "retune.target": "target",
-                  "retune.device": "device", "retune.replay": "replay", "retune.progress": "progress",
-                  "retune.gpus": "gpus", "retune.cluster": "cluster", "retune.at-once": "at_once"}
 
 
 def with_settings(options: Options, project: settings.Settings) -> Options:
@@ -84,6 +90,20 @@ def with_settings(options: Options, project: settings.Settings) -> Options:
     return replace(options, **{SETTING_FIELDS[key]: value.value for key, value in chosen.items()},
                    sources=tuple((key, value.source) for key, value in chosen.items()),
                    ptxas=tuple(p for p in paths if p), ptxas_source=listed.source)
+
+
+def add_flags(parser) -> None:
+    """A `--retune` flag for each search setting, from the settings' table:
+    its spelling, the Options field it fills, type, choices, metavar and help
+    (the default said by the table)."""
+    for field, key in _KEY_OF.items():
+        parser.add_argument(key.flag, dest=field, type=FLAG_TYPES.get(key.kind, str), choices=key.choices or None,
+                            metavar=key.metavar or None, help=key.help())
+
+
+def usage() -> list[str]:
+    """`[--flag VALUE]` of each search setting, for `--evo-help`."""
+    return [key.usage() for key in _KEY_OF.values()]
 
 
 def real_nvcc(project: settings.Settings) -> Path:
@@ -151,36 +171,3 @@ def ptxas_programs(space: SearchSpace, toolkit, acf_path: Path, options: Options
                 raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {problem}")
         programs[version] = None if found == ptxas.toolkit_ptxas(toolkit) else found.path
     return programs
-
-
-@dataclass(frozen=True)
-class Builds:
-    """How one search builds a genome of its space: the flags (the knobs set
-    outside the space stay set), the ptxas it asks for, the compile job."""
-
-    job: object                     # the task's CompileJob
-    fixed: dict
-    facts: object                   # flags.read_facts of the build's call
-    toolkit: object
-    folder: str
-    programs: dict
-
-    def flags_for(self, genome) -> tuple[str, ...]:
-        from nvcc_evo.driver.build.flags import plan_flags
-        return plan_flags({**self.fixed, **genome.settings()}, self.facts, self.toolkit, self.folder).flags
-
-    def program_for(self, genome) -> str | None:
-        return self.programs.get(str({**self.fixed, **genome.settings()}.get("ptxas.version", TOOLKIT_TOOL)))
-
-    def job_for(self, genome):
-        return replace(self.job, flags=self.flags_for(genome), ptxas=self.program_for(genome))
-
-
-def builds_for(task, space: SearchSpace, toolkit, acf_path: Path, options: Options) -> Builds:
-    from nvcc_evo.driver.build.flags import read_facts
-    from nvcc_evo.driver.build.nvcc_options import parse_call
-    from nvcc_evo.retune.writeback import fixed_settings
-    fixed = fixed_settings(task, space)
-    facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
-    programs = ptxas_programs(space, toolkit, acf_path, options, task.arch, fixed.get("ptxas.version"))
-    return Builds(task.job, fixed, facts, toolkit, str(acf_path.parent), programs)

@@ -1,7 +1,7 @@
 """Advisory locks (fcntl.flock) for the files nvcc-evo writes: one writer at a time.
 
 Editors take no locks, so a lock only orders nvcc-evo's own writers (retunes,
-`--acf-fmt`, results-store appends); acfwrite.rewrite checks for an editor's
+`--acf-fmt`, results-store appends); acf.edit.write.rewrite checks for an editor's
 save separately. A lock goes with its process: kill -9 releases it.
 """
 from __future__ import annotations

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from nvcc_evo.acf import model, unitpath
+from nvcc_evo.acf.expressions import Expr, Span
 
 from nvcc_evo.acf.bench import command as benchcommand, spec as benchspec
 
@@ -74,7 +75,7 @@ class BenchChecks:
             return
         self.check_named_file(path, reference.span, "reference file")
 
-    def check_named_file(self, path: str, span: model.Span, what: str) -> None:
+    def check_named_file(self, path: str, span: Span, what: str) -> None:
         """A file the ACF names: relative to its folder, there, and inside it."""
         folder = Path(self.file.path).parent
         problem = unitpath.path_problem(path, what)
@@ -136,14 +137,14 @@ class BenchChecks:
                            f"(known: {', '.join(allowed) or 'none'})")
             self.check_expr(param.expr, arg.span, sizes, defines)
 
-    def check_expr(self, expr: model.Expr, span: model.Span, sizes: set[str], defines: set[str]) -> None:
+    def check_expr(self, expr: Expr, span: Span, sizes: set[str], defines: set[str]) -> None:
         for ref in benchspec.names_in(expr):
             if ref.name not in sizes and ref.name not in defines:
                 self.error(ref.span, f"undefined name '{ref.name}' in expression (sizes: "
                            f"{listed(sizes) or 'none'}; defines: {listed(defines) or 'none'})")
         self.check_calls(expr)
 
-    def check_calls(self, expr: model.Expr) -> None:
+    def check_calls(self, expr: Expr) -> None:
         for call in benchspec.calls_in(expr):
             known = benchspec.FUNCTIONS.get(call.function)
             if known is None:

@@ -15,6 +15,7 @@ import re
 import statistics
 
 from nvcc_evo.acf import model
+from nvcc_evo.acf.expressions import Span
 
 TAKES = {"first": lambda v: v[0], "last": lambda v: v[-1], "min": min, "max": max,
          "median": statistics.median, "mean": statistics.fmean}
@@ -28,9 +29,9 @@ LEAST_ROUNDS = 5
 DEFAULT_ROUNDS = 10
 
 
-def problems(bench: model.Bench) -> list[tuple[model.Span, str]]:
+def problems(bench: model.Bench) -> list[tuple[Span, str]]:
     """Every problem of a bench block's command statements, located."""
-    found: list[tuple[model.Span, str]] = []
+    found: list[tuple[Span, str]] = []
     seen: dict[str, model.Metric] = {}
     for metric in bench.metrics:
         if metric.name in seen:
@@ -64,13 +65,13 @@ def identity(bench: model.Bench) -> str:
     return repr(parts)
 
 
-def command_only(bench: model.Bench) -> list[model.Span]:
+def command_only(bench: model.Bench) -> list[Span]:
     """Spans of command statements in a bench block that has no command."""
     parts = [*bench.metrics, *bench.run_checks, bench.confirm, bench.repeat, bench.timeout]
     return [part.span for part in parts if part is not None]
 
 
-def _metric_problems(metric: model.Metric) -> list[tuple[model.Span, str]]:
+def _metric_problems(metric: model.Metric) -> list[tuple[Span, str]]:
     found = _regex_problem(metric.regex, metric.span, "metric")
     if metric.name in RESERVED:
         found.append((metric.span, f"metric name '{metric.name}' is an objective the command backend "
@@ -89,7 +90,7 @@ def _metric_problems(metric: model.Metric) -> list[tuple[model.Span, str]]:
     return found
 
 
-def _regex_problem(regex: str, span: model.Span, what: str) -> list[tuple[model.Span, str]]:
+def _regex_problem(regex: str, span: Span, what: str) -> list[tuple[Span, str]]:
     try:
         re.compile(regex)
     except re.error as problem:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from nvcc_evo.acf import model
+from nvcc_evo.acf.expressions import Binary, Call, Expr, Literal, Ref, Unary
 
 # dtype -> (bytes per element, numpy name)
 DTYPES: dict[str, tuple[int, str]] = {
@@ -51,44 +52,44 @@ FUNCTIONS: dict[str, tuple[int, Callable]] = {
 class ExprError(ValueError):
     """An expression that cannot be evaluated; carries the offending node."""
 
-    def __init__(self, node: model.Expr, message: str):
+    def __init__(self, node: Expr, message: str):
         super().__init__(message)
         self.node = node
 
 
-def names_in(expr: model.Expr) -> list[model.Ref]:
-    if isinstance(expr, model.Ref):
+def names_in(expr: Expr) -> list[Ref]:
+    if isinstance(expr, Ref):
         return [expr]
-    if isinstance(expr, model.Unary):
+    if isinstance(expr, Unary):
         return names_in(expr.operand)
-    if isinstance(expr, model.Binary):
+    if isinstance(expr, Binary):
         return names_in(expr.left) + names_in(expr.right)
-    if isinstance(expr, model.Call):
+    if isinstance(expr, Call):
         return [ref for arg in expr.args for ref in names_in(arg)]
     return []
 
 
-def calls_in(expr: model.Expr) -> list[model.Call]:
-    if isinstance(expr, model.Call):
+def calls_in(expr: Expr) -> list[Call]:
+    if isinstance(expr, Call):
         return [expr] + [c for arg in expr.args for c in calls_in(arg)]
-    if isinstance(expr, model.Unary):
+    if isinstance(expr, Unary):
         return calls_in(expr.operand)
-    if isinstance(expr, model.Binary):
+    if isinstance(expr, Binary):
         return calls_in(expr.left) + calls_in(expr.right)
     return []
 
 
-def evaluate(expr: model.Expr, env: Mapping[str, int | float]) -> int | float:
+def evaluate(expr: Expr, env: Mapping[str, int | float]) -> int | float:
     """C-like arithmetic: `/` and `%` on integers truncate, as in the kernel."""
-    if isinstance(expr, model.Literal):
+    if isinstance(expr, Literal):
         return expr.value
-    if isinstance(expr, model.Ref):
+    if isinstance(expr, Ref):
         if expr.name not in env:
             raise ExprError(expr, f"undefined name '{expr.name}'")
         return env[expr.name]
-    if isinstance(expr, model.Unary):
+    if isinstance(expr, Unary):
         return -evaluate(expr.operand, env)
-    if isinstance(expr, model.Call):
+    if isinstance(expr, Call):
         _, function = FUNCTIONS[expr.function]
         return function(*(evaluate(a, env) for a in expr.args))
     left, right = evaluate(expr.left, env), evaluate(expr.right, env)

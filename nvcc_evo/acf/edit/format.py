@@ -9,149 +9,16 @@ links, mode and spelling kept).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from nvcc_evo.acf import model
+from nvcc_evo.acf.expressions import NO_SPAN, Span
+from nvcc_evo.acf.edit.spelling import (show_arg, show_check, show_condition, show_domain, show_expr, show_metric,
+                                        show_record, show_run_check, show_runs, show_space_require, show_string,
+                                        show_value)
 from nvcc_evo.acf.parse import parse_text
 
 INDENT = "    "
-BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")     # the grammar's NAME: ASCII (str.isidentifier takes é)
-PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2}
-KEYWORDS = frozenset(
-    "acf unit pin search in step bool tune minimize require select where and baseline bench "
-    "kernel let arg output grid block shared check rtol atol exact command metric target "
-    "take group maximize exit not confirm rounds repeat timeout provenance true false".split())
-
-
-# ---------------------------------------------------------------- values
-def show_number(value: int | float) -> str:
-    """Integers as they are; floats in the shortest text that reads back the
-    same, in exponent form (1e-5, not 1e-05 or 0.00001) below 1e-3 and from 1e16."""
-    if isinstance(value, int) or value == 0 or 1e-3 <= abs(value) < 1e16:
-        return repr(value)
-    for digits in range(17):
-        mantissa, exponent = f"{value:.{digits}e}".split("e")
-        if float(f"{mantissa}e{exponent}") == value:
-            return f"{mantissa}e{int(exponent)}"
-    return repr(value)
-
-
-def show_value(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return show_number(value)
-    if BARE_NAME.fullmatch(value) and value not in KEYWORDS:
-        return value
-    return show_string(value)
-
-
-def show_string(text: str) -> str:
-    """Quoted so that the parser reads `text` back: a quote and a backslash
-    before a quote, another backslash or the end are escaped; any other
-    backslash is written as it is (`"time \\| ([0-9.]+)"`)."""
-    return '"' + re.sub(r'\\(?=["\\]|$)|"', lambda m: "\\" + m.group(0), text) + '"'
-
-
-def show_expr(expr: model.Expr, parent: int = 0) -> str:
-    if isinstance(expr, model.Literal):
-        return show_number(expr.value)
-    if isinstance(expr, model.Ref):
-        return expr.name
-    if isinstance(expr, model.Call):
-        return f"{expr.function}({', '.join(show_expr(a) for a in expr.args)})"
-    if isinstance(expr, model.Unary):
-        return "-" + show_expr(expr.operand, 3)
-    own = PRECEDENCE[expr.op]
-    left = show_expr(expr.left, own)
-    if expr.op == "*" and isinstance(expr.left, model.Binary) and expr.left.op in "/%":
-        left = f"({left})"      # (A / B) * C: keep the truncating division visibly first
-    text = f"{left} {expr.op} {show_expr(expr.right, own + 1)}"
-    return f"({text})" if own < parent else text
-
-
-def show_domain(domain: model.Domain) -> str:
-    if isinstance(domain, model.BoolDomain):
-        return "bool"
-    if isinstance(domain, model.RangeDomain):
-        step = f" step {domain.step}" if domain.step != 1 else ""
-        return f"{domain.low}..{domain.high}{step}"
-    return "{" + ", ".join(show_value(v) for v in domain.values) + "}"
-
-
-def show_space_require(require: model.SpaceRequire) -> str:
-    return f"require {show_expr(require.left)} {require.op} {show_expr(require.right)}"
-
-
-def show_condition(condition: model.Condition) -> str:
-    if condition.relative:
-        bound = "baseline" if condition.bound == 1.0 else f"{show_value(condition.bound)} * baseline"
-    else:
-        bound = show_value(condition.bound)
-    return f"{condition.metric} {condition.op} {bound}"
-
-
-def show_arg(arg: model.Arg) -> str:
-    if not arg.is_array:
-        return f"arg {arg.name} : {arg.dtype} = {show_expr(arg.value)}"
-    if arg.init == "output":
-        init = "output"
-    else:
-        params = ", ".join((f"{p.name}=" if p.name else "") + show_expr(p.expr) for p in arg.params)
-        init = f"{arg.init}({params})"
-    return f"arg {arg.name} : {arg.dtype}[{show_expr(arg.count)}] = {init}"
-
-
-def show_check(check: model.Check) -> str:
-    parts = [f"check {check.name}"]
-    if check.rtol is not None:
-        parts.append(f"rtol {show_value(check.rtol)}")
-    if check.atol is not None:
-        parts.append(f"atol {show_value(check.atol)}")
-    if check.exact:
-        parts.append("exact")
-    return " ".join(parts)
-
-
-def show_metric(metric: model.Metric) -> str:
-    parts = ["metric"] + ([metric.name] if metric.named else []) + [show_string(metric.regex)]
-    if metric.take != "first":
-        parts.append(f"take {metric.take}")
-    if metric.group is not None:
-        parts.append(f"group {metric.group}")
-    if metric.unit:
-        parts.append(f"unit {show_string(metric.unit)}")
-    return " ".join(parts + (["maximize"] if metric.maximize else []))
-
-
-def show_run_check(check: model.RunCheck) -> str:
-    return {"exit": f"check exit {check.value}", "match": f"check {show_string(str(check.value))}",
-            "absent": f"check not {show_string(str(check.value))}",
-            "command": f"check command {show_string(str(check.value))}"}[check.kind]
-
-
-def show_runs(bench: model.Bench) -> list[tuple[model.Span, str]]:
-    """The command form's cost statements: confirm, repeat, timeout."""
-    shown = []
-    if bench.confirm is not None:
-        parts = ["confirm"] + ([show_string(bench.confirm.command)] if bench.confirm.command is not None else [])
-        parts += [f"rounds {bench.confirm.rounds}"] if bench.confirm.rounds is not None else []
-        shown.append((bench.confirm.span, " ".join(parts)))
-    if bench.repeat is not None:
-        low, high = bench.repeat.low, bench.repeat.high
-        shown.append((bench.repeat.span, f"repeat {low}" + (f"..{high}" if high != low else "")))
-    if bench.timeout is not None:
-        shown.append((bench.timeout.span, f"timeout {show_number(bench.timeout.seconds)}"))
-    return shown
-
-
-def show_record(record: model.Record) -> str:
-    """`key = value`: a name bare, as the grammar reads it back in a record (a
-    keyword is a name there: `backend = command` as `backend = static`)."""
-    spread = f" +- {show_value(record.spread)}" if record.spread is not None else ""
-    bare = isinstance(record.value, str) and BARE_NAME.fullmatch(record.value) and record.value not in ("true", "false")
-    return f"{record.key} = {record.value if bare else show_value(record.value)}{spread}"
 
 
 # ---------------------------------------------------------------- comments
@@ -168,7 +35,7 @@ class Attached:
 
 @dataclass
 class _Node:
-    span: model.Span
+    span: Span
     children: list["_Node"] | None   # None for a one-line statement
 
     @property
@@ -176,11 +43,11 @@ class _Node:
         return (self.span.start, self.span.end)
 
 
-def _leaf(span: model.Span) -> _Node:
+def _leaf(span: Span) -> _Node:
     return _Node(span, None)
 
 
-def _block(span: model.Span, children) -> _Node:
+def _block(span: Span, children) -> _Node:
     return _Node(span, sorted((c for c in children if c.span.start >= 0), key=lambda n: n.span.start))
 
 
@@ -197,7 +64,7 @@ def _tree(file: model.AcfFile) -> _Node:
             parts.append(_block(unit.bench.span, [_leaf(s.span) for s in _bench_items(unit.bench)]))
         parts.extend(_target_node(t) for t in unit.targets)
         units.append(_block(unit.span, parts))
-    return _block(model.Span(0, 0, 10**9, 0, 0, 10**12), [_leaf(file.header_span)] + units)
+    return _block(Span(0, 0, 10**9, 0, 0, 10**12), [_leaf(file.header_span)] + units)
 
 
 def _target_node(target: model.Target) -> _Node:
@@ -263,7 +130,7 @@ class Writer:
         self.margin = margin            # columns the caller puts before each line (update_target)
         self.done: set[tuple[int, int]] = set()
 
-    def _own(self, span: model.Span) -> Attached:
+    def _own(self, span: Span) -> Attached:
         key = (span.start, span.end)
         self.done.add(key)
         return self.comments.get(key, Attached()) if span.start >= 0 else Attached()
@@ -279,7 +146,7 @@ class Writer:
             line += " ".join(c.text if isinstance(c, model.Comment) else c for c in trailing)
         self.lines.append(line.rstrip() if text or trailing else "")
 
-    def leaf(self, span: model.Span, text: str) -> None:
+    def leaf(self, span: Span, text: str) -> None:
         own = self._own(span)
         for comment in own.leading:
             self._emit(comment, [])
@@ -287,14 +154,14 @@ class Writer:
         for comment in own.below:
             self._emit(comment, [])
 
-    def open(self, span: model.Span, header: str) -> None:
+    def open(self, span: Span, header: str) -> None:
         own = self._own(span)
         for comment in own.leading:
             self._emit(comment, [])
         self._emit(header + " {", own.trailing)
         self.depth += 1
 
-    def close(self, span: model.Span) -> None:
+    def close(self, span: Span) -> None:
         own = self._own(span)
         # Comments whose statement no longer prints (merged lines) stay inside the block.
         for key, stray in self.comments.items():
@@ -339,12 +206,12 @@ def _write_tune(w: Writer, tune: model.Tune) -> None:
         spans.setdefault(kind, []).append(span)
     w.open(tune.span, "tune")
     if tune.minimize:
-        w.leaf(spans.get("minimize", [model.NO_SPAN])[0], "minimize " + ", ".join(tune.minimize))
-    for condition, span in zip(tune.require, spans.get("require", []) + [model.NO_SPAN] * len(tune.require)):
+        w.leaf(spans.get("minimize", [NO_SPAN])[0], "minimize " + ", ".join(tune.minimize))
+    for condition, span in zip(tune.require, spans.get("require", []) + [NO_SPAN] * len(tune.require)):
         w.leaf(span, "require " + show_condition(condition))
     if tune.select is not None:
         where = " and ".join(show_condition(c) for c in tune.select_where)
-        w.leaf(spans.get("select", [model.NO_SPAN])[-1], f"select {tune.select}" + (f" where {where}" if where else ""))
+        w.leaf(spans.get("select", [NO_SPAN])[-1], f"select {tune.select}" + (f" where {where}" if where else ""))
     w.close(tune.span)
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from nvcc_evo.acf import model
-from nvcc_evo.acf.edit.format import INDENT, Writer, attach_comments, show_string, write_target
+from nvcc_evo.acf.expressions import NO_SPAN
+from nvcc_evo.acf.edit.format import INDENT, Writer, attach_comments, write_target
+from nvcc_evo.acf.edit.spelling import show_string
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.errors import AcfChanged
 
@@ -51,7 +53,7 @@ def replace_target(text: str, file: model.AcfFile, unit: model.Unit, target: mod
         return _add_block(text, file, find_unit(file, unit.globs), target)
     if old is not None:
         spans = {s.knob: s.span for s in old.settings}
-        target = replace(target, settings=tuple(replace(s, span=spans.get(s.knob, model.NO_SPAN))
+        target = replace(target, settings=tuple(replace(s, span=spans.get(s.knob, NO_SPAN))
                                                 for s in target.settings))
         return _replace_block(text, file, old, target)
     return _add_block(text, file, unit, target)
@@ -66,7 +68,7 @@ def _replace_block(text: str, file: model.AcfFile, old: model.Target, target: mo
 
 def _add_block(text: str, file: model.AcfFile, unit: model.Unit, target: model.Target) -> str:
     """`target` as a new block at the end of `unit`."""
-    target = replace(target, span=model.NO_SPAN, provenance_span=model.NO_SPAN)
+    target = replace(target, span=NO_SPAN, provenance_span=NO_SPAN)
     closing = unit.span.end - 1                     # the unit's '}'
     line_start = text.rfind("\n", 0, closing) + 1
     unit_indent = _indent_of(text, unit.span.start)
