@@ -160,6 +160,17 @@ NOT_SHIPPED = "not-shipped"     # the build would drop one of the candidate's kn
 Take = Callable[[Genome, tuple[str, ...], CompileResult | None], Evaluation]
 
 
+class Compiles(Protocol):
+    """A compile pool as start/finish use it: measure.candidate.Compiler, or
+    the cluster's (execute.cluster.RayCompiler)."""
+
+    def submit(self, jobs: list[CompileJob]) -> list: ...
+
+    def result(self, future) -> CompileResult: ...
+
+    def close(self, cancel: bool = False) -> None: ...
+
+
 class Lanes(Protocol):
     """Several measuring lanes (execute.lanes.LaneSet) as the Evaluator uses
     them: the Evaluator's `measure` is theirs (a candidate on whichever lane
@@ -187,7 +198,7 @@ class Evaluator:
     tally: Tally = field(default_factory=Tally)
     race: Race | None = None                          # the backend's racing (Backend.race), if it races
     ptx: PtxCache | None = None                       # PTX reuse across candidates of one front end
-    compiler: Compiler | None = None                  # the compile pool of start/finish (made on first use)
+    compiler: Compiles | None = None                  # the compile pool of start/finish (made on first use)
     incumbent: float = math.inf                       # the best feasible runtime raced against
     program_for: Callable[[Genome], str | None] = lambda genome: None   # the ptxas it asks for (None: the job's)
     lanes: Lanes | None = None                        # several measuring lanes (execute.lanes.LaneSet), if any

@@ -91,7 +91,8 @@ def not_shipped(step, settings: dict) -> str:
     return "; ".join(lost)
 
 
-def reachable(task, space: SearchSpace, fixed: dict, build: RecordedBuild) -> tuple[SearchSpace, dict, list[str]]:
+def reachable(task, space: SearchSpace, fixed: dict,
+              build: RecordedBuild | KernelBuild) -> tuple[SearchSpace, dict, list[str]]:
     """The space with only values the build passes (a dimension left with
     its baseline alone is dropped), the fixed settings the build passes, and
     a line for each knob left out (its values, the reason)."""
@@ -139,7 +140,8 @@ def say(task, notes: list[str]) -> None:
 
 
 # ---------------------------------------------------------------- the ship check
-def ship_check(outcome, acf_path: Path, toolkit, options, build: RecordedBuild, measured_flags) -> str:
+def ship_check(outcome, acf_path: Path, toolkit, options, build: RecordedBuild | KernelBuild,
+               measured_flags) -> str:
     """Why the entry about to be written would not give the build the code
     that was measured ("" when it would): the wrapper's own decision for the
     recorded call, with that entry in a copy of the ACF beside it (where the

@@ -252,7 +252,7 @@ def _seeds(task: Task, space: SearchSpace) -> list[Genome]:
     family = None if current else family_of(task.source)
     boosted = [space.genome(dict(seed.knobs)) for seed in family.seeds] if family else []
     boosted = [g for g in dict.fromkeys(boosted) if g not in seeds]
-    if boosted:
+    if boosted and family is not None:
         log(f"{task}: a new unit of the {family.name} family: {len(boosted)} curated starting point(s) seeded")
     return seeds + boosted
 
