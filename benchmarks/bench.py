@@ -147,6 +147,7 @@ def builds(toolkit, unit, arch: str) -> dict:
 
 def bench_shape(pool, unit, built: dict, shape: dict, rounds: int, copy_rate: float) -> dict:
     from nvcc_evo.measure.gpu import outputs_match, reference_outputs
+    from nvcc_evo.measure.gpu_worker import Launch
     from nvcc_evo.measure.stats import faster, summarize
     from nvcc_evo.execute.measurers import load_reference
     plans = {side: plan_bench(unit.bench, defines, lets=shape) for side, (_, defines) in built["sides"].items()}
@@ -155,17 +156,17 @@ def bench_shape(pool, unit, built: dict, shape: dict, rounds: int, copy_rate: fl
     expected = reference_outputs(reference, plans["default"]) if reference else None
     problems = {}
     for side in plans:
-        answer = pool.request({"cubin": cubins[side], "plan": plans[side], "outputs": True})
-        if answer["status"] != "ok":
-            problems[side] = f"{answer['status']}: {answer.get('detail', '')}"
+        answer = pool.request(Launch(cubins[side], plans[side], outputs=True))
+        if answer.status != "ok":
+            problems[side] = f"{answer.status}: {answer.detail}"
         elif expected is not None:
-            problems[side] = outputs_match(answer["outputs"], expected, plans[side])
+            problems[side] = outputs_match(answer.outputs, expected, plans[side])
     samples = {side: [] for side in plans}
     for _ in range(rounds):
         for side in plans:
-            answer = pool.request({"cubin": cubins[side], "plan": plans[side], "time": True, "min_seconds": 0.2})
-            samples[side].append(summarize(answer["times_us"]).median if answer["status"] == "ok" else math.inf)
-    energy = {side: pool.request({"cubin": cubins[side], "plan": plans[side], "energy": True}) for side in plans}
+            answer = pool.request(Launch(cubins[side], plans[side], time=True, min_seconds=0.2))
+            samples[side].append(summarize(answer.times_us).median if answer.status == "ok" else math.inf)
+    energy = {side: pool.request(Launch(cubins[side], plans[side], energy=True)) for side in plans}
     verdict = faster(samples["default"], samples["tuned"])
     target = built["target"]
     record = lambda key: target.record(key).value if target and target.record(key) else None
@@ -179,7 +180,7 @@ def bench_shape(pool, unit, built: dict, shape: dict, rounds: int, copy_rate: fl
     for side, plan in plans.items():
         s = summarize(samples[side])
         row[side] = {"median_us": s.median, "p20_us": s.p20, "p80_us": s.p80,
-                     "energy_mj": energy[side].get("energy_mj"), "power_w": energy[side].get("power_w"),
+                     "energy_mj": energy[side].energy_mj, "power_w": energy[side].power_w,
                      "bandwidth_fraction": plan.bytes_moved / (s.median * 1e-6) / copy_rate}
     return row
 
@@ -239,6 +240,7 @@ def run_gpu(out: Path, rounds: int, only: list[str]) -> dict:
     from nvcc_evo.driver.toolkit import load_toolkit
     from nvcc_evo.driver.wrapper import find_real_nvcc
     from nvcc_evo.measure.gpu import WorkerPool
+    from nvcc_evo.measure.gpu_worker import CopyRate
     toolkit = load_toolkit(find_real_nvcc())
     units = [u for u in load(ACF).units if u.bench is not None and u.bench.kernel is not None
              and (not only or u.globs[0] in only)]
@@ -249,7 +251,7 @@ def run_gpu(out: Path, rounds: int, only: list[str]) -> dict:
     try:
         before = library_times([case for _, case in cases])     # the library, before our kernels ...
         arch = pool.hello["arch"]
-        result["copy_bytes_per_s"] = pool.request({"copy": True})["copy_bytes_per_s"]
+        result["copy_bytes_per_s"] = pool.request(CopyRate()).copy_bytes_per_s
         started = time.monotonic()
         for unit in units:
             built = builds(toolkit, unit, arch)

@@ -31,6 +31,7 @@ from nvcc_evo.driver.build.flags import plan_flags, read_facts  # noqa: E402
 from nvcc_evo.driver.build.nvcc_options import parse_call  # noqa: E402
 from nvcc_evo.driver.toolkit import load_toolkit  # noqa: E402
 from nvcc_evo.measure.gpu import WorkerPool, outputs_match, reference_outputs  # noqa: E402
+from nvcc_evo.measure.gpu_worker import Launch  # noqa: E402
 from nvcc_evo.measure.stats import faster, summarize  # noqa: E402
 from nvcc_evo.execute.measurers import load_reference  # noqa: E402
 from softmax_bench import BENCH  # noqa: E402  (beside this script)
@@ -131,17 +132,17 @@ def main() -> None:
         for name, (acf, settings) in variants.items():
             cubin, flags = build(acf, settings, toolkit)
             plan = plan_bench(unit.bench, {**source_defines(acf.parent / "softmax.cu"), **define_values(settings)})
-            answer = pool.request({"cubin": cubin, "plan": plan, "outputs": True})
-            wrong = outputs_match(answer["outputs"], reference_outputs(reference, plan), plan) \
-                if answer["status"] == "ok" else answer.get("detail", answer["status"])
+            answer = pool.request(Launch(cubin, plan, outputs=True))
+            wrong = outputs_match(answer.outputs, reference_outputs(reference, plan), plan) \
+                if answer.status == "ok" else answer.detail or answer.status
             if wrong:
                 raise SystemExit(f"{name} gives a wrong answer: {wrong}")
             builds[name] = (cubin, plan, flags)
         medians = {name: [] for name in builds}
         for _ in range(args.rounds):
             for name, (cubin, plan, _) in builds.items():
-                answer = pool.request({"cubin": cubin, "plan": plan, "time": True, "min_seconds": 0.2})
-                medians[name].append(summarize(answer["times_us"]).median)
+                answer = pool.request(Launch(cubin, plan, time=True, min_seconds=0.2))
+                medians[name].append(summarize(answer.times_us).median)
     finally:
         pool.close()
     verdicts = {f"{name} vs baseline": faster(medians["baseline"], medians[name]) for name in builds

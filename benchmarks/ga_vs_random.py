@@ -61,7 +61,7 @@ def _evaluator(replay: Replay, objective: str = "static"):
     def evaluate(genomes):
         out = []
         for genome in genomes:
-            measurement, _ = replay.measure(genome)
+            measurement = replay.measure(genome)
             value = value_of(measurement) if measurement.ok else float("inf")
             out.append(Evaluation(genome, (value,), status=measurement.status))
         return out

@@ -73,8 +73,8 @@ def record_gpu(store: Store, glob: str, min_seconds: float) -> None:
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.acf.sources import define_values
     from nvcc_evo.measure.candidate import CompileJob, compile_candidate, compile_each
-    from nvcc_evo.measure.gpu import GpuBench
-    from nvcc_evo.execute.measurers import close_pool, gpu_pool, load_reference
+    from nvcc_evo.measure.gpu import POOLS, GpuBench
+    from nvcc_evo.execute.measurers import load_reference
     from nvcc_evo.engine.space import baseline_defines
     kernels = ROOT / "kernels"
     unit = next(u for u in load(kernels / "nvcc-evo.acf").units if glob in u.globs)
@@ -86,7 +86,7 @@ def record_gpu(store: Store, glob: str, min_seconds: float) -> None:
     genomes.insert(0, space.baseline())            # measured first: the GPU backend's reference run
     defaults = baseline_defines(source, space)
     defines = lambda g: {**defaults, **define_values(g.settings())}
-    pool = gpu_pool()
+    pool = POOLS.get()
     arch = pool.hello["arch"]
     gpu = GpuBench(unit.bench, pool, arch, defines, energy=False, min_seconds=min_seconds,
                    expected_fn=load_reference(unit.bench, kernels))
@@ -104,7 +104,7 @@ def record_gpu(store: Store, glob: str, min_seconds: float) -> None:
             if count % 25 == 0 or count == len(genomes):
                 print(f"{count}/{len(genomes)} [{time.monotonic() - started:.0f} s]", file=sys.stderr, flush=True)
     finally:
-        close_pool()
+        POOLS.close()
 
 
 def main() -> None:

@@ -54,15 +54,16 @@ def time_cubin(cubin: Path, acf: Path) -> None:
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.acf.sources import source_defines
     from nvcc_evo.measure.gpu import WorkerPool
+    from nvcc_evo.measure.gpu_worker import Launch
     from nvcc_evo.measure.stats import summarize
     unit = load(acf).units[0]
     plan = plan_bench(unit.bench, source_defines(acf.parent / "softmax.cu"))
     pool = WorkerPool()
     try:
-        answer = pool.request({"cubin": cubin.read_bytes(), "plan": plan, "time": True, "min_seconds": 0.3})
+        answer = pool.request(Launch(cubin.read_bytes(), plan, time=True, min_seconds=0.3))
     finally:
         pool.close()
-    print(f"median {summarize(answer['times_us']).median:.4f} us")
+    print(f"median {summarize(answer.times_us).median:.4f} us")
 
 
 def main() -> None:

@@ -123,17 +123,18 @@ class FakePool:
 
     def request(self, message):
         from nvcc_evo.measure.gpu import reference_outputs
-        if message.get("copy"):
-            return {"status": "ok", "copy_bytes_per_s": 4e12}
-        if message["cubin"] not in self.cubins:
-            self.cubins.append(message["cubin"])
-        tuned = self.cubins.index(message["cubin"]) == 1
+        from nvcc_evo.measure.gpu_worker import Answer, CopyRate
+        if isinstance(message, CopyRate):
+            return Answer("ok", copy_bytes_per_s=4e12)
+        if message.cubin not in self.cubins:
+            self.cubins.append(message.cubin)
+        tuned = self.cubins.index(message.cubin) == 1
         answer = {"status": "ok", "energy_mj": 2.0 if tuned else 3.0, "power_w": 500.0}
-        if message.get("outputs"):
-            answer["outputs"] = reference_outputs(self.reference, message["plan"])
-        if message.get("time"):
+        if message.outputs:
+            answer["outputs"] = reference_outputs(self.reference, message.plan)
+        if message.time:
             answer["times_us"] = [10.0 + i % 3 for i in range(9)] if tuned else [20.0 + i % 3 for i in range(9)]
-        return answer
+        return Answer(**answer)
 
     def close(self):
         pass

@@ -10,7 +10,7 @@ import pytest
 from nvcc_evo.acf import knobs
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.engine import boosters
-from nvcc_evo.retune.run import _seeds
+from nvcc_evo.retune.tune import _seeds
 from nvcc_evo.retune.tasks import Task
 from nvcc_evo.engine.space import build_space
 

@@ -159,15 +159,15 @@ def test_run_checks_tell_wrong_answers(checks, output, code, wrong):
 
 
 def test_a_metric_to_maximize_is_scored_and_judged_upward():
-    from nvcc_evo.measure.command import _judged
+    from nvcc_evo.measure.stats import judged
     from nvcc_evo.execute.evaluate import goal_for
     goal = goal_for(model.Tune(minimize=("tokens",)), ("tokens", "registers"), maximize=("tokens",))
     assert goal.scores({"tokens": 900.0}) < goal.scores({"tokens": 800.0})        # more tokens/s: a lower score
     assert goal.better("tokens", 900, 800) and goal.better("registers", 800, 900)
-    verdict = _judged({"baseline": [800, 810, 790, 805, 795], "chosen": [900, 910, 890, 905, 895]}, maximize=True)
+    verdict = judged({"baseline": [800, 810, 790, 805, 795], "chosen": [900, 910, 890, 905, 895]}, maximize=True)
     assert verdict.significant and abs(verdict.effect - 900 / 800) < 0.01
-    assert not _judged({"baseline": [800, 810, 790, 805, 795], "chosen": [900, 910, 890, 905, 895]},
-                       maximize=False).significant
+    assert not judged({"baseline": [800, 810, 790, 805, 795], "chosen": [900, 910, 890, 905, 895]},
+                      maximize=False).significant
 
 
 def test_without_a_tune_block_the_first_metric_is_tuned():

@@ -10,9 +10,10 @@ import shutil
 from pathlib import Path
 
 from nvcc_evo.measure.candidate import CompileJob
-from nvcc_evo.measure import Measurement, Measurer
+from nvcc_evo.measure import Measurement
+from nvcc_evo.measure.backend import Composed
 from nvcc_evo.execute.evaluate import Evaluator, Goal
-from nvcc_evo.retune.run import measure_baseline
+from nvcc_evo.retune.tune import measure_baseline
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.execute.store import Context, Store
 
@@ -45,11 +46,11 @@ def test_a_resumed_search_measures_the_baseline_again_where_the_backend_keeps_it
     resumed: list = []
     again = evaluator(real_nvcc, tmp_path, store, resumed)
     again.resume(store.read())
-    keeps = Measurer(lambda *a: None, ("runtime",), fresh_baseline=True)
+    keeps = Composed(lambda *a: None, ("runtime",), fresh_baseline=True)
     measurement = measure_baseline(again, keeps, BASELINE)
     assert resumed == [BASELINE] and not measurement.reused
     plain: list = []
     other = evaluator(real_nvcc, tmp_path, store, plain)
     other.resume(store.read())
-    measure_baseline(other, Measurer(lambda *a: None, ("runtime",)), BASELINE)
+    measure_baseline(other, Composed(lambda *a: None, ("runtime",)), BASELINE)
     assert plain == []                                # read back from the store

@@ -58,7 +58,7 @@ def test_two_lanes_calibrate_to_one_baseline_and_share_the_candidates(tmp_path):
     from nvcc_evo.measure.candidate import CompileJob, compile_candidate
     from nvcc_evo.driver.toolkit import load_toolkit
     from nvcc_evo.driver.wrapper import find_real_nvcc
-    from nvcc_evo.measure import Measurer
+    from nvcc_evo.measure.backend import Composed
     from nvcc_evo.measure.gpu import GpuBench, WorkerPool
     from nvcc_evo.execute.lanes import Lane, LaneSet
     shutil.copy(DATA / "cuda" / "faulty.cu", tmp_path / "faulty.cu")
@@ -69,7 +69,7 @@ def test_two_lanes_calibrate_to_one_baseline_and_share_the_candidates(tmp_path):
         job = CompileJob(toolkit.nvcc, ("-c", "faulty.cu"), str(tmp_path), "faulty.cu", pools[0].hello["arch"])
         builds = {block: compile_candidate(replace(job, flags=(f"-DBLOCK={block}",))) for block in (256, 128, 512, 1024)}
         benches = [GpuBench(bench, pool, job.arch, lambda genome: {"BLOCK": genome}, energy=False) for pool in pools]
-        lanes = LaneSet([Lane(i, Measurer(b.measure, ("runtime",), race=b.race_against), f"lane {i}")
+        lanes = LaneSet([Lane(i, Composed(b.measure, ("runtime",), race=b.race_against), f"lane {i}")
                          for i, b in enumerate(benches)])
         runs = lanes.calibrate(256, ("-DBLOCK=256",), builds[256])
         assert all(run.ok for run in runs), runs

@@ -14,7 +14,9 @@ from nvcc_evo.acf.bench.spec import ExprError, plan_bench
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.measure.gpu import WorkerPool, outputs_match
-from nvcc_evo.measure.gpu_worker import classify, host_array, launch_problem, poison, to_storage
+from nvcc_evo.measure.gpu_worker import (Answer, CopyRate, Device, Hello, Incumbent, Launch, NoGpu, classify,
+                                         host_array, poison, to_storage, worker_main)
+from nvcc_evo.measure.occupancy import launch_problem
 
 BENCH = parse_text('''acf 1
 unit "k.cu" {
@@ -107,34 +109,126 @@ def test_cuda_errors_are_classified():
         ("crash", True)
 
 
-# Fake workers, top-level so that a spawned process can import them.
-def worker_that_dies_on_request(connection, device):
-    connection.send({"name": "fake", "cc": "0.0", "arch": "sm_00", "driver": 0, "nvml": False})
-    while True:
-        request = connection.recv()
-        if request is None:
-            return
-        if request.get("die"):
+# Stand-ins for the GPU, top-level so that a spawned process can import them: the measuring
+# process's own loop (gpu_worker.worker_main) runs with them, over a real pipe.
+FAKE = Hello("fake", "0.0", "sm_00", "0", 0, False)
+
+
+def ask(what: bytes = b"") -> Launch:
+    return Launch(what, None)
+
+
+class DyingDevice:
+    """Dies on a request for b"die", hangs on b"hang", else answers with its process id."""
+
+    def __init__(self, index: int):
+        pass
+
+    def hello(self) -> Hello:
+        return FAKE
+
+    def run(self, request: Launch) -> Answer:
+        if request.cubin == b"die":
             os._exit(17)
-        if request.get("hang"):
+        if request.cubin == b"hang":
             time.sleep(60)
-        connection.send({"status": "ok", "pid": os.getpid()})
+        return Answer("ok", str(os.getpid()))
+
+
+class NoDevice:
+    def __init__(self, index: int):
+        raise RuntimeError("cuInit failed: no CUDA-capable device is detected")
+
+
+def worker_that_dies_on_request(connection, device):
+    worker_main(connection, device, DyingDevice)
 
 
 def worker_without_gpu(connection, device):
-    connection.send({"status": "no-gpu", "detail": "cuInit failed: no CUDA-capable device is detected"})
+    worker_main(connection, device, NoDevice)
 
 
 def test_a_worker_that_dies_is_recorded_and_replaced():
     pool = WorkerPool(target=worker_that_dies_on_request, timeout=30)
     try:
-        first = pool.request({})
-        died = pool.request({"die": True})
-        assert died["status"] == "crash" and "exit code 17" in died["detail"]
-        after = pool.request({})
-        assert after["status"] == "ok" and after["pid"] != first["pid"] and pool.replaced == 1
-        hung = pool.request({"hang": True}, timeout=2)
-        assert hung["status"] == "timeout" and pool.request({})["status"] == "ok" and pool.replaced == 2
+        first = pool.request(ask())
+        died = pool.request(ask(b"die"))
+        assert died.status == "crash" and "exit code 17" in died.detail
+        after = pool.request(ask())
+        assert after.status == "ok" and after.detail != first.detail and pool.replaced == 1
+        hung = pool.request(ask(b"hang"), timeout=2)
+        assert hung.status == "timeout" and pool.request(ask()).status == "ok" and pool.replaced == 2
+    finally:
+        pool.close()
+
+
+class StandInCuda:
+    """The one CUDA call a stand-in device's `run` reaches: the module load, which
+    fails with the error the request's cubin names (as pycuda raises it)."""
+
+    def module_from_buffer(self, cubin: bytes):
+        raise RuntimeError(cubin.decode())
+
+
+class StandInDevice(Device):
+    """gpu_worker.Device without a GPU: its own `run` (the request's type decides
+    what is done), the copy rate and the module load answered here."""
+
+    def __init__(self, index: int):
+        self.cuda, self.references = StandInCuda(), {}
+
+    def hello(self) -> Hello:
+        return FAKE
+
+    def copy_bandwidth(self, size: int = 0, repeats: int = 0) -> Answer:
+        return Answer("ok", copy_bytes_per_s=4e12)
+
+
+def stand_in_worker(connection, device):
+    worker_main(connection, device, StandInDevice)
+
+
+def test_the_pipes_values_cross_a_real_pipe_as_they_are():
+    """What the pool and the measuring process send each other pickles through
+    a multiprocessing pipe (spawn's, as WorkerPool's) and comes back equal."""
+    import multiprocessing
+    plan = plan_bench(BENCH, {"TILE": 1})
+    near, far = multiprocessing.get_context("spawn").Pipe()
+    outputs = {"y": np.linspace(1, 2, 1000, dtype=np.float32)}
+    sent = [FAKE, NoGpu("no device"), CopyRate(), Launch(b"\x7fELF", plan, time=True, min_seconds=0.2,
+            race=Incumbent(10.5, 0.02), settle=True, energy=True, outputs=True, seed=1000, compare="k"),
+            Answer("ok", costs={"load": 0.1}, wrong="", times_us=[1.0, 2.0], planned=9, stopped="raced",
+                   energy_mj=2.0, power_w=500.0, launches=16), None]
+    try:
+        for value in sent:
+            near.send(value)
+            assert far.recv() == value
+        near.send(Launch(b"", plan, reference=("k", outputs)))
+        got = far.recv()
+        assert got.reference[0] == "k" and np.array_equal(got.reference[1]["y"], outputs["y"])
+        assert got.plan == plan and got.race is None and got.time is False and got.min_seconds == 0.3
+    finally:
+        near.close()
+        far.close()
+    assert FAKE.as_dict() == {"name": "fake", "cc": "0.0", "arch": "sm_00", "driver": "0", "l2": 0, "nvml": False}
+
+
+def test_the_measuring_process_answers_each_request_type_and_a_cuda_error_in_its_words():
+    """The measuring process's own loop and Device.run, over a real pipe: a copy
+    rate asked is measured; a candidate whose load fails is answered with the
+    error's status (gpu_worker.classify), the process kept after a recoverable
+    error and replaced after a fatal one; its hello is the pool's `hello`."""
+    plan = plan_bench(BENCH, {"TILE": 1})
+    pool = WorkerPool(target=stand_in_worker, timeout=30)
+    try:
+        assert pool.hello == FAKE.as_dict()
+        assert pool.request(CopyRate()) == Answer("ok", copy_bytes_per_s=4e12)
+        memory = pool.request(Launch(b"cuMemAlloc failed: out of memory", plan, time=True))
+        assert memory == Answer("out-of-memory", "RuntimeError: cuMemAlloc failed: out of memory")
+        assert pool.replaced == 0
+        crashed = pool.request(Launch(b"cuCtxSynchronize failed: an illegal memory access was encountered", plan))
+        assert crashed.status == "crash" and "illegal memory access" in crashed.detail and pool.replaced == 1
+        assert pool.request(CopyRate()).status == "ok"
     finally:
         pool.close()
 
@@ -225,17 +319,17 @@ def test_the_measuring_process_keeps_compares_and_sends_back_outputs_only_when_a
     right = {"y": np.linspace(1, 2, 1000, dtype=np.float32)}
     wrong = {"y": right["y"] * 1.01}
     held = {}
-    assert checked({"plan": plan, "keep": "base"}, right, held) == {}          # nothing crosses back
-    assert checked({"plan": plan, "compare": "base"}, right, held) == {"wrong": ""}
-    assert "elements outside rtol" in checked({"plan": plan, "compare": "base"}, wrong, held)["wrong"]
-    assert checked({"plan": plan, "compare": "other"}, right, held)["wrong"] == "no reference here"
-    take_reference({"plan": plan, "reference": ("other", wrong)}, held)
-    assert checked({"plan": plan, "compare": "other", "outputs": True}, wrong, held) == {"outputs": wrong, "wrong": ""}
+    assert checked(Launch(b"", plan, keep="base"), right, held) == {}          # nothing crosses back
+    assert checked(Launch(b"", plan, compare="base"), right, held) == {"wrong": ""}
+    assert "elements outside rtol" in checked(Launch(b"", plan, compare="base"), wrong, held)["wrong"]
+    assert checked(Launch(b"", plan, compare="other"), right, held)["wrong"] == "no reference here"
+    take_reference(Launch(b"", plan, reference=("other", wrong)), held)
+    assert checked(Launch(b"", plan, compare="other", outputs=True), wrong, held) == {"outputs": wrong, "wrong": ""}
 
 
 def test_the_gpu_confirmation_builds_its_own_pair_and_stops_at_a_failed_build(tmp_path, real_nvcc):
     """GpuBench.confirm compiles the baseline and the winner itself (real
-    nvcc, the Measurer's `build`); a side that does not compile ends it before
+    nvcc, the Backend's `build`); a side that does not compile ends it before
     anything is sent to the measuring process, in the backend's words."""
     from dataclasses import replace
     from nvcc_evo.measure.candidate import CompileJob, compile_candidate

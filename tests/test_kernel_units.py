@@ -66,3 +66,37 @@ def test_the_drop_in_ptxas_lets_the_user_s_own_options_win(tmp_path, evo_cache):
     assert "left out: ptxas.opt_level: the user sets it (-O0); the user wins" in done.stdout
     built = subprocess.run([str(ptxas), *asked[1:]], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert built.returncode == 0 and (tmp_path / "k.cubin").is_file(), built.stderr
+
+
+def test_a_kernel_unit_searches_only_what_the_drop_in_ptxas_would_pass(tmp_path, evo_cache):
+    """A kernel unit's candidates take their ptxas step from the function the
+    drop-in ptxas builds its command with (compileplan.ptx_step): a controls
+    file the real ptxas refuses is left out of the search, said, as the
+    drop-in leaves it out (it was searched, and failed as compile-error),
+    and the entry written gives the drop-in's cubin the registers measured.
+    The toolkit's ptxas stands for Triton's; no Triton needed."""
+    import sys
+    from nvcc_evo.measure.candidate import cubin_registers
+    ptxas = Path(sys.executable).parent / "nvcc-evo-ptxas"
+    source = tmp_path / "k.cu"
+    source.write_text("__global__ void k(float *x, int n)\n{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                      "    float s = 0;\n    for (int j = 0; j < 4; ++j) s += x[(i + j) % n] * j;\n"
+                      "    if (i < n) x[i] = s;\n}\n")
+    subprocess.run(["nvcc", "-ptx", "-arch=sm_90a", "k.cu", "-o", "k.ptx"], cwd=tmp_path, check=True)
+    (tmp_path / "k.ctl").write_text("not a controls file\n")
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\nunit kernel "_Z1kPfi" {\n    search {\n'
+                                           '        ptxas.controls in {none, "k.ctl"}\n        ptxas.opt_level in {1, 3}\n'
+                                           '    }\n    tune {\n        minimize registers\n    }\n}\n')
+    env = evo_env(evo_cache, NVCC_EVO_REAL_PTXAS=shutil.which("ptxas"))
+    compile_ptx = [str(ptxas), "-v", "--gpu-name=sm_90a", "k.ptx", "-o", "k.cubin"]
+    subprocess.run(compile_ptx, cwd=tmp_path, env=env, check=True, capture_output=True)
+    tuned = subprocess.run([str(EVO), "--retune", "--backend", "static", "--evaluations", "6"], cwd=tmp_path,
+                           env=env, capture_output=True, text=True)
+    assert tuned.returncode == 0, tuned.stderr
+    assert re.search(r"ptxas\.controls: all its values left out of the search: the build would not pass it "
+                     r"\(ptxas \S+ \(\S+\) does not apply it", tuned.stderr), tuned.stderr
+    assert "compile-error" not in tuned.stderr, tuned.stderr
+    measured = re.search(r"registers +\d+ +(\d+)", tuned.stdout)
+    assert measured and "ptxas.opt_level = 1" in (tmp_path / "nvcc-evo.acf").read_text(), tuned.stdout
+    subprocess.run(compile_ptx, cwd=tmp_path, env=env, check=True, capture_output=True)
+    assert cubin_registers((tmp_path / "k.cubin").read_bytes()) == int(measured.group(1))

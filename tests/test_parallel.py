@@ -17,7 +17,8 @@ from conftest import ROOT
 from nvcc_evo.acf.resolve import load
 from nvcc_evo.measure.candidate import CompileJob
 from nvcc_evo.errors import UsageError
-from nvcc_evo.measure import Measurement, Measurer, static
+from nvcc_evo.measure import Measurement, static
+from nvcc_evo.measure.backend import Composed
 from nvcc_evo.execute.evaluate import Evaluator, goal_for
 from nvcc_evo.execute.lanes import Lane, LaneLost, LaneSet, choose_gpus, scale_to, scaled
 from nvcc_evo.engine.space import build_space
@@ -138,7 +139,7 @@ def _records(path: Path) -> list[tuple]:
 def test_two_lanes_give_the_records_and_evaluations_of_one_in_genome_order(suite, tmp_path):
     serial, _ = _evaluate(suite, tmp_path / "one.jsonl", None, SlowStatic(1.0))
     fast, slow = SlowStatic(1.0), SlowStatic(2.0)          # the second GPU is half as fast
-    lanes = LaneSet([Lane(0, Measurer(fast, ("runtime",)), "GPU 0"), Lane(1, Measurer(slow, ("runtime",)), "GPU 1")])
+    lanes = LaneSet([Lane(0, Composed(fast, ("runtime",)), "GPU 0"), Lane(1, Composed(slow, ("runtime",)), "GPU 1")])
     parallel, evaluator = _evaluate(suite, tmp_path / "two.jsonl", lanes, lanes.measurer().measure)
     assert [e.genome for e in parallel] == [e.genome for e in serial]
     assert parallel == serial                    # lane 1's runtimes in lane 0's units: the same objectives
@@ -152,7 +153,7 @@ def test_a_lost_lane_hands_its_candidate_to_another_and_the_last_one_lost_is_a_f
     def gone(genome, flags, result):
         raise LaneLost("node died")
     working = SlowStatic(1.0, 0.0)
-    lanes = LaneSet([Lane(0, Measurer(gone, ("runtime",)), "lost"), Lane(1, Measurer(working, ("runtime",)), "ok")])
+    lanes = LaneSet([Lane(0, Composed(gone, ("runtime",)), "lost"), Lane(1, Composed(working, ("runtime",)), "ok")])
     from nvcc_evo.measure.candidate import compile_candidate
     folder, space, job = suite
     result = compile_candidate(job)
@@ -161,11 +162,11 @@ def test_a_lost_lane_hands_its_candidate_to_another_and_the_last_one_lost_is_a_f
     assert lanes.alive == 1 and "lost: LaneLost" not in " ".join(lanes.notes) and "node died" in lanes.notes[0]
     def failing(genome, flags, result):
         raise ValueError("a bug in a backend")
-    one = LaneSet([Lane(0, Measurer(failing, ("runtime",)), "buggy")])
+    one = LaneSet([Lane(0, Composed(failing, ("runtime",)), "buggy")])
     for _ in range(2):                  # raised to the caller, and the lane is free again (no hang)
         with pytest.raises(ValueError):
             one.measure(None, (), result)
-    alone = LaneSet([Lane(0, Measurer(gone, ("runtime",)), "lost")], retries=0)
+    alone = LaneSet([Lane(0, Composed(gone, ("runtime",)), "lost")], retries=0)
     lost = alone.measure(None, (), result)
     assert lost.status == "lost" and "node died" in lost.detail
 
@@ -204,9 +205,9 @@ def test_the_retunes_calibration_times_the_baseline_on_every_gpu_lane_and_drops_
     folder, space, job = suite
     def broken(genome, flags, result):
         return Measurement("crash", detail="the measuring process died")
-    lanes = LaneSet([Lane(0, Measurer(SlowStatic(1.0), ("runtime",), hello={}), "GPU 0"),
-                     Lane(1, Measurer(SlowStatic(1.25), ("runtime",), hello={}), "GPU 1"),
-                     Lane(2, Measurer(broken, ("runtime",), hello={}), "GPU 2")])
+    lanes = LaneSet([Lane(0, Composed(SlowStatic(1.0), ("runtime",), hello={}), "GPU 0"),
+                     Lane(1, Composed(SlowStatic(1.25), ("runtime",), hello={}), "GPU 1"),
+                     Lane(2, Composed(broken, ("runtime",), hello={}), "GPU 2")])
     calibrate(lanes, lanes.measurer(), space.baseline(), job)
     assert [lane.name for lane in lanes.lanes] == ["GPU 0", "GPU 1"] and lanes.lanes[1].scale == {"runtime": 0.8}
     said = capfd.readouterr().err

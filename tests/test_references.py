@@ -17,7 +17,7 @@ from nvcc_evo.measure.candidate import CompileJob, compile_candidate
 from nvcc_evo.errors import AcfError
 from nvcc_evo.measure.check import checked, take_reference
 from nvcc_evo.measure.gpu import GpuBench
-from nvcc_evo.measure.gpu_worker import host_array
+from nvcc_evo.measure.gpu_worker import Answer, host_array
 from nvcc_evo.execute.measurers import load_reference
 
 ACF = load(ROOT / "kernels" / "nvcc-evo.acf")
@@ -37,8 +37,7 @@ class CannedPool:
 
     def request(self, message):
         take_reference(message, self.references)
-        answer = {"status": "ok", "times_us": [10.0, 10.5, 11.0]}
-        return {**answer, **checked(message, self.outputs.pop(0), self.references)}
+        return Answer("ok", times_us=[10.0, 10.5, 11.0], **checked(message, self.outputs.pop(0), self.references))
 
 
 def small_softmax_plan():

@@ -112,7 +112,7 @@ def test_a_choice_that_gives_up_one_objective_is_not_called_an_improvement():
     base = Genome((("ptxas.maxrregcount", None),))
     space = SimpleNamespace(baseline=lambda: base)
     outcome = lambda after: SimpleNamespace(
-        extra={}, baseline=Measurement("ok", (("instructions", 2936.0), ("registers", 40.0))),
+        settled="", rejected="", baseline=Measurement("ok", (("instructions", 2936.0), ("registers", 40.0))),
         chosen_measurement=Measurement("ok", after), chosen=Genome((("ptxas.maxrregcount", 128),)),
         space=space, goal=Goal(("instructions", "registers")))
     assert verdict_of(outcome((("instructions", 2928.0), ("registers", 46.0)))) == \

@@ -109,27 +109,39 @@ def test_one_pools_cancel_leaves_another_pools_compiles_running(tmp_path, real_n
         kept.close()
 
 
-def echo_worker(connection, device: int) -> None:
-    """A measuring process for the test: answers each request with its id, after a pause."""
-    import random
-    connection.send({"status": "ok", "name": "echo"})
-    while True:
-        message = connection.recv()
-        if message is None:
-            return
+class EchoDevice:
+    """A measuring process's device for the test: answers each request with its id (the cubin's bytes),
+    after a pause."""
+
+    def __init__(self, index: int):
+        pass
+
+    def hello(self):
+        from nvcc_evo.measure.gpu_worker import Hello
+        return Hello("echo", "0.0", "sm_00", "none", 0, False)
+
+    def run(self, request):
+        import random
+        from nvcc_evo.measure.gpu_worker import Answer
         time.sleep(random.random() * 0.004)
-        connection.send({"status": "ok", "id": message["id"]})
+        return Answer("ok", request.cubin.decode())
+
+
+def echo_worker(connection, device: int) -> None:
+    from nvcc_evo.measure.gpu_worker import worker_main
+    worker_main(connection, device, EchoDevice)
 
 
 def test_a_measuring_process_answers_each_thread_its_own_request():
+    from nvcc_evo.measure.gpu_worker import Launch
     pool = WorkerPool(target=echo_worker, timeout=30)
     wrong = []
 
     def ask(thread: int) -> None:
         for i in range(25):
             asked = f"{thread}:{i}"
-            answer = pool.request({"id": asked})
-            if answer.get("id") != asked:
+            answer = pool.request(Launch(asked.encode(), None))
+            if answer.detail != asked:
                 wrong.append((asked, answer))
 
     try:

@@ -12,6 +12,7 @@ is compiled: the compile plan, nvcc's options, the flag mapping, split
 steps, ptxas); dropin_ptxas/ (`nvcc-evo-ptxas`, the drop-in ptxas for
 programs that run ptxas themselves, Triton's kernels).
 
-Imports: nvcc_evo.acf, nvcc_evo.errors and nvcc_evo.system; never
+Imports: nvcc_evo.acf, nvcc_evo.backends (the settings' backend names),
+nvcc_evo.errors and nvcc_evo.system; never
 nvcc_evo.measure or the layers above it.
 """

@@ -22,11 +22,11 @@ import os
 import re
 from typing import NamedTuple
 
+from nvcc_evo.backends import CHOICES as BACKENDS, help_text as backend_help
 from nvcc_evo.driver.common import LOG_ENV, REAL_NVCC_ENV, find_settings_file
 from nvcc_evo.errors import AcfError, Diagnostic, Location, UsageError
 
 TABLE = ("tool", "nvcc-evo")            # the table in pyproject.toml; nvcc-evo.toml holds its keys at top level
-BACKENDS = ("auto", "pycuda", "static", "command", "replay")
 
 
 class Key(NamedTuple):
@@ -80,9 +80,7 @@ KEYS = (
     Key("ptxas", "pathlist", "NVCC_EVO_PTXAS", None, "ptxas binaries the ptxas.version knob chooses among"),
     Key("real-ptxas", "path", "NVCC_EVO_REAL_PTXAS", None, "the ptxas nvcc-evo-ptxas stands for (default: Triton's "
         "own when Triton calls it, else $CUDA_HOME/bin/ptxas, PATH)"),
-    Key("retune.backend", "choice", "NVCC_EVO_BACKEND", "auto", "what measures a candidate: pycuda (kernel time and "
-        "energy on the GPU), static (ptxas facts, no GPU), command (the unit's bench command), replay (a recorded "
-        "results store: --replay), or auto (pycuda when PyCUDA and a GPU are there, else static)", BACKENDS),
+    Key("retune.backend", "choice", "NVCC_EVO_BACKEND", "auto", backend_help(), BACKENDS),
     Key("retune.evaluations", "int", "NVCC_EVO_EVALUATIONS", None, "evaluations per unit and target: a cap; alone, "
         "the budget", positive=True, default_said="the backend's: 60 for static and replay",
         metavar="N"),

@@ -12,7 +12,7 @@ diversifies (engine.evolve) until its budget ends.
 
 The time covers the whole search of one (unit, target): the baseline, the
 search and the backend's steps after it. What those steps are expected to
-take (`Measurer.reserve`: a bench command's confirmation rounds and drift
+take (`Backend.reserve`: a bench command's confirmation rounds and drift
 runs) is kept back from the search, so that a retune that runs out of time
 still confirms and writes its choice.
 """

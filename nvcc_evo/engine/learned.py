@@ -1,7 +1,7 @@
 """What failed, learned: launches the driver refused are not proposed again.
 
 A kernel bench's candidate whose launch the driver would refuse comes back
-`launch-refused` after its compile (measure.gpu_worker.launch_problem says
+`launch-refused` after its compile (measure.occupancy.launch_problem says
 why). Each such refusal teaches a constraint over the unit's defines, and
 the engine (engine.evolve, its `avoid`) never proposes a genome known to
 break it, so a user who writes no `require` pays for a kind of failure once,
@@ -33,7 +33,7 @@ from nvcc_evo.engine.evolve import Evaluation
 from nvcc_evo.engine.space import Genome, baseline_defines
 
 REFUSED = "launch-refused"
-# The refusals measure.gpu_worker.launch_problem words, read back (tests/test_learned.py ties the two).
+# The refusals measure.occupancy.launch_problem words, read back (tests/test_learned.py ties the two).
 THREADS = re.compile(r"block \S+ is (\d+) threads; the device allows at most \d+ per block")
 AXIS = re.compile(r"block \S+: (\d+) threads in ([xyz]); the device allows at most \d+")
 REGISTERS = re.compile(r"block \S+ is (\d+) threads; with (\d+) registers per thread")
@@ -130,9 +130,9 @@ def limits_for(task, space, evaluator) -> LaunchLimits | None:
                         lambda genome: evaluator.measured[genome].detail if genome in evaluator.measured else "")
 
 
-def said(task, engine, limits: LaunchLimits | None) -> dict:
-    """The outcome's words on what was learned and avoided (the end report)."""
+def said(task, engine, limits: LaunchLimits | None) -> str:
+    """The outcome's words on what was learned and avoided (the end report; "" when nothing was)."""
     if limits is None or not limits.said:
-        return {}
-    return {"learned": f"{len(engine.avoided)} proposal(s) avoided, known to fail: launches refused for "
-                       + "; ".join(dict.fromkeys(limits.said))}
+        return ""
+    return (f"{len(engine.avoided)} proposal(s) avoided, known to fail: launches refused for "
+            + "; ".join(dict.fromkeys(limits.said)))

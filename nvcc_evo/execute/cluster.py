@@ -1,7 +1,7 @@
 """The Ray backend of a retune (`--cluster ray://HEAD:PORT`, `auto`, `local`,
 `local:N`; the setting `retune.cluster`): compiles as tasks on the
 cluster's CPUs, measurements on its GPUs (one actor per GPU for the whole
-retune, holding its measuring process and a Measurer per search: several
+retune, holding its measuring process and a Backend per search: several
 searches, after or beside one another, share it). The static, replay and command backends measure here,
 in the driver: a static measurement reads the ptxas report the compile task
 sent back (0.2 ms), where a Ray task's round trip took 0.3-0.7 s per
@@ -27,7 +27,6 @@ import itertools
 import os
 import warnings
 from dataclasses import replace
-from pathlib import Path
 
 from nvcc_evo.measure.candidate import CompileResult, compile_candidate, front_end, ptxas_only
 from nvcc_evo.errors import EnvironmentProblem, UsageError
@@ -120,7 +119,7 @@ def reuse_remote(job, first: list) -> CompileResult:
 
 class MeasuringActor:
     """One GPU of the cluster for the whole retune: its measuring process
-    (gpu_pool(0): Ray gives the actor its own GPU) and a Measurer per search
+    (measure.gpu.POOLS: Ray gives the actor its own GPU) and a Backend per search
     measuring there, by key. Several searches at once share the GPU; an actor
     runs one call at a time, so no two candidates are ever timed together."""
 
@@ -128,11 +127,11 @@ class MeasuringActor:
         self.measurers: dict = {}
 
     def hello(self) -> dict:
-        from nvcc_evo.execute.measurers import gpu_pool
-        return dict(gpu_pool(0).hello)
+        from nvcc_evo.measure.gpu import POOLS
+        return dict(POOLS.get(0).hello)
 
     def add(self, key: str, factory) -> tuple:
-        """A search's Measurer, made here; what the driver needs of it."""
+        """A search's Backend, made here; what the driver needs of it."""
         m = self.measurers[key] = factory()
         return m.objectives, m.device, m.describe, m.hello, m.primary, m.maximize, m.build, m.race is not None
 
@@ -201,15 +200,15 @@ class Cluster:
     def compiler(self, reuse: bool) -> "RayCompiler":
         return RayCompiler(self, reuse)
 
-    def lanes(self, backend: str, task, acf_path: Path, context, options, space_defaults: dict,
-              flags_for) -> LaneSet:
+    def lanes(self, backend: str, wanted) -> LaneSet:
+        """A search's lanes (`wanted`: what its backend's factory may use, execute.measurers.Wanted)."""
         from nvcc_evo.execute import measurers
-        full = options.protocol == "full"
+        from nvcc_evo.measure.backend import composed
+        task = wanted.task
         if backend != "pycuda":          # static, replay, command: measured here (see the module's docstring)
-            made = measurers.measurer_for(backend, task, acf_path, context, options.replay, options.timeout,
-                                          space_defaults, flags_for, full=full)
-            return LaneSet([Lane(0, replace(made, describe=f"{made.describe}; compiles on {self.workers} Ray "
-                                                              f"worker(s)"), "this machine")])
+            made = measurers.backend_for(backend, replace(wanted, device=0))
+            return LaneSet([Lane(0, composed(made, describe=f"{made.describe}; compiles on {self.workers} Ray "
+                                                               f"worker(s)"), "this machine")])
         if not self.gpus:
             raise EnvironmentProblem(f"the cluster {self.spec} has no GPU for the pycuda backend")
         everyone = self.gpu_actors()
@@ -218,7 +217,7 @@ class Cluster:
         except EnvironmentProblem as missing:
             raise EnvironmentProblem(f"{task}: the cluster {self.spec} {missing}") from None
         key = f"{task} #{next(_SEARCHES)}"
-        factory = _gpu_factory(task, acf_path, context, options.timeout, space_defaults, full)
+        factory = _gpu_factory(replace(wanted, replay=None, flags_for=None, device=0))
         lanes = []
         for i, (handle, hello) in enumerate(mine):
             described = self._get(handle.add.remote(key, factory))
@@ -253,25 +252,24 @@ def gpus_for(arch: str, hellos: list[dict]) -> list[int]:
     return [i for i in matching if hellos[i].get("name") == model]
 
 
-def _gpu_factory(task, acf_path: Path, context, timeout: float, space_defaults: dict, full: bool):
-    """What an actor calls to make its GPU's Measurer (device 0: Ray gives each actor its own GPU)."""
+def _gpu_factory(wanted):
+    """What an actor calls to make its GPU's Backend (device 0: Ray gives each actor its own GPU)."""
     def make():
-        from nvcc_evo.execute.measurers import measurer_for
-        return measurer_for("pycuda", task, acf_path, context, None, timeout, space_defaults, None, full=full,
-                            device=0)
+        from nvcc_evo.execute.measurers import backend_for
+        return backend_for("pycuda", wanted)
     return make
 
 
 def _actor_measurer(cluster: Cluster, handle, key: str, objectives, device, describe, hello, primary, maximize,
                     build, races):
-    """The driver's Measurer of one search on one GPU actor (its calls carry the search's key)."""
-    from nvcc_evo.measure import Measurer
+    """The driver's Backend of one search on one GPU actor (its calls carry the search's key)."""
+    from nvcc_evo.measure.backend import Composed
     get = cluster._get
 
     def confirm(baseline, chosen, make):       # built here (the driver's toolkit), confirmed on the actor's GPU
         return get(handle.confirm.remote(key, baseline, chosen, {g: make(g) for g in (baseline, chosen)}))
 
-    return Measurer(lambda genome, flags, result: get(handle.measure.remote(key, genome, flags, result)), objectives,
+    return Composed(lambda genome, flags, result: get(handle.measure.remote(key, genome, flags, result)), objectives,
                     device=device, describe=f"{describe} on the cluster", hello=hello,
                     confirm=confirm if hello is not None else None,
                     drift=lambda: get(handle.drift.remote(key)), primary=primary, maximize=maximize, build=build,

@@ -11,12 +11,14 @@ from __future__ import annotations
 import math
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Callable, Protocol
 
 from nvcc_evo.acf import model
 from nvcc_evo.measure.candidate import CompileJob, CompileResult, Compiler, PtxCache, compile_each, sass_hash
 from nvcc_evo.measure import COST_STAGES, Measurement
+from nvcc_evo.measure.backend import Race
 from nvcc_evo.engine.evolve import Evaluation
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.execute.store import Context, Record, Store
@@ -155,6 +157,29 @@ class Started:
 
 NOT_SHIPPED = "not-shipped"     # the build would drop one of the candidate's knobs
 
+Take = Callable[[Genome, tuple[str, ...], CompileResult | None], Evaluation]
+
+
+class Compiles(Protocol):
+    """A compile pool as start/finish use it: measure.candidate.Compiler, or
+    the cluster's (execute.cluster.RayCompiler)."""
+
+    def submit(self, jobs: list[CompileJob]) -> list: ...
+
+    def result(self, future) -> CompileResult: ...
+
+    def close(self, cancel: bool = False) -> None: ...
+
+
+class Lanes(Protocol):
+    """Several measuring lanes (execute.lanes.LaneSet) as the Evaluator uses
+    them: the Evaluator's `measure` is theirs (a candidate on whichever lane
+    is free); `submit` runs one candidate's `take` on a thread of theirs, one
+    per lane, so that every lane is kept measuring."""
+
+    def submit(self, take: Take, genome: Genome, flags: tuple[str, ...],
+               result: CompileResult | None) -> Future[Evaluation]: ...
+
 
 @dataclass
 class Evaluator:
@@ -171,12 +196,12 @@ class Evaluator:
     measured: dict = field(default_factory=dict)      # genome -> Measurement
     digests: dict = field(default_factory=dict)       # genome -> its binary's SASS hash ("" if none)
     tally: Tally = field(default_factory=Tally)
-    race: Callable | None = None                      # the backend's racing (Measurer.race), if it races
+    race: Race | None = None                          # the backend's racing (Backend.race), if it races
     ptx: PtxCache | None = None                       # PTX reuse across candidates of one front end
-    compiler: Compiler | None = None                  # the compile pool of start/finish (made on first use)
+    compiler: Compiles | None = None                  # the compile pool of start/finish (made on first use)
     incumbent: float = math.inf                       # the best feasible runtime raced against
     program_for: Callable[[Genome], str | None] = lambda genome: None   # the ptxas it asks for (None: the job's)
-    lanes: object | None = None                       # several measuring lanes (execute.lanes.LaneSet), if any
+    lanes: Lanes | None = None                        # several measuring lanes (execute.lanes.LaneSet), if any
     guard: threading.Lock = field(default_factory=threading.Lock)   # the lanes' threads record one at a time
     # Why a genome's knobs would not all reach the build ("" when they do): such a candidate is a
     # failure (not-shipped), never measured, so it can be neither chosen nor reported (retune.reach).
@@ -247,13 +272,34 @@ class Evaluator:
         racing incumbent, and so the measurements, do not depend on which
         compile ended first); with lanes, on whichever lane is free."""
         if self.lanes is not None:
-            return self.lanes.finish(self, started, begin, end)
+            return self._finish_on(self.lanes, started, begin, end)
         taken = []
         for i in range(begin, end):
             if self.out_of_time():
                 break              # the search's time is up (a slow backend: a bench command per candidate)
             taken.append(self.take(started.genomes[i], started.flags[i], self.compiled(started, i)))
         return taken
+
+    def _finish_on(self, lanes: Lanes, started: "Started", begin: int, end: int) -> list[Evaluation]:
+        """Candidates begin..end-1 of a started batch measured on the lanes,
+        their evaluations in genome order: a binary the same as one in flight
+        waits for it and reuses its measurement, as in one lane, so that a
+        deterministic backend's records are those of the serial run."""
+        futures, waiting, flying = {}, [], {}
+        for i in range(begin, end):
+            genome, flags = started.genomes[i], started.flags[i]
+            result = self.compiled(started, i)
+            digest = self.digest(result)
+            if digest and digest in flying:             # the same binary is being measured: reuse it after
+                waiting.append((i, genome, flags, result))
+                continue
+            futures[i] = lanes.submit(self.take, genome, flags, result)
+            if digest:
+                flying[digest] = futures[i]
+        done = {i: future.result() for i, future in futures.items()}
+        for i, genome, flags, result in waiting:
+            done[i] = self.take(genome, flags, result)
+        return [done[i] for i in range(begin, end)]
 
     def compiled(self, started: "Started", index: int) -> CompileResult | None:
         return self.compiler.result(started.futures[index]) if self.compiles else None
@@ -315,8 +361,7 @@ class Evaluator:
                 return replace(self.by_hash[digest], reused=True, costs=compiled), digest
         started = time.perf_counter()
         measurement = self.measure(genome, flag_list, result)
-        if isinstance(measurement, tuple):          # replay returns (measurement, recorded hash)
-            measurement, digest = measurement
+        digest = measurement.sass_hash or digest    # replay's recorded hash (it compiles nothing)
         if not measurement.costs:                   # a backend that does not say where its time went
             measurement = replace(measurement, costs=(("other", time.perf_counter() - started),))
         measurement = replace(measurement, costs=compiled + measurement.costs)

@@ -1,7 +1,7 @@
-"""Several measuring lanes at once: one Measurer per GPU (or per Ray worker),
+"""Several measuring lanes at once: one Backend per GPU (or per Ray worker),
 each candidate handed to whichever lane is free.
 
-A lane is a Measurer with its own baseline: on a GPU, its own measuring
+A lane is a Backend with its own baseline: on a GPU, its own measuring
 process (a WorkerPool on that device) whose first measurement is the
 baseline's, so every candidate is checked and timed against the baseline of
 the GPU that measured it. Lanes are normalised to lane 0: `calibrate` times
@@ -11,11 +11,13 @@ lane 0's units and the search compares every candidate with one baseline.
 Spreads are relative and stay as measured. The confirmation (winner and
 baseline, interleaved) and the baseline's drift stay on lane 0.
 
-`finish` measures a started batch on the lanes and gives the evaluations
-back in genome order; a binary the same as one measured or in flight reuses
-that measurement, as in one lane, so for a deterministic backend the records
-are those of the serial run. Each record is appended to the store the
-moment it is measured (Store.append is locked: appenders never interleave).
+The Evaluator (execute.evaluate, through its `Lanes` protocol) measures a
+started batch on the lanes, a thread per lane (`submit`), and gives the
+evaluations back in genome order; a binary the same as one measured or in
+flight reuses that measurement, as in one lane, so for a deterministic
+backend the records are those of the serial run. Each record is appended to
+the store the moment it is measured (Store.append is locked: appenders
+never interleave). The lanes know nothing of the Evaluator.
 A lane that is lost (a Ray worker or node gone: `LaneLost`) is dropped and
 its candidate tried on another lane, then recorded as failed (`lost`).
 """
@@ -24,12 +26,15 @@ from __future__ import annotations
 import math
 import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import Callable, TypeVar
 
 from nvcc_evo.errors import EnvironmentProblem, UsageError
-from nvcc_evo.measure import Measurement, Measurer, failed
+from nvcc_evo.measure import Measurement, failed
+from nvcc_evo.measure.backend import Backend, Composed, composed
 
+T = TypeVar("T")
 NORMALISED = ("runtime", "energy")   # per-GPU quantities; registers, spills, ... are the binary's
 LOST = "lost"
 
@@ -41,7 +46,7 @@ class LaneLost(Exception):
 @dataclass
 class Lane:
     index: int
-    measurer: Measurer
+    measurer: Backend
     name: str = ""                                   # "GPU 1", "ray worker 3"
     scale: dict = field(default_factory=dict)         # metric -> factor to lane 0's units
 
@@ -140,8 +145,6 @@ class LaneSet:
                 self.free.put(lane)
                 raise
             self.free.put(lane)
-            if isinstance(measurement, tuple):            # replay: (measurement, recorded hash)
-                return (scaled(measurement[0], lane.scale),) + tuple(measurement[1:])
             return scaled(measurement, lane.scale)
         return failed(LOST, f"{problem} (tried on {self.retries + 1} lanes)")
 
@@ -149,7 +152,6 @@ class LaneSet:
         """The baseline timed on every lane at once; each lane's scale to lane
         0's. A lane whose baseline fails is dropped (said in `notes`)."""
         runs = list(self.pool.map(lambda lane: lane.measurer.measure(genome, flags, result), self.lanes))
-        runs = [run[0] if isinstance(run, tuple) else run for run in runs]
         if not runs[0].ok:
             return runs
         for lane, run in zip(self.lanes, runs):
@@ -177,30 +179,16 @@ class LaneSet:
         return f"{count} ({self.lanes[0].measurer.describe}" + \
             (f"; runtimes scaled to {self.lanes[0].name}'s baseline: {scales})" if scales else ")")
 
-    def measurer(self) -> Measurer:
+    def measurer(self) -> Composed:
         """What the search holds: measure on any lane; confirm and drift on lane 0."""
         first = self.lanes[0].measurer
-        return replace(first, measure=self.measure, race=self.race if first.race is not None else None,
-                       describe=self.describe())
+        return composed(first, measure=self.measure, race=self.race if first.race is not None else None,
+                        describe=self.describe())
 
-    def finish(self, evaluator, started, begin: int, end: int) -> list:
-        """Candidates begin..end-1 of a started batch on the lanes; their
-        evaluations in genome order (see the module's docstring)."""
-        futures, waiting, flying = {}, [], {}
-        for i in range(begin, end):
-            genome, flags = started.genomes[i], started.flags[i]
-            result = evaluator.compiled(started, i)
-            digest = evaluator.digest(result)
-            if digest and digest in flying:             # the same binary is being measured: reuse it after
-                waiting.append((i, genome, flags, result, digest))
-                continue
-            futures[i] = self.pool.submit(evaluator.take, genome, flags, result)
-            if digest:
-                flying[digest] = futures[i]
-        done = {i: future.result() for i, future in futures.items()}
-        for i, genome, flags, result, digest in waiting:
-            done[i] = evaluator.take(genome, flags, result)
-        return [done[i] for i in range(begin, end)]
+    def submit(self, take: Callable[..., T], genome, flags, result) -> Future[T]:
+        """One candidate's `take` (the Evaluator's: measured through `measure`,
+        on the first free lane, then recorded) on a thread of the lanes' own."""
+        return self.pool.submit(take, genome, flags, result)
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)

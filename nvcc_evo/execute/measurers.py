@@ -1,21 +1,27 @@
-"""Which backend measures a retune's candidates, and how it is called.
+"""Which backend measures a retune's candidates: each row of the table of
+backends (nvcc_evo.backends) made by its factory (`FACTORIES`, one per row,
+from what a retune knows: `Wanted`), and, with several GPUs or a cluster,
+the lanes it measures on.
 
-Returns a Measurer: the function the Evaluator calls per candidate, the
-objectives it can answer, whether candidates must be compiled first, and
-the device name that goes into the results' context.
+Returns a Backend (measure.backend): the function the Evaluator calls per
+candidate, the objectives it can answer, whether candidates must be
+compiled first, the device name that goes into the results' context, and
+the optional capabilities the table says it has.
 """
 from __future__ import annotations
 
 import os
-import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from nvcc_evo.acf import model, unitpath
 from nvcc_evo.acf.bench.command import identity
 from nvcc_evo.acf.sources import define_values
+from nvcc_evo.backends import BACKENDS
 from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
-from nvcc_evo.measure import Measurement, Measurer, static
+from nvcc_evo.measure import Measurement, static
+from nvcc_evo.measure.backend import Backend, Composed
 from nvcc_evo.execute.lanes import Lane, LaneSet, choose_gpus
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.measure.static import REGISTER_WARPS, with_register_warps
@@ -23,8 +29,26 @@ from nvcc_evo.execute.store import Context, Store, require_same_context
 from nvcc_evo.system.leftovers import held_file
 
 
-def _static(task) -> Measurer:
-    return Measurer(lambda genome, flags, result: with_register_warps(static.measure(result, task.arch), task.arch),
+@dataclass(frozen=True)
+class Wanted:
+    """What a backend's factory may use: the search's task, its ACF and results' context, the settings that
+    name a backend's inputs (the replay's store, a run's timeout), the space's defaults, the flags of a genome,
+    the protocol (`full`: every candidate measured the whole way) and the CUDA device."""
+
+    task: object
+    acf_path: Path
+    context: Context
+    replay: str | None = None
+    timeout: float = 300.0
+    space_defaults: dict | None = None
+    flags_for: Callable | None = None
+    full: bool = False
+    device: int = 0
+
+
+def _static(wanted: Wanted) -> Backend:
+    arch = wanted.task.arch
+    return Composed(lambda genome, flags, result: with_register_warps(static.measure(result, arch), arch),
                     static.OBJECTIVES + (REGISTER_WARPS,),
                     describe="static (no GPU timing: registers, spills and other compiler facts)")
 
@@ -68,17 +92,12 @@ def _primary(bench: model.Bench, tune: model.Tune | None) -> str:
     return next((name for name in wanted if name in names), names[0])
 
 
-# The bench form each backend that runs the unit needs: (the model's field, how it is written).
-BENCH_FORMS = {"command": ("command", "bench { command ...; metric ... }"),
-               "pycuda": ("kernel", "bench { kernel ... }")}
-
-
 def bench_problem(unit: model.Unit, backend: str) -> str | None:
-    """Why `backend` cannot run `unit` (no bench block of the form it needs), or None."""
-    field, form = BENCH_FORMS.get(backend, (None, ""))
-    if field is None or (unit.bench is not None and getattr(unit.bench, field) is not None):
+    """Why `backend` cannot run `unit` (no bench block of the form its row of the table names), or None."""
+    row = BACKENDS.get(backend)
+    if row is None or not row.bench or (unit.bench is not None and getattr(unit.bench, row.bench) is not None):
         return None
-    return f"unit {unit} has no `{form}` block for the {backend} backend"
+    return f"unit {unit} has no `{row.bench_form}` block for the {backend} backend"
 
 
 def check_benches(tasks, backend: str) -> None:
@@ -89,9 +108,10 @@ def check_benches(tasks, backend: str) -> None:
         raise UsageError("; ".join(missing) + " (name the units to retune, or write their bench blocks)")
 
 
-def _command(task, acf_path: Path, timeout: float, flags_for) -> Measurer:
+def _command(wanted: Wanted) -> Backend:
     from nvcc_evo.acf.text import read_text
     from nvcc_evo.measure.command import CommandBench
+    task, acf_path, timeout, flags_for = wanted.task, wanted.acf_path, wanted.timeout, wanted.flags_for
     bench = task.unit.bench
     if bench_problem(task.unit, "command"):
         raise UsageError(bench_problem(task.unit, "command"))
@@ -114,7 +134,7 @@ def _command(task, acf_path: Path, timeout: float, flags_for) -> Measurer:
     repeat = bench.repeat
     runs = f"{repeat.low}..{repeat.high} runs" if repeat and repeat.high > repeat.low else \
         f"{repeat.low if repeat else 1} run(s)"
-    return Measurer(measure, names + static.OBJECTIVES + ("command_time",), confirm=runner.confirm,
+    return Composed(measure, names + static.OBJECTIVES + ("command_time",), confirm=runner.confirm,
                     end_drift=runner.drift, primary=(runner.primary,), maximize=runner.maximized,
                     reserve=runner.reserve, finish_by=runner.finish_by,
                     build=identity(bench),
@@ -122,8 +142,9 @@ def _command(task, acf_path: Path, timeout: float, flags_for) -> Measurer:
                              f"{runner.timeout:g} s a run at most)")
 
 
-def _replay(task, path: str | None, context: Context) -> Measurer:
+def _replay(wanted: Wanted) -> Backend:
     from nvcc_evo.measure.replay import Replay
+    path, context = wanted.replay, wanted.context
     if not path:
         raise UsageError("--backend replay needs --replay FILE (a results store)")
     replay = Replay(Store(Path(path)).read())
@@ -131,37 +152,14 @@ def _replay(task, path: str | None, context: Context) -> Measurer:
     if not records:
         raise UsageError(f"{path} holds no recorded results")
     require_same_context(records, replace(context, backend=records[0].context.backend), path)
-    return Measurer(lambda genome, flags, result: replay.measure(genome), static.OBJECTIVES, compiles=False,
+    return Composed(replay.measure, static.OBJECTIVES, compiles=False,
                     device=records[0].context.device, describe=f"replay of {path}")
 
 
-_POOLS: dict = {}
-_POOLS_LOCK = threading.Lock()
-
-
-def gpu_pool(device: int = 0):
-    """One measuring process per CUDA device for the whole retune (started on
-    first use; `retune.device` is lane 0's, `retune.gpus` names the others),
-    shared by the searches that run at once."""
-    with _POOLS_LOCK:
-        return _pool(device)
-
-
-def _pool(device: int):
-    if device not in _POOLS:
-        try:
-            import pycuda  # noqa: F401
-        except ImportError:
-            raise EnvironmentProblem("the pycuda backend needs PyCUDA (pip install 'nvcc-evo[gpu]') and a GPU")
-        from nvcc_evo.measure.gpu import WorkerPool
-        _POOLS[device] = WorkerPool(device=device)
-    return _POOLS[device]
-
-
 def close_pool() -> None:
-    with _POOLS_LOCK:
-        while _POOLS:
-            _POOLS.popitem()[1].close()
+    """The retune's measuring processes ended (measure.gpu.POOLS)."""
+    from nvcc_evo.measure.gpu import POOLS
+    POOLS.close()
 
 
 def load_reference(bench: model.Bench, folder: Path):
@@ -189,26 +187,28 @@ def uses_energy(tune: model.Tune | None) -> bool:
     return bool(named & set(ENERGY_METRICS))
 
 
-def _pycuda(task, space_defaults: dict, acf_folder: Path, full: bool = False, device: int = 0) -> Measurer:
-    from nvcc_evo.measure.gpu import GpuBench, OBJECTIVES
+def _pycuda(wanted: Wanted) -> Backend:
+    from nvcc_evo.measure.gpu import OBJECTIVES, POOLS, GpuBench
+    task, acf_folder, full, space_defaults = wanted.task, wanted.acf_path.parent, wanted.full, wanted.space_defaults or {}
     bench = task.unit.bench
     if bench_problem(task.unit, "pycuda"):
         raise UsageError(bench_problem(task.unit, "pycuda"))
-    pool = gpu_pool(device)
+    pool = POOLS.get(wanted.device)
     defines = lambda genome: {**space_defaults, **define_values(genome.settings())}
     wanted = full or uses_energy(task.unit.tune)
     gpu = GpuBench(bench, pool, task.arch, defines, energy=wanted, expected_fn=load_reference(bench, acf_folder),
                    settle=not full)
     energy = ("energy from NVML" if pool.hello.get("nvml") else "no NVML: energy dropped") if wanted else \
         "energy not measured: the tune block does not name it"
-    return Measurer(gpu.measure, OBJECTIVES, device=pool.hello["name"], hello=pool.hello, confirm=gpu.confirm,
+    return Composed(gpu.measure, OBJECTIVES, device=pool.hello["name"], hello=pool.hello, confirm=gpu.confirm,
                     drift=gpu.drift, race=None if full else gpu.race_against, fresh_baseline=True,
                     describe=f"pycuda on {pool.hello['name']} (sm {pool.hello['cc']}; {energy})")
 
 
 def gpu_arch(device: int, cluster=None) -> str:
     """The SASS architecture of the GPU measured on (lane 0's)."""
-    return cluster.gpu_arch() if cluster is not None else gpu_pool(device).hello["arch"]
+    from nvcc_evo.measure.gpu import POOLS
+    return cluster.gpu_arch() if cluster is not None else POOLS.get(device).hello["arch"]
 
 
 def resolve_backend(backend: str, cluster=None) -> str:
@@ -222,20 +222,17 @@ def resolve_backend(backend: str, cluster=None) -> str:
     return "pycuda" if gpu_available() else "static"
 
 
-def measurer_for(backend: str, task, acf_path: Path, context: Context, replay_path: str | None,
-                 timeout: float, space_defaults: dict | None = None, flags_for=None, full: bool = False,
-                 device: int = 0) -> Measurer:
-    """`full`: every candidate measured the whole way (options.PROTOCOLS);
-    `device`: the CUDA device the pycuda backend measures on."""
-    if backend == "pycuda":
-        return _pycuda(task, space_defaults or {}, acf_path.parent, full, device)
-    if backend == "static":
-        return _static(task)
-    if backend == "command":
-        return _command(task, acf_path, timeout, flags_for)
-    if backend == "replay":
-        return _replay(task, replay_path, context)
-    raise EnvironmentProblem(f"backend '{backend}' is not available in this build of nvcc-evo")
+# Each row of the table of backends (nvcc_evo.backends), made.
+FACTORIES: dict[str, Callable[[Wanted], Backend]] = {"pycuda": _pycuda, "static": _static, "command": _command,
+                                                     "replay": _replay}
+
+
+def backend_for(backend: str, wanted: Wanted) -> Backend:
+    """The backend named `backend` (a row of the table), made by its factory."""
+    factory = FACTORIES.get(backend)
+    if factory is None:
+        raise EnvironmentProblem(f"backend '{backend}' is not available in this build of nvcc-evo")
+    return factory(wanted)
 
 
 def pycuda_devices(gpus: str | None, first: int) -> list[int]:
@@ -257,25 +254,30 @@ def pycuda_devices(gpus: str | None, first: int) -> list[int]:
     return chosen
 
 
+def wanted_by(options, task, acf_path: Path, context: Context, space_defaults: dict | None, flags_for) -> Wanted:
+    """What a retune's `options` give a backend's factory."""
+    return Wanted(task, acf_path, context, options.replay, options.timeout, space_defaults, flags_for,
+                  options.protocol == "full", options.device)
+
+
 def measuring(options, task, acf_path: Path, context: Context, space_defaults: dict, flags_for,
-              cluster=None) -> tuple[Measurer, LaneSet | None]:
-    """The retune's Measurer and, with several GPUs (or `retune.gpus` named,
+              cluster=None) -> tuple[Backend, LaneSet | None]:
+    """The retune's Backend and, with several GPUs (or `retune.gpus` named,
     even one) or a cluster, the lanes it measures on (their `measure` is the
-    Measurer's)."""
-    full = options.protocol == "full"
+    Backend's)."""
+    wanted = wanted_by(options, task, acf_path, context, space_defaults, flags_for)
     if cluster is not None:
-        lanes = cluster.lanes(options.backend, task, acf_path, context, options, space_defaults, flags_for)
+        lanes = cluster.lanes(options.backend, wanted)
         return lanes.measurer(), lanes
     devices = pycuda_devices(options.gpus, options.device) if options.backend == "pycuda" else []
     if not devices or (len(devices) == 1 and options.gpus is None):   # no GPU backend, or one GPU: as always
-        return measurer_for(options.backend, task, acf_path, context, options.replay, options.timeout,
-                            space_defaults, flags_for, full=full, device=devices[0] if devices else options.device), None
-    lanes = LaneSet([Lane(i, _pycuda(task, space_defaults, acf_path.parent, full, device), f"GPU {device}")
+        return backend_for(options.backend, replace(wanted, device=devices[0] if devices else options.device)), None
+    lanes = LaneSet([Lane(i, _pycuda(replace(wanted, device=device)), f"GPU {device}")
                      for i, device in enumerate(devices)])
     return lanes.measurer(), lanes
 
 
-def calibrate(lanes: LaneSet | None, measurer: Measurer, baseline, job) -> None:
+def calibrate(lanes: LaneSet | None, measurer: Backend, baseline, job) -> None:
     """Each GPU lane's baseline, timed on every lane at once (lanes.LaneSet.calibrate)."""
     if lanes is None or len(lanes) < 2 or measurer.hello is None:
         return

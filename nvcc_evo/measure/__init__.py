@@ -1,11 +1,11 @@
 """Measurement backends: interchangeable answers to "how good is this build?".
 
 Every backend takes a compiled candidate and returns a Measurement: metric
-name -> value (lower is better), optional spreads, and a status. A Measurer
-is what the search holds of a backend: the function it calls per candidate,
-and, where the backend has them, the confirmation step (winner and baseline
-measured again, interleaved, and judged) and the baseline's drift. The
-search engine never knows which backend answered.
+name -> value (lower is better), optional spreads, and a status. What the
+search holds of a backend is the `Backend` protocol (measure.backend): the
+function it calls per candidate and the optional capabilities (the
+confirmation step, drift, racing, a fresh baseline); nvcc_evo.backends is
+the table of backends. The search engine never knows which backend answered.
 
 - static: ptxas's resource report and the cubin (no GPU)
 - command: a user command that builds with the candidate and prints a metric
@@ -18,13 +18,13 @@ is what every backend measures; sass and occupancy say what a kernel's
 build holds and what it allows on an SM.
 
 Imports: nvcc_evo.acf (bench specs), nvcc_evo.driver (the build's flags and
-steps), nvcc_evo.errors and nvcc_evo.system; never the layers above it
+steps), nvcc_evo.backends, nvcc_evo.errors and nvcc_evo.system; never the layers above it
 (engine, execute, retune, report).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from nvcc_evo.measure.stats import Verdict
@@ -43,6 +43,8 @@ class Measurement:
     # Where this candidate's time went, seconds per stage (COST_STAGES): kept
     # in the results store, summed in the retune's progress line and report.
     costs: tuple[tuple[str, float], ...] = field(default=(), compare=False)
+    # The binary's SASS hash where a backend knows it without a compile (replay: the recorded one).
+    sass_hash: str = field(default="", compare=False)
 
     @property
     def ok(self) -> bool:
@@ -62,43 +64,6 @@ class Measurement:
 
 
 @dataclass(frozen=True)
-class Measurer:
-    measure: Callable                   # (genome, flags, compile result) -> Measurement
-    objectives: tuple[str, ...]
-    compiles: bool = True               # candidates are compiled before they are measured
-    device: str = "cpu"                 # goes into the results' context
-    describe: str = ""
-    hello: dict | None = None           # the GPU's name, compute capability and driver
-    # The confirmation step, None where the backend has none: given the
-    # baseline's genome, the chosen one's and `build` (genome -> its
-    # CompileResult, compiled as the search compiled it; the backend builds
-    # what it needs, and only that), returns a Confirmation.
-    confirm: Callable | None = None
-    drift: Callable = lambda: None      # the baseline measured again: its relative change, or None
-    # The backend keeps what the baseline's run left (the GPU's reference
-    # outputs, the run its drift repeats): the baseline is measured in every
-    # retune before any candidate, whatever the results store holds of it.
-    fresh_baseline: bool = False
-    # A drift too slow to ask between generations (a rebuild and a run of the
-    # project's command): given the baseline's genome and Measurement, asked
-    # once, after the search; its relative change, or None.
-    end_drift: Callable | None = None
-    # Racing, None where the backend does not race: told the best feasible
-    # runtime so far and its spread, it stops timing clearly slower candidates.
-    race: Callable | None = None
-    primary: tuple[str, ...] = ()       # what to tune when the unit's tune block names nothing measurable
-    maximize: tuple[str, ...] = ()      # objectives where higher is better (a bench command's rates)
-    build: str = ""                     # what else builds and measures a candidate (a bench command): in the results' key
-    # Seconds the steps after the search (confirm, end_drift) are expected to
-    # take at most, known once the baseline is measured: kept back from a time
-    # budget, so that a search that runs out of time still confirms and writes.
-    reserve: Callable[[], float] = lambda: 0.0
-    # Told the time (time.monotonic()) the steps after the search must end by
-    # (a time budget's end): a sequential confirmation fits its rounds into it.
-    finish_by: Callable[[float], None] = lambda deadline: None
-
-
-@dataclass(frozen=True)
 class Confirmation:
     """What a backend's confirmation found: the interleaved re-measurement's
     verdict (None where it never got that far) and, in the backend's own
@@ -108,8 +73,6 @@ class Confirmation:
     verdict: "Verdict | None"
     problem: str = ""
 
-
-BACKENDS = ("static", "command", "replay", "pycuda")
 
 # The stages of one candidate's cost, in the order they run: the compile
 # (on the CPU, in parallel), then on the GPU the module load and the inputs

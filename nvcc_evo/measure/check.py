@@ -28,24 +28,24 @@ def as_reference(outputs: dict, plan: BenchPlan) -> dict:
     return {c.name: as_float(np.asarray(outputs[c.name]), plan, c.name) for c in plan.checks}
 
 
-def take_reference(request: dict, references: dict) -> None:
-    """A reference a request hands the measuring process, kept by its key
+def take_reference(request, references: dict) -> None:
+    """A reference a request (gpu_worker.Launch) hands the measuring process, kept by its key
     (before the candidate runs, so that it is kept whatever the candidate does)."""
-    if request.get("reference"):
-        key, given = request["reference"]
-        references[key] = as_reference(given, request["plan"])
+    if request.reference:
+        key, given = request.reference
+        references[key] = as_reference(given, request.plan)
 
 
-def checked(request: dict, outputs: dict, references: dict) -> dict:
-    """The measuring process's answer about a run's outputs: kept as a
-    reference (`keep`), compared with one (`compare`: "wrong" is "" or what
-    is wrong), sent back (`outputs`)."""
-    plan = request["plan"]
-    if request.get("keep"):
-        references[request["keep"]] = as_reference(outputs, plan)
-    answer = {"outputs": outputs} if request.get("outputs") else {}
-    if request.get("compare"):
-        reference = references.get(request["compare"])
+def checked(request, outputs: dict, references: dict) -> dict:
+    """The measuring process's answer about a run's outputs (the fields of
+    its gpu_worker.Answer, by name): kept as a reference (`keep`), compared
+    with one (`compare`: "wrong" is "" or what is wrong), sent back (`outputs`)."""
+    plan = request.plan
+    if request.keep:
+        references[request.keep] = as_reference(outputs, plan)
+    answer = {"outputs": outputs} if request.outputs else {}
+    if request.compare:
+        reference = references.get(request.compare)
         answer["wrong"] = "no reference here" if reference is None else outputs_match(outputs, reference, plan)
     return answer
 

@@ -53,7 +53,7 @@ from nvcc_evo.driver.common import PHASE_ENV
 from nvcc_evo.driver.compiledb import outputs_of
 from nvcc_evo.driver.build.flags import ptxas_values
 from nvcc_evo.measure import Confirmation, Measurement, failed
-from nvcc_evo.measure.stats import MIN_GAIN, Summary, Verdict, a_speed, enough, faster, summarize, verdict_clear
+from nvcc_evo.measure.stats import MIN_GAIN, Summary, Verdict, a_speed, enough, judged, judged_clear, summarize
 from nvcc_evo.system.leftovers import SHELL, private_folder, remove_private, run_in_group
 
 NAME = "command"
@@ -324,7 +324,7 @@ class CommandBench:
         """Winner and baseline (genomes) rebuilt by the project's command and
         run in turn (A B, B A, ...) for `confirm rounds` rounds with the
         confirmation command; judged by the primary metric with the GPU
-        backend's rule. `build` (the Measurer's compile of a genome) is not
+        backend's rule. `build` (the Backend's compile of a genome) is not
         used: the command builds each side itself."""
         spec = self.bench.confirm or model.Confirm()
         rounds = spec.rounds or benchcommand.DEFAULT_ROUNDS
@@ -356,7 +356,7 @@ class CommandBench:
                     self.say(f"{' '.join(self.globs)} [{self.arch}]: {problem}; the last lines:\n{tail(run.detail)}")
                     return self._judged(samples), problem
                 samples[side].append(dict(run.values)[self.primary])
-            if _clear(samples, rounds, self.primary in self.maximized):
+            if judged_clear(samples, rounds, benchcommand.LEAST_ROUNDS, self.primary in self.maximized):
                 break              # sequential: the verdict will not change with more rounds
             if index + 1 >= benchcommand.LEAST_ROUNDS and time.monotonic() + self.round_cost() > self.deadline:
                 self.say(f"{' '.join(self.globs)} [{self.arch}]: confirmation ends after {index + 1} of {rounds} rounds: "
@@ -365,25 +365,10 @@ class CommandBench:
         return self._judged(samples), problem
 
     def _judged(self, samples: dict[str, list[float]]) -> Verdict:
-        """The primary metric's verdict (`_judged`), named where it is not a time or a rate."""
+        """The primary metric's verdict (stats.judged), named where it is not a time or a rate."""
         metric = next(m for m in self.bench.metrics if m.name == self.primary)
-        found = _judged(samples, metric.maximize)
+        found = judged(samples, metric.maximize)
         return found if a_speed(metric.name, metric.unit, metric.maximize) else replace(found, judged=metric.name)
-
-
-def _clear(samples: dict[str, list[float]], rounds: int, maximize: bool) -> bool:
-    """The confirmation may stop here (stats.verdict_clear; sides swapped to maximise, as in _judged)."""
-    sides = (samples["chosen"], samples["baseline"]) if maximize else (samples["baseline"], samples["chosen"])
-    return verdict_clear(*sides, rounds, benchcommand.LEAST_ROUNDS)
-
-
-def _judged(samples: dict[str, list[float]], maximize: bool) -> Verdict:
-    """stats.faster on the primary metric; to maximise, the sides swap (a
-    higher rate is the faster build), so the effect is > 1 where the candidate is better."""
-    base, chosen = samples["baseline"], samples["chosen"]
-    if not base or not chosen:
-        return Verdict("mannwhitneyu", 1.0, 1.0, 0.0, False, 0)
-    return faster(chosen, base) if maximize else faster(base, chosen)
 
 
 def _read_log(path: Path) -> list[dict]:

@@ -20,7 +20,7 @@ from nvcc_evo.measure.candidate import CompileResult
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.measure import RACED, Confirmation, Measurement, failed, static
 from nvcc_evo.measure.check import as_float, outputs_match
-from nvcc_evo.measure.gpu_worker import host_array
+from nvcc_evo.measure.gpu_worker import Answer, CopyRate, Incumbent, Launch, NoGpu, host_array
 from nvcc_evo.measure.stats import Verdict, faster, summarize
 
 OBJECTIVES = ("runtime", "energy") + static.OBJECTIVES
@@ -41,6 +41,7 @@ class WorkerPool:
         self.hello = self._start()
 
     def _start(self) -> dict:
+        """The new measuring process's Hello, as the dict a backend's `hello` holds."""
         self.connection, child = self.context.Pipe()
         self.process = self.context.Process(target=self.target, args=(child, self.device), daemon=True)
         self.process.start()
@@ -49,10 +50,10 @@ class WorkerPool:
             self._stop()
             raise EnvironmentProblem("the GPU worker did not start")
         hello = self.connection.recv()
-        if hello.get("status") == "no-gpu":
+        if isinstance(hello, NoGpu):
             self._stop()
-            raise EnvironmentProblem(f"no usable GPU: {hello['detail']}")
-        return hello
+            raise EnvironmentProblem(f"no usable GPU: {hello.detail}")
+        return hello.as_dict()
 
     def _stop(self) -> None:
         if self.process.is_alive():
@@ -64,23 +65,23 @@ class WorkerPool:
         self.replaced += 1
         self.hello = self._start()
 
-    def request(self, message: dict, timeout: float | None = None) -> dict:
+    def request(self, message: Launch | CopyRate, timeout: float | None = None) -> Answer:
         with self.lock:
             return self._request(message, timeout)
 
-    def _request(self, message: dict, timeout: float | None) -> dict:
+    def _request(self, message: Launch | CopyRate, timeout: float | None) -> Answer:
         try:
             self.connection.send(message)
             if not self.connection.poll(timeout or self.timeout):
                 self._replace()
-                return {"status": "timeout", "detail": f"no answer within {timeout or self.timeout:.0f} s"}
+                return Answer("timeout", f"no answer within {timeout or self.timeout:.0f} s")
             answer = self.connection.recv()
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
             self.process.join(5)             # reap it, so that its exit code is known
             code = self.process.exitcode
             self._replace()
-            return {"status": "crash", "detail": f"the measuring process died (exit code {code})"}
-        if not self.process.is_alive() or answer.get("status") == "crash":
+            return Answer("crash", f"the measuring process died (exit code {code})")
+        if not self.process.is_alive() or answer.status == "crash":
             self.process.join(2)
             self._replace()
         return answer
@@ -91,6 +92,34 @@ class WorkerPool:
         except OSError:
             pass
         self._stop()
+
+
+class WorkerPools:
+    """One measuring process per CUDA device for the whole retune (started on
+    first use; `retune.device` is lane 0's, `retune.gpus` names the others),
+    shared by the searches that run at once; closed at the retune's end."""
+
+    def __init__(self) -> None:
+        self.pools: dict[int, WorkerPool] = {}
+        self.lock = threading.Lock()
+
+    def get(self, device: int = 0) -> WorkerPool:
+        with self.lock:
+            if device not in self.pools:
+                try:
+                    import pycuda  # noqa: F401
+                except ImportError:
+                    raise EnvironmentProblem("the pycuda backend needs PyCUDA (pip install 'nvcc-evo[gpu]') and a GPU")
+                self.pools[device] = WorkerPool(device=device)
+            return self.pools[device]
+
+    def close(self) -> None:
+        with self.lock:
+            while self.pools:
+                self.pools.popitem()[1].close()
+
+
+POOLS = WorkerPools()       # this process's (a retune's, or a cluster's measuring actor's)
 
 
 def reference_outputs(reference: Callable, plan: BenchPlan, seed: int = 0) -> dict:
@@ -116,7 +145,7 @@ class GpuBench:
     expected_fn: Callable | None = None    # the bench's numpy reference, if it names one
     expected: dict | None = None
     min_seconds: float = 0.3                # timing window per candidate
-    incumbent: dict | None = None           # {"median", "margin"}: what a race is run against
+    incumbent: Incumbent | None = None      # what a race is run against
     settle: bool = False                    # timing may stop once the median is known well enough (stats.settled)
     sent: tuple = (-1, frozenset())          # (the measuring process, by pool.replaced; references it holds)
 
@@ -138,22 +167,21 @@ class GpuBench:
         except ExprError as error:
             return failed("bad-bench", f"bench spec with this candidate's defines: {error}")
         first = self.reference is None         # the first measurement is the baseline's
-        request = {"cubin": result.cubin, "plan": plan, "time": True, "min_seconds": self.min_seconds,
-                   "race": self.incumbent, "settle": self.settle, "energy": self.energy and self.pool.hello.get("nvml"),
-                   "outputs": first}
         sent = time.perf_counter()
         with self.pool.lock:                   # the references it holds are this process's (see _comparison)
-            request.update(self._comparison(plan, first))
-            answer = self.pool.request(request)
-        costs = dict(answer.get("costs", {}))
+            answer = self.pool.request(Launch(
+                result.cubin, plan, time=True, min_seconds=self.min_seconds, race=self.incumbent, settle=self.settle,
+                energy=bool(self.energy and self.pool.hello.get("nvml")), outputs=first,
+                **self._comparison(plan, first)))
+        costs = dict(answer.costs)
         costs["other"] = time.perf_counter() - sent - sum(costs.values())    # the pipe, pickling, a restart
         measurement = self._judge(answer, plan, result.cubin, compiled, first)
         return replace(measurement, costs=tuple(costs.items()))
 
     def _comparison(self, plan: BenchPlan, first: bool) -> dict:
-        """What the worker compares the outputs with: the numpy reference's
-        outputs, else the baseline's (this run's, when it is the baseline);
-        sent to it once per measuring process."""
+        """What the worker compares the outputs with (Launch's fields, by name):
+        the numpy reference's outputs, else the baseline's (this run's, when it
+        is the baseline); sent to it once per measuring process."""
         if self.pool.replaced != self.sent[0]:
             self.sent = (self.pool.replaced, set())          # a new measuring process holds nothing yet
         mine = f"{id(self)}:"                  # this bench's references, whatever other benches left there
@@ -170,43 +198,43 @@ class GpuBench:
             self.sent[1].add(key)
         return asked
 
-    def _judge(self, answer: dict, plan: BenchPlan, cubin: bytes, compiled: Measurement,
+    def _judge(self, answer: Answer, plan: BenchPlan, cubin: bytes, compiled: Measurement,
                first: bool) -> Measurement:
         """The worker's answer as a Measurement: the outputs' check, times summarised."""
-        if answer["status"] != "ok":
-            return failed(answer["status"], answer.get("detail", ""))
-        times = summarize(answer["times_us"])
-        wrong = answer.get("wrong", "")
+        if answer.status != "ok":
+            return failed(answer.status, answer.detail)
+        times = summarize(answer.times_us)
+        wrong = answer.wrong or ""
         if wrong:
             return failed("wrong-answer", ("the baseline disagrees with the numpy reference: " if first
                                            else "against the numpy reference: " if self.expected_fn else "") + wrong)
         if first:
-            self.reference, self.baseline_run = answer["outputs"], (cubin, plan, times.median)
+            self.reference, self.baseline_run = answer.outputs, (cubin, plan, times.median)
         metrics = (("runtime", times.median),) + tuple((k, v) for k, v in compiled.metrics if k != "runtime")
-        if "energy_mj" in answer:
-            metrics += (("energy", answer["energy_mj"]), ("power", answer["power_w"]))
-        raced = answer.get("stopped") == "raced"
-        detail = f"{RACED} stopped after {times.count} of {answer['planned']} timed launches, clearly slower " \
-                 f"than the incumbent ({self.incumbent['median']:.4g} us)" if raced else ""
+        if answer.energy_mj is not None:
+            metrics += (("energy", answer.energy_mj), ("power", answer.power_w))
+        raced = answer.stopped == "raced"
+        detail = f"{RACED} stopped after {times.count} of {answer.planned} timed launches, clearly slower " \
+                 f"than the incumbent ({self.incumbent.median:.4g} us)" if raced else ""
         return Measurement("ok", metrics, (("runtime", times.spread),), detail)
 
     def race_against(self, median: float, spread: float) -> None:
         """Later candidates' timing stops once they are clearly slower than
         this (the best feasible runtime so far, and its spread)."""
-        self.incumbent = {"median": median, "margin": max(RACE_MARGIN, spread)}
+        self.incumbent = Incumbent(median, max(RACE_MARGIN, spread))
 
     def drift(self) -> float | None:
         """The baseline timed again: its relative change since the search began."""
         if self.baseline_run is None:
             return None
         cubin, plan, first = self.baseline_run
-        answer = self.pool.request({"cubin": cubin, "plan": plan, "time": True, "min_seconds": 0.1})
-        return summarize(answer["times_us"]).median / first - 1 if answer["status"] == "ok" else None
+        answer = self.pool.request(Launch(cubin, plan, time=True, min_seconds=0.1))
+        return summarize(answer.times_us).median / first - 1 if answer.status == "ok" else None
 
 
     def confirm(self, baseline, chosen, build: Callable) -> Confirmation:
         """The confirmation step (see verify) on the two genomes, each built
-        again (`build`: genome -> CompileResult), as the Measurer's `confirm`."""
+        again (`build`: genome -> CompileResult), as the Backend's `confirm`."""
         builds = {genome: build(genome) for genome in (baseline, chosen)}
         failed_builds = [f"{side} {builds[g].status}" for side, g in (("baseline", baseline), ("chosen", chosen))
                          if not builds[g].ok]
@@ -230,15 +258,14 @@ def _verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[b
     medians = {"a": [], "b": []}
     for _ in range(rounds):
         for side, (cubin, plan) in (("a", baseline), ("b", chosen)):
-            answer = pool.request({"cubin": cubin, "plan": plan, "time": True, "min_seconds": 0.2})
-            if answer["status"] != "ok":
-                raise EnvironmentProblem(f"verification run failed: {answer.get('detail', answer['status'])}")
-            medians[side].append(summarize(answer["times_us"]).median)
-    fresh = [pool.request({"cubin": cubin, "plan": plan, "outputs": True, "seed": 1000})
-             for cubin, plan in (baseline, chosen)]
-    problem = "" if all(f["status"] == "ok" for f in fresh) else "fresh-input run failed"
+            answer = pool.request(Launch(cubin, plan, time=True, min_seconds=0.2))
+            if answer.status != "ok":
+                raise EnvironmentProblem(f"verification run failed: {answer.detail or answer.status}")
+            medians[side].append(summarize(answer.times_us).median)
+    fresh = [pool.request(Launch(cubin, plan, outputs=True, seed=1000)) for cubin, plan in (baseline, chosen)]
+    problem = "" if all(f.status == "ok" for f in fresh) else "fresh-input run failed"
     if not problem:
-        problem = outputs_match(fresh[1]["outputs"], fresh[0]["outputs"], chosen[1])
+        problem = outputs_match(fresh[1].outputs, fresh[0].outputs, chosen[1])
     return faster(medians["a"], medians["b"]), problem
 
 

@@ -2,19 +2,24 @@
 its CUDA context. Runs in a child process (spawn); PyCUDA and NVML are
 imported here only, so nothing else of nvcc-evo needs them.
 
-Protocol over a multiprocessing Connection: the worker first sends a hello
-(device name, compute capability, driver, L2 size, NVML availability), then
-answers one request dict per message; None asks it to exit.
+Protocol over a multiprocessing Connection, typed values pickled as they
+are: the worker first sends a `Hello` (device name, compute capability,
+driver, L2 size, NVML availability) or `NoGpu`, then answers each request
+(`Launch`: a candidate run, checked, timed; `CopyRate`: the device's copy
+bandwidth) with an `Answer`; None asks it to exit.
 """
 from __future__ import annotations
 
 import time
+from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from nvcc_evo.acf.bench.spec import ArrayPlan, BenchPlan, DTYPES, ScalarPlan
 from nvcc_evo.measure.check import checked, take_reference
 from nvcc_evo.measure.device_check import DeviceCheck
+from nvcc_evo.measure.occupancy import launch_problem
 from nvcc_evo.measure.stats import clearly_slower, race_checkpoints, repetitions, settled
 
 CACHE_BYTES = 8 << 30        # host copies of inputs kept between requests
@@ -23,6 +28,71 @@ DEVICE_CACHE_BYTES = 16 << 30   # device copies of inputs kept between requests
 # Errors after which the context cannot be trusted: the worker exits and is replaced.
 FATAL_WORDS = ("illegal", "misaligned", "launch failed", "unspecified launch failure", "exception",
                "hardware stack error", "timeout", "context is destroyed")
+
+
+# ---------------------------------------------------------------- the pipe's values
+@dataclass(frozen=True)
+class Hello:
+    name: str
+    cc: str                 # compute capability, "9.0"
+    arch: str               # sm_90
+    driver: str
+    l2: int                 # bytes
+    nvml: bool              # energy can be measured
+
+    def as_dict(self) -> dict:      # what a backend's `hello` holds (the results' context, the ACF's provenance)
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class NoGpu:                # the hello of a worker that found no usable device
+    detail: str
+
+
+class Incumbent(NamedTuple):      # what a race is run against
+    median: float
+    margin: float
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Run `cubin` on `plan`'s data (`seed`: the inputs' offset); its outputs `keep`t as a reference by key,
+    `compare`d with one (a `reference` handed over first: key, outputs), sent back (`outputs`); `time`d
+    (racing an incumbent, settling), with `energy`."""
+
+    cubin: bytes
+    plan: BenchPlan
+    time: bool = False
+    min_seconds: float = 0.3
+    race: Incumbent | None = None
+    settle: bool = False
+    energy: bool = False
+    outputs: bool = False
+    seed: int = 0
+    keep: str = ""
+    compare: str = ""
+    reference: tuple[str, dict] | None = None
+
+
+@dataclass(frozen=True)
+class CopyRate:             # the device-to-device copy rate: a memory-bound kernel's ceiling
+    pass
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: str             # ok, or what failed (launch-refused, crash, timeout, ...)
+    detail: str = ""
+    costs: dict[str, float] = field(default_factory=dict)    # seconds per stage (Clock)
+    wrong: str | None = None          # compared: "" or what is wrong; None when not compared
+    outputs: dict | None = None
+    times_us: list[float] | None = None
+    planned: int = 0                  # the timed launches planned
+    stopped: str = ""                 # why timing stopped early: raced, settled
+    energy_mj: float | None = None    # per launch
+    power_w: float | None = None
+    launches: int = 0                 # in the energy window
+    copy_bytes_per_s: float | None = None
 
 
 def host_array(plan: ArrayPlan, seed_offset: int) -> np.ndarray:
@@ -97,7 +167,7 @@ class Device:
             self.inputs[key] = host_array(plan, seed)
         return self.inputs[key]
 
-    def hello(self) -> dict:
+    def hello(self) -> Hello:
         major, minor = self.device.compute_capability()
         cuda_api = self.cuda.get_driver_version()
         driver = f"CUDA {cuda_api // 1000}.{cuda_api % 1000 // 10}"
@@ -105,13 +175,13 @@ class Device:
             import pynvml
             version = pynvml.nvmlSystemGetDriverVersion()
             driver = f"{version.decode() if isinstance(version, bytes) else version} ({driver})"
-        return {"name": self.device.name(), "cc": f"{major}.{minor}", "arch": f"sm_{major}{minor}",
-                "driver": driver, "l2": self.l2, "nvml": self.nvml is not None}
+        return Hello(self.device.name(), f"{major}.{minor}", f"sm_{major}{minor}", driver, self.l2,
+                     self.nvml is not None)
 
     def flush(self) -> None:
         self.cuda.memset_d8_async(self.scratch, 0, 2 * self.l2)
 
-    def copy_bandwidth(self, size: int = 1 << 30, repeats: int = 20) -> dict:
+    def copy_bandwidth(self, size: int = 1 << 30, repeats: int = 20) -> Answer:
         """Device-to-device copy rate (bytes read + written per second): the
         ceiling a memory-bound kernel is measured against."""
         cuda = self.cuda
@@ -124,7 +194,7 @@ class Device:
             end.record()
             end.synchronize()
             times.append(end.time_since(start) / 1e3)
-        return {"status": "ok", "copy_bytes_per_s": 2 * size / float(np.median(times))}
+        return Answer("ok", copy_bytes_per_s=2 * size / float(np.median(times)))
 
     def stage(self, plan: BenchPlan, seed: int) -> dict:
         """Device arrays for one launch: inputs copied on the device from
@@ -150,16 +220,16 @@ class Device:
             self.on_device[key] = (self.cuda.to_device(data), data.nbytes)
         return self.on_device[key][0]
 
-    def check(self, request: dict, plan: BenchPlan, device: dict) -> dict:
+    def check(self, request: Launch, plan: BenchPlan, device: dict) -> dict:
         """The outputs compared here, with a reference kept in this process
         (sent once, or this run's outputs kept as one), so that they need not
         cross the pipe; sent back only when asked for. A comparison alone runs
         on the device (measure.device_check); outputs come to the host only to
-        be kept, sent, or to say what is wrong with them."""
-        if not (request.get("outputs") or request.get("compare") or request.get("keep")):
+        be kept, sent, or to say what is wrong with them. The Answer's fields, by name."""
+        if not (request.outputs or request.compare or request.keep):
             return {}
-        key = request.get("compare")
-        if key in self.references and not (request.get("outputs") or request.get("keep")):
+        key = request.compare
+        if key in self.references and not (request.outputs or request.keep):
             if self.compare.outside(key, self.references[key], plan, device) == 0:
                 return {"wrong": ""}
         arrays = {c.name: _array(plan, c.name) for c in plan.checks}
@@ -184,17 +254,17 @@ class Device:
                 "registers": function.get_attribute(f.NUM_REGS),
                 "shared": function.get_attribute(f.SHARED_SIZE_BYTES)}
 
-    def run(self, request: dict) -> dict:
-        if request.get("copy"):
+    def run(self, request: Launch | CopyRate) -> Answer:
+        if isinstance(request, CopyRate):
             return self.copy_bandwidth()
-        cuda, plan, clock = self.cuda, request["plan"], Clock()
+        cuda, plan, clock = self.cuda, request.plan, Clock()
         take_reference(request, self.references)
-        module = cuda.module_from_buffer(request["cubin"])
+        module = cuda.module_from_buffer(request.cubin)
         function = module.get_function(plan.kernel)
         refused = launch_problem(plan.block, plan.shared, self.kernel_facts(function), self.limits())
         if refused:              # before any data moves; the context is untouched
-            return {"status": "launch-refused", "detail": refused, "costs": clock.lap("load")}
-        device = self.stage(plan, request.get("seed", 0))
+            return Answer("launch-refused", refused, clock.lap("load"))
+        device = self.stage(plan, request.seed)
         args = [device[a.name] if isinstance(a, ArrayPlan) else _scalar(a) for a in plan.args]
         launch = lambda: function(*args, grid=plan.grid[:2] if plan.grid[2] == 1 else plan.grid,
                                   block=plan.block, shared=plan.shared)
@@ -202,19 +272,17 @@ class Device:
         clock.lap("load")
         launch()
         cuda.Context.synchronize()
-        answer = {"status": "ok"}
-        answer.update(self.check(request, plan, device))
+        answer = self.check(request, plan, device)
         clock.lap("check")
-        if request.get("time"):
+        if request.time:
             answer["times_us"], answer["planned"], answer["stopped"] = self.time(
-                launch, plan, request.get("min_seconds", 0.3), clock, request.get("race"), request.get("settle", False))
-        if request.get("energy") and self.nvml is not None:
+                launch, plan, request.min_seconds, clock, request.race, request.settle)
+        if request.energy and self.nvml is not None:
             answer.update(self.energy(launch))
             clock.lap("energy")
-        answer["costs"] = clock.costs
-        return answer
+        return Answer("ok", costs=clock.costs, **answer)
 
-    def time(self, launch, plan: BenchPlan, min_seconds: float, clock: Clock, race: dict | None = None,
+    def time(self, launch, plan: BenchPlan, min_seconds: float, clock: Clock, race: Incumbent | None = None,
              settle: bool = False):
         """Events around each launch, after warm-up; the L2 flushed before each
         launch when the data would otherwise stay in it. With `race` (the
@@ -248,7 +316,7 @@ class Device:
             times += [finish.time_since(begin) * 1e3 for begin, finish in pairs]
             if len(times) >= count:
                 break
-            if race and clearly_slower(times, race["median"], race["margin"]):
+            if race and clearly_slower(times, race.median, race.margin):
                 stopped = "raced"
                 break
             if settle and settled(times):
@@ -288,27 +356,6 @@ class Clock:
         return self.costs
 
 
-def launch_problem(block: tuple[int, ...], dynamic_shared: int, kernel: dict, device: dict) -> str:
-    """Why the driver would refuse this launch ("" if it would not): more
-    threads than the device or this kernel's registers allow, a block
-    dimension over its limit, more shared memory than a block may have."""
-    threads = block[0] * block[1] * block[2]
-    shown = "x".join(str(b) for b in block)
-    if threads > device["threads"]:
-        return f"block {shown} is {threads} threads; the device allows at most {device['threads']} per block"
-    for axis, size, most in zip("xyz", block, device["dims"]):
-        if size > most:
-            return f"block {shown}: {size} threads in {axis}; the device allows at most {most}"
-    if threads > kernel["threads"]:
-        return (f"block {shown} is {threads} threads; with {kernel['registers']} registers per thread this kernel "
-                f"launches at most {kernel['threads']} ({device['registers']} registers per block)")
-    shared = kernel["shared"] + dynamic_shared
-    if shared > device["shared"]:
-        return (f"{shared} bytes of shared memory per block ({kernel['shared']} static + {dynamic_shared} "
-                f"dynamic); the device allows at most {device['shared']}")
-    return ""
-
-
 def _nvml_handle(index: int):
     try:
         import pynvml
@@ -331,11 +378,11 @@ def classify(error: Exception) -> tuple[str, bool]:
     return "crash", any(word in text for word in FATAL_WORDS) or "launch" in text
 
 
-def worker_main(connection, index: int = 0) -> None:
-    try:
-        device = Device(index)
+def worker_main(connection, index: int = 0, device_type: type | None = None) -> None:
+    try:                   # (`device_type`: Device, or what stands in for one in a test without a GPU)
+        device = (device_type or Device)(index)
     except Exception as error:
-        connection.send({"status": "no-gpu", "detail": str(error)})
+        connection.send(NoGpu(str(error)))
         return
     connection.send(device.hello())
     while True:
@@ -346,7 +393,7 @@ def worker_main(connection, index: int = 0) -> None:
             answer = device.run(request)
         except Exception as error:
             status, fatal = classify(error)
-            connection.send({"status": status, "detail": f"{type(error).__name__}: {error}"})
+            connection.send(Answer(status, f"{type(error).__name__}: {error}"))
             if fatal:
                 return
             continue

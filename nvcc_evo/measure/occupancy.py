@@ -9,7 +9,8 @@ shared memory per block is its static and dynamic bytes plus the bytes the
 driver reserves per block, rounded up to the allocation unit; the SM's
 limits on warps and blocks cap both. The table holds one row per compute
 capability; an architecture without a row has no occupancy (None), never a
-guess.
+guess. `launch_problem`: why the driver would refuse a launch (a block over
+the device's or the kernel's limits), asked before any data moves.
 """
 from __future__ import annotations
 
@@ -117,3 +118,24 @@ def _by_shared(sm: Sm, shared: int) -> int:
         return 0
     per_block = -(-(shared + sm.reserved) // sm.shared_unit) * sm.shared_unit
     return sm.shared // per_block if per_block else sm.max_blocks
+
+
+def launch_problem(block: tuple[int, ...], dynamic_shared: int, kernel: dict, device: dict) -> str:
+    """Why the driver would refuse this launch ("" if it would not): more
+    threads than the device or this kernel's registers allow, a block
+    dimension over its limit, more shared memory than a block may have."""
+    threads = block[0] * block[1] * block[2]
+    shown = "x".join(str(b) for b in block)
+    if threads > device["threads"]:
+        return f"block {shown} is {threads} threads; the device allows at most {device['threads']} per block"
+    for axis, size, most in zip("xyz", block, device["dims"]):
+        if size > most:
+            return f"block {shown}: {size} threads in {axis}; the device allows at most {most}"
+    if threads > kernel["threads"]:
+        return (f"block {shown} is {threads} threads; with {kernel['registers']} registers per thread this kernel "
+                f"launches at most {kernel['threads']} ({device['registers']} registers per block)")
+    shared = kernel["shared"] + dynamic_shared
+    if shared > device["shared"]:
+        return (f"{shared} bytes of shared memory per block ({kernel['shared']} static + {dynamic_shared} "
+                f"dynamic); the device allows at most {device['shared']}")
+    return ""

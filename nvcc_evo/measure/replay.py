@@ -4,6 +4,7 @@ from a results store (nvcc_evo.execute.store reads them; this backend only
 needs each record's genome, measurement and SASS hash)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Hashable, Iterable
 
 from nvcc_evo.measure import Measurement
@@ -15,9 +16,9 @@ class Replay:
     def __init__(self, records: Iterable):
         self.answers: dict[Hashable, object] = {r.genome: r for r in records}
 
-    def measure(self, genome: Hashable) -> tuple[Measurement, str]:
-        """(the recorded measurement, its SASS hash); not-recorded if absent."""
+    def measure(self, genome: Hashable, flags: tuple[str, ...] = (), result: object = None) -> Measurement:
+        """The recorded measurement, with its SASS hash (`sass_hash`); not-recorded if absent."""
         record = self.answers.get(genome)
         if record is None:
-            return Measurement("not-recorded", detail=f"no recorded answer for {genome}"), ""
-        return record.measurement, record.sass_hash
+            return Measurement("not-recorded", detail=f"no recorded answer for {genome}")
+        return replace(record.measurement, sass_hash=record.sass_hash)

@@ -190,3 +190,19 @@ def verdict_clear(baseline: Sequence[float], candidate: Sequence[float], most: i
     low, high = min(*baseline, *candidate), max(*baseline, *candidate)
     best_case = faster(list(baseline) + [high * 2 + 1] * left, list(candidate) + [low / 2] * left, alpha, 0.0)
     return best_case.p_value >= alpha
+
+
+def judged(samples: dict[str, list[float]], maximize: bool) -> Verdict:
+    """`faster` on a metric's samples of each side ("baseline", "chosen"); to
+    maximise (a rate), the sides swap (a higher rate is the faster build), so
+    the effect is > 1 where the chosen is better."""
+    base, chosen = samples["baseline"], samples["chosen"]
+    if not base or not chosen:
+        return Verdict("mannwhitneyu", 1.0, 1.0, 0.0, False, 0)
+    return faster(chosen, base) if maximize else faster(base, chosen)
+
+
+def judged_clear(samples: dict[str, list[float]], most: int, least: int, maximize: bool) -> bool:
+    """`verdict_clear` on the samples `judged` judges (the sides swapped to maximise, as there)."""
+    sides = (samples["chosen"], samples["baseline"]) if maximize else (samples["baseline"], samples["chosen"])
+    return verdict_clear(*sides, most, least)

@@ -1,7 +1,8 @@
 """What a retune found, shown after it: `--report` and `--sass`.
 
-page (`--report`: one HTML page per ACF from the ACF and its results
-stores), plots (matplotlib figures for it, the `report` extra) and compare
+page (`--report`: one HTML page per ACF), sections (what it shows, read
+from the ACF and its results stores: a section per unit, target, device
+and backend), plots (matplotlib figures for it, the `report` extra) and compare
 (`--sass`: each unit's baseline against its ACF entry, kernel by kernel, in
 the terminal).
 

@@ -1,20 +1,64 @@
 """The choice of a retune: the ACF's selection rule over the front and the
 baseline (`choose`), then the backend's word on it: its confirmation of the
-winner against the baseline (`confirm`), and the baseline's drift once the
-search is over (`end_drift`), where the backend has them.
+winner against the baseline (`confirm`: a `Verification`), and the
+baseline's drift once the search is over (`end_drift`), where the backend
+has them.
 
-An outcome (nvcc_evo.retune.run's Outcome) is changed in place: what the
-confirmation found goes into its `extra` (`stats`, `rejected`), and a
-rejected winner gives way to the baseline.
+`Outcome` is what one search ends with (retune.tune's decide stage): the
+choice and every fact the write into the ACF (retune.writeback) and the
+end-of-retune table (retune.summary) read, each a typed field.
 """
 from __future__ import annotations
 
-from nvcc_evo.measure import Measurement, Measurer
-from nvcc_evo.execute.evaluate import Goal, holds
-from nvcc_evo.engine.evolve import Evaluation
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+from nvcc_evo.measure import Measurement
+from nvcc_evo.measure.backend import Backend
+from nvcc_evo.measure.stats import Verdict
+from nvcc_evo.execute.evaluate import Evaluator, Goal, holds
+from nvcc_evo.engine.evolve import Evaluation, Progress
+from nvcc_evo.retune.kernels import Comparison
 from nvcc_evo.retune.tasks import Task
 from nvcc_evo.system.say import log
-from nvcc_evo.engine.space import Genome
+from nvcc_evo.engine.space import Genome, SearchSpace
+
+
+@dataclass
+class Outcome:
+    """One search's end: the choice (a rejected winner gives way to the
+    baseline) and what it rests on."""
+
+    task: Task
+    goal: Goal
+    space: SearchSpace
+    baseline: Measurement
+    chosen: Genome
+    chosen_measurement: Measurement
+    front: list[Evaluation]
+    evaluator: Evaluator
+    progress: Progress
+    seconds: float                          # search and verification, this run
+    fixed: dict                             # knobs outside the space the build passes: written too
+    hello: dict | None = None               # the GPU measured on (name, cc, driver), for the provenance
+    settled: str = ""                       # why the ACF's entry stands, not rewritten ("" when it may be)
+    verification: Verdict | None = None     # the backend's confirmation of the winner
+    rejected: str = ""                      # why the baseline was kept over the winner ("" when it was not)
+    drift: float | None = None              # the baseline's drift after the search (command backend)
+    learned: str = ""                       # what refused launches taught the engine (engine.learned)
+    kernels: Comparison | None = None       # baseline and choice compared kernel by kernel (retune.kernels)
+    verdict: str = ""                       # the choice in words (writeback.verdict_of)
+    written: bool = False
+    not_written: str | None = None          # why the choice was not written into the ACF
+    cannot_write: bool = False              # ... because the ACF could not be written (exit 3)
+
+
+class Verification(NamedTuple):
+    """The backend's confirmation of a winner: its verdict (None where it
+    never got that far) and why the baseline stays ("" when the winner does)."""
+
+    verdict: Verdict | None
+    rejected: str
 
 
 def choose(evaluations: list[Evaluation], front: list[Evaluation], baseline: Evaluation, goal: Goal,
@@ -37,31 +81,30 @@ def choose(evaluations: list[Evaluation], front: list[Evaluation], baseline: Eva
                                     repr(e.genome.items)))
 
 
-def confirm(outcome, measurer: Measurer, build) -> None:
+def confirm(task: Task, baseline: Genome, chosen: Genome, measurer: Backend,
+            build: Callable) -> Verification:
     """The backend's confirmation step on the winner and the baseline
     (`build`: a genome compiled as the search compiles it, for a backend
     that measures its own builds); a gain that is not significant, or a
     problem the backend found (in its own words), keeps the baseline."""
-    task, baseline = outcome.task, outcome.space.baseline()
-    found = measurer.confirm(baseline, outcome.chosen, build)
+    found = measurer.confirm(baseline, chosen, build)
     if found.verdict is not None:
-        outcome.extra["stats"] = found.verdict
         log(f"{task}: verification {found.verdict}" + (f"; {found.problem}" if found.problem else ""))
     elif found.problem:
         log(f"{task}: no verification: {found.problem}")
     if found.problem:
-        outcome.extra["rejected"] = found.problem
-    elif found.verdict is None or not found.verdict.significant:
-        outcome.extra["rejected"] = f"gain not significant ({found.verdict or 'no verdict'})"
-    if "rejected" in outcome.extra:
-        outcome.chosen, outcome.chosen_measurement = baseline, outcome.baseline
+        return Verification(found.verdict, found.problem)
+    if found.verdict is None or not found.verdict.significant:
+        return Verification(found.verdict, f"gain not significant ({found.verdict or 'no verdict'})")
+    return Verification(found.verdict, "")
 
 
-def end_drift(task: Task, measurer: Measurer, genome: Genome, first: Measurement, extra: dict) -> None:
+def end_drift(task: Task, measurer: Backend, genome: Genome, first: Measurement) -> float | None:
     """The backend's baseline run again once the search is over (where that
-    is too slow to do between generations): its drift, said and kept."""
+    is too slow to do between generations): its drift, said; None where it
+    has none to say."""
     change = measurer.end_drift(genome, first)
     if change is not None:
-        extra["drift"] = change
         log(f"{task}: baseline drift {change:+.2%} (the baseline built and run again after the search, "
             f"against its first runs)")
+    return change

@@ -129,17 +129,16 @@ def compare(unit: model.Unit, arch: str, device: str, backend: str, baseline: Si
 
 
 def after_search(outcome, job_for, folder: Path, defaults: dict, say: Callable[[str], None], ptx=None,
-                 slots=None) -> None:
+                 slots=None) -> Comparison | None:
     """The end of one search: its baseline and its choice built once more
-    and compared, for the summary (`outcome.extra["kernels"]`) and the report
-    (kernels.jsonl in `folder`); a build that fails is said, not raised."""
+    and compared, for the summary (the outcome's `kernels`) and the report
+    (kernels.jsonl in `folder`); a build that fails is said, not raised (None)."""
     task, context = outcome.task, outcome.evaluator.context
     digests = outcome.evaluator.digests
     kept = KernelStore(folder / STORE_NAME).latest(str(task.unit), task.arch, digests.get(outcome.space.baseline(), ""),
                                                    digests.get(outcome.chosen, ""))
     if kept is not None:                     # these two binaries were compared before: nothing to build
-        outcome.extra["kernels"] = kept
-        return
+        return kept
     def build(genome):                   # in one of the retune's compile slots, as its candidates are
         with slots if slots is not None else nullcontext():
             return compile_candidate(job_for(genome), ptx)
@@ -151,8 +150,8 @@ def after_search(outcome, job_for, folder: Path, defaults: dict, say: Callable[[
         KernelStore(folder / STORE_NAME).append(comparison)
     except (SassUnavailable, OSError) as error:
         say(f"{task}: the kernels of the baseline and the choice not compared: {error}")
-        return
-    outcome.extra["kernels"] = comparison
+        return None
+    return comparison
 
 
 class KernelStore:

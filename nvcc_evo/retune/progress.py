@@ -96,7 +96,7 @@ class ProgressLine:
         return " | ".join(p for p in parts if p)
 
 
-def progress_line(unit: str, goal, progress, engine, evaluator, baseline_drift=lambda: None,
+def progress_line(unit: str, goal, progress, engine, evaluator, baseline_drift=None,
                   budget=None) -> ProgressLine:
     """One generation's line of a search (retune.run): the engine's front,
     the evaluator's tally and baseline, the budget's time left."""
@@ -111,7 +111,7 @@ def progress_line(unit: str, goal, progress, engine, evaluator, baseline_drift=l
         len(front), tuple(zip(goal.minimize, goal.values(front[0].objectives))) if front else (),
         tuple((m, float(base[m])) for m in goal.minimize if m in base),
         progress.elapsed(), max(1, progress.evaluations - progress.resumed),       # this run's pace, not the store's
-        baseline_drift(),          # the backend's baseline again, between generations (None: not known)
+        baseline_drift() if baseline_drift else None,   # the backend's baseline again (its `drift`; None: not known)
         costs=t.costs_text(), extra=stagnation(engine),
         seconds_left=time_left(budget, progress.elapsed()) if budget is not None else None)
 

@@ -24,20 +24,21 @@ from nvcc_evo.engine.space import Dimension, SearchSpace
 
 class KernelBuild:
     """A kernel unit's build (a PTX its program hands nvcc-evo-ptxas,
-    nvcc_evo.driver.dropin_ptxas.decide): one ptxas run per PTX, the knobs as flags
-    (nvcc_evo.driver.build.flags), nothing shared with other architectures."""
+    nvcc_evo.driver.dropin_ptxas.decide): its one ptxas step, asked of the
+    function the drop-in ptxas asks (compileplan.ptx_step), with the record's
+    own ptxas options and the ptxas it ran."""
 
     builds_arch = True
 
-    def __init__(self, task, toolkit, acf_dir: str):
-        from nvcc_evo.driver.build.nvcc_options import parse_call
-        from nvcc_evo.driver.build.flags import read_facts
-        self.facts = read_facts(parse_call(list(task.job.argv), dict(task.job.env)))
-        self.toolkit, self.acf_dir = toolkit, acf_dir
+    def __init__(self, task, toolkit, acf_dir: str, environ):
+        from nvcc_evo.driver.build.flags import ptxas_values
+        self.options = ptxas_values(tuple(task.job.argv))      # (the record's argv: -Xptxas OPTION each, the PTX)
+        self.real, self.arch = task.job.ptxas or toolkit.ptxas, task.arch
+        self.acf_dir, self.environ = acf_dir, environ
 
     def step(self, settings: dict):
-        from nvcc_evo.driver.build.flags import plan_flags
-        return plan_flags(settings, self.facts, self.toolkit, self.acf_dir), None
+        from nvcc_evo.driver.build.compileplan import ptx_step
+        return ptx_step(settings, self.options, self.real, self.arch, self.environ, self.acf_dir)
 
     def call_values(self) -> dict:
         return {}
@@ -46,9 +47,9 @@ class KernelBuild:
 def recorded_build(task, acf_path: Path, toolkit, options) -> "RecordedBuild | KernelBuild":
     """The unit's build as the compile plan sees it (the record the task compiles as)."""
     from nvcc_evo.driver.build.ptxas import PTXAS_ENV
-    if task.unit.is_kernel:
-        return KernelBuild(task, toolkit, str(acf_path.parent))
     environ = {**dict(task.job.env), **dict(task.build_env), PTXAS_ENV: os.pathsep.join(options.ptxas)}
+    if task.unit.is_kernel:
+        return KernelBuild(task, toolkit, str(acf_path.parent), environ)
     return RecordedBuild(task.job.argv, task.job.cwd, dict(task.job.env), task.job.source, task.arch,
                          task.unit.globs, acf_path, toolkit, environ)
 
@@ -90,7 +91,8 @@ def not_shipped(step, settings: dict) -> str:
     return "; ".join(lost)
 
 
-def reachable(task, space: SearchSpace, fixed: dict, build: RecordedBuild) -> tuple[SearchSpace, dict, list[str]]:
+def reachable(task, space: SearchSpace, fixed: dict,
+              build: RecordedBuild | KernelBuild) -> tuple[SearchSpace, dict, list[str]]:
     """The space with only values the build passes (a dimension left with
     its baseline alone is dropped), the fixed settings the build passes, and
     a line for each knob left out (its values, the reason)."""
@@ -138,7 +140,8 @@ def say(task, notes: list[str]) -> None:
 
 
 # ---------------------------------------------------------------- the ship check
-def ship_check(outcome, acf_path: Path, toolkit, options, build: RecordedBuild, measured_flags) -> str:
+def ship_check(outcome, acf_path: Path, toolkit, options, build: RecordedBuild | KernelBuild,
+               measured_flags) -> str:
     """Why the entry about to be written would not give the build the code
     that was measured ("" when it would): the wrapper's own decision for the
     recorded call, with that entry in a copy of the ACF beside it (where the

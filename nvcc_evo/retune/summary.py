@@ -2,6 +2,11 @@
 each objective, and the Pareto front when there are several objectives."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nvcc_evo.retune.choice import Outcome
+
 
 def _cell(value: float) -> str:
     return "failed" if value == float("inf") else f"{value:.5g}"
@@ -13,7 +18,7 @@ def _change(before: float, after: float) -> str:
     return f"{(after - before) / before * 100:+.1f}%"
 
 
-def render(outcomes) -> str:
+def render(outcomes: list[Outcome]) -> str:
     rows = [("unit", "target", "objective", "baseline", "tuned", "change")]
     for o in outcomes:
         extra = tuple(m for m in ("runtime", "energy", "power") if m in dict(o.baseline.metrics))
@@ -28,7 +33,7 @@ def render(outcomes) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _summary(o) -> list[str]:
+def _summary(o: Outcome) -> list[str]:
     """One unit and target: verdict, choice, counts, its own time, the front."""
     t = o.evaluator.tally
     lines = ["", f"{o.task.unit} [{o.task.arch}]: {o.verdict}"]
@@ -39,24 +44,24 @@ def _summary(o) -> list[str]:
                for m, s in o.baseline.spreads for n, u in o.chosen_measurement.spreads if n == m]
     if spreads:
         lines.append("  spread (p20..p80, baseline / tuned): " + "; ".join(spreads))
-    if "stats" in o.extra:
-        lines.append(f"  verification: {o.extra['stats']}")
-    if "drift" in o.extra:
-        lines.append(f"  baseline drift: {o.extra['drift']:+.2%} (run again after the search)")
-    seconds = o.extra.get("seconds", o.progress.elapsed())
+    if o.verification is not None:
+        lines.append(f"  verification: {o.verification}")
+    if o.drift is not None:
+        lines.append(f"  baseline drift: {o.drift:+.2%} (run again after the search)")
+    seconds = o.seconds
     lines.append(f"  {t.evaluated} evaluated, {t.resumed} resumed from the store, {t.reused} same binary "
                  f"as an earlier candidate (measurement reused), {t.failed} failed; "
                  f"{o.progress.generation} generation{'' if o.progress.generation == 1 else 's'}, {seconds:.0f} s"
                  + ("; written to the ACF" if o.written else ""))
     if t.failed:
         lines.append(f"  failures: {t.failures_text()}")
-    if "learned" in o.extra:
-        lines.append(f"  learned: {o.extra['learned']}")
+    if o.learned:
+        lines.append(f"  learned: {o.learned}")
     if t.evaluated:
         lines.append(f"  cost: {t.costs_text()}")
-    if "kernels" in o.extra:
+    if o.kernels is not None:
         from nvcc_evo.retune.kernelview import lines as kernel_lines
-        lines += kernel_lines(o.extra["kernels"])
+        lines += kernel_lines(o.kernels)
     if len(o.goal.minimize) > 1 and o.front:
         lines.append("  Pareto front (" + ", ".join(o.goal.minimize) + "):")
         for point in o.front:

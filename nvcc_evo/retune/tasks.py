@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nvcc_evo.acf import model
+from nvcc_evo.backends import TIMING as MEASURING_BACKENDS
 from nvcc_evo.acf.resolve import ARCH_PATTERN, arch_order
 from nvcc_evo.system.programs import note
 from nvcc_evo.acf.sources import unit_sources
@@ -218,7 +219,6 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit,
     return tasks, skipped, kept
 
 
-MEASURING_BACKENDS = ("pycuda", "command")
 STATIC_ONLY = "its entry holds static objectives only (compiler facts): never measured"
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.edit.retarget import find_unit, replace_target
@@ -24,6 +24,9 @@ from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import Genome, SearchSpace
 from nvcc_evo.measure.static import REGISTER_WARPS
 from nvcc_evo.system.locks import run_lock
+
+if TYPE_CHECKING:
+    from nvcc_evo.retune.choice import Outcome
 
 
 def fixed_settings(task, space: SearchSpace) -> dict:
@@ -39,30 +42,29 @@ def current_genome(task, space: SearchSpace) -> Genome | None:
     return space.genome({s.knob: s.value for s in current.settings}) if current is not None else None
 
 
-def settings_of(outcome) -> tuple[model.Setting, ...]:
+def settings_of(outcome: Outcome) -> tuple[model.Setting, ...]:
     """Values a build must pass: not pinned (pins apply anyway), not the baseline."""
     chosen = []
     for (name, value), dim in zip(outcome.chosen.items, outcome.space.dimensions):
         if value is not None and not dim.pinned and value != dim.baseline:
             chosen.append(model.Setting(name, value))
-    fixed = outcome.extra.get("fixed", fixed_settings(outcome.task, outcome.space))   # (those the build passes)
-    chosen.extend(model.Setting(k, v) for k, v in fixed.items())
+    chosen.extend(model.Setting(k, v) for k, v in outcome.fixed.items())   # (those the build passes)
     return tuple(chosen)
 
 
-def provenance(outcome, toolkit, options) -> tuple[model.Record, ...]:
+def provenance(outcome: Outcome, toolkit, options) -> tuple[model.Record, ...]:
     t = outcome.evaluator.tally
     records = [model.Record("fingerprint", outcome.task.fingerprint), model.Record("toolkit", toolkit.version),
                model.Record("space_digest", outcome.task.unit.space_digest)]
     if outcome.task.build:
         records.append(model.Record("build", outcome.task.build))
-    hello = outcome.extra["measurer"].hello
+    hello = outcome.hello
     if hello:
         records += [model.Record("gpu", hello["name"]), model.Record("cc", hello["cc"]),
                     model.Record("driver", str(hello["driver"]))]
     records += [model.Record("backend", options.backend), model.Record("date", time.strftime("%Y-%m-%d")),
                 model.Record("seed", options.seed), model.Record("evaluations", t.evaluated + t.resumed),
-                model.Record("reused", t.reused), model.Record("search_seconds", round(outcome.extra["seconds"], 1))]
+                model.Record("reused", t.reused), model.Record("search_seconds", round(outcome.seconds, 1))]
     whole = lambda v: int(v) if float(v).is_integer() else float(f"{v:.5g}")
     measured_too = tuple(m for m in ("runtime", "energy") if m in dict(outcome.baseline.metrics))
     written = tuple("registers" if m == REGISTER_WARPS else m for m in outcome.goal.minimize + (outcome.goal.select,))
@@ -73,7 +75,7 @@ def provenance(outcome, toolkit, options) -> tuple[model.Record, ...]:
                 continue
             records.append(model.Record(f"{side}.{metric}", whole(value),
                                       float(f"{value * spread:.3g}") if spread is not None else None))
-    stats = outcome.extra.get("stats")
+    stats = outcome.verification
     if stats is not None:
         records += [model.Record("test", stats.test), model.Record("p_value", float(f"{stats.p_value:.3g}")),
                     model.Record("effect_size", round(stats.effect, 4)), model.Record("significant", stats.significant)]
@@ -86,7 +88,7 @@ def provenance(outcome, toolkit, options) -> tuple[model.Record, ...]:
     return tuple(records)
 
 
-def write_back(acf_path: Path, outcome, toolkit, options) -> None:
+def write_back(acf_path: Path, outcome: Outcome, toolkit, options) -> None:
     """Into the unit with the task's globs in the ACF as it is at write time,
     under its lock. AcfChanged (nothing written) when that unit is gone, or
     its pins or search space are not those the search ran with: the result
@@ -105,7 +107,7 @@ def write_back(acf_path: Path, outcome, toolkit, options) -> None:
     outcome.written = True
 
 
-def knobs_changed(outcome) -> bool:
+def knobs_changed(outcome: Outcome) -> bool:
     """Whether the entry written gives a build other knobs than the entry it
     replaced (none: an empty one); provenance alone changes no binary."""
     before = outcome.task.unit.entry_for(outcome.task.arch)
@@ -113,7 +115,7 @@ def knobs_changed(outcome) -> bool:
     return {s.knob: s.value for s in settings_of(outcome)} != held
 
 
-def say_rebuild(acf_path: Path, outcomes: list, redated: bool = False, shown: int = 4) -> None:
+def say_rebuild(acf_path: Path, outcomes: list[Outcome], redated: bool = False, shown: int = 4) -> None:
     """What to rebuild to use what was written, where a knob changed (a kept
     baseline, or the knobs the entry held, change no binary): a build system
     compares sources and objects, not the ACF, and says "up to date" unless
@@ -121,7 +123,7 @@ def say_rebuild(acf_path: Path, outcomes: list, redated: bool = False, shown: in
     backend left those outputs dated 1970, so any build compiles them again)."""
     import os
     from nvcc_evo.driver.compiledb import outputs_of
-    written = [o for o in outcomes if o.written and "settled" not in o.extra and knobs_changed(o)]
+    written = [o for o in outcomes if o.written and not o.settled and knobs_changed(o)]
     if not written:
         return
     outputs = sorted({p for o in written for p in outputs_of(acf_path, o.task.unit.globs, o.task.arch)})
@@ -141,13 +143,13 @@ def say_rebuild(acf_path: Path, outcomes: list, redated: bool = False, shown: in
         f"  or once by hand: make -B, cmake --build . --clean-first, or remove those files")
 
 
-def verdict_of(outcome) -> str:
-    if "settled" in outcome.extra:
-        return outcome.extra["settled"]
+def verdict_of(outcome: Outcome) -> str:
+    if outcome.settled:
+        return outcome.settled
     if not outcome.baseline.ok:
         return f"baseline failed ({outcome.baseline.status}); nothing written"
-    if "rejected" in outcome.extra:
-        return f"baseline kept: {outcome.extra['rejected']}"
+    if outcome.rejected:
+        return f"baseline kept: {outcome.rejected}"
     if outcome.chosen == outcome.space.baseline():
         return "baseline kept: no candidate beat it"
     changes, worse = [], False

@@ -8,7 +8,10 @@ what a build would make of a candidate's knobs, for the recorded call with
 the candidate standing in for the unit's entry of the target architecture:
 the flags a candidate is compiled with are the flags that step of the build
 gets, and a knob the build would not pass is known before it is searched.
-A drop-in ptxas asks `RecordedBuild.step` the same way.
+A PTX that a program compiles itself (Triton's kernels, through the
+drop-in ptxas nvcc_evo.driver.dropin_ptxas) has one ptxas step, `ptx_step`:
+the drop-in's command and a kernel unit's candidates (retune.reach) both
+come from it.
 
 Rules of the plan, each in one place:
 - ptxas knobs go to each ptxas step (per input and architecture) where nvcc's
@@ -30,7 +33,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.driver.match.index import TargetEntry
 from nvcc_evo.driver.match.units import CallPlan, build_plan
-from nvcc_evo.driver.build.flags import CallFacts, FlagPlan, plan_flags, read_facts
+from nvcc_evo.driver.build.flags import CallFacts, FlagPlan, plan_flags, ptxas_facts, read_facts
 
 if TYPE_CHECKING:
     from nvcc_evo.driver.build.nvcc_options import NvccCall
@@ -189,3 +192,17 @@ class RecordedBuild:
         entry = TargetEntry(self.arch, None, 0, tuple(settings.items()))
         return match._replace(target=entry, stale=())
 
+
+# ---------------------------------------------------------------- a PTX's ptxas step
+def ptx_step(settings: dict, options, real: str, arch: str, environ, acf_dir: str) -> tuple[FlagPlan, str]:
+    """The ptxas step of a PTX a program compiles itself (nvcc-evo-ptxas's
+    command; a kernel unit's candidates): the entry's knobs as ptxas options
+    with the call's own `options` winning (flags.ptxas_facts), the ptxas that
+    runs (`ptxas.version` among `real` and NVCC_EVO_PTXAS's, a controls file
+    tried on it) and only options it takes silently (ptxas.accepted). One
+    ptxas run per PTX: nothing is shared with another architecture. The
+    FlagPlan (nvcc's spelling, -Xptxas OPTION) and the program."""
+    from nvcc_evo.driver.build.ptxas import accepted
+    plan = plan_flags(settings, ptxas_facts(options), None, acf_dir)
+    program, plan = accepted(plan, real, arch, environ, acf_dir)
+    return plan, program

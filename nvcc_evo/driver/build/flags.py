@@ -115,6 +115,19 @@ def read_facts(call: NvccCall) -> CallFacts:
     return CallFacts(_owned(found), debug, spills, relocatable)
 
 
+def ptxas_facts(tokens) -> CallFacts:
+    """The user's own knobs and hazards from a ptxas command line's options
+    (a program that runs ptxas itself: Triton's `--fmad=false`, `-O0`)."""
+    found: dict[str, str] = {}
+    for token in tokens:
+        knob = _ptxas_knob(token)
+        if knob is not None:
+            found.setdefault(knob, token)
+    given = set(tokens)
+    spills = bool(PTXAS_WERROR & given) and bool(PTXAS_SPILL_WARNING & given)
+    return CallFacts(_owned(found), bool(PTXAS_DEBUG & given), spills, bool({"-c", "--compile-only"} & given))
+
+
 def flag_text(knob_name: str, value: Scalar, acf_dir: str | None = None) -> list[str]:
     """The nvcc arguments for one knob value (empty at the toolkit default,
     and for the knob that chooses the ptxas program). A file is named by its

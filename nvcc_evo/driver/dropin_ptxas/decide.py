@@ -84,21 +84,6 @@ def read_call(argv: list[str]) -> PtxasCall:
     return PtxasCall(tuple(argv), arch, tuple(inputs), tuple(tokens), tuple(kept))
 
 
-def facts(call: PtxasCall):
-    """The user's own knobs and hazards (flags.CallFacts) from ptxas's options."""
-    from nvcc_evo.driver.build.flags import (PTXAS_DEBUG, PTXAS_SPILL_WARNING, PTXAS_WERROR, CallFacts, _owned,
-                                       _ptxas_knob)
-    found: dict[str, str] = {}
-    for token in call.tokens:
-        knob = _ptxas_knob(token)
-        if knob is not None:
-            found.setdefault(knob, token)
-    tokens = set(call.tokens)
-    spills = bool(PTXAS_WERROR & tokens) and bool(PTXAS_SPILL_WARNING & tokens)
-    relocatable = bool({"-c", "--compile-only"} & tokens)
-    return CallFacts(_owned(found), bool(PTXAS_DEBUG & tokens), spills, relocatable)
-
-
 class Served(NamedTuple):
     """One PTX and the kernel unit entry that serves it."""
 
@@ -177,12 +162,10 @@ def decide(argv: list[str], real: str, acf_path: Path, environ, cwd: str) -> Dec
     served = serve(call, units, acf_path, environ, cwd)
     if served.match is None:
         return Decision(real, (), served)
-    from nvcc_evo.driver.build.flags import plan_flags, ptxas_values
-    from nvcc_evo.driver.build.ptxas import accepted
+    from nvcc_evo.driver.build.compileplan import ptx_step
+    from nvcc_evo.driver.build.flags import ptxas_values
     settings = served.match.settings(environ.get(matching.STALE_ENV, "keep"))
-    acf_dir = str(acf_path.parent)
-    flag_plan = plan_flags(settings, facts(call), None, acf_dir)
-    program, flag_plan = accepted(flag_plan, real, served.match.arch, environ, acf_dir)
+    flag_plan, program = ptx_step(settings, call.tokens, real, served.match.arch, environ, str(acf_path.parent))
     return Decision(program, ptxas_values(flag_plan.flags), served, flag_plan)
 
 

@@ -1,0 +1,360 @@
+"""One search of a retune, in three stages, each returning a typed value:
+
+- `prepare`: the space the build can reach, how each genome is built
+  (`Candidates`), the backend and its lanes, the goal, and the evaluator,
+  built complete by one factory (`evaluator_for`) and resumed from the
+  results store: `Prepared`;
+- `search`: the baseline, then the engine until the budget (stored
+  evaluations of the space count), the baseline's drift after it:
+  `Searched`;
+- `decide`: the ACF's selection rule, the backend's confirmation of the
+  winner, the kernels of baseline and choice compared: `choice.Outcome`.
+
+What every search of one retune shares (options, toolkit, results store,
+the ACF's path, the cluster) travels as one `Retune`; what the searches
+running at once share, as execute.together's `Together`.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from nvcc_evo.acf.knobs import TOOLKIT_TOOL
+from nvcc_evo.driver.build.compileplan import RecordedBuild
+from nvcc_evo.driver.toolkit import Toolkit
+from nvcc_evo.engine import budget, learned
+from nvcc_evo.engine.boosters import family_of
+from nvcc_evo.engine.evolve import Engine, Progress, run_search
+from nvcc_evo.engine.space import Genome, SearchSpace, baseline_defines, build_space
+from nvcc_evo.execute.cluster import Cluster
+from nvcc_evo.execute.evaluate import Evaluator, Goal, Stopped, goal_for
+from nvcc_evo.execute.lanes import LaneSet
+from nvcc_evo.execute.measurers import calibrate, measuring
+from nvcc_evo.execute.store import Context, Store
+from nvcc_evo.execute.together import Together
+from nvcc_evo.measure import Measurement
+from nvcc_evo.measure.backend import Backend
+from nvcc_evo.measure.candidate import CompileJob, CompileResult, PtxCache, compile_candidate
+from nvcc_evo.retune.choice import Outcome, Verification, choose, confirm, end_drift
+from nvcc_evo.retune.kernels import after_search
+from nvcc_evo.retune.options import Options, ptxas_programs
+from nvcc_evo.retune.progress import progress_line, reporter
+from nvcc_evo.retune.reach import KernelBuild, not_shipped, reachable, recorded_build, same_code, say
+from nvcc_evo.retune.speedsafe import guard_for, guarded_goal, narrowed
+from nvcc_evo.retune.tasks import Task, build_key, stale_reasons
+from nvcc_evo.retune.writeback import current_genome, fixed_settings
+from nvcc_evo.system.say import log
+
+
+@dataclass(frozen=True)
+class Retune:
+    """What every search of one retune shares."""
+
+    options: Options
+    toolkit: Toolkit
+    store: Store
+    acf_path: Path
+    cluster: Cluster | None = None
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """How a genome of the space is built: the recorded build's flags with
+    the genome's values and the fixed settings (`fixed`: knobs outside the
+    space the build passes), the ptxas it runs (`programs`: by ptxas.version),
+    and why its knobs would not all reach the build ("" when they do)."""
+
+    task: Task
+    build: RecordedBuild | KernelBuild
+    fixed: dict
+    programs: dict
+    at_baseline: dict                    # the baseline's values: the build's own, never lost
+
+    def settings(self, genome: Genome) -> dict:
+        return {**self.fixed, **genome.settings()}
+
+    def flags(self, genome: Genome) -> tuple[str, ...]:
+        return self.build.step(self.settings(genome))[0].flags
+
+    def program(self, genome: Genome) -> str | None:
+        return self.programs.get(str(self.settings(genome).get("ptxas.version", TOOLKIT_TOOL)))
+
+    def job(self, genome: Genome) -> CompileJob:
+        return replace(self.task.job, flags=self.flags(genome), ptxas=self.program(genome))
+
+    def lost(self, genome: Genome) -> str:
+        moved = {k: v for k, v in genome.settings().items() if self.at_baseline.get(k) != v}
+        return not_shipped(self.build.step(self.settings(genome))[0], moved)
+
+    def compiled(self, genome: Genome) -> CompileResult:
+        return compile_candidate(self.job(genome))
+
+
+@dataclass
+class Prepared:
+    """A search made ready (`prepare`)."""
+
+    task: Task
+    started: float                       # time.monotonic() as it began
+    space: SearchSpace
+    candidates: Candidates
+    measurer: Backend
+    lanes: LaneSet | None
+    goal: Goal
+    evaluator: Evaluator
+    listeners: list[Callable[[], None]] = field(default_factory=list)   # told of each measured candidate
+
+
+@dataclass(frozen=True)
+class Searched:
+    """A search done (`search`): the baseline, the engine as it ended."""
+
+    baseline: Genome
+    baseline_measurement: Measurement
+    engine: Engine
+    progress: Progress
+    settled: str                         # why nothing is written: the entry is up to date ("" otherwise)
+    drift: float | None                  # the baseline's drift after the search, where the backend says one
+    learned: str                         # what refused launches taught (engine.learned)
+
+
+# ---------------------------------------------------------------- prepare
+def prepare(task: Task, retune: Retune, together: Together | None = None) -> Prepared:
+    """The space the build can reach, the backend, the evaluator resumed
+    from the store (`together`: what it shares with the searches beside it)."""
+    started = time.monotonic()
+    options, toolkit = retune.options, retune.toolkit
+    space = build_space(task.unit, task.source, toolkit.accepts)
+    build = recorded_build(task, retune.acf_path, toolkit, options)      # the compile plan the wrapper builds with
+    space, fixed, left_out = reachable(task, space, fixed_settings(task, space), build)
+    say(task, left_out)
+    guard = guard_for(task.unit.tune, task.arch) if options.backend == "static" else None
+    space = narrowed(space, guard) if guard else space      # registers and spills cannot rank speed
+    programs = ptxas_programs(space, toolkit, retune.acf_path, options, task.arch, fixed.get("ptxas.version"))
+    candidates = Candidates(task, build, fixed, programs, space.baseline().settings())
+    context = Context(toolkit.version, task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
+                      build_key(task.job, retune.acf_path.parent))
+    measurer, lanes = measuring(options, task, retune.acf_path, context, baseline_defines(task.source, space),
+                                candidates.flags, retune.cluster)
+    context = replace(context, device=measurer.device)
+    if measurer.build:          # a bench command is part of how candidates are built: another one, other results
+        context = replace(context, build=hashlib.sha256((context.build + measurer.build).encode()).hexdigest()[:16])
+    goal = goal_for(task.unit.tune, measurer.objectives, measurer.primary, measurer.maximize)
+    goal = guarded_goal(goal, guard) if guard else goal
+    listeners: list[Callable[[], None]] = []
+    evaluator = evaluator_for(retune, task, goal, context, candidates, measurer, lanes, listeners, together)
+    stored = _resume(task, retune.store, context, evaluator, space, goal)
+    # (said before the baseline is measured: a bench command's baseline runs take a while and say their own line)
+    log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, "
+        f"{len(space.dimensions)} knobs; {budget.describe(options)}"
+        + (f"; resuming with {stored} stored evaluations" if stored else ""))
+    return Prepared(task, started, space, candidates, measurer, lanes, goal, evaluator, listeners)
+
+
+def evaluator_for(retune: Retune, task: Task, goal: Goal, context: Context, candidates: Candidates,
+                  measurer: Backend, lanes: LaneSet | None, listeners: list[Callable[[], None]],
+                  together: Together | None = None) -> Evaluator:
+    """The search's Evaluator, complete: the backend's measure (each measured
+    candidate told to `listeners`), its racing and PTX reuse in the fast
+    protocol, the lanes, the compile pool (the cluster's CPUs with one), the
+    compile slots and stop event it shares, the not-shipped check."""
+    options, fast = retune.options, retune.options.protocol == "fast"
+
+    def measure(genome: Genome, flags: tuple[str, ...], result: CompileResult | None) -> Measurement:
+        measured = measurer.measure(genome, flags, result)
+        for told in listeners:
+            told()
+        return measured
+
+    return Evaluator(task.job, goal, context, retune.store, candidates.flags, measure, measurer.compiles,
+                     workers=options.jobs, program_for=candidates.program,
+                     race=measurer.race if fast else None, ptx=PtxCache() if fast else None,
+                     compiler=retune.cluster.compiler(fast) if retune.cluster is not None else None,
+                     lanes=lanes, not_shipped=candidates.lost,
+                     slots=together.slots if together else None, stopping=together.stopping if together else None)
+
+
+def _resume(task: Task, store: Store, context: Context, evaluator: Evaluator, space: SearchSpace,
+            goal: Goal) -> int:
+    """Read back this context's evaluations of the current search space from
+    the store; how many. (Genomes of an earlier space, before an edit of the
+    search block, are not points of this one: the operators cannot use them;
+    a measurement without an objective the goal has now is measured again.)"""
+    mine, others = store.for_context(context)
+    others = [c for c in others if c.unit == context.unit and c.arch == context.arch]
+    if others:
+        log(f"{task}: {len(others)} other context(s) in the results store left aside "
+            f"(e.g. {'; '.join(context.differences(others[0]))})")
+    fitting = [record for record in mine if record.genome in space
+               and (not record.measurement.ok or all(m in dict(record.measurement.metrics) for m in goal.minimize))]
+    if len(fitting) < len(mine):
+        log(f"{task}: {len(mine) - len(fitting)} stored evaluation(s) of an earlier search space left aside")
+    evaluator.resume(fitting)
+    return len(fitting)
+
+
+# ---------------------------------------------------------------- search
+def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
+           together: Together | None = None) -> Searched:
+    """The baseline (a failed one: nothing searched, said why), then the
+    engine until the budget; the backend's drift of the baseline after it."""
+    task, space, evaluator, measurer = prepared.task, prepared.space, prepared.evaluator, prepared.measurer
+    baseline = space.baseline()
+    baseline_measurement = measure_baseline(evaluator, measurer, baseline)
+    limits = learned.limits_for(task, space, evaluator)      # what a refused launch teaches
+    calibrate(prepared.lanes, measurer, baseline, prepared.candidates.job(baseline))
+    evaluator.baseline = dict(baseline_measurement.metrics)
+    history = [evaluator.evaluation(g, m) for g, m in evaluator.measured.items()]   # with baseline known
+    for evaluation in history:
+        evaluator.offer_incumbent(evaluator.measured[evaluation.genome], evaluation)
+    engine = Engine(space, rng, retune.options.population, seeds=_seeds(task, space), history=history,
+                    avoid=limits)
+    drift = None
+    if not baseline_measurement.ok:      # every candidate would fail the same way: say why, search nothing
+        log(f"{task}: the baseline (the build's own flags) failed, {baseline_measurement.status}:\n"
+            + _first_lines(baseline_measurement.detail))
+        progress, settled = Progress(), ""
+    else:
+        progress, settled = _shown_search(prepared, retune, engine, together)
+        if progress.generation and measurer.end_drift is not None:
+            drift = end_drift(task, measurer, baseline, baseline_measurement)
+    say(task, same_code(space, evaluator.digests))
+    return Searched(baseline, baseline_measurement, engine, progress, settled, drift,
+                    learned.said(task, engine, limits))
+
+
+def measure_baseline(evaluator: Evaluator, measurer: Backend, genome: Genome) -> Measurement:
+    """The baseline's measurement: read back from the store, or measured
+    (always, before any candidate, for a backend that keeps what its run
+    left: the GPU compares every candidate's outputs with the baseline's)."""
+    if measurer.fresh_baseline:
+        evaluator.forget(genome)
+    if genome not in evaluator.measured:
+        evaluator([genome])
+    return evaluator.measured[genome]
+
+
+def _seeds(task: Task, space: SearchSpace) -> list[Genome]:
+    """Baseline first, then the unit's current knobs, then its other
+    targets'; a new unit (no entry for this architecture) also gets its
+    kernel family's curated starting points (nvcc_evo.engine.boosters) that
+    move a knob of its space."""
+    seeds = [space.baseline()]
+    current = [t for t in task.unit.targets if t.serves(task.arch)]
+    others = [t for t in task.unit.targets if not t.serves(task.arch)]
+    for target in current + others:
+        seeds.append(space.genome({s.knob: s.value for s in target.settings}))
+    family = None if current else family_of(task.source)
+    boosted = [space.genome(dict(seed.knobs)) for seed in family.seeds] if family else []
+    boosted = [g for g in dict.fromkeys(boosted) if g not in seeds]
+    if boosted and family is not None:
+        log(f"{task}: a new unit of the {family.name} family: {len(boosted)} curated starting point(s) seeded")
+    return seeds + boosted
+
+
+def _shown_search(prepared: Prepared, retune: Retune, engine: Engine,
+                  together: Together | None) -> tuple[Progress, str]:
+    """The search with its progress shown (a bar or lines; a row of the
+    searches' board when several run at once), moved per measured candidate."""
+    task, options, evaluator, measurer = prepared.task, retune.options, prepared.evaluator, prepared.measurer
+    done = _searched(evaluator, prepared.space)
+    shown = together.board.row(str(task), options.evaluations, done) if together and together.board else \
+        reporter("lines" if together else options.progress, str(task), options.evaluations, log, done=done)
+    prepared.listeners.append(shown.advance)
+    try:
+        spent = budget.Spent(time.monotonic() - prepared.started, measurer.reserve())
+        measurer.finish_by(prepared.started + budget.decided(options).seconds)
+        return _search(task, options, retune.toolkit, engine, evaluator, prepared.space, lambda p, e, b: shown.update(
+            progress_line(str(task), prepared.goal, p, e, evaluator, measurer.drift, b)), spent)
+    finally:
+        prepared.listeners.clear()
+        shown.close()
+
+
+def _search(task: Task, options: Options, toolkit: Toolkit, engine: Engine, evaluator: Evaluator,
+            space: SearchSpace, report, spent: budget.Spent = budget.Spent()) -> tuple[Progress, str]:
+    """Search until the budget is reached, counting the evaluations of this
+    search space read back from the store (the baseline aside, as in a first
+    run), so a rerun or a resumed run only reaches the budget. Returns the
+    progress and, when there is nothing to search and the unit's entry is up
+    to date, why nothing is to be written either ("" otherwise)."""
+    limit = budget.budget_of(options, spent, log=lambda said: log(f"{task}: {said}"))
+    searched = _searched(evaluator, space)
+    left = space.size - 1 - searched               # a space searched whole has nothing left, whatever the budget
+    if searched < limit.evaluations and left > 0:
+        overlap = options.protocol == "fast" and evaluator.compiles
+        evaluator.deadline = time.monotonic() + limit.seconds      # no candidate measured past it
+        try:
+            return run_search(engine, evaluator, limit, lambda p, e: report(p, e, limit), done=searched,
+                              overlap=overlap), ""
+        finally:
+            evaluator.close()                      # a batch compiling ahead when the search stopped
+    reached = "the whole space" if left <= 0 else f"--evaluations {limit.evaluations}"
+    within = f"already within budget ({searched} evaluations of this search space stored besides the baseline, " \
+             f"{reached})"
+    if not _entry_is_current(task, toolkit, options):
+        log(f"{task}: {within}: nothing to search; its entry is not up to date: the choice is written")
+        return Progress(), ""
+    log(f"{task}: {within}: nothing to search; its entry is up to date: nothing to write")
+    return Progress(), f"{within}; the entry is up to date, not rewritten"
+
+
+def _searched(evaluator: Evaluator, space: SearchSpace) -> int:
+    """Evaluations of this search space made so far, the baseline aside (the budget's count)."""
+    return sum(1 for genome in evaluator.measured if genome in space and genome != space.baseline())
+
+
+def _entry_is_current(task: Task, toolkit: Toolkit, options: Options) -> bool:
+    """The unit's entry for the task's architecture is up to date and was
+    written by this backend (a static search never settles for a GPU's entry)."""
+    target = task.unit.entry_for(task.arch)
+    return (target is not None and target.backend == options.backend
+            and not stale_reasons(task.unit, task.arch, task.fingerprint, toolkit.version, task.build))
+
+
+def _first_lines(detail: str, count: int = 8) -> str:
+    """The first lines of a tool's message, indented, for stderr."""
+    lines = [line for line in detail.splitlines() if line.strip()][:count]
+    return "\n".join(f"    {line}" for line in lines) or "    (no message)"
+
+
+# ---------------------------------------------------------------- decide
+def decide(prepared: Prepared, searched: Searched, retune: Retune, together: Together | None = None) -> Outcome:
+    """The choice: the selection rule over the front and the baseline; an
+    up-to-date entry stands (`settled`); else the backend's confirmation,
+    where it has one, of a winner that is not the baseline. Then the lanes
+    closed, the search's time, the kernels compared (retune.kernels)."""
+    task, space, evaluator, measurer = prepared.task, prepared.space, prepared.evaluator, prepared.measurer
+    base = searched.baseline_measurement
+    best = choose(list(searched.engine.seen.values()), searched.engine.front(),
+                  evaluator.evaluation(searched.baseline, base), prepared.goal, evaluator.measured,
+                  evaluator.baseline, current_genome(task, space))
+    chosen, chosen_measurement = best.genome, evaluator.measured[best.genome]
+    verification = Verification(None, "")
+    if searched.settled:          # the ACF's entry stands (it may be a verified baseline): report it, not a new choice
+        current = current_genome(task, space)
+        if current is not None and current in evaluator.measured:
+            chosen, chosen_measurement = current, evaluator.measured[current]
+    elif measurer.confirm is not None and chosen != searched.baseline and base.ok:
+        if together is not None and together.stopping.is_set():
+            raise Stopped()
+        verification = confirm(task, space.baseline(), chosen, measurer, prepared.candidates.compiled)
+        if verification.rejected:
+            chosen, chosen_measurement = searched.baseline, base
+    if prepared.lanes is not None:
+        prepared.lanes.close()
+    outcome = Outcome(task, prepared.goal, space, base, chosen, chosen_measurement, searched.engine.front(),
+                      evaluator, searched.progress, time.monotonic() - prepared.started, prepared.candidates.fixed,
+                      measurer.hello, searched.settled, verification.verdict, verification.rejected,
+                      searched.drift, searched.learned)
+    evaluator.tally.stop()
+    if base.ok:         # why the choice is faster, kernel by kernel (retune.kernels)
+        outcome.kernels = after_search(outcome, prepared.candidates.job, retune.store.path.parent,
+                                       baseline_defines(task.source, space), log, evaluator.ptx,
+                                       together.slots if together else None)
+    return outcome

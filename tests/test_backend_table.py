@@ -1,0 +1,72 @@
+"""The table of backends (nvcc_evo.backends) is the one list: the settings,
+the command line, the budgets and the factories read it, and each backend a
+factory makes (those that run without a GPU) has the capabilities its row says."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from nvcc_evo import backends
+from nvcc_evo.acf.parse import parse_text
+from nvcc_evo.driver import settings
+from nvcc_evo.engine import budget
+from nvcc_evo.execute import measurers
+from nvcc_evo.execute.store import Context, Record, Store
+from nvcc_evo.measure import Measurement
+from nvcc_evo.engine.space import Genome
+
+ACF = '''acf 1
+unit "k.cu" {
+    bench {
+        command "true"
+        metric "([0-9]+) us"
+    }
+}
+'''
+
+
+def test_every_row_is_a_setting_a_budget_and_a_factory_and_nothing_else_is():
+    assert backends.CHOICES == ("auto", "pycuda", "static", "command", "replay")
+    key = next(k for k in settings.KEYS if k.name == "retune.backend")
+    assert key.choices == backends.CHOICES
+    assert set(budget.DEFAULTS) == set(backends.NAMES) == set(measurers.FACTORIES)
+    assert backends.TIMING == ("pycuda", "command")
+    for row in backends.TABLE:
+        assert (row.bench == "") == (row.bench_form == ""), row
+    assert backends.help_text() == (
+        "what measures a candidate: pycuda (kernel time and energy on the GPU), static (ptxas facts, no GPU), "
+        "command (the unit's bench command), replay (a recorded results store: --replay), or auto (pycuda when "
+        "PyCUDA and a GPU are there, else static)")
+    assert key.what == backends.help_text()
+
+
+def _made(name: str, tmp_path: Path):
+    acf = tmp_path / "nvcc-evo.acf"
+    acf.write_text(ACF)
+    unit = parse_text(ACF, str(acf)).units[0]
+    task = SimpleNamespace(arch="sm_90", unit=unit)
+    context = Context("13.0", "print", "sm_90", "cpu", name, str(unit), "build")
+    store = tmp_path / "recorded.jsonl"
+    Store(store).append(Record(Genome((("ptxas.opt_level", 3),)), (), Measurement("ok", (("registers", 8.0),)),
+                               "abc", context))
+    wanted = measurers.Wanted(task, acf, context, str(store), 30.0, {}, lambda genome: ())
+    return measurers.backend_for(name, wanted)
+
+
+def test_each_backend_has_the_capabilities_its_row_says(tmp_path):
+    for name in ("static", "command", "replay"):
+        row, made = backends.BACKENDS[name], _made(name, tmp_path)
+        assert made.compiles is row.compiles, name
+        said = {"confirm": made.confirm is not None, "drift": made.drift is not None,
+                "end_drift": made.end_drift is not None, "race": made.race is not None,
+                "fresh_baseline": made.fresh_baseline}
+        assert said == {capability: getattr(row, capability) for capability in said}, name
+
+
+def test_replay_answers_a_measurement_with_the_recorded_sass_hash(tmp_path):
+    replay = _made("replay", tmp_path)
+    answer = replay.measure(Genome((("ptxas.opt_level", 3),)), (), None)
+    assert isinstance(answer, Measurement) and answer.ok and answer.sass_hash == "abc"
+    assert answer.get("registers") == 8.0
+    missing = replay.measure(Genome((("ptxas.opt_level", 1),)), (), None)
+    assert missing.status == "not-recorded" and missing.sass_hash == ""
