@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from nvcc_evo.acf import model, unitpath
 from nvcc_evo.acf.bench.command import identity
@@ -35,7 +35,7 @@ class Wanted:
     name a backend's inputs (the replay's store, a run's timeout), the space's defaults, the flags of a genome,
     the protocol (`full`: every candidate measured the whole way) and the CUDA device."""
 
-    task: object
+    task: Any                          # retune.tasks.Task (a layer above: its unit, arch and source)
     acf_path: Path
     context: Context
     replay: str | None = None
