@@ -27,6 +27,7 @@ import itertools
 import os
 import warnings
 from dataclasses import replace
+from typing import Any
 
 from nvcc_evo.measure.candidate import CompileResult, compile_candidate, front_end, ptxas_only
 from nvcc_evo.errors import EnvironmentProblem, UsageError
@@ -67,7 +68,7 @@ def connect(spec: str) -> "Cluster":
     except ImportError:
         raise EnvironmentProblem(f"--cluster {spec} needs Ray, which is not installed here: "
                                  "pip install 'nvcc-evo[cluster]'") from None
-    quiet = dict(log_to_driver=False, logging_level="ERROR", configure_logging=False)
+    quiet: dict[str, Any] = dict(log_to_driver=False, logging_level="ERROR", configure_logging=False)   # ray.init's
     try:
         with warnings.catch_warnings():      # Ray Client warns of a timeout, then raises it: said once, below
             warnings.simplefilter("ignore")
@@ -123,7 +124,7 @@ class MeasuringActor:
     measuring there, by key. Several searches at once share the GPU; an actor
     runs one call at a time, so no two candidates are ever timed together."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.measurers: dict = {}
 
     def hello(self) -> dict:
@@ -284,11 +285,12 @@ class RayCompiler:
     ptxas on its PTX, whichever worker they land on (`reuse_remote`)."""
 
     def __init__(self, cluster: Cluster, reuse: bool):
-        self.cluster, self.reuse, self.refs = cluster, reuse, []
+        self.cluster, self.reuse = cluster, reuse
+        self.refs: list = []                # Ray's ObjectRefs of the compiles under way
         self.fronts: dict = {}              # front end -> the ObjectRef of its first, full compile
 
     def submit(self, jobs: list) -> list:
-        refs = []
+        refs: list = []                         # Ray's ObjectRefs
         for job in jobs:
             key = front_end(job) if self.reuse else None
             if key in self.fronts:

@@ -302,7 +302,10 @@ class Evaluator:
         return [done[i] for i in range(begin, end)]
 
     def compiled(self, started: "Started", index: int) -> CompileResult | None:
-        return self.compiler.result(started.futures[index]) if self.compiles else None
+        if not self.compiles:
+            return None
+        assert self.compiler is not None       # (start made it)
+        return self.compiler.result(started.futures[index])
 
     @staticmethod
     def digest(result: CompileResult | None) -> str:

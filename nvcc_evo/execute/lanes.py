@@ -103,16 +103,21 @@ class LaneSet:
     """The lanes of one search, and the threads that drive them."""
 
     def __init__(self, lanes: list[Lane], retries: int = 1, closing=None):
+        self.retries, self.closing = retries, closing      # closing(): at close (the cluster's)
+        self.notes: list[str] = []
+        self._drive(lanes)
+
+    def _drive(self, lanes: list[Lane]) -> None:
+        """Measure on these lanes (all of them, or those the baseline ran on)."""
         if not lanes:
             raise EnvironmentProblem("no measuring lane")
-        self.lanes, self.retries, self.closing = lanes, retries, closing   # closing(): at close (the cluster's)
+        self.lanes = lanes
         self.free: queue.Queue = queue.Queue()
         for lane in lanes:
             self.free.put(lane)
         self.alive = len(lanes)
         self.guard = threading.Lock()
         self.pool = ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="lane")
-        self.notes: list[str] = []
 
     def __len__(self) -> int:
         return len(self.lanes)
@@ -161,9 +166,7 @@ class LaneSet:
         kept = [lane for lane, run in zip(self.lanes, runs) if run.ok]
         if len(kept) < len(self.lanes):
             self.pool.shutdown(wait=True)
-            notes = self.notes
-            self.__init__(kept, self.retries, self.closing)
-            self.notes = notes
+            self._drive(kept)
         return runs
 
     def race(self, median: float, spread: float) -> None:

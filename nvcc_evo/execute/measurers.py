@@ -116,6 +116,7 @@ def _command(wanted: Wanted) -> Backend:
     if bench_problem(task.unit, "command"):
         raise UsageError(bench_problem(task.unit, "command"))
     at_start = read_text(acf_path)
+    assert flags_for is not None               # (a retune's: measuring hands it one)
     runner = CommandBench(bench, acf_path, task.unit.globs, task.arch,
                           CandidateAcf(acf_path, task, at_start), flags_for,
                           bench.timeout.seconds if bench.timeout else timeout, _primary(bench, task.unit.tune),
@@ -171,6 +172,7 @@ def load_reference(bench: model.Bench, folder: Path):
     if unitpath.path_problem(path) or unitpath.inside(folder / path, folder) is None:   # (the check says so)
         raise UsageError(f"reference file '{path}' lies outside the ACF's folder {folder}")
     spec = importlib.util.spec_from_file_location(f"nvcc_evo_reference_{Path(path).stem}", folder / path)
+    assert spec is not None and spec.loader is not None    # (a .py file: the check says so)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return getattr(module, name)
@@ -195,10 +197,10 @@ def _pycuda(wanted: Wanted) -> Backend:
         raise UsageError(bench_problem(task.unit, "pycuda"))
     pool = POOLS.get(wanted.device)
     defines = lambda genome: {**space_defaults, **define_values(genome.settings())}
-    wanted = full or uses_energy(task.unit.tune)
-    gpu = GpuBench(bench, pool, task.arch, defines, energy=wanted, expected_fn=load_reference(bench, acf_folder),
+    with_energy = full or uses_energy(task.unit.tune)
+    gpu = GpuBench(bench, pool, task.arch, defines, energy=with_energy, expected_fn=load_reference(bench, acf_folder),
                    settle=not full)
-    energy = ("energy from NVML" if pool.hello.get("nvml") else "no NVML: energy dropped") if wanted else \
+    energy = ("energy from NVML" if pool.hello.get("nvml") else "no NVML: energy dropped") if with_energy else \
         "energy not measured: the tune block does not name it"
     return Composed(gpu.measure, OBJECTIVES, device=pool.hello["name"], hello=pool.hello, confirm=gpu.confirm,
                     drift=gpu.drift, race=None if full else gpu.race_against, fresh_baseline=True,

@@ -43,7 +43,7 @@ def checked(request, outputs: dict, references: dict) -> dict:
     plan = request.plan
     if request.keep:
         references[request.keep] = as_reference(outputs, plan)
-    answer = {"outputs": outputs} if request.outputs else {}
+    answer: dict[str, dict | str] = {"outputs": outputs} if request.outputs else {}
     if request.compare:
         reference = references.get(request.compare)
         answer["wrong"] = "no reference here" if reference is None else outputs_match(outputs, reference, plan)

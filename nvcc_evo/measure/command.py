@@ -165,6 +165,12 @@ class CommandBench:
         return self.acf_path.parent
 
     @property
+    def command(self) -> str:
+        """The bench command (resolve: a command backend's bench has one)."""
+        assert self.bench.command is not None
+        return self.bench.command.text
+
+    @property
     def maximized(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.bench.metrics if m.maximize)
 
@@ -254,10 +260,11 @@ class CommandBench:
         """`repeat` runs (the first builds), medians and relative spreads."""
         low, high = (self.bench.repeat.low, self.bench.repeat.high) if self.bench.repeat else (1, 1)
         acf = self.candidate_acf(genome)
-        started, runs = time.monotonic(), []
+        started = time.monotonic()
+        runs: list[Run] = []
         try:
             while len(runs) < high:
-                run = self.run(self.bench.command.text, acf, flags, phase, must_build=not runs)
+                run = self.run(self.command, acf, flags, phase, must_build=not runs)
                 if not run.ok:
                     self.say(f"{' '.join(self.globs)} [{self.arch}] candidate {' '.join(flags) or '(baseline)'}: "
                              f"{run.status} after {run.seconds:.1f} s; the last lines:\n{tail(run.detail)}")
@@ -328,7 +335,7 @@ class CommandBench:
         used: the command builds each side itself."""
         spec = self.bench.confirm or model.Confirm()
         rounds = spec.rounds or benchcommand.DEFAULT_ROUNDS
-        command = spec.command or self.bench.command.text
+        command = spec.command or self.command
         try:
             return Confirmation(*self._interleaved(command, rounds, {"baseline": baseline, "chosen": chosen}))
         finally:
@@ -372,7 +379,7 @@ class CommandBench:
 
 
 def _read_log(path: Path) -> list[dict]:
-    lines = []
+    lines: list[dict] = []
     try:
         text = path.read_text()
     except FileNotFoundError:

@@ -21,7 +21,7 @@ from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.measure import RACED, Confirmation, Measurement, failed, static
 from nvcc_evo.measure.check import as_float, outputs_match
 from nvcc_evo.measure.gpu_worker import Answer, CopyRate, Incumbent, Launch, NoGpu, host_array
-from nvcc_evo.measure.stats import Verdict, faster, summarize
+from nvcc_evo.measure.stats import Summary, Verdict, faster, summarize
 
 OBJECTIVES = ("runtime", "energy") + static.OBJECTIVES
 RACE_MARGIN = 0.02      # slower than the incumbent by more than this (or its spread) ends a race
@@ -125,7 +125,7 @@ POOLS = WorkerPools()       # this process's (a retune's, or a cluster's measuri
 def reference_outputs(reference: Callable, plan: BenchPlan, seed: int = 0) -> dict:
     """A numpy reference called with the plan's inputs (as float64), scalars,
     sizes and defines, by name."""
-    inputs = dict(plan.sizes)
+    inputs: dict[str, object] = dict(plan.sizes)
     inputs.update({a.name: as_float(host_array(a, seed), plan, a.name) for a in plan.arrays if a.init != "output"})
     inputs.update({s.name: s.value for s in plan.args if isinstance(s, ScalarPlan)})
     return reference(**inputs)
@@ -152,13 +152,15 @@ class GpuBench:
     def expected_outputs(self, plan: BenchPlan) -> dict:
         """The numpy reference's outputs for the plan's inputs (seed 0), computed once."""
         if self.expected is None:
+            assert self.expected_fn is not None        # (asked only of a bench that names a reference)
             self.expected = reference_outputs(self.expected_fn, plan)
         return self.expected
 
     def plan(self, genome) -> BenchPlan:
         return plan_bench(self.bench, self.defines_for(genome))
 
-    def measure(self, genome, flags, result: CompileResult) -> Measurement:
+    def measure(self, genome, flags, result: CompileResult | None) -> Measurement:
+        assert result is not None              # (a backend that compiles: each candidate comes built)
         compiled = static.measure(result, self.arch)
         if not result.ok:
             return compiled
@@ -185,6 +187,7 @@ class GpuBench:
         if self.pool.replaced != self.sent[0]:
             self.sent = (self.pool.replaced, set())          # a new measuring process holds nothing yet
         mine = f"{id(self)}:"                  # this bench's references, whatever other benches left there
+        given: dict | None
         if self.expected_fn is not None:
             key, given = mine + "expected", self.expected_outputs(plan)
         elif first:
@@ -192,7 +195,7 @@ class GpuBench:
             return {"keep": mine + "baseline"}
         else:
             key, given = mine + "baseline", self.reference
-        asked = {"compare": key}
+        asked: dict[str, object] = {"compare": key}
         if key not in self.sent[1]:
             asked["reference"] = (key, given)
             self.sent[1].add(key)
@@ -203,7 +206,7 @@ class GpuBench:
         """The worker's answer as a Measurement: the outputs' check, times summarised."""
         if answer.status != "ok":
             return failed(answer.status, answer.detail)
-        times = summarize(answer.times_us)
+        times = _timed(answer)
         wrong = answer.wrong or ""
         if wrong:
             return failed("wrong-answer", ("the baseline disagrees with the numpy reference: " if first
@@ -211,11 +214,12 @@ class GpuBench:
         if first:
             self.reference, self.baseline_run = answer.outputs, (cubin, plan, times.median)
         metrics = (("runtime", times.median),) + tuple((k, v) for k, v in compiled.metrics if k != "runtime")
-        if answer.energy_mj is not None:
+        if answer.energy_mj is not None and answer.power_w is not None:      # (measured together)
             metrics += (("energy", answer.energy_mj), ("power", answer.power_w))
         raced = answer.stopped == "raced"
         detail = f"{RACED} stopped after {times.count} of {answer.planned} timed launches, clearly slower " \
-                 f"than the incumbent ({self.incumbent.median:.4g} us)" if raced else ""
+                 f"than the incumbent ({self.incumbent.median:.4g} us)" \
+            if raced and self.incumbent is not None else ""         # (a race has its incumbent)
         return Measurement("ok", metrics, (("runtime", times.spread),), detail)
 
     def race_against(self, median: float, spread: float) -> None:
@@ -229,7 +233,7 @@ class GpuBench:
             return None
         cubin, plan, first = self.baseline_run
         answer = self.pool.request(Launch(cubin, plan, time=True, min_seconds=0.1))
-        return summarize(answer.times_us).median / first - 1 if answer.status == "ok" else None
+        return _timed(answer).median / first - 1 if answer.status == "ok" else None
 
 
     def confirm(self, baseline, chosen, build: Callable) -> Confirmation:
@@ -240,8 +244,15 @@ class GpuBench:
                          if not builds[g].ok]
         if failed_builds:
             return Confirmation(None, f"recompiling for the verification failed ({', '.join(failed_builds)})")
-        stats, problem = verify(self.pool, *((builds[g].cubin, self.plan(g)) for g in (baseline, chosen)))
+        stats, problem = verify(self.pool, (builds[baseline].cubin, self.plan(baseline)),
+                                (builds[chosen].cubin, self.plan(chosen)))
         return Confirmation(stats, f"wrong on fresh inputs: {problem}" if problem else "")
+
+
+def _timed(answer: Answer) -> Summary:
+    """The times of an ok answer to a timed Launch, summarised."""
+    assert answer.times_us is not None
+    return summarize(answer.times_us)
 
 
 def verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[bytes, BenchPlan],
@@ -255,17 +266,19 @@ def verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[by
 
 def _verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[bytes, BenchPlan],
             rounds: int) -> tuple[Verdict, str]:
-    medians = {"a": [], "b": []}
+    medians: dict[str, list[float]] = {"a": [], "b": []}
     for _ in range(rounds):
         for side, (cubin, plan) in (("a", baseline), ("b", chosen)):
             answer = pool.request(Launch(cubin, plan, time=True, min_seconds=0.2))
             if answer.status != "ok":
                 raise EnvironmentProblem(f"verification run failed: {answer.detail or answer.status}")
-            medians[side].append(summarize(answer.times_us).median)
+            medians[side].append(_timed(answer).median)
     fresh = [pool.request(Launch(cubin, plan, outputs=True, seed=1000)) for cubin, plan in (baseline, chosen)]
     problem = "" if all(f.status == "ok" for f in fresh) else "fresh-input run failed"
     if not problem:
-        problem = outputs_match(fresh[1].outputs, fresh[0].outputs, chosen[1])
+        outputs = [f.outputs for f in fresh]
+        assert outputs[0] is not None and outputs[1] is not None     # (ok answers to Launch(outputs=True))
+        problem = outputs_match(outputs[1], outputs[0], chosen[1])
     return faster(medians["a"], medians["b"]), problem
 
 

@@ -99,6 +99,7 @@ def host_array(plan: ArrayPlan, seed_offset: int) -> np.ndarray:
     """Initial data for one array (outputs are poisoned separately)."""
     params = dict(plan.params)
     store = np.dtype(DTYPES[plan.dtype][1])
+    values: np.ndarray
     if plan.init == "random":
         rng = np.random.default_rng(int(params["seed"]) + seed_offset)
         if store.kind in "iu" and plan.dtype != "bf16":
@@ -345,7 +346,7 @@ class Device:
 class Clock:
     """Seconds per stage of one request (measure.COST_STAGES)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.costs: dict[str, float] = {}
         self.last = time.perf_counter()
 

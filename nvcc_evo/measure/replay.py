@@ -5,16 +5,32 @@ needs each record's genome, measurement and SASS hash)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Hashable, Iterable
+from typing import Generic, Hashable, Iterable, Protocol, TypeVar
 
 from nvcc_evo.measure import Measurement
 
 NAME = "replay"
 
 
-class Replay:
-    def __init__(self, records: Iterable):
-        self.answers: dict[Hashable, object] = {r.genome: r for r in records}
+class Recorded(Protocol):
+    """What a record of the store (execute.store.Record) gives the replay."""
+
+    @property
+    def genome(self) -> Hashable: ...
+
+    @property
+    def measurement(self) -> Measurement: ...
+
+    @property
+    def sass_hash(self) -> str: ...
+
+
+R = TypeVar("R", bound=Recorded)
+
+
+class Replay(Generic[R]):
+    def __init__(self, records: Iterable[R]):
+        self.answers: dict[Hashable, R] = {r.genome: r for r in records}
 
     def measure(self, genome: Hashable, flags: tuple[str, ...] = (), result: object = None) -> Measurement:
         """The recorded measurement, with its SASS hash (`sass_hash`); not-recorded if absent."""

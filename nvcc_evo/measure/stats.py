@@ -55,7 +55,8 @@ RACE_LOOKS = 8
 
 def race_checkpoints(count: int) -> tuple[int, ...]:
     """Launch counts at which a race looks: 10, 20, 40, ... and the full count."""
-    looks, at = [], RACE_FIRST
+    looks: list[int] = []
+    at = RACE_FIRST
     while at < count and len(looks) < RACE_LOOKS - 1:
         looks.append(at)
         at *= 2

@@ -15,9 +15,11 @@ import html
 import math
 import time
 from pathlib import Path
+from typing import Sequence
 
 from nvcc_evo.acf.edit.spelling import show_value
 from nvcc_evo.engine.evolve import Evaluation, pareto_front
+from nvcc_evo.engine.space import Genome
 from nvcc_evo.report.plots import convergence_figure, front_figure, svg
 from nvcc_evo.report.sections import Section, sections
 from nvcc_evo.execute.store import Record
@@ -52,8 +54,8 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
 
 def _knobs(section: Section) -> str:
     target = section.entry()
-    if section.chosen_by():
-        return f"<p>{_elsewhere(section)}</p>"
+    if chosen_by := section.chosen_by():
+        return f"<p>{_elsewhere(section, chosen_by)}</p>"
     if target is None:
         return f"<p>No entry for {section.arch} in the ACF.</p>"
     chosen = {s.knob: show_value(s.value) for s in target.settings}
@@ -91,8 +93,8 @@ def _kernels(section: Section, chosen: Record | None, stores: list[Path]) -> str
 
 def _verification(section: Section) -> str:
     target = section.entry()
-    if section.chosen_by():
-        return f"<p>{_elsewhere(section)}</p>"
+    if chosen_by := section.chosen_by():
+        return f"<p>{_elsewhere(section, chosen_by)}</p>"
     if target is None or not target.provenance:
         return "<p>No provenance: never tuned.</p>"
     keys = ("verdict", "test", "p_value", "effect_size", "significant", "date", "evaluations", "search_seconds")
@@ -103,8 +105,8 @@ def _verification(section: Section) -> str:
     return _table(["provenance", "value"], rows)
 
 
-def _elsewhere(section: Section) -> str:
-    return (f"The ACF's entry for {html.escape(section.arch)} was chosen by the {html.escape(section.chosen_by())} "
+def _elsewhere(section: Section, chosen_by: str) -> str:
+    return (f"The ACF's entry for {html.escape(section.arch)} was chosen by the {html.escape(chosen_by)} "
             f"backend, not from these evaluations.")
 
 
@@ -130,14 +132,15 @@ def _plots(section: Section, chosen: Record | None) -> str:
     values = lambda r, m: dict(r.measurement.metrics).get(m, math.inf) if r.measurement.ok else math.inf
     parts = []
     if second is not None:
-        points = {}
+        points: dict[Genome, Evaluation] = {}
         for record in section.records:              # the first measurement of a genome counts
             points.setdefault(record.genome, Evaluation(record.genome, (values(record, first), values(record, second)),
                                                         status=record.measurement.status))
         front = pareto_front(points.values())
         label = lambda m: m + (f" ({UNITS_OF[m]})" if m in UNITS_OF else "")
         parts.append(svg(front_figure(
-            [e.objectives for e in points.values() if e.feasible], [e.objectives for e in front],
+            [(e.objectives[0], e.objectives[1]) for e in points.values() if e.feasible],     # (two objectives)
+            [(e.objectives[0], e.objectives[1]) for e in front],
             f"{section.unit} [{section.arch}]: {len(points)} candidates", label(first), label(second),
             baseline=(values(section.baseline, first), values(section.baseline, second)),
             chosen=(values(chosen, first), values(chosen, second)) if chosen is not None else None)))
@@ -175,7 +178,7 @@ table.kernel td:nth-child(n+2){text-align:right}caption{text-align:left;font-wei
 
 
 def render(acf_path: Path, found: list[Section], stores: list[Path], aside: int, toolkit_version: str | None,
-           unsearched: list[tuple[str, str]] = ()) -> str:
+           unsearched: Sequence[tuple[str, str]] = ()) -> str:
     body = [f"<h1>nvcc-evo report: {html.escape(str(acf_path))}</h1>",
             f"<p>From {', '.join(html.escape(str(s)) for s in stores)}: {sum(len(s.records) for s in found)} "
             f"evaluations of the sources as they are now"
@@ -232,8 +235,9 @@ def run_report(acf: str | None, globs: tuple[str, ...], stores: list[str], out: 
     project = settings.load(acf_path, os.environ)          # [report] stores, out: the command line wins
     if project.ignored:
         print(f"nvcc-evo: warning: {project.ignored}; the report goes on without them", file=sys.stderr)
-    stores = stores or project.value("report.stores").value or []
-    out = out or project.value("report.out").value
+    listed, named = project.value("report.stores").value, project.value("report.out").value   # (a list, a str)
+    stores = stores or (listed if isinstance(listed, list) else [])
+    out = out or (named if isinstance(named, str) else None)
     paths = [Path(s) for s in stores] or [acf_path.parent / ".nvcc-evo" / "results.jsonl"]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:

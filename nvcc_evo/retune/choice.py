@@ -87,6 +87,7 @@ def confirm(task: Task, baseline: Genome, chosen: Genome, measurer: Backend,
     (`build`: a genome compiled as the search compiles it, for a backend
     that measures its own builds); a gain that is not significant, or a
     problem the backend found (in its own words), keeps the baseline."""
+    assert measurer.confirm is not None        # (asked only of a backend that confirms)
     found = measurer.confirm(baseline, chosen, build)
     if found.verdict is not None:
         log(f"{task}: verification {found.verdict}" + (f"; {found.problem}" if found.problem else ""))
@@ -103,6 +104,7 @@ def end_drift(task: Task, measurer: Backend, genome: Genome, first: Measurement)
     """The backend's baseline run again once the search is over (where that
     is too slow to do between generations): its drift, said; None where it
     has none to say."""
+    assert measurer.end_drift is not None      # (asked only of a backend that has it)
     change = measurer.end_drift(genome, first)
     if change is not None:
         log(f"{task}: baseline drift {change:+.2%} (the baseline built and run again after the search, "

@@ -150,7 +150,8 @@ class Bar:
                 yield self.make_tasks_table(self.tasks)
                 yield Text("  " + self.info, overflow="fold")
 
-        self.say, self.last = say, None
+        self.say = say
+        self.last: ProgressLine | None = None
         console = Console(file=stream, stderr=stream is sys.stderr)
         self.progress = TwoLines(TextColumn("[bold]{task.description}"), BarColumn(bar_width=None),
                                  MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True,
@@ -203,7 +204,8 @@ class Row:
 
     def __init__(self, board: Board, unit: str, budget: float, done: int):
         from rich.markup import escape
-        self.board, self.last = board, None
+        self.board = board
+        self.last: ProgressLine | None = None
         self.task = board.progress.add_task(escape(unit), total=budget if math.isfinite(budget) else None,
                                             completed=done, info="compiling the baseline and the first generation")
 

@@ -14,11 +14,16 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nvcc_evo.driver.build.compileplan import RecordedBuild
 from nvcc_evo.driver.build.flags import DEFAULT_PASSES_NOTHING
 from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import Dimension, SearchSpace
+
+if TYPE_CHECKING:
+    from nvcc_evo.driver.toolkit import Toolkit
+    from nvcc_evo.retune.options import Options
 
 
 
@@ -30,7 +35,7 @@ class KernelBuild:
 
     builds_arch = True
 
-    def __init__(self, task, toolkit, acf_dir: str, environ):
+    def __init__(self, task, toolkit: Toolkit, acf_dir: str, environ):
         from nvcc_evo.driver.build.flags import ptxas_values
         self.options = ptxas_values(tuple(task.job.argv))      # (the record's argv: -Xptxas OPTION each, the PTX)
         self.real, self.arch = task.job.ptxas or toolkit.ptxas, task.arch
@@ -44,7 +49,7 @@ class KernelBuild:
         return {}
 
 
-def recorded_build(task, acf_path: Path, toolkit, options) -> "RecordedBuild | KernelBuild":
+def recorded_build(task, acf_path: Path, toolkit: Toolkit, options: Options) -> "RecordedBuild | KernelBuild":
     """The unit's build as the compile plan sees it (the record the task compiles as)."""
     from nvcc_evo.driver.build.ptxas import PTXAS_ENV
     environ = {**dict(task.job.env), **dict(task.build_env), PTXAS_ENV: os.pathsep.join(options.ptxas)}
@@ -54,7 +59,7 @@ def recorded_build(task, acf_path: Path, toolkit, options) -> "RecordedBuild | K
                          task.unit.globs, acf_path, toolkit, environ)
 
 
-def why_left_out(build: RecordedBuild, settings: dict, knob: str) -> str:
+def why_left_out(build: RecordedBuild | KernelBuild, settings: dict, knob: str) -> str:
     """Why `settings[knob]` would not reach the target's code ("" when it would)."""
     plan, _ = build.step(settings)
     if knob in dict(plan.applied):
@@ -65,7 +70,7 @@ def why_left_out(build: RecordedBuild, settings: dict, knob: str) -> str:
     return reasons[0] if reasons else "the build passes nothing for it"
 
 
-def _reaches_somewhere(build: RecordedBuild, base: dict, space: SearchSpace, dim: Dimension, value) -> str:
+def _reaches_somewhere(build: RecordedBuild | KernelBuild, base: dict, space: SearchSpace, dim: Dimension, value) -> str:
     """Why `dim = value` reaches the target's code at no point of the space
     near the baseline ("" when it reaches at the baseline or with one other
     knob changed: a controls file needs the ptxas release it was made for)."""
@@ -101,7 +106,7 @@ def reachable(task, space: SearchSpace, fixed: dict,
     notes = [f"{k} = {v}: fixed, not searched: the call's other architectures' entries set it, and the call has "
              f"one value for it" for k, v in shared.items()]
     kept = []
-    if not build.builds_arch:
+    if isinstance(build, RecordedBuild) and not build.builds_arch:     # (a kernel unit's build builds it)
         jit = "".join(f"; {n}" for n in build.base.notes)
         notes.append(f"the recorded build does not build {task.arch} (it builds SASS for "
                      f"{', '.join(build.base.archs) or 'none'}{jit}): its entry reaches no binary of that build")
@@ -140,7 +145,7 @@ def say(task, notes: list[str]) -> None:
 
 
 # ---------------------------------------------------------------- the ship check
-def ship_check(outcome, acf_path: Path, toolkit, options, build: RecordedBuild | KernelBuild,
+def ship_check(outcome, acf_path: Path, toolkit: Toolkit, options: Options, build: RecordedBuild | KernelBuild,
                measured_flags) -> str:
     """Why the entry about to be written would not give the build the code
     that was measured ("" when it would): the wrapper's own decision for the

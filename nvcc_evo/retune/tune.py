@@ -43,7 +43,7 @@ from nvcc_evo.measure.candidate import CompileJob, CompileResult, PtxCache, comp
 from nvcc_evo.retune.choice import Outcome, Verification, choose, confirm, end_drift
 from nvcc_evo.retune.kernels import after_search
 from nvcc_evo.retune.options import Options, ptxas_programs
-from nvcc_evo.retune.progress import progress_line, reporter
+from nvcc_evo.retune.progress import Board, progress_line, reporter
 from nvcc_evo.retune.reach import KernelBuild, not_shipped, reachable, recorded_build, same_code, say
 from nvcc_evo.retune.speedsafe import guard_for, guarded_goal, narrowed
 from nvcc_evo.retune.tasks import Task, build_key, stale_reasons
@@ -263,7 +263,8 @@ def _shown_search(prepared: Prepared, retune: Retune, engine: Engine,
     searches' board when several run at once), moved per measured candidate."""
     task, options, evaluator, measurer = prepared.task, retune.options, prepared.evaluator, prepared.measurer
     done = _searched(evaluator, prepared.space)
-    shown = together.board.row(str(task), options.evaluations, done) if together and together.board else \
+    board = together.board if together else None       # (a Board, where searches run at once on a terminal)
+    shown = board.row(str(task), options.evaluations, done) if isinstance(board, Board) else \
         reporter("lines" if together else options.progress, str(task), options.evaluations, log, done=done)
     prepared.listeners.append(shown.advance)
     try:

@@ -26,7 +26,9 @@ from nvcc_evo.measure.static import REGISTER_WARPS
 from nvcc_evo.system.locks import run_lock
 
 if TYPE_CHECKING:
+    from nvcc_evo.driver.toolkit import Toolkit
     from nvcc_evo.retune.choice import Outcome
+    from nvcc_evo.retune.options import Options
 
 
 def fixed_settings(task, space: SearchSpace) -> dict:
@@ -52,7 +54,7 @@ def settings_of(outcome: Outcome) -> tuple[model.Setting, ...]:
     return tuple(chosen)
 
 
-def provenance(outcome: Outcome, toolkit, options) -> tuple[model.Record, ...]:
+def provenance(outcome: Outcome, toolkit: Toolkit, options: Options) -> tuple[model.Record, ...]:
     t = outcome.evaluator.tally
     records = [model.Record("fingerprint", outcome.task.fingerprint), model.Record("toolkit", toolkit.version),
                model.Record("space_digest", outcome.task.unit.space_digest)]
@@ -88,7 +90,7 @@ def provenance(outcome: Outcome, toolkit, options) -> tuple[model.Record, ...]:
     return tuple(records)
 
 
-def write_back(acf_path: Path, outcome: Outcome, toolkit, options) -> None:
+def write_back(acf_path: Path, outcome: Outcome, toolkit: Toolkit, options: Options) -> None:
     """Into the unit with the task's globs in the ACF as it is at write time,
     under its lock. AcfChanged (nothing written) when that unit is gone, or
     its pins or search space are not those the search ran with: the result
