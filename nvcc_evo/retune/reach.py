@@ -14,11 +14,15 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nvcc_evo.driver.build.compileplan import RecordedBuild
 from nvcc_evo.driver.build.flags import DEFAULT_PASSES_NOTHING
 from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import Dimension, SearchSpace
+
+if TYPE_CHECKING:
+    from nvcc_evo.retune.choice import Outcome
 
 
 
@@ -140,7 +144,7 @@ def say(task, notes: list[str]) -> None:
 
 
 # ---------------------------------------------------------------- the ship check
-def ship_check(outcome, acf_path: Path, toolkit, options, build: RecordedBuild | KernelBuild,
+def ship_check(outcome: Outcome, acf_path: Path, toolkit, options, build: RecordedBuild | KernelBuild,
                measured_flags) -> str:
     """Why the entry about to be written would not give the build the code
     that was measured ("" when it would): the wrapper's own decision for the
@@ -171,7 +175,7 @@ def ship_check(outcome, acf_path: Path, toolkit, options, build: RecordedBuild |
             f"{' '.join(added) or 'nothing more'}, and lacks {' '.join(lost) or 'nothing'} of the measured flags)")
 
 
-def _settings(outcome):
+def _settings(outcome: Outcome):
     from nvcc_evo.retune.writeback import settings_of
     return settings_of(outcome)
 
