@@ -23,6 +23,7 @@ from nvcc_evo.engine.space import Dimension, SearchSpace
 
 if TYPE_CHECKING:
     from nvcc_evo.driver.toolkit import Toolkit
+    from nvcc_evo.retune.choice import Outcome
     from nvcc_evo.retune.options import Options
 
 
@@ -145,8 +146,8 @@ def say(task, notes: list[str]) -> None:
 
 
 # ---------------------------------------------------------------- the ship check
-def ship_check(outcome, acf_path: Path, toolkit: Toolkit, options: Options, build: RecordedBuild | KernelBuild,
-               measured_flags) -> str:
+def ship_check(outcome: Outcome, acf_path: Path, toolkit: Toolkit, options: Options,
+               build: RecordedBuild | KernelBuild, measured_flags) -> str:
     """Why the entry about to be written would not give the build the code
     that was measured ("" when it would): the wrapper's own decision for the
     recorded call, with that entry in a copy of the ACF beside it (where the
@@ -176,7 +177,7 @@ def ship_check(outcome, acf_path: Path, toolkit: Toolkit, options: Options, buil
             f"{' '.join(added) or 'nothing more'}, and lacks {' '.join(lost) or 'nothing'} of the measured flags)")
 
 
-def _settings(outcome):
+def _settings(outcome: Outcome):
     from nvcc_evo.retune.writeback import settings_of
     return settings_of(outcome)
 
