@@ -39,8 +39,10 @@ setup: $(VENV)/.test
 # and its Ray tests never meet another Ray. One worker per core of a CI
 # machine (2): more would gain little (the suite is mostly real nvcc runs)
 # and would load the tests that wait on a retune or a signal.
+# mypy checks nvcc_evo/ first ([tool.mypy] in pyproject.toml): a type error fails the run.
 TEST_WORKERS ?= 2
 test: $(VENV)/.test
+	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The main job: build the kernels through the wrapper (which records how
