@@ -121,3 +121,21 @@ def test_no_package_holds_more_than_a_dozen_modules():
         if len(modules) > MOST_MODULES:
             crowded[str(folder.relative_to(ROOT))] = len(modules)
     assert not crowded, f"packages of more than {MOST_MODULES} modules (split by concern): {crowded}"
+
+
+MOST_LINES, MOST_FUNCTION_LINES = 400, 60   # a module read in one sitting, a function on one screen
+
+
+def test_no_module_or_function_outgrows_a_reading():
+    long_modules, long_functions = [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        if len(text.splitlines()) > MOST_LINES:
+            long_modules.append(f"{path.relative_to(ROOT)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text, str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MOST_FUNCTION_LINES:
+                    long_functions.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name}, {lines} lines")
+    assert not long_modules, f"modules over {MOST_LINES} lines (split by concern): {long_modules}"
+    assert not long_functions, f"functions over {MOST_FUNCTION_LINES} lines: {long_functions}"
