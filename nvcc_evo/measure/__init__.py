@@ -23,6 +23,7 @@ steps), nvcc_evo.backends, nvcc_evo.errors and nvcc_evo.system; never the layers
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -80,6 +81,20 @@ class Confirmation:
 # compared (check), warm-up launches, the timed launches, the energy window;
 # `other`: the rest of the backend's time (a user command's run, say).
 COST_STAGES = ("compile", "load", "check", "warm-up", "timing", "energy", "other")
+
+
+class Clock:
+    """Seconds per stage of one request (COST_STAGES)."""
+
+    def __init__(self) -> None:
+        self.costs: dict[str, float] = {}
+        self.last = time.perf_counter()
+
+    def lap(self, stage: str) -> dict[str, float]:
+        now = time.perf_counter()
+        self.costs[stage] = self.costs.get(stage, 0.0) + now - self.last
+        self.last = now
+        return self.costs
 
 
 def failed(status: str, detail: str) -> Measurement:

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from nvcc_evo.acf.bench.spec import ArrayPlan, BenchPlan, DTYPES, ScalarPlan
+from nvcc_evo.measure import Clock
 from nvcc_evo.measure.check import checked, take_reference
 from nvcc_evo.measure.device_check import DeviceCheck
 from nvcc_evo.measure.occupancy import launch_problem
@@ -341,20 +342,6 @@ class Device:
         elapsed = time.monotonic() - started
         spent_mj = pynvml.nvmlDeviceGetTotalEnergyConsumption(self.nvml) - before
         return {"energy_mj": spent_mj / launches, "power_w": spent_mj / 1e3 / elapsed, "launches": launches}
-
-
-class Clock:
-    """Seconds per stage of one request (measure.COST_STAGES)."""
-
-    def __init__(self) -> None:
-        self.costs: dict[str, float] = {}
-        self.last = time.perf_counter()
-
-    def lap(self, stage: str) -> dict[str, float]:
-        now = time.perf_counter()
-        self.costs[stage] = self.costs.get(stage, 0.0) + now - self.last
-        self.last = now
-        return self.costs
 
 
 def _nvml_handle(index: int):
