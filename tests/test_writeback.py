@@ -7,19 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import evo_env, run_evo
+from test_fidelity import KERNEL        # a kernel whose TILE changes its code
 
-KERNEL = """\
-#ifndef TILE
-#define TILE 4
-#endif
-__global__ void k(float *x, int n)
-{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    float s = 0;
-    for (int j = 0; j < TILE; ++j) s += x[(i + j) % n] * j;
-    if (i < n) x[i] = s;
-}
-"""
 REBUILD = "to use the new entries"
 
 
