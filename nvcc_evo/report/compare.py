@@ -10,13 +10,12 @@ built, and said. No search, no GPU; nothing the ACF names is run.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from nvcc_evo.errors import EnvironmentProblem, ExitCode, UsageError
 from nvcc_evo.retune.kernels import SassUnavailable, compare
 from nvcc_evo.retune.kernelview import lines
-from dataclasses import replace
-
 from nvcc_evo.retune.options import Options, real_nvcc, with_settings
 from nvcc_evo.retune.reach import not_shipped, recorded_build
 from nvcc_evo.retune.tasks import check_target, find_tasks

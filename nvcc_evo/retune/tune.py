@@ -331,14 +331,13 @@ def decide(prepared: Prepared, searched: Searched, retune: Retune, together: Tog
     where it has one, of a winner that is not the baseline. Then the lanes
     closed, the search's time, the kernels compared (retune.kernels)."""
     task, space, evaluator, measurer = prepared.task, prepared.space, prepared.evaluator, prepared.measurer
-    base = searched.baseline_measurement
+    base, current = searched.baseline_measurement, current_genome(task, space)
     best = choose(list(searched.engine.seen.values()), searched.engine.front(),
                   evaluator.evaluation(searched.baseline, base), prepared.goal, evaluator.measured,
-                  evaluator.baseline, current_genome(task, space))
+                  evaluator.baseline, current)
     chosen, chosen_measurement = best.genome, evaluator.measured[best.genome]
     verification = Verification(None, "")
     if searched.settled:          # the ACF's entry stands (it may be a verified baseline): report it, not a new choice
-        current = current_genome(task, space)
         if current is not None and current in evaluator.measured:
             chosen, chosen_measurement = current, evaluator.measured[current]
     elif measurer.confirm is not None and chosen != searched.baseline and base.ok:
