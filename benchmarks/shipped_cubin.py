@@ -27,7 +27,16 @@ EVO = [sys.executable, "-m", "nvcc_evo"]
 BUILD = ["-arch=sm_90", "-cubin", "softmax.cu", "-o"]
 
 
-def prepare(folder: Path, controls: list[Path]) -> Path:
+# --space full: the kernel's own parameters and ptxas knobs beside the controls (a -cubin build takes them all)
+FULL = """        define.BLOCK in {128, 256, 512, 1024}
+        define.VEC in {1, 2, 4}
+        define.ITEMS in {1, 2, 4, 8}
+        ptxas.dlcm in {ca, cg, cs}
+        ptxas.opt_level in 1..3
+"""
+
+
+def prepare(folder: Path, controls: list[Path], full: bool = False) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("softmax.cu", "block_reduce.cuh", "references.py"):
         shutil.copy(ROOT / "kernels" / name, folder / name)
@@ -36,7 +45,8 @@ def prepare(folder: Path, controls: list[Path]) -> Path:
     names = ", ".join(f'"{p.name}"' for p in controls)
     (folder / "nvcc-evo.acf").write_text(
         f'acf 1\nunit "softmax.cu" {{\n    pin nvcc.use_fast_math = false\n    search {{\n'
-        f'        ptxas.version in {{toolkit, "13.3"}}\n        ptxas.controls in {{none, {names}}}\n    }}\n'
+        f'        ptxas.version in {{toolkit, "13.3"}}\n        ptxas.controls in {{none, {names}}}\n'
+        f'{FULL if full else ""}    }}\n'
         f"    tune {{\n        minimize runtime\n    }}\n{BENCH}\n}}\n")
     return folder / "nvcc-evo.acf"
 
@@ -48,16 +58,18 @@ def run(argv: list[str], cwd: Path, log: Path) -> None:
         raise SystemExit(f"{' '.join(argv)} failed (exit {done.returncode}); see {log}")
 
 
-def time_cubin(cubin: Path, acf: Path) -> None:
-    """One process: the bench's plan at the source's defaults, timed on the GPU."""
+def time_cubin(cubin: Path, acf: Path, with_entry: bool) -> None:
+    """One process: the bench's plan at the source's defaults (and, for the
+    shipped cubin, the defines its sm_90 entry gives), timed on the GPU."""
     from nvcc_evo.acf.bench.spec import plan_bench
     from nvcc_evo.acf.resolve import load
-    from nvcc_evo.acf.sources import source_defines
+    from nvcc_evo.acf.sources import define_values, source_defines
     from nvcc_evo.measure.gpu import WorkerPool
     from nvcc_evo.measure.gpu_worker import Launch
     from nvcc_evo.measure.stats import summarize
     unit = load(acf).units[0]
-    plan = plan_bench(unit.bench, source_defines(acf.parent / "softmax.cu"))
+    entry = {s.knob: s.value for t in unit.targets if with_entry and t.arch == "sm_90" for s in t.settings}
+    plan = plan_bench(unit.bench, {**source_defines(acf.parent / "softmax.cu"), **define_values(entry)})
     pool = WorkerPool()
     try:
         answer = pool.request(Launch(cubin.read_bytes(), plan, time=True, min_seconds=0.3))
@@ -72,12 +84,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "shipped")
     parser.add_argument("--evaluations", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--space", choices=("controls", "full"), default="controls",
+                        help="controls: ptxas.version x ptxas.controls; full: with the kernel's defines and ptxas knobs")
     parser.add_argument("--time", type=Path, help="time this cubin (one interleaved run)")
     parser.add_argument("--acf", type=Path)
+    parser.add_argument("--with-entry", action="store_true", help="launch with the entry's defines (--time)")
     args = parser.parse_args()
     if args.time:
-        return time_cubin(args.time, args.acf)
-    acf = prepare(args.out / "project", sorted(args.controls.glob("*.acf")))
+        return time_cubin(args.time, args.acf, args.with_entry)
+    acf = prepare(args.out / "project", sorted(args.controls.glob("*.acf")), args.space == "full")
     folder, log = acf.parent, args.out / "log.txt"
     run([*EVO, *BUILD, "default.cubin"], folder, log)              # recorded; no entry yet: the defaults
     run([*EVO, "--retune", "--backend", "pycuda", "--evaluations", str(args.evaluations)], folder, log)
@@ -87,7 +102,7 @@ def main() -> None:
     timer = f"{sys.executable} {Path(__file__).resolve()} --acf {acf} --time"
     timed = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "interleave.py"), "--rounds", str(args.rounds),
                             "--metric", r"median ([0-9.]+) us", f"{timer} {folder / 'default.cubin'}",
-                            f"{timer} {folder / 'softmax.cubin'}"], capture_output=True, text=True)
+                            f"{timer} {folder / 'softmax.cubin'} --with-entry"], capture_output=True, text=True)
     settings = entry.split("provenance", 1)[0]
     print(f"entry written:{settings.rstrip()}")
     print(f"the search's claim: {claim}")

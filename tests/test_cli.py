@@ -67,6 +67,29 @@ def test_acf_check_launches_the_bench_with_the_sources_own_defaults(tmp_path):
     assert run_evo("--acf-check", "nvcc-evo.acf", cwd=tmp_path).returncode == 0       # no source: nothing to check
 
 
+def test_a_bench_may_name_a_define_the_source_gives_itself_and_nothing_else(tmp_path):
+    """A bench over compiler knobs only launches with the source's own
+    `#define BLOCK 256`: the name is the source's (it was 'undefined', and the
+    build ran untuned, 'the ACF has errors'); a name no source defines is an
+    error where the sources are read, and holds no build back."""
+    (tmp_path / "k.cu").write_text("#ifndef BLOCK\n#define BLOCK 256\n#endif\n__global__ void k(float* c) {}\n")
+    acf_text = ('acf 1\nunit "k.cu" {\n    search {\n        ptxas.opt_level in {2, 3}\n    }\n    bench {\n'
+                '        kernel k\n        let M = 1024\n        arg c : f32[M] = output\n        grid (M / BLOCK)\n'
+                '        block (BLOCK)\n        check c\n    }\n}\n')
+    (tmp_path / "nvcc-evo.acf").write_text(acf_text)
+    good = run_evo("--acf-check", "nvcc-evo.acf", cwd=tmp_path)
+    assert good.returncode == 0, good.stderr
+    built = run_evo("-arch=sm_90", "-c", "k.cu", "-o", "k.o", cwd=tmp_path)
+    assert built.returncode == 0 and "the ACF has errors" not in built.stderr, built.stderr
+    (tmp_path / "nvcc-evo.acf").write_text(acf_text.replace("block (BLOCK)", "block (THREADS)"))
+    bad = run_evo("--acf-check", "nvcc-evo.acf", cwd=tmp_path)
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("nvcc-evo.acf:11:16: error: undefined name 'THREADS' in expression (sizes: M; "
+                                 "defines and the sources' #defines: BLOCK)"), bad.stderr
+    built = run_evo("-arch=sm_90", "-c", "k.cu", "-o", "k.o", cwd=tmp_path)
+    assert built.returncode == 0 and "the ACF has errors" not in built.stderr, built.stderr
+
+
 def test_acf_check_missing_file():
     result = run_evo("--acf-check", "/nonexistent/x.acf")
     assert result.returncode == 1

@@ -29,7 +29,7 @@ template __global__ void work<4, 0>(const float*, float*);
 template __global__ void work<24, 0>(const float*, float*);
 template __global__ void work<48, 2048>(const float*, float*);
 template __global__ void work<96, 12288>(const float*, float*);
-template __global__ void work<16, 24576>(const float*, float*);
+template __global__ void work<16, 10240>(const float*, float*);
 """
 NUM_REGS, SHARED_SIZE_BYTES = 4, 1            # CUfunction_attribute
 

@@ -86,10 +86,18 @@ class Checker(BenchChecks):
                    if knobs.is_define(s.knob)}
         if unit.bench is not None:
             before = len(self.diagnostics)
-            self.check_bench(unit.bench, defines)
+            self.check_bench(unit.bench, defines, self.source_names(unit))
             if self.with_sources and unit.bench.kernel is not None and len(self.diagnostics) == before:
                 self.check_bench_at_defaults(unit, defines)
         self.check_targets(unit, pins, metrics)
+
+    def source_names(self, unit: model.Unit) -> set[str] | None:
+        """The names the unit's sources #define (a bench may use them), None
+        where no source is read: the wrapper's check, a kernel unit, no file."""
+        from pathlib import Path
+        from nvcc_evo.acf.sources import source_defines, unit_sources
+        sources = unit_sources(unit, Path(self.file.path).parent) if self.with_sources else []
+        return set().union(*(source_defines(s) for s in sources)) if sources else None
 
     def check_kernel_unit(self, unit: model.Unit) -> None:
         """A kernel unit's code is compiled by ptxas alone (nvcc-evo-ptxas, for

@@ -119,5 +119,5 @@ def stagnation(engine) -> tuple[tuple[str, str], ...]:
     if engine.stale >= RESTART_AFTER:
         said.append(("stagnant", f"{engine.stale} generations: diversifying"))
     if engine.avoided:
-        said.append(("avoided", f"{len(engine.avoided)} known to fail"))
+        said.append(("avoided", f"{len(engine.avoided)} known to fail or not taken by the build"))
     return tuple(said)

@@ -18,6 +18,11 @@ not for every candidate of it:
 - too many registers for the block: a genome with the same defines whose
   register cap (if any) still lets ptxas use as many registers per thread.
 
+Known before any compile, and avoided the same way: a genome whose knobs
+the user's build would not all take (retune.reach.not_shipped: a controls
+file under a ptxas that refuses it, say) is never proposed, instead of
+spending an evaluation on a `not-shipped` failure.
+
 The avoided genomes are counted (the progress line, the end report).
 """
 from __future__ import annotations
@@ -119,6 +124,32 @@ def _shown(genome: Genome) -> str:
     return " ".join(f"{k[len(knobs.DEFINE_PREFIX):]}={v}" for k, v in _defines_of(genome)) or "the defaults"
 
 
+class Avoiding:
+    """Every rule a proposal must pass: the build takes all of its knobs
+    (`lost(genome)` says why not, "" when it does) and no learned launch
+    limit refuses it."""
+
+    def __init__(self, lost: Callable[[Genome], str], limits: LaunchLimits | None):
+        self.lost, self.limits = lost, limits
+        self.reasons: dict[Genome, str] = {}       # genome -> why the build would drop a knob of it ("": none)
+
+    def learn(self, evaluation: Evaluation) -> None:
+        if self.limits is not None:
+            self.limits.learn(evaluation)
+
+    def forbids(self, genome: Genome) -> bool:
+        if genome not in self.reasons:
+            self.reasons[genome] = self.lost(genome)
+        if self.reasons[genome]:
+            return True
+        return self.limits is not None and self.limits.forbids(genome)
+
+    @property
+    def unshipped(self) -> list[str]:
+        """Why proposals were avoided as the build would drop a knob, one line per genome."""
+        return [why for why in self.reasons.values() if why]
+
+
 def limits_for(task, space, evaluator) -> LaunchLimits | None:
     """The learner of a unit with a kernel bench (the backends that launch
     it say `launch-refused`); None for a bench command or no bench."""
@@ -130,9 +161,15 @@ def limits_for(task, space, evaluator) -> LaunchLimits | None:
                         lambda genome: evaluator.measured[genome].detail if genome in evaluator.measured else "")
 
 
-def said(task, engine, limits: LaunchLimits | None) -> str:
+def said(task, engine, avoiding: Avoiding) -> str:
     """The outcome's words on what was learned and avoided (the end report; "" when nothing was)."""
-    if limits is None or not limits.said:
-        return ""
-    return (f"{len(engine.avoided)} proposal(s) avoided, known to fail: launches refused for "
-            + "; ".join(dict.fromkeys(limits.said)))
+    parts, limits = [], avoiding.limits
+    unshipped = [g for g in engine.avoided if avoiding.reasons.get(g)]
+    if unshipped:
+        parts.append(f"{len(unshipped)} proposal(s) the build would not take whole, never built "
+                     f"(e.g. {avoiding.reasons[unshipped[0]]})")
+    refused = len(engine.avoided) - len(unshipped)
+    if limits is not None and limits.said:
+        parts.append(f"{refused} proposal(s) known to fail: launches refused for "
+                     + "; ".join(dict.fromkeys(limits.said)))
+    return "; ".join(parts)

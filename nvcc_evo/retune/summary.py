@@ -56,7 +56,7 @@ def _summary(o: Outcome) -> list[str]:
     if t.failed:
         lines.append(f"  failures: {t.failures_text()}")
     if o.learned:
-        lines.append(f"  learned: {o.learned}")
+        lines.append(f"  avoided: {o.learned}")
     if t.evaluated:
         lines.append(f"  cost: {t.costs_text()}")
     if o.kernels is not None:

@@ -206,14 +206,15 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
     task, space, evaluator, measurer = prepared.task, prepared.space, prepared.evaluator, prepared.measurer
     baseline = space.baseline()
     baseline_measurement = measure_baseline(evaluator, measurer, baseline)
-    limits = learned.limits_for(task, space, evaluator)      # what a refused launch teaches
+    # never proposed: what the build would not take whole, what a refused launch teaches
+    avoiding = learned.Avoiding(prepared.candidates.lost, learned.limits_for(task, space, evaluator))
     calibrate(prepared.lanes, measurer, baseline, prepared.candidates.job(baseline))
     evaluator.baseline = dict(baseline_measurement.metrics)
     history = [evaluator.evaluation(g, m) for g, m in evaluator.measured.items()]   # with baseline known
     for evaluation in history:
         evaluator.offer_incumbent(evaluator.measured[evaluation.genome], evaluation)
     engine = Engine(space, rng, retune.options.population, seeds=_seeds(task, space), history=history,
-                    avoid=limits)
+                    avoid=avoiding)
     drift = None
     if not baseline_measurement.ok:      # every candidate would fail the same way: say why, search nothing
         log(f"{task}: the baseline (the build's own flags) failed, {baseline_measurement.status}:\n"
@@ -225,7 +226,7 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
             drift = end_drift(task, measurer, baseline, baseline_measurement)
     say(task, same_code(space, evaluator.digests))
     return Searched(baseline, baseline_measurement, engine, progress, settled, drift,
-                    learned.said(task, engine, limits))
+                    learned.said(task, engine, avoiding))
 
 
 def measure_baseline(evaluator: Evaluator, measurer: Backend, genome: Genome) -> Measurement:

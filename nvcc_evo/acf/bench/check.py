@@ -28,7 +28,10 @@ class BenchChecks:
     def error(self, span: Span, message: str) -> None:
         raise NotImplementedError              # resolve.Checker's
 
-    def check_bench(self, bench: model.Bench, defines: set[str]) -> None:
+    def check_bench(self, bench: model.Bench, defines: set[str], named: set[str] | None = None) -> None:
+        """`defines`: the unit's define.* knobs; `named`: every other name an
+        expression may use, the #defines of the unit's sources (None where they
+        were not read: the wrapper's check, or no source beside the ACF)."""
         kernel_form = bench.kernel is not None or bench.args or bench.launch
         if bench.command is not None:
             if kernel_form:
@@ -53,7 +56,7 @@ class BenchChecks:
         for what in ("grid", "block"):
             if bench.launch_dims(what) is None:
                 self.error(bench.span, f"a bench block needs a `{what} (x[, y[, z]])` line")
-        self.check_bench_names(bench, defines)
+        self.check_bench_names(bench, defines, named)
 
     def check_bench_at_defaults(self, unit: model.Unit, defines: set[str]) -> None:
         """The bench evaluates with the unit's own defaults (its source's
@@ -93,16 +96,17 @@ class BenchChecks:
             self.error(span, f"{what} '{path}' is a link out of the ACF's folder "
                        f"(to {os.path.realpath(folder / path)}); paths stay inside it")
 
-    def check_bench_names(self, bench: model.Bench, defines: set[str]) -> None:
+    def check_bench_names(self, bench: model.Bench, defines: set[str], named: set[str] | None) -> None:
         sizes: set[str] = set()
+        known = None if named is None else defines | named
         for let in bench.lets:
-            self.check_expr(let.expr, let.span, sizes, defines)
+            self.check_expr(let.expr, let.span, sizes, known)
             if let.name in sizes or let.name in defines:
                 self.error(let.span, f"size '{let.name}' is already a size or a define")
             sizes.add(let.name)
         arrays: set[str] = set()
         for arg in bench.args:
-            self.check_arg(arg, sizes, defines)
+            self.check_arg(arg, sizes, known)
             if arg.is_array:
                 arrays.add(arg.name)
         if len({a.name for a in bench.args}) != len(bench.args):
@@ -112,7 +116,7 @@ class BenchChecks:
             if len(launch.dims) > limit:
                 self.error(launch.span, f"{launch.what} takes at most {limit} value(s), got {len(launch.dims)}")
             for dim in launch.dims:
-                self.check_expr(dim, launch.span, sizes, defines)
+                self.check_expr(dim, launch.span, sizes, known)
         for check in bench.checks:
             if check.name not in arrays:
                 self.error(check.span, f"check names an array argument ({listed(arrays) or 'none'}), "
@@ -123,7 +127,7 @@ class BenchChecks:
                 if tolerance is not None and tolerance < 0:
                     self.error(check.span, f"tolerances are >= 0, got {tolerance}")
 
-    def check_arg(self, arg: model.Arg, sizes: set[str], defines: set[str]) -> None:
+    def check_arg(self, arg: model.Arg, sizes: set[str], defines: set[str] | None) -> None:
         if arg.dtype not in benchspec.DTYPES:
             self.error(arg.span, f"unknown dtype '{arg.dtype}' (known: {listed(benchspec.DTYPES)})")
         if not arg.is_array:
@@ -143,11 +147,14 @@ class BenchChecks:
                            f"(known: {', '.join(allowed) or 'none'})")
             self.check_expr(param.expr, arg.span, sizes, defines)
 
-    def check_expr(self, expr: Expr | None, span: Span, sizes: set[str], defines: set[str]) -> None:
+    def check_expr(self, expr: Expr | None, span: Span, sizes: set[str], defines: set[str] | None) -> None:
+        """Every name a size or a define; `defines` None: any name may be a
+        source's #define that was not read (checked where sources are)."""
         for ref in benchspec.names_in(expr):
-            if ref.name not in sizes and ref.name not in defines:
+            if ref.name not in sizes and defines is not None and ref.name not in defines:
                 self.error(ref.span, f"undefined name '{ref.name}' in expression (sizes: "
-                           f"{listed(sizes) or 'none'}; defines: {listed(defines) or 'none'})")
+                           f"{listed(sizes) or 'none'}; defines and the sources' #defines: "
+                           f"{listed(defines) or 'none'})")
         self.check_calls(expr)
 
     def check_calls(self, expr: Expr | None) -> None:
