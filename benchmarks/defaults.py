@@ -70,16 +70,18 @@ def retune(tree: Path, acf: Path, seed: int, args) -> float:
 
 
 def best_speedups(store: Path, metric: str = "runtime") -> dict:
-    """{unit: (baseline runtime / best fully timed runtime, evaluations)} of one run's results store."""
+    """{unit: (baseline runtime / best fully timed runtime, evaluations)} of one run's results store
+    (a unit's baseline: its first record, measured before any candidate)."""
     runs: dict = {}
     for line in store.read_text().splitlines() if store.exists() else ():
         record = json.loads(line)
         unit, runtime = record["context"]["unit"].strip('"'), record["metrics"].get(metric)
         entry = runs.setdefault(unit, {"baseline": None, "best": float("inf"), "count": 0})
         entry["count"] += 1
+        first = entry["count"] == 1            # a unit's first record is its baseline, measured before any candidate
         if record["status"] != "ok" or runtime is None or record.get("detail", "").startswith("raced:"):
             continue
-        if not record["flags"] and entry["baseline"] is None:
+        if first:
             entry["baseline"] = runtime
         entry["best"] = min(entry["best"], runtime)
     return {unit: (e["baseline"] / e["best"] if e["baseline"] else float("nan"), e["count"]) for unit, e in runs.items()}
@@ -123,7 +125,7 @@ def table(results: dict, walls: dict, args) -> str:
     within = {n: 0 for n in names}
     for unit in units:
         found = {key: results[key].get(unit, (float("nan"), 0)) for key in results}
-        best = max(v for v, _ in found.values() if v == v)
+        best = max((v for v, _ in found.values() if v == v), default=float("nan"))
         cells = []
         for n in names:
             for s in args.seeds:
