@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -65,7 +66,13 @@ def retune(tree: Path, acf: Path, seed: int, args) -> float:
             "--progress", "lines"]
     started = time.monotonic()
     with open(acf.parent / "retune.out", "w") as out, open(acf.parent / "retune.err", "w") as err:
-        subprocess.run(argv, cwd=acf.parent, env=env, stdout=out, stderr=err, check=False)
+        run = subprocess.Popen(argv, cwd=acf.parent, env=env, stdout=out, stderr=err, start_new_session=True)
+        try:
+            run.wait(timeout=args.run_timeout)
+        except subprocess.TimeoutExpired:         # a run that hangs ends here, and says so: the others still run
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+            print(f"{acf.parent.name}: stopped after --run-timeout {args.run_timeout:g} s", file=sys.stderr, flush=True)
     return time.monotonic() - started
 
 
@@ -96,7 +103,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("out/defaults"))
     parser.add_argument("--backend", default="pycuda", help="pycuda (default); static: a smoke test without a GPU")
     parser.add_argument("--metric", default="runtime", help="the metric compared (static: registers)")
+    parser.add_argument("--run-timeout", type=float, help="seconds one retune of every unit may take "
+                        "(default: 3 x the units' time over --at-once, plus 120 s)")
     args = parser.parse_args()
+    units = sum(1 for line in (ROOT / "kernels" / "nvcc-evo.acf").read_text().splitlines() if line.startswith("unit "))
+    args.run_timeout = args.run_timeout or 3 * units * args.seconds / args.at_once + 120
     args.out.mkdir(parents=True, exist_ok=True)
     results, walls = {}, {}
     for seed in args.seeds:
