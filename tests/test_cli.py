@@ -85,9 +85,13 @@ def test_a_bench_may_name_a_define_the_source_gives_itself_and_nothing_else(tmp_
     bad = run_evo("--acf-check", "nvcc-evo.acf", cwd=tmp_path)
     assert bad.returncode == 1
     assert bad.stderr.startswith("nvcc-evo.acf:11:16: error: undefined name 'THREADS' in expression (sizes: M; "
-                                 "defines and the sources' #defines: BLOCK)"), bad.stderr
+                                 "defines: BLOCK)"), bad.stderr
     built = run_evo("-arch=sm_90", "-c", "k.cu", "-o", "k.o", cwd=tmp_path)
     assert built.returncode == 0 and "the ACF has errors" not in built.stderr, built.stderr
+    (tmp_path / "nvcc-evo.acf").write_text(acf_text)
+    (tmp_path / "k.cu").unlink()                 # no source beside the ACF: no #define to take the name from
+    alone = run_evo("--acf-check", "nvcc-evo.acf", cwd=tmp_path)
+    assert alone.returncode == 1 and "undefined name 'BLOCK' in expression (sizes: M; defines: none)" in alone.stderr
 
 
 def test_acf_check_missing_file():

@@ -92,12 +92,14 @@ class Checker(BenchChecks):
         self.check_targets(unit, pins, metrics)
 
     def source_names(self, unit: model.Unit) -> set[str] | None:
-        """The names the unit's sources #define (a bench may use them), None
-        where no source is read: the wrapper's check, a kernel unit, no file."""
+        """The names the unit's sources beside the ACF #define (a bench may
+        use them; none when no source is there), None where sources are not
+        read: the wrapper's check."""
+        if not self.with_sources:
+            return None
         from pathlib import Path
         from nvcc_evo.acf.sources import source_defines, unit_sources
-        sources = unit_sources(unit, Path(self.file.path).parent) if self.with_sources else []
-        return set().union(*(source_defines(s) for s in sources)) if sources else None
+        return set().union(*(source_defines(s) for s in unit_sources(unit, Path(self.file.path).parent)))
 
     def check_kernel_unit(self, unit: model.Unit) -> None:
         """A kernel unit's code is compiled by ptxas alone (nvcc-evo-ptxas, for

@@ -31,7 +31,7 @@ class BenchChecks:
     def check_bench(self, bench: model.Bench, defines: set[str], named: set[str] | None = None) -> None:
         """`defines`: the unit's define.* knobs; `named`: every other name an
         expression may use, the #defines of the unit's sources (None where they
-        were not read: the wrapper's check, or no source beside the ACF)."""
+        are not read: the wrapper's check, which never holds a build back)."""
         kernel_form = bench.kernel is not None or bench.args or bench.launch
         if bench.command is not None:
             if kernel_form:
@@ -148,13 +148,12 @@ class BenchChecks:
             self.check_expr(param.expr, arg.span, sizes, defines)
 
     def check_expr(self, expr: Expr | None, span: Span, sizes: set[str], defines: set[str] | None) -> None:
-        """Every name a size or a define; `defines` None: any name may be a
-        source's #define that was not read (checked where sources are)."""
+        """Every name a size or a define (a knob's or a source's); `defines`
+        None: any name may be a source's #define (checked where sources are read)."""
         for ref in benchspec.names_in(expr):
             if ref.name not in sizes and defines is not None and ref.name not in defines:
                 self.error(ref.span, f"undefined name '{ref.name}' in expression (sizes: "
-                           f"{listed(sizes) or 'none'}; defines and the sources' #defines: "
-                           f"{listed(defines) or 'none'})")
+                           f"{listed(sizes) or 'none'}; defines: {listed(defines) or 'none'})")
         self.check_calls(expr)
 
     def check_calls(self, expr: Expr | None) -> None:
