@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.acf import kernelname
 from nvcc_evo.driver.match import units as matching
-from nvcc_evo.driver.match.find import acf_problem
 from nvcc_evo.driver.match.index import load_units
 from nvcc_evo.driver.match.stale import fingerprint, staleness
 from nvcc_evo.driver.common import (LOG_ENV, PHASE_ENV, REAL_PTXAS_ENV, append_log, find_settings_file,
@@ -246,14 +245,21 @@ def launch(argv: list[str], real: str | None, acf: str, environ, cwd: str) -> in
     if real is None:
         print(f"nvcc-evo-ptxas: error: {problem}", file=sys.stderr)
         return 3
-    unreadable = acf_problem(acf_path, environ)
-    if unreadable:
-        print(f"nvcc-evo-ptxas: warning: {unreadable}; compiling without tuned flags", file=sys.stderr)
+    refused = refused_acf(acf_path, environ)
+    if refused:
+        print(f"nvcc-evo-ptxas: warning: {refused}; compiling without tuned flags", file=sys.stderr)
         os.execv(real, [real, *argv])
     if "--version" in argv:
         return answer_version(real, acf_path, environ)
     decision = _decided(argv, real, acf_path, environ, cwd)
     os.execv(decision.program, [decision.program, *decision.options, *argv])
+
+
+def refused_acf(acf_path: Path, environ) -> str:
+    """Why the ACF is not used ("" when it is): found by walking up and not
+    trusted (nvcc_evo.system.trust, as the drop-in nvcc's rule), or unreadable."""
+    from nvcc_evo.driver.match.find import acf_problem, untrusted_acf
+    return untrusted_acf(acf_path, environ) or acf_problem(acf_path, environ)
 
 
 def _decided(argv, real: str, acf_path: Path, environ, cwd: str) -> Decision:

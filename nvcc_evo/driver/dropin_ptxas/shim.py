@@ -14,7 +14,8 @@ has loaded); else the toolkit's
 ($CUDA_HOME/bin, $CUDA_PATH/bin, PATH); never nvcc-evo-ptxas itself. The
 project setting `real-ptxas` names one where the environment does not.
 The ACF: NVCC_EVO_ACF, else the nearest nvcc-evo.acf at or above the
-working folder (a PTX lies in a temporary folder: there is no source to walk up from).
+working folder (a PTX lies in a temporary folder: there is no source to walk up from),
+used only when trusted (decide.refused_acf: the drop-in nvcc's rule).
 """
 from __future__ import annotations
 
