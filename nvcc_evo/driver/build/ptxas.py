@@ -68,8 +68,8 @@ def toolkit_ptxas(toolkit: Toolkit | Program) -> Ptxas:
 
 
 def _cache(kind: str, key: str) -> Path:
-    from nvcc_evo.driver.toolkit import cache_folder
-    return cache_folder() / f"{kind}-{hashlib.sha256(f'{CACHE_VERSION}:{key}'.encode()).hexdigest()[:20]}.json"
+    from nvcc_evo.system.files import cache_folder      # (the toolkit's, without its module: a ptxas call's)
+    return Path(cache_folder()) / f"{kind}-{hashlib.sha256(f'{CACHE_VERSION}:{key}'.encode()).hexdigest()[:20]}.json"
 
 
 def _identity(path: str) -> str:
