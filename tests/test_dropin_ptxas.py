@@ -47,7 +47,7 @@ def test_an_acf_naming_other_kernels_costs_reading_two_files(project, evo_cache)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     assert (project / "k.cubin").read_bytes() == (project / "plain.cubin").read_bytes()
     heavy = {"typing", "pathlib", "lark", "nvcc_evo.driver.dropin_ptxas.decide", "nvcc_evo.acf.knobs",
-             "nvcc_evo.driver.toolkit", "nvcc_evo.driver.match.units", "subprocess"}
+             "nvcc_evo.driver.toolkit", "nvcc_evo.driver.match.units", "subprocess", "_hashlib"}
     assert not heavy & imported, sorted(heavy & imported)
     tuned, imported = compile_ptx(project, evo_cache, NVCC_EVO_ACF=_write(project, OTHER.replace("not_this_one*",
                                                                                                   "*")))
@@ -93,3 +93,20 @@ def test_a_cached_verdict_follows_the_files_the_check_looked_at(project, evo_cac
     done, _ = compile_ptx(project, evo_cache, NVCC_EVO_LOG=log)
     assert done.returncode == 0 and "has errors" not in done.stderr, done.stderr
     assert "ptxas.controls" in log.read_text() and "does not apply it" in log.read_text()
+
+
+def test_a_cache_name_two_texts_share_is_a_miss(project, evo_cache, tmp_path):
+    """The index's file is named by a CRC of the ACF's bytes and path, and
+    holds both: another text's entry in its place is never taken for its own."""
+    from nvcc_evo.driver.match import indexfile
+    acf = project / "nvcc-evo.acf"
+    acf.write_text(BROKEN)
+    compile_ptx(project, evo_cache)                               # the broken text's entry: its errors
+    folder = evo_cache / "nvcc-evo"
+    broken = indexfile.cache_path(str(folder), acf.read_bytes(), str(acf))
+    fixed = BROKEN.replace("levle", "level")
+    acf.write_text(fixed)
+    shutil.copy(broken, indexfile.cache_path(str(folder), fixed.encode(), str(acf)))    # as if the names met
+    log = tmp_path / "log.jsonl"
+    done, _ = compile_ptx(project, evo_cache, NVCC_EVO_LOG=log)
+    assert done.returncode == 0 and done.stderr == "" and '"added": ["-Xptxas", "-O1"]' in log.read_text()

@@ -8,7 +8,8 @@ Only where the answer is certain: any call the full decision
 (nvcc_evo.driver.dropin_ptxas.decide) might answer otherwise goes there (a
 `--version`, a log to write, project settings beside the ACF, an ACF not
 trusted, unreadable, with errors or not in the cache, a glob that names the
-PTX). Imports os, re, json, hashlib and fnmatch (kernelname) only.
+PTX). Imports os, re, json, zlib and fnmatch (kernelname) only (hashlib
+only for a glob that names a PTX digest).
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def kernel_globs(acf: str, environ) -> list[list[str]] | None:
         data, folder = read_regular(acf), cache_folder()
     except OSError:
         return None
-    entry = indexfile.read(indexfile.cache_path(folder, data, acf))
+    entry = indexfile.read(folder, data, acf)
     return entry.get("kernel_globs") if entry is not None and "units" in entry else None
 
 

@@ -85,12 +85,11 @@ def load_units(path: Path, cache_dir: Path | None) -> tuple[UnitEntry, ...]:
     re-checks the file; AcfError if it has errors (kept in the cache too: a
     broken ACF is parsed once, not on every call)."""
     data = read_regular(path)
-    cached = indexfile.cache_path(str(cache_dir), data, str(path)) if cache_dir is not None else None
-    entry = indexfile.read(cached) if cached is not None else None
+    entry = indexfile.read(str(cache_dir), data, str(path)) if cache_dir is not None else None
     if entry is None:
         entry = _checked(data, str(path))
-        if cached is not None:
-            indexfile.write(cached, entry, str(cache_dir))
+        if cache_dir is not None:
+            indexfile.write(str(cache_dir), data, str(path), entry)
     if "errors" in entry:
         from nvcc_evo.errors import AcfError, Diagnostic, Location
         raise AcfError([Diagnostic(Location(where, line, column), message, source, severity)
