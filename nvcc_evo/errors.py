@@ -95,10 +95,11 @@ class EvoError(Exception):
 
 
 class AcfError(EvoError):
-    """One or more diagnostics in one ACF file."""
+    """One or more diagnostics in one ACF file; `files`: the files beside it
+    that the check looked at (its verdict depends on them too)."""
 
-    def __init__(self, diagnostics: list[Diagnostic]):
-        self.diagnostics = tuple(diagnostics)
+    def __init__(self, diagnostics: list[Diagnostic], files: tuple[str, ...] = ()):
+        self.diagnostics, self.files = tuple(diagnostics), files
         super().__init__("\n".join(str(d) for d in self.diagnostics))
 
 

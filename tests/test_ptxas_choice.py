@@ -115,6 +115,22 @@ def test_only_ptxas_133_applies_the_control_files(tmp_path, evo_cache, real_nvcc
     assert ptxas.controls_problem(new, "sm_90", str(garbage)) != ""       # cached by content: tried again
 
 
+def test_a_cached_controls_verdict_names_the_file_asked_about(tmp_path, evo_cache, real_nvcc, monkeypatch):
+    """The verdict is cached by the file's content; its words name this
+    project's file, never that of the project whose probe ran first (seen in
+    a retune of one project naming another's controls-c.acf)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(evo_cache))
+    own = ptxas.toolkit_ptxas(load_toolkit(real_nvcc))      # 13.0: "Input file '...' not in expected format"
+    first, second = tmp_path / "matmul", tmp_path / "layernorm"
+    for folder in (first, second):
+        folder.mkdir()
+        (folder / "controls-c.acf").write_text("the same content, not a controls file\n")
+    said = [ptxas.controls_problem(own, "sm_90", str(folder / "controls-c.acf")) for folder in (first, second)]
+    assert f"'{first}/controls-c.acf' not in expected format" in said[0], said[0]
+    assert f"'{second}/controls-c.acf' not in expected format" in said[1], said[1]
+    assert str(first) not in said[1]
+
+
 def test_step_command_runs_the_program_asked_for():
     step = 'ptxas -arch=sm_90 -m64 "/k/a.ptx" -o "/k/a.cubin"'
     assert ptxas.step_command(step, None, ()) == step

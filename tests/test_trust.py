@@ -137,3 +137,31 @@ def test_roots_file_in_a_folder_all_may_write_is_not_trusted_by_another_user(sha
                           env={"PYTHONPATH": str(ROOT), "HOME": "/nonexistent"})
     assert said.returncode == 0, said.stderr
     assert f"its folder {shared} may be written by others (mode 1777)" in said.stdout
+
+
+def test_a_strangers_acf_is_not_used_by_the_drop_in_ptxas(shared, evo_cache, tmp_path):
+    """nvcc-evo-ptxas walks up from the working folder as the drop-in nvcc
+    does, and keeps its rule: a planted kernel unit tuned every PTX below it."""
+    as_stranger("sh", "-c", f"printf 'acf 1\\nunit kernel \"*\" {{\\n    target sm_90a {{\\n"
+                f"        ptxas.opt_level = 1\\n    }}\\n}}\\n' > {shared}/nvcc-evo.acf")
+    project = own_project(shared)
+    subprocess.run(["nvcc", "-ptx", "-arch=sm_90a", "spill.cu", "-o", "k.ptx"], cwd=project, check=True)
+    ptxas = Path(sys.executable).parent / "nvcc-evo-ptxas"
+    log = tmp_path / "ptxas.log"
+
+    def compile_ptx(name: str, **extra) -> subprocess.CompletedProcess:
+        return subprocess.run([str(ptxas), "--gpu-name=sm_90a", "k.ptx", "-o", name], cwd=project,
+                              env=evo_env(evo_cache, NVCC_EVO_REAL_PTXAS=shutil.which("ptxas"), NVCC_EVO_LOG=log,
+                                          **extra), capture_output=True, text=True, timeout=300)
+    done = compile_ptx("ours.cubin")
+    assert done.returncode == 0, done.stderr
+    assert f"{shared / 'nvcc-evo.acf'} is not used: it is owned by uid {STRANGER}" in done.stderr
+    assert "compiling without tuned flags" in done.stderr and not log.exists()
+    subprocess.run(["ptxas", "--gpu-name=sm_90a", "k.ptx", "-o", "plain.cubin"], cwd=project, check=True)
+    assert (project / "ours.cubin").read_bytes() == (project / "plain.cubin").read_bytes()
+    explained = subprocess.run([str(ptxas), "--explain", "--gpu-name=sm_90a", "k.ptx"], cwd=project,
+                               env=evo_env(evo_cache), capture_output=True, text=True, timeout=300)
+    assert "is not used: it is owned by uid" in explained.stdout and "added:" not in explained.stdout
+    trusted = compile_ptx("trusted.cubin", NVCC_EVO_TRUST=shared)
+    assert trusted.returncode == 0 and "is not used" not in trusted.stderr, trusted.stderr
+    assert '"added": ["-Xptxas", "-O1"]' in log.read_text()

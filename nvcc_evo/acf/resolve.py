@@ -41,6 +41,7 @@ class Checker(BenchChecks):
     def __init__(self, file: model.AcfFile, text: str, with_sources: bool = False):
         self.file, self.lines, self.with_sources = file, text.splitlines(), with_sources
         self.diagnostics: list[Diagnostic] = []
+        self.looked_at: list[str] = []
 
     def error(self, span: Span, message: str) -> None:
         source = self.lines[span.line - 1] if 0 < span.line <= len(self.lines) else ""
@@ -362,14 +363,19 @@ def _show(value) -> str:
     return repr(value)
 
 
-def check(file: model.AcfFile, text: str, with_sources: bool = False) -> None:
+def check(file: model.AcfFile, text: str, with_sources: bool = False) -> tuple[str, ...]:
     """Raise AcfError with every semantic problem of `file`. `with_sources`:
     also what depends on the units' source files beside it (each bench must
     launch at its source's defaults). The wrapper leaves that out, so that
-    editing a kernel's #define never turns tuning off for a whole build."""
-    diagnostics = Checker(file, text, with_sources).run()
+    editing a kernel's #define never turns tuning off for a whole build.
+    Without sources, the verdict depends on the text and on the files its
+    knobs and references name (there, inside the ACF's folder): those paths
+    are returned, and are the AcfError's `files` (the index cache checks them)."""
+    checker = Checker(file, text, with_sources)
+    diagnostics = checker.run()
     if diagnostics:
-        raise AcfError(diagnostics)
+        raise AcfError(diagnostics, files=tuple(checker.looked_at))
+    return tuple(checker.looked_at)
 
 
 def load(path) -> model.AcfFile:

@@ -9,12 +9,10 @@ on the compile path.
 """
 from __future__ import annotations
 
-import errno
-import os
-import stat
 from typing import NamedTuple
 
 from nvcc_evo.errors import AcfError, Diagnostic, Location
+from nvcc_evo.system.files import read_regular       # (a folder, FIFO or device is no ACF)
 
 BOM = b"\xef\xbb\xbf"
 
@@ -67,21 +65,9 @@ def decode(data: bytes, path: str) -> AcfText:
     return AcfText(text, newline, bom)
 
 
-def require_regular_file(path) -> None:
-    """OSError unless `path` is a regular file: a folder, or a FIFO or device
-    (a read would hang, or /dev/zero never end), is not an ACF."""
-    mode = os.stat(path).st_mode
-    if stat.S_ISDIR(mode):
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-    if not stat.S_ISREG(mode):
-        raise OSError(errno.EINVAL, "not a regular file", str(path))
-
-
 def read(path) -> AcfText:
     """The ACF at `path`; OSError if it cannot be read, AcfError if it is not UTF-8."""
-    require_regular_file(path)
-    with open(path, "rb") as handle:
-        return decode(handle.read(), str(path))
+    return decode(read_regular(path), str(path))
 
 
 def read_text(path) -> str:

@@ -17,6 +17,8 @@ ACF_ENV = "NVCC_EVO_ACF"
 ACF_NAME = "nvcc-evo.acf"
 ENVIRONMENT = 3      # nvcc_evo.errors.ExitCode.ENVIRONMENT, without importing it
 LOG_ENV = "NVCC_EVO_LOG"
+GPU_ENV = "NVCC_EVO_GPU"          # the GPU model the build is for, to pick named targets
+STALE_ENV = "NVCC_EVO_STALE"      # keep (default): use stale knobs; default: build with defaults
 # Set by --retune --backend command for its bench command's runs: such a build compiles a candidate.
 PHASE_ENV = "NVCC_EVO_PHASE"
 NO_ACF = f"no {ACF_NAME} above the inputs or here, and {ACF_ENV} unset"

@@ -98,6 +98,23 @@ def check_regular(path) -> None:
         raise _refuse(path, mode)
 
 
+def require_regular_file(path) -> None:
+    """OSError unless `path` is a regular file: a folder, or a FIFO or device
+    (a read would hang, or /dev/zero never end), is not an input (an ACF)."""
+    mode = os.stat(path).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    if not stat.S_ISREG(mode):
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+
+
+def read_regular(path) -> bytes:
+    """The bytes of the regular file at `path` (see require_regular_file)."""
+    require_regular_file(path)
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
 def replace(path, data: str | bytes, mode: int = 0o644) -> None:
     """Write a whole file by a new temporary beside it (O_EXCL: never an
     existing name) and one rename, so readers see the old file or the new one;

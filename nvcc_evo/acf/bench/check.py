@@ -24,6 +24,7 @@ class BenchChecks:
     """The bench block's checks; `error(span, message)` and `file` are the Checker's."""
 
     file: model.AcfFile
+    looked_at: list[str]          # the files beside the ACF the verdict depends on (the Checker's)
 
     def error(self, span: Span, message: str) -> None:
         raise NotImplementedError              # resolve.Checker's
@@ -88,6 +89,8 @@ class BenchChecks:
         """A file the ACF names: relative to its folder, there, and inside it."""
         folder = Path(self.file.path).parent
         problem = unitpath.path_problem(path, what)
+        if problem is None:
+            self.looked_at.append(str(folder / path))
         if problem is not None:
             self.error(span, problem)
         elif not (folder / path).is_file():

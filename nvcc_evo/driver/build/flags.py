@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.acf import knobs
 from nvcc_evo.acf.knobs import Form, Kind, Needs, Scalar
-from nvcc_evo.driver.build.nvcc_options import NvccCall
 
 if TYPE_CHECKING:
+    from nvcc_evo.driver.build.nvcc_options import NvccCall
     from nvcc_evo.driver.toolkit import Toolkit
 
 DEFAULT_PASSES_NOTHING = "the toolkit's default; nothing to pass"

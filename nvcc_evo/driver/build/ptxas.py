@@ -38,6 +38,10 @@ CACHE_VERSION = 1
 PROBE_PTX = ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry nvcc_evo_probe()\n{\n\tret;\n}\n"
 RELEASE = re.compile(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)")
 STEP = re.compile(r"ptxas(?=\s)")
+# A controls verdict is cached with this where ptxas named the file, so that it names the file asked
+# about; CONTROLS_FORMAT 2: the verdicts cached before held the path of the project that asked first.
+CONTROLS_FILE = "\0controls file\0"
+CONTROLS_FORMAT = 2
 
 
 class Ptxas(NamedTuple):
@@ -64,8 +68,8 @@ def toolkit_ptxas(toolkit: Toolkit | Program) -> Ptxas:
 
 
 def _cache(kind: str, key: str) -> Path:
-    from nvcc_evo.driver.toolkit import cache_folder
-    return cache_folder() / f"{kind}-{hashlib.sha256(f'{CACHE_VERSION}:{key}'.encode()).hexdigest()[:20]}.json"
+    from nvcc_evo.system.files import cache_folder      # (the toolkit's, without its module: a ptxas call's)
+    return Path(cache_folder()) / f"{kind}-{hashlib.sha256(f'{CACHE_VERSION}:{key}'.encode()).hexdigest()[:20]}.json"
 
 
 def _identity(path: str) -> str:
@@ -156,7 +160,9 @@ def _try_probe(argv_tail: list[str], ptxas: Ptxas, arch: str) -> tuple[int, str,
 def controls_problem(ptxas: Ptxas, arch: str, path: str) -> str:
     """Why `ptxas` does not apply the controls file at `path` for `arch`
     (its first line of complaint); "" when it does. Cached by the file's
-    content, so an edited file is tried again."""
+    content, so an edited file is tried again; the cached words hold no path
+    (another project's file of the same content may have asked first): the
+    complaint names `path`."""
     try:
         digest = file_digest(path)
     except OSError as error:
@@ -164,8 +170,12 @@ def controls_problem(ptxas: Ptxas, arch: str, path: str) -> str:
 
     def ask() -> str:
         code, out, _ = _try_probe([f"--apply-controls={path}"], ptxas, arch)
-        return "" if code == 0 and not out else (out.splitlines()[0] if out else f"ptxas exit {code}")
-    return _cached("controls", f"{_identity(ptxas.path)}:{arch}:{digest}", ask)
+        said = "" if code == 0 and not out else (out.splitlines()[0] if out else f"ptxas exit {code}")
+        for spelling in sorted({path, os.path.abspath(path), os.path.realpath(path)}, key=len, reverse=True):
+            said = said.replace(spelling, CONTROLS_FILE)
+        return said
+    answer = _cached("controls", f"{CONTROLS_FORMAT}:{_identity(ptxas.path)}:{arch}:{digest}", ask)
+    return answer.replace(CONTROLS_FILE, path)
 
 
 def driver_problem(ptxas: Ptxas, arch: str) -> str | None:

@@ -1,7 +1,9 @@
 """`nvcc-evo-ptxas`, the drop-in ptxas for programs that run ptxas themselves (Triton).
 
 shim (its first code: os, sys and nvcc_evo.driver.common only; execs the
-real ptxas at once when nothing can apply), decide (a PTX's `.entry` names
+real ptxas at once when nothing can apply), untouched (no kernel unit of the
+cached index names the PTX: the real ptxas at once, with os, re, json and
+zlib only), decide (a PTX's `.entry` names
 against the ACF's kernel units, the options added for `--gpu-name`, the
 `--version` answer) and explain (`nvcc-evo-ptxas --explain`).
 

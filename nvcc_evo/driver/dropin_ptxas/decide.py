@@ -22,29 +22,20 @@ adds its ptxas knobs to the real ptxas's command line.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import re
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.acf import kernelname
-from nvcc_evo.driver.match import units as matching
-from nvcc_evo.driver.match.find import acf_problem
-from nvcc_evo.driver.match.index import load_units
-from nvcc_evo.driver.match.stale import fingerprint, staleness
-from nvcc_evo.driver.common import (LOG_ENV, PHASE_ENV, REAL_PTXAS_ENV, append_log, find_settings_file,
-                                     replace_file)
+from nvcc_evo.driver.common import (GPU_ENV, LOG_ENV, PHASE_ENV, REAL_PTXAS_ENV, STALE_ENV, append_log,
+                                     find_settings_file, replace_file)
+from nvcc_evo.driver.dropin_ptxas.untouched import entries as ptx_entries, split_argv
 
 if TYPE_CHECKING:
     from nvcc_evo.driver.build.flags import FlagPlan
+    from nvcc_evo.driver.match.units import Match
 
-ENTRY = re.compile(rb"\.entry\s+([A-Za-z_$%][\w$]*)")
-VALUE_OPTIONS = {"-o", "--output-file", "--gpu-name", "-arch", "--opt-level"}
-OWN_OPTIONS = {"-v", "--verbose"}          # options a candidate's compile adds itself
 KERNELS_FOLDER = "kernels"
 VERSION_LINE = "nvcc-evo-ptxas: kernel entries {}"
 DIGEST_ENV = ("NVCC_EVO_GPU", "NVCC_EVO_STALE", "NVCC_EVO_PTXAS", "NVCC_EVO_REAL_PTXAS")
@@ -61,26 +52,7 @@ class PtxasCall(NamedTuple):
 
 
 def read_call(argv: list[str]) -> PtxasCall:
-    arch, inputs, tokens, kept = None, [], [], []
-    index = 0
-    while index < len(argv):
-        word = argv[index]
-        name, eq, value = word.partition("=")
-        if name in VALUE_OPTIONS and not eq and index + 1 < len(argv):
-            value, index = argv[index + 1], index + 1
-        if name in ("--gpu-name", "-arch"):
-            arch = value
-        elif name == "--opt-level":
-            tokens.append(f"-O{value}")
-            kept.append(f"-O{value}")
-        elif name in ("-o", "--output-file"):
-            pass
-        elif not word.startswith("-"):
-            inputs.append(word)
-        else:
-            tokens.append(word)
-            kept += [] if word in OWN_OPTIONS else [word]
-        index += 1
+    arch, inputs, tokens, kept = split_argv(argv)
     return PtxasCall(tuple(argv), arch, tuple(inputs), tuple(tokens), tuple(kept))
 
 
@@ -90,17 +62,23 @@ class Served(NamedTuple):
     ptx: str
     entries: tuple[str, ...]
     digest: str                       # sha256 hex of the PTX
-    match: matching.Match | None      # None: no kernel unit names it
+    match: Match | None               # None: no kernel unit names it
     why: str = ""                     # why nothing applies, when so
 
 
 def kernel_units(acf_path: Path):
-    from nvcc_evo.driver.toolkit import cache_folder_if_any
-    return tuple(u for u in load_units(acf_path, cache_folder_if_any()) if u.kind == "kernel")
+    from nvcc_evo.driver.match.index import load_units
+    from nvcc_evo.system.files import cache_folder
+    try:
+        folder: Path | None = Path(cache_folder())
+    except OSError:                     # (a link in its place, a read-only home: no cache)
+        folder = None
+    return tuple(u for u in load_units(acf_path, folder) if u.kind == "kernel")
 
 
 def choose_target(unit, arch: str, gpu: str | None):
     """The unit's entry for `arch`; an `sm_90a` with none is served by `sm_90`'s."""
+    from nvcc_evo.driver.match import units as matching
     target, note = matching.choose_target(unit, arch, gpu)
     family = arch[:-1] if arch[-1:] in ("a", "f") else ""
     if target is None and family and any(t.arch == family for t in unit.targets):
@@ -118,19 +96,22 @@ def serve(call: PtxasCall, units, acf_path: Path, environ, cwd: str) -> Served:
         data = Path(cwd, name).read_bytes()
     except OSError as error:
         return Served(name, (), "", None, f"cannot read {name} ({error.strerror}): ptxas says why")
-    entries = tuple(e.decode() for e in ENTRY.findall(data))
+    import hashlib
+    entries = ptx_entries(data)
     digest = hashlib.sha256(data).hexdigest()
     unit = next((u for u in units if any(kernelname.matches(g, entries, digest) for g in u.globs)), None)
     if unit is None:
         return Served(name, entries, digest, None, f"no kernel unit of {acf_path.name} names {', '.join(entries)}")
     if call.arch is None:
         return Served(name, entries, digest, None, "no --gpu-name: ptxas's default target is tuned by no entry")
+    from nvcc_evo.driver.match.stale import fingerprint, staleness
+    from nvcc_evo.driver.match.units import Match
     copy = keep_ptx(acf_path, entries, digest, data)
     print_ = fingerprint(copy, [], unit.files, acf_path.parent)
-    target, note = choose_target(unit, call.arch, environ.get(matching.GPU_ENV))
+    target, note = choose_target(unit, call.arch, environ.get(GPU_ENV))
     # (the toolkit that tuned it is not compared: the ptxas that runs is the program's own)
     stale = staleness(target, print_, target.toolkit if target else "", unit.space_digest)
-    return Served(name, entries, digest, matching.Match(str(copy), call.arch, unit, target, print_, stale, note))
+    return Served(name, entries, digest, Match(str(copy), call.arch, unit, target, print_, stale, note))
 
 
 def keep_ptx(acf_path: Path, entries, digest: str, data: bytes) -> Path:
@@ -164,13 +145,15 @@ def decide(argv: list[str], real: str, acf_path: Path, environ, cwd: str) -> Dec
         return Decision(real, (), served)
     from nvcc_evo.driver.build.compileplan import ptx_step
     from nvcc_evo.driver.build.flags import ptxas_values
-    settings = served.match.settings(environ.get(matching.STALE_ENV, "keep"))
+    settings = served.match.settings(environ.get(STALE_ENV, "keep"))
     flag_plan, program = ptx_step(settings, call.tokens, real, served.match.arch, environ, str(acf_path.parent))
     return Decision(program, ptxas_values(flag_plan.flags), served, flag_plan)
 
 
 def version_digest(acf_path: Path, environ) -> str:
     """What can change a kernel's code through this ACF, as one digest."""
+    import hashlib
+    import json
     from nvcc_evo.errors import AcfError
     digest = hashlib.sha256(b"kernel-entries-1\0")
     try:
@@ -207,6 +190,7 @@ def answer_version(real: str, acf_path: Path, environ) -> int:
 def record(decision: Decision, call: PtxasCall, acf_path: Path, environ) -> None:
     """The compile database's record of a tuned compile (for --retune: which
     kernels a run compiled, and how), and the log line."""
+    import time
     from nvcc_evo.driver import compiledb
     match = decision.served.match if decision.served is not None else None
     assert match is not None and match.unit is not None and decision.flags is not None    # (a tuned compile)
@@ -246,14 +230,21 @@ def launch(argv: list[str], real: str | None, acf: str, environ, cwd: str) -> in
     if real is None:
         print(f"nvcc-evo-ptxas: error: {problem}", file=sys.stderr)
         return 3
-    unreadable = acf_problem(acf_path, environ)
-    if unreadable:
-        print(f"nvcc-evo-ptxas: warning: {unreadable}; compiling without tuned flags", file=sys.stderr)
+    refused = refused_acf(acf_path, environ)
+    if refused:
+        print(f"nvcc-evo-ptxas: warning: {refused}; compiling without tuned flags", file=sys.stderr)
         os.execv(real, [real, *argv])
     if "--version" in argv:
         return answer_version(real, acf_path, environ)
     decision = _decided(argv, real, acf_path, environ, cwd)
     os.execv(decision.program, [decision.program, *decision.options, *argv])
+
+
+def refused_acf(acf_path: Path, environ) -> str:
+    """Why the ACF is not used ("" when it is): found by walking up and not
+    trusted (nvcc_evo.system.trust, as the drop-in nvcc's rule), or unreadable."""
+    from nvcc_evo.driver.match.find import acf_problem, untrusted_acf
+    return untrusted_acf(acf_path, environ) or acf_problem(acf_path, environ)
 
 
 def _decided(argv, real: str, acf_path: Path, environ, cwd: str) -> Decision:

@@ -41,7 +41,6 @@ def _served_lines(decision) -> list[str]:
 
 
 def explain(argv: list[str], real: str | None, acf: str | None, environ, cwd: str) -> int:
-    from nvcc_evo.driver.match.find import acf_problem
     from nvcc_evo.driver.dropin_ptxas import decide as kernels
     from nvcc_evo.errors import AcfError
     if acf is None:
@@ -52,9 +51,9 @@ def explain(argv: list[str], real: str | None, acf: str | None, environ, cwd: st
     environ, real, problem = kernels.with_settings(acf_path, environ, real)
     named = f" ({ACF_ENV})" if environ.get(ACF_ENV) else " (found at or above the working folder)"
     lines = [_real_line(real, environ, problem), f"ACF: {acf_path}{named}"]
-    unreadable = acf_problem(acf_path, environ)
-    if unreadable:
-        lines.append(f"{unreadable}: every call runs the real ptxas as asked")
+    refused = kernels.refused_acf(acf_path, environ)
+    if refused:
+        lines.append(f"{refused}: every call runs the real ptxas as asked")
     elif real is not None:
         try:
             decision = kernels.decide(argv, real, acf_path, environ, cwd)

@@ -4,7 +4,9 @@
 The first code of every call (os, sys and `common` only, as the drop-in
 nvcc's shim): find the real ptxas, find the ACF, and exec the real ptxas at
 once with the very argv when there is no ACF, so that such a call costs
-starting Python and nothing more. With an ACF, nvcc_evo.driver.dropin_ptxas.decide
+starting Python and nothing more. With an ACF whose cached index names none
+of the PTX's kernels, the same after reading the two files
+(nvcc_evo.driver.dropin_ptxas.untouched). Else nvcc_evo.driver.dropin_ptxas.decide
 matches the PTX's `.entry` names against its kernel units and adds their
 ptxas knobs.
 
@@ -14,7 +16,8 @@ has loaded); else the toolkit's
 ($CUDA_HOME/bin, $CUDA_PATH/bin, PATH); never nvcc-evo-ptxas itself. The
 project setting `real-ptxas` names one where the environment does not.
 The ACF: NVCC_EVO_ACF, else the nearest nvcc-evo.acf at or above the
-working folder (a PTX lies in a temporary folder: there is no source to walk up from).
+working folder (a PTX lies in a temporary folder: there is no source to walk up from),
+used only when trusted (decide.refused_acf: the drop-in nvcc's rule).
 """
 from __future__ import annotations
 
@@ -104,5 +107,8 @@ def main() -> int:
             print(f"nvcc-evo-ptxas: error: {missing}", file=sys.stderr)
             return ENVIRONMENT
         os.execv(real, [real, *argv])
+    from nvcc_evo.driver.dropin_ptxas.untouched import certain
+    if real is not None and certain(argv, acf, environ, cwd or "/"):
+        os.execv(real, [real, *argv])           # no kernel unit names this PTX: known from the cached index
     from nvcc_evo.driver.dropin_ptxas.decide import launch
     return launch(argv, real, acf, environ, cwd or "/")

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from nvcc_evo.driver.build.nvcc_options import NvccCall
+if TYPE_CHECKING:
+    from nvcc_evo.driver.build.nvcc_options import NvccCall
 
 
 def _gencode_codes(spec: str) -> list[str]:

@@ -5,8 +5,10 @@ nothing to tune), which inputs may be tuned, which are LTO device links.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from nvcc_evo.driver.build.nvcc_options import NvccCall
+if TYPE_CHECKING:
+    from nvcc_evo.driver.build.nvcc_options import NvccCall
 
 TUNABLE_SUFFIXES = (".cu", ".ptx")
 CMAKE_PROBES = ("CMakeCUDACompilerId.cu", "CMakeCUDACompilerABI.cu", "__cmake_determine_cuda")

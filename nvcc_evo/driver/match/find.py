@@ -34,7 +34,7 @@ def untrusted_acf(acf_path: Path, environ) -> str:
 
 def unreadable(path) -> str:
     """Why the ACF at `path` cannot be read ("" when it can)."""
-    from nvcc_evo.acf.text import require_regular_file
+    from nvcc_evo.system.files import require_regular_file
     try:
         require_regular_file(path)
         with open(path, "rb"):

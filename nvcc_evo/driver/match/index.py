@@ -1,22 +1,17 @@
 """The index cache: the lean view of a checked ACF that builds need
 (`UnitEntry`, `TargetEntry`: NamedTuples, no lark nor the ACF model), kept
-as JSON keyed by the ACF's text so that a build neither parses nor checks
-an unchanged file.
+as JSON keyed by the ACF's bytes (nvcc_evo.driver.match.indexfile) so that a
+build neither parses nor checks an unchanged file.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from nvcc_evo.driver.cache import prune
-from nvcc_evo.driver.common import BROKEN_FILE, replace_file
+from nvcc_evo.driver.match import indexfile
+from nvcc_evo.system.files import read_regular
 
-# Part of the index cache's key: an index written before the check refused
-# something (a define's shell characters, a path out of the ACF's folder) is
-# not trusted. Change it whenever the check or the index changes.
-INDEX_FORMAT = b"index-5\0"
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 class TargetEntry(NamedTuple):
@@ -85,26 +80,37 @@ def _from_json(data: list) -> tuple[UnitEntry, ...]:
 
 
 def load_units(path: Path, cache_dir: Path | None) -> tuple[UnitEntry, ...]:
-    """The ACF's units, from a JSON cache while the text is unchanged, so that
-    a build neither imports lark nor re-checks the file; AcfError if it has errors."""
-    from nvcc_evo.acf.text import read_text
-    text = read_text(path)
-    digest = hashlib.sha256(INDEX_FORMAT + text.encode() + b"\0" + str(path).encode()).hexdigest()[:24]
-    cached = cache_dir / f"acf-{digest}.json" if cache_dir is not None else None
-    try:
-        if cached is not None:
-            return _from_json(json.loads(cached.read_text()))
-    except BROKEN_FILE:
-        pass
+    """The ACF's units, from a JSON cache while its bytes (and the files its
+    check looked at) are unchanged, so that a build neither imports lark nor
+    re-checks the file; AcfError if it has errors (kept in the cache too: a
+    broken ACF is parsed once, not on every call)."""
+    data = read_regular(path)
+    entry = indexfile.read(str(cache_dir), data, str(path)) if cache_dir is not None else None
+    if entry is None:
+        entry = _checked(data, str(path))
+        if cache_dir is not None:
+            indexfile.write(str(cache_dir), data, str(path), entry)
+    if "errors" in entry:
+        from nvcc_evo.errors import AcfError, Diagnostic, Location
+        raise AcfError([Diagnostic(Location(where, line, column), message, source, severity)
+                        for where, line, column, message, source, severity in entry["errors"]])
+    return _from_json(entry["units"])
+
+
+def _checked(data: bytes, path: str) -> dict:
+    """The cache entry of an ACF: parsed and checked (lark), its units or its errors."""
     from nvcc_evo.acf.parse import parse_text
     from nvcc_evo.acf.resolve import check
-    file = parse_text(text, str(path))
-    check(file, text)
-    units = index_units(file)
+    from nvcc_evo.acf.text import decode
+    from nvcc_evo.errors import AcfError
     try:
-        if cached is not None:
-            replace_file(cached, json.dumps(_to_json(units)))
-            prune(cache_dir)            # (a new index: those of older texts go in time)
-    except OSError:
-        pass
-    return units
+        text = decode(data, path).text
+        file = parse_text(text, path)
+        files = check(file, text)
+    except AcfError as error:
+        return {"errors": [[d.location.path, d.location.line, d.location.column, d.message, d.source_line,
+                            d.severity] for d in error.diagnostics],
+                "files": indexfile.looked_at(error.files, path)}
+    units = index_units(file)
+    return {"units": _to_json(units), "kernel_globs": [list(u.globs) for u in units if u.kind == "kernel"],
+            "files": indexfile.looked_at(files, path)}

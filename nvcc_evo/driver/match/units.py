@@ -10,18 +10,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.acf import unitpath
-from nvcc_evo.driver.build.nvcc_options import NvccCall
+from nvcc_evo.driver.common import GPU_ENV, STALE_ENV
 from nvcc_evo.driver.match.archs import sass_archs
 from nvcc_evo.driver.match.calls import lto_objects, tunable_inputs
 from nvcc_evo.driver.match.index import TargetEntry, UnitEntry, load_units
 from nvcc_evo.driver.match.stale import fingerprint, staleness
 
 if TYPE_CHECKING:
+    from nvcc_evo.driver.build.nvcc_options import NvccCall
     from nvcc_evo.driver.compiledb import CompileRecord
     from nvcc_evo.driver.toolkit import Toolkit
 
-GPU_ENV = "NVCC_EVO_GPU"          # the GPU model the build is for, to pick named targets
-STALE_ENV = "NVCC_EVO_STALE"      # keep (default): use stale knobs; default: build with defaults
 
 
 class Match(NamedTuple):

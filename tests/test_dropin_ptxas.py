@@ -1,0 +1,112 @@
+"""nvcc-evo-ptxas's cost per call, with the toolkit's ptxas (no Triton
+needed): a Triton run makes hundreds of ptxas calls, most for kernels no unit
+names, so such a call reads the ACF's cached index and the PTX and execs the
+real ptxas, loading neither the decision nor the typed model (issue 28); an
+ACF with errors is parsed once, its diagnostics kept as the index is, and
+each call still says so in one line."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, evo_env
+
+PTXAS = Path(sys.executable).parent / "nvcc-evo-ptxas"
+OTHER = 'acf 1\nunit kernel "not_this_one*" {\n    target sm_90a {\n        ptxas.opt_level = 1\n    }\n}\n'
+ARGV = ["--gpu-name=sm_90a", "k.ptx", "-o", "k.cubin"]
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    subprocess.run(["nvcc", "-ptx", "-arch=sm_90a", str(DATA / "cuda" / "regs.cu"), "-o", "k.ptx"], cwd=folder,
+                   check=True)
+    subprocess.run(["ptxas", *ARGV[:-1], "plain.cubin"], cwd=folder, check=True)
+    return folder
+
+
+def compile_ptx(project: Path, evo_cache: Path, **extra) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """One call through nvcc-evo-ptxas: what it did, and the modules it imported."""
+    env = evo_env(evo_cache, NVCC_EVO_REAL_PTXAS=shutil.which("ptxas"), PYTHONPROFILEIMPORTTIME="1", **extra)
+    done = subprocess.run([str(PTXAS), *ARGV], cwd=project, env=env, capture_output=True, text=True)
+    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    said = "".join(line + "\n" for line in done.stderr.splitlines() if not line.startswith("import time:"))
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout, said), imported
+
+
+def test_an_acf_naming_other_kernels_costs_reading_two_files(project, evo_cache):
+    (project / "nvcc-evo.acf").write_text(OTHER)
+    first, _ = compile_ptx(project, evo_cache)                   # checks the ACF, caches its index
+    assert (first.returncode, first.stderr) == (0, "")
+    done, imported = compile_ptx(project, evo_cache)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert (project / "k.cubin").read_bytes() == (project / "plain.cubin").read_bytes()
+    heavy = {"typing", "pathlib", "lark", "nvcc_evo.driver.dropin_ptxas.decide", "nvcc_evo.acf.knobs",
+             "nvcc_evo.driver.toolkit", "nvcc_evo.driver.match.units", "subprocess", "_hashlib"}
+    assert not heavy & imported, sorted(heavy & imported)
+    tuned, imported = compile_ptx(project, evo_cache, NVCC_EVO_ACF=_write(project, OTHER.replace("not_this_one*",
+                                                                                                  "*")))
+    assert tuned.returncode == 0 and "nvcc_evo.driver.dropin_ptxas.decide" in imported, tuned.stderr
+    not_a_ptxas_calls = {"nvcc_evo.driver.build.nvcc_table", "nvcc_evo.driver.toolkit"}     # nvcc's options, probe
+    assert not not_a_ptxas_calls & imported, sorted(not_a_ptxas_calls & imported)
+
+
+def _write(project: Path, text: str) -> Path:
+    path = project / "tuned.acf"
+    path.write_text(text)
+    return path
+
+
+BROKEN = 'acf 1\nunit kernel "*" {\n    target sm_90a {\n        ptxas.opt_levle = 1\n    }\n}\n'
+
+
+def test_an_acf_with_errors_is_parsed_once_and_said_on_every_call(project, evo_cache, tmp_path):
+    acf = project / "nvcc-evo.acf"
+    acf.write_text(BROKEN)
+    said = ("nvcc-evo-ptxas: warning: the ACF has errors; compiling without tuned flags: "
+            f"{acf}:4:9: unknown knob 'ptxas.opt_levle'")
+    for call in range(2):
+        done, imported = compile_ptx(project, evo_cache)
+        assert done.returncode == 0 and done.stderr.startswith(said) and done.stderr.count("\n") == 1, done.stderr
+        assert (project / "k.cubin").read_bytes() == (project / "plain.cubin").read_bytes()
+    assert not {"lark", "nvcc_evo.acf.parse", "nvcc_evo.acf.resolve"} & imported       # the second call: cached
+    log = tmp_path / "log.jsonl"
+    acf.write_text(BROKEN.replace("levle", "level"))                   # fixed: a new text, checked again
+    done, _ = compile_ptx(project, evo_cache, NVCC_EVO_LOG=log)
+    assert done.returncode == 0 and done.stderr == "" and '"added": ["-Xptxas", "-O1"]' in log.read_text()
+
+
+def test_a_cached_verdict_follows_the_files_the_check_looked_at(project, evo_cache, tmp_path):
+    """'not found next to the ACF' depends on the folder, not only the text:
+    a controls file put there later is seen on the next call."""
+    acf = project / "nvcc-evo.acf"
+    acf.write_text(BROKEN.replace("ptxas.opt_levle = 1", 'ptxas.controls = "k.ctl"'))
+    done, _ = compile_ptx(project, evo_cache)
+    assert "ptxas.controls file 'k.ctl' not found next to the ACF" in done.stderr, done.stderr
+    (project / "k.ctl").write_text("not a controls file\n")
+    log = tmp_path / "log.jsonl"
+    done, _ = compile_ptx(project, evo_cache, NVCC_EVO_LOG=log)
+    assert done.returncode == 0 and "has errors" not in done.stderr, done.stderr
+    assert "ptxas.controls" in log.read_text() and "does not apply it" in log.read_text()
+
+
+def test_a_cache_name_two_texts_share_is_a_miss(project, evo_cache, tmp_path):
+    """The index's file is named by a CRC of the ACF's bytes and path, and
+    holds both: another text's entry in its place is never taken for its own."""
+    from nvcc_evo.driver.match import indexfile
+    acf = project / "nvcc-evo.acf"
+    acf.write_text(BROKEN)
+    compile_ptx(project, evo_cache)                               # the broken text's entry: its errors
+    folder = evo_cache / "nvcc-evo"
+    broken = indexfile.cache_path(str(folder), acf.read_bytes(), str(acf))
+    fixed = BROKEN.replace("levle", "level")
+    acf.write_text(fixed)
+    shutil.copy(broken, indexfile.cache_path(str(folder), fixed.encode(), str(acf)))    # as if the names met
+    log = tmp_path / "log.jsonl"
+    done, _ = compile_ptx(project, evo_cache, NVCC_EVO_LOG=log)
+    assert done.returncode == 0 and done.stderr == "" and '"added": ["-Xptxas", "-O1"]' in log.read_text()
