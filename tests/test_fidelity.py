@@ -153,6 +153,50 @@ def test_the_ship_check_writes_nothing_when_the_build_would_read_another_entry(t
     assert tuned.returncode != 0
 
 
+def _counting_nvcc(folder: Path, real: Path, when: str, nth: int, then: str) -> Path:
+    """A real nvcc behind a script that does `then` at the nth full candidate compile (a retune's: --keep,
+    not --dryrun) whose arguments match the shell pattern `when`."""
+    fake = folder / "bin" / "nvcc"
+    fake.parent.mkdir()
+    seen = folder / "bin" / "seen"
+    fake.write_text(f'#!/bin/sh\ncase " $* " in *" --dryrun "*) ;; *" --keep "*)\n'
+                    f'  case " $* " in {when}) echo >> {seen}\n'
+                    f'    if [ "$(wc -l < {seen})" -eq {nth} ]; then {then}; fi;; esac;; esac\n'
+                    f'exec {real} "$@"\n')
+    fake.chmod(0o755)
+    return fake
+
+
+def test_the_ship_check_compiles_with_a_timeout_of_its_own(tmp_path, evo_cache, real_nvcc):
+    """The search's --timeout is for candidates; the ship check compiles a genome that compiled already,
+    so a slow compile of it (a loaded machine) still writes the entry."""
+    _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8}\n    }\n    tune {\n"
+                       "        minimize instructions\n    }")
+    _record(tmp_path, evo_cache, "-arch=sm_90", "-c", "k.cu", "-o", "k.o")
+    fake = _counting_nvcc(tmp_path, real_nvcc, '*" -DTILE=2 "*', 2, "sleep 8")   # (1: the search's)
+    tuned = run_evo("--retune", "--backend", "static", "--evaluations", "3", "--timeout", "5", cwd=tmp_path,
+                    env=evo_env(evo_cache, fake))
+    assert tuned.returncode == 0, tuned.stderr
+    assert "define.TILE = 2" in (tmp_path / "nvcc-evo.acf").read_text(), tuned.stderr
+
+
+def test_a_kept_baseline_with_its_entry_unchanged_is_not_compiled_again(tmp_path, evo_cache, real_nvcc):
+    """Fewest instructions at the source's own TILE: the baseline stays and the entry gets no knob, so the
+    build compiles as the baseline was measured (the candidate spells the source's TILE, the build passes
+    nothing: the same code); the ship check compiles nothing (a compile as the build's fails here)."""
+    _project(tmp_path, "    search {\n        define.TILE in {4, 8, 16}\n    }\n    tune {\n"
+                       "        minimize instructions\n    }")
+    _record(tmp_path, evo_cache, "-arch=sm_90", "-c", "k.cu", "-o", "k.o")
+    # The search compiles the baseline as -DTILE=4; a compile with no TILE at all is the build's (the ship check's).
+    fake = _counting_nvcc(tmp_path, real_nvcc, '*" -DTILE="*) ;; *', 1, "echo compiled again >&2; exit 1")
+    tuned = run_evo("--retune", "--backend", "static", "--evaluations", "3", cwd=tmp_path,
+                    env=evo_env(evo_cache, fake))
+    assert tuned.returncode == 0, tuned.stderr
+    assert "ship check" not in tuned.stderr and "compiled again" not in tuned.stderr, tuned.stderr
+    written = (tmp_path / "nvcc-evo.acf").read_text()
+    assert "target sm_90 {" in written and "define.TILE =" not in written, written
+
+
 # ------------------------------------------------------------ fidelity over build shapes
 def _entries(acf: Path) -> dict[str, dict]:
     """The knobs a retune wrote into each plain target: {arch: {knob: value}}."""
