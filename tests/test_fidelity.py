@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, cuobjdump, evo_env, run_evo, sass
+from conftest import EVO, ROOT, cuobjdump, evo_env, run_evo, sass
 from test_ptxas_choice import FIXTURES, PTXAS133, needs_133, needs_fixtures
 
 from nvcc_evo.measure.candidate import sass_hash
@@ -265,6 +265,48 @@ def test_every_written_entry_is_what_the_rebuilt_binary_holds(tmp_path, evo_cach
         subprocess.run(["nvcc", *by_hand, f"-gencode=arch={code},code={arch}", *_by_hand({**ptxas, **defines})],
                        cwd=folder, check=True)
         assert _sass_of(tmp_path / output, arch) == _sass_of(folder / output, arch), (arch, settings)
+
+
+NINE_ARCHS = ("75", "80", "86", "87", "89", "90", "100", "110", "120")     # (what CUDA 13.0 builds SASS for)
+
+
+def test_a_cmake_project_of_nine_architectures_ships_every_written_entry(tmp_path, evo_cache):
+    """A real CMake project (CMAKE_CUDA_COMPILER nvcc-evo) building one source for nine architectures in
+    one call; static retunes for sm_90 and sm_120, a rebuild: each architecture's SASS in the rebuilt
+    object is a by-hand build's of its entry's knobs (the define, one value per call, in every one)."""
+    _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8}\n        ptxas.opt_level in {1, 3}\n"
+                       "        ptxas.register_usage_level in {0, 5, 10}\n    }\n    tune {\n"
+                       "        minimize instructions\n    }")
+    (tmp_path / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.24)\nproject(nine LANGUAGES CUDA)\n"
+        f'set(CMAKE_CUDA_ARCHITECTURES "{";".join(NINE_ARCHS)}")\nadd_library(k STATIC k.cu)\n'
+        "set_property(SOURCE k.cu APPEND PROPERTY OBJECT_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/nvcc-evo.acf)\n")
+    env = evo_env(evo_cache)
+    build = tmp_path / "build"
+    configured = subprocess.run(["cmake", "-S", str(tmp_path), "-B", str(build), f"-DCMAKE_CUDA_COMPILER={EVO}"],
+                                env=env, capture_output=True, text=True)
+    assert configured.returncode == 0, configured.stdout + configured.stderr
+    built = subprocess.run(["cmake", "--build", str(build)], env=env, capture_output=True, text=True)
+    assert built.returncode == 0, built.stdout + built.stderr
+    for target in ("sm_90", "sm_120"):
+        tuned = run_evo("--retune", "--backend", "static", "--evaluations", "6", "--target", target,
+                        cwd=tmp_path, env=env)
+        assert tuned.returncode == 0, tuned.stderr
+    written = _entries(tmp_path / "nvcc-evo.acf")
+    assert set(written) == {"sm_90", "sm_120"} and all(written.values()), written
+    rebuilt = subprocess.run(["cmake", "--build", str(build)], env=env, capture_output=True, text=True)
+    assert rebuilt.returncode == 0 and "k.cu.o" in rebuilt.stdout, rebuilt.stdout + rebuilt.stderr
+    defines = {k: v for k, v in written["sm_90"].items() if k.startswith("define.")}
+    assert all(e.get(k) == v for e in written.values() for k, v in defines.items()), written
+    obj = build / "CMakeFiles" / "k.dir" / "k.cu.o"
+    plain = [f"sm_{a}" for a in NINE_ARCHS if f"sm_{a}" not in written]
+    for archs, settings in [([arch], settings) for arch, settings in written.items()] + [(plain, {})]:
+        reference = tmp_path / f"ref-{archs[0]}.o"
+        gencodes = [f"-gencode=arch={a.replace('sm_', 'compute_')},code={a}" for a in archs]
+        subprocess.run(["nvcc", "-c", "k.cu", *gencodes, *_by_hand({**settings, **defines}), "-o", str(reference)],
+                       cwd=tmp_path, check=True)
+        for arch in archs:
+            assert _sass_of(obj, arch) == _sass_of(reference, arch), (arch, settings)
 
 
 def test_a_target_served_only_by_the_jit_is_said(tmp_path, evo_cache):
