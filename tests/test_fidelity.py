@@ -316,6 +316,29 @@ def test_a_target_served_only_by_the_jit_is_said(tmp_path, evo_cache):
     assert "compute_90: PTX only, compiled by the driver's JIT: no ptxas knob reaches it" in explained
 
 
+@pytest.mark.parametrize("ptx_only", [["-gencode", "arch=compute_90,code=compute_90"], ["-arch=compute_90"]])
+def test_a_retune_of_a_target_served_only_by_the_jit_writes_no_knob(tmp_path, evo_cache, ptx_only):
+    """The build ships sm_90's code as PTX (the driver's JIT compiles it): it is recorded, so a retune
+    tunes that build (not `nvcc -c SOURCE` for sm_90, whose SASS nothing ships), says once that no
+    binary of it holds sm_90 SASS, and writes no knob; the rebuilt object's PTX is plain nvcc's."""
+    _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8}\n        ptxas.opt_level in {1, 3}\n"
+                       "    }\n    tune {\n        minimize instructions\n    }")
+    argv = [*ptx_only, "-c", "k.cu", "-o", "k.o"]
+    _record(tmp_path, evo_cache, *argv)
+    tuned = _retune(tmp_path, evo_cache)
+    assert tuned.returncode == 0, tuned.stderr
+    said = "the recorded build does not build sm_90 (it builds SASS for none; compute_90: PTX only, compiled by " \
+           "the driver's JIT: no ptxas knob reaches it)"
+    assert tuned.stderr.count(said) == 1, tuned.stderr
+    assert "never built through nvcc-evo" not in tuned.stderr, tuned.stderr
+    assert _entries(tmp_path / "nvcc-evo.acf") in ({}, {"sm_90": {}}), (tmp_path / "nvcc-evo.acf").read_text()
+    _record(tmp_path, evo_cache, *argv)
+    subprocess.run(["nvcc", *argv[:-1], "ref.o"], cwd=tmp_path, check=True)
+    shown = [subprocess.run([str(cuobjdump()), "-ptx", str(tmp_path / o)], capture_output=True, text=True,
+                            check=True).stdout.split(".version", 1)[1] for o in ("k.o", "ref.o")]
+    assert shown[0] == shown[1]
+
+
 # ------------------------------------------------------------ fixed defines
 FIXED = """\
 #include "params.h"

@@ -25,6 +25,22 @@ def _native_archs() -> list[str]:
     return sorted({"sm_" + line.strip().replace(".", "") for line in out.splitlines() if line.strip()})
 
 
+def ptx_only_archs(call: NvccCall) -> list[str]:
+    """The architectures (as sm_XX) whose code the call ships as PTX alone
+    (`code=compute_XX` with no `sm_XX`): the driver's JIT compiles it, so no
+    ptxas step of the build makes their SASS."""
+    codes: list[str] = []
+    for opt in call.all_options():
+        if opt.name == "--generate-code" and opt.value:
+            codes += _gencode_codes(opt.value)
+    codes += call.values("--gpu-code")
+    arch = call.last("--gpu-architecture")
+    if arch is not None and arch.startswith("compute_") and not call.values("--gpu-code"):
+        codes.append(arch)                 # (-arch=compute_XX alone: PTX only, as sass_archs says)
+    sass = {c for c in codes if c.startswith("sm_")}
+    return sorted({c.replace("compute_", "sm_") for c in codes if c.startswith("compute_")} - sass)
+
+
 def sass_archs(call: NvccCall, default_arch: str) -> tuple[list[str], str]:
     """The SASS targets the call builds, and a note when that is a guess."""
     codes: list[str] = []
