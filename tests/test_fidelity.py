@@ -339,6 +339,57 @@ def test_a_retune_of_a_target_served_only_by_the_jit_writes_no_knob(tmp_path, ev
     assert shown[0] == shown[1]
 
 
+# ------------------------------------------------------------ link-time optimisation
+MAIN = "__global__ void k(float *x, int n);\nint main() { k<<<1, 32>>>(0, 0); return 0; }\n"
+LTO_SAID = "its build compiles it for link-time optimisation (-dlto): ptxas never compiles it on its own"
+
+
+@pytest.mark.parametrize("lto", [["-arch=sm_90", "-dlto"], ["-gencode", "arch=compute_90,code=lto_90"]])
+def test_a_unit_compiled_for_link_time_optimisation_is_not_searched_and_said_once(tmp_path, evo_cache, lto):
+    """CUDA 13.0, sm_90: a -dc -dlto compile runs no ptxas (its -Xptxas options leave the linked SASS as it
+    is); the device link (-dlink -dlto) makes the SASS of every object at once. No candidate compiled
+    alone is what ships: a retune compiles nothing for the unit, writes nothing and says so once (it
+    compiled the baseline, which nvcc refused: '-dlto' conflicts with '-gencode')."""
+    _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8}\n        ptxas.opt_level in {1, 3}\n"
+                       "    }\n    tune {\n        minimize instructions\n    }")
+    _record(tmp_path, evo_cache, *lto, "-dc", "k.cu", "-o", "k.o")
+    before = (tmp_path / "nvcc-evo.acf").read_text()
+    tuned = _retune(tmp_path, evo_cache)
+    assert tuned.returncode == 1, tuned.stderr              # (a unit skipped: as when it cannot be built)
+    assert tuned.stderr.count(LTO_SAID) == 1, tuned.stderr
+    assert "baseline" not in tuned.stderr and "never built through nvcc-evo" not in tuned.stderr, tuned.stderr
+    assert (tmp_path / "nvcc-evo.acf").read_text() == before
+
+
+def _lto_links(nvcc: str, folder: Path) -> bool:
+    """Whether this toolkit's device link can optimise (nvlink loads libnvvm from nvvm/lib64; a toolkit
+    put together from the nvidia-nvvm wheel has it in lib/, and every -dlink -dlto fails)."""
+    (folder / "probe.cu").write_text("__global__ void p() {}\n")
+    made = subprocess.run([nvcc, "-arch=sm_90", "-dc", "-dlto", "probe.cu", "-o", "probe.o"], cwd=folder)
+    linked = subprocess.run([nvcc, "-arch=sm_90", "-dlink", "-dlto", "probe.o", "-o", "probe-dl.o"], cwd=folder,
+                            capture_output=True, text=True)
+    return made.returncode == 0 and linked.returncode == 0
+
+
+def test_an_lto_projects_entry_reaches_the_device_link(tmp_path, evo_cache):
+    """A -dc -dlto project linked by -dlink -dlto through nvcc-evo: the entry's define reaches the compile,
+    its ptxas level the link (every object's entry gives it), and the linked SASS is a by-hand build's."""
+    if not _lto_links("nvcc", tmp_path):
+        pytest.skip("this toolkit's nvlink cannot load libnvvm (nvvm/lib64/libnvvm.so): no -dlink -dlto links")
+    (tmp_path / "main.cu").write_text(MAIN)
+    _project(tmp_path, "    target sm_90 {\n        define.TILE = 2\n        ptxas.opt_level = 1\n    }",
+             unit="*.cu")
+    for name in ("k", "main"):
+        _record(tmp_path, evo_cache, "-arch=sm_90", "-dc", "-dlto", f"{name}.cu", "-o", f"{name}.o")
+    _record(tmp_path, evo_cache, "-arch=sm_90", "-dlink", "-dlto", "k.o", "main.o", "-o", "dl.o")
+    for name, define in (("k", ["-DTILE=2"]), ("main", [])):
+        subprocess.run(["nvcc", "-arch=sm_90", "-dc", "-dlto", *define, f"{name}.cu", "-o", f"ref-{name}.o"],
+                       cwd=tmp_path, check=True)
+    subprocess.run(["nvcc", "-arch=sm_90", "-dlink", "-dlto", "-Xptxas", "-O1", "ref-k.o", "ref-main.o", "-o",
+                    "ref-dl.o"], cwd=tmp_path, check=True)
+    assert _sass_of(tmp_path / "dl.o", "sm_90") == _sass_of(tmp_path / "ref-dl.o", "sm_90")
+
+
 # ------------------------------------------------------------ fixed defines
 FIXED = """\
 #include "params.h"
