@@ -32,6 +32,9 @@ __global__ void k(float *x, int n)
 """
 
 
+MAIN = "__global__ void k(float *x, int n);\nint main() { k<<<1, 32>>>(0, 0); return 0; }\n"
+
+
 def _project(folder: Path, acf_body: str, source: str = KERNEL, name: str = "k.cu", unit: str = "") -> Path:
     (folder / name).write_text(source)
     (folder / "nvcc-evo.acf").write_text(f'acf 1\nunit "{unit or name}" {{\n{acf_body}\n}}\n')
@@ -233,13 +236,16 @@ SHAPES = {
     "cubin": (["-arch=sm_90", "-cubin", "k.cu", "-o", "k.cubin"], "k.cubin"),
     "rdc": (["-arch=sm_90", "-rdc=true", "-c", "k.cu", "-o", "k.o"], "k.o"),
     "several-inputs": (["-arch=sm_90", "-c", "k.cu", "k2.cu"], "k2.o"),      # a Make rule of several inputs
+    "fatbin": (["-arch=sm_90", "-fatbin", "k.cu", "-o", "k.fatbin"], "k.fatbin"),
+    "compile-and-link": (["-arch=sm_90", "k.cu", "k2.cu", "-o", "app"], "app"),      # (k2.cu has a main)
+    "dc": (["-gencode", "arch=compute_90,code=sm_90", "-dc", "k.cu", "-o", "k.o"], "k.o"),
 }
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_every_written_entry_is_what_the_rebuilt_binary_holds(tmp_path, evo_cache, shape):
     argv, output = SHAPES[shape]
-    (tmp_path / "k2.cu").write_text(KERNEL.replace("void k(", "void k2("))
+    (tmp_path / "k2.cu").write_text(KERNEL.replace("void k(", "void k2(") + "int main() { return 0; }\n")
     _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8, 16}\n        ptxas.opt_level in {1, 3}\n"
                        "        ptxas.register_usage_level in {0, 5, 10}\n    }\n    tune {\n        minimize instructions\n"
                        "    }", unit="k*.cu")
@@ -340,7 +346,6 @@ def test_a_retune_of_a_target_served_only_by_the_jit_writes_no_knob(tmp_path, ev
 
 
 # ------------------------------------------------------------ link-time optimisation
-MAIN = "__global__ void k(float *x, int n);\nint main() { k<<<1, 32>>>(0, 0); return 0; }\n"
 LTO_SAID = "its build compiles it for link-time optimisation (-dlto): ptxas never compiles it on its own"
 
 
