@@ -364,6 +364,8 @@ def test_a_unit_compiled_for_link_time_optimisation_is_not_searched_and_said_onc
     assert tuned.stderr.count(LTO_SAID) == 1, tuned.stderr
     assert "baseline" not in tuned.stderr and "never built through nvcc-evo" not in tuned.stderr, tuned.stderr
     assert (tmp_path / "nvcc-evo.acf").read_text() == before
+    explained = run_evo("--explain", *lto, "-dc", "k.cu", cwd=tmp_path, env=evo_env(evo_cache)).stdout
+    assert "note: a compile for link-time optimisation: no ptxas runs here" in explained, explained
 
 
 def _lto_links(nvcc: str, folder: Path) -> bool:

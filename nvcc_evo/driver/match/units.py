@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from nvcc_evo.acf import unitpath
 from nvcc_evo.driver.build.nvcc_options import NvccCall
 from nvcc_evo.driver.match.archs import no_sass_archs, sass_archs
-from nvcc_evo.driver.match.calls import lto_objects, tunable_inputs
+from nvcc_evo.driver.match.calls import is_lto_compile, lto_objects, tunable_inputs
 from nvcc_evo.driver.match.index import TargetEntry, UnitEntry, load_units
 from nvcc_evo.driver.match.stale import fingerprint, staleness
 
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 GPU_ENV = "NVCC_EVO_GPU"          # the GPU model the build is for, to pick named targets
 STALE_ENV = "NVCC_EVO_STALE"      # keep (default): use stale knobs; default: build with defaults
+LTO_NOTE = ("a compile for link-time optimisation: no ptxas runs here, so its ptxas knobs reach no linked "
+            "SASS; the device link (-dlink -dlto) through nvcc-evo gives them where every object's entry agrees")
 
 
 class Match(NamedTuple):
@@ -131,5 +133,5 @@ def build_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_dir: 
             target, note = choose_target(unit, arch, environ.get(GPU_ENV))
             matches.append(Match(name, arch, unit, target, print_,
                                  staleness(target, print_, toolkit.version, unit.space_digest), note))
-    notes = (arch_note,) if arch_note else ()
+    notes = ((arch_note,) if arch_note else ()) + ((LTO_NOTE,) if is_lto_compile(call) else ())
     return CallPlan(acf_path, tuple(matches), tuple(archs), notes=notes, no_sass=tuple(no_sass))
