@@ -38,8 +38,9 @@ DEFAULT_ARCH = "sm_90"
 # What a compile for link-time optimisation ships (measured with CUDA 13.0: tests/test_fidelity.py).
 LTO_BUILD = ("its build compiles it for link-time optimisation (-dlto): ptxas never compiles it on its own; "
              "the device link (-dlink -dlto) makes its SASS, with every object of the link at once, so no "
-             "candidate compiled alone is what the binary holds: not tuned (its entry still applies: defines "
-             "and nvcc options at this compile, ptxas knobs at the link where every object's entry shares them)")
+             "candidate compiled alone is what the binary holds: not tuned (an entry written by hand still "
+             "applies: its defines at this compile, its ptxas knobs at the link where every object's entry gives "
+             "the same; of nvcc's options only some reach the linked code, see docs/wrapper.md)")
 CHOOSING_ENV = ("NVCC_EVO_GPU", "NVCC_EVO_STALE")      # a build's environment that chooses its entries
 
 
