@@ -61,21 +61,26 @@ def real_nvcc() -> Path:
     return Path(found).resolve()
 
 
-def _pip_toolkit() -> Path | None:
-    """CUDA 13.5 installed from the package index into site-packages/nvidia/cu13."""
+def _pip_tool(name: str) -> Path | None:
+    """A CUDA tool installed from the package index into site-packages/nvidia/cu13/bin."""
     import importlib.util
     spec = importlib.util.find_spec("nvidia")
     for folder in (spec.submodule_search_locations or []) if spec else []:
-        nvcc = Path(folder) / "cu13" / "bin" / "nvcc"
-        if nvcc.is_file():
-            return nvcc
+        tool = Path(folder) / "cu13" / "bin" / name
+        if tool.is_file():
+            return tool
     return None
 
 
+def _pip_toolkit() -> Path | None:
+    """CUDA 13.5 installed from the package index into site-packages/nvidia/cu13."""
+    return _pip_tool("nvcc")
+
+
 def cuobjdump() -> Path:
-    found = _pip_toolkit()
-    if found is not None and (found.parent / "cuobjdump").is_file():
-        return found.parent / "cuobjdump"
+    found = _pip_tool("cuobjdump")         # (the test extra's nvidia-cuda-cuobjdump, with or without CUDA 13.5)
+    if found is not None:
+        return found
     if shutil.which("cuobjdump"):            # (the GPU machine's toolkit has it)
         return Path(shutil.which("cuobjdump"))
     pytest.fail("cuobjdump missing: `make test` installs nvidia-cuda-cuobjdump")

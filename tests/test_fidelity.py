@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, cuobjdump, evo_env, run_evo, sass
+from conftest import EVO, ROOT, cuobjdump, evo_env, run_evo, sass
 from test_ptxas_choice import FIXTURES, PTXAS133, needs_133, needs_fixtures
 
 from nvcc_evo.measure.candidate import sass_hash
@@ -30,6 +30,9 @@ __global__ void k(float *x, int n)
     if (i < n) x[i] = s;
 }
 """
+
+
+MAIN = "__global__ void k(float *x, int n);\nint main() { k<<<1, 32>>>(0, 0); return 0; }\n"
 
 
 def _project(folder: Path, acf_body: str, source: str = KERNEL, name: str = "k.cu", unit: str = "") -> Path:
@@ -153,6 +156,50 @@ def test_the_ship_check_writes_nothing_when_the_build_would_read_another_entry(t
     assert tuned.returncode != 0
 
 
+def _counting_nvcc(folder: Path, real: Path, when: str, nth: int, then: str) -> Path:
+    """A real nvcc behind a script that does `then` at the nth full candidate compile (a retune's: --keep,
+    not --dryrun) whose arguments match the shell pattern `when`."""
+    fake = folder / "bin" / "nvcc"
+    fake.parent.mkdir()
+    seen = folder / "bin" / "seen"
+    fake.write_text(f'#!/bin/sh\ncase " $* " in *" --dryrun "*) ;; *" --keep "*)\n'
+                    f'  case " $* " in {when}) echo >> {seen}\n'
+                    f'    if [ "$(wc -l < {seen})" -eq {nth} ]; then {then}; fi;; esac;; esac\n'
+                    f'exec {real} "$@"\n')
+    fake.chmod(0o755)
+    return fake
+
+
+def test_the_ship_check_compiles_with_a_timeout_of_its_own(tmp_path, evo_cache, real_nvcc):
+    """The search's --timeout is for candidates; the ship check compiles a genome that compiled already,
+    so a slow compile of it (a loaded machine) still writes the entry."""
+    _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8}\n    }\n    tune {\n"
+                       "        minimize instructions\n    }")
+    _record(tmp_path, evo_cache, "-arch=sm_90", "-c", "k.cu", "-o", "k.o")
+    fake = _counting_nvcc(tmp_path, real_nvcc, '*" -DTILE=2 "*', 2, "sleep 8")   # (1: the search's)
+    tuned = run_evo("--retune", "--backend", "static", "--evaluations", "3", "--timeout", "5", cwd=tmp_path,
+                    env=evo_env(evo_cache, fake))
+    assert tuned.returncode == 0, tuned.stderr
+    assert "define.TILE = 2" in (tmp_path / "nvcc-evo.acf").read_text(), tuned.stderr
+
+
+def test_a_kept_baseline_with_its_entry_unchanged_is_not_compiled_again(tmp_path, evo_cache, real_nvcc):
+    """Fewest instructions at the source's own TILE: the baseline stays and the entry gets no knob, so the
+    build compiles as the baseline was measured (the candidate spells the source's TILE, the build passes
+    nothing: the same code); the ship check compiles nothing (a compile as the build's fails here)."""
+    _project(tmp_path, "    search {\n        define.TILE in {4, 8, 16}\n    }\n    tune {\n"
+                       "        minimize instructions\n    }")
+    _record(tmp_path, evo_cache, "-arch=sm_90", "-c", "k.cu", "-o", "k.o")
+    # The search compiles the baseline as -DTILE=4; a compile with no TILE at all is the build's (the ship check's).
+    fake = _counting_nvcc(tmp_path, real_nvcc, '*" -DTILE="*) ;; *', 1, "echo compiled again >&2; exit 1")
+    tuned = run_evo("--retune", "--backend", "static", "--evaluations", "3", cwd=tmp_path,
+                    env=evo_env(evo_cache, fake))
+    assert tuned.returncode == 0, tuned.stderr
+    assert "ship check" not in tuned.stderr and "compiled again" not in tuned.stderr, tuned.stderr
+    written = (tmp_path / "nvcc-evo.acf").read_text()
+    assert "target sm_90 {" in written and "define.TILE =" not in written, written
+
+
 # ------------------------------------------------------------ fidelity over build shapes
 def _entries(acf: Path) -> dict[str, dict]:
     """The knobs a retune wrote into each plain target: {arch: {knob: value}}."""
@@ -189,13 +236,16 @@ SHAPES = {
     "cubin": (["-arch=sm_90", "-cubin", "k.cu", "-o", "k.cubin"], "k.cubin"),
     "rdc": (["-arch=sm_90", "-rdc=true", "-c", "k.cu", "-o", "k.o"], "k.o"),
     "several-inputs": (["-arch=sm_90", "-c", "k.cu", "k2.cu"], "k2.o"),      # a Make rule of several inputs
+    "fatbin": (["-arch=sm_90", "-fatbin", "k.cu", "-o", "k.fatbin"], "k.fatbin"),
+    "compile-and-link": (["-arch=sm_90", "k.cu", "k2.cu", "-o", "app"], "app"),      # (k2.cu has a main)
+    "dc": (["-gencode", "arch=compute_90,code=sm_90", "-dc", "k.cu", "-o", "k.o"], "k.o"),
 }
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_every_written_entry_is_what_the_rebuilt_binary_holds(tmp_path, evo_cache, shape):
     argv, output = SHAPES[shape]
-    (tmp_path / "k2.cu").write_text(KERNEL.replace("void k(", "void k2("))
+    (tmp_path / "k2.cu").write_text(KERNEL.replace("void k(", "void k2(") + "int main() { return 0; }\n")
     _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8, 16}\n        ptxas.opt_level in {1, 3}\n"
                        "        ptxas.register_usage_level in {0, 5, 10}\n    }\n    tune {\n        minimize instructions\n"
                        "    }", unit="k*.cu")
@@ -223,11 +273,128 @@ def test_every_written_entry_is_what_the_rebuilt_binary_holds(tmp_path, evo_cach
         assert _sass_of(tmp_path / output, arch) == _sass_of(folder / output, arch), (arch, settings)
 
 
+NINE_ARCHS = ("75", "80", "86", "87", "89", "90", "100", "110", "120")     # (what CUDA 13.0 builds SASS for)
+
+
+def test_a_cmake_project_of_nine_architectures_ships_every_written_entry(tmp_path, evo_cache):
+    """A real CMake project (CMAKE_CUDA_COMPILER nvcc-evo) building one source for nine architectures in
+    one call; static retunes for sm_90 and sm_120, a rebuild: each architecture's SASS in the rebuilt
+    object is a by-hand build's of its entry's knobs (the define, one value per call, in every one)."""
+    _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8}\n        ptxas.opt_level in {1, 3}\n"
+                       "        ptxas.register_usage_level in {0, 5, 10}\n    }\n    tune {\n"
+                       "        minimize instructions\n    }")
+    (tmp_path / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.24)\nproject(nine LANGUAGES CUDA)\n"
+        f'set(CMAKE_CUDA_ARCHITECTURES "{";".join(NINE_ARCHS)}")\nadd_library(k STATIC k.cu)\n'
+        "set_property(SOURCE k.cu APPEND PROPERTY OBJECT_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/nvcc-evo.acf)\n")
+    env = evo_env(evo_cache)
+    build = tmp_path / "build"
+    configured = subprocess.run(["cmake", "-S", str(tmp_path), "-B", str(build), f"-DCMAKE_CUDA_COMPILER={EVO}"],
+                                env=env, capture_output=True, text=True)
+    assert configured.returncode == 0, configured.stdout + configured.stderr
+    built = subprocess.run(["cmake", "--build", str(build)], env=env, capture_output=True, text=True)
+    assert built.returncode == 0, built.stdout + built.stderr
+    for target in ("sm_90", "sm_120"):
+        tuned = run_evo("--retune", "--backend", "static", "--evaluations", "6", "--target", target,
+                        cwd=tmp_path, env=env)
+        assert tuned.returncode == 0, tuned.stderr
+    written = _entries(tmp_path / "nvcc-evo.acf")
+    assert set(written) == {"sm_90", "sm_120"} and all(written.values()), written
+    rebuilt = subprocess.run(["cmake", "--build", str(build)], env=env, capture_output=True, text=True)
+    assert rebuilt.returncode == 0 and "k.cu.o" in rebuilt.stdout, rebuilt.stdout + rebuilt.stderr
+    defines = {k: v for k, v in written["sm_90"].items() if k.startswith("define.")}
+    assert all(e.get(k) == v for e in written.values() for k, v in defines.items()), written
+    obj = build / "CMakeFiles" / "k.dir" / "k.cu.o"
+    plain = [f"sm_{a}" for a in NINE_ARCHS if f"sm_{a}" not in written]
+    for archs, settings in [([arch], settings) for arch, settings in written.items()] + [(plain, {})]:
+        reference = tmp_path / f"ref-{archs[0]}.o"
+        gencodes = [f"-gencode=arch={a.replace('sm_', 'compute_')},code={a}" for a in archs]
+        subprocess.run(["nvcc", "-c", "k.cu", *gencodes, *_by_hand({**settings, **defines}), "-o", str(reference)],
+                       cwd=tmp_path, check=True)
+        for arch in archs:
+            assert _sass_of(obj, arch) == _sass_of(reference, arch), (arch, settings)
+
+
 def test_a_target_served_only_by_the_jit_is_said(tmp_path, evo_cache):
     _project(tmp_path, "    target sm_90 {\n        ptxas.opt_level = 1\n    }")
     argv = ["-gencode", "arch=compute_90,code=compute_90", "-c", "k.cu", "-o", "k.o"]
     explained = run_evo("--explain", *argv, cwd=tmp_path, env=evo_env(evo_cache)).stdout
     assert "compute_90: PTX only, compiled by the driver's JIT: no ptxas knob reaches it" in explained
+
+
+@pytest.mark.parametrize("ptx_only", [["-gencode", "arch=compute_90,code=compute_90"], ["-arch=compute_90"]])
+def test_a_retune_of_a_target_served_only_by_the_jit_writes_no_knob(tmp_path, evo_cache, ptx_only):
+    """The build ships sm_90's code as PTX (the driver's JIT compiles it): it is recorded, so a retune
+    tunes that build (not `nvcc -c SOURCE` for sm_90, whose SASS nothing ships), says once that no
+    binary of it holds sm_90 SASS, and writes no knob; the rebuilt object's PTX is plain nvcc's."""
+    _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8}\n        ptxas.opt_level in {1, 3}\n"
+                       "    }\n    tune {\n        minimize instructions\n    }")
+    argv = [*ptx_only, "-c", "k.cu", "-o", "k.o"]
+    _record(tmp_path, evo_cache, *argv)
+    tuned = _retune(tmp_path, evo_cache)
+    assert tuned.returncode == 0, tuned.stderr
+    said = "the recorded build does not build sm_90 (it builds SASS for none; compute_90: PTX only, compiled by " \
+           "the driver's JIT: no ptxas knob reaches it)"
+    assert tuned.stderr.count(said) == 1, tuned.stderr
+    assert "never built through nvcc-evo" not in tuned.stderr, tuned.stderr
+    assert _entries(tmp_path / "nvcc-evo.acf") in ({}, {"sm_90": {}}), (tmp_path / "nvcc-evo.acf").read_text()
+    _record(tmp_path, evo_cache, *argv)
+    subprocess.run(["nvcc", *argv[:-1], "ref.o"], cwd=tmp_path, check=True)
+    shown = [subprocess.run([str(cuobjdump()), "-ptx", str(tmp_path / o)], capture_output=True, text=True,
+                            check=True).stdout.split(".version", 1)[1] for o in ("k.o", "ref.o")]
+    assert shown[0] == shown[1]
+
+
+# ------------------------------------------------------------ link-time optimisation
+LTO_SAID = "its build compiles it for link-time optimisation (-dlto): ptxas never compiles it on its own"
+
+
+@pytest.mark.parametrize("lto", [["-arch=sm_90", "-dlto"], ["-gencode", "arch=compute_90,code=lto_90"]])
+def test_a_unit_compiled_for_link_time_optimisation_is_not_searched_and_said_once(tmp_path, evo_cache, lto):
+    """CUDA 13.0, sm_90: a -dc -dlto compile runs no ptxas (its -Xptxas options leave the linked SASS as it
+    is); the device link (-dlink -dlto) makes the SASS of every object at once. No candidate compiled
+    alone is what ships: a retune compiles nothing for the unit, writes nothing and says so once (it
+    compiled the baseline, which nvcc refused: '-dlto' conflicts with '-gencode')."""
+    _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8}\n        ptxas.opt_level in {1, 3}\n"
+                       "    }\n    tune {\n        minimize instructions\n    }")
+    _record(tmp_path, evo_cache, *lto, "-dc", "k.cu", "-o", "k.o")
+    before = (tmp_path / "nvcc-evo.acf").read_text()
+    tuned = _retune(tmp_path, evo_cache)
+    assert tuned.returncode == 1, tuned.stderr              # (a unit skipped: as when it cannot be built)
+    assert tuned.stderr.count(LTO_SAID) == 1, tuned.stderr
+    assert "baseline" not in tuned.stderr and "never built through nvcc-evo" not in tuned.stderr, tuned.stderr
+    assert (tmp_path / "nvcc-evo.acf").read_text() == before
+    explained = run_evo("--explain", *lto, "-dc", "k.cu", cwd=tmp_path, env=evo_env(evo_cache)).stdout
+    assert "note: a compile for link-time optimisation: no ptxas runs here" in explained, explained
+
+
+def _lto_links(nvcc: str, folder: Path) -> bool:
+    """Whether this toolkit's device link can optimise (nvlink loads libnvvm from nvvm/lib64; a toolkit
+    put together from the nvidia-nvvm wheel has it in lib/, and every -dlink -dlto fails)."""
+    (folder / "probe.cu").write_text("__global__ void p() {}\n")
+    made = subprocess.run([nvcc, "-arch=sm_90", "-dc", "-dlto", "probe.cu", "-o", "probe.o"], cwd=folder)
+    linked = subprocess.run([nvcc, "-arch=sm_90", "-dlink", "-dlto", "probe.o", "-o", "probe-dl.o"], cwd=folder,
+                            capture_output=True, text=True)
+    return made.returncode == 0 and linked.returncode == 0
+
+
+def test_an_lto_projects_entry_reaches_the_device_link(tmp_path, evo_cache):
+    """A -dc -dlto project linked by -dlink -dlto through nvcc-evo: the entry's define reaches the compile,
+    its ptxas level the link (every object's entry gives it), and the linked SASS is a by-hand build's."""
+    if not _lto_links("nvcc", tmp_path):
+        pytest.skip("this toolkit's nvlink cannot load libnvvm (nvvm/lib64/libnvvm.so): no -dlink -dlto links")
+    (tmp_path / "main.cu").write_text(MAIN)
+    _project(tmp_path, "    target sm_90 {\n        define.TILE = 2\n        ptxas.opt_level = 1\n    }",
+             unit="*.cu")
+    for name in ("k", "main"):
+        _record(tmp_path, evo_cache, "-arch=sm_90", "-dc", "-dlto", f"{name}.cu", "-o", f"{name}.o")
+    _record(tmp_path, evo_cache, "-arch=sm_90", "-dlink", "-dlto", "k.o", "main.o", "-o", "dl.o")
+    for name, define in (("k", ["-DTILE=2"]), ("main", [])):
+        subprocess.run(["nvcc", "-arch=sm_90", "-dc", "-dlto", *define, f"{name}.cu", "-o", f"ref-{name}.o"],
+                       cwd=tmp_path, check=True)
+    subprocess.run(["nvcc", "-arch=sm_90", "-dlink", "-dlto", "-Xptxas", "-O1", "ref-k.o", "ref-main.o", "-o",
+                    "ref-dl.o"], cwd=tmp_path, check=True)
+    assert _sass_of(tmp_path / "dl.o", "sm_90") == _sass_of(tmp_path / "ref-dl.o", "sm_90")
 
 
 # ------------------------------------------------------------ fixed defines

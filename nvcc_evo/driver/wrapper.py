@@ -160,15 +160,15 @@ def _settings_nvcc(found, nvcc) -> Path:
 
 def _record(decision: Decision, argv: list[str], environ, cwd: Path) -> None:
     plan_ = decision.call_plan
-    if plan_.acf_path is None or not plan_.matches or decision.call is None or decision.toolkit is None \
-            or decision.call.has("--device-link"):     # (a call and a toolkit wherever there are matches)
+    if plan_.acf_path is None or not (plan_.matches or plan_.no_sass) or decision.call is None \
+            or decision.toolkit is None or decision.call.has("--device-link"):   # (a call and a toolkit with matches)
         return
     from nvcc_evo.driver import compiledb
     output = decision.call.last("--output-file") or ""
     # A bench command's build of a candidate (--retune --backend command) adds what it compiles, never
     # replacing how the user's own build compiled an output: a bench command may build another way.
     candidate_build = PHASE_ENV in environ
-    for match in plan_.matches:
+    for match in plan_.matches + plan_.no_sass:
         if match.unit is None:
             continue
         compiledb.record(plan_.acf_path, compiledb.CompileRecord(

@@ -21,11 +21,12 @@ from nvcc_evo.driver.build.flags import DEFAULT_PASSES_NOTHING
 from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import Dimension, SearchSpace
 
+SHIP_CHECK_TIMEOUT = 900.0      # seconds: the ship check's one compile (see ship_check)
+
 if TYPE_CHECKING:
     from nvcc_evo.driver.toolkit import Toolkit
     from nvcc_evo.retune.choice import Outcome
     from nvcc_evo.retune.options import Options
-
 
 
 class KernelBuild:
@@ -166,7 +167,14 @@ def ship_check(outcome: Outcome, acf_path: Path, toolkit: Toolkit, options: Opti
         return "the build would not pass " + "; ".join(missing)
     if not measured:
         return ""
-    built = compile_candidate(replace(task.job, flags=step.flags, ptxas=program))
+    pinned = {pin.knob for pin in task.unit.pins}
+    if chosen == outcome.space.baseline() and written == _entry_now(task) and program is None \
+            and set(dict(step.applied)) <= set(written) | pinned:
+        return ""      # the baseline kept, its entry as it was (and read: no other entry's knobs): nothing to compile
+    # A genome that compiled already: a timeout of its own, not the candidates' --timeout (on a loaded
+    # machine that one compile could run past a short one, and a sound entry would not be written).
+    built = compile_candidate(replace(task.job, flags=step.flags, ptxas=program,
+                                      timeout=max(task.job.timeout, SHIP_CHECK_TIMEOUT)))
     if not built.ok:
         return f"the build's flags ({' '.join(step.flags) or 'none'}) do not compile: {built.status}"
     if sass_hash(built.cubin) == measured:
@@ -175,6 +183,12 @@ def ship_check(outcome: Outcome, acf_path: Path, toolkit: Toolkit, options: Opti
     lost = [f for f in measured_flags if f not in step.flags]
     return (f"the build's SASS for {task.arch} differs from the measured one (the build adds "
             f"{' '.join(added) or 'nothing more'}, and lacks {' '.join(lost) or 'nothing'} of the measured flags)")
+
+
+def _entry_now(task) -> dict:
+    """The knobs of the unit's entry for the target as the ACF held it when the search began."""
+    current = task.unit.entry_for(task.arch)
+    return {s.knob: s.value for s in current.settings} if current is not None else {}
 
 
 def _settings(outcome: Outcome):

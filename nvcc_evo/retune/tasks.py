@@ -23,6 +23,7 @@ from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.driver import compiledb
 from nvcc_evo.measure.candidate import CompileJob
 from nvcc_evo.driver.build.nvcc_options import parse_call
+from nvcc_evo.driver.match.calls import is_lto_compile
 from nvcc_evo.driver.match.index import index_units
 from nvcc_evo.driver.match.stale import SPACE_CHANGED, fingerprint
 from nvcc_evo.driver.match.units import match_unit
@@ -34,6 +35,12 @@ if TYPE_CHECKING:
     from nvcc_evo.retune.options import Options
 
 DEFAULT_ARCH = "sm_90"
+# What a compile for link-time optimisation ships (measured with CUDA 13.0: tests/test_fidelity.py).
+LTO_BUILD = ("its build compiles it for link-time optimisation (-dlto): ptxas never compiles it on its own; "
+             "the device link (-dlink -dlto) makes its SASS, with every object of the link at once, so no "
+             "candidate compiled alone is what the binary holds: not tuned (an entry written by hand still "
+             "applies: its defines at this compile, its ptxas knobs at the link where every object's entry gives "
+             "the same; of nvcc's options only some reach the linked code, see docs/wrapper.md)")
 CHOOSING_ENV = ("NVCC_EVO_GPU", "NVCC_EVO_STALE")      # a build's environment that chooses its entries
 
 
@@ -115,6 +122,8 @@ def _job_for(unit: model.Unit, arch: str, acf_path: Path, mine: list, unreadable
         token = next((a for a in record.argv if os.path.realpath(os.path.join(record.cwd, a)) == real),
                      record.input)
         chooses = tuple((k, record.env[k]) for k in CHOOSING_ENV if k in record.env)
+        if is_lto_compile(parse_call(list(record.argv), {})):
+            return LTO_BUILD
         # A kernel unit's PTX is compiled by the ptxas its program ran (Triton's own): what it measures ships.
         program = record.nvcc if unit.is_kernel and os.path.isfile(record.nvcc) else None
         return CompileJob(nvcc, tuple(record.argv), record.cwd, token, arch, (), record.compile_env(),

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.acf import unitpath
+from nvcc_evo.driver.build.nvcc_options import NvccCall
 from nvcc_evo.driver.common import GPU_ENV, STALE_ENV
-from nvcc_evo.driver.match.archs import sass_archs
-from nvcc_evo.driver.match.calls import lto_objects, tunable_inputs
+from nvcc_evo.driver.match.archs import no_sass_archs, sass_archs
+from nvcc_evo.driver.match.calls import is_lto_compile, lto_objects, tunable_inputs
 from nvcc_evo.driver.match.index import TargetEntry, UnitEntry, load_units
 from nvcc_evo.driver.match.stale import fingerprint, staleness
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from nvcc_evo.driver.compiledb import CompileRecord
     from nvcc_evo.driver.toolkit import Toolkit
 
+LTO_NOTE = ("a compile for link-time optimisation: no ptxas runs here, so its ptxas knobs reach no linked "
+            "SASS; the device link (-dlink -dlto) through nvcc-evo gives them where every object's entry agrees")
 
 
 class Match(NamedTuple):
@@ -50,6 +53,9 @@ class CallPlan(NamedTuple):
     archs: tuple[str, ...] = ()
     passthrough: str = ""              # why nothing is injected, when so
     notes: tuple[str, ...] = ()
+    # A call that builds no SASS: its inputs' units for each architecture it ships as PTX or LTO IR
+    # alone (no entry, no flags), recorded so that a retune knows the build makes no SASS of them.
+    no_sass: tuple[Match, ...] = ()
 
 
 def match_unit(units: tuple[UnitEntry, ...], acf_dir: Path, source: Path) -> UnitEntry | None:
@@ -112,12 +118,14 @@ def build_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_dir: 
     units = load_units(acf_path, cache_dir)
     archs, arch_note = sass_archs(call, toolkit.default_arch)
     includes = call.values("--include-path")
-    matches = []
+    matches, no_sass = [], []
+    unbuilt = [] if archs else no_sass_archs(call)     # (with SASS too, the record of a SASS step stands for the call)
     for name in inputs:
         source = cwd / name
         unit = match_unit(units, acf_path.parent, source)
         print_ = fingerprint(source, [str(cwd / d) for d in includes], unit.files, acf_path.parent) \
             if unit is not None else ""
+        no_sass += [Match(name, arch, unit, None, print_, note="no SASS") for arch in unbuilt if unit is not None]
         for arch in archs:
             if unit is None:
                 matches.append(Match(name, arch, None, note=f"no unit in {acf_path.name} covers it"))
@@ -125,5 +133,5 @@ def build_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_dir: 
             target, note = choose_target(unit, arch, environ.get(GPU_ENV))
             matches.append(Match(name, arch, unit, target, print_,
                                  staleness(target, print_, toolkit.version, unit.space_digest), note))
-    notes = (arch_note,) if arch_note else ()
-    return CallPlan(acf_path, tuple(matches), tuple(archs), notes=notes)
+    notes = ((arch_note,) if arch_note else ()) + ((LTO_NOTE,) if is_lto_compile(call) else ())
+    return CallPlan(acf_path, tuple(matches), tuple(archs), notes=notes, no_sass=tuple(no_sass))
