@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.acf import unitpath
-from nvcc_evo.driver.build.nvcc_options import NvccCall
 from nvcc_evo.driver.common import GPU_ENV, STALE_ENV
 from nvcc_evo.driver.match.archs import no_sass_archs, sass_archs
 from nvcc_evo.driver.match.calls import is_lto_compile, lto_objects, tunable_inputs
