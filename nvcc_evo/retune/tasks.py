@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from nvcc_evo.acf import model
 from nvcc_evo.backends import TIMING as MEASURING_BACKENDS
-from nvcc_evo.acf.resolve import ARCH_PATTERN, arch_order
+from nvcc_evo.acf.knobs import arch_order
+from nvcc_evo.acf.resolve import ARCH_PATTERN
 from nvcc_evo.system.programs import note
 from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.driver import compiledb
