@@ -97,6 +97,16 @@ def test_installed_console_script_retunes_a_make_project(installed, tmp_path, ev
     check = subprocess.run([str(evo), "--acf-check", "nvcc-evo.acf"], cwd=project, env=env,
                            capture_output=True, text=True)
     assert check.returncode == 0, check.stderr
+    # the report of a user's install, which has no matplotlib (the `report` extra): it refused the whole
+    # page ("plots need matplotlib", exit 3), tables and per-kernel facts included; now the page, less its plots
+    assert subprocess.run([str(installed / "bin" / "python"), "-c", "import matplotlib"], env=env).returncode != 0
+    report = subprocess.run([str(evo), "--report", "--out", "r.html"], cwd=project, env=env,
+                            capture_output=True, text=True)
+    assert report.returncode == 0, report.stderr
+    assert report.stdout == "r.html\n"
+    assert "note: the report has no plots: they need matplotlib (pip install 'nvcc-evo[report]')" in report.stderr
+    page = (project / "r.html").read_text()
+    assert "Kernels: baseline against chosen" in page and "<svg" not in page and "no plots: they need" in page
 
 
 def test_the_makefiles_install_prints_no_setuptools_banner(tmp_path):
