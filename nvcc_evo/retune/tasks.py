@@ -201,7 +201,7 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit,
                 skipped.append(f"{unit} [{arch}]")
                 continue
             job, source, chooses = found
-            includes = parse_call(list(job.argv), {}).values("--include-path")
+            includes = parse_call(list(job.argv), {}, job.cwd).values("--include-path")
             print_ = fingerprint(source, [os.path.join(job.cwd, d) for d in includes], unit.named_files(),
                                  acf_path.parent)
             build = build_identity(job, acf_path.parent, bool(mine))
