@@ -152,8 +152,9 @@ def _decided(options: Options, cluster: Cluster | None, acf_path: Path, toolkit:
 def _nothing_to_retune(skipped: list[str], waiting: list, kept: int) -> int:
     log(f"nothing retuned: {len(skipped)} skipped, as said above" if skipped else
         "nothing retuned: what is stale needs a measurement" if waiting else
-        "nothing to retune: every unit and target is up to date"
-        + (f" ({kept} kept for a GPU, as said above)" if kept else "") + " (use --all to force)")
+        f"nothing retuned: {kept} stale entr{'y' if kept == 1 else 'ies'} measured on a GPU kept for one, as said "
+        "above; the rest are up to date (name a unit or use --all to overwrite)" if kept else
+        "nothing to retune: every unit and target is up to date (use --all to force)")
     say_waiting(waiting, log)
     return ExitCode.INVALID_INPUT if skipped else ExitCode.OK
 
