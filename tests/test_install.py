@@ -129,3 +129,24 @@ def test_the_makefiles_install_prints_no_setuptools_banner(tmp_path):
     imported = subprocess.run([str(tree / ".venv" / "bin" / "python"), "-c", "import nvcc_evo; print(nvcc_evo.__file__)"],
                               cwd=tmp_path, capture_output=True, text=True)
     assert imported.stdout.strip() == str(tree / "nvcc_evo" / "__init__.py"), imported      # editable: the tree's
+
+
+def test_a_missing_disassembler_is_said_once_not_per_unit(installed, tmp_path, evo_cache):
+    """A user's install has no nvdisasm (the `sass` extra): `make tune` said "note: no nvdisasm ..." after
+    every unit's kernel tables, ten times, and `--sass` once per unit; now once, after them all."""
+    for name in ("one", "two"):
+        (tmp_path / f"{name}.cu").write_text(f'extern "C" __global__ void {name}(float* y, float a) '
+                                             '{ y[threadIdx.x] *= a; }\n')
+    (tmp_path / "nvcc-evo.acf").write_text("acf 1\n" + "".join(
+        f'unit "{name}.cu" {{\n    search {{\n        ptxas.maxrregcount in {{32, 64}}\n    }}\n'
+        '    tune {\n        minimize registers\n    }\n}\n' for name in ("one", "two")))
+    evo, env = installed / "bin" / "nvcc-evo", _user_env(installed, evo_cache)
+    nvcc = shutil.which("nvcc", path=env["PATH"])
+    missing = not shutil.which("nvdisasm", path=env["PATH"]) and not (Path(nvcc).resolve().parent / "nvdisasm").is_file()
+    for verb in (["--retune", "--backend", "static", "--evaluations", "3"], ["--sass"]):
+        done = subprocess.run([str(evo), *verb], cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.count("per kernel, baseline -> chosen") == 2, done.stdout
+        assert done.stdout.count("no nvdisasm") == (1 if missing else 0), done.stdout
+        if missing:
+            assert done.stdout.rstrip().splitlines()[-1].startswith("note: no nvdisasm"), done.stdout
