@@ -262,8 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:   # a tool or file the machine lacks
         print(f"nvcc-evo: error: {error}", file=sys.stderr)
         return ExitCode.ENVIRONMENT
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:     # (Interrupted: with what was kept, said once here)
         from nvcc_evo.system.leftovers import kill_running
         kill_running()           # compiles in groups of their own, which the terminal's Ctrl-C missed
-        print("nvcc-evo: interrupted", file=sys.stderr)
+        print(f"nvcc-evo: {stop or 'interrupted'}", file=sys.stderr)
         return ExitCode.INTERRUPTED

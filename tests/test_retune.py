@@ -111,6 +111,9 @@ def test_interrupted_search_resumes_from_the_store(project, evo_cache):
     out, err = running.communicate(timeout=120)
     assert running.returncode == 130, err
     assert "interrupted: every finished evaluation is kept" in err
+    # said once, last ("nvcc-evo: interrupted" followed it, as if nothing had been said)
+    assert err.rstrip().splitlines()[-1].startswith("nvcc-evo: interrupted: every finished evaluation is kept"), err
+    assert "nvcc-evo: interrupted\n" not in err, err
     assert (project / "nvcc-evo.acf").read_text() == ACF            # nothing half-written
     kept = len(store_lines(project))
     assert kept >= 4

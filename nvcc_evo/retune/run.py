@@ -23,7 +23,7 @@ from nvcc_evo.driver.cache import prune
 from nvcc_evo.driver.common import ACF_NAME
 from nvcc_evo.driver.match.find import acf_problem, find_acf, untrusted_acf
 from nvcc_evo.driver.toolkit import Toolkit, cache_folder_if_any
-from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError
+from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, Interrupted, UsageError
 from nvcc_evo.engine import budget
 from nvcc_evo.execute.cluster import Cluster, open_cluster
 from nvcc_evo.execute.evaluate import Stopped
@@ -225,6 +225,5 @@ def _retune_all(tasks: list[Task], retune: Retune) -> list[Outcome]:
                     board.close()
         return [_one(task, retune) for task in tasks]
     except KeyboardInterrupt:
-        log(f"interrupted: every finished evaluation is kept in {retune.store.path}; "
-            "the same command resumes from there")
-        raise
+        raise Interrupted(f"interrupted: every finished evaluation is kept in {retune.store.path}; "
+                          "the same command resumes from there") from None
