@@ -15,20 +15,21 @@ OUT := out
 # `make test` adds the test tools and a second CUDA toolkit (13.5) for the
 # two-toolkit tests, which tune never needs.
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
-# The tree on sys.path (a .pth file), as setuptools' compat mode does it: the default
-# editable install prints a banner about folders named like the package on every set-up.
-EDITABLE := --config-settings editable_mode=compat -e
+# Editable, in setuptools' default mode, without its "Editable installation" banner (pip 26 shows
+# a build backend's warnings even with -q): compat mode (a .pth of the tree) had none but printed
+# "The 'compat' editable mode is transitional" on every set-up instead (setuptools 84).
+EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install -q -e
 comma := ,
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q $(EDITABLE) ".$(if $(HAS_GPU),[gpu])"
+	$(EDITABLE) ".$(if $(HAS_GPU),[gpu])"
 	rm -f $(VENV)/.test
 	touch $@
 # ptxas 13.3 (the extra ptxas133) apart from CUDA 13.5: both are the package nvidia-cuda-nvcc.
 PTXAS133 := $(shell sed -n 's/^ptxas133 = \["\(.*\)"\]/\1/p' pyproject.toml)
 $(VENV)/.test: $(VENV)/.base
-	$(BIN)/python -m pip install -q $(EDITABLE) ".[test,cuda135,methodology$(if $(HAS_GPU),$(comma)gpu)]"
+	$(EDITABLE) ".[test,cuda135,methodology$(if $(HAS_GPU),$(comma)gpu)]"
 	$(BIN)/python -m pip install -q --no-deps --target $(VENV)/ptxas133 "$(PTXAS133)"
 	touch $@
 
@@ -99,7 +100,7 @@ $(OBJ)/%.o: $(SRC)/%.cu $(SRC)/nvcc-evo.acf
 
 # The HTML report of the committed H200 records (no GPU): out/report.html.
 report: $(VENV)/.base
-	$(BIN)/python -m pip install -q $(EDITABLE) ".[report]"
+	$(EDITABLE) ".[report]"
 	$(EVO) --report --acf kernels/nvcc-evo.acf --store benchmarks/data/h200-search.jsonl --out $(OUT)/report.html
 
 clean:

@@ -104,8 +104,21 @@ def acf_check(paths: list[str]) -> int:
             print(f"{path}: error: {error.strerror}", file=sys.stderr)
             failed += 1
         else:
+            _say_unmatched(path, file)
             print(f"{path}: ok ({len(file.units)} unit(s))")
     return ExitCode.INVALID_INPUT if failed else ExitCode.OK
+
+
+def _say_unmatched(path: str, file) -> None:
+    """A warning for each unit whose globs name no file beside the ACF: a
+    build would never match it (a mistyped path, or sources yet to be made)."""
+    from pathlib import Path
+    from nvcc_evo.acf.sources import unit_sources
+    folder = Path(path).resolve().parent
+    for unit in file.units:
+        if not unit.is_kernel and not unit_sources(unit, folder):
+            print(f"{path}:{unit.span.line}:{unit.span.column}: warning: unit {unit} matches no file under "
+                  f"{folder}: a build applies nothing of it", file=sys.stderr)
 
 
 def acf_fmt(paths: list[str], check_only: bool) -> int:
@@ -262,8 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:   # a tool or file the machine lacks
         print(f"nvcc-evo: error: {error}", file=sys.stderr)
         return ExitCode.ENVIRONMENT
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:     # (Interrupted: with what was kept, said once here)
         from nvcc_evo.system.leftovers import kill_running
         kill_running()           # compiles in groups of their own, which the terminal's Ctrl-C missed
-        print("nvcc-evo: interrupted", file=sys.stderr)
+        print(f"nvcc-evo: {stop or 'interrupted'}", file=sys.stderr)
         return ExitCode.INTERRUPTED

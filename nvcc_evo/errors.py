@@ -88,6 +88,11 @@ def _shown_line(line: str, column: int) -> tuple[str, int]:
     return shown, column - start + (3 if start else 0)
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, with what was kept and how to go on: the CLI says it, once,
+    and exits with ExitCode.INTERRUPTED."""
+
+
 class EvoError(Exception):
     """Base of every error nvcc-evo reports to a user."""
 

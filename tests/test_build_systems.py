@@ -113,3 +113,36 @@ def test_cmake_rebuilds_when_the_acf_changes(tmp_path, evo_cache):
     again = subprocess.run(["cmake", "--build", str(build_dir)], env=env, capture_output=True, text=True)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "Used 48 registers" in again.stdout + again.stderr
+
+
+def test_a_cmake_projects_retune_reads_its_options_file_from_the_build_folder(tmp_path, evo_cache):
+    """CMake hands nvcc its include folders in `--options-file CMakeFiles/T.dir/includes_CUDA.rsp`,
+    relative to the build folder (cuda-samples' matrixMul): the retune read it from its own folder, so
+    the ship check said "the build would not pass ptxas.maxrregcount = 24 (... cannot read options
+    file ...: passed through untouched)" and no entry but the defaults was ever written. Now the call's
+    options files are read from the folder it ran in: the entry is written and the rebuild takes it."""
+    source = tmp_path / "src"
+    shutil.copytree(DATA / "projects" / "cmake", source)
+    (source / "inc").mkdir()
+    (source / "params.h").rename(source / "inc" / "params.h")
+    cmake = source / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text() + "target_include_directories(kern PRIVATE inc)\n"
+                     "target_include_directories(app PRIVATE inc)\n")
+    (source / "nvcc-evo.acf").write_text('acf 1\nunit "kernel.cu" {\n    search {\n'
+                                         '        ptxas.maxrregcount in {32, 255}\n    }\n'
+                                         '    tune {\n        minimize registers\n    }\n}\n')
+    env = evo_env(evo_cache)
+    build_dir = source / "build"
+    configure = subprocess.run(["cmake", "-S", str(source), "-B", str(build_dir), f"-DCMAKE_CUDA_COMPILER={EVO}"],
+                               env=env, capture_output=True, text=True)
+    assert configure.returncode == 0, configure.stdout + configure.stderr
+    first = subprocess.run(["cmake", "--build", str(build_dir)], env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert list(build_dir.glob("CMakeFiles/kern.dir/includes_CUDA.rsp")), "CMake gave no options file"
+    tuned = subprocess.run([str(EVO), "--retune", "--backend", "static", "--evaluations", "4"], cwd=source,
+                           env=env, capture_output=True, text=True)
+    assert tuned.returncode == 0, tuned.stderr
+    assert "ship check" not in tuned.stderr and "cannot read options file" not in tuned.stderr, tuned.stderr
+    assert "ptxas.maxrregcount = 32" in (source / "nvcc-evo.acf").read_text()
+    again = subprocess.run(["cmake", "--build", str(build_dir)], env=env, capture_output=True, text=True)
+    assert again.returncode == 0 and "Used 32 registers" in again.stdout + again.stderr, again.stdout + again.stderr

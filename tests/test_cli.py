@@ -33,7 +33,19 @@ def test_acf_check_accepts_a_good_file():
     result = run_evo("--acf-check", str(DATA / "acf" / "ok" / "full.acf"))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("full.acf: ok (2 unit(s))")
-    assert result.stderr == ""
+    # (no sources beside the golden file: each unit is said to match none, and that is all)
+    assert [line.split(": warning: ")[1].split(" matches")[0] for line in result.stderr.splitlines()] == [
+        'unit "kernels/gemm_tiled.cu"', 'unit "apps/*.cu" "apps/extra/solver.cu"'], result.stderr
+
+
+def test_acf_check_says_which_unit_matches_no_file(tmp_path):
+    """A mistyped glob was "ok": the build then matched nothing and tuned nothing, silently."""
+    (tmp_path / "gemm.cu").write_text('extern "C" __global__ void k(float* y) { y[0] = 1.0f; }\n')
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\nunit "gemm.cu" {\n}\nunit "src/gemm.cu" {\n}\n')
+    done = run_evo("--acf-check", "nvcc-evo.acf", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout == "nvcc-evo.acf: ok (2 unit(s))\n"
+    assert done.stderr == (f'nvcc-evo.acf:4:1: warning: unit "src/gemm.cu" matches no file under {tmp_path}: '
+                           "a build applies nothing of it\n")
 
 
 def test_acf_check_reports_every_error_of_every_file(tmp_path):
@@ -141,3 +153,17 @@ def test_explain_shows_every_located_error_of_the_acf(tmp_path):
     assert f"{tmp_path / 'nvcc-evo.acf'}:4:9: error: unknown knob 'ptxas.maxregs'" in done.stderr
     assert f"{tmp_path / 'nvcc-evo.acf'}:5:9: error: ptxas.opt_level takes" in done.stderr
     assert "\n        ^" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_explain_lists_architectures_by_number(tmp_path):
+    """cuda-samples' CMake arches (75 ... 100 ... 120) read `SASS targets: sm_100, sm_120, sm_75, ...` and
+    the per-architecture lines began with sm_100: sorted as text, where the retune sorts them by number."""
+    (tmp_path / "a.cu").write_text('extern "C" __global__ void k(float* y) { y[0] = 1.0f; }\n')
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\nunit "a.cu" {\n    target sm_75, sm_90 {\n'
+                                           '        ptxas.maxrregcount = 40\n    }\n}\n')
+    gencodes = [f"--generate-code=arch=compute_{a},code=[compute_{a},sm_{a}]" for a in (120, 75, 100, 90)]
+    done = run_evo("--explain", *gencodes, "-c", "a.cu", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "SASS targets: sm_75, sm_90, sm_100, sm_120" in done.stdout, done.stdout
+    shown = re.findall(r"^a\.cu \[(sm_\d+)\]:", done.stdout, re.M)
+    assert shown == ["sm_75", "sm_90", "sm_100", "sm_120"], done.stdout

@@ -97,18 +97,56 @@ def test_installed_console_script_retunes_a_make_project(installed, tmp_path, ev
     check = subprocess.run([str(evo), "--acf-check", "nvcc-evo.acf"], cwd=project, env=env,
                            capture_output=True, text=True)
     assert check.returncode == 0, check.stderr
+    # the report of a user's install, which has no matplotlib (the `report` extra): it refused the whole
+    # page ("plots need matplotlib", exit 3), tables and per-kernel facts included; now the page, less its plots
+    assert subprocess.run([str(installed / "bin" / "python"), "-c", "import matplotlib"], env=env).returncode != 0
+    report = subprocess.run([str(evo), "--report", "--out", "r.html"], cwd=project, env=env,
+                            capture_output=True, text=True)
+    assert report.returncode == 0, report.stderr
+    assert report.stdout == "r.html\n"
+    assert "note: the report has no plots: they need matplotlib (pip install 'nvcc-evo[report]')" in report.stderr
+    page = (project / "r.html").read_text()
+    assert "Kernels: baseline against chosen" in page and "<svg" not in page and "no plots: they need" in page
 
 
 def test_the_makefiles_install_prints_no_setuptools_banner(tmp_path):
     """`make tune` printed setuptools' licence-table deprecation banner three times, then its banner on
-    editable installs; the Makefile's own pip line, into a fresh venv (no dependencies: they print nothing)."""
+    editable installs, then (compat mode, setuptools 84) "The 'compat' editable mode is transitional":
+    the test ran the install line alone, with the venv's own old pip, which hides the backend's warnings;
+    the Makefile upgrades pip first, and pip 26 shows them. Every pip line of `make -n tune`, in order,
+    into a fresh venv (the package's own dependencies left out: they print nothing)."""
     tree = tracked_tree(tmp_path / "src")
     planned = subprocess.run(["make", "-n", "tune"], cwd=tree, capture_output=True, text=True).stdout
-    line = next(line for line in planned.splitlines() if "pip install" in line and "-e" in line)
-    venv = tmp_path / "env"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    argv = [str(venv / "bin" / "python"), *line.split()[1:]]      # `.venv/bin/python -m pip install ...`
-    done = subprocess.run([a.strip('"') for a in argv] + ["--no-deps"], cwd=tree, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert "!!" not in done.stderr and "deprecated" not in done.stderr and "Editable installation" not in done.stderr, \
-        done.stderr
+    lines = [line for line in planned.splitlines() if "-m pip install" in line]
+    assert any("--upgrade pip" in line for line in lines) and any(" -e " in line for line in lines), planned
+    subprocess.run([sys.executable, "-m", "venv", str(tree / ".venv")], check=True)
+    for line in lines:                       # as make runs it, by the shell, in the tree
+        line += "" if "--upgrade pip" in line else " --no-deps"
+        done = subprocess.run(["sh", "-c", line], cwd=tree, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert "!!" not in done.stderr and "deprecated" not in done.stderr and "Editable installation" not in \
+            done.stderr and "transitional" not in done.stderr, done.stderr
+    imported = subprocess.run([str(tree / ".venv" / "bin" / "python"), "-c", "import nvcc_evo; print(nvcc_evo.__file__)"],
+                              cwd=tmp_path, capture_output=True, text=True)
+    assert imported.stdout.strip() == str(tree / "nvcc_evo" / "__init__.py"), imported      # editable: the tree's
+
+
+def test_a_missing_disassembler_is_said_once_not_per_unit(installed, tmp_path, evo_cache):
+    """A user's install has no nvdisasm (the `sass` extra): `make tune` said "note: no nvdisasm ..." after
+    every unit's kernel tables, ten times, and `--sass` once per unit; now once, after them all."""
+    for name in ("one", "two"):
+        (tmp_path / f"{name}.cu").write_text(f'extern "C" __global__ void {name}(float* y, float a) '
+                                             '{ y[threadIdx.x] *= a; }\n')
+    (tmp_path / "nvcc-evo.acf").write_text("acf 1\n" + "".join(
+        f'unit "{name}.cu" {{\n    search {{\n        ptxas.maxrregcount in {{32, 64}}\n    }}\n'
+        '    tune {\n        minimize registers\n    }\n}\n' for name in ("one", "two")))
+    evo, env = installed / "bin" / "nvcc-evo", _user_env(installed, evo_cache)
+    nvcc = shutil.which("nvcc", path=env["PATH"])
+    missing = not shutil.which("nvdisasm", path=env["PATH"]) and not (Path(nvcc).resolve().parent / "nvdisasm").is_file()
+    for verb in (["--retune", "--backend", "static", "--evaluations", "3"], ["--sass"]):
+        done = subprocess.run([str(evo), *verb], cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.count("per kernel, baseline -> chosen") == 2, done.stdout
+        assert done.stdout.count("no nvdisasm") == (1 if missing else 0), done.stdout
+        if missing:
+            assert done.stdout.rstrip().splitlines()[-1].startswith("note: no nvdisasm"), done.stdout

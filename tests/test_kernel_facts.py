@@ -106,6 +106,42 @@ def test_each_kernel_has_its_own_facts(built):
     assert sum(k.instructions for k in kernels.values()) == instruction_count(cubin)
 
 
+def test_relocatable_code_has_its_shared_memory_too(tmp_path):
+    """-rdc (CMake's CUDA_SEPARABLE_COMPILATION): ptxas -v names no smem, the link places it, and
+    --sass, the summary and the static backend said 0 bytes for cuda-samples' matrixMul (8 KB of
+    __shared__ tiles); the cubin's relocations name each kernel's __shared__ variables, through the
+    device functions it calls, the same bytes ptxas reports of the whole-program build."""
+    from nvcc_evo.measure.candidate import CompileResult
+    from nvcc_evo.measure.static import measure
+    (tmp_path / "multi.cu").write_text(SOURCE + CALLS)
+    facts = {}
+    for mode in ("-rdc=true", "-rdc=false"):
+        done = subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-Xptxas", "-v", mode, "multi.cu", "-o", "m.cubin"],
+                              cwd=tmp_path, capture_output=True, text=True, check=True)
+        cubin = (tmp_path / "m.cubin").read_bytes()
+        facts[mode] = {k.name: k.shared for k in sass.kernel_facts(done.stderr, cubin, "sm_90")}
+        static = measure(CompileResult("ok", 0.1, done.stderr, cubin), "sm_90")
+        assert static.get("shared") == 4096, (mode, static)
+    assert facts["-rdc=true"] == facts["-rdc=false"]
+    assert (facts["-rdc=true"]["tile"], facts["-rdc=true"]["calls"], facts["-rdc=true"]["axpy"]) == (4096, 1600, 0)
+
+
+CALLS = r"""
+__device__ __noinline__ float helper(float v) {
+    __shared__ float pad[300];
+    pad[threadIdx.x] = v;
+    __syncthreads();
+    return pad[299 - threadIdx.x];
+}
+extern "C" __global__ void calls(const float* x, float* y) {
+    __shared__ float s[100];
+    s[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    y[threadIdx.x] = helper(s[99 - threadIdx.x]);
+}
+"""
+
+
 def test_the_instruction_mix_comes_from_nvdisasm(built):
     stderr, cubin = built
     tool = sass.find_disassembler()

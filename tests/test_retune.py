@@ -111,6 +111,9 @@ def test_interrupted_search_resumes_from_the_store(project, evo_cache):
     out, err = running.communicate(timeout=120)
     assert running.returncode == 130, err
     assert "interrupted: every finished evaluation is kept" in err
+    # said once, last ("nvcc-evo: interrupted" followed it, as if nothing had been said)
+    assert err.rstrip().splitlines()[-1].startswith("nvcc-evo: interrupted: every finished evaluation is kept"), err
+    assert "nvcc-evo: interrupted\n" not in err, err
     assert (project / "nvcc-evo.acf").read_text() == ACF            # nothing half-written
     kept = len(store_lines(project))
     assert kept >= 4
@@ -168,8 +171,10 @@ def test_a_static_retune_keeps_entries_measured_on_a_gpu(project, evo_cache):
     env = evo_env(evo_cache)
     kept = retune(project, env, "--evaluations", "6", "--backend", "static")
     assert kept.returncode == 0 and (project / "nvcc-evo.acf").read_text() == measured
-    assert '"spill.cu" [sm_90]: source changed' in kept.stderr and "nothing to retune" in kept.stderr
-    assert "(1 kept for a GPU, as said above)" in kept.stderr
+    assert '"spill.cu" [sm_90]: source changed' in kept.stderr
+    # (it said "nothing to retune: every unit and target is up to date (1 kept for a GPU, ...)" of a stale entry)
+    assert "nothing retuned: 1 stale entry measured on a GPU kept for one, as said above" in kept.stderr
+    assert "every unit and target is up to date" not in kept.stderr
     assert "but its entry was measured (backend pycuda on NVIDIA H200, 2026-11-30)" in kept.stderr
     forced = retune(project, env, "--evaluations", "6", "--backend", "static", "spill.cu")
     assert forced.returncode == 0 and "backend = static" in (project / "nvcc-evo.acf").read_text()

@@ -97,6 +97,18 @@ def test_a_pyproject_without_the_table_is_no_settings_file(project, evo_cache):
     assert "settings: no nvcc-evo.toml beside the ACF" in explained
 
 
+def test_a_pyproject_that_names_nvcc_evo_without_its_table_is_no_settings_file(project, evo_cache):
+    """`make tune`'s copy below nvcc-evo's own checkout (name = "nvcc-evo"), or a project that depends on
+    it: the retune said "settings (project settings .../pyproject.toml)" of a file that holds none."""
+    (project / "pyproject.toml").write_text('[project]\nname = "app"\ndependencies = ["nvcc-evo>=0.1"]\n'
+                                            '[tool.other]\nnvcc-evo = 1\n')
+    dry = run_evo("--retune", "--backend", "static", "--dry-run", cwd=project, env=evo_env(evo_cache))
+    assert dry.returncode == 0, dry.stderr
+    assert "settings (no project settings file)" in dry.stderr and "pyproject.toml" not in dry.stderr, dry.stderr
+    explained = run_evo("--explain", "-arch=sm_90", "-c", "spill.cu", cwd=project, env=evo_env(evo_cache)).stdout
+    assert "settings: no nvcc-evo.toml beside the ACF" in explained
+
+
 def test_the_build_uses_the_files_gpu_log_and_nvcc(project, evo_cache, real_nvcc):
     (project / "nvcc-evo.toml").write_text(f'nvcc = "{real_nvcc}"\ngpu = "H200"\nlog = "logs/build.jsonl"\n')
     (project / "logs").mkdir()

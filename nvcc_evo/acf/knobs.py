@@ -10,6 +10,15 @@ import re
 from enum import Enum
 from typing import NamedTuple, Union
 
+
+def arch_order(arch: str) -> tuple[int, str]:
+    """A sort key of SASS architectures by number (sm_75 before sm_100), a
+    suffix after its base: wherever a list of them is shown (here, lean, for
+    the build's `--explain` as for the retune and the report)."""
+    digits = arch.removeprefix("sm_").rstrip("af")
+    return (int(digits), arch) if digits.isdigit() else (1 << 30, arch)
+
+
 Scalar = Union[int, float, bool, str]
 
 

@@ -12,6 +12,7 @@ from typing import Iterator, NamedTuple
 
 from nvcc_evo.acf import kernelname, knobs, model, unitpath
 from nvcc_evo.acf.expressions import Binary, Span
+from nvcc_evo.acf.knobs import arch_order
 
 from nvcc_evo.acf.bench import spec as benchspec
 from nvcc_evo.acf.bench.check import BenchChecks, listed
@@ -24,10 +25,6 @@ from nvcc_evo.errors import AcfError, Diagnostic, Location
 ARCH_PATTERN = re.compile(r"sm_[0-9]{2,3}[af]?")
 
 
-def arch_order(arch: str) -> tuple[int, str]:
-    """A sort key of SASS architectures by number (sm_75 before sm_100), a suffix after its base."""
-    digits = arch.removeprefix("sm_").rstrip("af")
-    return (int(digits), arch) if digits.isdigit() else (1 << 30, arch)
 REQUIRE_SEARCH_LIMIT = 100_000     # combinations of defines tried to find one that meets a search block's requires
 # Values one search dimension may list: a build digests every one of them
 # (the unit's space_digest), so `define.X in 0..100000000` cost each build

@@ -227,6 +227,9 @@ def parse(text: str, path: str, in_pyproject: bool, environ) -> Settings:
     table = document
     for part in prefix:
         table = table.get(part, {}) if isinstance(table, dict) else {}
+    tool, name = TABLE
+    if in_pyproject and not (isinstance(document.get(tool), dict) and name in document[tool]):
+        return Settings(None, {}, {}, environ)   # it names nvcc-evo (a dependency, its own name) but holds no table
     lines = text.splitlines()
     places = _places(lines, prefix)
     values, problems = {}, []

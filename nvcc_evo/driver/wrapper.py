@@ -72,7 +72,7 @@ class Decision(NamedTuple):
 def decide(argv: list[str], nvcc: Path | None, environ, cwd: Path) -> Decision:
     """Everything the wrapper would add to this call, and why. The common
     cases (nothing to tune, no ACF) return before anything heavy is loaded."""
-    call = parse_call(argv, environ)
+    call = parse_call(argv, environ, cwd)
     reason = passthrough_reason(call, cwd)
     inputs = lto_objects(call) if is_lto_link(call) else tunable_inputs(call)
     acf_path = None if reason else find_acf([(cwd / i).parent for i in inputs] + [cwd], environ)

@@ -46,7 +46,7 @@ class CompileJob:
     ptxas: str | None = None      # a ptxas other than nvcc's own for the ptxas step (nvcc_evo.driver.build.ptxas)
 
     def command(self, work: str) -> list[str]:
-        base = rebuild_argv(list(self.argv), REPLACED, self.source)
+        base = rebuild_argv(list(self.argv), REPLACED, self.source, self.cwd)
         if self.source.endswith(".ptx"):       # a kernel unit's PTX (nvcc_evo.driver.dropin_ptxas.decide): ptxas alone, as
             return [self.nvcc, *base, "-cubin", f"-arch={self.arch}", "-Xptxas", "-v",   # Triton runs it
                     "--keep", "--keep-dir", work, "-o", os.path.join(work, "candidate.cubin"), *self.flags]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import struct
 import subprocess
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -95,8 +96,18 @@ def class_of(opcode: str) -> str:
     return next((name for name, members in CLASSES.items() if opcode in members), "other")
 
 
-def resources(stderr: str, arch: str) -> tuple[KernelFacts, ...]:
-    """Each entry function ptxas compiled for `arch`, as its -v report says."""
+def resources(stderr: str, arch: str, cubin: bytes = b"") -> tuple[KernelFacts, ...]:
+    """Each entry function ptxas compiled for `arch`, as its -v report says;
+    of relocatable code (-rdc, -dc), the static shared memory its cubin's
+    relocations name (ptxas -v says nothing of it there: the link places it)."""
+    kernels = _reported(stderr, arch)
+    placed = relocatable_shared(cubin) if cubin else None
+    if placed is None:
+        return kernels
+    return tuple(replace(k, shared=placed.get(k.name, k.shared)) for k in kernels)
+
+
+def _reported(stderr: str, arch: str) -> tuple[KernelFacts, ...]:
     kernels, current = [], None
     for line in stderr.splitlines():
         entry = ENTRY.search(line)
@@ -123,7 +134,47 @@ def kernel_facts(stderr: str, cubin: bytes, arch: str) -> tuple[KernelFacts, ...
     """ptxas's report of each kernel with its instruction count from the cubin."""
     sizes = {name[len(".text."):]: len(body) for name, body in cubin_sections(cubin).items()
              if name.startswith(".text.")} if cubin else {}
-    return tuple(replace(k, instructions=sizes.get(k.name, 0) // 16) for k in resources(stderr, arch))
+    return tuple(replace(k, instructions=sizes.get(k.name, 0) // 16) for k in resources(stderr, arch, cubin))
+
+
+ET_REL, SHT_SYMTAB, SHT_RELA, STT_FUNC, STT_CUDA_SHARED = 1, 2, 4, 2, 13
+
+
+def relocatable_shared(cubin: bytes) -> dict[str, int] | None:
+    """Of a relocatable cubin (-rdc, -dc), each function's static shared
+    memory: the sizes of the distinct `__shared__` variables its code and the
+    functions it calls name in their relocations (nvlink gives them their
+    places); None for linked code, whose ptxas report says it."""
+    if len(cubin) < 0x40 or cubin[:4] != b"\x7fELF" or struct.unpack_from("<H", cubin, 0x10)[0] != ET_REL:
+        return None
+    shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
+    entsize, count = struct.unpack_from("<HH", cubin, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * entsize) for i in range(count)]
+    symtab = next((h for h in headers if h[1] == SHT_SYMTAB), None)
+    if symtab is None:
+        return {}
+    names_at = headers[symtab[6]][4]                       # its sh_link: the string table
+    name = lambda at: cubin[names_at + at:cubin.index(b"\0", names_at + at)].decode(errors="replace")
+    symbols = [struct.unpack_from("<IBBHQQ", cubin, symtab[4] + i * 24) for i in range(symtab[5] // 24)]
+    named: dict[int, set[int]] = {}                        # section index -> the symbols its relocations name
+    for _, kind, _, _, offset, size, _, target, _, _ in headers:
+        if kind == SHT_RELA:
+            named.setdefault(target, set()).update(
+                struct.unpack_from("<Q", cubin, offset + i * 24 + 8)[0] >> 32 for i in range(size // 24))
+    shared = {i for i, s in enumerate(symbols) if s[1] & 0xF == STT_CUDA_SHARED}
+    calls = {i: named.get(s[3], set()) for i, s in enumerate(symbols) if s[1] & 0xF == STT_FUNC}
+    return {name(symbols[f][0]): sum(symbols[v][5] for v in _reached(f, calls) & shared) for f in calls}
+
+
+def _reached(start: int, calls: dict[int, set[int]]) -> set[int]:
+    """The symbols a function's relocations name, through the functions it calls."""
+    seen, todo = set(), [start]
+    while todo:
+        for symbol in calls.get(todo.pop(), ()):
+            if symbol not in seen:
+                seen.add(symbol)
+                todo.append(symbol)
+    return seen
 
 
 def find_disassembler(nvcc: str | None = None) -> str | None:

@@ -18,11 +18,11 @@ NAME = "static"
 OBJECTIVES = ("registers", "spills", "stack", "shared", "instructions", "binary_size", "compile_time")
 
 
-def ptxas_report(stderr: str, arch: str) -> dict[str, int]:
+def ptxas_report(stderr: str, arch: str, cubin: bytes = b"") -> dict[str, int]:
     """The unit's resources over its kernels for `arch`: the most registers,
     stack and shared memory of one kernel, the spills of all (per kernel:
-    nvcc_evo.measure.sass)."""
-    kernels = resources(stderr, arch)
+    nvcc_evo.measure.sass; the cubin gives relocatable code's shared memory)."""
+    kernels = resources(stderr, arch, cubin)
     return {"registers": max((k.registers for k in kernels), default=0),
             "spills": sum(k.spills for k in kernels), "stack": max((k.stack for k in kernels), default=0),
             "shared": max((k.shared for k in kernels), default=0), "kernels": len(kernels)}
@@ -31,7 +31,7 @@ def ptxas_report(stderr: str, arch: str) -> dict[str, int]:
 def measure(result: CompileResult, arch: str) -> Measurement:
     if not result.ok:
         return failed(result.status, result.stderr)
-    report = ptxas_report(result.stderr, arch)
+    report = ptxas_report(result.stderr, arch, result.cubin)
     if report["kernels"] == 0:
         return failed("no-kernel", f"ptxas reported no entry function for {arch}\n{result.stderr}")
     metrics = {

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from nvcc_evo.errors import EnvironmentProblem, ExitCode, UsageError
 from nvcc_evo.retune.kernels import SassUnavailable, compare
-from nvcc_evo.retune.kernelview import lines
+from nvcc_evo.retune.kernelview import lines, notes
 from nvcc_evo.retune.options import Options, real_nvcc, with_settings
 from nvcc_evo.retune.reach import not_shipped, recorded_build
 from nvcc_evo.retune.tasks import check_target, find_tasks
@@ -44,7 +44,7 @@ def run_sass(acf: str | None, globs: tuple[str, ...], target: str | None) -> int
     listed = with_settings(options, project)        # the ptxas binaries ptxas.version chooses among, as for a build
     options = replace(options, ptxas=listed.ptxas, ptxas_source=listed.ptxas_source)
     tasks, skipped, _ = find_tasks(load(acf_path), acf_path, toolkit, options)
-    failed = 0
+    failed, shown = 0, []
     for task in tasks:
         space = build_space(task.unit, task.source, toolkit.accepts)
         build = recorded_build(task, acf_path, toolkit, options)      # the compile plan the wrapper builds with
@@ -64,7 +64,10 @@ def run_sass(acf: str | None, globs: tuple[str, ...], target: str | None) -> int
             continue
         said = "its ACF entry" if entry is not None else "no ACF entry: the baseline twice"
         print(f"{task}: the build's own flags against {said}")
-        print("\n".join(lines(comparison)))
+        print("\n".join(lines(comparison, note=False)))
+        shown.append(comparison)
+    for note in notes(shown):
+        print(note)
     return ExitCode.INVALID_INPUT if failed or skipped or not tasks else ExitCode.OK
 
 

@@ -20,7 +20,7 @@ from typing import Sequence
 from nvcc_evo.acf.edit.spelling import show_value
 from nvcc_evo.engine.evolve import Evaluation, pareto_front
 from nvcc_evo.engine.space import Genome
-from nvcc_evo.report.plots import convergence_figure, front_figure, svg
+from nvcc_evo.report.plots import MISSING, available, convergence_figure, front_figure, svg
 from nvcc_evo.report.sections import Section, sections
 from nvcc_evo.execute.store import Record
 
@@ -128,6 +128,8 @@ def _failures(section: Section) -> str:
 
 
 def _plots(section: Section, chosen: Record | None) -> str:
+    if not available():
+        return f"<p><small>{html.escape(MISSING)}</small></p>"
     first, second = section.objectives()
     values = lambda r, m: dict(r.measurement.metrics).get(m, math.inf) if r.measurement.ok else math.inf
     parts = []
@@ -253,6 +255,8 @@ def run_report(acf: str | None, globs: tuple[str, ...], stores: list[str], out: 
         replace_file(target, render(acf_path, found, paths, aside, version, unsearched))
     except OSError as error:
         raise EnvironmentProblem(f"cannot write the report {target}: {error.strerror or error}") from None
+    if found and not available():
+        print(f"nvcc-evo: note: the report has {MISSING}", file=sys.stderr)
     print(target)
     return ExitCode.OK
 

@@ -9,12 +9,21 @@ turns one into SVG text (for inlining in an HTML page), `save` writes it.
 """
 from __future__ import annotations
 
+import importlib.util
 import io
 import math
 from pathlib import Path
 from typing import Sequence
 
 Point = tuple[float, float]
+
+
+MISSING = "no plots: they need matplotlib (pip install 'nvcc-evo[report]')"
+
+
+def available() -> bool:
+    """Whether matplotlib is installed (the page is written without plots where not)."""
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def _pyplot():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.edit.spelling import show_value
-from nvcc_evo.acf.resolve import arch_order
+from nvcc_evo.acf.knobs import arch_order
 from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.driver.match.stale import fingerprint
 from nvcc_evo.retune.tasks import stale_reasons

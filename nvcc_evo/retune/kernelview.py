@@ -63,8 +63,9 @@ def demangled(names: list[str]) -> dict[str, str]:
     return dict(zip(names, said)) if len(said) == len(names) else {n: n for n in names}
 
 
-def lines(comparison: Comparison, indent: str = "  ") -> list[str]:
-    """One table per kernel, for a terminal."""
+def lines(comparison: Comparison, indent: str = "  ", note: bool = True) -> list[str]:
+    """One table per kernel, for a terminal (`note`: with the comparison's
+    note; a listing of several units says it once, after them: `notes`)."""
     pairs = comparison.pairs()
     names = demangled([name for name, _, _ in pairs])
     out = [f"{indent}per kernel, baseline -> chosen [{comparison.arch}]:"]
@@ -77,9 +78,14 @@ def lines(comparison: Comparison, indent: str = "  ") -> list[str]:
             out.append((f"{indent}    " + "  ".join(cells)).rstrip())
     if not pairs:
         out.append(f"{indent}  (ptxas reported no kernel)")
-    if comparison.note:
+    if note and comparison.note:
         out.append(f"{indent}  note: {comparison.note}")
     return out
+
+
+def notes(comparisons) -> list[str]:
+    """The comparisons' notes, each once (no nvdisasm: the same words for every unit)."""
+    return [f"note: {n}" for n in dict.fromkeys(c.note for c in comparisons if c is not None and c.note)]
 
 
 def html_tables(comparison: Comparison) -> str:

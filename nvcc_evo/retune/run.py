@@ -23,7 +23,7 @@ from nvcc_evo.driver.cache import prune
 from nvcc_evo.driver.common import ACF_NAME
 from nvcc_evo.driver.match.find import acf_problem, find_acf, untrusted_acf
 from nvcc_evo.driver.toolkit import Toolkit, cache_folder_if_any
-from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, UsageError
+from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, Interrupted, UsageError
 from nvcc_evo.engine import budget
 from nvcc_evo.execute.cluster import Cluster, open_cluster
 from nvcc_evo.execute.evaluate import Stopped
@@ -152,8 +152,9 @@ def _decided(options: Options, cluster: Cluster | None, acf_path: Path, toolkit:
 def _nothing_to_retune(skipped: list[str], waiting: list, kept: int) -> int:
     log(f"nothing retuned: {len(skipped)} skipped, as said above" if skipped else
         "nothing retuned: what is stale needs a measurement" if waiting else
-        "nothing to retune: every unit and target is up to date"
-        + (f" ({kept} kept for a GPU, as said above)" if kept else "") + " (use --all to force)")
+        f"nothing retuned: {kept} stale entr{'y' if kept == 1 else 'ies'} measured on a GPU kept for one, as said "
+        "above; the rest are up to date (name a unit or use --all to overwrite)" if kept else
+        "nothing to retune: every unit and target is up to date (use --all to force)")
     say_waiting(waiting, log)
     return ExitCode.INVALID_INPUT if skipped else ExitCode.OK
 
@@ -224,6 +225,5 @@ def _retune_all(tasks: list[Task], retune: Retune) -> list[Outcome]:
                     board.close()
         return [_one(task, retune) for task in tasks]
     except KeyboardInterrupt:
-        log(f"interrupted: every finished evaluation is kept in {retune.store.path}; "
-            "the same command resumes from there")
-        raise
+        raise Interrupted(f"interrupted: every finished evaluation is kept in {retune.store.path}; "
+                          "the same command resumes from there") from None

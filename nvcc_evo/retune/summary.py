@@ -30,7 +30,9 @@ def render(outcomes: list[Outcome]) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     for o in outcomes:
         lines += _summary(o)
-    return "\n".join(lines) + "\n"
+    from nvcc_evo.retune.kernelview import notes
+    said = notes([o.kernels for o in outcomes])
+    return "\n".join(lines + ([""] + said if said else [])) + "\n"
 
 
 def _summary(o: Outcome) -> list[str]:
@@ -61,7 +63,7 @@ def _summary(o: Outcome) -> list[str]:
         lines.append(f"  cost: {t.costs_text()}")
     if o.kernels is not None:
         from nvcc_evo.retune.kernelview import lines as kernel_lines
-        lines += kernel_lines(o.kernels)
+        lines += kernel_lines(o.kernels, note=False)
     if len(o.goal.minimize) > 1 and o.front:
         lines.append("  Pareto front (" + ", ".join(o.goal.minimize) + "):")
         for point in o.front:

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from nvcc_evo.acf import model
 from nvcc_evo.backends import TIMING as MEASURING_BACKENDS
-from nvcc_evo.acf.resolve import ARCH_PATTERN, arch_order
+from nvcc_evo.acf.knobs import arch_order
+from nvcc_evo.acf.resolve import ARCH_PATTERN
 from nvcc_evo.system.programs import note
 from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.driver import compiledb
@@ -209,7 +210,7 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit,
                 skipped.append(f"{unit} [{arch}]")
                 continue
             job, source, chooses = found
-            includes = parse_call(list(job.argv), {}).values("--include-path")
+            includes = parse_call(list(job.argv), {}, job.cwd).values("--include-path")
             print_ = fingerprint(source, [os.path.join(job.cwd, d) for d in includes], unit.named_files(),
                                  acf_path.parent)
             build = build_identity(job, acf_path.parent, bool(mine))

@@ -150,9 +150,9 @@ class RecordedBuild:
                  acf_path: Path, toolkit: Toolkit, environ):
         from nvcc_evo.driver.build.nvcc_options import parse_call
         from nvcc_evo.driver.toolkit import cache_folder_if_any
-        call = parse_call(list(argv), dict(env))
+        call = parse_call(list(argv), dict(env), cwd)
         if not (call.has("--gpu-architecture") or call.has("--generate-code") or call.has("--gpu-code")):
-            call = parse_call([*argv, f"-arch={arch}"], dict(env))    # (no record: the candidates' architecture)
+            call = parse_call([*argv, f"-arch={arch}"], dict(env), cwd)    # (no record: the candidates' architecture)
         self.call, self.arch, self.globs = call, arch, tuple(unit_globs)
         self.acf_dir, self.toolkit, self.environ = str(acf_path.parent), toolkit, environ
         self.base = build_plan(call, Path(cwd), environ, toolkit, cache_folder_if_any(), acf_path)

@@ -119,7 +119,7 @@ def _lookup(arg: str) -> tuple[str, Takes, str | None] | None:
     return None
 
 
-def _read_options(args: list[str], origin: str, call: dict) -> None:
+def _read_options(args: list[str], origin: str, call: dict, cwd: str = "") -> None:
     i = 0
     while i < len(args):
         arg = args[i]
@@ -145,27 +145,28 @@ def _read_options(args: list[str], origin: str, call: dict) -> None:
         call["options"].append(Opt(long, value if takes is not FLAG else None, origin))
         if long == "--options-file" and value is not None:       # (it takes a value)
             for path in split_list(value):
-                _read_options_file(path, call)
+                _read_options_file(path, call, cwd)
 
 
-def _read_options_file(path: str, call: dict) -> None:
+def _read_options_file(path: str, call: dict, cwd: str) -> None:
     try:
-        text = Path(path).read_text()
+        text = (Path(cwd) / path).read_text()       # relative to the call's folder, as nvcc reads it
     except OSError as error:
         call["problems"].append(f"cannot read options file {path}: {error.strerror}")
         return
     nested = {"options": [], "inputs": call["inputs"], "unknown": call["unknown"],
               "problems": call["problems"]}
-    _read_options(tokenize(text), path, nested)
+    _read_options(tokenize(text), path, nested, cwd)
     call["extra"].extend(nested["options"])
 
 
-def parse_call(argv: list[str], environ: Mapping[str, str] | None = None) -> NvccCall:
+def parse_call(argv: list[str], environ: Mapping[str, str] | None = None, cwd: str | os.PathLike = "") -> NvccCall:
     """Read an nvcc command line (and options files, NVCC_PREPEND_FLAGS and
-    NVCC_APPEND_FLAGS, which nvcc itself applies)."""
+    NVCC_APPEND_FLAGS, which nvcc itself applies); a relative options file
+    is read from `cwd`, the folder the call runs in (default: this process's)."""
     environ = os.environ if environ is None else environ
     call: dict[str, list] = {"options": [], "inputs": [], "unknown": [], "problems": [], "extra": []}
-    _read_options(list(argv), "argv", call)
+    _read_options(list(argv), "argv", call, os.fspath(cwd))
     for variable in ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"):
         env_call: dict[str, list] = {"options": [], "inputs": [], "unknown": call["unknown"],
                     "problems": call["problems"]}
@@ -178,7 +179,7 @@ def parse_call(argv: list[str], environ: Mapping[str, str] | None = None) -> Nvc
                     tuple(call["problems"]), tuple(call["extra"]))
 
 
-def rebuild_argv(argv: list[str], drop: set[str], keep_input: str | None) -> list[str]:
+def rebuild_argv(argv: list[str], drop: set[str], keep_input: str | None, cwd: str | os.PathLike = "") -> list[str]:
     """`argv` with the options named in `drop` (canonical long names) and
     every input but `keep_input` left out (None: every input stays); options
     files are expanded in place so that nothing in them can override what the
@@ -205,7 +206,7 @@ def rebuild_argv(argv: list[str], drop: set[str], keep_input: str | None) -> lis
         if long == "--options-file":
             for path in split_list(value or ""):
                 try:
-                    out.extend(rebuild_argv(tokenize(Path(path).read_text()), drop, keep_input))
+                    out.extend(rebuild_argv(tokenize((Path(cwd) / path).read_text()), drop, keep_input, cwd))
                 except OSError:
                     out.extend(words)
             continue

@@ -17,6 +17,7 @@ def gencode_codes(spec: str) -> list[str]:
 
 def _native_archs() -> list[str]:
     import subprocess
+    from nvcc_evo.acf.knobs import arch_order
     from nvcc_evo.system.programs import note
     note("nvidia-smi", "the GPUs' architectures")
     try:
@@ -24,7 +25,7 @@ def _native_archs() -> list[str]:
                              capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
         return []
-    return sorted({"sm_" + line.strip().replace(".", "") for line in out.splitlines() if line.strip()})
+    return sorted({"sm_" + line.strip().replace(".", "") for line in out.splitlines() if line.strip()}, key=arch_order)
 
 
 def no_sass_archs(call: NvccCall) -> list[str]:
@@ -65,8 +66,10 @@ def sass_archs(call: NvccCall, default_arch: str) -> tuple[list[str], str]:
         codes.append(arch)
     elif not codes:
         codes.append(default_arch)
-    sass = sorted({c for c in codes if c.startswith("sm_")})
-    jit = sorted({c for c in codes if c.startswith("compute_") and c.replace("compute_", "sm_") not in sass})
+    from nvcc_evo.acf.knobs import arch_order      # (imported when used: this module's imports stay few)
+    sass = sorted({c for c in codes if c.startswith("sm_")}, key=arch_order)
+    jit = sorted({c for c in codes if c.startswith("compute_") and c.replace("compute_", "sm_") not in sass},
+                 key=lambda c: arch_order(c.replace("compute_", "sm_")))
     if jit:
         return sass, f"{', '.join(jit)}: PTX only, compiled by the driver's JIT: no ptxas knob reaches it"
     return sass, ""
