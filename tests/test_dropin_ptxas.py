@@ -30,13 +30,20 @@ def project(tmp_path) -> Path:
     return folder
 
 
+def _imports(stderr: str) -> set[str]:
+    return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
 def compile_ptx(project: Path, evo_cache: Path, **extra) -> tuple[subprocess.CompletedProcess, set[str]]:
-    """One call through nvcc-evo-ptxas: what it did, and the modules it imported."""
+    """One call through nvcc-evo-ptxas: what it did, and the modules it imported
+    beyond the interpreter's own start (an editable install's import finder
+    loads pathlib there, before any code of ours; a wheel's install has none)."""
     env = evo_env(evo_cache, NVCC_EVO_REAL_PTXAS=shutil.which("ptxas"), PYTHONPROFILEIMPORTTIME="1", **extra)
     done = subprocess.run([str(PTXAS), *ARGV], cwd=project, env=env, capture_output=True, text=True)
-    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    start = subprocess.run([sys.executable, "-c", "pass"], cwd=project, env=env, capture_output=True, text=True)
     said = "".join(line + "\n" for line in done.stderr.splitlines() if not line.startswith("import time:"))
-    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout, said), imported
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout, said), \
+        _imports(done.stderr) - _imports(start.stderr)
 
 
 def test_an_acf_naming_other_kernels_costs_reading_two_files(project, evo_cache):
