@@ -114,7 +114,7 @@ gpu-setup:
 	python3 -m pip install -q --no-index --no-deps --target $(SITE) .device-wheels/*.whl
 	mkdir -p $(SITE)/bin && printf '#!/bin/sh\nexec python3 -m nvcc_evo "$$@"\n' > $(SITE)/bin/nvcc-evo && chmod +x $(SITE)/bin/nvcc-evo
 gpu-test: gpu-setup
-	PYTHONPATH=$(CURDIR):$(SITE) python3 -m pytest -q -m gpu tests/test_gpu.py tests/test_gpu_logic.py
+	PYTHONPATH=$(CURDIR):$(SITE) python3 -m pytest -q -m gpu $(wildcard tests/test_gpu*.py)
 
 # The kernel benchmark on a GPU: default against tuned builds, side by side.
 # With carried wheels (.device-wheels/, a machine without network) it runs
