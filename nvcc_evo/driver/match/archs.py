@@ -10,9 +10,15 @@ if TYPE_CHECKING:
     from nvcc_evo.driver.build.nvcc_options import NvccCall
 
 
-def gencode_codes(spec: str) -> list[str]:
+def _gencode_codes(spec: str) -> list[str]:
     match = re.search(r"code=\[?([^\]]*)\]?", spec.replace('"', ""))
     return [c.strip() for c in match.group(1).split(",")] if match else []
+
+
+def generated_codes(call: NvccCall) -> list[str]:
+    """The `code=` values of every -gencode of the call, in order."""
+    return [c for opt in call.all_options() if opt.name == "--generate-code" and opt.value
+            for c in _gencode_codes(opt.value)]
 
 
 def _native_archs() -> list[str]:
@@ -32,11 +38,7 @@ def no_sass_archs(call: NvccCall) -> list[str]:
     """The architectures (as sm_XX) whose code the call ships with no SASS:
     PTX alone (`code=compute_XX`, `-arch=compute_XX`: the driver's JIT
     compiles it) or LTO IR alone (`code=lto_XX`: the device link does)."""
-    codes: list[str] = []
-    for opt in call.all_options():
-        if opt.name == "--generate-code" and opt.value:
-            codes += gencode_codes(opt.value)
-    codes += call.values("--gpu-code")
+    codes = generated_codes(call) + call.values("--gpu-code")
     arch = call.last("--gpu-architecture")
     if arch is not None and arch.startswith("compute_") and not call.values("--gpu-code"):
         codes.append(arch)                 # (-arch=compute_XX alone: PTX only, as sass_archs says)
@@ -46,11 +48,7 @@ def no_sass_archs(call: NvccCall) -> list[str]:
 
 def sass_archs(call: NvccCall, default_arch: str) -> tuple[list[str], str]:
     """The SASS targets the call builds, and a note when that is a guess."""
-    codes: list[str] = []
-    gencode = call.all_options()
-    for opt in gencode:
-        if opt.name == "--generate-code" and opt.value:
-            codes += gencode_codes(opt.value)
+    codes = generated_codes(call)
     arch = call.last("--gpu-architecture")
     gpu_codes = call.values("--gpu-code")
     if gpu_codes:

@@ -28,11 +28,11 @@ def is_lto_compile(call: NvccCall) -> bool:
     """A compile for link-time optimisation (`-dc -dlto`, `code=lto_XX`, or
     `-dlto` compiling and linking in one call): ptxas does not compile its
     code on its own; the device link does, with every object of the link."""
-    from nvcc_evo.driver.match.archs import gencode_codes
+    from nvcc_evo.driver.match.archs import generated_codes
     if call.has("--device-link"):
         return False
-    codes = [c for o in call.all_options() if o.name == "--generate-code" and o.value for c in gencode_codes(o.value)]
-    return call.has("--dlink-time-opt") or any(c.startswith("lto_") for c in codes + call.values("--gpu-code"))
+    codes = generated_codes(call) + call.values("--gpu-code")
+    return call.has("--dlink-time-opt") or any(c.startswith("lto_") for c in codes)
 
 
 def lto_objects(call: NvccCall) -> list[str]:
