@@ -368,6 +368,21 @@ def test_a_unit_compiled_for_link_time_optimisation_is_not_searched_and_said_onc
     assert "note: a compile for link-time optimisation: no ptxas runs here" in explained, explained
 
 
+def test_a_link_time_compile_whose_dlto_is_in_an_options_file_of_the_build_folder_is_said(tmp_path, evo_cache):
+    """The same, with `-dlto` in an options file that the call names relative to its own folder (a build
+    folder, as CMake's are): the retune reads it from there, not from the folder the retune runs in."""
+    _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8}\n    }\n    tune {\n"
+                       "        minimize instructions\n    }")
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "lto.rsp").write_text("-arch=sm_90 -dlto\n")
+    _record(build, evo_cache, "--options-file", "lto.rsp", "-dc", "../k.cu", "-o", "k.o")
+    before = (tmp_path / "nvcc-evo.acf").read_text()
+    tuned = _retune(tmp_path, evo_cache)
+    assert tuned.returncode == 1 and tuned.stderr.count(LTO_SAID) == 1, tuned.stderr
+    assert (tmp_path / "nvcc-evo.acf").read_text() == before
+
+
 def _lto_links(nvcc: str, folder: Path) -> bool:
     """Whether this toolkit's device link can optimise (nvlink loads libnvvm from nvvm/lib64; a toolkit
     put together from the nvidia-nvvm wheel has it in lib/, and every -dlink -dlto fails)."""

@@ -123,7 +123,7 @@ def _job_for(unit: model.Unit, arch: str, acf_path: Path, mine: list, unreadable
         token = next((a for a in record.argv if os.path.realpath(os.path.join(record.cwd, a)) == real),
                      record.input)
         chooses = tuple((k, record.env[k]) for k in CHOOSING_ENV if k in record.env)
-        if is_lto_compile(parse_call(list(record.argv), {})):
+        if is_lto_compile(parse_call(list(record.argv), {}, record.cwd)):   # (options files: the call's folder)
             return LTO_BUILD
         # A kernel unit's PTX is compiled by the ptxas its program ran (Triton's own): what it measures ships.
         program = record.nvcc if unit.is_kernel and os.path.isfile(record.nvcc) else None
