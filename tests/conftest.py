@@ -77,6 +77,20 @@ def _pip_toolkit() -> Path | None:
     return _pip_tool("nvcc")
 
 
+def cmake_configure(source: Path, build: Path, env: dict) -> None:
+    """`cmake -S SOURCE -B BUILD` with the installed nvcc-evo as its CUDA compiler, as a user configures."""
+    done = subprocess.run(["cmake", "-S", str(source), "-B", str(build), f"-DCMAKE_CUDA_COMPILER={EVO}"],
+                          env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def cmake_build(build: Path, env: dict) -> subprocess.CompletedProcess:
+    """`cmake --build BUILD`, which must succeed."""
+    done = subprocess.run(["cmake", "--build", str(build)], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
 def cuobjdump() -> Path:
     found = _pip_tool("cuobjdump")         # (the test extra's nvidia-cuda-cuobjdump, with or without CUDA 13.5)
     if found is not None:

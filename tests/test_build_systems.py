@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, EVO, evo_env
+from conftest import DATA, EVO, cmake_build, cmake_configure, evo_env
 
 
 def log_entries(path: Path) -> list[dict]:
@@ -104,14 +104,11 @@ def test_cmake_rebuilds_when_the_acf_changes(tmp_path, evo_cache):
     shutil.copytree(DATA / "projects" / "cmake", source)
     env = evo_env(evo_cache)
     build_dir = source / "build"
-    configure = subprocess.run(["cmake", "-S", str(source), "-B", str(build_dir), f"-DCMAKE_CUDA_COMPILER={EVO}"],
-                               env=env, capture_output=True, text=True)
-    assert configure.returncode == 0, configure.stdout + configure.stderr
-    first = subprocess.run(["cmake", "--build", str(build_dir)], env=env, capture_output=True, text=True)
-    assert first.returncode == 0 and "Used 40 registers" in first.stdout + first.stderr, first.stdout + first.stderr
+    cmake_configure(source, build_dir, env)
+    first = cmake_build(build_dir, env)
+    assert "Used 40 registers" in first.stdout + first.stderr, first.stdout + first.stderr
     _retuned_by_hand(source / "nvcc-evo.acf")
-    again = subprocess.run(["cmake", "--build", str(build_dir)], env=env, capture_output=True, text=True)
-    assert again.returncode == 0, again.stdout + again.stderr
+    again = cmake_build(build_dir, env)
     assert "Used 48 registers" in again.stdout + again.stderr
 
 
@@ -133,16 +130,13 @@ def test_a_cmake_projects_retune_reads_its_options_file_from_the_build_folder(tm
                                          '    tune {\n        minimize registers\n    }\n}\n')
     env = evo_env(evo_cache)
     build_dir = source / "build"
-    configure = subprocess.run(["cmake", "-S", str(source), "-B", str(build_dir), f"-DCMAKE_CUDA_COMPILER={EVO}"],
-                               env=env, capture_output=True, text=True)
-    assert configure.returncode == 0, configure.stdout + configure.stderr
-    first = subprocess.run(["cmake", "--build", str(build_dir)], env=env, capture_output=True, text=True)
-    assert first.returncode == 0, first.stdout + first.stderr
+    cmake_configure(source, build_dir, env)
+    cmake_build(build_dir, env)
     assert list(build_dir.glob("CMakeFiles/kern.dir/includes_CUDA.rsp")), "CMake gave no options file"
     tuned = subprocess.run([str(EVO), "--retune", "--backend", "static", "--evaluations", "4"], cwd=source,
                            env=env, capture_output=True, text=True)
     assert tuned.returncode == 0, tuned.stderr
     assert "ship check" not in tuned.stderr and "cannot read options file" not in tuned.stderr, tuned.stderr
     assert "ptxas.maxrregcount = 32" in (source / "nvcc-evo.acf").read_text()
-    again = subprocess.run(["cmake", "--build", str(build_dir)], env=env, capture_output=True, text=True)
-    assert again.returncode == 0 and "Used 32 registers" in again.stdout + again.stderr, again.stdout + again.stderr
+    again = cmake_build(build_dir, env)
+    assert "Used 32 registers" in again.stdout + again.stderr, again.stdout + again.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EVO, ROOT, cuobjdump, evo_env, run_evo, sass
+from conftest import ROOT, cmake_build, cmake_configure, cuobjdump, evo_env, run_evo, sass
 from test_ptxas_choice import FIXTURES, PTXAS133, needs_133, needs_fixtures
 
 from nvcc_evo.measure.candidate import sass_hash
@@ -289,19 +289,16 @@ def test_a_cmake_project_of_nine_architectures_ships_every_written_entry(tmp_pat
         "set_property(SOURCE k.cu APPEND PROPERTY OBJECT_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/nvcc-evo.acf)\n")
     env = evo_env(evo_cache)
     build = tmp_path / "build"
-    configured = subprocess.run(["cmake", "-S", str(tmp_path), "-B", str(build), f"-DCMAKE_CUDA_COMPILER={EVO}"],
-                                env=env, capture_output=True, text=True)
-    assert configured.returncode == 0, configured.stdout + configured.stderr
-    built = subprocess.run(["cmake", "--build", str(build)], env=env, capture_output=True, text=True)
-    assert built.returncode == 0, built.stdout + built.stderr
+    cmake_configure(tmp_path, build, env)
+    cmake_build(build, env)
     for target in ("sm_90", "sm_120"):
         tuned = run_evo("--retune", "--backend", "static", "--evaluations", "6", "--target", target,
                         cwd=tmp_path, env=env)
         assert tuned.returncode == 0, tuned.stderr
     written = _entries(tmp_path / "nvcc-evo.acf")
     assert set(written) == {"sm_90", "sm_120"} and all(written.values()), written
-    rebuilt = subprocess.run(["cmake", "--build", str(build)], env=env, capture_output=True, text=True)
-    assert rebuilt.returncode == 0 and "k.cu.o" in rebuilt.stdout, rebuilt.stdout + rebuilt.stderr
+    rebuilt = cmake_build(build, env)
+    assert "k.cu.o" in rebuilt.stdout, rebuilt.stdout + rebuilt.stderr
     defines = {k: v for k, v in written["sm_90"].items() if k.startswith("define.")}
     assert all(e.get(k) == v for e in written.values() for k, v in defines.items()), written
     obj = build / "CMakeFiles" / "k.dir" / "k.cu.o"
