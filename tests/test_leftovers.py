@@ -156,6 +156,38 @@ def test_the_group_dies_with_a_killed_parent(tmp_path):
     assert wait_until(lambda: not Path(f"/proc/{sleeper}").exists() or _state(sleeper) == "Z", 3)
 
 
+def test_a_group_starts_though_a_fork_handler_would_hang_a_forked_child(tmp_path):
+    """No code runs in the forked child before the exec: a fork handler that never returns in a
+    child (as the CUDA driver's once did, under several searches at once) cannot hang a compile.
+    The Python fork handler stands for it: it runs only where Python code runs after the fork
+    (a preexec_fn, as the guard had before, hung here for the handler's 60 s)."""
+    code = ("import os, time\n"
+            "os.register_at_fork(after_in_child=lambda: time.sleep(60))\n"
+            "from nvcc_evo.system.leftovers import run_in_group\n"
+            "done = run_in_group(['sh', '-c', 'cat; echo out; echo err >&2; exit 7'], timeout=30)\n"
+            "print(done.returncode, repr(done.stdout), repr(done.stderr))\n")
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.stdout == "7 'out\\n' 'err\\n'\n", run        # the command's stdin empty, its outputs and status
+    assert time.monotonic() - started < 20
+
+
+def test_the_group_dies_with_a_parent_killed_while_another_thread_started_it(tmp_path):
+    """A group started by a thread other than the main one (a search's compile) dies with the
+    process too."""
+    code = ("import threading, time\n"
+            "from nvcc_evo.system.leftovers import run_in_group\n"
+            f"threading.Thread(target=run_in_group, args=(['sleep', '61'],), kwargs={{'cwd': {str(tmp_path)!r}}},"
+            " daemon=True).start()\n"
+            "time.sleep(120)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path)
+    assert wait_until(lambda: any(c.startswith("sleep 61") for c in _children_commands(parent.pid)), 30)
+    sleeper = next(pid for pid, c in _all_commands().items() if c.startswith("sleep 61") and _ancestor(pid, parent.pid))
+    parent.kill()
+    parent.wait()
+    assert wait_until(lambda: not Path(f"/proc/{sleeper}").exists() or _state(sleeper) == "Z", 3)
+
+
 def _all_commands() -> dict[int, str]:
     found = {}
     for entry in Path("/proc").iterdir():

@@ -12,9 +12,9 @@ machine). A folder with no lock file (an older nvcc-evo's) goes once it is
 an hour old.
 
 Child processes run in a process group of their own, under a small shell
-that kills the whole group when nvcc-evo dies (Linux: the parent-death
-signal), so that no nvcc, cicc or ptxas outlives a killed retune; a timeout
-or an interrupt kills the group too.
+that kills the whole group when nvcc-evo dies (it sees the end of a pipe
+only nvcc-evo holds open), so that no nvcc, cicc or ptxas outlives a killed
+retune; a timeout or an interrupt kills the group too.
 
 Only os-level modules here: the split build path uses the folders and the sweep.
 """
@@ -37,9 +37,15 @@ CANDIDATE_ACF = re.compile(r"\.nvcc-evo-candidate-([0-9]+)(?:-[A-Za-z0-9_]+)?\.a
 LOCK_NAME = ".nvcc-evo.lock"
 UNLOCKED_AGE = 3600          # seconds: a private folder with no lock file (an older nvcc-evo's) is left this long
 SHELL = "/bin/sh"
-# The group's guard: nvcc-evo's death sends it SIGTERM, and it kills its
-# whole group (itself, the command, everything the command started).
-GUARD = 'trap "kill -KILL 0" TERM; "$@" & wait $!'
+# The group's guard. Its stdin is the read end of a pipe whose write end only this process holds
+# (_death_pipe): a reader beside the command sees the end of that pipe when nvcc-evo dies, however it
+# dies, and kills the whole group (itself, the command, everything the command started); a SIGTERM
+# does the same. The command itself gets an empty stdin. No code of ours runs in the forked child
+# before the exec (no preexec_fn): in a threaded process that is unsafe, and the CUDA driver's fork
+# handlers once hung it for good (several searches at once on a GPU machine).
+GUARD = ('exec 3<&0 </dev/null; trap "kill -KILL 0" TERM; '
+         '{ read _ <&3; kill -KILL 0; } >/dev/null 2>&1 & watch=$!; '
+         '"$@" 3<&- & wait $!; status=$?; kill -KILL $watch 2>/dev/null; exit $status')
 _held: dict[str, int] = {}          # a private folder of this process -> the fd holding its lock
 _held_lock = threading.Lock()
 
@@ -194,21 +200,19 @@ _running_lock = threading.Lock()
 OWNER: contextvars.ContextVar = contextvars.ContextVar("nvcc_evo_group_owner", default=None)
 
 
-def _die_with_parent():
-    """A preexec function that has the child's guard sent SIGTERM when this
-    thread's process dies (Linux prctl PR_SET_PDEATHSIG); None elsewhere."""
-    try:
-        import ctypes
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
+_pipe: tuple[int, int] | None = None      # (this process's id, the read end of its death pipe)
+_pipe_lock = threading.Lock()
 
-    def arm() -> None:
-        prctl(1, signal.SIGTERM, 0, 0, 0)       # 1: PR_SET_PDEATHSIG
-        if os.getppid() != parent:             # the parent died before it was armed
-            os._exit(143)
-    return arm
+
+def _death_pipe() -> int:
+    """The read end of this process's death pipe (made once per process; its
+    write end, closed on exec, stays open until the process ends)."""
+    global _pipe
+    with _pipe_lock:
+        if _pipe is None or _pipe[0] != os.getpid():      # (a forked child makes its own)
+            read, _write = os.pipe()                       # both close on exec; the write end is never closed
+            _pipe = (os.getpid(), read)
+        return _pipe[1]
 
 
 def kill_group(process: subprocess.Popen) -> None:
@@ -232,8 +236,8 @@ def run_in_group(argv: list[str], cwd=None, env=None, timeout: float | None = No
     captured, stdin empty; its whole group is killed at the timeout, on an
     exception here (an interrupt), and when this process dies."""
     process = subprocess.Popen([SHELL, "-c", GUARD, "nvcc-evo-group", *argv], cwd=cwd, env=env,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True, preexec_fn=_die_with_parent())
+                               stdin=_death_pipe(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
     with _running_lock:
         _running[process] = OWNER.get()
     try:
