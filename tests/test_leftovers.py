@@ -158,7 +158,7 @@ def test_the_group_dies_with_a_killed_parent(tmp_path):
 
 def test_a_group_starts_though_a_fork_handler_would_hang_a_forked_child(tmp_path):
     """No code runs in the forked child before the exec: a fork handler that never returns in a
-    child (as the CUDA driver's once did, under several searches at once) cannot hang a compile.
+    child (several searches at once on a GPU machine once hung so, between the fork and the exec) cannot hang a compile.
     The Python fork handler stands for it: it runs only where Python code runs after the fork
     (a preexec_fn, as the guard had before, hung here for the handler's 60 s)."""
     code = ("import os, time\n"
