@@ -41,8 +41,8 @@ SHELL = "/bin/sh"
 # (_death_pipe): a reader beside the command sees the end of that pipe when nvcc-evo dies, however it
 # dies, and kills the whole group (itself, the command, everything the command started); a SIGTERM
 # does the same. The command itself gets an empty stdin. No code of ours runs in the forked child
-# before the exec (no preexec_fn): in a threaded process that is unsafe, and the CUDA driver's fork
-# handlers once hung it for good (several searches at once on a GPU machine).
+# before the exec (no preexec_fn): in a threaded process that is unsafe, and children that never
+# reached their exec once hung several searches at once on a GPU machine for good.
 GUARD = ('exec 3<&0 </dev/null; trap "kill -KILL 0" TERM; '
          '{ read _ <&3; kill -KILL 0; } >/dev/null 2>&1 & watch=$!; '
          '"$@" 3<&- & wait $!; status=$?; kill -KILL $watch 2>/dev/null; exit $status')
