@@ -145,7 +145,7 @@ def test_a_timeout_kills_every_step_of_the_compile(project):
 
 
 def test_the_group_dies_with_a_killed_parent(tmp_path):
-    """The guard shell gets the parent-death signal and kills its group:
+    """The guard shell sees the end of the death pipe and kills its group:
     here the parent is a Python that runs `sleep` through run_in_group."""
     code = f"from nvcc_evo.system.leftovers import run_in_group; run_in_group(['sleep', '60'], cwd={str(tmp_path)!r})"
     parent = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path)
