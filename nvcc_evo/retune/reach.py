@@ -177,7 +177,7 @@ def ship_check(outcome: Outcome, acf_path: Path, toolkit: Toolkit, options: Opti
                                       timeout=max(task.job.timeout, SHIP_CHECK_TIMEOUT)))
     if not built.ok:
         return f"the build's flags ({' '.join(step.flags) or 'none'}) do not compile: {built.status}"
-    if sass_hash(built.cubin) == measured:
+    if sass_hash(built.cubin, built.module_id) == measured:
         return ""
     added = [f for f in step.flags if f not in measured_flags]
     lost = [f for f in measured_flags if f not in step.flags]
