@@ -166,9 +166,19 @@ def test_the_ship_check_passes_a_unit_whose_module_id_names_the_compiling_proces
     _project(tmp_path, "    search {\n        ptxas.maxrregcount in {24, 255}\n    }\n    tune {\n"
                        "        minimize registers\n    }", source=source)
     _record(tmp_path, evo_cache, "-arch=sm_90", "-rdc=true", "-c", "k.cu", "-o", "k.o")
+    before = (tmp_path / "nvcc-evo.acf").read_text()
     tuned = _retune(tmp_path, evo_cache)
     assert tuned.returncode == 0 and "ship check" not in tuned.stderr, tuned.stderr
     assert "ptxas.maxrregcount = 24" in (tmp_path / "nvcc-evo.acf").read_text(), tuned.stderr
+    # The whole space stored, by an older nvcc-evo, whose hashes kept the process id: the choice is written.
+    store = tmp_path / ".nvcc-evo" / "results.jsonl"
+    lines = [json.loads(line) for line in store.read_text().splitlines()]
+    store.write_text("".join(json.dumps({**line, "sass_hash": f"{i:032x}"}) + "\n" for i, line in enumerate(lines)))
+    (tmp_path / "nvcc-evo.acf").write_text(before)
+    again = _retune(tmp_path, evo_cache)
+    assert again.returncode == 0 and "nothing to search" in again.stderr and "ship check" not in again.stderr, \
+        again.stderr
+    assert "ptxas.maxrregcount = 24" in (tmp_path / "nvcc-evo.acf").read_text(), again.stderr
 
 
 def _counting_nvcc(folder: Path, real: Path, when: str, nth: int, then: str) -> Path:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shlex
 import struct
 import threading
@@ -32,6 +33,9 @@ REPLACED = {"--output-file", "--generate-code", "--gpu-architecture", "--gpu-cod
             "--keep", "--keep-dir", "--save-temps", "--dryrun", "--link", "--lib", "--run",
             "--preprocess", "--cuda", "--ptx", "--cubin", "--fatbin", "--device-link"}
 TOOL_NOTE = ".note.nv.tkinfo"     # the section where ptxas writes its own command line
+# nvcc's module id (CUDA 13.0) where it ends with the compiling process's id: _HASH_LEN_NAME_HASH_PID, NAME the
+# source's file name of LEN characters with its dots as underscores.
+PID_MODULE_ID = re.compile(r"_[0-9a-f]{8}_(?P<length>\d+)_(?P<name>\w+)_[0-9a-f]{8}_(?P<pid>\d+)")
 
 
 @dataclass(frozen=True)
@@ -352,11 +356,13 @@ def sass_hash(cubin: bytes, module_id: str = "") -> str:
 
 def _module_id_spellings(module_id: str) -> tuple[bytes, bytes]:
     """The module id and the same with its process id zeroed (as long, so the
-    offsets of names after it stay); (b"", b"") when it ends with none."""
-    stem, _, pid = module_id.rpartition("_")
-    if not stem or not pid.isdigit():
+    offsets of names after it stay); (b"", b"") for one of another form (a
+    unit with a kernel of external linkage: `_HASH_LEN_NAME__KERNEL`, or
+    `_HASH_LEN_NAME_HASH` for an extern "C" one), which is the same in every compile."""
+    found = PID_MODULE_ID.fullmatch(module_id)
+    if found is None or len(found["name"]) != int(found["length"]):
         return b"", b""
-    return module_id.encode(), f"{stem}_{'0' * len(pid)}".encode()
+    return module_id.encode(), (module_id[:found.start("pid")] + "0" * len(found["pid"])).encode()
 
 
 def instruction_count(cubin: bytes) -> int:
