@@ -91,18 +91,19 @@ template __global__ void twice<float>(float *);
 """
 
 
-def test_two_compiles_of_a_unit_whose_module_id_names_a_process_have_one_sass_hash(real_nvcc, tmp_path):
-    """Found building NVIDIA/cuda-samples' reduction: every ship check failed, as a compile of the build's
-    flags never gave the measured candidate's hash."""
+@pytest.mark.parametrize("build", [(), ("-rdc=true", "-lineinfo")])      # (the second: PTX sections named by a hash)
+def test_two_compiles_of_a_unit_whose_module_id_names_a_process_have_one_sass_hash(real_nvcc, tmp_path, build):
+    """Found building NVIDIA/cuda-samples' reduction (CMake: -rdc=true -lineinfo): every ship check failed,
+    as a compile of the build's flags never gave the measured candidate's hash."""
     (tmp_path / "t.cu").write_text(TEMPLATES_ONLY)
-    job = CompileJob(str(real_nvcc), ("-c", "t.cu"), str(tmp_path), "t.cu", "sm_90")
+    job = CompileJob(str(real_nvcc), ("-c", "t.cu", *build), str(tmp_path), "t.cu", "sm_90")
     first, second = compile_candidate(job), compile_candidate(job)
     assert first.ok and second.ok and first.cubin != second.cubin      # (nvcc's own: the process ids differ)
     assert first.module_id and first.module_id != second.module_id
     assert sass_hash(first.cubin, first.module_id) == sass_hash(second.cubin, second.module_id)
     cache = PtxCache()
     assert compile_candidate(job, cache).ok
-    other = replace(job, flags=("-Xptxas", "-O1"))
+    other = replace(job, flags=("-Xptxas", "-O0"))
     reused, full = compile_candidate(other, cache), compile_candidate(other)
     assert cache.reused == 1 and reused.module_id
     assert sass_hash(reused.cubin, reused.module_id) == sass_hash(full.cubin, full.module_id)

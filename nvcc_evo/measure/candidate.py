@@ -35,6 +35,9 @@ REPLACED = {"--output-file", "--generate-code", "--gpu-architecture", "--gpu-cod
 TOOL_NOTE = ".note.nv.tkinfo"     # the section where ptxas writes its own command line
 # nvcc's module id (CUDA 13.0) where it ends with the compiling process's id: _HASH_LEN_NAME_HASH_PID, NAME the
 # source's file name of LEN characters with its dots as underscores.
+DEBUG_PTX = re.compile(rb"\.nv_debug_ptx_txt\.\d+")
+NOT_CODE = ("debug", "nv_debug", "rel.debug", "rela.debug", "rel.nv_debug", "rela.nv_debug")
+SYMBOL = struct.Struct("<IBBHQQ")      # an ELF64 symbol: name's offset, info, other, section, value, size
 PID_MODULE_ID = re.compile(r"_[0-9a-f]{8}_(?P<length>\d+)_(?P<name>\w+)_[0-9a-f]{8}_(?P<pid>\d+)")
 
 
@@ -340,18 +343,35 @@ def cubin_sections(data: bytes) -> dict[str, bytes]:
 
 
 def sass_hash(cubin: bytes, module_id: str = "") -> str:
-    """Identity of the machine code, leaving out ptxas's note of its own
-    options and the process id that ends nvcc's module id (`module_id`, the
-    compile's), which the names of a unit with template kernels alone and a
-    name of internal linkage carry: two compiles of it differ there alone."""
+    """Identity of the machine code: every section but ptxas's note of its
+    own options, the debug information (-lineinfo's; with --compile-only its
+    PTX section is named by a hash of the PTX) and the string tables, whose
+    names count where sections and symbols use them. The process id that
+    ends nvcc's module id (`module_id`, the compile's), which the names of a
+    unit with template kernels alone and a name of internal linkage carry, is
+    zeroed: two compiles of it differ there alone."""
     mine, same = _module_id_spellings(module_id)
+
+    def named(text: bytes) -> bytes:
+        return DEBUG_PTX.sub(b".nv_debug_ptx_txt", text.replace(mine, same) if mine else text)
+    sections = cubin_sections(cubin)
     digest = hashlib.sha256()
-    for name, content in sorted(cubin_sections(cubin).items()):
-        if name != TOOL_NOTE:
-            if mine:
-                name, content = name.replace(mine.decode(), same.decode()), content.replace(mine, same)
-            digest.update(name.encode() + b"\0" + hashlib.sha256(content).digest())
+    for name, content in sorted(sections.items()):
+        if name == TOOL_NOTE or name in (".strtab", ".shstrtab") or name.lstrip(".").startswith(NOT_CODE):
+            continue
+        content = _symbols(content, sections.get(".strtab", b""), named) if name == ".symtab" else named(content)
+        digest.update(named(name.encode()) + b"\0" + hashlib.sha256(content).digest())
     return digest.hexdigest()[:32]
+
+
+def _symbols(table: bytes, strings: bytes, named) -> bytes:
+    """An ELF64 symbol table with each symbol's name in place of its offset in the string table."""
+    out = []
+    for at in range(0, len(table) - SYMBOL.size + 1, SYMBOL.size):
+        offset, *rest = SYMBOL.unpack_from(table, at)
+        name = strings[offset:strings.index(b"\0", offset)] if offset < len(strings) else b""
+        out.append(named(name) + b"\0" + SYMBOL.pack(0, *rest))
+    return b"".join(out)
 
 
 def _module_id_spellings(module_id: str) -> tuple[bytes, bytes]:
