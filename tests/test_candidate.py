@@ -80,3 +80,31 @@ def test_candidates_of_one_front_end_compiled_together_share_one_ptx(job):
     results = dict(compile_each(jobs, workers=2, ptx=cache))
     assert all(r.ok for r in results.values())
     assert cache.reused == len(PTXAS_ONLY) - 1 and len(cache.ptx) == 2
+
+
+# A unit whose kernels are all templates and which holds a name of internal linkage (cuda::std's, cooperative
+# groups', or its own): nvcc's module id, in the cubin's names, ends with the id of the process that compiled it.
+TEMPLATES_ONLY = """\
+namespace { __device__ int calls; }
+template <class T> __global__ void twice(T *p) { p[threadIdx.x] *= 2; atomicAdd(&calls, 1); }
+template __global__ void twice<float>(float *);
+"""
+
+
+@pytest.mark.parametrize("build", [(), ("-rdc=true", "-lineinfo")])      # (the second: PTX sections named by a hash)
+def test_two_compiles_of_a_unit_whose_module_id_names_a_process_have_one_sass_hash(real_nvcc, tmp_path, build):
+    """Found building NVIDIA/cuda-samples' reduction (CMake: -rdc=true -lineinfo): every ship check failed,
+    as a compile of the build's flags never gave the measured candidate's hash."""
+    (tmp_path / "t.cu").write_text(TEMPLATES_ONLY)
+    job = CompileJob(str(real_nvcc), ("-c", "t.cu", *build), str(tmp_path), "t.cu", "sm_90")
+    first, second = compile_candidate(job), compile_candidate(job)
+    assert first.ok and second.ok and first.cubin != second.cubin      # (nvcc's own: the process ids differ)
+    assert first.module_id and first.module_id != second.module_id
+    assert sass_hash(first.cubin, first.module_id) == sass_hash(second.cubin, second.module_id)
+    cache = PtxCache()
+    assert compile_candidate(job, cache).ok
+    other = replace(job, flags=("-Xptxas", "-O0"))
+    reused, full = compile_candidate(other, cache), compile_candidate(other)
+    assert cache.reused == 1 and reused.module_id
+    assert sass_hash(reused.cubin, reused.module_id) == sass_hash(full.cubin, full.module_id)
+    assert sass_hash(full.cubin, full.module_id) != sass_hash(first.cubin, first.module_id)

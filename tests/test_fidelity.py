@@ -156,6 +156,31 @@ def test_the_ship_check_writes_nothing_when_the_build_would_read_another_entry(t
     assert tuned.returncode != 0
 
 
+def test_the_ship_check_passes_a_unit_whose_module_id_names_the_compiling_process(tmp_path, evo_cache):
+    """Template kernels and a name of internal linkage (NVIDIA/cuda-samples' reduction, under CMake): each
+    compile's cubin names its own process in nvcc's module id; the build's compile is the measured code."""
+    source = ("namespace { __device__ int calls; }\n"
+              "template <int N> __global__ void k(float *x) { float s = 0; for (int j = 0; j < N; ++j)\n"
+              "    s += x[(threadIdx.x * 7 + j) % 256] * x[j]; x[threadIdx.x] = s; atomicAdd(&calls, 1); }\n"
+              "template __global__ void k<24>(float *);\n")
+    _project(tmp_path, "    search {\n        ptxas.maxrregcount in {24, 255}\n    }\n    tune {\n"
+                       "        minimize registers\n    }", source=source)
+    _record(tmp_path, evo_cache, "-arch=sm_90", "-rdc=true", "-c", "k.cu", "-o", "k.o")
+    before = (tmp_path / "nvcc-evo.acf").read_text()
+    tuned = _retune(tmp_path, evo_cache)
+    assert tuned.returncode == 0 and "ship check" not in tuned.stderr, tuned.stderr
+    assert "ptxas.maxrregcount = 24" in (tmp_path / "nvcc-evo.acf").read_text(), tuned.stderr
+    # The whole space stored, by an older nvcc-evo, whose hashes kept the process id: the choice is written.
+    store = tmp_path / ".nvcc-evo" / "results.jsonl"
+    lines = [json.loads(line) for line in store.read_text().splitlines()]
+    store.write_text("".join(json.dumps({**line, "sass_hash": f"{i:032x}"}) + "\n" for i, line in enumerate(lines)))
+    (tmp_path / "nvcc-evo.acf").write_text(before)
+    again = _retune(tmp_path, evo_cache)
+    assert again.returncode == 0 and "nothing to search" in again.stderr and "ship check" not in again.stderr, \
+        again.stderr
+    assert "ptxas.maxrregcount = 24" in (tmp_path / "nvcc-evo.acf").read_text(), again.stderr
+
+
 def _counting_nvcc(folder: Path, real: Path, when: str, nth: int, then: str) -> Path:
     """A real nvcc behind a script that does `then` at the nth full candidate compile (a retune's: --keep,
     not --dryrun) whose arguments match the shell pattern `when`."""

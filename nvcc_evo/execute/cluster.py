@@ -112,7 +112,7 @@ def reuse_remote(job, first: list) -> CompileResult:
     except ray.exceptions.RayError:
         made = None
     if made is not None and made.ok and made.ptx:
-        result = ptxas_only(job, made.ptx)
+        result = ptxas_only(job, made.ptx, made.module_id)
         if result.status != "no-ptxas-step":
             return result
     return compile_candidate(job)

@@ -309,7 +309,7 @@ class Evaluator:
 
     @staticmethod
     def digest(result: CompileResult | None) -> str:
-        return sass_hash(result.cubin) if result is not None and result.ok else ""
+        return sass_hash(result.cubin, result.module_id) if result is not None and result.ok else ""
 
     def close(self) -> None:
         """Compiles still running (a batch started but not measured) are killed."""

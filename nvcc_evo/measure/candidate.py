@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shlex
 import struct
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from nvcc_evo.driver.build.nvcc_options import rebuild_argv
 from nvcc_evo.driver.build.split import PTXAS_STEP, read_steps
@@ -31,6 +33,12 @@ REPLACED = {"--output-file", "--generate-code", "--gpu-architecture", "--gpu-cod
             "--keep", "--keep-dir", "--save-temps", "--dryrun", "--link", "--lib", "--run",
             "--preprocess", "--cuda", "--ptx", "--cubin", "--fatbin", "--device-link"}
 TOOL_NOTE = ".note.nv.tkinfo"     # the section where ptxas writes its own command line
+# nvcc's module id (CUDA 13.0) where it ends with the compiling process's id: _HASH_LEN_NAME_HASH_PID, NAME the
+# source's file name of LEN characters with its dots as underscores.
+DEBUG_PTX = re.compile(rb"\.nv_debug_ptx_txt\.\d+")
+NOT_CODE = ("debug", "nv_debug", "rel.debug", "rela.debug", "rel.nv_debug", "rela.nv_debug")
+SYMBOL = struct.Struct("<IBBHQQ")      # an ELF64 symbol: name's offset, info, other, section, value, size
+PID_MODULE_ID = re.compile(r"_[0-9a-f]{8}_(?P<length>\d+)_(?P<name>\w+)_[0-9a-f]{8}_(?P<pid>\d+)")
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,7 @@ class CompileResult:
     stderr: str
     cubin: bytes = b""
     ptx: bytes = field(default=b"", repr=False)     # the PTX ptxas compiled (PtxCache keeps it)
+    module_id: str = ""           # nvcc's module id of that PTX (sass_hash)
 
     @property
     def ok(self) -> bool:
@@ -81,13 +90,21 @@ def _finished(job: CompileJob, done, seconds: float, work: str, what: str = "com
     if done.returncode is None:
         return CompileResult("timeout", seconds, f"{what} exceeded {job.timeout:.0f} s\n{done.stderr}")
     if done.returncode != 0:
-        return CompileResult("compile-error", seconds, done.stderr, ptx=_front_end_ptx(work, done.stderr))
+        kept = _front_end_ptx(work, done.stderr)
+        return CompileResult("compile-error", seconds, done.stderr, ptx=kept, module_id=_module_id(work) if kept else "")
     # One architecture: nvcc names it SOURCE.cubin; several: SOURCE.sm_XX.cubin.
     cubins = sorted(Path(work).glob(f"*.{job.arch}.cubin")) or sorted(Path(work).glob("*.cubin"))
     if not cubins:
         return CompileResult("no-cubin", seconds, done.stderr + "\nno cubin for " + job.arch)
     ptx = sorted(Path(work).glob("*.ptx"))
-    return CompileResult("ok", seconds, done.stderr, cubins[0].read_bytes(), ptx[0].read_bytes() if ptx else b"")
+    return CompileResult("ok", seconds, done.stderr, cubins[0].read_bytes(), ptx[0].read_bytes() if ptx else b"",
+                         _module_id(work))
+
+
+def _module_id(work: str) -> str:
+    """The module id nvcc's front end wrote (SOURCE.module_id, kept): "" for a PTX input, which has none."""
+    found = sorted(Path(work).glob("*.module_id"))
+    return found[0].read_text(errors="replace").strip() if found else ""
 
 
 def _front_end_ptx(work: str, stderr: str) -> bytes:
@@ -158,6 +175,12 @@ def front_end(job: CompileJob) -> tuple:
     return (job.nvcc, job.argv, job.cwd, job.source, job.arch, tuple(kept), job.env)
 
 
+class MadePtx(NamedTuple):
+    """A front end's PTX and the module id its compile gave it."""
+    ptx: bytes
+    module_id: str
+
+
 class PtxCache:
     """One PTX per front end: the first candidate of a front end compiles in
     full and leaves its PTX here; the others run only the ptxas step nvcc
@@ -166,7 +189,7 @@ class PtxCache:
     pipeline. Thread-safe: candidates of one front end wait for its first."""
 
     def __init__(self) -> None:
-        self.ptx: dict[tuple, bytes] = {}
+        self.ptx: dict[tuple, MadePtx] = {}
         self.locks: dict[tuple, threading.Lock] = {}
         self.guard = threading.Lock()
         self.reused = 0
@@ -179,9 +202,10 @@ class PtxCache:
             if key not in self.ptx:
                 result = compile_candidate(job)
                 if result.ptx:             # also a compile whose ptxas failed: its front end's PTX is sound
-                    self.ptx[key] = result.ptx
+                    self.ptx[key] = MadePtx(result.ptx, result.module_id)
                 return result
-        result = ptxas_only(job, self.ptx[key])
+        made = self.ptx[key]
+        result = ptxas_only(job, made.ptx, made.module_id)
         if result.status != "no-ptxas-step":
             with self.guard:
                 self.reused += 1
@@ -189,9 +213,10 @@ class PtxCache:
         return compile_candidate(job)          # nvcc's steps were not as expected: the whole pipeline
 
 
-def ptxas_only(job: CompileJob, ptx: bytes) -> CompileResult:
-    """The candidate built from a PTX made before: nvcc's own ptxas step for
-    its command line (asked of `nvcc --dryrun`), run on that PTX."""
+def ptxas_only(job: CompileJob, ptx: bytes, module_id: str = "") -> CompileResult:
+    """The candidate built from a PTX made before (`module_id`: its
+    compile's): nvcc's own ptxas step for its command line (asked of `nvcc
+    --dryrun`), run on that PTX."""
     work = private_folder("cand")
     started = time.monotonic()
     env = _environment(job, work)
@@ -205,7 +230,7 @@ def ptxas_only(job: CompileJob, ptx: bytes) -> CompileResult:
             command[0] = job.ptxas             # the unit's own ptxas (nvcc_evo.driver.build.ptxas)
         Path(ptx_path).write_bytes(ptx)
         done = run_ptxas(command, job.cwd, {**env, **variables}, job.timeout)
-        return _finished(job, done, time.monotonic() - started, work, "ptxas")
+        return replace(_finished(job, done, time.monotonic() - started, work, "ptxas"), module_id=module_id)
     finally:
         remove_private(work)
 
@@ -317,13 +342,47 @@ def cubin_sections(data: bytes) -> dict[str, bytes]:
     return sections
 
 
-def sass_hash(cubin: bytes) -> str:
-    """Identity of the machine code, leaving out ptxas's note of its own options."""
+def sass_hash(cubin: bytes, module_id: str = "") -> str:
+    """Identity of the machine code: every section but ptxas's note of its
+    own options, the debug information (-lineinfo's; with --compile-only its
+    PTX section is named by a hash of the PTX) and the string tables, whose
+    names count where sections and symbols use them. The process id that
+    ends nvcc's module id (`module_id`, the compile's), which the names of a
+    unit with template kernels alone and a name of internal linkage carry, is
+    zeroed: two compiles of it differ there alone."""
+    mine, same = _module_id_spellings(module_id)
+
+    def named(text: bytes) -> bytes:
+        return DEBUG_PTX.sub(b".nv_debug_ptx_txt", text.replace(mine, same) if mine else text)
+    sections = cubin_sections(cubin)
     digest = hashlib.sha256()
-    for name, content in sorted(cubin_sections(cubin).items()):
-        if name != TOOL_NOTE:
-            digest.update(name.encode() + b"\0" + hashlib.sha256(content).digest())
+    for name, content in sorted(sections.items()):
+        if name == TOOL_NOTE or name in (".strtab", ".shstrtab") or name.lstrip(".").startswith(NOT_CODE):
+            continue
+        content = _symbols(content, sections.get(".strtab", b""), named) if name == ".symtab" else named(content)
+        digest.update(named(name.encode()) + b"\0" + hashlib.sha256(content).digest())
     return digest.hexdigest()[:32]
+
+
+def _symbols(table: bytes, strings: bytes, named) -> bytes:
+    """An ELF64 symbol table with each symbol's name in place of its offset in the string table."""
+    out = []
+    for at in range(0, len(table) - SYMBOL.size + 1, SYMBOL.size):
+        offset, *rest = SYMBOL.unpack_from(table, at)
+        name = strings[offset:strings.index(b"\0", offset)] if offset < len(strings) else b""
+        out.append(named(name) + b"\0" + SYMBOL.pack(0, *rest))
+    return b"".join(out)
+
+
+def _module_id_spellings(module_id: str) -> tuple[bytes, bytes]:
+    """The module id and the same with its process id zeroed (as long, so the
+    offsets of names after it stay); (b"", b"") for one of another form (a
+    unit with a kernel of external linkage: `_HASH_LEN_NAME__KERNEL`, or
+    `_HASH_LEN_NAME_HASH` for an extern "C" one), which is the same in every compile."""
+    found = PID_MODULE_ID.fullmatch(module_id)
+    if found is None or len(found["name"]) != int(found["length"]):
+        return b"", b""
+    return module_id.encode(), (module_id[:found.start("pid")] + "0" * len(found["pid"])).encode()
 
 
 def instruction_count(cubin: bytes) -> int:

@@ -96,7 +96,7 @@ def build_of(result: CompileResult, arch: str, launch: Launch | None, nvdisasm: 
     if not result.ok:
         raise SassUnavailable(f"the build failed ({result.status}): {result.stderr.strip()[-600:]}")
     facts = with_mix(kernel_facts(result.stderr, result.cubin, arch), result.cubin, nvdisasm)
-    return Build(sass_hash(result.cubin), facts, launch)
+    return Build(sass_hash(result.cubin, result.module_id), facts, launch)
 
 
 def launch_of(bench: model.Bench | None, defines: dict) -> Launch | None:

@@ -25,6 +25,7 @@ SHIP_CHECK_TIMEOUT = 900.0      # seconds: the ship check's one compile (see shi
 
 if TYPE_CHECKING:
     from nvcc_evo.driver.toolkit import Toolkit
+    from nvcc_evo.measure.candidate import CompileJob
     from nvcc_evo.retune.choice import Outcome
     from nvcc_evo.retune.options import Options
 
@@ -148,12 +149,13 @@ def say(task, notes: list[str]) -> None:
 
 # ---------------------------------------------------------------- the ship check
 def ship_check(outcome: Outcome, acf_path: Path, toolkit: Toolkit, options: Options,
-               build: RecordedBuild | KernelBuild, measured_flags) -> str:
+               build: RecordedBuild | KernelBuild, measured_job: CompileJob) -> str:
     """Why the entry about to be written would not give the build the code
     that was measured ("" when it would): the wrapper's own decision for the
     recorded call, with that entry in a copy of the ACF beside it (where the
     unit's globs mean the same), compiled for the target; its SASS compared
-    with the measured candidate's. Names the knob and the difference."""
+    with the measured candidate's (`measured_job`: how it was built), as
+    stored, else as that candidate compiles now. Names the knob and the difference."""
     from nvcc_evo.measure.candidate import compile_candidate, sass_hash
     if isinstance(build, KernelBuild):      # (its build is the program's own ptxas call: nvcc_evo.driver.dropin_ptxas.decide)
         return ""
@@ -177,12 +179,21 @@ def ship_check(outcome: Outcome, acf_path: Path, toolkit: Toolkit, options: Opti
                                       timeout=max(task.job.timeout, SHIP_CHECK_TIMEOUT)))
     if not built.ok:
         return f"the build's flags ({' '.join(step.flags) or 'none'}) do not compile: {built.status}"
-    if sass_hash(built.cubin) == measured:
+    code = sass_hash(built.cubin, built.module_id)
+    if code == measured or _compiles_now_to(measured_job, code):
         return ""
-    added = [f for f in step.flags if f not in measured_flags]
-    lost = [f for f in measured_flags if f not in step.flags]
+    added = [f for f in step.flags if f not in measured_job.flags]
+    lost = [f for f in measured_job.flags if f not in step.flags]
     return (f"the build's SASS for {task.arch} differs from the measured one (the build adds "
             f"{' '.join(added) or 'nothing more'}, and lacks {' '.join(lost) or 'nothing'} of the measured flags)")
+
+
+def _compiles_now_to(job: CompileJob, code: str) -> bool:
+    """Whether the measured candidate, compiled again, is `code`: its stored hash may be an older
+    nvcc-evo's, one that kept the process id ending nvcc's module id (measure.candidate.sass_hash)."""
+    from nvcc_evo.measure.candidate import compile_candidate, sass_hash
+    again = compile_candidate(replace(job, timeout=max(job.timeout, SHIP_CHECK_TIMEOUT)))
+    return again.ok and sass_hash(again.cubin, again.module_id) == code
 
 
 def _entry_now(task) -> dict:

@@ -49,7 +49,7 @@ def _write_or_say_why(retune: Retune, outcome: Outcome, candidates: Candidates) 
     ACF that does not parse now) is reported on stderr and in the summary."""
     acf_path, toolkit, options = retune.acf_path, retune.toolkit, retune.options
     try:
-        shipped = ship_check(outcome, acf_path, toolkit, options, candidates.build, candidates.flags(outcome.chosen))
+        shipped = ship_check(outcome, acf_path, toolkit, options, candidates.build, candidates.job(outcome.chosen))
         if shipped:
             raise AcfChanged(f"ship check: {outcome.task.unit} [{outcome.task.arch}]: {shipped}")
         write_back(acf_path, outcome, toolkit, options)
