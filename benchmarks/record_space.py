@@ -26,7 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from nvcc_evo.acf import model
-from nvcc_evo.measure.candidate import CompileResult, sass_hash
+from nvcc_evo.measure.candidate import CompileResult
+from nvcc_evo.measure.sass import sass_hash
 from nvcc_evo.driver.build.flags import CallFacts, plan_flags
 from nvcc_evo.driver.toolkit import load_toolkit
 from nvcc_evo.driver.wrapper import find_real_nvcc

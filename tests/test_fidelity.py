@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT, cmake_build, cmake_configure, cuobjdump, evo_env, run_evo, sass
 from test_ptxas_choice import FIXTURES, PTXAS133, needs_133, needs_fixtures
 
-from nvcc_evo.measure.candidate import sass_hash
+from nvcc_evo.measure.sass import sass_hash
 
 KERNEL = """\
 #ifndef TILE

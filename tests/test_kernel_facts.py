@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import evo_env, run_evo
-from nvcc_evo.measure.candidate import instruction_count
+from nvcc_evo.measure.sass import instruction_count
 from nvcc_evo.measure import sass
 from nvcc_evo.measure.occupancy import occupancy
 from nvcc_evo.retune.kernels import Build, Comparison, KernelStore, Launch

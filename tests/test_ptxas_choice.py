@@ -15,7 +15,8 @@ import pytest
 
 from conftest import ROOT, _pip_toolkit, evo_env, run_evo, sass
 from nvcc_evo.driver.build import ptxas
-from nvcc_evo.measure.candidate import CompileJob, compile_candidate, sass_hash
+from nvcc_evo.measure.candidate import CompileJob, compile_candidate
+from nvcc_evo.measure.sass import sass_hash
 from nvcc_evo.driver.toolkit import load_toolkit
 
 

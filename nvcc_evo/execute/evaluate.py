@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 
 from nvcc_evo.acf import model
-from nvcc_evo.measure.candidate import CompileJob, CompileResult, Compiler, PtxCache, compile_each, sass_hash
+from nvcc_evo.measure.candidate import CompileJob, CompileResult, Compiler, PtxCache, compile_each
+from nvcc_evo.measure.sass import sass_hash
 from nvcc_evo.measure import COST_STAGES, Measurement
 from nvcc_evo.measure.backend import Race
 from nvcc_evo.engine.evolve import Evaluation

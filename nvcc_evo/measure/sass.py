@@ -10,6 +10,7 @@ it the facts are all there but the mix, and `MISSING` says how to get it.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -19,8 +20,13 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from nvcc_evo.measure.candidate import cubin_sections
-
+TOOL_NOTE = ".note.nv.tkinfo"     # the section where ptxas writes its own command line
+DEBUG_PTX = re.compile(rb"\.nv_debug_ptx_txt\.\d+")
+NOT_CODE = ("debug", "nv_debug", "rel.debug", "rela.debug", "rel.nv_debug", "rela.nv_debug")
+SYMBOL = struct.Struct("<IBBHQQ")      # an ELF64 symbol: name's offset, info, other, section, value, size
+# nvcc's module id (CUDA 13.0) where it ends with the compiling process's id: _HASH_LEN_NAME_HASH_PID, NAME the
+# source's file name of LEN characters with its dots as underscores.
+PID_MODULE_ID = re.compile(r"_[0-9a-f]{8}_(?P<length>\d+)_(?P<name>\w+)_[0-9a-f]{8}_(?P<pid>\d+)")
 MISSING = ("no nvdisasm (looked beside nvcc, on PATH and in the nvidia-cuda-nvdisasm package): the instruction "
            "mix is not shown; `pip install nvidia-cuda-nvdisasm` (or nvcc-evo's `sass` extra) brings it")
 
@@ -232,3 +238,80 @@ def with_mix(kernels: tuple[KernelFacts, ...], cubin: bytes, nvdisasm: str | Non
         return kernels
     found = mixes(disassemble(cubin, nvdisasm))
     return tuple(replace(k, mix=tuple(sorted(found.get(k.name, {}).items()))) for k in kernels)
+
+
+# ---------------------------------------------------------------- cubin (ELF)
+def cubin_sections(data: bytes) -> dict[str, bytes]:
+    """Section name -> contents of an ELF64 cubin."""
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    entsize, count, names_index = struct.unpack_from("<HHH", data, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * entsize) for i in range(count)]
+    names_offset = headers[names_index][4]
+    sections = {}
+    for name_at, kind, _, _, offset, size, *_ in headers:
+        name = data[names_offset + name_at:data.index(b"\0", names_offset + name_at)].decode()
+        sections[name] = b"" if kind == 8 else data[offset:offset + size]   # 8: NOBITS
+    return sections
+
+
+def sass_hash(cubin: bytes, module_id: str = "") -> str:
+    """Identity of the machine code: every section but ptxas's note of its
+    own options, the debug information (-lineinfo's; with --compile-only its
+    PTX section is named by a hash of the PTX) and the string tables, whose
+    names count where sections and symbols use them. The process id that
+    ends nvcc's module id (`module_id`, the compile's), which the names of a
+    unit with template kernels alone and a name of internal linkage carry, is
+    zeroed: two compiles of it differ there alone."""
+    mine, same = _module_id_spellings(module_id)
+
+    def named(text: bytes) -> bytes:
+        return DEBUG_PTX.sub(b".nv_debug_ptx_txt", text.replace(mine, same) if mine else text)
+    sections = cubin_sections(cubin)
+    digest = hashlib.sha256()
+    for name, content in sorted(sections.items()):
+        if name == TOOL_NOTE or name in (".strtab", ".shstrtab") or name.lstrip(".").startswith(NOT_CODE):
+            continue
+        content = _symbols(content, sections.get(".strtab", b""), named) if name == ".symtab" else named(content)
+        digest.update(named(name.encode()) + b"\0" + hashlib.sha256(content).digest())
+    return digest.hexdigest()[:32]
+
+
+def _symbols(table: bytes, strings: bytes, named) -> bytes:
+    """An ELF64 symbol table with each symbol's name in place of its offset in the string table."""
+    out = []
+    for at in range(0, len(table) - SYMBOL.size + 1, SYMBOL.size):
+        offset, *rest = SYMBOL.unpack_from(table, at)
+        name = strings[offset:strings.index(b"\0", offset)] if offset < len(strings) else b""
+        out.append(named(name) + b"\0" + SYMBOL.pack(0, *rest))
+    return b"".join(out)
+
+
+def _module_id_spellings(module_id: str) -> tuple[bytes, bytes]:
+    """The module id and the same with its process id zeroed (as long, so the
+    offsets of names after it stay); (b"", b"") for one of another form (a
+    unit with a kernel of external linkage: `_HASH_LEN_NAME__KERNEL`, or
+    `_HASH_LEN_NAME_HASH` for an extern "C" one), which is the same in every compile."""
+    found = PID_MODULE_ID.fullmatch(module_id)
+    if found is None or len(found["name"]) != int(found["length"]):
+        return b"", b""
+    return module_id.encode(), (module_id[:found.start("pid")] + "0" * len(found["pid"])).encode()
+
+
+def instruction_count(cubin: bytes) -> int:
+    """SASS instructions: every instruction is 16 bytes on sm_70 and later."""
+    return sum(len(body) for name, body in cubin_sections(cubin).items() if name.startswith(".text.")) // 16
+
+
+REGCOUNT = 0x2f      # EIATTR_REGCOUNT in .nv.info: (symbol, registers) per kernel
+
+
+def cubin_registers(cubin: bytes) -> int:
+    """The most registers any kernel of the cubin uses, as its .nv.info says."""
+    info, found, at = cubin_sections(cubin).get(".nv.info", b""), 0, 0
+    while at + 2 <= len(info):
+        form, attribute = info[at], info[at + 1]
+        size = struct.unpack_from("<H", info, at + 2)[0] if form == 4 else (2 if form == 3 else 0)
+        if form == 4 and attribute == REGCOUNT and size == 8:
+            found = max(found, struct.unpack_from("<I", info, at + 8)[0])
+        at += (4 + size) if form == 4 else (4 if form == 3 else 2)
+    return found

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from nvcc_evo.measure.candidate import CompileResult, instruction_count
+from nvcc_evo.measure.candidate import CompileResult
+from nvcc_evo.measure.sass import instruction_count
 from nvcc_evo.measure import Measurement, failed
 from nvcc_evo.measure.occupancy import warps_by_registers
 from nvcc_evo.measure.sass import resources

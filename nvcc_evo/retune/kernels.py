@@ -25,7 +25,8 @@ from typing import Callable
 from nvcc_evo.acf import model
 from nvcc_evo.acf.bench.spec import plan_bench
 from nvcc_evo.acf.sources import define_values
-from nvcc_evo.measure.candidate import CompileResult, compile_candidate, sass_hash
+from nvcc_evo.measure.candidate import CompileResult, compile_candidate
+from nvcc_evo.measure.sass import sass_hash
 from nvcc_evo.errors import EvoError
 from nvcc_evo.measure.occupancy import Occupancy, occupancy
 from nvcc_evo.measure.sass import MISSING, KernelFacts, find_disassembler, kernel_facts, with_mix

@@ -156,7 +156,8 @@ def ship_check(outcome: Outcome, acf_path: Path, toolkit: Toolkit, options: Opti
     unit's globs mean the same), compiled for the target; its SASS compared
     with the measured candidate's (`measured_job`: how it was built), as
     stored, else as that candidate compiles now. Names the knob and the difference."""
-    from nvcc_evo.measure.candidate import compile_candidate, sass_hash
+    from nvcc_evo.measure.candidate import compile_candidate
+    from nvcc_evo.measure.sass import sass_hash
     if isinstance(build, KernelBuild):      # (its build is the program's own ptxas call: nvcc_evo.driver.dropin_ptxas.decide)
         return ""
     task, chosen = outcome.task, outcome.chosen
@@ -190,8 +191,9 @@ def ship_check(outcome: Outcome, acf_path: Path, toolkit: Toolkit, options: Opti
 
 def _compiles_now_to(job: CompileJob, code: str) -> bool:
     """Whether the measured candidate, compiled again, is `code`: its stored hash may be an older
-    nvcc-evo's, one that kept the process id ending nvcc's module id (measure.candidate.sass_hash)."""
-    from nvcc_evo.measure.candidate import compile_candidate, sass_hash
+    nvcc-evo's, one that kept the process id ending nvcc's module id (measure.sass.sass_hash)."""
+    from nvcc_evo.measure.candidate import compile_candidate
+    from nvcc_evo.measure.sass import sass_hash
     again = compile_candidate(replace(job, timeout=max(job.timeout, SHIP_CHECK_TIMEOUT)))
     return again.ok and sass_hash(again.cubin, again.module_id) == code
 

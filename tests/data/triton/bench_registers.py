@@ -8,6 +8,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kernels import compile_kernel                                   # noqa: E402
 
-from nvcc_evo.measure.candidate import cubin_registers                 # noqa: E402
+from nvcc_evo.measure.sass import cubin_registers                      # noqa: E402
 
 print(f"time {cubin_registers(compile_kernel('matmul_small'))} ms")
