@@ -142,3 +142,16 @@ def test_an_option_s_value_in_the_next_word_is_no_input(project, evo_cache, opti
     line = json.loads(log.read_text().splitlines()[-1])
     assert (line["passthrough"], line["skipped"]) == ("", skipped), line
     assert cubin_registers((project / "k.cubin").read_bytes()) == registers
+
+
+def test_a_ptx_with_no_entry_is_said_so(project, evo_cache):
+    """A PTX of device functions alone: --explain and the log said "no kernel unit of tuned.acf names " and
+    stopped there."""
+    (project / "f.ptx").write_text(".version 8.0\n.target sm_90a\n.address_size 64\n.visible .func f()\n{\n\tret;\n}\n")
+    env = evo_env(evo_cache, NVCC_EVO_REAL_PTXAS=shutil.which("ptxas"),
+                  NVCC_EVO_ACF=_write(project, OTHER.replace("not_this_one*", "*")))
+    argv = ["--gpu-name=sm_90a", "-c", "f.ptx", "-o", "f.o"]
+    explained = subprocess.run([str(PTXAS), "--explain", *argv], cwd=project, env=env, capture_output=True, text=True)
+    assert "not tuned: no kernel unit of tuned.acf names it: it has no .entry (no kernel)\n" in explained.stdout
+    done = subprocess.run([str(PTXAS), *argv], cwd=project, env=env, capture_output=True, text=True)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "") and (project / "f.o").exists()
