@@ -174,6 +174,27 @@ def test_no_register_cap_when_spills_are_errors(project, evo_cache):
     assert registers(result.stderr) == [56]
 
 
+@pytest.mark.parametrize("hint", ["ptxas.minnctapersm = 2", "ptxas.maxntid = 128"])
+def test_a_block_size_hint_beside_a_register_cap_never_breaks_a_werror_build(project, evo_cache, hint):
+    """`target sm_90 { ptxas.maxrregcount = 40 }` with a pinned --minnctapersm (or --maxntid): ptxas ignores the
+    hint beside a cap and warns of conflicting options, so `-Xptxas -Werror` failed a build that nvcc alone
+    builds (exit 255). The hint is left out (ptxas ignored it: the same SASS), the user's own hint wins over
+    the ACF's cap, and a split call (inputs of other caps) leaves it out of the step of a cap too."""
+    (project / "nvcc-evo.acf").write_text(ACF.replace("    pin ptxas.register_usage_level = 5\n",
+                                                      f"    pin ptxas.register_usage_level = 5\n    pin {hint}\n"))
+    env = evo_env(evo_cache)
+    result = compile_regs(project, env, "regs.cu", "-arch=sm_90", "-Xptxas", "-Werror")
+    assert registers(result.stderr) == [40] and "Conflicting options" not in result.stderr
+    explained = run_evo("--explain", "-arch=sm_90", "-c", "regs.cu", cwd=project, env=env).stdout
+    assert f"{hint.split()[0]}: ptxas ignores it beside a register cap (ptxas.maxrregcount)" in explained
+    flag = "--" + hint.split()[0].split(".")[1] + "=" + hint.split()[2]
+    user = compile_regs(project, env, "regs.cu", "-arch=sm_90", "-Xptxas", f"-Werror,{flag}")
+    assert registers(user.stderr) == [56] and "Conflicting options" not in user.stderr
+    split = subprocess.run([str(EVO), "-arch=sm_90", "-Xptxas", "-Werror", "-c", "regs.cu", "sub/regs_b.cu"],
+                           cwd=project, env=env, capture_output=True, text=True)
+    assert split.returncode == 0 and "Conflicting options" not in split.stderr, split.stderr
+
+
 def test_cmake_probes_pass_through(project, evo_cache):
     shutil.copy(project / "regs.cu", project / "CMakeCUDACompilerId.cu")
     (project / "nvcc-evo.acf").write_text(ACF + 'unit "CMakeCUDACompilerId.cu" { pin ptxas.opt_level = 1 }\n')

@@ -255,6 +255,11 @@ IMPLIED_BY: dict[str, tuple[str, ...]] = {
 # Knobs that must not reach a debug build: ptxas rejects any -O1..3 with -g.
 OPTIMISATION_KNOBS = frozenset({"ptxas.opt_level", "ptxas.fast_compile", "nvcc.fast_compile",
                                 "ptxas.register_usage_level"})
+# Block-size hints that ptxas ignores beside a register cap (`-maxrregcount`), with
+# a warning ("Conflicting options"), an error under -Werror: one of the pair
+# is left out (CUDA 13.0's ptxas; --device-function-maxrregcount is no such cap).
+IGNORED_BESIDE_CAP = frozenset({"ptxas.maxntid", "ptxas.minnctapersm"})
+CAPS_OF_KERNELS = frozenset({"ptxas.maxrregcount", "nvcc.maxrregcount"})
 # Knobs that can make a kernel spill: off when spills are errors.
 REGISTER_CAPS = frozenset({"ptxas.maxrregcount", "nvcc.maxrregcount",
                            "ptxas.device_function_maxrregcount"})

@@ -70,13 +70,16 @@ def plan_call(call: NvccCall, call_plan: CallPlan, policy: str, toolkit: Toolkit
               environ) -> CompilePlan:
     """The flags of a call whose matches (`call_plan`) hold the knob values of
     each (input, arch)."""
+    from nvcc_evo.acf import knobs
     from nvcc_evo.acf.knobs import STEP_ONLY
     settings, dropped = common_settings(call_plan, policy)
     for name in STEP_ONLY & set(settings):
         dropped.append((name, f"{name}={settings.pop(name)} is given to each ptxas step on its own"))
     facts = read_facts(call)
-    flags = plan_flags(settings, facts, toolkit, acf_dir)
-    per_step, dropped = _per_step(call, call_plan, policy, dropped, facts, toolkit, acf_dir)
+    steps_caps = {k: v for m in call_plan.matches for k, v in m.settings(policy).items()     # (what each ptxas
+                  if k in knobs.CAPS_OF_KERNELS and k not in settings}                       # step may add)
+    flags = plan_flags(settings, facts, toolkit, acf_dir, beside=steps_caps)
+    per_step, dropped = _per_step(call, call_plan, policy, dropped, facts, toolkit, acf_dir, settings)
     programs = []
     if any(name in STEP_ONLY for _, plan in per_step for name, _ in plan.applied):
         from nvcc_evo.driver.build.ptxas import settle      # (only for units that choose a ptxas or a controls file)
@@ -115,7 +118,7 @@ def common_settings(plan: CallPlan, stale_policy: str) -> tuple[dict, list[tuple
 
 
 def _per_step(call: NvccCall, call_plan: CallPlan, policy: str, dropped: list[tuple[str, str]],
-              facts: CallFacts, toolkit: Toolkit, acf_dir: str
+              facts: CallFacts, toolkit: Toolkit, acf_dir: str, common: dict
               ) -> tuple[tuple[tuple[Step, FlagPlan], ...], list[tuple[str, str]]]:
     """ptxas knobs whose values differ between the call's inputs or
     architectures, and those only a ptxas step takes (its program, its
@@ -132,7 +135,7 @@ def _per_step(call: NvccCall, call_plan: CallPlan, policy: str, dropped: list[tu
     if not why:
         for match in call_plan.matches:
             chosen = {k: v for k, v in match.settings(policy).items() if k in ptxas}
-            per_step.append(((match.input, match.arch), plan_flags(chosen, facts, toolkit, acf_dir)))
+            per_step.append(((match.input, match.arch), plan_flags(chosen, facts, toolkit, acf_dir, common)))
     left = [(name, f"{reason}; not given per ptxas step: {why}" if name in ptxas else
              f"{reason}; compile them separately to tune each")
             for name, reason in dropped if not (per_step and name in ptxas)]

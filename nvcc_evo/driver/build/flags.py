@@ -169,14 +169,36 @@ def _skip_reason(knob_name: str, value: Scalar, facts: CallFacts, toolkit: Toolk
     return None
 
 
+def _conflict_reason(name: str, settings: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit | None,
+                     beside: dict[str, Scalar]) -> str | None:
+    """ptxas ignores --maxntid and --minnctapersm beside a register cap, and
+    says so (an error with -Werror): the hint is left out where the cap
+    reaches ptxas (the ACF's or the user's), the ACF's cap where the user
+    gives the hint. `beside`: knobs the same ptxas run gets from another plan."""
+    if name in knobs.IGNORED_BESIDE_CAP:
+        user = next((facts.user_knobs[c] for c in knobs.CAPS_OF_KERNELS if c in facts.user_knobs), None)
+        ours = next((c for c in knobs.CAPS_OF_KERNELS
+                     if c in {**beside, **settings} and _skip_reason(c, {**beside, **settings}[c], facts, toolkit)
+                     is None), None)
+        if user or ours:
+            return (f"ptxas ignores it beside a register cap ({user or ours}), and warns of conflicting options "
+                    f"(an error with -Werror)")
+    if name in knobs.CAPS_OF_KERNELS:
+        hint = next((facts.user_knobs[h] for h in sorted(knobs.IGNORED_BESIDE_CAP) if h in facts.user_knobs), None)
+        if hint:
+            return f"the user sets {hint}, which ptxas would ignore beside a register cap; the user wins"
+    return None
+
+
 def plan_flags(settings: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit | None = None,
-               acf_dir: str | None = None) -> FlagPlan:
+               acf_dir: str | None = None, beside: dict[str, Scalar] | None = None) -> FlagPlan:
     """`acf_dir`: the ACF's folder, where the files knobs name are (without
     it, those knobs are skipped)."""
     flags: list[str] = []
     applied, skipped = [], []
     for name, value in settings.items():
-        reason = _skip_reason(name, value, facts, toolkit)
+        reason = _skip_reason(name, value, facts, toolkit) or _conflict_reason(name, settings, facts, toolkit,
+                                                                                 beside or {})
         knob = knobs.lookup(name)
         if reason is None and knob is not None and knob.kind is Kind.FILE and acf_dir is None \
                 and value != knob.default:
