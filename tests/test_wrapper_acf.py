@@ -195,6 +195,27 @@ def test_a_block_size_hint_beside_a_register_cap_never_breaks_a_werror_build(pro
     assert split.returncode == 0 and "Conflicting options" not in split.stderr, split.stderr
 
 
+def test_an_optimisation_level_and_a_fast_compile_level_ptxas_refuses_together_never_break_a_build(project,
+                                                                                                  evo_cache):
+    """`pin ptxas.opt_level = 2` with `pin ptxas.fast_compile = min` passed the check and every build failed
+    (ptxas fatal: Conflicting options -opt-level=<0,2,3> and --Ofast-compile=min, exit 255); so did an ACF's
+    -Ofc level beside the user's own -O. ptxas takes an -Ofc level beside an explicit -O only as -O0 with max
+    and -O1 with min or mid: another pair leaves the ACF's -Ofc out (or, beside the user's -Ofc, its -O)."""
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "regs.cu" {\n    pin ptxas.opt_level = 2\n'
+                                          '    pin ptxas.fast_compile = min\n}\nunit "plain.cu" {\n'
+                                          '    pin ptxas.fast_compile = mid\n}\n')
+    env = evo_env(evo_cache)
+    compile_regs(project, env, "regs.cu", "-arch=sm_90")
+    explained = run_evo("--explain", "-arch=sm_90", "-c", "regs.cu", cwd=project, env=env).stdout
+    assert "would add: -Xptxas -O2\n" in explained
+    assert "ptxas.fast_compile: ptxas refuses -O2 with -Ofc=min (fatal): the optimisation level kept" in explained
+    for user in (["-Xptxas", "-O2"], ["-Xptxas", "--opt-level=0"]):
+        compile_regs(project, env, "plain.cu", "-arch=sm_90", *user)
+    explained = run_evo("--explain", "-arch=sm_90", "-Xptxas", "-O1", "-c", "plain.cu", cwd=project, env=env).stdout
+    assert "would add: -Xptxas -Ofc=mid\n" in explained                        # a pair ptxas takes
+    compile_regs(project, env, "regs.cu", "-arch=sm_90", "-Xptxas", "-Ofc=max")     # the user's -Ofc: the ACF's -O out
+
+
 def test_cmake_probes_pass_through(project, evo_cache):
     shutil.copy(project / "regs.cu", project / "CMakeCUDACompilerId.cu")
     (project / "nvcc-evo.acf").write_text(ACF + 'unit "CMakeCUDACompilerId.cu" { pin ptxas.opt_level = 1 }\n')

@@ -260,6 +260,10 @@ OPTIMISATION_KNOBS = frozenset({"ptxas.opt_level", "ptxas.fast_compile", "nvcc.f
 # is left out (CUDA 13.0's ptxas; --device-function-maxrregcount is no such cap).
 IGNORED_BESIDE_CAP = frozenset({"ptxas.maxntid", "ptxas.minnctapersm"})
 CAPS_OF_KERNELS = frozenset({"ptxas.maxrregcount", "nvcc.maxrregcount"})
+# ptxas (13.0) takes an -Ofc level beside an explicit -O only in these pairs; any other is fatal
+# ("Conflicting options -opt-level=<0,2,3> and --Ofast-compile=min"). Without -O every level goes.
+FAST_COMPILE_WITH_LEVEL = frozenset({("0", "max"), ("1", "min"), ("1", "mid")})
+FAST_COMPILE = frozenset({"ptxas.fast_compile", "nvcc.fast_compile"})
 # Knobs that can make a kernel spill: off when spills are errors.
 REGISTER_CAPS = frozenset({"ptxas.maxrregcount", "nvcc.maxrregcount",
                            "ptxas.device_function_maxrregcount"})

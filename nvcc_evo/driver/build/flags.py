@@ -174,7 +174,8 @@ def _conflict_reason(name: str, settings: dict[str, Scalar], facts: CallFacts, t
     """ptxas ignores --maxntid and --minnctapersm beside a register cap, and
     says so (an error with -Werror): the hint is left out where the cap
     reaches ptxas (the ACF's or the user's), the ACF's cap where the user
-    gives the hint. `beside`: knobs the same ptxas run gets from another plan."""
+    gives the hint; an -O and an -Ofc level that ptxas refuses together
+    (`_level_conflict`). `beside`: knobs the same ptxas run gets from another plan."""
     if name in knobs.IGNORED_BESIDE_CAP:
         user = next((facts.user_knobs[c] for c in knobs.CAPS_OF_KERNELS if c in facts.user_knobs), None)
         ours = next((c for c in knobs.CAPS_OF_KERNELS
@@ -187,6 +188,40 @@ def _conflict_reason(name: str, settings: dict[str, Scalar], facts: CallFacts, t
         hint = next((facts.user_knobs[h] for h in sorted(knobs.IGNORED_BESIDE_CAP) if h in facts.user_knobs), None)
         if hint:
             return f"the user sets {hint}, which ptxas would ignore beside a register cap; the user wins"
+    if name == "ptxas.opt_level" or name in knobs.FAST_COMPILE:
+        return _level_conflict(name, {**beside, **settings}, facts, toolkit)
+    return None
+
+
+def _level_conflict(name: str, both: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit | None) -> str | None:
+    """An explicit -O and an -Ofc level that ptxas refuses together (fatal): the
+    ACF's -Ofc is left out beside its own -O, the ACF's either beside the user's."""
+    def ours(knob_name: str) -> str | None:
+        knob, value = knobs.lookup(knob_name), both.get(knob_name)
+        if knob is None or value is None or _skip_reason(knob_name, value, facts, toolkit) is not None \
+                or (knob.default is not None and knob.normalise(value) == knob.normalise(knob.default)):
+            return None
+        return str(knob.normalise(value))
+
+    def users(knob_name: str, pattern: str) -> tuple[str, str] | None:
+        spelled = facts.user_knobs.get(knob_name)
+        found = re.search(pattern, spelled) if spelled else None
+        return (spelled, found.group(1) if found else "?") if spelled else None     # (?: said without its value)
+
+    user_level = users("ptxas.opt_level", r"(?:-O|--opt-level[= ])([0-9])")
+    user_fast = next(filter(None, (users(k, r"=(0|min|mid|max)\b") for k in sorted(knobs.FAST_COMPILE))), None)
+    our_fast = next(filter(None, (ours(k) for k in sorted(knobs.FAST_COMPILE))), None)
+    level = user_level[1] if user_level else ours("ptxas.opt_level")
+    fast = user_fast[1] if user_fast else our_fast
+    if level is None or fast in (None, "0") or (level, fast) in knobs.FAST_COMPILE_WITH_LEVEL:
+        return None
+    refused = f"ptxas refuses -O{level} with " + (f"-Ofc={fast}" if fast != "?" else "most -Ofc levels")
+    if name == "ptxas.opt_level" and user_fast:
+        return f"the user sets {user_fast[0]}, and {refused}; the user wins"
+    if name in knobs.FAST_COMPILE and user_level:
+        return f"the user sets {user_level[0]}, and {refused}; the user wins"
+    if name in knobs.FAST_COMPILE and not user_fast:
+        return f"{refused} (fatal): the optimisation level kept"
     return None
 
 
