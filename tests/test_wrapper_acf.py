@@ -186,13 +186,30 @@ def test_a_block_size_hint_beside_a_register_cap_never_breaks_a_werror_build(pro
     result = compile_regs(project, env, "regs.cu", "-arch=sm_90", "-Xptxas", "-Werror")
     assert registers(result.stderr) == [40] and "Conflicting options" not in result.stderr
     explained = run_evo("--explain", "-arch=sm_90", "-c", "regs.cu", cwd=project, env=env).stdout
-    assert f"{hint.split()[0]}: ptxas ignores it beside a register cap (ptxas.maxrregcount)" in explained
+    assert f"{hint.split()[0]}: ptxas ignores it beside ptxas.maxrregcount = 40, and warns" in explained
     flag = "--" + hint.split()[0].split(".")[1] + "=" + hint.split()[2]
     user = compile_regs(project, env, "regs.cu", "-arch=sm_90", "-Xptxas", f"-Werror,{flag}")
     assert registers(user.stderr) == [56] and "Conflicting options" not in user.stderr
     split = subprocess.run([str(EVO), "-arch=sm_90", "-Xptxas", "-Werror", "-c", "regs.cu", "sub/regs_b.cu"],
                            cwd=project, env=env, capture_output=True, text=True)
     assert split.returncode == 0 and "Conflicting options" not in split.stderr, split.stderr
+
+
+def test_the_other_pairs_ptxas_ignores_one_of_never_break_a_werror_build(project, evo_cache):
+    """ptxas ignores --def-load-cache beside --force-load-cache (and the store pair) and --register-usage-level
+    beside -O0, with a 'Conflicting options' warning: `-Xptxas -Werror` failed these builds (exit 255)."""
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "regs.cu" {\n    pin ptxas.dlcm = cg\n    pin ptxas.flcm = cg\n'
+                                          '    pin ptxas.dscm = wt\n    pin ptxas.fscm = wt\n'
+                                          '    pin ptxas.register_usage_level = 3\n    pin ptxas.opt_level = 0\n}\n')
+    env = evo_env(evo_cache)
+    result = compile_regs(project, env, "regs.cu", "-arch=sm_90", "-Xptxas", "-Werror")
+    assert "Conflicting options" not in result.stderr
+    explained = run_evo("--explain", "-arch=sm_90", "-c", "regs.cu", cwd=project, env=env).stdout
+    assert "would add: -Xptxas -flcm=cg -Xptxas -fscm=wt -Xptxas -O0\n" in explained
+    for knob, other in (("dlcm", "flcm = cg"), ("dscm", "fscm = wt"), ("register_usage_level", "opt_level = 0")):
+        assert f"ptxas.{knob}: ptxas ignores it beside ptxas.{other}, and warns" in explained
+    user = compile_regs(project, env, "regs.cu", "-arch=sm_90", "-Xptxas", "-Werror,-dlcm=ca,--register-usage-level=4")
+    assert "Conflicting options" not in user.stderr                  # the user's own: the ACF's -flcm and -O0 out
 
 
 def test_an_optimisation_level_and_a_fast_compile_level_ptxas_refuses_together_never_break_a_build(project,

@@ -171,26 +171,41 @@ def _skip_reason(knob_name: str, value: Scalar, facts: CallFacts, toolkit: Toolk
 
 def _conflict_reason(name: str, settings: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit | None,
                      beside: dict[str, Scalar]) -> str | None:
-    """ptxas ignores --maxntid and --minnctapersm beside a register cap, and
-    says so (an error with -Werror): the hint is left out where the cap
-    reaches ptxas (the ACF's or the user's), the ACF's cap where the user
-    gives the hint; an -O and an -Ofc level that ptxas refuses together
+    """Pairs ptxas will not take together: a knob it ignores beside another
+    (knobs.IGNORED_BESIDE, a warning, an error with -Werror) is left out where
+    the other reaches ptxas (the ACF's or the user's), the ACF's other where
+    the user gives the knob; an -O and an -Ofc level it refuses together
     (`_level_conflict`). `beside`: knobs the same ptxas run gets from another plan."""
-    if name in knobs.IGNORED_BESIDE_CAP:
-        user = next((facts.user_knobs[c] for c in knobs.CAPS_OF_KERNELS if c in facts.user_knobs), None)
-        ours = next((c for c in knobs.CAPS_OF_KERNELS
-                     if c in {**beside, **settings} and _skip_reason(c, {**beside, **settings}[c], facts, toolkit)
-                     is None), None)
-        if user or ours:
-            return (f"ptxas ignores it beside a register cap ({user or ours}), and warns of conflicting options "
-                    f"(an error with -Werror)")
-    if name in knobs.CAPS_OF_KERNELS:
-        hint = next((facts.user_knobs[h] for h in sorted(knobs.IGNORED_BESIDE_CAP) if h in facts.user_knobs), None)
-        if hint:
-            return f"the user sets {hint}, which ptxas would ignore beside a register cap; the user wins"
+    both = {**beside, **settings}
+    for ignored, others, at in knobs.IGNORED_BESIDE:
+        if name == ignored:
+            given = next(filter(None, (_given(o, at, both, facts, toolkit) for o in sorted(others))), None)
+            if given:
+                return f"ptxas ignores it beside {given}, and warns of conflicting options (an error with -Werror)"
+        elif name in others and (at is None or _given(name, at, both, facts, toolkit)):
+            user = facts.user_knobs.get(ignored)
+            if user:
+                return f"the user sets {user}, which ptxas would ignore beside it; the user wins"
     if name == "ptxas.opt_level" or name in knobs.FAST_COMPILE:
-        return _level_conflict(name, {**beside, **settings}, facts, toolkit)
+        return _level_conflict(name, both, facts, toolkit)
     return None
+
+
+def _given(knob_name: str, at: Scalar | None, both: dict[str, Scalar], facts: CallFacts,
+           toolkit: Toolkit | None) -> str | None:
+    """Who gives ptxas `knob_name` (at the value `at`, unless None) in this
+    call: the user's spelling, the ACF's knob = value, or None."""
+    spelled = facts.user_knobs.get(knob_name)
+    if spelled:
+        found = re.search(r"(?:=|-O)([^=\s]+)$", spelled)
+        return spelled if at is None or not found or found.group(1) == str(at) else None
+    knob, value = knobs.lookup(knob_name), both.get(knob_name)
+    if knob is None or value is None or _skip_reason(knob_name, value, facts, toolkit) is not None:
+        return None
+    value = knob.normalise(value)
+    if knob.default is not None and value == knob.normalise(knob.default):
+        return None
+    return f"{knob_name} = {value}" if at is None or value == at else None
 
 
 def _level_conflict(name: str, both: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit | None) -> str | None:
