@@ -159,6 +159,25 @@ def test_the_user_wins_through_options_files_and_environment(project, evo_cache)
     assert "ptxas.maxrregcount: the user sets it (-Xptxas -maxrregcount=48); the user wins" in explained.stdout
 
 
+def test_an_options_file_that_names_another_is_read_in_place(project, evo_cache):
+    """`--options-file outer` whose text is `--options-file inner` (nvcc reads both): the wrapper warned
+    "internal error (KeyError('extra'))" and built untuned; a file that names itself (nvcc: "Too many options
+    file opened") was a RecursionError."""
+    (project / "inner").write_text('-arch=sm_90 -Xptxas "-maxrregcount=48"\n')
+    (project / "outer").write_text("--options-file inner -Xptxas -v\n")
+    env = evo_env(evo_cache)
+    result = compile_regs(project, env, "regs.cu", "--options-file", "outer")
+    assert registers(result.stderr) == [48] and "nvcc-evo" not in result.stderr      # the user's cap, said by no one
+    (project / "inner").write_text("-arch=sm_90\n")
+    assert registers(compile_regs(project, env, "regs.cu", "--options-file", "outer").stderr) == [40]  # the ACF's
+    (project / "self").write_text("--options-file self\n")
+    for command in ("nvcc", str(EVO)):
+        done = subprocess.run([command, "--options-file", "self", "-arch=sm_90", "-c", "regs.cu"], cwd=project,
+                              env=env, capture_output=True, text=True)
+        assert (done.returncode, done.stdout, done.stderr) == (1, "", "nvcc fatal   : Too many options file opened "
+                                                               "'self'\n"), done.stderr
+
+
 def test_debug_builds_get_no_optimisation_level(project, evo_cache):
     env = evo_env(evo_cache)
     for debug in (["-G"], ["-Xptxas", "-g"]):
