@@ -178,6 +178,19 @@ def test_an_options_file_that_names_another_is_read_in_place(project, evo_cache)
                                                                "'self'\n"), done.stderr
 
 
+def test_a_quote_in_an_input_s_name_is_no_internal_error(project, evo_cache):
+    """`nvcc-evo -c regs.cu 'dq"uote.cu'` (the inputs' ptxas knobs differ: a split call): nvcc prints the name
+    unquoted in its steps, and shlex.split of them raised ValueError('No closing quotation'), said as an
+    "internal error". nvcc fails on such a name itself: its exit status, and the reason the steps are not split."""
+    shutil.copy(project / "regs.cu", project / 'dq"uote.cu')
+    argv = ["-arch=sm_90", "-c", "regs.cu", 'dq"uote.cu']
+    env = evo_env(evo_cache)
+    own = subprocess.run(["nvcc", *argv], cwd=project, env=env, capture_output=True, text=True)
+    ours = subprocess.run([str(EVO), *argv], cwd=project, env=env, capture_output=True, text=True)
+    assert ours.returncode == own.returncode != 0 and ours.stdout == own.stdout == ""
+    assert "internal error" not in ours.stderr and own.stderr in ours.stderr, ours.stderr
+
+
 def test_debug_builds_get_no_optimisation_level(project, evo_cache):
     env = evo_env(evo_cache)
     for debug in (["-G"], ["-Xptxas", "-g"]):
