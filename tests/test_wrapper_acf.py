@@ -191,6 +191,19 @@ def test_a_quote_in_an_input_s_name_is_no_internal_error(project, evo_cache):
     assert "internal error" not in ours.stderr and own.stderr in ours.stderr, ours.stderr
 
 
+def test_a_register_cap_for_an_arch_specific_target_never_breaks_a_werror_build(project, evo_cache):
+    """`-arch=sm_90a` makes nvcc run ptxas on the compute_90 PTX too, and that run warns "Too big maxrregcount
+    value specified 40, will be ignored" of any cap: with -Xptxas -Werror the ACF's cap failed the build (exit
+    255) that nvcc alone builds. Under -Werror the cap goes to the sm_90a step alone."""
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "regs.cu" {\n    pin ptxas.maxrregcount = 40\n}\n')
+    env = evo_env(evo_cache)
+    argv = ["-arch=sm_90a", "-Xptxas", "-Werror,-v", "-c", "regs.cu", "-o", "regs.o"]
+    assert subprocess.run(["nvcc", *argv], cwd=project, env=env, capture_output=True).returncode == 0
+    built = subprocess.run([str(EVO), *argv], cwd=project, env=env, capture_output=True, text=True)
+    assert built.returncode == 0 and "Too big maxrregcount" not in built.stderr, built.stderr
+    assert registers(built.stderr) == [40]
+
+
 def test_debug_builds_get_no_optimisation_level(project, evo_cache):
     env = evo_env(evo_cache)
     for debug in (["-G"], ["-Xptxas", "-g"]):
