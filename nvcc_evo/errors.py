@@ -71,7 +71,8 @@ class Diagnostic:
         if not self.source_line:
             return head
         line, column = _shown_line(self.source_line, self.location.column)
-        return f"{head}\n{line}\n{' ' * (column - 1)}^"
+        pad = "".join("\t" if c == "\t" else " " for c in line[:column - 1]).ljust(column - 1)
+        return f"{head}\n{line}\n{pad}^"        # (the line's tabs kept: the caret stands where a terminal shows it)
 
 
 SHOWN_LINE = 160          # a source line longer than this is shown around its column (a minified file:

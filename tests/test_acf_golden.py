@@ -46,4 +46,5 @@ def test_every_diagnostic_is_located_with_a_caret(path):
         head, source, caret = str(diagnostic).split("\n")
         assert head.startswith(f"{path.name}:{diagnostic.location.line}:{diagnostic.location.column}: error: ")
         assert source == text.splitlines()[diagnostic.location.line - 1]
-        assert caret == " " * (diagnostic.location.column - 1) + "^"
+        before = source[:diagnostic.location.column - 1]      # a tab stays a tab: the caret lines up as shown
+        assert caret == "".join("\t" if c == "\t" else " " for c in before).ljust(len(before)) + "^"

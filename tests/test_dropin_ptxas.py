@@ -117,3 +117,41 @@ def test_a_cache_name_two_texts_share_is_a_miss(project, evo_cache, tmp_path):
     log = tmp_path / "log.jsonl"
     done, _ = compile_ptx(project, evo_cache, NVCC_EVO_LOG=log)
     assert done.returncode == 0 and done.stderr == "" and '"added": ["-Xptxas", "-O1"]' in log.read_text()
+
+
+CAPPED = ('acf 1\nunit kernel "mix" {\n    pin ptxas.override_directive_values = true\n'
+          '    target sm_90a {\n        ptxas.maxrregcount = 32\n    }\n}\n')
+
+
+@pytest.mark.parametrize("option, registers, skipped", [
+    (["-regUsageLevel", "5"], 32, []),
+    (["--maxrregcount", "40"], 40, ["ptxas.maxrregcount: the user sets it (--maxrregcount=40); the user wins"]),
+])
+def test_an_option_s_value_in_the_next_word_is_no_input(project, evo_cache, option, registers, skipped):
+    """`nvcc-evo-ptxas --gpu-name=sm_90a --maxrregcount 40 k.ptx -o k.cubin` (ptxas takes a value in the next
+    word): the value was read as a second input, so the call went through untouched ("2 inputs, not one PTX"),
+    the entry's knobs left out."""
+    import json
+    from nvcc_evo.measure.candidate import cubin_registers
+    log = project / "log.jsonl"
+    env = evo_env(evo_cache, NVCC_EVO_REAL_PTXAS=shutil.which("ptxas"), NVCC_EVO_ACF=_write(project, CAPPED),
+                  NVCC_EVO_LOG=log)
+    done = subprocess.run([str(PTXAS), ARGV[0], *option, *ARGV[1:]], cwd=project, env=env, capture_output=True,
+                          text=True)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    line = json.loads(log.read_text().splitlines()[-1])
+    assert (line["passthrough"], line["skipped"]) == ("", skipped), line
+    assert cubin_registers((project / "k.cubin").read_bytes()) == registers
+
+
+def test_a_ptx_with_no_entry_is_said_so(project, evo_cache):
+    """A PTX of device functions alone: --explain and the log said "no kernel unit of tuned.acf names " and
+    stopped there."""
+    (project / "f.ptx").write_text(".version 8.0\n.target sm_90a\n.address_size 64\n.visible .func f()\n{\n\tret;\n}\n")
+    env = evo_env(evo_cache, NVCC_EVO_REAL_PTXAS=shutil.which("ptxas"),
+                  NVCC_EVO_ACF=_write(project, OTHER.replace("not_this_one*", "*")))
+    argv = ["--gpu-name=sm_90a", "-c", "f.ptx", "-o", "f.o"]
+    explained = subprocess.run([str(PTXAS), "--explain", *argv], cwd=project, env=env, capture_output=True, text=True)
+    assert "not tuned: no kernel unit of tuned.acf names it: it has no .entry (no kernel)\n" in explained.stdout
+    done = subprocess.run([str(PTXAS), *argv], cwd=project, env=env, capture_output=True, text=True)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "") and (project / "f.o").exists()

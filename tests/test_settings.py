@@ -109,6 +109,20 @@ def test_a_pyproject_that_names_nvcc_evo_without_its_table_is_no_settings_file(p
     assert "settings: no nvcc-evo.toml beside the ACF" in explained
 
 
+def test_a_pyproject_tool_key_that_is_not_a_table_is_a_located_error(project, evo_cache):
+    """`[tool]` with `nvcc-evo = 3`: --retune ended in a traceback (AttributeError: 'int' object has no
+    attribute 'items') and a build warned of an internal error."""
+    (project / "pyproject.toml").write_text('[project]\nname = "app"\n[tool]\nnvcc-evo = 3\n')
+    expected = "pyproject.toml:4:12: error: 'tool.nvcc-evo' must be a table, got an integer (3)\nnvcc-evo = 3\n"
+    dry = run_evo("--retune", "--dry-run", cwd=project, env=evo_env(evo_cache))
+    assert dry.returncode == 1 and dry.stderr.startswith(expected), dry.stderr
+    build = subprocess.run([str(EVO), "-arch=sm_90", "-c", "spill.cu", "-o", "a.o"], cwd=project,
+                           env=evo_env(evo_cache), capture_output=True, text=True)
+    assert build.returncode == 0 and (project / "a.o").exists() and "Traceback" not in build.stderr
+    assert "building without tuned flags: pyproject.toml:4:12: error: 'tool.nvcc-evo' must be a table" \
+        in build.stderr
+
+
 def test_the_build_uses_the_files_gpu_log_and_nvcc(project, evo_cache, real_nvcc):
     (project / "nvcc-evo.toml").write_text(f'nvcc = "{real_nvcc}"\ngpu = "H200"\nlog = "logs/build.jsonl"\n')
     (project / "logs").mkdir()

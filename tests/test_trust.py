@@ -165,3 +165,45 @@ def test_a_strangers_acf_is_not_used_by_the_drop_in_ptxas(shared, evo_cache, tmp
     trusted = compile_ptx("trusted.cubin", NVCC_EVO_TRUST=shared)
     assert trusted.returncode == 0 and "is not used" not in trusted.stderr, trusted.stderr
     assert '"added": ["-Xptxas", "-O1"]' in log.read_text()
+
+
+PLANTED = """import os, pickle, sys
+class Payload:
+    def __reduce__(self):
+        return (os.system, ("echo ran >> " + sys.argv[2],))
+with open(sys.argv[1], "wb") as handle:
+    handle.write(b"0\\n")
+    pickle.dump(Payload(), handle)
+"""
+
+
+def test_a_parser_cache_a_stranger_plants_in_the_shared_temporary_folder_runs_nothing(shared, evo_cache):
+    """lark's cache=True loaded (pickle.load) /tmp/.lark_cache_USER_SHA256_3_11.tmp, a name anyone can work
+    out, whoever owned it: a file the second uid put there ran its code in the user's --acf-check, and in the
+    first build after an ACF edit. The parser's cache is now the user's own cache folder's."""
+    import lark
+    from nvcc_evo.acf import parse
+    scratch = Path(tempfile.mkdtemp(dir=shared.parent))
+    old, tempfile.tempdir = tempfile.tempdir, str(scratch)       # the name lark gave the product's parser
+    try:
+        lark.Lark(parse._grammar_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True,
+                  strict=False, cache=True)
+    finally:
+        tempfile.tempdir = old
+    (name,) = [p.name for p in scratch.iterdir()]
+    marker = shared.parent / "ran.log"
+    program = shared.parent / "plant.py"
+    program.write_text(PLANTED)
+    program.chmod(0o644)
+    shared.parent.chmod(0o777)              # (the second uid writes its marker there when its code runs)
+    as_stranger(sys.executable, str(program), str(shared / name), str(marker))
+    project = own_project(shared)
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "spill.cu" {\n    pin ptxas.opt_level = 2\n}\n')
+    env = dict(evo_env(evo_cache), TMPDIR=str(shared))
+    checked = subprocess.run([str(EVO), "--acf-check", "nvcc-evo.acf"], cwd=project, env=env, capture_output=True,
+                             text=True)
+    assert checked.returncode == 0, checked.stderr
+    built = subprocess.run([str(EVO), "-arch=sm_90", "-c", "spill.cu", "-o", "spill.o"], cwd=project,
+                           env=dict(env, XDG_CACHE_HOME=str(evo_cache / "fresh")), capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    assert not marker.exists()

@@ -159,6 +159,51 @@ def test_the_user_wins_through_options_files_and_environment(project, evo_cache)
     assert "ptxas.maxrregcount: the user sets it (-Xptxas -maxrregcount=48); the user wins" in explained.stdout
 
 
+def test_an_options_file_that_names_another_is_read_in_place(project, evo_cache):
+    """`--options-file outer` whose text is `--options-file inner` (nvcc reads both): the wrapper warned
+    "internal error (KeyError('extra'))" and built untuned; a file that names itself (nvcc: "Too many options
+    file opened") was a RecursionError."""
+    (project / "inner").write_text('-arch=sm_90 -Xptxas "-maxrregcount=48"\n')
+    (project / "outer").write_text("--options-file inner -Xptxas -v\n")
+    env = evo_env(evo_cache)
+    result = compile_regs(project, env, "regs.cu", "--options-file", "outer")
+    assert registers(result.stderr) == [48] and "nvcc-evo" not in result.stderr      # the user's cap, said by no one
+    (project / "inner").write_text("-arch=sm_90\n")
+    assert registers(compile_regs(project, env, "regs.cu", "--options-file", "outer").stderr) == [40]  # the ACF's
+    (project / "self").write_text("--options-file self\n")
+    for command in ("nvcc", str(EVO)):
+        done = subprocess.run([command, "--options-file", "self", "-arch=sm_90", "-c", "regs.cu"], cwd=project,
+                              env=env, capture_output=True, text=True)
+        assert (done.returncode, done.stdout, done.stderr) == (1, "", "nvcc fatal   : Too many options file opened "
+                                                               "'self'\n"), done.stderr
+
+
+def test_a_quote_in_an_input_s_name_is_no_internal_error(project, evo_cache):
+    """`nvcc-evo -c regs.cu 'dq"uote.cu'` (the inputs' ptxas knobs differ: a split call): nvcc prints the name
+    unquoted in its steps, and shlex.split of them raised ValueError('No closing quotation'), said as an
+    "internal error". nvcc fails on such a name itself: its exit status, and the reason the steps are not split."""
+    shutil.copy(project / "regs.cu", project / 'dq"uote.cu')
+    argv = ["-arch=sm_90", "-c", "regs.cu", 'dq"uote.cu']
+    env = evo_env(evo_cache)
+    own = subprocess.run(["nvcc", *argv], cwd=project, env=env, capture_output=True, text=True)
+    ours = subprocess.run([str(EVO), *argv], cwd=project, env=env, capture_output=True, text=True)
+    assert ours.returncode == own.returncode != 0 and ours.stdout == own.stdout == ""
+    assert "internal error" not in ours.stderr and own.stderr in ours.stderr, ours.stderr
+
+
+def test_a_register_cap_for_an_arch_specific_target_never_breaks_a_werror_build(project, evo_cache):
+    """`-arch=sm_90a` makes nvcc run ptxas on the compute_90 PTX too, and that run warns "Too big maxrregcount
+    value specified 40, will be ignored" of any cap: with -Xptxas -Werror the ACF's cap failed the build (exit
+    255) that nvcc alone builds. Under -Werror the cap goes to the sm_90a step alone."""
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "regs.cu" {\n    pin ptxas.maxrregcount = 40\n}\n')
+    env = evo_env(evo_cache)
+    argv = ["-arch=sm_90a", "-Xptxas", "-Werror,-v", "-c", "regs.cu", "-o", "regs.o"]
+    assert subprocess.run(["nvcc", *argv], cwd=project, env=env, capture_output=True).returncode == 0
+    built = subprocess.run([str(EVO), *argv], cwd=project, env=env, capture_output=True, text=True)
+    assert built.returncode == 0 and "Too big maxrregcount" not in built.stderr, built.stderr
+    assert registers(built.stderr) == [40]
+
+
 def test_debug_builds_get_no_optimisation_level(project, evo_cache):
     env = evo_env(evo_cache)
     for debug in (["-G"], ["-Xptxas", "-g"]):
@@ -172,6 +217,65 @@ def test_no_register_cap_when_spills_are_errors(project, evo_cache):
     result = compile_regs(project, evo_env(evo_cache), "regs.cu", "-arch=sm_90",
                           "-Xptxas", "--warn-on-spills,-Werror")
     assert registers(result.stderr) == [56]
+
+
+@pytest.mark.parametrize("hint", ["ptxas.minnctapersm = 2", "ptxas.maxntid = 128"])
+def test_a_block_size_hint_beside_a_register_cap_never_breaks_a_werror_build(project, evo_cache, hint):
+    """`target sm_90 { ptxas.maxrregcount = 40 }` with a pinned --minnctapersm (or --maxntid): ptxas ignores the
+    hint beside a cap and warns of conflicting options, so `-Xptxas -Werror` failed a build that nvcc alone
+    builds (exit 255). The hint is left out (ptxas ignored it: the same SASS), the user's own hint wins over
+    the ACF's cap, and a split call (inputs of other caps) leaves it out of the step of a cap too."""
+    (project / "nvcc-evo.acf").write_text(ACF.replace("    pin ptxas.register_usage_level = 5\n",
+                                                      f"    pin ptxas.register_usage_level = 5\n    pin {hint}\n"))
+    env = evo_env(evo_cache)
+    result = compile_regs(project, env, "regs.cu", "-arch=sm_90", "-Xptxas", "-Werror")
+    assert registers(result.stderr) == [40] and "Conflicting options" not in result.stderr
+    explained = run_evo("--explain", "-arch=sm_90", "-c", "regs.cu", cwd=project, env=env).stdout
+    assert f"{hint.split()[0]}: ptxas ignores it beside ptxas.maxrregcount = 40, and warns" in explained
+    flag = "--" + hint.split()[0].split(".")[1] + "=" + hint.split()[2]
+    user = compile_regs(project, env, "regs.cu", "-arch=sm_90", "-Xptxas", f"-Werror,{flag}")
+    assert registers(user.stderr) == [56] and "Conflicting options" not in user.stderr
+    split = subprocess.run([str(EVO), "-arch=sm_90", "-Xptxas", "-Werror", "-c", "regs.cu", "sub/regs_b.cu"],
+                           cwd=project, env=env, capture_output=True, text=True)
+    assert split.returncode == 0 and "Conflicting options" not in split.stderr, split.stderr
+
+
+def test_the_other_pairs_ptxas_ignores_one_of_never_break_a_werror_build(project, evo_cache):
+    """ptxas ignores --def-load-cache beside --force-load-cache (and the store pair) and --register-usage-level
+    beside -O0, with a 'Conflicting options' warning: `-Xptxas -Werror` failed these builds (exit 255)."""
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "regs.cu" {\n    pin ptxas.dlcm = cg\n    pin ptxas.flcm = cg\n'
+                                          '    pin ptxas.dscm = wt\n    pin ptxas.fscm = wt\n'
+                                          '    pin ptxas.register_usage_level = 3\n    pin ptxas.opt_level = 0\n}\n')
+    env = evo_env(evo_cache)
+    result = compile_regs(project, env, "regs.cu", "-arch=sm_90", "-Xptxas", "-Werror")
+    assert "Conflicting options" not in result.stderr
+    explained = run_evo("--explain", "-arch=sm_90", "-c", "regs.cu", cwd=project, env=env).stdout
+    assert "would add: -Xptxas -flcm=cg -Xptxas -fscm=wt -Xptxas -O0\n" in explained
+    for knob, other in (("dlcm", "flcm = cg"), ("dscm", "fscm = wt"), ("register_usage_level", "opt_level = 0")):
+        assert f"ptxas.{knob}: ptxas ignores it beside ptxas.{other}, and warns" in explained
+    user = compile_regs(project, env, "regs.cu", "-arch=sm_90", "-Xptxas", "-Werror,-dlcm=ca,--register-usage-level=4")
+    assert "Conflicting options" not in user.stderr                  # the user's own: the ACF's -flcm and -O0 out
+
+
+def test_an_optimisation_level_and_a_fast_compile_level_ptxas_refuses_together_never_break_a_build(project,
+                                                                                                  evo_cache):
+    """`pin ptxas.opt_level = 2` with `pin ptxas.fast_compile = min` passed the check and every build failed
+    (ptxas fatal: Conflicting options -opt-level=<0,2,3> and --Ofast-compile=min, exit 255); so did an ACF's
+    -Ofc level beside the user's own -O. ptxas takes an -Ofc level beside an explicit -O only as -O0 with max
+    and -O1 with min or mid: another pair leaves the ACF's -Ofc out (or, beside the user's -Ofc, its -O)."""
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "regs.cu" {\n    pin ptxas.opt_level = 2\n'
+                                          '    pin ptxas.fast_compile = min\n}\nunit "plain.cu" {\n'
+                                          '    pin ptxas.fast_compile = mid\n}\n')
+    env = evo_env(evo_cache)
+    compile_regs(project, env, "regs.cu", "-arch=sm_90")
+    explained = run_evo("--explain", "-arch=sm_90", "-c", "regs.cu", cwd=project, env=env).stdout
+    assert "would add: -Xptxas -O2\n" in explained
+    assert "ptxas.fast_compile: ptxas refuses -O2 with -Ofc=min (fatal): the optimisation level kept" in explained
+    for user in (["-Xptxas", "-O2"], ["-Xptxas", "--opt-level=0"]):
+        compile_regs(project, env, "plain.cu", "-arch=sm_90", *user)
+    explained = run_evo("--explain", "-arch=sm_90", "-Xptxas", "-O1", "-c", "plain.cu", cwd=project, env=env).stdout
+    assert "would add: -Xptxas -Ofc=mid\n" in explained                        # a pair ptxas takes
+    compile_regs(project, env, "regs.cu", "-arch=sm_90", "-Xptxas", "-Ofc=max")     # the user's -Ofc: the ACF's -O out
 
 
 def test_cmake_probes_pass_through(project, evo_cache):

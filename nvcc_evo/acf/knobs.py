@@ -255,6 +255,21 @@ IMPLIED_BY: dict[str, tuple[str, ...]] = {
 # Knobs that must not reach a debug build: ptxas rejects any -O1..3 with -g.
 OPTIMISATION_KNOBS = frozenset({"ptxas.opt_level", "ptxas.fast_compile", "nvcc.fast_compile",
                                 "ptxas.register_usage_level"})
+# Knobs that ptxas (13.0) ignores beside others, with a warning ("Conflicting options -maxrregcount and
+# -maxntid specified, ignoring -maxntid option"), an error under -Werror: (the knob it ignores, beside
+# which knobs, at which of their values (None: any)). A build leaves one of each such pair out.
+CAPS_OF_KERNELS = frozenset({"ptxas.maxrregcount", "nvcc.maxrregcount"})   # (--device-function-maxrregcount: none)
+IGNORED_BESIDE: tuple[tuple[str, frozenset[str], Scalar | None], ...] = (
+    ("ptxas.maxntid", CAPS_OF_KERNELS, None),
+    ("ptxas.minnctapersm", CAPS_OF_KERNELS, None),
+    ("ptxas.register_usage_level", frozenset({"ptxas.opt_level"}), 0),
+    ("ptxas.dlcm", frozenset({"ptxas.flcm"}), None),
+    ("ptxas.dscm", frozenset({"ptxas.fscm"}), None),
+)
+# ptxas (13.0) takes an -Ofc level beside an explicit -O only in these pairs; any other is fatal
+# ("Conflicting options -opt-level=<0,2,3> and --Ofast-compile=min"). Without -O every level goes.
+FAST_COMPILE_WITH_LEVEL = frozenset({("0", "max"), ("1", "min"), ("1", "mid")})
+FAST_COMPILE = frozenset({"ptxas.fast_compile", "nvcc.fast_compile"})
 # Knobs that can make a kernel spill: off when spills are errors.
 REGISTER_CAPS = frozenset({"ptxas.maxrregcount", "nvcc.maxrregcount",
                            "ptxas.device_function_maxrregcount"})

@@ -31,7 +31,22 @@ def grammar_location() -> str:
 @functools.lru_cache(maxsize=None)
 def build_parser(strict: bool = False) -> lark.Lark:
     return lark.Lark(_grammar_text(), parser="lalr", propagate_positions=True,
-                     maybe_placeholders=True, strict=strict, cache=not strict)
+                     maybe_placeholders=True, strict=strict, cache=False if strict else _parser_cache())
+
+
+def _parser_cache() -> str | bool:
+    """Where lark keeps the built parser: the user's own checked cache folder.
+    lark's `cache=True` is a pickle in the shared temporary folder under a
+    name anyone can work out (.lark_cache_USER_SHA256_3_11.tmp), loaded
+    without a look at its owner: a file another user plants there ran code in
+    ours. No cache (0.1 s more) where the folder cannot be had."""
+    import sys
+    from nvcc_evo.system.files import cache_folder
+    try:
+        folder = cache_folder()
+    except OSError:                   # (a link in its place, another user's folder, a read-only home)
+        return False
+    return f"{folder}/grammar-lark-{lark.__version__}-py{sys.version_info[0]}.{sys.version_info[1]}.pickle"
 
 
 def find_comments(text: str) -> tuple[model.Comment, ...]:

@@ -231,6 +231,11 @@ def parse(text: str, path: str, in_pyproject: bool, environ) -> Settings:
     if in_pyproject and not (isinstance(document.get(tool), dict) and name in document[tool]):
         return Settings(None, {}, {}, environ)   # it names nvcc-evo (a dependency, its own name) but holds no table
     lines = text.splitlines()
+    if not isinstance(table, dict):          # `[tool]` with `nvcc-evo = 3`: a value where the table belongs
+        line, _, at_value = _places(lines, prefix[:-1]).get(name, (1, 1, 1))
+        source = lines[line - 1] if 0 < line <= len(lines) else ""
+        raise SettingsError([Diagnostic(Location(shown, line, at_value),
+                                        f"'{'.'.join(prefix)}' must be a table, got {_toml_type(table)}", source)])
     places = _places(lines, prefix)
     values, problems = {}, []
     for name, raw in _flatten(table):

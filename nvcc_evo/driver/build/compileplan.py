@@ -28,6 +28,7 @@ Rules of the plan, each in one place:
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -70,13 +71,21 @@ def plan_call(call: NvccCall, call_plan: CallPlan, policy: str, toolkit: Toolkit
               environ) -> CompilePlan:
     """The flags of a call whose matches (`call_plan`) hold the knob values of
     each (input, arch)."""
+    from nvcc_evo.acf import knobs
     from nvcc_evo.acf.knobs import STEP_ONLY
     settings, dropped = common_settings(call_plan, policy)
     for name in STEP_ONLY & set(settings):
         dropped.append((name, f"{name}={settings.pop(name)} is given to each ptxas step on its own"))
+    if _checks_ptx_as_errors(call):
+        for name in knobs.CAPS_OF_KERNELS & set(settings):
+            dropped.append((name, f"{name}={settings.pop(name)} is given to each ptxas step on its own: nvcc's "
+                                  f"PTX check step (ptxas -arch=compute_XX, for -arch=sm_XXa) refuses a register cap "
+                                  f"(\"Too big maxrregcount value\"), an error with -Werror"))
     facts = read_facts(call)
-    flags = plan_flags(settings, facts, toolkit, acf_dir)
-    per_step, dropped = _per_step(call, call_plan, policy, dropped, facts, toolkit, acf_dir)
+    steps_caps = {k: v for m in call_plan.matches for k, v in m.settings(policy).items()     # (what each ptxas
+                  if k in knobs.CAPS_OF_KERNELS and k not in settings}                       # step may add)
+    flags = plan_flags(settings, facts, toolkit, acf_dir, beside=steps_caps)
+    per_step, dropped = _per_step(call, call_plan, policy, dropped, facts, toolkit, acf_dir, settings)
     programs = []
     if any(name in STEP_ONLY for _, plan in per_step for name, _ in plan.applied):
         from nvcc_evo.driver.build.ptxas import settle      # (only for units that choose a ptxas or a controls file)
@@ -88,6 +97,15 @@ def plan_call(call: NvccCall, call_plan: CallPlan, policy: str, toolkit: Toolkit
         per_step = tuple(settled)
     return CompilePlan(FlagPlan(flags.flags, flags.applied, tuple(dropped) + flags.skipped), per_step,
                        tuple(programs))
+
+
+def _checks_ptx_as_errors(call: NvccCall) -> bool:
+    """`-arch=sm_90a` (or sm_100f...) makes nvcc run ptxas on the PTX for
+    compute_90 too, and that run warns of any -maxrregcount; with -Werror
+    the warning fails the build."""
+    from nvcc_evo.driver.build.flags import PTXAS_WERROR, ptxas_tokens
+    specific = any(re.fullmatch(r"sm_[0-9]+[af]", value) for value in call.values("--gpu-architecture"))
+    return specific and (call.has("--Werror") or bool(PTXAS_WERROR & set(ptxas_tokens(call))))
 
 
 def common_settings(plan: CallPlan, stale_policy: str) -> tuple[dict, list[tuple[str, str]]]:
@@ -115,7 +133,7 @@ def common_settings(plan: CallPlan, stale_policy: str) -> tuple[dict, list[tuple
 
 
 def _per_step(call: NvccCall, call_plan: CallPlan, policy: str, dropped: list[tuple[str, str]],
-              facts: CallFacts, toolkit: Toolkit, acf_dir: str
+              facts: CallFacts, toolkit: Toolkit, acf_dir: str, common: dict
               ) -> tuple[tuple[tuple[Step, FlagPlan], ...], list[tuple[str, str]]]:
     """ptxas knobs whose values differ between the call's inputs or
     architectures, and those only a ptxas step takes (its program, its
@@ -132,7 +150,7 @@ def _per_step(call: NvccCall, call_plan: CallPlan, policy: str, dropped: list[tu
     if not why:
         for match in call_plan.matches:
             chosen = {k: v for k, v in match.settings(policy).items() if k in ptxas}
-            per_step.append(((match.input, match.arch), plan_flags(chosen, facts, toolkit, acf_dir)))
+            per_step.append(((match.input, match.arch), plan_flags(chosen, facts, toolkit, acf_dir, common)))
     left = [(name, f"{reason}; not given per ptxas step: {why}" if name in ptxas else
              f"{reason}; compile them separately to tune each")
             for name, reason in dropped if not (per_step and name in ptxas)]

@@ -169,14 +169,86 @@ def _skip_reason(knob_name: str, value: Scalar, facts: CallFacts, toolkit: Toolk
     return None
 
 
+def _conflict_reason(name: str, settings: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit | None,
+                     beside: dict[str, Scalar]) -> str | None:
+    """Pairs ptxas will not take together: a knob it ignores beside another
+    (knobs.IGNORED_BESIDE, a warning, an error with -Werror) is left out where
+    the other reaches ptxas (the ACF's or the user's), the ACF's other where
+    the user gives the knob; an -O and an -Ofc level it refuses together
+    (`_level_conflict`). `beside`: knobs the same ptxas run gets from another plan."""
+    both = {**beside, **settings}
+    for ignored, others, at in knobs.IGNORED_BESIDE:
+        if name == ignored:
+            given = next(filter(None, (_given(o, at, both, facts, toolkit) for o in sorted(others))), None)
+            if given:
+                return f"ptxas ignores it beside {given}, and warns of conflicting options (an error with -Werror)"
+        elif name in others and (at is None or _given(name, at, both, facts, toolkit)):
+            user = facts.user_knobs.get(ignored)
+            if user:
+                return f"the user sets {user}, which ptxas would ignore beside it; the user wins"
+    if name == "ptxas.opt_level" or name in knobs.FAST_COMPILE:
+        return _level_conflict(name, both, facts, toolkit)
+    return None
+
+
+def _given(knob_name: str, at: Scalar | None, both: dict[str, Scalar], facts: CallFacts,
+           toolkit: Toolkit | None) -> str | None:
+    """Who gives ptxas `knob_name` (at the value `at`, unless None) in this
+    call: the user's spelling, the ACF's knob = value, or None."""
+    spelled = facts.user_knobs.get(knob_name)
+    if spelled:
+        found = re.search(r"(?:=|-O)([^=\s]+)$", spelled)
+        return spelled if at is None or not found or found.group(1) == str(at) else None
+    knob, value = knobs.lookup(knob_name), both.get(knob_name)
+    if knob is None or value is None or _skip_reason(knob_name, value, facts, toolkit) is not None:
+        return None
+    value = knob.normalise(value)
+    if knob.default is not None and value == knob.normalise(knob.default):
+        return None
+    return f"{knob_name} = {value}" if at is None or value == at else None
+
+
+def _level_conflict(name: str, both: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit | None) -> str | None:
+    """An explicit -O and an -Ofc level that ptxas refuses together (fatal): the
+    ACF's -Ofc is left out beside its own -O, the ACF's either beside the user's."""
+    def ours(knob_name: str) -> str | None:
+        knob, value = knobs.lookup(knob_name), both.get(knob_name)
+        if knob is None or value is None or _skip_reason(knob_name, value, facts, toolkit) is not None \
+                or (knob.default is not None and knob.normalise(value) == knob.normalise(knob.default)):
+            return None
+        return str(knob.normalise(value))
+
+    def users(knob_name: str, pattern: str) -> tuple[str, str] | None:
+        spelled = facts.user_knobs.get(knob_name)
+        found = re.search(pattern, spelled) if spelled else None
+        return (spelled, found.group(1) if found else "?") if spelled else None     # (?: said without its value)
+
+    user_level = users("ptxas.opt_level", r"(?:-O|--opt-level[= ])([0-9])")
+    user_fast = next(filter(None, (users(k, r"=(0|min|mid|max)\b") for k in sorted(knobs.FAST_COMPILE))), None)
+    our_fast = next(filter(None, (ours(k) for k in sorted(knobs.FAST_COMPILE))), None)
+    level = user_level[1] if user_level else ours("ptxas.opt_level")
+    fast = user_fast[1] if user_fast else our_fast
+    if level is None or fast in (None, "0") or (level, fast) in knobs.FAST_COMPILE_WITH_LEVEL:
+        return None
+    refused = f"ptxas refuses -O{level} with " + (f"-Ofc={fast}" if fast != "?" else "most -Ofc levels")
+    if name == "ptxas.opt_level" and user_fast:
+        return f"the user sets {user_fast[0]}, and {refused}; the user wins"
+    if name in knobs.FAST_COMPILE and user_level:
+        return f"the user sets {user_level[0]}, and {refused}; the user wins"
+    if name in knobs.FAST_COMPILE and not user_fast:
+        return f"{refused} (fatal): the optimisation level kept"
+    return None
+
+
 def plan_flags(settings: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit | None = None,
-               acf_dir: str | None = None) -> FlagPlan:
+               acf_dir: str | None = None, beside: dict[str, Scalar] | None = None) -> FlagPlan:
     """`acf_dir`: the ACF's folder, where the files knobs name are (without
     it, those knobs are skipped)."""
     flags: list[str] = []
     applied, skipped = [], []
     for name, value in settings.items():
-        reason = _skip_reason(name, value, facts, toolkit)
+        reason = _skip_reason(name, value, facts, toolkit) or _conflict_reason(name, settings, facts, toolkit,
+                                                                                 beside or {})
         knob = knobs.lookup(name)
         if reason is None and knob is not None and knob.kind is Kind.FILE and acf_dir is None \
                 and value != knob.default:

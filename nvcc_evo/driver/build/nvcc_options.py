@@ -148,14 +148,22 @@ def _read_options(args: list[str], origin: str, call: dict, cwd: str = "") -> No
                 _read_options_file(path, call, cwd)
 
 
+OPTIONS_FILES_DEPTH = 16      # nvcc: "Too many options file opened" for a file that names itself
+
+
 def _read_options_file(path: str, call: dict, cwd: str) -> None:
+    depth = call.get("depth", 0) + 1
+    if depth > OPTIONS_FILES_DEPTH:
+        call["problems"].append(f"options files nested more than {OPTIONS_FILES_DEPTH} deep ({path})")
+        return
     try:
         text = (Path(cwd) / path).read_text()       # relative to the call's folder, as nvcc reads it
     except OSError as error:
         call["problems"].append(f"cannot read options file {path}: {error.strerror}")
         return
-    nested = {"options": [], "inputs": call["inputs"], "unknown": call["unknown"],
-              "problems": call["problems"]}
+    nested: dict = {"options": [], "inputs": call["inputs"], "unknown": call["unknown"],
+                    "problems": call["problems"], "depth": depth}
+    nested["extra"] = nested["options"]     # (a file it names: its options in place, in order)
     _read_options(tokenize(text), path, nested, cwd)
     call["extra"].extend(nested["options"])
 

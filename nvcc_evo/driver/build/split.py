@@ -112,7 +112,11 @@ def read_steps(text: str) -> Steps:
 def step_input(command: str, keep_dir: str, inputs: tuple[str, ...]) -> str | None:
     """The input a ptxas step compiles: its PTX is the user's own file, or a
     kept file nvcc named after the input (`NAME.ptx`, `NAME.compute_90.ptx`)."""
-    ptx = next((word for word in shlex.split(command) if word.endswith(".ptx")), None)
+    try:
+        words = shlex.split(command)
+    except ValueError:           # (a quote in a file's name: nvcc prints it unquoted, and its own run fails)
+        return None
+    ptx = next((word for word in words if word.endswith(".ptx")), None)
     if ptx is None:
         return None
     if os.path.dirname(ptx) != keep_dir:

@@ -101,7 +101,8 @@ def serve(call: PtxasCall, units, acf_path: Path, environ, cwd: str) -> Served:
     digest = hashlib.sha256(data).hexdigest()
     unit = next((u for u in units if any(kernelname.matches(g, entries, digest) for g in u.globs)), None)
     if unit is None:
-        return Served(name, entries, digest, None, f"no kernel unit of {acf_path.name} names {', '.join(entries)}")
+        named = ", ".join(entries) or "it: it has no .entry (no kernel)"
+        return Served(name, entries, digest, None, f"no kernel unit of {acf_path.name} names {named}")
     if call.arch is None:
         return Served(name, entries, digest, None, "no --gpu-name: ptxas's default target is tuned by no entry")
     from nvcc_evo.driver.match.stale import fingerprint, staleness

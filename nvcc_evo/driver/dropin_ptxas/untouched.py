@@ -20,7 +20,17 @@ from nvcc_evo.acf import kernelname
 from nvcc_evo.driver.common import ACF_ENV, LOG_ENV, find_settings_file
 
 ENTRY = re.compile(rb"\.entry\s+([A-Za-z_$%][\w$]*)")
-VALUE_OPTIONS = {"-o", "--output-file", "--gpu-name", "-arch", "--opt-level"}
+# ptxas's options that take a value, which may be the next word (`--maxrregcount 64`; ptxas --help,
+# CUDA 13.0: those shown with `<...>`, and the cache modifiers, which take one though not shown so)
+VALUE_OPTIONS = {"-o", "--output-file", "--gpu-name", "-arch", "--opt-level",
+                 "--Ofast-compile", "-Ofc", "--allow-expensive-optimizations", "-allow-expensive-optimizations",
+                 "--def-load-cache", "-dlcm", "--def-store-cache", "-dscm", "--force-load-cache", "-flcm",
+                 "--force-store-cache", "-fscm", "--device-function-maxrregcount", "-func-maxrregcount",
+                 "--device-stack-protector", "-device-stack-protector", "--entry", "-e", "--fmad", "-fmad",
+                 "--input-as-string", "-ias", "--machine", "-m", "--maxntid", "-maxntid", "--maxrregcount",
+                 "-maxrregcount", "--minnctapersm", "-minnctapersm", "--options-file", "-optf",
+                 "--position-independent-code", "-pic", "--register-usage-level", "-regUsageLevel",
+                 "--sanitize", "-sanitize", "--split-compile", "-split-compile"}
 OWN_OPTIONS = {"-v", "--verbose"}          # options a candidate's compile adds itself
 
 
@@ -34,6 +44,7 @@ def split_argv(argv: list[str]) -> tuple[str | None, list[str], list[str], list[
         name, eq, value = word.partition("=")
         if name in VALUE_OPTIONS and not eq and index + 1 < len(argv):
             value, index = argv[index + 1], index + 1
+            word = f"{name}={value}"            # (ptxas takes each so: the option in one word)
         if name in ("--gpu-name", "-arch"):
             arch = value
         elif name == "--opt-level":
