@@ -132,7 +132,7 @@ def test_an_option_s_value_in_the_next_word_is_no_input(project, evo_cache, opti
     word): the value was read as a second input, so the call went through untouched ("2 inputs, not one PTX"),
     the entry's knobs left out."""
     import json
-    from nvcc_evo.measure.candidate import cubin_registers
+    from nvcc_evo.measure.sass import cubin_registers
     log = project / "log.jsonl"
     env = evo_env(evo_cache, NVCC_EVO_REAL_PTXAS=shutil.which("ptxas"), NVCC_EVO_ACF=_write(project, CAPPED),
                   NVCC_EVO_LOG=log)
