@@ -148,18 +148,14 @@ def test_the_group_dies_with_a_killed_parent(tmp_path):
     """The guard shell sees the end of the death pipe and kills its group:
     here the parent is a Python that runs `sleep` through run_in_group."""
     code = f"from nvcc_evo.system.leftovers import run_in_group; run_in_group(['sleep', '60'], cwd={str(tmp_path)!r})"
-    parent = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path)
-    assert wait_until(lambda: any(c.startswith("sleep 60") for c in _children_commands(parent.pid)), 30)
-    sleeper = next(pid for pid, c in _all_commands().items() if c.startswith("sleep 60") and _ancestor(pid, parent.pid))
-    parent.kill()
-    parent.wait()
-    assert wait_until(lambda: not Path(f"/proc/{sleeper}").exists() or _state(sleeper) == "Z", 3)
+    _assert_killing_the_parent_ends(code, "sleep 60", tmp_path)
 
 
 def test_a_group_starts_though_a_fork_handler_would_hang_a_forked_child(tmp_path):
     """No code runs in the forked child before the exec: a fork handler that never returns in a
-    child (several searches at once on a GPU machine once hung so, between the fork and the exec) cannot hang a compile.
-    The Python fork handler stands for it: it runs only where Python code runs after the fork
+    child cannot hang a compile (several searches at once on a GPU machine once hung so, between
+    the fork and the exec). The Python fork handler stands for it: it runs only where Python code
+    runs after the fork
     (a preexec_fn, as the guard had before, hung here for the handler's 60 s)."""
     code = ("import os, time\n"
             "os.register_at_fork(after_in_child=lambda: time.sleep(60))\n"
@@ -180,9 +176,15 @@ def test_the_group_dies_with_a_parent_killed_while_another_thread_started_it(tmp
             f"threading.Thread(target=run_in_group, args=(['sleep', '61'],), kwargs={{'cwd': {str(tmp_path)!r}}},"
             " daemon=True).start()\n"
             "time.sleep(120)\n")
+    _assert_killing_the_parent_ends(code, "sleep 61", tmp_path)
+
+
+def _assert_killing_the_parent_ends(code: str, command: str, tmp_path) -> None:
+    """A Python running `code` starts `command` (through run_in_group); kill -9 of that Python
+    ends the command within 3 s."""
     parent = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path)
-    assert wait_until(lambda: any(c.startswith("sleep 61") for c in _children_commands(parent.pid)), 30)
-    sleeper = next(pid for pid, c in _all_commands().items() if c.startswith("sleep 61") and _ancestor(pid, parent.pid))
+    assert wait_until(lambda: any(c.startswith(command) for c in _children_commands(parent.pid)), 30)
+    sleeper = next(pid for pid, c in _all_commands().items() if c.startswith(command) and _ancestor(pid, parent.pid))
     parent.kill()
     parent.wait()
     assert wait_until(lambda: not Path(f"/proc/{sleeper}").exists() or _state(sleeper) == "Z", 3)

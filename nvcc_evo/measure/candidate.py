@@ -31,7 +31,6 @@ REPLACED = {"--output-file", "--generate-code", "--gpu-architecture", "--gpu-cod
             "--preprocess", "--cuda", "--ptx", "--cubin", "--fatbin", "--device-link"}
 
 
-
 @dataclass(frozen=True)
 class CompileJob:
     nvcc: str

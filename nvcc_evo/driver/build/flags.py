@@ -199,24 +199,26 @@ def _given(knob_name: str, at: Scalar | None, both: dict[str, Scalar], facts: Ca
     if spelled:
         found = re.search(r"(?:=|-O)([^=\s]+)$", spelled)
         return spelled if at is None or not found or found.group(1) == str(at) else None
+    value = _reaching(knob_name, both, facts, toolkit)
+    return f"{knob_name} = {value}" if value is not None and (at is None or value == at) else None
+
+
+def _reaching(knob_name: str, both: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit | None) -> Scalar | None:
+    """The ACF's value of `knob_name` (normalised) where it reaches ptxas in this call and is not
+    the knob's default; None otherwise."""
     knob, value = knobs.lookup(knob_name), both.get(knob_name)
     if knob is None or value is None or _skip_reason(knob_name, value, facts, toolkit) is not None:
         return None
     value = knob.normalise(value)
-    if knob.default is not None and value == knob.normalise(knob.default):
-        return None
-    return f"{knob_name} = {value}" if at is None or value == at else None
+    return None if knob.default is not None and value == knob.normalise(knob.default) else value
 
 
 def _level_conflict(name: str, both: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit | None) -> str | None:
     """An explicit -O and an -Ofc level that ptxas refuses together (fatal): the
     ACF's -Ofc is left out beside its own -O, the ACF's either beside the user's."""
     def ours(knob_name: str) -> str | None:
-        knob, value = knobs.lookup(knob_name), both.get(knob_name)
-        if knob is None or value is None or _skip_reason(knob_name, value, facts, toolkit) is not None \
-                or (knob.default is not None and knob.normalise(value) == knob.normalise(knob.default)):
-            return None
-        return str(knob.normalise(value))
+        value = _reaching(knob_name, both, facts, toolkit)
+        return None if value is None else str(value)
 
     def users(knob_name: str, pattern: str) -> tuple[str, str] | None:
         spelled = facts.user_knobs.get(knob_name)
