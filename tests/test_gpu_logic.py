@@ -350,3 +350,57 @@ def test_the_gpu_confirmation_builds_its_own_pair_and_stops_at_a_failed_build(tm
         "baseline", "chosen", build)
     assert built == ["baseline", "chosen"]
     assert found.verdict is None and found.problem == "recompiling for the verification failed (chosen compile-error)"
+
+
+class LoggingDevice(StandInDevice):
+    """Answers every Launch after 5 ms (a timed one with times, one asking for
+    outputs with zeros) and logs its cubin; b"log" is answered with the log."""
+
+    def run(self, request):
+        if request.cubin == b"log":
+            return Answer("ok", ",".join(self.__dict__.setdefault("log", [])))
+        self.__dict__.setdefault("log", []).append(request.cubin.decode())
+        time.sleep(0.005)
+        if request.outputs:
+            return Answer("ok", outputs={"y": np.zeros(request.plan.args[-1].count, np.float32)})
+        return Answer("ok", times_us=[100.0 if request.cubin == b"a" else 90.0] * 5)
+
+
+def logging_worker(connection, device):
+    worker_main(connection, device, LoggingDevice)
+
+
+def test_a_confirmation_holds_the_gpu_for_each_pair_and_lets_another_search_take_turns_between():
+    """verify's A B pairs are adjacent on the GPU; another search at once
+    asking meanwhile is served between pairs, not after the whole confirmation
+    (before, its candidates waited for all the rounds)."""
+    from nvcc_evo.measure.gpu import verify
+    plan = plan_bench(BENCH, {"TILE": 1})
+    pool = WorkerPool(target=logging_worker, timeout=30)
+    done = threading.Event()
+    verdicts = []
+
+    def confirm() -> None:
+        verdicts.append(verify(pool, (b"a", plan), (b"b", plan), rounds=6))
+        done.set()
+
+    try:
+        pool.request(Launch(b"warm", plan))
+        thread = threading.Thread(target=confirm)
+        with pool.lock:               # the other search is measuring when the confirmation starts
+            thread.start()
+            time.sleep(0.05)
+        while not done.is_set():
+            pool.request(Launch(b"other", plan))
+        thread.join(30)
+        log = pool.request(ask(b"log")).detail.split(",")[1:]
+    finally:
+        pool.close()
+    timed = [name for name in log if name in "ab"]
+    assert timed == ["a", "b"] * 7, log                     # 6 timed pairs, then the fresh-input pair
+    pairs = [i for i, name in enumerate(log) if name == "a"]
+    assert all(log[i + 1] == "b" for i in pairs), log
+    between = log[pairs[0]:pairs[-1]]
+    assert between.count("other") >= 5, log                 # a turn between every two pairs
+    verdict, problem = verdicts[0]
+    assert problem == "" and verdict.rounds == 6 and verdict.effect == pytest.approx(100 / 90) and verdict.significant

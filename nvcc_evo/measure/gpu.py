@@ -27,17 +27,45 @@ OBJECTIVES = ("runtime", "energy") + static.OBJECTIVES
 RACE_MARGIN = 0.02      # slower than the incumbent by more than this (or its spread) ends a race
 
 
+class TurnLock:
+    """A reentrant lock handed over in the order it was asked for: a thread
+    that releases it and asks again at once (a confirmation's next round)
+    waits behind the threads already waiting (another search's candidate)."""
+
+    def __init__(self) -> None:
+        self._turns = threading.Condition()
+        self._owner: int | None = None
+        self._depth = self._next = self._serving = 0
+
+    def __enter__(self) -> None:
+        me = threading.get_ident()
+        with self._turns:
+            if self._owner == me:
+                self._depth += 1
+                return
+            ticket, self._next = self._next, self._next + 1
+            self._turns.wait_for(lambda: self._serving == ticket and self._owner is None)
+            self._owner, self._depth = me, 1
+
+    def __exit__(self, *_) -> None:
+        with self._turns:
+            self._depth -= 1
+            if self._depth == 0:
+                self._owner, self._serving = None, self._serving + 1
+                self._turns.notify_all()
+
+
 class WorkerPool:
     """One measuring process, replaced whenever a candidate breaks it. One
-    request at a time (`lock`: several searches at once share a GPU, and
-    never time on it at once)."""
+    request at a time (`lock`: several searches at once share a GPU, never
+    time on it at once, and take turns)."""
 
     def __init__(self, target: Callable | None = None, timeout: float = 120.0, device: int = 0):
         from nvcc_evo.measure.gpu_worker import worker_main
         self.target, self.timeout, self.device = target or worker_main, timeout, device
         self.context = multiprocessing.get_context("spawn")
         self.replaced = 0
-        self.lock = threading.RLock()
+        self.lock = TurnLock()
         self.hello = self._start()
 
     def _start(self) -> dict:
@@ -258,22 +286,20 @@ def _timed(answer: Answer) -> Summary:
 def verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[bytes, BenchPlan],
            rounds: int = 10) -> tuple[Verdict, str]:
     """Re-measure the winner against the baseline, interleaved A B A B, and
-    check the winner once more on fresh random inputs (nothing else on
-    this GPU meanwhile: the pool is held throughout)."""
-    with pool.lock:
-        return _verify(pool, baseline, chosen, rounds)
-
-
-def _verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[bytes, BenchPlan],
-            rounds: int) -> tuple[Verdict, str]:
+    check the winner once more on fresh random inputs. Each A B pair holds
+    the GPU (nothing else runs between its two timings); between pairs the
+    other searches at once take their turn, so a confirmation does not
+    stop their searches for its whole length."""
     medians: dict[str, list[float]] = {"a": [], "b": []}
     for _ in range(rounds):
-        for side, (cubin, plan) in (("a", baseline), ("b", chosen)):
-            answer = pool.request(Launch(cubin, plan, time=True, min_seconds=0.2))
-            if answer.status != "ok":
-                raise EnvironmentProblem(f"verification run failed: {answer.detail or answer.status}")
-            medians[side].append(_timed(answer).median)
-    fresh = [pool.request(Launch(cubin, plan, outputs=True, seed=1000)) for cubin, plan in (baseline, chosen)]
+        with pool.lock:
+            for side, (cubin, plan) in (("a", baseline), ("b", chosen)):
+                answer = pool.request(Launch(cubin, plan, time=True, min_seconds=0.2))
+                if answer.status != "ok":
+                    raise EnvironmentProblem(f"verification run failed: {answer.detail or answer.status}")
+                medians[side].append(_timed(answer).median)
+    with pool.lock:
+        fresh = [pool.request(Launch(cubin, plan, outputs=True, seed=1000)) for cubin, plan in (baseline, chosen)]
     problem = "" if all(f.status == "ok" for f in fresh) else "fresh-input run failed"
     if not problem:
         outputs = [f.outputs for f in fresh]
