@@ -353,17 +353,17 @@ def test_the_gpu_confirmation_builds_its_own_pair_and_stops_at_a_failed_build(tm
 
 
 class LoggingDevice(StandInDevice):
-    """Answers every Launch after 5 ms (a timed one with times, one asking for
-    outputs with zeros) and logs its cubin; b"log" is answered with the log."""
+    """Answers every Launch after 5 ms (with times when timed, zeros as the
+    outputs when asked) and logs its cubin; b"log" is answered with the log."""
 
     def run(self, request):
         if request.cubin == b"log":
             return Answer("ok", ",".join(self.__dict__.setdefault("log", [])))
-        self.__dict__.setdefault("log", []).append(request.cubin.decode())
+        self.__dict__.setdefault("log", []).append(request.cubin.decode() if len(request.cubin) < 16 else "cubin")
         time.sleep(0.005)
-        if request.outputs:
-            return Answer("ok", outputs={"y": np.zeros(request.plan.args[-1].count, np.float32)})
-        return Answer("ok", times_us=[100.0 if request.cubin == b"a" else 90.0] * 5)
+        outputs = {"y": np.zeros(request.plan.args[-1].count, np.float32)} if request.outputs else None
+        times = [100.0 if request.cubin == b"a" else 90.0] * 5 if request.time else None
+        return Answer("ok", outputs=outputs, times_us=times, wrong="")
 
 
 def logging_worker(connection, device):
@@ -404,3 +404,36 @@ def test_a_confirmation_holds_the_gpu_for_each_pair_and_lets_another_search_take
     assert between.count("other") >= 5, log                 # a turn between every two pairs
     verdict, problem = verdicts[0]
     assert problem == "" and verdict.rounds == 6 and verdict.effect == pytest.approx(100 / 90) and verdict.significant
+
+
+def test_the_numpy_reference_is_computed_while_another_search_measures(tmp_path, real_nvcc):
+    """A bench's numpy reference (seconds on a large bench) is computed before
+    the GPU is held: another search at once is measured meanwhile (before, it
+    waited for the reference, and its own budget ran out waiting)."""
+    from nvcc_evo.measure.candidate import CompileJob, compile_candidate
+    from nvcc_evo.measure.gpu import GpuBench
+    (tmp_path / "k.cu").write_text('extern "C" __global__ void saxpy(int n, float a, const float* x, '
+                                   'const unsigned short* h, const int* c, float* y) { y[0] = a; }\n')
+    built = compile_candidate(CompileJob(str(real_nvcc), ("-c", "k.cu"), str(tmp_path), "k.cu", "sm_90"))
+    assert built.ok, built.detail
+
+    def slow_reference(x, **_):
+        time.sleep(1.5)
+        return {"y": np.zeros_like(x)}
+
+    pool = WorkerPool(target=logging_worker, timeout=30)
+    bench = GpuBench(BENCH, pool, "sm_90", lambda g: {"TILE": 1}, energy=False, expected_fn=slow_reference)
+    measured = []
+    try:
+        pool.request(Launch(b"warm", bench.plan(None)))
+        thread = threading.Thread(target=lambda: measured.append(bench.measure(None, (), built)))
+        thread.start()
+        time.sleep(0.2)
+        asked = time.monotonic()
+        pool.request(Launch(b"other", bench.plan(None)))
+        waited = time.monotonic() - asked
+        thread.join(30)
+    finally:
+        pool.close()
+    assert measured[0].ok, measured[0]
+    assert waited < 0.8, f"the other search waited {waited:.2f} s for the GPU"
