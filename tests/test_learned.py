@@ -4,6 +4,8 @@ engine a constraint over the defines of the bench's grid and block, and
 genomes known to break it are not proposed again; the avoided count is kept."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from nvcc_evo.acf.bench.spec import plan_bench
@@ -109,3 +111,146 @@ def test_a_search_that_learns_proposes_fewer_refused_launches_and_none_it_knows_
         assert limits.threads < float("inf")
     assert avoided > 50                                  # counted: the proposals it did not make
     assert learned < 0.8 * blind, (learned, blind)
+
+
+TILED = '''
+#ifndef BM
+#define BM 32
+#endif
+#ifndef BK
+#define BK 16
+#endif
+#ifndef STAGES
+#define STAGES 1
+#endif
+extern "C" __global__ void tiled(const float* x, float* y) {
+    __shared__ float tile[STAGES * BM * BK];
+    for (int i = threadIdx.x; i < STAGES * BM * BK; i += blockDim.x) tile[i] = x[i];
+    __syncthreads();
+    y[threadIdx.x] = tile[(threadIdx.x * 7) % (STAGES * BM * BK)];
+}
+'''
+TILED_ACF = '''acf 1
+unit "tiled.cu" {
+    search {
+        define.BM in {32, 64, 128, 256}
+        define.BK in {16, 32, 64}
+        define.STAGES in {1, 2, 3, 4}
+        ptxas.opt_level in 1..3
+    }
+}
+'''
+def _only_defines(genome: Genome) -> dict:
+    return {k.split(".", 1)[1]: v for k, v in genome.items if k.startswith("define.")}
+
+
+SHARED_SPACE = SearchSpace((Dimension("define.BM", (32, 64, 128, 256), 32), Dimension("define.BK", (16, 32, 64), 16),
+                            Dimension("define.STAGES", (1, 2, 3, 4), 1), Dimension("ptxas.opt_level", (1, 2, 3), 3)))
+
+
+def _compiled(tmp_path, real_nvcc, genome: Genome) -> tuple[str, str]:
+    """(status, detail) of a real compile of TILED with the genome's defines and -O."""
+    import subprocess
+    (tmp_path / "tiled.cu").write_text(TILED)
+    d = _defines(genome)
+    flags = [f"-D{name}={d[name]}" for name in ("BM", "BK", "STAGES")] + [f"-Xptxas=-O{d['opt_level']}"]
+    done = subprocess.run([str(real_nvcc), "-cubin", "-arch=sm_90", *flags, "tiled.cu", "-o", "t.cubin"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    return ("ok", "") if done.returncode == 0 else ("compile-error", done.stderr)
+
+
+def test_a_compile_refused_for_static_shared_memory_teaches_the_same_and_larger_defines(tmp_path, real_nvcc):
+    """ptxas's own words (a real compile): 128 x 64 x 2 floats is 64 KiB of
+    static shared memory, over its 48 KiB. Any -O, and any larger tile or more
+    stages, fail too and are forbidden; a smaller tile is not."""
+    from nvcc_evo.engine.learned import SharedData
+    refused = SHARED_SPACE.genome({"define.BM": 128, "define.BK": 64, "define.STAGES": 2, "ptxas.opt_level": 3})
+    status, detail = _compiled(tmp_path, real_nvcc, refused)
+    assert status == "compile-error" and "too much shared data" in detail, detail
+    learner = SharedData(_only_defines, lambda genome: detail)
+    learner.learn(Evaluation(refused, (float("inf"),), float("inf"), status))
+    larger = [{"define.BM": 128, "define.BK": 64, "define.STAGES": 2, "ptxas.opt_level": 1},
+              {"define.BM": 256, "define.BK": 64, "define.STAGES": 2, "ptxas.opt_level": 3},
+              {"define.BM": 128, "define.BK": 64, "define.STAGES": 4, "ptxas.opt_level": 2}]
+    for knobs_of in larger:
+        genome = SHARED_SPACE.genome(knobs_of)
+        assert learner.forbids(genome) and _compiled(tmp_path, real_nvcc, genome)[0] == "compile-error", knobs_of
+    smaller = SHARED_SPACE.genome({"define.BM": 128, "define.BK": 32, "define.STAGES": 2, "ptxas.opt_level": 3})
+    assert not learner.forbids(smaller) and _compiled(tmp_path, real_nvcc, smaller)[0] == "ok"
+    assert "65536 bytes" in learner.said[0] and "49152" in learner.said[0]
+
+
+def test_a_compile_that_contradicts_larger_defines_failing_leaves_only_the_same_defines_forbidden():
+    """Where more of a define needs less shared memory (a tile divided by it),
+    a genome with defines as large as a refused one's that compiled ends the
+    larger-defines rule; the same defines stay forbidden."""
+    from nvcc_evo.engine.learned import SharedData
+    said = "ptxas error   : Entry function 'k' uses too much shared data (0x10000 bytes, 0xc000 max)"
+    refused = SHARED_SPACE.genome({"define.BM": 64, "define.BK": 32, "define.STAGES": 2})
+    learner = SharedData(_only_defines, lambda genome: said)
+    learner.learn(Evaluation(refused, (float("inf"),), float("inf"), "compile-error"))
+    larger = SHARED_SPACE.genome({"define.BM": 128, "define.BK": 32, "define.STAGES": 2})
+    assert learner.forbids(larger)
+    learner.learn(Evaluation(larger, (1.0,)))                      # it compiled after all
+    assert not learner.forbids(SHARED_SPACE.genome({"define.BM": 256, "define.BK": 32, "define.STAGES": 2}))
+    assert learner.forbids(SHARED_SPACE.genome({"define.BM": 64, "define.BK": 32, "define.STAGES": 2,
+                                                "ptxas.opt_level": 1}))
+    assert not learner.growing and "only the same defines" in learner.said[-1]
+
+
+def _shared_search(learn: bool, said: str, seed: int):
+    """A search over SHARED_SPACE whose compiles are refused as ptxas refuses
+    TILED's (`said`: its words, from a real compile): over 48 KiB of floats."""
+    from nvcc_evo.engine.learned import SharedData
+    details: dict = {}
+    learner = SharedData(_only_defines, lambda g: details.get(g, "")) if learn else None
+    generations: list = []
+
+    def evaluate(genomes):
+        generations.append([(g, list(learner.refused) if learner else []) for g in genomes])
+        evaluations = []
+        for g in genomes:
+            d = _only_defines(g)
+            if 4 * d["BM"] * d["BK"] * d["STAGES"] > 0xc000:
+                details[g] = said
+                evaluations.append(Evaluation(g, (float("inf"),), float("inf"), "compile-error"))
+            else:
+                evaluations.append(Evaluation(g, (-float(d["BM"] * d["BK"] * d["STAGES"]),)))   # bigger is faster
+        return evaluations
+
+    engine = Engine(SHARED_SPACE, np.random.default_rng(seed), population=8, seeds=[SHARED_SPACE.baseline()],
+                    avoid=learner)
+    run_search(engine, evaluate, Budget(evaluations=60))
+    refused = [g for g in details]
+    return engine, generations, refused
+
+
+def test_a_search_that_learns_compiles_fewer_tiles_ptxas_refuses_and_none_larger_than_one_it_knows(
+        tmp_path, real_nvcc):
+    from nvcc_evo.engine.learned import _covers
+    status, said = _compiled(tmp_path, real_nvcc, SHARED_SPACE.genome({"define.BM": 256, "define.BK": 64,
+                                                                        "define.STAGES": 4}))
+    assert status == "compile-error" and "too much shared data" in said
+    learned = blind = avoided = 0
+    for seed in range(4):
+        engine, generations, refused = _shared_search(True, said, seed)
+        for generation in generations:        # each proposal: none as large as a refusal known when it was made
+            for genome, known in generation:
+                assert not any(_covers(((), _only_defines(genome)), r) for r in known), genome
+        learned, avoided = learned + len(refused), avoided + len(engine.avoided)
+        blind += len(_shared_search(False, said, seed)[2])
+    assert avoided > 10
+    assert learned < 0.7 * blind, (learned, blind)
+
+
+def test_a_retune_says_what_refused_compiles_taught(tmp_path, evo_cache):
+    """A static retune of TILED (real nvcc and ptxas) ends saying how many
+    proposals it did not build because ptxas refused their tiles' shared memory."""
+    from tests.conftest import evo_env, run_evo
+    (tmp_path / "tiled.cu").write_text(TILED)
+    (tmp_path / "nvcc-evo.acf").write_text(TILED_ACF)
+    done = run_evo("--retune", "--backend", "static", "tiled.cu", "--all", "--evaluations", "30", "--seed", "2",
+                   "--population", "6", cwd=tmp_path, env=evo_env(evo_cache))
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"\d+ proposal\(s\) known to fail: \d+ compile\(s\) refused for static shared memory "
+                     r"\(e\.g\. \d+ bytes with BM=", done.stdout), done.stdout

@@ -18,6 +18,16 @@ not for every candidate of it:
 - too many registers for the block: a genome with the same defines whose
   register cap (if any) still lets ptxas use as many registers per thread.
 
+A compile that ptxas refuses for its static shared memory ("uses too much
+shared data") teaches the same way (any backend: it fails before a launch).
+The static size is fixed by the defines (ptxas's knobs do not change the
+arrays the source declares), so a genome with the same defines and the same
+other compiler knobs fails too; and, as tiles and stages grow the arrays, so
+does one whose every numeric define is at least as large. That second rule
+is an assumption, checked against what compiled: once a genome that compiled
+is at least as large as a refused one everywhere, only the first rule is
+kept, and that is said.
+
 Known before any compile, and avoided the same way: a genome whose knobs
 the user's build would not all take (retune.reach.not_shipped: a controls
 file under a ptxas that refuses it, say) is never proposed, instead of
@@ -44,6 +54,8 @@ AXIS = re.compile(r"block \S+: (\d+) threads in ([xyz]); the device allows at mo
 REGISTERS = re.compile(r"block \S+ is (\d+) threads; with (\d+) registers per thread")
 SHARED = re.compile(r"(\d+) bytes of shared memory per block \((\d+) static \+ (\d+) dynamic\)")
 REGISTER_CAPS = ("ptxas.maxrregcount", "nvcc.maxrregcount")
+TOO_MUCH_SHARED = re.compile(r"uses too much shared data \((0x[0-9a-fA-F]+|\d+) bytes, (0x[0-9a-fA-F]+|\d+) max\)")
+BUILT = ("ok", "wrong-answer", "launch-refused")      # statuses only a genome that compiled can have
 
 
 class Launch(NamedTuple):
@@ -111,6 +123,58 @@ class LaunchLimits:
                 or any(size >= most for size, most in zip(launch.block, self.axes)))
 
 
+class SharedData:
+    """Static shared memory over ptxas's limit, learned from refused compiles
+    of one unit (see the module's words)."""
+
+    def __init__(self, defines_for: Callable[[Genome], dict], details: Callable[[Genome], str]):
+        self.defines_for, self.details = defines_for, details
+        self.refused: list[tuple[tuple, dict]] = []   # (other knobs, defines) of the genomes ptxas refused
+        self.built: list[tuple[tuple, dict]] = []     # the same, of genomes that compiled
+        self.growing = True                           # more of every define never needs less shared memory
+        self.said: list[str] = []
+
+    def _key(self, genome: Genome) -> tuple[tuple, dict]:
+        others = tuple((k, v) for k, v in genome.items if not knobs.is_define(k) and not k.startswith("ptxas."))
+        return others, self.defines_for(genome)
+
+    def learn(self, evaluation: Evaluation) -> None:
+        key = self._key(evaluation.genome)
+        if evaluation.status in BUILT:
+            self.built.append(key)
+            contradicted = self.growing and any(_covers(key, r) for r in self.refused)
+        elif evaluation.status == "compile-error" and (found := TOO_MUCH_SHARED.search(self.details(evaluation.genome))):
+            self.refused.append(key)
+            if not self.said:
+                self.said.append(f"e.g. {int(found.group(1), 0)} bytes with {_shown(evaluation.genome)}, "
+                                 f"ptxas's limit {int(found.group(2), 0)}")
+            contradicted = self.growing and any(_covers(b, key) for b in self.built)
+        else:
+            return
+        if contradicted:
+            self.growing = False
+            self.said.append("only the same defines avoided: a genome with defines as large compiled")
+
+    def forbids(self, genome: Genome) -> bool:
+        if not self.refused:
+            return False
+        key = self._key(genome)
+        return any(key == r or (self.growing and _covers(key, r)) for r in self.refused)
+
+
+def _covers(key: tuple[tuple, dict], refused: tuple[tuple, dict]) -> bool:
+    """`key`'s defines are at least `refused`'s everywhere (numbers; any other value equal), its other knobs the same."""
+    (others, defines), (refused_others, refused_defines) = key, refused
+    if others != refused_others or defines.keys() != refused_defines.keys():
+        return False
+    for name, value in defines.items():
+        least = refused_defines[name]
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (value, least))
+        if not (value >= least if numbers else value == least):
+            return False
+    return True
+
+
 def _defines_of(genome: Genome) -> tuple:
     return tuple((k, v) for k, v in genome.items if knobs.is_define(k))
 
@@ -129,20 +193,21 @@ class Avoiding:
     (`lost(genome)` says why not, "" when it does) and no learned launch
     limit refuses it."""
 
-    def __init__(self, lost: Callable[[Genome], str], limits: LaunchLimits | None):
-        self.lost, self.limits = lost, limits
+    def __init__(self, lost: Callable[[Genome], str], limits: LaunchLimits | None, shared: SharedData | None = None):
+        self.lost, self.limits, self.shared = lost, limits, shared
         self.reasons: dict[Genome, str] = {}       # genome -> why the build would drop a knob of it ("": none)
 
     def learn(self, evaluation: Evaluation) -> None:
-        if self.limits is not None:
-            self.limits.learn(evaluation)
+        for learner in (self.limits, self.shared):
+            if learner is not None:
+                learner.learn(evaluation)
 
     def forbids(self, genome: Genome) -> bool:
         if genome not in self.reasons:
             self.reasons[genome] = self.lost(genome)
         if self.reasons[genome]:
             return True
-        return self.limits is not None and self.limits.forbids(genome)
+        return any(learner is not None and learner.forbids(genome) for learner in (self.limits, self.shared))
 
     @property
     def unshipped(self) -> list[str]:
@@ -156,9 +221,21 @@ def limits_for(task, space, evaluator) -> LaunchLimits | None:
     bench = task.unit.bench
     if bench is None or bench.kernel is None:
         return None
+    return LaunchLimits(bench, _defines_for(task, space), _details(evaluator))
+
+
+def shared_for(task, space, evaluator) -> SharedData:
+    """The learner of refused compiles (every backend compiles)."""
+    return SharedData(_defines_for(task, space), _details(evaluator))
+
+
+def _defines_for(task, space) -> Callable[[Genome], dict]:
     defaults = baseline_defines(task.source, space)
-    return LaunchLimits(bench, lambda genome: {**defaults, **define_values(genome.settings())},
-                        lambda genome: evaluator.measured[genome].detail if genome in evaluator.measured else "")
+    return lambda genome: {**defaults, **define_values(genome.settings())}
+
+
+def _details(evaluator) -> Callable[[Genome], str]:
+    return lambda genome: evaluator.measured[genome].detail if genome in evaluator.measured else ""
 
 
 def said(task, engine, avoiding: Avoiding) -> str:
@@ -169,7 +246,11 @@ def said(task, engine, avoiding: Avoiding) -> str:
         parts.append(f"{len(unshipped)} proposal(s) the build would not take whole, never built "
                      f"(e.g. {avoiding.reasons[unshipped[0]]})")
     refused = len(engine.avoided) - len(unshipped)
-    if limits is not None and limits.said:
-        parts.append(f"{refused} proposal(s) known to fail: launches refused for "
-                     + "; ".join(dict.fromkeys(limits.said)))
+    taught = [f"launches refused for {'; '.join(dict.fromkeys(limits.said))}"] if limits is not None and limits.said \
+        else []
+    shared = avoiding.shared
+    if shared is not None and shared.refused:
+        taught.append(f"{len(shared.refused)} compile(s) refused for static shared memory ({'; '.join(shared.said)})")
+    if taught:
+        parts.append(f"{refused} proposal(s) known to fail: " + "; ".join(taught))
     return "; ".join(parts)
