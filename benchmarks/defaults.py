@@ -189,12 +189,15 @@ def table(results: dict, walls: dict, args) -> str:
         cells = []
         for n in names:
             for s in args.seeds:
-                speedup, count = found.get((n, s), (float("nan"), 0))
+                if (n, s) not in results:          # (a run another call kept, or none)
+                    cells.append("-")
+                    continue
+                speedup, count = found[n, s]
                 within[n] += speedup >= best * (1 - WITHIN)
                 cells.append(f"{speedup:.3f}x ({count}) {speedup / best:.3f}")
         lines.append(f"| {unit} | {best:.3f}x | " + " | ".join(cells) + " |")
-    total = len(units) * len(args.seeds)
-    lines += [""] + [f"{n}: {within[n]} of {total} (kernel, seed) within {WITHIN:.0%} of the best; wall "
+    runs = {n: sum(1 for key in results if key[0] == n) for n in names}
+    lines += [""] + [f"{n}: {within[n]} of {len(units) * runs[n]} (kernel, seed) within {WITHIN:.0%} of the best; wall "
                      f"{sum(walls.get((n, s), 0) for s in args.seeds):.0f} s" for n in names]
     return "\n".join(lines)
 
