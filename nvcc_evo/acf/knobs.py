@@ -269,7 +269,13 @@ IGNORED_BESIDE: tuple[tuple[str, frozenset[str], Scalar | None], ...] = (
 # ptxas (13.0) takes an -Ofc level beside an explicit -O only in these pairs; any other is fatal
 # ("Conflicting options -opt-level=<0,2,3> and --Ofast-compile=min"). Without -O every level goes.
 FAST_COMPILE_WITH_LEVEL = frozenset({("0", "max"), ("1", "min"), ("1", "mid")})
-FAST_COMPILE = frozenset({"ptxas.fast_compile", "nvcc.fast_compile"})
+FAST_COMPILE = frozenset({"ptxas.fast_compile", "nvcc.fast_compile"})      # (nvcc's -Ofc reaches ptxas too)
+
+
+def level_refused(level: Scalar | None, fast: Scalar | None) -> bool:
+    """ptxas refuses this explicit -O level beside this -Ofc level (FAST_COMPILE_WITH_LEVEL);
+    None: not passed. The one rule the build (driver.build.flags) and the search's repair share."""
+    return level is not None and fast not in (None, "0") and (str(level), str(fast)) not in FAST_COMPILE_WITH_LEVEL
 # Knobs that can make a kernel spill: off when spills are errors.
 REGISTER_CAPS = frozenset({"ptxas.maxrregcount", "nvcc.maxrregcount",
                            "ptxas.device_function_maxrregcount"})

@@ -230,7 +230,7 @@ def _level_conflict(name: str, both: dict[str, Scalar], facts: CallFacts, toolki
     our_fast = next(filter(None, (ours(k) for k in sorted(knobs.FAST_COMPILE))), None)
     level = user_level[1] if user_level else ours("ptxas.opt_level")
     fast = user_fast[1] if user_fast else our_fast
-    if level is None or fast in (None, "0") or (level, fast) in knobs.FAST_COMPILE_WITH_LEVEL:
+    if not knobs.level_refused(level, fast):
         return None
     refused = f"ptxas refuses -O{level} with " + (f"-Ofc={fast}" if fast != "?" else "most -Ofc levels")
     if name == "ptxas.opt_level" and user_fast:
