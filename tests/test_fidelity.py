@@ -434,6 +434,76 @@ def test_an_lto_projects_entry_reaches_the_device_link(tmp_path, evo_cache):
     assert _sass_of(tmp_path / "dl.o", "sm_90") == _sass_of(tmp_path / "ref-dl.o", "sm_90")
 
 
+def _lto_nvcc(folder: Path) -> str:
+    """An nvcc whose device link can optimise: the toolkit's, else the same toolkit seen through a folder of
+    links that puts its libnvvm where nvlink looks (nvvm/lib64; this machine's toolkit has it in lib/)."""
+    folder.mkdir()
+    nvcc = shutil.which("nvcc")
+    assert nvcc is not None
+    if _lto_links(nvcc, folder):
+        return nvcc
+    shown = subprocess.run([nvcc, "--dryrun", "-c", "probe.cu"], cwd=folder, capture_output=True, text=True).stderr
+    root = Path(re.search(r"^#\$ _HERE_=(.*)$", shown, re.M).group(1).strip()).parent
+    tree = folder / "cuda"
+    for part in ("bin", "nvvm", "nvvm/lib64"):
+        (tree / part).mkdir(parents=True)
+    for entry in root.iterdir():
+        if entry.name not in ("bin", "nvvm"):
+            (tree / entry.name).symlink_to(entry)
+    for sub in ("bin", "nvvm"):
+        for entry in (root / sub).iterdir():
+            if not (tree / sub / entry.name).exists():
+                (tree / sub / entry.name).symlink_to(entry)
+    for library in (root / "lib").glob("libnvvm.so*"):
+        (tree / "nvvm" / "lib64" / library.name).symlink_to(library)
+    if not _lto_links(str(tree / "bin" / "nvcc"), folder):
+        pytest.skip("no nvcc here whose device link can optimise (-dlink -dlto)")
+    return str(tree / "bin" / "nvcc")
+
+
+LTO_KERNELS = """\
+extern "C" __global__ void fma_k(float *x, const float *a, const float *b, float c)
+{ x[threadIdx.x] = a[threadIdx.x] * b[threadIdx.x] + c; }
+extern "C" __global__ void sqrt_k(float *x, const float *a) { x[threadIdx.x] = sqrtf(a[threadIdx.x]); }
+"""
+LTO_MAIN = """\
+extern "C" __global__ void fma_k(float *x, const float *a, const float *b, float c);
+extern "C" __global__ void sqrt_k(float *x, const float *a);
+int main() { fma_k<<<1, 32>>>(0, 0, 0, 0); sqrt_k<<<1, 32>>>(0, 0); return 0; }
+"""
+
+
+def test_an_lto_compile_gets_no_nvcc_option_the_device_link_ignores_or_takes_for_the_whole_link(tmp_path,
+                                                                                              evo_cache):
+    """`target sm_90 { nvcc.fmad = false }` for one unit of a -dc -dlto project: the compile got --fmad=false,
+    and the device link of its object with the others failed ("nvlink fatal : Cicc option values for '-fmad'
+    do not match", exit 1): the build broke. Measured (CUDA 13.0, sm_90): on every object --fmad, --prec-div,
+    -Ofc and -jtd leave the linked SASS as it is; --ftz, --prec-sqrt, --use_fast_math and -maxrregcount must
+    be the same on every object of the link. None of them goes to an LTO compile now, each said under
+    --explain; a define and --restrict reach their object's code and go."""
+    nvcc = _lto_nvcc(tmp_path / "toolkit")
+    env = evo_env(evo_cache, nvcc=Path(nvcc))
+    _project(tmp_path, "    target sm_90 {\n        nvcc.fmad = false\n        nvcc.ftz = true\n"
+                       "        nvcc.restrict = true\n    }", source=LTO_KERNELS)
+    (tmp_path / "main.cu").write_text(LTO_MAIN)
+    explained = run_evo("--explain", "-arch=sm_90", "-dc", "-dlto", "k.cu", "-o", "k.o", cwd=tmp_path,
+                        env=env).stdout
+    assert "would add: --restrict\n" in explained, explained
+    assert "    error: nvcc.fmad: with -dlto it reaches no linked code" in explained
+    assert "    error: nvcc.ftz: with -dlto the device link takes -ftz for the whole link" in explained
+    for name in ("k", "main"):
+        built = run_evo("-arch=sm_90", "-dc", "-dlto", f"{name}.cu", "-o", f"{name}.o", cwd=tmp_path, env=env)
+        assert built.returncode == 0, built.stderr
+        restrict = ["--restrict"] if name == "k" else []
+        subprocess.run([nvcc, "-arch=sm_90", "-dc", "-dlto", *restrict, f"{name}.cu", "-o", f"ref-{name}.o"],
+                       cwd=tmp_path, check=True)
+    linked = run_evo("-arch=sm_90", "-dlink", "-dlto", "k.o", "main.o", "-o", "dl.o", cwd=tmp_path, env=env)
+    assert linked.returncode == 0, linked.stderr
+    subprocess.run([nvcc, "-arch=sm_90", "-dlink", "-dlto", "ref-k.o", "ref-main.o", "-o", "ref-dl.o"],
+                   cwd=tmp_path, check=True)
+    assert _sass_of(tmp_path / "dl.o", "sm_90") == _sass_of(tmp_path / "ref-dl.o", "sm_90")
+
+
 # ------------------------------------------------------------ fixed defines
 FIXED = """\
 #include "params.h"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, _pip_toolkit, evo_env, run_evo, sass
+from conftest import EVO_COMMAND, ROOT, _pip_toolkit, evo_env, run_evo, sass
 from nvcc_evo.driver.build import ptxas
 from nvcc_evo.measure.candidate import CompileJob, compile_candidate
 from nvcc_evo.measure.sass import sass_hash
@@ -201,6 +201,23 @@ def test_control_files_stay_in_the_acfs_folder(project, evo_cache):
     assert checked.returncode == 1
     assert "nvcc-evo.acf:3:5: error: ptxas.controls file '../controls.acf' leaves the ACF's folder" in checked.stderr
     assert "nvcc-evo.acf:5:9: error: ptxas.controls file 'missing.acf' not found next to the ACF" in checked.stderr
+
+
+def test_a_control_file_that_is_no_regular_file_is_named_for_what_it_is(project, evo_cache):
+    """A FIFO (or a folder) named as ptxas.controls was "not found next to the ACF", which it is not: the
+    user looks for a missing file. Now the check says what it is, at the value's place."""
+    os.mkfifo(project / "controls.fifo")
+    (project / "controls.d").mkdir()
+    acf = _write_acf(project, '    search {\n        ptxas.controls in {none, "controls.fifo", "controls.d", '
+                              '"gone.acf"}\n    }')
+    checked = subprocess.run([*EVO_COMMAND, "--acf-check", str(acf)], env=_env(evo_cache), capture_output=True,
+                             text=True, timeout=60)
+    assert checked.returncode == 1
+    assert "nvcc-evo.acf:4:9: error: ptxas.controls file 'controls.fifo' is not a regular file (a FIFO)" \
+        in checked.stderr
+    assert "nvcc-evo.acf:4:9: error: ptxas.controls file 'controls.d' is not a regular file (a folder)" \
+        in checked.stderr
+    assert "nvcc-evo.acf:4:9: error: ptxas.controls file 'gone.acf' not found next to the ACF" in checked.stderr
 
 
 # ------------------------------------------------------------ a retune

@@ -175,6 +175,25 @@ def test_a_settings_file_that_is_not_utf8_is_a_located_error(project, evo_cache)
     assert result.stderr.startswith("nvcc-evo.toml:2:11: error: the file is not UTF-8 text: byte(s) 0xe9 here")
 
 
+@pytest.mark.parametrize("name, text, said", [
+    ("nvcc-evo.toml", '[retune]\nevaluations = 6\n', "retune.evaluations = 6 (nvcc-evo.toml:2)"),
+    ("pyproject.toml", '[project]\nname = "x"\n\n[tool.nvcc-evo]\nstale = "default"\n', "stale = 'default' "
+     "(pyproject.toml:5)")])
+def test_a_settings_file_with_a_bom_is_read_as_an_acf_with_one_is(project, evo_cache, name, text, said):
+    """A BOM (as some Windows editors save UTF-8) made the settings "nvcc-evo.toml:1:1: error: invalid
+    statement (TOML)", and every build of the project went untuned, while an ACF with a BOM is read."""
+    bom = b"\xef\xbb\xbf"
+    (project / name).write_bytes(bom + text.encode())
+    (project / "nvcc-evo.acf").write_bytes(bom + ACF.encode())
+    env = evo_env(evo_cache)
+    explained = run_evo("--explain", "-arch=sm_90", "-c", "spill.cu", cwd=project, env=env)
+    assert explained.returncode == 0 and said in explained.stdout, explained.stdout + explained.stderr
+    assert "-Xptxas -O1" in explained.stdout                      # the ACF's entry: the build is tuned
+    build = subprocess.run([str(EVO), "-arch=sm_90", "-c", "spill.cu", "-o", "a.o"], cwd=project, env=env,
+                           capture_output=True, text=True)
+    assert build.returncode == 0 and build.stderr == "", build.stderr
+
+
 def test_a_settings_nvcc_that_is_not_there_is_said_with_its_place(project, evo_cache):
     (project / "nvcc-evo.toml").write_text('nvcc = "bin/nvcc"\n')
     result = run_evo("--retune", "--dry-run", cwd=project, env=evo_env(evo_cache))

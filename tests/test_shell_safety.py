@@ -4,6 +4,8 @@ backticks still run, so a define's value is limited to C tokens and the
 check refuses the rest. Through the real wrapper, nvcc and a temporary project."""
 from __future__ import annotations
 
+import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -94,8 +96,22 @@ def test_c_macro_values_pass_the_check_and_reach_the_compile(project, evo_cache)
     env = evo_env(evo_cache, NVCC_EVO_VERBOSE=1)
     assert run_evo("--acf-check", "nvcc-evo.acf", cwd=project, env=env).returncode == 0
     built = run_evo("-arch=sm_90", "-c", "k.cu", "-o", "k.o", cwd=project, env=env)
-    added = " ".join(f"-DV{chr(65 + i)}={value}" for i, value in enumerate(C_VALUES))
-    assert built.returncode == 0 and f"nvcc-evo: added: {added}\n" in built.stderr, built.stderr
+    added = [f"-DV{chr(65 + i)}={value}" for i, value in enumerate(C_VALUES)]
+    assert built.returncode == 0 and f"nvcc-evo: added: {shlex.join(added)}\n" in built.stderr, built.stderr
+
+
+def test_explain_shows_a_define_with_spaces_as_a_shell_takes_it(project, evo_cache):
+    """`define.X = "unsigned int"` was shown as `would add: -DX=unsigned int`: copied into a shell, that is
+    -DX=unsigned and an input file named int. Shown quoted now (here, in the verbose build line and in
+    each step's options), so that a shell given the line passes the arguments the build passes."""
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "k.cu" {\n    pin define.X = "unsigned int"\n'
+                                          '    pin define.Y = ""\n    pin define.Z = 16\n}\n')
+    explained = run_evo("--explain", "-arch=sm_90", "-c", "k.cu", cwd=project, env=evo_env(evo_cache)).stdout
+    shown = next(line for line in explained.splitlines() if line.startswith("would add: "))
+    assert shown == "would add: '-DX=unsigned int' -DY= -DZ=16", explained
+    echoed = subprocess.run(f"for a in {shown[len('would add: '):]}; do echo \"[$a]\"; done", shell=True,
+                            capture_output=True, text=True)
+    assert echoed.stdout.splitlines() == ["[-DX=unsigned int]", "[-DY=]", "[-DZ=16]"]
 
 
 def test_the_flag_mapping_refuses_what_the_check_refuses():

@@ -1,12 +1,17 @@
 """Search spaces from units, and the seeded operators."""
 from __future__ import annotations
 
+import itertools
+import subprocess
+
 import numpy as np
+import pytest
 
 from conftest import DATA
 from nvcc_evo.acf import model
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.sources import source_default, source_defines, unit_defines
+from nvcc_evo.driver.build.flags import flag_text
 from nvcc_evo.engine.space import DEFAULT_SPACE, Genome, build_space, crossover, mutate, repair, sample, step
 
 UNIT = parse_text('''acf 1
@@ -107,6 +112,37 @@ def test_repair_keeps_ptxas_from_conflicting_levels():
     assert space.genome({"ptxas.opt_level": 1, "ptxas.fast_compile": "max"}).value("ptxas.fast_compile") == "0"
     assert space.genome({"ptxas.opt_level": 1, "ptxas.fast_compile": "min"}).value("ptxas.fast_compile") == "min"
     assert space.genome({"ptxas.opt_level": 3, "ptxas.fast_compile": "max"}).value("ptxas.fast_compile") == "max"
+
+
+def _ptxas_takes(ptx, tmp_path, genome: Genome) -> bool:
+    """Real nvcc builds the PTX with the genome's flags, as a build writes them."""
+    flags = [f for knob, value in genome.settings().items() for f in flag_text(knob, value)]
+    done = subprocess.run(["nvcc", "-cubin", "-arch=sm_90", str(ptx), "-o", str(tmp_path / "k.cubin"), *flags],
+                          capture_output=True, text=True)
+    return done.returncode == 0
+
+
+@pytest.mark.parametrize("fast", ["ptxas.fast_compile", "nvcc.fast_compile"])
+def test_repair_keeps_exactly_the_level_pairs_ptxas_takes(tmp_path, fast):
+    """ptxas 13.0 refuses an explicit -O beside -Ofc=min/mid/max except -O1 with min or mid and -O0 with max
+    (-O3 is the default: no flag). The repair missed -O0 with min and mid, and nvcc's -Ofc (which reaches
+    ptxas too) altogether: a search proposed them, and the build left the -Ofc out ("avoided: 2 proposal(s)
+    the build would not take whole ... ptxas refuses -O0 with -Ofc=min"). Every pair, against real ptxas:
+    a genome is its own repair exactly when ptxas takes it, and a repaired one is taken."""
+    ptx = tmp_path / "spill.ptx"
+    subprocess.run(["nvcc", "-ptx", "-arch=sm_90", str(SOURCE), "-o", str(ptx)], check=True)
+    unit = model.Unit(("x.cu",), space=(model.Space("ptxas.opt_level", model.RangeDomain(0, 3)),
+                                      model.Space(fast, model.SetDomain(("0", "min", "mid", "max")))))
+    space = build_space(unit, None)
+    for level, level_fast in itertools.product(range(4), ("0", "min", "mid", "max")):
+        genome = Genome((("ptxas.opt_level", level), (fast, level_fast)))
+        taken = _ptxas_takes(ptx, tmp_path, genome)
+        assert (repair(genome, space) == genome) == taken, (genome, taken)
+        assert _ptxas_takes(ptx, tmp_path, repair(genome, space)), genome
+    pinned = model.Unit(("x.cu",), pins=(model.Setting(fast, "min"),),
+                        space=(model.Space("ptxas.opt_level", model.RangeDomain(0, 3)),))
+    space = build_space(pinned, None)       # the pin stays: the level gives way
+    assert repair(Genome((("ptxas.opt_level", 0), (fast, "min"))), space).value("ptxas.opt_level") == 3
 
 
 def test_step_moves_one_gene_to_a_neighbour():

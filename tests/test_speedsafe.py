@@ -51,6 +51,18 @@ def test_without_a_gpu_the_auto_backend_writes_no_unit_that_asks_for_speed(tmp_p
     assert done.stderr.rstrip().endswith("with --backend static: not their speed)")     # last: seen
 
 
+def test_without_a_gpu_a_retune_of_only_units_that_ask_for_speed_fails(tmp_path, evo_cache):
+    """Every stale unit asked for runtime: nothing was tuned, and the retune exited 0 as if all were done
+    (a script or CI job could not tell it from a finished retune). The explicit `--backend pycuda` exits 3
+    there ("needs PyCUDA and a GPU"): the auto backend says the same and exits 3 too."""
+    acf = _project(tmp_path, {"fast.cu": "    tune {\n        minimize runtime\n    }\n"})
+    done = run_evo("--retune", "--target", "sm_90", "--evaluations", "4", cwd=tmp_path, env=_no_gpu(evo_cache))
+    assert done.returncode == 3, done.stderr
+    assert "nothing retuned: every stale unit asks for a measurement, and no GPU answers here" in done.stderr
+    assert "    nvcc-evo --retune 'fast.cu' on a machine with a GPU and PyCUDA" in done.stderr
+    assert not parse_text(acf.read_text()).units[0].targets
+
+
 def test_a_static_retune_leaves_out_lower_optimisation_levels(tmp_path, evo_cache):
     """On kernels/ and cuda-samples the static objective picked ptxas -O1 for most units (hgemm_wmma:
     142% more instructions); on spill.cu -O1 spills 48 bytes where -O3 spills 284."""

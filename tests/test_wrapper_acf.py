@@ -386,3 +386,24 @@ def test_lto_device_link_gets_the_ptxas_knobs_of_its_objects(project, evo_cache)
                     cwd=project, env=env)
     assert "foreign.o [sm_90]: not compiled through nvcc-evo" in mixed.stdout
     assert "would add: (nothing)" in mixed.stdout
+
+
+def _registers_per_arch(stderr: str) -> dict[str, int]:
+    """ptxas -v's registers of each architecture's step (one kernel)."""
+    return dict((arch, int(n)) for arch, n in
+                re.findall(r"Compiling entry function '\w+' for '(sm_\w+)'\n.*?Used (\d+) registers", stderr, re.S))
+
+
+@pytest.mark.parametrize("every", ["all", "all-major"])
+def test_arch_all_gives_each_architecture_its_own_entry(project, evo_cache, every):
+    """`-arch=all` (and all-major) is nvcc's -gencode for each architecture it lists: the build applied no
+    entry and said nothing ("SASS targets: none" under --explain alone). Each step now gets its target's
+    entry, as with -gencode; the architectures without one build as nvcc alone builds them."""
+    args = [f"-arch={every}", "-Xptxas", "-v", "-c", "regs.cu", "-o", "out.o"]
+    plain = subprocess.run(["nvcc", *args], cwd=project, capture_output=True, text=True)
+    ours = subprocess.run([str(EVO), *args], cwd=project, env=evo_env(evo_cache), capture_output=True, text=True)
+    assert ours.returncode == 0 and ours.stdout == "", ours.stderr
+    expected = {**_registers_per_arch(plain.stderr), "sm_80": 32, "sm_90": 40}
+    assert _registers_per_arch(ours.stderr) == expected and len(expected) > 2
+    explained = run_evo("--explain", *args, cwd=project, env=evo_env(evo_cache)).stdout
+    assert "    regs.cu [sm_90]: -maxrregcount=40 -O2   [ptxas.maxrregcount = 40, ptxas.opt_level = 2]" in explained

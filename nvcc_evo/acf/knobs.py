@@ -269,7 +269,22 @@ IGNORED_BESIDE: tuple[tuple[str, frozenset[str], Scalar | None], ...] = (
 # ptxas (13.0) takes an -Ofc level beside an explicit -O only in these pairs; any other is fatal
 # ("Conflicting options -opt-level=<0,2,3> and --Ofast-compile=min"). Without -O every level goes.
 FAST_COMPILE_WITH_LEVEL = frozenset({("0", "max"), ("1", "min"), ("1", "mid")})
-FAST_COMPILE = frozenset({"ptxas.fast_compile", "nvcc.fast_compile"})
+FAST_COMPILE = frozenset({"ptxas.fast_compile", "nvcc.fast_compile"})      # (nvcc's -Ofc reaches ptxas too)
+
+
+def level_refused(level: Scalar | None, fast: Scalar | None) -> bool:
+    """ptxas refuses this explicit -O level beside this -Ofc level (FAST_COMPILE_WITH_LEVEL);
+    None: not passed. The one rule the build (driver.build.flags) and the search's repair share."""
+    return level is not None and fast not in (None, "0") and (str(level), str(fast)) not in FAST_COMPILE_WITH_LEVEL
+# nvcc's options in a compile for link-time optimisation (-dlto, code=lto_XX), measured on CUDA 13.0
+# (sm_90) in the SASS that the device link (-dlink -dlto) makes of every object at once: it ignores
+# LTO_IGNORED (the same SASS, given to every object or to the link), and takes LTO_LINK_WIDE for the whole
+# link, refusing objects whose values differ ("nvlink fatal: Cicc option values for '-ftz' do not match";
+# one object's -maxrregcount is given to all): on one unit's objects these fail the link or reach other
+# units' code. Neither kind is passed there; defines and --restrict reach their own object's code.
+LTO_IGNORED = frozenset({"nvcc.fmad", "nvcc.prec_div", "nvcc.fast_compile", "nvcc.jtd"})
+LTO_LINK_WIDE = {"nvcc.fmad": "-fmad", "nvcc.prec_div": "-prec-div", "nvcc.prec_sqrt": "-prec-sqrt",
+                 "nvcc.ftz": "-ftz", "nvcc.use_fast_math": "-ftz", "nvcc.maxrregcount": "-maxrregcount"}
 # Knobs that can make a kernel spill: off when spills are errors.
 REGISTER_CAPS = frozenset({"ptxas.maxrregcount", "nvcc.maxrregcount",
                            "ptxas.device_function_maxrregcount"})

@@ -229,7 +229,28 @@ def _syntax_error(text: str, parser: lark.Lark, error: lark.UnexpectedInput) -> 
     if isinstance(error, lark.UnexpectedCharacters) and error.char == '"' and _unclosed_string(text, offset):
         return error.line, error.column, offset, \
             "this string is never closed: missing '\"' before the end of the line (a string holds no line break)"
+    foreign = _non_ascii_name(text, offset)
+    if foreign is not None:
+        return (*_line_column(text, foreign[0]), offset, foreign[1])
     return error.line, error.column, offset, _syntax_message(parser, error)
+
+
+def _non_ascii_name(text: str, offset: int) -> tuple[int, str] | None:
+    """(offset of the letter, message) where the word at `offset` is a name
+    or knob with a letter outside ASCII (`define.ÄX`): the lexer reads it as
+    something else, and the parser's complaint would be about that."""
+    start, end = offset, offset
+    while start > 0 and re.match(r"[\w.]", text[start - 1]):
+        start -= 1
+    while end < len(text) and re.match(r"[\w.]", text[end]):
+        end += 1
+    word = text[start:end]
+    letter = next((i for i, ch in enumerate(word) if not ch.isascii()), None)
+    if letter is None:
+        return None
+    ch = word[letter]
+    what = "a define's name is a C identifier of" if word.startswith("define.") else "a name or knob is made of"
+    return start + letter, f"{what} ASCII letters, digits and '_': '{ch}' (U+{ord(ch):04X}) in '{word}' is not ASCII"
 
 
 def _unclosed_string(text: str, start: int) -> bool:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 from nvcc_evo.acf.edit.spelling import show_value
@@ -36,7 +37,7 @@ def report(decision: Decision) -> str:
         for why in match.stale:
             lines.append(f"    stale: {why}")
         lines.append(f"    fingerprint {match.fingerprint}")
-    lines.append("would add: " + (" ".join(decision.extra_args) or "(nothing)"))
+    lines.append("would add: " + (shlex.join(decision.extra_args) or "(nothing)"))    # (as a shell takes them)
     for knob, value in flags.applied:
         lines.append(f"    {knob} = {show_value(value)}")
     if decision.ptxas_options():           # (all empty: the user set them all, nothing runs split)
@@ -45,7 +46,7 @@ def report(decision: Decision) -> str:
         for (name, arch), step in decision.per_step:
             given = ", ".join(f"{knob} = {show_value(value)}" for knob, value in step.applied) or "(nothing)"
             ran_by = f"   (run by {programs[name, arch]})" if (name, arch) in programs else ""
-            lines.append(f"    {name} [{arch}]: {' '.join(ptxas_values(step.flags)) or '(nothing)'}   [{given}]"
+            lines.append(f"    {name} [{arch}]: {shlex.join(ptxas_values(step.flags)) or '(nothing)'}   [{given}]"
                          + ran_by)
     defaults = [(knob, why) for knob, why in flags.skipped if why == DEFAULT_PASSES_NOTHING]
     lost = [(knob, why) for knob, why in flags.skipped if why != DEFAULT_PASSES_NOTHING]

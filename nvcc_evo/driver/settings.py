@@ -22,6 +22,7 @@ import os
 import re
 from typing import NamedTuple
 
+from nvcc_evo.acf.text import BOM
 from nvcc_evo.backends import CHOICES as BACKENDS, help_text as backend_help
 from nvcc_evo.driver.common import LOG_ENV, REAL_NVCC_ENV, find_settings_file
 from nvcc_evo.errors import AcfError, Diagnostic, Location, UsageError
@@ -205,6 +206,7 @@ def load(acf_path, environ) -> Settings:
         return Settings(None, {}, {}, environ, f"the project settings {distrust}")
     with open(path, "rb") as handle:
         data = handle.read()
+    data = data[len(BOM):] if data.startswith(BOM) else data     # (as an ACF's: a BOM accepted, columns after it)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:        # TOML is UTF-8: say where, as the ACF reader does

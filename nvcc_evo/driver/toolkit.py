@@ -19,7 +19,7 @@ from nvcc_evo.acf import knobs
 from nvcc_evo.driver.common import BROKEN_FILE, replace_file
 
 PROBE_SOURCE = 'extern "C" __global__ void probe(float* x) { x[threadIdx.x] *= 2.0f; }\n'
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 
 
 class Toolkit(NamedTuple):
@@ -29,6 +29,8 @@ class Toolkit(NamedTuple):
     default_arch: str                 # the SASS target nvcc uses with no -arch
     accepted: frozenset[str]          # knob names whose flag the toolkit takes silently
     rejected: tuple[tuple[str, str], ...] = ()   # (knob, what the tool printed)
+    # The SASS targets of `-arch=all` and `-arch=all-major`, as nvcc's own steps name them.
+    every_arch: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def version_tuple(self) -> tuple[int, int]:
@@ -42,6 +44,10 @@ class Toolkit(NamedTuple):
 
     def why_rejected(self, knob_name: str) -> str:
         return dict(self.rejected).get(knob_name, f"not available in CUDA {self.version}")
+
+    def archs_of(self, spelling: str) -> tuple[str, ...]:
+        """The SASS targets `-arch=SPELLING` builds (`all`, `all-major`); () where not probed."""
+        return dict(self.every_arch).get(spelling, ())
 
     def __str__(self) -> str:
         return f"CUDA {self.version} ({self.nvcc})"
@@ -121,6 +127,17 @@ def _dryrun_facts(nvcc: str, work: str) -> tuple[str, str]:
     return (arch.group(1) if arch else "sm_75"), (here.group(1).strip() if here else str(Path(nvcc).parent))
 
 
+EVERY_ARCH = ("all", "all-major")      # -arch values that stand for several SASS targets
+
+
+def _every_arch(nvcc: str, work: str, spelling: str) -> tuple[str, tuple[str, ...]]:
+    """The SASS targets of `-arch=SPELLING`: the ptxas steps nvcc's --dryrun names
+    (every one nvcc builds: `all` is each of --list-gpu-code, `all-major` a few)."""
+    _, out = _run([nvcc, "--dryrun", f"-arch={spelling}", "-c", "probe.cu", "-o", "probe.o"], work)
+    found = re.findall(r"^#\$ ptxas\S*\s.*?-arch=(sm_\w+)", out, re.M)
+    return spelling, tuple(dict.fromkeys(found))
+
+
 def probe(nvcc: Path) -> Toolkit:
     """Ask the real tools which knobs they take (about a second, once)."""
     import concurrent.futures
@@ -136,9 +153,10 @@ def probe(nvcc: Path) -> Toolkit:
         with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
             results = list(pool.map(lambda k: _probe_knob(k, tools, arch, work),
                                     [k for k in knobs.KNOBS if k.name not in knobs.STEP_ONLY]))
+            every = tuple(pool.map(lambda spelling: _every_arch(tools["nvcc"], work, spelling), EVERY_ARCH))
     accepted = frozenset(name for name, ok, _ in results if ok)
     rejected = tuple((name, why) for name, ok, why in results if not ok)
-    return Toolkit(tools["nvcc"], tools["ptxas"], _version(nvcc), arch, accepted, rejected)
+    return Toolkit(tools["nvcc"], tools["ptxas"], _version(nvcc), arch, accepted, rejected, every)
 
 
 def load_toolkit(nvcc: Path) -> Toolkit:
@@ -146,13 +164,15 @@ def load_toolkit(nvcc: Path) -> Toolkit:
     try:       # (no cache folder, a link in its place: probed, and not kept)
         data = json.loads(_cache_path(nvcc).read_text())
         return Toolkit(data["nvcc"], data["ptxas"], data["version"], data["default_arch"],
-                       frozenset(data["accepted"]), tuple(tuple(r) for r in data["rejected"]))
+                       frozenset(data["accepted"]), tuple(tuple(r) for r in data["rejected"]),
+                       tuple((spelling, tuple(archs)) for spelling, archs in data["every_arch"]))
     except BROKEN_FILE:
         pass
     toolkit = probe(nvcc)
     data = {"nvcc": toolkit.nvcc, "ptxas": toolkit.ptxas, "version": toolkit.version,
             "default_arch": toolkit.default_arch, "accepted": sorted(toolkit.accepted),
-            "rejected": [list(r) for r in toolkit.rejected]}
+            "rejected": [list(r) for r in toolkit.rejected],
+            "every_arch": [[spelling, list(archs)] for spelling, archs in toolkit.every_arch]}
     try:
         replace_file(_cache_path(nvcc), json.dumps(data, indent=1))
     except OSError:            # a cache folder that cannot be written: probed again next time

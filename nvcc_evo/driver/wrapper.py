@@ -187,9 +187,9 @@ def _log(decision: Decision, argv: list[str], environ, cwd: Path, per_step: dict
                    decision.problems, per_step,
                    [(m.input, m.arch, m.unit.globs) for m in decision.call_plan.matches if m.unit is not None])
     if environ.get(VERBOSE_ENV):
-        each = "".join(f"; ptxas for {name} [{arch}]: {' '.join(o) or '(nothing)'}"
-                       for (name, arch), o in per_step.items())
-        print(f"nvcc-evo: added: {' '.join(decision.extra_args) or '(nothing)'}{each}", file=sys.stderr)
+        from shlex import join        # (quoted as a shell takes them: `-DX='unsigned int'`, copied as it is)
+        each = "".join(f"; ptxas for {name} [{arch}]: {join(o) or '(nothing)'}" for (name, arch), o in per_step.items())
+        print(f"nvcc-evo: added: {join(decision.extra_args) or '(nothing)'}{each}", file=sys.stderr)
 
 
 def launch(argv: list[str], nvcc: str | None) -> tuple[str, list[str], dict, str] | None:

@@ -261,12 +261,25 @@ REPAIRS: tuple[tuple, ...] = (
      "ptxas.maxrregcount", "nvcc's -maxrregcount wins over ptxas's; keep one"),
     (lambda g: g.get("ptxas.minnctapersm") is not None and g.get("ptxas.maxntid") is None,
      "ptxas.minnctapersm", "min CTAs per SM only acts with a block-size hint"),
-    # ptxas 13.0: "Conflicting options -opt-level=<1,2,3> and --Ofast-compile=..." for -O2 with
-    # any -Ofc level and -O1 with -Ofc=max (tests/data/recorded/spill_space.jsonl holds the failures).
-    (lambda g: g.get("ptxas.fast_compile") not in (None, "0")
-     and (g.get("ptxas.opt_level") == 2 or (g.get("ptxas.opt_level") == 1 and g.get("ptxas.fast_compile") == "max")),
-     "ptxas.fast_compile", "ptxas rejects -O1/-O2 with these -Ofc levels"),
+    # ptxas 13.0: "Conflicting options -opt-level=<0,2,3> and --Ofast-compile=min" (knobs.level_refused,
+    # the build's rule too; tests/data/recorded/spill_space.jsonl holds such failures): the -Ofc level
+    # gives way, else (pinned) the -O level.
+    *((lambda g, fast=fast: _level_refused(g, fast), fast, "ptxas refuses this -O level with this -Ofc level")
+      for fast in sorted(knobs.FAST_COMPILE)),
+    (lambda g: any(_level_refused(g, fast) for fast in knobs.FAST_COMPILE), "ptxas.opt_level",
+     "ptxas refuses this -O level with a pinned -Ofc level"),
 )
+
+
+def _passed(genome: dict, knob_name: str) -> Scalar | None:
+    """The value a build passes for the knob (None: no flag, as at the toolkit's default)."""
+    knob, value = knobs.lookup(knob_name), genome.get(knob_name)
+    at_default = knob is not None and knob.default is not None and value == knob.normalise(knob.default)
+    return None if value is None or at_default else value
+
+
+def _level_refused(genome: dict, fast: str) -> bool:
+    return knobs.level_refused(_passed(genome, "ptxas.opt_level"), _passed(genome, fast))
 
 
 def repair(genome: Genome, space: SearchSpace) -> Genome:

@@ -150,13 +150,17 @@ def _decided(options: Options, cluster: Cluster | None, acf_path: Path, toolkit:
 
 
 def _nothing_to_retune(skipped: list[str], waiting: list, kept: int) -> int:
+    """Said, and the exit status: 1 where a unit was skipped; 3 (as `--backend
+    pycuda` without a GPU) where every stale unit waits for a measurement
+    this machine cannot make: nothing was done that the run was asked for."""
     log(f"nothing retuned: {len(skipped)} skipped, as said above" if skipped else
-        "nothing retuned: what is stale needs a measurement" if waiting else
+        "nothing retuned: every stale unit asks for a measurement, and no GPU answers here (backend auto is "
+        "static)" if waiting else
         f"nothing retuned: {kept} stale entr{'y' if kept == 1 else 'ies'} measured on a GPU kept for one, as said "
         "above; the rest are up to date (name a unit or use --all to overwrite)" if kept else
         "nothing to retune: every unit and target is up to date (use --all to force)")
     say_waiting(waiting, log)
-    return ExitCode.INVALID_INPUT if skipped else ExitCode.OK
+    return ExitCode.INVALID_INPUT if skipped else ExitCode.ENVIRONMENT if waiting else ExitCode.OK
 
 
 def _dry_run(tasks: list[Task], skipped: list[str]) -> int:

@@ -39,8 +39,24 @@ def _refuse(path, mode: int) -> Refused:
             target = ""
         return Refused(path, f"is a symbolic link{target}; nvcc-evo writes through no link (its target is "
                              "left as it is): remove the link")
-    return Refused(path, "is a folder" if stat.S_ISDIR(mode) else
-                   "is not a regular file (a FIFO, device or socket)")
+    return Refused(path, "is a folder" if stat.S_ISDIR(mode) else f"is not a regular file ({kind_of(mode)})")
+
+
+def kind_of(mode: int) -> str:
+    """What a file of this mode that is no regular file is, in words."""
+    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+            "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
+            "a FIFO, device or socket")
+
+
+def not_regular(path) -> str | None:
+    """What is at `path` (links followed) when it is there and no regular file
+    ("a FIFO", "a folder", ...); None for a regular file or nothing there."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return None if stat.S_ISREG(mode) else kind_of(mode)
 
 
 def folder(path, private: bool = False) -> str:

@@ -13,6 +13,7 @@ from nvcc_evo.acf import model, unitpath
 from nvcc_evo.acf.expressions import Expr, Span
 
 from nvcc_evo.acf.bench import command as benchcommand, spec as benchspec
+from nvcc_evo.system.files import not_regular
 
 
 def listed(values) -> str:
@@ -94,7 +95,9 @@ class BenchChecks:
         if problem is not None:
             self.error(span, problem)
         elif not (folder / path).is_file():
-            self.error(span, f"{what} '{path}' not found next to the ACF ({folder})")
+            kind = not_regular(folder / path)        # (a FIFO would hang the build that reads it)
+            self.error(span, f"{what} '{path}' is not a regular file ({kind})" if kind else
+                       f"{what} '{path}' not found next to the ACF ({folder})")
         elif unitpath.inside(folder / path, folder) is None:
             self.error(span, f"{what} '{path}' is a link out of the ACF's folder "
                        f"(to {os.path.realpath(folder / path)}); paths stay inside it")

@@ -29,6 +29,7 @@ class CallFacts(NamedTuple):
     debug: bool
     spills_are_errors: bool
     relocatable: bool
+    lto: bool = False                # a compile for link-time optimisation (match.calls.is_lto_compile)
 
 
 class FlagPlan(NamedTuple):
@@ -94,6 +95,7 @@ def user_macros(opt) -> list[tuple[str, str]]:
 
 
 def read_facts(call: NvccCall) -> CallFacts:
+    from nvcc_evo.driver.match.calls import is_lto_compile
     found: dict[str, str] = {}
     tokens = ptxas_tokens(call)
     for token in tokens:
@@ -112,7 +114,7 @@ def read_facts(call: NvccCall) -> CallFacts:
     werror = bool(PTXAS_WERROR & set(tokens)) or call.has("--Werror")
     spills = werror and bool(PTXAS_SPILL_WARNING & set(tokens))
     relocatable = call.has("--device-c") or call.last("--relocatable-device-code") == "true"
-    return CallFacts(_owned(found), debug, spills, relocatable)
+    return CallFacts(_owned(found), debug, spills, relocatable, is_lto_compile(call))
 
 
 def ptxas_facts(tokens) -> CallFacts:
@@ -164,9 +166,23 @@ def _skip_reason(knob_name: str, value: Scalar, facts: CallFacts, toolkit: Toolk
         return "spills are errors here (--warn-on-spills with -Werror): no register cap"
     if knob.needs is Needs.RELOCATABLE and not facts.relocatable:
         return f"needs {knob.needs.value}"
+    lto = _lto_reason(knob_name) if facts.lto else None
+    if lto and flag_text(knob_name, value):          # (at its default it passes nothing, and says so)
+        return lto
     if toolkit is not None and not toolkit.accepts(knob_name):
         return f"CUDA {toolkit.version} does not take it silently ({toolkit.why_rejected(knob_name)})"
     return None
+
+
+def _lto_reason(knob_name: str) -> str | None:
+    """Why an nvcc option is not passed to a compile for link-time optimisation (knobs.LTO_*)."""
+    flag = knobs.LTO_LINK_WIDE.get(knob_name)
+    wide = f"the device link takes {flag} for the whole link: objects whose {flag} differs fail it" + \
+        (", and one object's is given to all" if flag == "-maxrregcount" else "") if flag else ""
+    if knob_name in knobs.LTO_IGNORED:
+        return "with -dlto it reaches no linked code (CUDA 13.0's device link makes the same SASS without it)" + \
+            (f"; and {wide}" if wide else "")
+    return f"with -dlto {wide}" if wide else None
 
 
 def _conflict_reason(name: str, settings: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit | None,
@@ -230,7 +246,7 @@ def _level_conflict(name: str, both: dict[str, Scalar], facts: CallFacts, toolki
     our_fast = next(filter(None, (ours(k) for k in sorted(knobs.FAST_COMPILE))), None)
     level = user_level[1] if user_level else ours("ptxas.opt_level")
     fast = user_fast[1] if user_fast else our_fast
-    if level is None or fast in (None, "0") or (level, fast) in knobs.FAST_COMPILE_WITH_LEVEL:
+    if not knobs.level_refused(level, fast):
         return None
     refused = f"ptxas refuses -O{level} with " + (f"-Ofc={fast}" if fast != "?" else "most -Ofc levels")
     if name == "ptxas.opt_level" and user_fast:

@@ -35,7 +35,7 @@ def _served_lines(decision) -> list[str]:
     if match.stale:
         lines.append(f"stale: {'; '.join(match.stale)}")
     flags = decision.flags
-    lines.append(f"added: {' '.join(decision.options) or '(nothing)'}")
+    lines.append(f"added: {shlex.join(decision.options) or '(nothing)'}")
     lines += [f"left out: {knob}: {why}" for knob, why in flags.skipped]
     return lines
 

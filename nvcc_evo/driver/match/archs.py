@@ -1,5 +1,6 @@
 """The SASS architectures an nvcc call builds (`-arch`, `-code`, `-gencode`;
-`-arch=native` asks nvidia-smi), and a note when that is a guess.
+`-arch=native` asks nvidia-smi; `-arch=all` and `all-major` are the toolkit's
+probed lists), and a note when that is a guess.
 """
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from nvcc_evo.driver.build.nvcc_options import NvccCall
+    from nvcc_evo.driver.toolkit import Toolkit
 
 
 def _gencode_codes(spec: str) -> list[str]:
@@ -46,8 +48,10 @@ def no_sass_archs(call: NvccCall) -> list[str]:
     return sorted({"sm_" + c.split("_", 1)[1] for c in codes if c.startswith(("compute_", "lto_"))} - sass)
 
 
-def sass_archs(call: NvccCall, default_arch: str) -> tuple[list[str], str]:
-    """The SASS targets the call builds, and a note when that is a guess."""
+def sass_archs(call: NvccCall, toolkit: Toolkit) -> tuple[list[str], str]:
+    """The SASS targets the call builds, and a note when that is a guess.
+    `-arch=all` is nvcc's `-gencode` for each of them (and the newest's PTX):
+    each target's entry applies to its own step, as with -gencode."""
     codes = generated_codes(call)
     arch = call.last("--gpu-architecture")
     gpu_codes = call.values("--gpu-code")
@@ -59,11 +63,13 @@ def sass_archs(call: NvccCall, default_arch: str) -> tuple[list[str], str]:
             return [], "-arch=native with no GPU visible: nothing matched"
         codes += found
     elif arch in ("all", "all-major"):
-        return [], f"-arch={arch} builds every architecture: apply only through -gencode"
+        if not toolkit.archs_of(arch):
+            return [], f"-arch={arch}: CUDA {toolkit.version}'s nvcc did not say which architectures it builds"
+        codes += toolkit.archs_of(arch)
     elif arch is not None:
         codes.append(arch)
     elif not codes:
-        codes.append(default_arch)
+        codes.append(toolkit.default_arch)
     from nvcc_evo.acf.knobs import arch_order      # (imported when used: this module's imports stay few)
     sass = sorted({c for c in codes if c.startswith("sm_")}, key=arch_order)
     jit = sorted({c for c in codes if c.startswith("compute_") and c.replace("compute_", "sm_") not in sass},

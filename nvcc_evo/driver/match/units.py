@@ -90,7 +90,7 @@ def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_
     database (how the build compiled it); its target from the link's archs.
     Only ptxas knobs apply here: the sources were compiled already."""
     units = {u.position: u for u in load_units(acf_path, cache_dir)}
-    archs, arch_note = sass_archs(call, toolkit.default_arch)
+    archs, arch_note = sass_archs(call, toolkit)
     matches = []
     for name in lto_objects(call):
         record = compiled.get(str((cwd / name).resolve()))
@@ -115,7 +115,7 @@ def build_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_dir: 
     """Which ACF entries apply to this call, per input and architecture."""
     inputs = tunable_inputs(call)
     units = load_units(acf_path, cache_dir)
-    archs, arch_note = sass_archs(call, toolkit.default_arch)
+    archs, arch_note = sass_archs(call, toolkit)
     includes = call.values("--include-path")
     matches, no_sass = [], []
     unbuilt = [] if archs else no_sass_archs(call)     # (with SASS too, the record of a SASS step stands for the call)
