@@ -437,3 +437,42 @@ def test_the_numpy_reference_is_computed_while_another_search_measures(tmp_path,
         pool.close()
     assert measured[0].ok, measured[0]
     assert waited < 0.8, f"the other search waited {waited:.2f} s for the GPU"
+
+
+class WindowDevice(LoggingDevice):
+    """A LoggingDevice whose timed runs take their timing window, as the GPU's do."""
+
+    def run(self, request):
+        if request.time:
+            time.sleep(request.min_seconds)
+        return super().run(request)
+
+
+def window_worker(connection, device):
+    worker_main(connection, device, WindowDevice)
+
+
+def test_the_time_kept_for_the_confirmation_covers_it(tmp_path, real_nvcc):
+    """The pycuda backend's reserve (kept back from a time budget, so that a
+    search that runs out of time still confirms within it) is 0 before the
+    baseline, then covers a real confirmation: two real builds and the timed
+    pairs on a measuring process whose runs take their windows, without
+    keeping back more than twice what it takes (before, nothing was kept)."""
+    from nvcc_evo.measure.candidate import CompileJob, compile_candidate
+    from nvcc_evo.measure.gpu import GpuBench
+    (tmp_path / "k.cu").write_text('extern "C" __global__ void saxpy(int n, float a, const float* x, '
+                                   'const unsigned short* h, const int* c, float* y) { y[0] = a; }\n')
+    build = lambda genome: compile_candidate(CompileJob(str(real_nvcc), ("-c", "k.cu"), str(tmp_path), "k.cu", "sm_90"))
+    pool = WorkerPool(target=window_worker, timeout=30)
+    bench = GpuBench(BENCH, pool, "sm_90", lambda g: {"TILE": 1}, energy=False)
+    try:
+        assert bench.reserve() == 0.0
+        assert bench.measure(None, (), build(None)).ok
+        kept = bench.reserve()
+        started = time.monotonic()
+        confirmation = bench.confirm("baseline", "chosen", build)
+        took = time.monotonic() - started
+    finally:
+        pool.close()
+    assert confirmation.verdict is not None and confirmation.problem == "", confirmation
+    assert took <= kept <= 2 * took, (took, kept)

@@ -13,8 +13,9 @@ diversifies (engine.evolve) until its budget ends.
 The time covers the whole search of one (unit, target): the baseline, the
 search and the backend's steps after it. What those steps are expected to
 take (`Backend.reserve`: a bench command's confirmation rounds and drift
-runs) is kept back from the search, so that a retune that runs out of time
-still confirms and writes its choice.
+runs; the GPU's confirmation, its builds and the ship check's) is kept back
+from the search, so that a retune that runs out of time still confirms and
+writes its choice within it.
 """
 from __future__ import annotations
 

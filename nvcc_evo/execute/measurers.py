@@ -203,7 +203,7 @@ def _pycuda(wanted: Wanted) -> Backend:
     energy = ("energy from NVML" if pool.hello.get("nvml") else "no NVML: energy dropped") if with_energy else \
         "energy not measured: the tune block does not name it"
     return Composed(gpu.measure, OBJECTIVES, device=pool.hello["name"], hello=pool.hello, confirm=gpu.confirm,
-                    drift=gpu.drift, race=None if full else gpu.race_against, fresh_baseline=True,
+                    drift=gpu.drift, race=None if full else gpu.race_against, fresh_baseline=True, reserve=gpu.reserve,
                     describe=f"pycuda on {pool.hello['name']} (sm {pool.hello['cc']}; {energy})")
 
 

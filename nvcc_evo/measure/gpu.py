@@ -25,6 +25,9 @@ from nvcc_evo.measure.stats import Summary, Verdict, faster, summarize
 
 OBJECTIVES = ("runtime", "energy") + static.OBJECTIVES
 RACE_MARGIN = 0.02      # slower than the incumbent by more than this (or its spread) ends a race
+CONFIRM_ROUNDS = 10     # the confirmation's A B pairs
+CONFIRM_SECONDS = 0.2   # the timing window of each of their runs
+REQUEST_SECONDS = 0.05  # a request's own cost beside its launches (the pipe, a module load, the check)
 
 
 class TurnLock:
@@ -176,6 +179,7 @@ class GpuBench:
     incumbent: Incumbent | None = None      # what a race is run against
     settle: bool = False                    # timing may stop once the median is known well enough (stats.settled)
     sent: tuple = (-1, frozenset())          # (the measuring process, by pool.replaced; references it holds)
+    first_costs: tuple = ()                 # (the baseline's compile seconds, its kernel's median seconds)
 
     def expected_outputs(self, plan: BenchPlan) -> dict:
         """The numpy reference's outputs for the plan's inputs (seed 0), computed once."""
@@ -208,6 +212,8 @@ class GpuBench:
         costs = dict(answer.costs)
         costs["other"] = time.perf_counter() - sent - sum(costs.values())    # the pipe, pickling, a restart
         measurement = self._judge(answer, plan, result.cubin, compiled, first)
+        if first and measurement.ok:
+            self.first_costs = (result.seconds, measurement.get("runtime") / 1e6)
         return replace(measurement, costs=tuple(costs.items()))
 
     def _comparison(self, plan: BenchPlan, first: bool) -> dict:
@@ -252,6 +258,18 @@ class GpuBench:
             if raced and self.incumbent is not None else ""         # (a race has its incumbent)
         return Measurement("ok", metrics, (("runtime", times.spread),), detail)
 
+    def reserve(self) -> float:
+        """Seconds the steps after the search are expected to take, from the
+        baseline's costs, with a margin of a fifth: the confirmation's two
+        builds and the ship check's, its timed pairs (each run a timing window,
+        a few launches past it, and the request's own cost) and the
+        fresh-input pair. Kept back from a time budget (0 before the baseline)."""
+        if not self.first_costs:
+            return 0.0
+        build, kernel = self.first_costs
+        run = CONFIRM_SECONDS + 5 * kernel + REQUEST_SECONDS
+        return 1.2 * (3 * build + 2 * CONFIRM_ROUNDS * run + 2 * (kernel + REQUEST_SECONDS))
+
     def race_against(self, median: float, spread: float) -> None:
         """Later candidates' timing stops once they are clearly slower than
         this (the best feasible runtime so far, and its spread)."""
@@ -286,7 +304,7 @@ def _timed(answer: Answer) -> Summary:
 
 
 def verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[bytes, BenchPlan],
-           rounds: int = 10) -> tuple[Verdict, str]:
+           rounds: int = CONFIRM_ROUNDS) -> tuple[Verdict, str]:
     """Re-measure the winner against the baseline, interleaved A B A B, and
     check the winner once more on fresh random inputs. Each A B pair holds
     the GPU (nothing else runs between its two timings); between pairs the
@@ -296,7 +314,7 @@ def verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[by
     for _ in range(rounds):
         with pool.lock:
             for side, (cubin, plan) in (("a", baseline), ("b", chosen)):
-                answer = pool.request(Launch(cubin, plan, time=True, min_seconds=0.2))
+                answer = pool.request(Launch(cubin, plan, time=True, min_seconds=CONFIRM_SECONDS))
                 if answer.status != "ok":
                     raise EnvironmentProblem(f"verification run failed: {answer.detail or answer.status}")
                 medians[side].append(_timed(answer).median)
