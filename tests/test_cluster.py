@@ -203,3 +203,28 @@ def test_a_node_lost_mid_retune_costs_no_evaluation_on_a_cluster_of_three_nodes(
     assert running.returncode == 0, err
     assert "compiles on 2 Ray worker(s)" in err
     assert searched(folder, ("reduce_sum.cu",)) == searched(serial, ("reduce_sum.cu",))
+
+
+@needs_ray
+def test_the_driver_keeps_back_what_the_gpu_actors_confirmation_will_take():
+    """A search measured on a cluster's GPU actor keeps back the time its
+    Backend there reserves for the steps after the search, as a local one
+    does (before, the driver's side reserved nothing)."""
+    import ray
+    from nvcc_evo.execute.cluster import MeasuringActor, _actor_measurer
+
+    class Driver:
+        _get = staticmethod(ray.get)
+
+    def kept_back():           # (made on the actor: a local function travels by value)
+        from nvcc_evo.measure.backend import Composed
+        return Composed(lambda genome, flags, result: None, ("runtime",), reserve=lambda: 4.5)
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        actor = ray.remote(MeasuringActor).remote()
+        made = ray.get(actor.add.remote("k", kept_back))
+        measurer = _actor_measurer(Driver(), actor, "k", *made[:-1], races=made[-1])
+        assert measurer.reserve() == 4.5
+    finally:
+        ray.shutdown()

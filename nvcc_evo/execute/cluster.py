@@ -148,6 +148,9 @@ class MeasuringActor:
     def drift(self, key: str):
         return self.measurers[key].drift()
 
+    def reserve(self, key: str) -> float:
+        return self.measurers[key].reserve()
+
     def confirm(self, key: str, baseline, chosen, builds: dict):
         """The confirmation on this GPU, of the two builds the driver made."""
         return self.measurers[key].confirm(baseline, chosen, builds.__getitem__)
@@ -275,7 +278,7 @@ def _actor_measurer(cluster: Cluster, handle, key: str, objectives, device, desc
                     confirm=confirm if hello is not None else None,
                     drift=lambda: get(handle.drift.remote(key)), primary=primary, maximize=maximize, build=build,
                     race=(lambda median, spread: handle.race.remote(key, median, spread)) if races else None,
-                    fresh_baseline=True)
+                    fresh_baseline=True, reserve=lambda: get(handle.reserve.remote(key)))
 
 
 class RayCompiler:
