@@ -476,3 +476,45 @@ def test_the_time_kept_for_the_confirmation_covers_it(tmp_path, real_nvcc):
         pool.close()
     assert confirmation.verdict is not None and confirmation.problem == "", confirmation
     assert took <= kept <= 2 * took, (took, kept)
+
+
+class SteppedCounter:
+    """A GPU drawing `watts` whose total-energy counter (mJ) moves every
+    `step` s, on a clock that launches move (`each` s a launch)."""
+
+    def __init__(self, watts: float, step: float, each: float, phase: float):
+        self.watts, self.step, self.each, self.now = watts, step, each, phase
+
+    def batch(self) -> int:
+        self.now += 16 * self.each
+        return 16
+
+    def read(self) -> float:
+        return 1e3 * self.watts * (self.now // self.step) * self.step
+
+    def clock(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("phase", [0.0, 0.013, 0.031, 0.049])
+def test_energy_is_measured_between_two_of_the_counters_steps(phase):
+    """NVML's counter moves every 20-100 ms: a window between two of its steps
+    gives each launch's energy within 1% in a fifth of a second or so (between
+    two reads, either end can be a step stale: 5% of a 1 s window at 50 ms steps)."""
+    from nvcc_evo.measure.stats import energy_window
+    gpu = SteppedCounter(watts=400.0, step=0.05, each=70e-6, phase=phase)
+    started = gpu.clock()
+    found = energy_window(gpu.batch, gpu.read, gpu.clock)
+    assert found["energy_mj"] == pytest.approx(400.0 * 70e-6 * 1e3, rel=0.01)
+    assert found["power_w"] == pytest.approx(400.0, rel=0.01)
+    assert gpu.clock() - started <= 0.3
+
+
+def test_a_counter_that_barely_moves_is_read_over_the_whole_window():
+    """With fewer than two steps in `seconds`, the reads' difference over it all."""
+    from nvcc_evo.measure.stats import energy_window
+    gpu = SteppedCounter(watts=400.0, step=0.8, each=70e-6, phase=0.5)
+    found = energy_window(gpu.batch, gpu.read, gpu.clock, seconds=1.0)
+    assert 1.0 <= gpu.clock() - 0.5 < 1.01
+    assert found["launches"] == pytest.approx(1.0 / 70e-6, rel=0.01)
+    assert found["energy_mj"] == pytest.approx(400.0 * 0.8 * 1e3 / found["launches"])   # one step in the window

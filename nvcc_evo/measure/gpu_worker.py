@@ -21,7 +21,8 @@ from nvcc_evo.measure import Clock
 from nvcc_evo.measure.check import checked, take_reference
 from nvcc_evo.measure.device_check import DeviceCheck
 from nvcc_evo.measure.occupancy import launch_problem
-from nvcc_evo.measure.stats import clearly_slower, race_checkpoints, repetitions, settled
+from nvcc_evo.measure.stats import (ENERGY_LEAST, clearly_slower, energy_window, race_checkpoints, repetitions,
+                                    settled)
 
 CACHE_BYTES = 8 << 30        # host copies of inputs kept between requests
 DEVICE_CACHE_BYTES = 16 << 30   # device copies of inputs kept between requests
@@ -280,7 +281,7 @@ class Device:
             answer["times_us"], answer["planned"], answer["stopped"] = self.time(
                 launch, plan, request.min_seconds, clock, request.race, request.settle)
         if request.energy and self.nvml is not None:
-            answer.update(self.energy(launch))
+            answer.update(self.energy(launch, np.median(answer["times_us"]) / 1e6 if answer.get("times_us") else 1e-3))
             clock.lap("energy")
         return Answer("ok", costs=clock.costs, **answer)
 
@@ -327,21 +328,25 @@ class Device:
         clock.lap("timing")
         return times, count, stopped
 
-    def energy(self, launch, seconds: float = 1.0) -> dict:
-        """Energy per launch from NVML's total-energy counter over a window of
-        at least `seconds` (the counter moves in coarse steps)."""
+    def energy(self, launch, kernel: float, seconds: float = 1.0) -> dict:
+        """Energy per launch from NVML's total-energy counter, between two of
+        its steps (stats.energy_window). Launches run in batches of about a
+        millisecond (`kernel`: one launch's seconds), the counter read after
+        each, so a step is seen within a batch; a batch's share of the window
+        stays under 1% (longer kernels get a longer window, up to `seconds`)."""
         import pynvml
         cuda = self.cuda
         cuda.Context.synchronize()
-        before, started, launches = pynvml.nvmlDeviceGetTotalEnergyConsumption(self.nvml), time.monotonic(), 0
-        while time.monotonic() - started < seconds:
-            for _ in range(16):
+        per_batch = max(1, min(16, int(1e-3 / max(kernel, 1e-7))))
+
+        def batch() -> int:
+            for _ in range(per_batch):
                 launch()
-            launches += 16
             cuda.Context.synchronize()
-        elapsed = time.monotonic() - started
-        spent_mj = pynvml.nvmlDeviceGetTotalEnergyConsumption(self.nvml) - before
-        return {"energy_mj": spent_mj / launches, "power_w": spent_mj / 1e3 / elapsed, "launches": launches}
+            return per_batch
+        least = min(seconds, max(ENERGY_LEAST, 200 * per_batch * kernel))
+        return energy_window(batch, lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(self.nvml), time.monotonic,
+                             seconds, least=least)
 
 
 def _nvml_handle(index: int):

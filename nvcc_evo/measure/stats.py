@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -207,3 +207,39 @@ def judged_clear(samples: dict[str, list[float]], most: int, least: int, maximiz
     """`verdict_clear` on the samples `judged` judges (the sides swapped to maximise, as there)."""
     sides = (samples["chosen"], samples["baseline"]) if maximize else (samples["baseline"], samples["chosen"])
     return verdict_clear(*sides, most, least)
+
+
+ENERGY_STEPS = 4        # counter steps an energy window spans
+ENERGY_LEAST = 0.2      # seconds it spans at least
+
+
+def energy_window(batch: Callable[[], int], read: Callable[[], float], clock: Callable[[], float],
+                  seconds: float = 1.0, steps: int = ENERGY_STEPS, least: float = ENERGY_LEAST) -> dict:
+    """Energy per launch from a total-energy counter that moves in steps
+    (NVML's: every 20-100 ms): `batch` runs some launches and waits for them
+    (their count), `read` is the counter (mJ), `clock` the time (s). The
+    window opens at one of the counter's steps and closes at the `steps`-th
+    after it, once it spans `least` seconds, so neither end is a step stale
+    (between two reads, each end could be); at most `seconds` in all, and
+    where the counter made fewer than two steps by then, the reads' difference
+    over the whole time, as before. The Answer's energy fields, by name."""
+    first, started, launches = read(), clock(), 0
+    opened = closed = None              # (counter, time, launches) at a step
+    moved = 0
+    while True:
+        launches += batch()
+        value, now = read(), clock()
+        if opened is None and value != first:
+            opened, last = (value, now, launches), value
+        elif opened is not None and value != last:
+            moved, last, closed = moved + 1, value, (value, now, launches)
+            if moved >= steps and now - opened[1] >= least:
+                break
+        if now - started >= seconds:
+            break
+    if closed is None or opened is None:
+        spent, elapsed, counted = value - first, now - started, launches
+    else:
+        spent, elapsed, counted = closed[0] - opened[0], closed[1] - opened[1], closed[2] - opened[2]
+    return {"energy_mj": spent / counted, "power_w": spent / 1e3 / elapsed if elapsed > 0 else 0.0,
+            "launches": counted}
