@@ -418,20 +418,25 @@ def _lto_links(nvcc: str, folder: Path) -> bool:
 def test_an_lto_projects_entry_reaches_the_device_link(tmp_path, evo_cache):
     """A -dc -dlto project linked by -dlink -dlto through nvcc-evo: the entry's define reaches the compile,
     its ptxas level the link (every object's entry gives it), and the linked SASS is a by-hand build's."""
-    if not _lto_links("nvcc", tmp_path):
-        pytest.skip("this toolkit's nvlink cannot load libnvvm (nvvm/lib64/libnvvm.so): no -dlink -dlto links")
+    nvcc = _lto_nvcc(tmp_path / "toolkit")
+    env = evo_env(evo_cache, nvcc=Path(nvcc))
     (tmp_path / "main.cu").write_text(MAIN)
     _project(tmp_path, "    target sm_90 {\n        define.TILE = 2\n        ptxas.opt_level = 1\n    }",
              unit="*.cu")
-    for name in ("k", "main"):
-        _record(tmp_path, evo_cache, "-arch=sm_90", "-dc", "-dlto", f"{name}.cu", "-o", f"{name}.o")
-    _record(tmp_path, evo_cache, "-arch=sm_90", "-dlink", "-dlto", "k.o", "main.o", "-o", "dl.o")
+    for argv in ([f"{name}.cu", "-dc", "-o", f"{name}.o"] for name in ("k", "main")):
+        built = run_evo("-arch=sm_90", "-dlto", *argv, cwd=tmp_path, env=env)
+        assert built.returncode == 0, built.stderr
+    linked = run_evo("-arch=sm_90", "-dlink", "-dlto", "k.o", "main.o", "-o", "dl.o", cwd=tmp_path, env=env)
+    assert linked.returncode == 0, linked.stderr
     for name, define in (("k", ["-DTILE=2"]), ("main", [])):
-        subprocess.run(["nvcc", "-arch=sm_90", "-dc", "-dlto", *define, f"{name}.cu", "-o", f"ref-{name}.o"],
+        subprocess.run([nvcc, "-arch=sm_90", "-dc", "-dlto", *define, f"{name}.cu", "-o", f"ref-{name}.o"],
                        cwd=tmp_path, check=True)
-    subprocess.run(["nvcc", "-arch=sm_90", "-dlink", "-dlto", "-Xptxas", "-O1", "ref-k.o", "ref-main.o", "-o",
+    subprocess.run([nvcc, "-arch=sm_90", "-dlink", "-dlto", "-Xptxas", "-O1", "ref-k.o", "ref-main.o", "-o",
                     "ref-dl.o"], cwd=tmp_path, check=True)
     assert _sass_of(tmp_path / "dl.o", "sm_90") == _sass_of(tmp_path / "ref-dl.o", "sm_90")
+    plain = subprocess.run([nvcc, "-arch=sm_90", "-dlink", "-dlto", "ref-k.o", "ref-main.o", "-o", "plain-dl.o"],
+                           cwd=tmp_path)
+    assert plain.returncode == 0 and _sass_of(tmp_path / "plain-dl.o", "sm_90") != _sass_of(tmp_path / "dl.o", "sm_90")
 
 
 def _lto_nvcc(folder: Path) -> str:
