@@ -518,3 +518,44 @@ def test_a_counter_that_barely_moves_is_read_over_the_whole_window():
     assert 1.0 <= gpu.clock() - 0.5 < 1.01
     assert found["launches"] == pytest.approx(1.0 / 70e-6, rel=0.01)
     assert found["energy_mj"] == pytest.approx(400.0 * 0.8 * 1e3 / found["launches"])   # one step in the window
+
+
+def test_a_thread_that_stops_waiting_for_the_gpu_does_not_stop_those_behind_it():
+    """A search interrupted while it waits for its turn (Ctrl-C: an exception
+    where it waits) gives the turn up: the next search still gets the GPU
+    (before, its turn was never served, and every search after it waited for ever)."""
+    import signal
+    from nvcc_evo.measure.gpu import TurnLock
+    lock, served = TurnLock(), threading.Event()
+    holding, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with lock:
+            holding.set()
+            release.wait(10)
+
+    def behind() -> None:
+        time.sleep(0.3)                 # asks after the interrupted one
+        with lock:
+            served.set()
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    first, second = threading.Thread(target=holder), threading.Thread(target=behind)
+    first.start()
+    holding.wait(5)
+    second.start()
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.2)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with lock:
+                pass
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    time.sleep(0.3)
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert served.is_set()

@@ -39,6 +39,7 @@ class TurnLock:
         self._turns = threading.Condition()
         self._owner: int | None = None
         self._depth = self._next = self._serving = 0
+        self._left: set[int] = set()        # turns whose threads stopped waiting (an exception: Ctrl-C)
 
     def __enter__(self) -> None:
         me = threading.get_ident()
@@ -47,7 +48,12 @@ class TurnLock:
                 self._depth += 1
                 return
             ticket, self._next = self._next, self._next + 1
-            self._turns.wait_for(lambda: self._serving == ticket and self._owner is None)
+            try:
+                self._turns.wait_for(lambda: self._serving == ticket and self._owner is None)
+            except BaseException:
+                self._left.add(ticket)      # skipped, or the threads behind it would wait for ever
+                self._next_turn()
+                raise
             self._owner, self._depth = me, 1
 
     def __exit__(self, *_) -> None:
@@ -55,7 +61,13 @@ class TurnLock:
             self._depth -= 1
             if self._depth == 0:
                 self._owner, self._serving = None, self._serving + 1
-                self._turns.notify_all()
+                self._next_turn()
+
+    def _next_turn(self) -> None:
+        while self._serving in self._left:
+            self._left.discard(self._serving)
+            self._serving += 1
+        self._turns.notify_all()
 
 
 class WorkerPool:
