@@ -190,8 +190,8 @@ def _shown(genome: Genome) -> str:
 
 class Avoiding:
     """Every rule a proposal must pass: the build takes all of its knobs
-    (`lost(genome)` says why not, "" when it does) and no learned launch
-    limit refuses it."""
+    (`lost(genome)` says why not, "" when it does) and nothing learned of
+    refused launches or compiles refuses it."""
 
     def __init__(self, lost: Callable[[Genome], str], limits: LaunchLimits | None, shared: SharedData | None = None):
         self.lost, self.limits, self.shared = lost, limits, shared
