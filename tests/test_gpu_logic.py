@@ -559,3 +559,35 @@ def test_a_thread_that_stops_waiting_for_the_gpu_does_not_stop_those_behind_it()
     first.join(5)
     second.join(5)
     assert served.is_set()
+
+
+def test_the_numpy_reference_is_started_before_the_baseline_is_built(tmp_path, real_nvcc):
+    """The pycuda backend starts the baseline's numpy reference in a thread
+    when it is made (GpuBench.prefetch), so the baseline's compile and the
+    reference run at once: its first measurement waits only for what is left
+    of the reference (before, for all of it, after the compile)."""
+    from nvcc_evo.measure.candidate import CompileJob, compile_candidate
+    from nvcc_evo.measure.gpu import GpuBench
+    (tmp_path / "k.cu").write_text('extern "C" __global__ void saxpy(int n, float a, const float* x, '
+                                   'const unsigned short* h, const int* c, float* y) { y[0] = a; }\n')
+    calls = []
+
+    def slow_reference(x, **_):
+        calls.append(threading.current_thread())
+        time.sleep(1.5)
+        return {"y": np.zeros_like(x)}
+
+    pool = WorkerPool(target=logging_worker, timeout=30)
+    bench = GpuBench(BENCH, pool, "sm_90", lambda g: {"TILE": 1}, energy=False, expected_fn=slow_reference)
+    try:
+        bench.prefetch(bench.plan(None))
+        built = compile_candidate(CompileJob(str(real_nvcc), ("-c", "k.cu"), str(tmp_path), "k.cu", "sm_90"))
+        time.sleep(max(0.0, 1.5 - built.seconds))       # a baseline that takes as long to build as the reference
+        started = time.monotonic()
+        measured = bench.measure(None, (), built)
+        waited = time.monotonic() - started
+    finally:
+        pool.close()
+    assert measured.ok, measured
+    assert len(calls) == 1 and calls[0] is not threading.main_thread()
+    assert waited < 0.7, f"the baseline's measurement waited {waited:.2f} s for its reference"

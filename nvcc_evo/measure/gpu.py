@@ -11,7 +11,7 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from nvcc_evo.acf import model
@@ -192,9 +192,26 @@ class GpuBench:
     settle: bool = False                    # timing may stop once the median is known well enough (stats.settled)
     sent: tuple = (-1, frozenset())          # (the measuring process, by pool.replaced; references it holds)
     first_costs: tuple = ()                 # (the baseline's compile seconds, its kernel's median seconds)
+    computing: threading.Thread | None = field(default=None, repr=False)   # the reference, started early
+
+    def prefetch(self, plan: BenchPlan) -> None:
+        """Start the numpy reference for the baseline's plan in a thread: it is
+        ready, or nearer, once the baseline is built (seconds of numpy on a
+        large bench, which the unit's time would otherwise wait for)."""
+        if self.expected_fn is not None and self.expected is None and self.computing is None:
+            self.computing = threading.Thread(target=self._compute, args=(plan,), daemon=True)
+            self.computing.start()
+
+    def _compute(self, plan: BenchPlan) -> None:
+        try:
+            self.expected_outputs(plan)
+        except Exception:               # said where the reference is needed: computed again there
+            pass
 
     def expected_outputs(self, plan: BenchPlan) -> dict:
         """The numpy reference's outputs for the plan's inputs (seed 0), computed once."""
+        if self.computing is not None and self.computing is not threading.current_thread():
+            self.computing.join()
         if self.expected is None:
             assert self.expected_fn is not None        # (asked only of a bench that names a reference)
             self.expected = reference_outputs(self.expected_fn, plan)
