@@ -197,6 +197,16 @@ def lookup(name: str) -> Knob | None:
     return KNOB_BY_NAME.get(name)
 
 
+def passed(name: str, value: Scalar | None) -> Scalar | None:
+    """The value (normalised) a build passes a flag for; None where it passes
+    none: no value, or the knob's default."""
+    knob = lookup(name)
+    if knob is None or value is None:
+        return None
+    value = knob.normalise(value)
+    return None if knob.default is not None and value == knob.normalise(knob.default) else value
+
+
 def is_define(name: str) -> bool:
     rest = name[len(DEFINE_PREFIX):]
     return name.startswith(DEFINE_PREFIX) and rest.isidentifier() and "." not in rest
@@ -276,6 +286,8 @@ def level_refused(level: Scalar | None, fast: Scalar | None) -> bool:
     """ptxas refuses this explicit -O level beside this -Ofc level (FAST_COMPILE_WITH_LEVEL);
     None: not passed. The one rule the build (driver.build.flags) and the search's repair share."""
     return level is not None and fast not in (None, "0") and (str(level), str(fast)) not in FAST_COMPILE_WITH_LEVEL
+
+
 # nvcc's options in a compile for link-time optimisation (-dlto, code=lto_XX), measured on CUDA 13.0
 # (sm_90) in the SASS that the device link (-dlink -dlto) makes of every object at once: it ignores
 # LTO_IGNORED (the same SASS, given to every object or to the link), and takes LTO_LINK_WIDE for the whole

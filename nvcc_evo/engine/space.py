@@ -271,15 +271,9 @@ REPAIRS: tuple[tuple, ...] = (
 )
 
 
-def _passed(genome: dict, knob_name: str) -> Scalar | None:
-    """The value a build passes for the knob (None: no flag, as at the toolkit's default)."""
-    knob, value = knobs.lookup(knob_name), genome.get(knob_name)
-    at_default = knob is not None and knob.default is not None and value == knob.normalise(knob.default)
-    return None if value is None or at_default else value
-
-
 def _level_refused(genome: dict, fast: str) -> bool:
-    return knobs.level_refused(_passed(genome, "ptxas.opt_level"), _passed(genome, fast))
+    return knobs.level_refused(knobs.passed("ptxas.opt_level", genome.get("ptxas.opt_level")),
+                               knobs.passed(fast, genome.get(fast)))
 
 
 def repair(genome: Genome, space: SearchSpace) -> Genome:

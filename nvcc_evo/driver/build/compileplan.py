@@ -76,12 +76,12 @@ def plan_call(call: NvccCall, call_plan: CallPlan, policy: str, toolkit: Toolkit
     settings, dropped = common_settings(call_plan, policy)
     for name in STEP_ONLY & set(settings):
         dropped.append((name, f"{name}={settings.pop(name)} is given to each ptxas step on its own"))
-    if _checks_ptx_as_errors(call):
+    facts = read_facts(call)
+    if facts.werror and _checks_ptx(call):
         for name in knobs.CAPS_OF_KERNELS & set(settings):
             dropped.append((name, f"{name}={settings.pop(name)} is given to each ptxas step on its own: nvcc's "
                                   f"PTX check step (ptxas -arch=compute_XX, for -arch=sm_XXa) refuses a register cap "
                                   f"(\"Too big maxrregcount value\"), an error with -Werror"))
-    facts = read_facts(call)
     steps_caps = {k: v for m in call_plan.matches for k, v in m.settings(policy).items()     # (what each ptxas
                   if k in knobs.CAPS_OF_KERNELS and k not in settings}                       # step may add)
     flags = plan_flags(settings, facts, toolkit, acf_dir, beside=steps_caps)
@@ -99,13 +99,11 @@ def plan_call(call: NvccCall, call_plan: CallPlan, policy: str, toolkit: Toolkit
                        tuple(programs))
 
 
-def _checks_ptx_as_errors(call: NvccCall) -> bool:
+def _checks_ptx(call: NvccCall) -> bool:
     """`-arch=sm_90a` (or sm_100f...) makes nvcc run ptxas on the PTX for
-    compute_90 too, and that run warns of any -maxrregcount; with -Werror
-    the warning fails the build."""
-    from nvcc_evo.driver.build.flags import PTXAS_WERROR, ptxas_tokens
-    specific = any(re.fullmatch(r"sm_[0-9]+[af]", value) for value in call.values("--gpu-architecture"))
-    return specific and (call.has("--Werror") or bool(PTXAS_WERROR & set(ptxas_tokens(call))))
+    compute_90 too, and that run warns of any -maxrregcount (with -Werror
+    the warning fails the build)."""
+    return any(re.fullmatch(r"sm_[0-9]+[af]", value) for value in call.values("--gpu-architecture"))
 
 
 def common_settings(plan: CallPlan, stale_policy: str) -> tuple[dict, list[tuple[str, str]]]:

@@ -30,6 +30,7 @@ class CallFacts(NamedTuple):
     spills_are_errors: bool
     relocatable: bool
     lto: bool = False                # a compile for link-time optimisation (match.calls.is_lto_compile)
+    werror: bool = False             # ptxas's warnings are errors (-Werror, -Xptxas --warning-as-error)
 
 
 class FlagPlan(NamedTuple):
@@ -114,7 +115,7 @@ def read_facts(call: NvccCall) -> CallFacts:
     werror = bool(PTXAS_WERROR & set(tokens)) or call.has("--Werror")
     spills = werror and bool(PTXAS_SPILL_WARNING & set(tokens))
     relocatable = call.has("--device-c") or call.last("--relocatable-device-code") == "true"
-    return CallFacts(_owned(found), debug, spills, relocatable, is_lto_compile(call))
+    return CallFacts(_owned(found), debug, spills, relocatable, is_lto_compile(call), werror)
 
 
 def ptxas_facts(tokens) -> CallFacts:
@@ -126,8 +127,10 @@ def ptxas_facts(tokens) -> CallFacts:
         if knob is not None:
             found.setdefault(knob, token)
     given = set(tokens)
-    spills = bool(PTXAS_WERROR & given) and bool(PTXAS_SPILL_WARNING & given)
-    return CallFacts(_owned(found), bool(PTXAS_DEBUG & given), spills, bool({"-c", "--compile-only"} & given))
+    werror = bool(PTXAS_WERROR & given)
+    spills = werror and bool(PTXAS_SPILL_WARNING & given)
+    return CallFacts(_owned(found), bool(PTXAS_DEBUG & given), spills, bool({"-c", "--compile-only"} & given),
+                     werror=werror)
 
 
 def flag_text(knob_name: str, value: Scalar, acf_dir: str | None = None) -> list[str]:
@@ -222,11 +225,10 @@ def _given(knob_name: str, at: Scalar | None, both: dict[str, Scalar], facts: Ca
 def _reaching(knob_name: str, both: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit | None) -> Scalar | None:
     """The ACF's value of `knob_name` (normalised) where it reaches ptxas in this call and is not
     the knob's default; None otherwise."""
-    knob, value = knobs.lookup(knob_name), both.get(knob_name)
-    if knob is None or value is None or _skip_reason(knob_name, value, facts, toolkit) is not None:
+    value = both.get(knob_name)
+    if value is None or _skip_reason(knob_name, value, facts, toolkit) is not None:
         return None
-    value = knob.normalise(value)
-    return None if knob.default is not None and value == knob.normalise(knob.default) else value
+    return knobs.passed(knob_name, value)
 
 
 def _level_conflict(name: str, both: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit | None) -> str | None:
