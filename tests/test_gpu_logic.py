@@ -580,7 +580,7 @@ def test_the_numpy_reference_is_started_before_the_baseline_is_built(tmp_path, r
     pool = WorkerPool(target=logging_worker, timeout=30)
     bench = GpuBench(BENCH, pool, "sm_90", lambda g: {"TILE": 1}, energy=False, expected_fn=slow_reference)
     try:
-        bench.prefetch(bench.plan(None))
+        bench.prefetch({"TILE": 1})
         built = compile_candidate(CompileJob(str(real_nvcc), ("-c", "k.cu"), str(tmp_path), "k.cu", "sm_90"))
         time.sleep(max(0.0, 1.5 - built.seconds))       # a baseline that takes as long to build as the reference
         started = time.monotonic()

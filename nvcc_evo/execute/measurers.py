@@ -17,7 +17,6 @@ from typing import Any, Callable
 
 from nvcc_evo.acf import model, unitpath
 from nvcc_evo.acf.bench.command import identity
-from nvcc_evo.acf.bench.spec import ExprError, plan_bench
 from nvcc_evo.acf.sources import define_values
 from nvcc_evo.backends import BACKENDS
 from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
@@ -201,10 +200,7 @@ def _pycuda(wanted: Wanted) -> Backend:
     with_energy = full or uses_energy(task.unit.tune)
     gpu = GpuBench(bench, pool, task.arch, defines, energy=with_energy, expected_fn=load_reference(bench, acf_folder),
                    settle=not full)
-    try:
-        gpu.prefetch(plan_bench(bench, space_defaults))       # the baseline's plan: its reference while it builds
-    except (ExprError, ValueError, ZeroDivisionError):
-        pass                            # (the baseline's measurement says why)
+    gpu.prefetch(space_defaults)        # the baseline's reference, while the baseline builds
     energy = ("energy from NVML" if pool.hello.get("nvml") else "no NVML: energy dropped") if with_energy else \
         "energy not measured: the tune block does not name it"
     return Composed(gpu.measure, OBJECTIVES, device=pool.hello["name"], hello=pool.hello, confirm=gpu.confirm,

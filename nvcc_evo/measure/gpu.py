@@ -194,13 +194,20 @@ class GpuBench:
     first_costs: tuple = ()                 # (the baseline's compile seconds, its kernel's median seconds)
     computing: threading.Thread | None = field(default=None, repr=False)   # the reference, started early
 
-    def prefetch(self, plan: BenchPlan) -> None:
-        """Start the numpy reference for the baseline's plan in a thread: it is
-        ready, or nearer, once the baseline is built (seconds of numpy on a
-        large bench, which the unit's time would otherwise wait for)."""
-        if self.expected_fn is not None and self.expected is None and self.computing is None:
-            self.computing = threading.Thread(target=self._compute, args=(plan,), daemon=True)
-            self.computing.start()
+    def prefetch(self, defines: dict) -> None:
+        """Start the numpy reference for the bench at `defines` (the baseline's)
+        in a thread: it is ready, or nearer, once the baseline is built
+        (seconds of numpy on a large bench, which the unit's time would
+        otherwise wait for). A bench those defines cannot plan starts nothing:
+        the baseline's measurement says why."""
+        if self.expected_fn is None or self.expected is not None or self.computing is not None:
+            return
+        try:
+            plan = plan_bench(self.bench, defines)
+        except ExprError:
+            return
+        self.computing = threading.Thread(target=self._compute, args=(plan,), daemon=True)
+        self.computing.start()
 
     def _compute(self, plan: BenchPlan) -> None:
         try:
