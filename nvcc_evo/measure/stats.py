@@ -224,22 +224,20 @@ def energy_window(batch: Callable[[], int], read: Callable[[], float], clock: Ca
     where the counter made fewer than two steps by then, the reads' difference
     over the whole time, as before. The Answer's energy fields, by name."""
     first, started, launches = read(), clock(), 0
-    opened = closed = None              # (counter, time, launches) at a step
-    moved = 0
+    seen: list[tuple[float, float, int]] = []       # (counter, time, launches) at each of its steps
     while True:
         launches += batch()
         value, now = read(), clock()
-        if opened is None and value != first:
-            opened, last = (value, now, launches), value
-        elif opened is not None and value != last:
-            moved, last, closed = moved + 1, value, (value, now, launches)
-            if moved >= steps and now - opened[1] >= least:
+        if value != (seen[-1][0] if seen else first):
+            seen.append((value, now, launches))
+            if len(seen) > steps and now - seen[0][1] >= least:
                 break
         if now - started >= seconds:
             break
-    if closed is None or opened is None:
+    if len(seen) < 2:
         spent, elapsed, counted = value - first, now - started, launches
     else:
-        spent, elapsed, counted = closed[0] - opened[0], closed[1] - opened[1], closed[2] - opened[2]
+        (opened, opened_at, opened_after), (closed, closed_at, closed_after) = seen[0], seen[-1]
+        spent, elapsed, counted = closed - opened, closed_at - opened_at, closed_after - opened_after
     return {"energy_mj": spent / counted, "power_w": spent / 1e3 / elapsed if elapsed > 0 else 0.0,
             "launches": counted}
