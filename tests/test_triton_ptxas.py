@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, evo_env, run_evo
+from nvcc_evo.driver.build.ptxas import probe
 from nvcc_evo.measure.sass import cubin_registers
 
 pytest.importorskip("triton", reason="Triton is not installed (the test extra brings it on Linux x86_64)")
@@ -27,6 +28,18 @@ unit kernel "matmul_kernel" {
     }
 }
 """
+
+
+def toolkit_release() -> str:
+    return probe(shutil.which("ptxas")).version
+
+
+def triton_release() -> str:
+    import triton
+    return probe(str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas")).version
+
+
+TRITON_RELEASE = triton_release()
 
 
 def compile_kernel(folder: Path, env: dict, name: str = "matmul", cache: str = "cache", through: bool = True):
@@ -175,6 +188,16 @@ def test_retune_through_the_user_s_own_benchmark(project, evo_cache):
     assert 'kernel "matmul_kernel" [sm_90a]' in done.stderr and "not-rebuilt" not in done.stderr
     text = (project / "nvcc-evo.acf").read_text()
     assert "target sm_90a {\n        ptxas.maxrregcount = 64\n" in text, text
+    assert 'to use the new entries of kernel "matmul_kernel": run the program through nvcc-evo-ptxas' in done.stderr
+    assert "no compile of these units is recorded" not in done.stderr
+    # the ptxas that compiled it is Triton's own (CUDA 12.8 with Triton 3.6), not the toolkit's nvcc (13.0)
+    assert f'toolkit = "{TRITON_RELEASE}"' in text and TRITON_RELEASE != toolkit_release()
     again = subprocess.run([sys.executable, "bench_registers.py"], cwd=project, env=env, capture_output=True,
                            text=True)
     assert again.stdout == "time 64 ms\n"
+    # the program's ptxas changes (Triton upgraded, or another named): its entry is stale for that
+    other = subprocess.run([sys.executable, "bench_registers.py"], cwd=project, capture_output=True, text=True,
+                           env=dict(env, NVCC_EVO_REAL_PTXAS=shutil.which("ptxas")))
+    assert other.returncode == 0, other.stderr
+    listed = run_evo("--retune", "--dry-run", cwd=project, env=env)
+    assert f"toolkit {TRITON_RELEASE} -> {toolkit_release()}" in listed.stderr, listed.stderr

@@ -56,6 +56,11 @@ class Task:
     reasons: tuple[str, ...]
     build_env: tuple[tuple[str, str], ...] = ()   # the record's environment that chooses entries (NVCC_EVO_GPU)
     build: str = ""                                # build_identity: what the entry is tuned for
+    release: str = ""     # the ptxas release a kernel unit's program runs ("": the toolkit's; see served_release)
+
+    def toolkit(self, toolkit: Toolkit) -> str:
+        """The release its entry's `toolkit` names, its results are kept under and a change of makes it stale."""
+        return self.release or toolkit.version
 
     def __str__(self) -> str:
         return f"{self.unit} [{self.arch}]"
@@ -214,7 +219,8 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit,
             print_ = fingerprint(source, [os.path.join(job.cwd, d) for d in includes], unit.named_files(),
                                  acf_path.parent)
             build = build_identity(job, acf_path.parent, bool(mine))
-            reasons = ("asked",) if asked else stale_reasons(unit, arch, print_, toolkit.version, build)
+            release = served_release(job)
+            reasons = ("asked",) if asked else stale_reasons(unit, arch, print_, release or toolkit.version, build)
             measured = None if asked else _measured_on(unit, arch)
             if reasons and options.backend == "static" and measured:
                 log(f"{unit} [{arch}]: {'; '.join(reasons)}, but its entry was measured ({measured}); static "
@@ -225,8 +231,22 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit,
             if not reasons and options.backend in MEASURING_BACKENDS and _static_only(unit, arch):
                 reasons = (STATIC_ONLY,)
             if reasons:
-                tasks.append(Task(index, unit, arch, source, job, print_, reasons, chooses, build))
+                tasks.append(Task(index, unit, arch, source, job, print_, reasons, chooses, build, release))
     return tasks, skipped, kept
+
+
+def served_release(job: CompileJob) -> str:
+    """The release of the ptxas a kernel unit's program runs (Triton's own,
+    recorded by nvcc-evo-ptxas), not the toolkit's nvcc: a Triton upgrade
+    that brings another ptxas makes its entries stale and sets its stored
+    results aside. "" for a unit nvcc compiles (or a ptxas that cannot say)."""
+    if not job.ptxas:
+        return ""
+    from nvcc_evo.driver.build.ptxas import probe
+    try:
+        return probe(job.ptxas).version
+    except OSError:
+        return ""
 
 
 STATIC_ONLY = "its entry holds static objectives only (compiler facts): never measured"

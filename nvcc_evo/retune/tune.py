@@ -136,7 +136,7 @@ def prepare(task: Task, retune: Retune, together: Together | None = None) -> Pre
     space = narrowed(space, guard) if guard else space      # registers and spills cannot rank speed
     programs = ptxas_programs(space, toolkit, retune.acf_path, options, task.arch, fixed.get("ptxas.version"))
     candidates = Candidates(task, build, fixed, programs, space.baseline().settings())
-    context = Context(toolkit.version, task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
+    context = Context(task.toolkit(toolkit), task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
                       build_key(task.job, retune.acf_path.parent))
     measurer, lanes = measuring(options, task, retune.acf_path, context, baseline_defines(task.source, space),
                                 candidates.flags, retune.cluster)
@@ -319,7 +319,7 @@ def _entry_is_current(task: Task, toolkit: Toolkit, options: Options) -> bool:
     written by this backend (a static search never settles for a GPU's entry)."""
     target = task.unit.entry_for(task.arch)
     return (target is not None and target.backend == options.backend
-            and not stale_reasons(task.unit, task.arch, task.fingerprint, toolkit.version, task.build))
+            and not stale_reasons(task.unit, task.arch, task.fingerprint, task.toolkit(toolkit), task.build))
 
 
 def _first_lines(detail: str, count: int = 8) -> str:

@@ -56,7 +56,7 @@ def settings_of(outcome: Outcome) -> tuple[model.Setting, ...]:
 
 def provenance(outcome: Outcome, toolkit: Toolkit, options: Options) -> tuple[model.Record, ...]:
     t = outcome.evaluator.tally
-    records = [model.Record("fingerprint", outcome.task.fingerprint), model.Record("toolkit", toolkit.version),
+    records = [model.Record("fingerprint", outcome.task.fingerprint), model.Record("toolkit", outcome.task.toolkit(toolkit)),
                model.Record("space_digest", outcome.task.unit.space_digest)]
     if outcome.task.build:
         records.append(model.Record("build", outcome.task.build))
@@ -126,6 +126,12 @@ def say_rebuild(acf_path: Path, outcomes: list[Outcome], redated: bool = False, 
     import os
     from nvcc_evo.driver.compiledb import outputs_of
     written = [o for o in outcomes if o.written and not o.settled and knobs_changed(o)]
+    kernels = [o for o in written if o.task.unit.is_kernel]
+    if kernels:
+        log(f"to use the new entries of {', '.join(sorted({str(o.task.unit) for o in kernels}))}: run the program "
+            f"through nvcc-evo-ptxas as before (TRITON_PTXAS_PATH); its --version answer names the entries that "
+            f"apply, so Triton's cache compiles those kernels again")
+    written = [o for o in written if not o.task.unit.is_kernel]
     if not written:
         return
     outputs = sorted({p for o in written for p in outputs_of(acf_path, o.task.unit.globs, o.task.arch)})
