@@ -298,7 +298,8 @@ class CommandBench:
         for metric in self.bench.metrics:
             summary = summarize([dict(r.values)[metric.name] for r in runs])
             metrics.append((metric.name, summary.median))
-            spreads.append((metric.name, summary.spread if math.isfinite(summary.spread) else 0.0))
+            if len(runs) > 1:       # one run has no spread: "+- 0" would claim a precision never measured
+                spreads.append((metric.name, summary.spread if math.isfinite(summary.spread) else 0.0))
         primary = summarize([dict(r.values)[self.primary] for r in runs])
         if self.best is None or (primary.median > self.best.median if self.primary in self.maximized
                                  else primary.median < self.best.median):
@@ -310,7 +311,7 @@ class CommandBench:
         """The progress of a slow search: one line per candidate, with its cost."""
         units = {m.name: m.unit for m in self.bench.metrics}
         shown = ", ".join(f"{name} {value:.5g}{(' ' + units[name]) if units.get(name) else ''}"
-                          f" ±{dict(measurement.spreads).get(name, 0):.1%}"
+                          + (f" ±{dict(measurement.spreads)[name]:.1%}" if name in dict(measurement.spreads) else "")
                           for name, value in measurement.metrics if name in units)
         self.say(f"{' '.join(self.globs)} [{self.arch}] {' '.join(flags) or '(baseline)'}: {shown} "
                  f"({count} run{'s' if count > 1 else ''}, {measurement.get('command_time'):.1f} s)")
