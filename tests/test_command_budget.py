@@ -63,3 +63,27 @@ unit "scale.cu" {{
     # 0.1 ms of a 10 ms time is 1%, coarser than the 0.5% a retune accepts: said once
     assert said.count("metric time is printed to 0.1 (1.00% of 10): coarser than the least gain") == 1, said
     assert json.loads(records[0])["context"]["backend"] == "command"
+
+
+def test_no_candidate_is_started_that_the_typical_one_says_would_end_past_the_deadline(tmp_path):
+    """The logic behind the budget above: with candidates taking 0.3 s each, a search with 0.5 s left measures
+    one and starts no second (one begun at 0.3 s would end at 0.6 s, past the deadline: on the H200 a Triton
+    kernel's retune, 8-15 s a candidate, ended 10 s past its 235 s budget)."""
+    from nvcc_evo.engine.space import Genome
+    from nvcc_evo.execute.evaluate import Evaluator, goal_for
+    from nvcc_evo.execute.store import Context, Store
+    from nvcc_evo.measure import Measurement
+
+    def measure(genome, flags, result):
+        time.sleep(0.3)
+        return Measurement("ok", (("runtime", 1.0),))
+
+    evaluator = Evaluator(None, goal_for(None, ("runtime",), ("runtime",)),
+                          Context("13.0", "f", "sm_90", "cpu", "command", "a.cu", "b"), Store(tmp_path / "r.jsonl"),
+                          lambda genome: (), measure, compiles=False)
+    genomes = [Genome((("define.STEP", step),)) for step in range(5)]
+    began = time.monotonic()
+    evaluator.deadline = began + 0.5
+    assert len(evaluator(genomes)) == 1 and time.monotonic() - began < 0.5
+    evaluator.deadline = time.monotonic() + 0.65               # room for two of 0.3 s, not a third
+    assert len(evaluator(genomes[1:])) == 2

@@ -7,6 +7,8 @@ import re
 import shutil
 import subprocess
 
+from dataclasses import replace
+
 import pytest
 
 from conftest import DATA, EVO_COMMAND, evo_env
@@ -26,6 +28,9 @@ def test_the_plain_line_and_the_bar_say_the_same_fields():
                                "failed: compile-error 2 | 2.0 s/candidate | ETA 24 s")
     done = ProgressLine("u", 3, 20, 20, 0, (), 1, (("runtime", 1.0),), (("runtime", 1.0),), 30.0, 20)
     assert done.eta is None and "at most" not in done.text() and "ETA" not in done.bar_text()
+    timed = replace(LINE, seconds_left=10.0)          # 12 more would take 24 s: the time budget ends it first
+    assert "at most" not in timed.text() and "10 s left" in timed.text() and "ETA" not in timed.bar_text()
+    assert "at most 12 more, ~24 s at this pace; 30 s left" in replace(LINE, seconds_left=30.0).text()
     more = ProgressLine("u", 1, 2, float("inf"), 0, (), 0, (), (), 1.0, 2, extra=(("compile", "60%"),))
     assert more.text().endswith("best none feasible, compile 60% [1 s]") and "compile 60%" in more.bar_text()
 

@@ -9,6 +9,7 @@ objectives and their stderr kept.
 from __future__ import annotations
 
 import math
+import statistics
 import threading
 import time
 from concurrent.futures import Future
@@ -210,6 +211,7 @@ class Evaluator:
     slots: threading.Semaphore | None = None          # compile slots shared with other searches at once
     stopping: threading.Event | None = None           # set: the retune is interrupted (Stopped, nothing recorded)
     deadline: float = math.inf                        # time.monotonic() past which no candidate is measured
+    paces: list = field(default_factory=list)         # seconds each candidate measured so far took (not reused)
 
     def resume(self, records: list[Record]) -> list[Evaluation]:
         """Evaluations read back from the store, so no genome is redone."""
@@ -255,7 +257,11 @@ class Evaluator:
         return [done[i] for i in range(len(genomes)) if i in done]
 
     def out_of_time(self) -> bool:
-        return time.monotonic() >= self.deadline
+        """No time left for one more candidate: a candidate is started only where one as long as the typical
+        one so far (the median) ends by the deadline, so a slow bench (a program run per candidate, 6-15 s
+        for a Triton kernel) does not overrun the search's time, and with it the confirmation's."""
+        typical = statistics.median(self.paces) if self.paces else 0.0
+        return time.monotonic() + typical >= self.deadline
 
     def start(self, genomes: list[Genome]) -> "Started":
         """Start compiling a batch and return at once, so that it compiles
@@ -365,6 +371,8 @@ class Evaluator:
                 return replace(self.by_hash[digest], reused=True, costs=compiled), digest
         started = time.perf_counter()
         measurement = self.measure(genome, flag_list, result)
+        with self.guard:
+            self.paces.append(time.perf_counter() - started)
         digest = measurement.sass_hash or digest    # replay's recorded hash (it compiles nothing)
         if not measurement.costs:                   # a backend that does not say where its time went
             measurement = replace(measurement, costs=(("other", time.perf_counter() - started),))

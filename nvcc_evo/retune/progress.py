@@ -54,8 +54,11 @@ class ProgressLine:
 
     @property
     def eta(self) -> float | None:
+        """Seconds the evaluations left take at this pace, where they, not the time budget, end the search
+        (`--evaluations 10000 --time-limit 235` said "at most 9988 more, ~94779 s" beside "40 s left")."""
         pace = self.seconds_per_candidate
-        return pace * self.left if pace is not None and self.left is not None else None
+        eta = pace * self.left if pace is not None and self.left is not None else None
+        return None if eta is None or (self.seconds_left is not None and eta >= self.seconds_left) else eta
 
     def _best(self) -> str:
         return ", ".join(f"{m}={v:.4g}" for m, v in self.best) if self.best else "none feasible"
