@@ -37,7 +37,9 @@ def test_the_triton_pages_acfs_check():
     from conftest import ROOT
     from nvcc_evo.acf.resolve import check
     page = (ROOT / "docs" / "triton.md").read_text()
-    examples = [page.split("```\nacf 1\n")[1].split("```")[0], page.split("<<'ACF'\n")[1].split("\nACF\n")[0]]
+    readme = (ROOT / "README.md").read_text()
+    examples = [page.split("```\nacf 1\n")[1].split("```")[0], page.split("<<'ACF'\n")[1].split("\nACF\n")[0],
+                readme.split("<<'ACF'\n")[1].split("\nACF\n")[0]]
     for text in examples:
         text = text if text.startswith("acf 1") else "acf 1\n" + text
         file = parse_text(text, "nvcc-evo.acf")
