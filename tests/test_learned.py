@@ -254,3 +254,83 @@ def test_a_retune_says_what_refused_compiles_taught(tmp_path, evo_cache):
     assert done.returncode == 0, done.stderr
     assert re.search(r"\d+ proposal\(s\) known to fail: \d+ compile\(s\) refused for static shared memory "
                      r"\(e\.g\. \d+ bytes with BM=", done.stdout), done.stdout
+
+
+# ---------------------------------------------------------------- wrong outputs
+SOFTMAX = SearchSpace((Dimension("define.BLOCK", (128, 256, 512, 1024), 256), Dimension("define.VEC", (1, 2, 4), 1),
+                       Dimension("define.ITEMS", (1, 2, 4, 8), 1), Dimension("ptxas.dlcm", (None, "cg", "cs"), None),
+                       Dimension("ptxas.opt_level", (None, 1, 2), None),
+                       Dimension("nvcc.use_fast_math", (False, True), False)))
+SOFTMAX_EXACT = SearchSpace(SOFTMAX.dimensions[:-1])          # kernels/softmax.cu's space: no fast math
+
+
+def _unwritten() -> str:
+    """What the real check says of an output with elements never written (NaN-filled), as the GPU backend does."""
+    from nvcc_evo.measure.check import outputs_match
+    plan = plan_bench(BENCH, {"BX": 32, "BY": 1, "STAGES": 1})
+    reference = np.ones(4096, np.float32)
+    got = reference.copy()
+    got[2048:] = np.nan
+    return "against the numpy reference: " + outputs_match({"y": got}, {"y": reference}, plan)
+
+
+def _point(block: int, **knobs) -> Genome:
+    return SOFTMAX.genome({"define.BLOCK": block, "define.VEC": 1, "define.ITEMS": 4, **knobs})
+
+
+def test_a_wrong_output_forbids_its_defines_under_knobs_that_cannot_change_results():
+    from nvcc_evo.engine.learned import WrongAnswers
+    said = {"rounding": "against the numpy reference: y: 3 elements outside rtol 1e-05 atol 1e-09 (worst "
+                        "relative error 2e-05)", "unwritten": _unwritten()}
+    assert "NaN or unwritten elements" in said["unwritten"]
+    wrong = _point(256)
+    for kind, detail in said.items():
+        learner = WrongAnswers(_only_defines, lambda genome: detail)
+        learner.learn(Evaluation(wrong, (float("inf"),), float("inf"), "wrong-answer"))
+        assert learner.forbids(_point(256, **{"ptxas.dlcm": "cg"}))      # a cache modifier changes no result
+        assert not learner.forbids(_point(512))                          # other defines
+        # a tolerance missed may be -O3's rounding, so -O1 is tried; an unwritten output is not rounding
+        assert learner.forbids(_point(256, **{"ptxas.opt_level": 1})) == (kind == "unwritten"), kind
+        # fast math computes other values (a NaN could be its own): still tried
+        assert not learner.forbids(_point(256, **{"ptxas.opt_level": 1, "nvcc.use_fast_math": True}))
+
+
+def _softmax_search(learn: bool, seed: int):
+    """A search whose outputs are unwritten where BLOCK * VEC * ITEMS does not cover a 4096-column row (as
+    kernels/softmax.cu's are), faster for more work per thread."""
+    from nvcc_evo.engine.learned import WrongAnswers
+    details: dict = {}
+    learner = WrongAnswers(_only_defines, lambda g: details.get(g, "")) if learn else None
+    generations: list = []
+
+    def evaluate(genomes):
+        generations.append([(g, list(learner.broken) if learner else []) for g in genomes])
+        evaluations = []
+        for g in genomes:
+            d = _only_defines(g)
+            if d["BLOCK"] * d["VEC"] * d["ITEMS"] < 4096:
+                details[g] = _unwritten()
+                evaluations.append(Evaluation(g, (float("inf"),), float("inf"), "wrong-answer"))
+            else:
+                evaluations.append(Evaluation(g, (1.0 / (d["VEC"] * d["ITEMS"]),)))
+        return evaluations
+
+    engine = Engine(SOFTMAX_EXACT, np.random.default_rng(seed), population=12, seeds=[SOFTMAX_EXACT.baseline()],
+                    avoid=learner)
+    run_search(engine, evaluate, Budget(evaluations=60))
+    return engine, generations, details
+
+
+def test_a_search_that_learns_wrong_outputs_runs_fewer_of_them_and_none_of_defines_it_knows_wrong():
+    from nvcc_evo.engine.learned import _covers
+    learned = blind = avoided = 0
+    for seed in range(4):
+        engine, generations, details = _softmax_search(True, seed)
+        for generation in generations:        # no proposal, exact math, with defines known broken when it was made
+            for genome, broken in generation:
+                defines = _only_defines(genome)
+                assert not any(_covers(((), b), ((), defines)) for b in broken), genome
+        learned, avoided = learned + len(details), avoided + len(engine.avoided)
+        blind += len(_softmax_search(False, seed)[2])
+    assert avoided > 10
+    assert learned < 0.75 * blind, (learned, blind)     # 54 against 86 when written

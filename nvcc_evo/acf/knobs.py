@@ -265,6 +265,10 @@ IMPLIED_BY: dict[str, tuple[str, ...]] = {
 # Knobs that must not reach a debug build: ptxas rejects any -O1..3 with -g.
 OPTIMISATION_KNOBS = frozenset({"ptxas.opt_level", "ptxas.fast_compile", "nvcc.fast_compile",
                                 "ptxas.register_usage_level"})
+# Options that compute other values on purpose (approximate division, square root, flush-to-zero), unlike
+# -O, another ptxas or a controls file, which change at most the rounding: under these a NaN or an unwritten
+# output may be the knob's doing (engine.learned.WrongAnswers). At their defaults the arithmetic is IEEE's.
+APPROXIMATING = frozenset({"nvcc.use_fast_math", "nvcc.ftz", "nvcc.prec_div", "nvcc.prec_sqrt"})
 # Knobs that ptxas (13.0) ignores beside others, with a warning ("Conflicting options -maxrregcount and
 # -maxntid specified, ignoring -maxntid option"), an error under -Werror: (the knob it ignores, beside
 # which knobs, at which of their values (None: any)). A build leaves one of each such pair out.

@@ -28,6 +28,19 @@ is an assumption, checked against what compiled: once a genome that compiled
 is at least as large as a refused one everywhere, only the first rule is
 kept, and that is said.
 
+A wrong output teaches too (any backend that checks outputs): the defines
+decide what the source computes, and of the compiler's knobs only those that
+may change results (the knob table's `numeric`: -O, fmad, another ptxas, a
+controls file, the approximations) can turn a wrong output right; so a
+genome with the same defines and the same such knobs is wrong too. Where the
+output had NaN or unwritten elements and no approximating knob was on
+(knobs.APPROXIMATING: fast math, ftz, approximate division or square root),
+rounding cannot be the cause (a tile that does not cover its row, say): no
+genome with those defines and none of them on is proposed either, nor, as
+smaller tiles cover less, one whose every numeric define is at most as large:
+an assumption checked as SharedData's is (a genome as small whose output was
+right ends it, and that is said).
+
 Known before any compile, and avoided the same way: a genome whose knobs
 the user's build would not all take (retune.reach.not_shipped: a controls
 file under a ptxas that refuses it, say) is never proposed, instead of
@@ -162,6 +175,66 @@ class SharedData:
         return any(key == r or (self.growing and _covers(key, r)) for r in self.refused)
 
 
+WRONG = "wrong-answer"
+UNWRITTEN = "NaN or unwritten elements"      # measure.check.outputs_match's words (tests/test_learned.py ties them)
+
+
+class WrongAnswers:
+    """Defines whose output was wrong, learned from one unit's checks (see the module's words)."""
+
+    def __init__(self, defines_for: Callable[[Genome], dict], details: Callable[[Genome], str]):
+        self.defines_for, self.details = defines_for, details
+        self.wrong: set[tuple] = set()        # (defines, knobs that may change results) of wrong outputs
+        self.broken: list[dict] = []          # defines wrong whatever the rounding (NaN or unwritten, exact math)
+        self.right: list[dict] = []           # defines whose output was right (exact math)
+        self.shrinking = True                 # less of every define never covers more of the output
+        self.said: list[str] = []
+
+    def learn(self, evaluation: Evaluation) -> None:
+        genome = evaluation.genome
+        if not _exact(genome) or evaluation.status not in ("ok", WRONG):
+            return
+        defines = self.defines_for(genome)
+        if evaluation.status == "ok":
+            self.right.append(defines)
+            contradicted = self.shrinking and any(_at_most(defines, b) for b in self.broken)
+        else:
+            self.wrong.add(_results_key(genome))
+            if UNWRITTEN not in self.details(genome) or defines in self.broken:
+                return
+            self.broken.append(defines)
+            if not self.said:
+                self.said.append(f"e.g. {_shown(genome)}: NaN or unwritten elements")
+            contradicted = self.shrinking and any(_at_most(r, defines) for r in self.right)
+        if contradicted:
+            self.shrinking = False
+            self.said.append("only the same defines avoided: a genome with defines as small was right")
+
+    def forbids(self, genome: Genome) -> bool:
+        if _results_key(genome) in self.wrong:
+            return True
+        if not self.broken or not _exact(genome):
+            return False
+        defines = self.defines_for(genome)
+        return any(defines == b or (self.shrinking and _at_most(defines, b)) for b in self.broken)
+
+
+def _at_most(defines: dict, than: dict) -> bool:
+    """Every numeric define of `defines` at most `than`'s (any other value equal)."""
+    return _covers(((), than), ((), defines))
+
+
+def _results_key(genome: Genome) -> tuple:
+    """The defines and the knobs that may change what a build computes."""
+    return tuple((k, v) for k, v in genome.items
+                 if knobs.is_define(k) or ((knob := knobs.lookup(k)) is not None and (knob.numeric or knob.hazard)))
+
+
+def _exact(genome: Genome) -> bool:
+    """No approximating knob on: IEEE arithmetic, as the toolkit's defaults."""
+    return all(v is None or v == knobs.KNOB_BY_NAME[k].default for k, v in genome.items if k in knobs.APPROXIMATING)
+
+
 def _covers(key: tuple[tuple, dict], refused: tuple[tuple, dict]) -> bool:
     """`key`'s defines are at least `refused`'s everywhere (numbers; any other value equal), its other knobs the same."""
     (others, defines), (refused_others, refused_defines) = key, refused
@@ -193,21 +266,25 @@ class Avoiding:
     (`lost(genome)` says why not, "" when it does) and nothing learned of
     refused launches or compiles refuses it."""
 
-    def __init__(self, lost: Callable[[Genome], str], limits: LaunchLimits | None, shared: SharedData | None = None):
-        self.lost, self.limits, self.shared = lost, limits, shared
+    def __init__(self, lost: Callable[[Genome], str], limits: LaunchLimits | None, shared: SharedData | None = None,
+                 wrong: WrongAnswers | None = None):
+        self.lost, self.limits, self.shared, self.wrong = lost, limits, shared, wrong
         self.reasons: dict[Genome, str] = {}       # genome -> why the build would drop a knob of it ("": none)
 
+    @property
+    def learners(self) -> tuple:
+        return tuple(learner for learner in (self.limits, self.shared, self.wrong) if learner is not None)
+
     def learn(self, evaluation: Evaluation) -> None:
-        for learner in (self.limits, self.shared):
-            if learner is not None:
-                learner.learn(evaluation)
+        for learner in self.learners:
+            learner.learn(evaluation)
 
     def forbids(self, genome: Genome) -> bool:
         if genome not in self.reasons:
             self.reasons[genome] = self.lost(genome)
         if self.reasons[genome]:
             return True
-        return any(learner is not None and learner.forbids(genome) for learner in (self.limits, self.shared))
+        return any(learner.forbids(genome) for learner in self.learners)
 
     @property
     def unshipped(self) -> list[str]:
@@ -227,6 +304,11 @@ def limits_for(task, space, evaluator) -> LaunchLimits | None:
 def shared_for(task, space, evaluator) -> SharedData:
     """The learner of refused compiles (every backend compiles)."""
     return SharedData(_defines_for(task, space), _details(evaluator))
+
+
+def wrong_for(task, space, evaluator) -> WrongAnswers:
+    """The learner of wrong outputs (every backend that checks them)."""
+    return WrongAnswers(_defines_for(task, space), _details(evaluator))
 
 
 def _defines_for(task, space) -> Callable[[Genome], dict]:
@@ -251,6 +333,11 @@ def said(task, engine, avoiding: Avoiding) -> str:
     shared = avoiding.shared
     if shared is not None and shared.refused:
         taught.append(f"{len(shared.refused)} compile(s) refused for static shared memory ({'; '.join(shared.said)})")
-    if taught:
+    wrong = avoiding.wrong
+    if wrong is not None and wrong.wrong:
+        taught.append(f"{len(wrong.wrong)} wrong output(s)" + (f" ({'; '.join(wrong.said)})" if wrong.said else ""))
+    if taught and refused:
         parts.append(f"{refused} proposal(s) known to fail: " + "; ".join(taught))
+    elif taught:
+        parts.append("learned from " + "; ".join(taught) + ", though no later proposal was known to fail")
     return "; ".join(parts)

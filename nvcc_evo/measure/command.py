@@ -12,13 +12,12 @@ NVCC=nvcc-evo compiles the candidate.
   private to the run) must show the unit compiled with the candidate's
   flags, else the candidate fails (`not-rebuilt`, `flags-not-applied`);
 - statistics: `repeat N` (or `LOW..HIGH`, adaptive: stats.enough) runs per
-  candidate, medians and relative spreads stored; `confirm` re-runs the
-  winner and the baseline interleaved (rebuilt each time), sequentially
-  (stats.verdict_clear; at most `confirm rounds`; its least rounds and the
-  drift `reserve`d in a time budget), judged by the GPU backend's rule
-  (stats.faster); a metric printed too coarsely is said; a failed confirmation run
-  says what failed (the run, its check, its exit status); `drift`: the
-  baseline rebuilt and run again after the search, against its first runs;
+  candidate, medians and relative spreads (of two runs or more) stored;
+  `confirm` re-runs winner and baseline interleaved (rebuilt each time),
+  sequentially (stats.verdict_clear; at most `confirm rounds`; its least
+  rounds and the drift `reserve`d in a time budget), judged by stats.faster;
+  a metric printed too coarsely is said; a failed confirmation run says what
+  failed; `drift`: the baseline rebuilt and run again after the search;
 - wrong answers: a bench's `check` statements (acf.bench.command) and
   `check command`; a failed run's last lines go to stderr.
 

@@ -210,7 +210,7 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
     baseline_measurement = measure_baseline(evaluator, measurer, baseline)
     # never proposed: what the build would not take whole, what a refused launch teaches
     avoiding = learned.Avoiding(prepared.candidates.lost, learned.limits_for(task, space, evaluator),
-                                learned.shared_for(task, space, evaluator))
+                                learned.shared_for(task, space, evaluator), learned.wrong_for(task, space, evaluator))
     calibrate(prepared.lanes, measurer, baseline, prepared.candidates.job(baseline))
     evaluator.baseline = dict(baseline_measurement.metrics)
     history = [evaluator.evaluation(g, m) for g, m in evaluator.measured.items()]   # with baseline known
