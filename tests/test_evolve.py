@@ -171,3 +171,33 @@ def test_overlap_compiles_the_next_batch_before_measuring_and_a_seed_reproduces_
     assert again.measured == evaluate.measured and front_again == front
     hv = hypervolume_2d([e.objectives for e in front], (1.1, 1.1))
     assert hv > 0.9 * best_hypervolume()            # as good as without overlap (0.83 of 0.85 there)
+
+
+class OutOfTime(Pipelined):
+    """An evaluator whose time runs out after `measured` candidates: it measures no more (as
+    execute.evaluate.Evaluator does once no candidate would end by its deadline), however often asked."""
+
+    def __init__(self, measured: int):
+        super().__init__()
+        self.left, self.asked = measured, 0
+
+    def __call__(self, batch):
+        return self.finish(self.start(batch), 0, len(batch))
+
+    def finish(self, started, begin, end):
+        self.asked += 1
+        taken = started[begin:end][:self.left]
+        self.left -= len(taken)
+        self.measured += taken
+        return evaluate_zdt1(taken)
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_the_search_ends_when_the_evaluator_measures_fewer_than_asked(overlap):
+    """Its time up, the evaluator returns fewer evaluations than the batch: the search ends there, not
+    asking for batch after batch of nothing until its own clock says so (on the H200 softmax.cu's search
+    told five empty generations in its last second, each breeding and compiling a batch ahead)."""
+    evaluate = OutOfTime(measured=30)
+    engine = Engine(zdt1_space(), np.random.default_rng(0), population=12)
+    progress = run_search(engine, evaluate, Budget(evaluations=math.inf, seconds=30, patience=None), overlap=overlap)
+    assert progress.evaluations == 30 and progress.generation == 3 and evaluate.asked == 3

@@ -270,7 +270,11 @@ def run_search(engine: Engine, evaluate: Evaluate, budget: Budget,
         batch = engine.ask(_room(engine, budget, progress.evaluations))
         if not batch:
             break                                  # the space is exhausted
-        _told(engine, progress, evaluate(batch), on_generation)
+        evaluations = evaluate(batch)
+        if evaluations:
+            _told(engine, progress, evaluations, on_generation)
+        if len(evaluations) < len(batch):
+            break                                  # the evaluator's time is up: it measured no more
     return progress
 
 
@@ -303,9 +307,11 @@ def _overlapped(engine: Engine, evaluate, budget: Budget, on_generation, progres
         if _within(progress, budget, len(batch)) and progress.generation + 1 < budget.generations:
             following = engine.ask(_room(engine, budget, progress.evaluations + len(batch)))
         ahead = evaluate.start(following) if following else None
-        _told(engine, progress, evaluate.finish(started, 0, len(batch)), on_generation)
-        if progress.elapsed() >= budget.seconds or not budget.patient(progress):
-            break                                  # the batch compiling ahead is dropped, never measured
+        evaluations = evaluate.finish(started, 0, len(batch))
+        if evaluations:
+            _told(engine, progress, evaluations, on_generation)
+        if len(evaluations) < len(batch) or progress.elapsed() >= budget.seconds or not budget.patient(progress):
+            break           # (fewer than asked: the evaluator's time is up) the batch compiling ahead is dropped
         batch, started = following, ahead
     return progress
 
