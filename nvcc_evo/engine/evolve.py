@@ -224,6 +224,12 @@ class Engine:
             return step(self._elite(), self.space, self.rng)
         return mutate(crossover(self._tournament(), self._tournament(), self.rng, self.space), self.space, self.rng)
 
+    def learn(self, failures: Sequence[Evaluation]) -> None:
+        """Failures known before their batch is told (its refused compiles): taught to `avoid` at once."""
+        if self.avoid is not None:
+            for failure in failures:
+                self.avoid.learn(failure)
+
     def tell(self, evaluations: Sequence[Evaluation]) -> bool:
         """Record results; True when one of them entered the Pareto front."""
         entered = False
@@ -305,6 +311,7 @@ def _overlapped(engine: Engine, evaluate, budget: Budget, on_generation, progres
     while started is not None:
         following = []
         if _within(progress, budget, len(batch)) and progress.generation + 1 < budget.generations:
+            engine.learn(getattr(evaluate, "refused", lambda started: [])(started))   # compiles it failed
             following = engine.ask(_room(engine, budget, progress.evaluations + len(batch)))
         ahead = evaluate.start(following) if following else None
         evaluations = evaluate.finish(started, 0, len(batch))

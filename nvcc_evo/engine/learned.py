@@ -157,6 +157,8 @@ class SharedData:
             self.built.append(key)
             contradicted = self.growing and any(_covers(key, r) for r in self.refused)
         elif evaluation.status == "compile-error" and (found := TOO_MUCH_SHARED.search(self.details(evaluation.genome))):
+            if key in self.refused:
+                return                    # (learned before its batch was told: engine.evolve's overlap)
             self.refused.append(key)
             if not self.said:
                 self.said.append(f"e.g. {int(found.group(1), 0)} bytes with {_shown(evaluation.genome)}, "
@@ -317,7 +319,8 @@ def _defines_for(task, space) -> Callable[[Genome], dict]:
 
 
 def _details(evaluator) -> Callable[[Genome], str]:
-    return lambda genome: evaluator.measured[genome].detail if genome in evaluator.measured else ""
+    return lambda genome: evaluator.measured[genome].detail if genome in evaluator.measured else \
+        evaluator.refusals.get(genome, "")
 
 
 def said(task, engine, avoiding: Avoiding) -> str:

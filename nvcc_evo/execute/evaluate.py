@@ -212,6 +212,7 @@ class Evaluator:
     stopping: threading.Event | None = None           # set: the retune is interrupted (Stopped, nothing recorded)
     deadline: float = math.inf                        # time.monotonic() past which no candidate is measured
     paces: list = field(default_factory=list)         # seconds each candidate measured so far took (not reused)
+    refusals: dict = field(default_factory=dict)      # genome -> the compiler's words, known before it is measured
 
     def resume(self, records: list[Record]) -> list[Evaluation]:
         """Evaluations read back from the store, so no genome is redone."""
@@ -307,6 +308,21 @@ class Evaluator:
         for i, genome, flags, result in waiting:
             done[i] = self.take(genome, flags, result)
         return [done[i] for i in range(begin, end)]
+
+    def refused(self, started: "Started") -> list[Evaluation]:
+        """The candidates of a started batch whose compile failed, once the whole batch has compiled (the
+        same for a given seed, whichever compile ended first): what they teach (engine.learned) reaches the
+        batch asked next instead of the one after it. Their words are kept for the learners (`refusals`)."""
+        if not self.compiles or self.lanes is not None:
+            return []
+        failed = []
+        for index, genome in enumerate(started.genomes):
+            result = self.compiled(started, index)
+            if result is not None and result.status == "compile-error":
+                self.refusals[genome] = result.stderr
+                failed.append(Evaluation(genome, tuple(math.inf for _ in self.goal.minimize), math.inf,
+                                         result.status))
+        return failed
 
     def compiled(self, started: "Started", index: int) -> CompileResult | None:
         if not self.compiles:
