@@ -89,8 +89,10 @@ def confirm(task: Task, baseline: Genome, chosen: Genome, measurer: Backend,
     problem the backend found (in its own words), keeps the baseline."""
     assert measurer.confirm is not None        # (asked only of a backend that confirms)
     found = measurer.confirm(baseline, chosen, build)
-    if found.verdict is not None:
-        log(f"{task}: verification {found.verdict}" + (f"; {found.problem}" if found.problem else ""))
+    tried = " ".join(f"{k}={v}" for (k, v), (_, was) in zip(chosen.items, baseline.items) if v != was)
+    if found.verdict is not None:       # (which candidate: a kept baseline's summary shows only the defaults)
+        log(f"{task}: verification of {tried or 'the baseline'} against the baseline: {found.verdict}"
+            + (f"; {found.problem}" if found.problem else ""))
     elif found.problem:
         log(f"{task}: no verification: {found.problem}")
     if found.problem:
