@@ -158,6 +158,13 @@ def test_retune_on_the_gpu_writes_statistics_and_rejects_wrong_answers(tmp_path,
     assert 'gpu = "NVIDIA' in text and "baseline.runtime = " in text and " +- " in text
     store = (tmp_path / ".nvcc-evo" / "results.jsonl").read_text()
     assert '"status": "wrong-answer"' in store
+    # up to date on this GPU; measured on another model, stale for a retune on this one
+    here = text.split('gpu = "')[1].split('"')[0]
+    listed = run_evo("--retune", "--backend", "pycuda", "--dry-run", cwd=tmp_path, env=evo_env(evo_cache))
+    assert listed.returncode == 0 and "faulty.cu" not in listed.stdout, listed.stdout + listed.stderr
+    (tmp_path / "nvcc-evo.acf").write_text(text.replace(f'gpu = "{here}"', 'gpu = "NVIDIA A100-SXM4-80GB"'))
+    listed = run_evo("--retune", "--backend", "pycuda", "--dry-run", cwd=tmp_path, env=evo_env(evo_cache))
+    assert f"measured on NVIDIA A100-SXM4-80GB; this GPU is {here}" in listed.stdout + listed.stderr, listed.stdout
 
 
 def test_two_objectives_give_a_front_and_the_selection_rule_picks(tmp_path, evo_cache):

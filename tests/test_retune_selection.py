@@ -188,3 +188,22 @@ def test_architectures_are_taken_in_their_numbers_order(project, evo_cache):
     assert done.returncode == 0, done.stderr
     assert [line.split(":")[0] for line in done.stdout.splitlines()] == \
         ['"spill.cu" [sm_75]', '"spill.cu" [sm_90]', '"spill.cu" [sm_100]']
+
+
+def test_an_entry_measured_on_another_gpu_model_is_stale_for_a_retune_on_this_one():
+    """The mission's "retunes when the GPU changes": an entry the GPU backend measured on an H200 is stale for
+    a pycuda retune on an H100 (same sm_90) and says how to keep both; a retune that measures on no GPU
+    (static, command) judges it as before, and an entry without a GPU (the command backend's) never is."""
+    from nvcc_evo.acf.parse import parse_text
+    from nvcc_evo.retune.tasks import stale_reasons
+    entry = ('acf 1\nunit "a.cu" {\n    target sm_90 {\n        ptxas.opt_level = 2\n        provenance {\n'
+             '            fingerprint = "sha256:f"\n            toolkit = "13.0.88"\n            GPU\n'
+             '            backend = pycuda\n        }\n    }\n}\n')
+    unit = parse_text(entry.replace("GPU", 'gpu = "NVIDIA H200"')).units[0]
+    same = (unit, "sm_90", "sha256:f", "13.0.88")
+    assert stale_reasons(*same) == () and stale_reasons(*same, gpu="NVIDIA H200") == ()
+    (reason,) = stale_reasons(*same, gpu="NVIDIA H100 80GB HBM3")
+    assert reason.startswith("measured on NVIDIA H200; this GPU is NVIDIA H100 80GB HBM3"), reason
+    assert 'target sm_90 "NVIDIA H200"' in reason
+    unmeasured = parse_text(entry.replace("GPU", 'date = "2026-12-04"')).units[0]
+    assert stale_reasons(unmeasured, "sm_90", "sha256:f", "13.0.88", gpu="NVIDIA H100 80GB HBM3") == ()

@@ -214,6 +214,19 @@ def gpu_arch(device: int, cluster=None) -> str:
     return cluster.gpu_arch() if cluster is not None else POOLS.get(device).hello["arch"]
 
 
+def measuring_gpu(options, cluster=None) -> str:
+    """The GPU model the pycuda backend measures on (lane 0's), "" for a backend that measures on none (an
+    entry measured on another model is stale: retune.tasks.stale_reasons). Asked in a child, as
+    gpu_available does (a dry run starts no measuring process), or of the cluster's first GPU."""
+    if options.backend != "pycuda":
+        return ""
+    if cluster is not None:
+        return "" if options.dry_run else str(cluster.gpu_actors()[0][1].get("name", ""))
+    from nvcc_evo.measure.gpu import gpu_names
+    names = gpu_names()
+    return names[options.device] if 0 <= options.device < len(names) else ""
+
+
 def resolve_backend(backend: str, cluster=None) -> str:
     """`auto`: the GPU when PyCUDA and a device are there (on the cluster, a
     GPU), else static."""

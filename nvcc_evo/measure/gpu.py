@@ -8,6 +8,8 @@ every candidate is compared with them within the bench spec's tolerances
 """
 from __future__ import annotations
 
+import functools
+
 import multiprocessing
 import threading
 import time
@@ -366,19 +368,26 @@ def verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[by
 
 def gpu_names() -> list[str]:
     """The model of each visible CUDA device, by device number ([] without
-    PyCUDA or a device; asked in a child, so this process never creates a context)."""
+    PyCUDA or a device; asked in a child, so this process never creates a
+    context; once a process: the backend's choice, its devices and the GPU
+    an entry's staleness is judged for all ask)."""
+    return list(_gpu_names())
+
+
+@functools.lru_cache(maxsize=1)
+def _gpu_names() -> tuple[str, ...]:
     try:
         import pycuda  # noqa: F401
     except ImportError:
-        return []
+        return ()
     import subprocess
     import sys
     probe = "import pycuda.driver as d; d.init(); print('\\n'.join(d.Device(i).name() for i in range(d.Device.count())))"
     try:
         out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
-        return []
-    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+        return ()
+    return tuple(line.strip() for line in out.stdout.splitlines() if line.strip()) if out.returncode == 0 else ()
 
 
 def gpu_available() -> bool:

@@ -27,7 +27,7 @@ from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, 
 from nvcc_evo.engine import budget
 from nvcc_evo.execute.cluster import Cluster, open_cluster
 from nvcc_evo.execute.evaluate import Stopped
-from nvcc_evo.execute.measurers import check_benches, close_pool, gpu_arch, resolve_backend
+from nvcc_evo.execute.measurers import check_benches, close_pool, gpu_arch, measuring_gpu, resolve_backend
 from nvcc_evo.execute.store import Store
 from nvcc_evo.execute.together import Together, how_many, run_together
 from nvcc_evo.retune.choice import Outcome
@@ -82,7 +82,7 @@ def run_retune(options: Options) -> int:
         auto = options.backend == "auto"
         options = _decided(options, cluster, acf_path, toolkit)
         say_settings(project, options)
-        tasks, skipped, kept = find_tasks(file, acf_path, toolkit, options)
+        tasks, skipped, kept = find_tasks(file, acf_path, toolkit, options, measuring_gpu(options, cluster))
         tasks, waiting = set_aside(tasks, log) if auto and options.backend == "static" else (tasks, [])
         if not options.dry_run:          # (a dry run lists what is stale, whatever would measure it)
             check_benches(tasks, options.backend)

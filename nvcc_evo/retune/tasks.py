@@ -57,6 +57,7 @@ class Task:
     build_env: tuple[tuple[str, str], ...] = ()   # the record's environment that chooses entries (NVCC_EVO_GPU)
     build: str = ""                                # build_identity: what the entry is tuned for
     release: str = ""     # the ptxas release a kernel unit's program runs ("": the toolkit's; see served_release)
+    gpu: str = ""         # the GPU model the retune measures on ("": none)
 
     def toolkit(self, toolkit: Toolkit) -> str:
         """The release its entry's `toolkit` names, its results are kept under and a change of makes it stale."""
@@ -166,7 +167,10 @@ def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list,
             f"build's own flags (build it once through nvcc-evo to tune it as the build compiles it)")
 
 
-def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str, build: str = "") -> tuple[str, ...]:
+def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str, build: str = "",
+                  gpu: str = "") -> tuple[str, ...]:
+    """Why the unit's entry for `arch` is not what a retune here would write ("" each: it is), `gpu` the model
+    this retune measures on ("" where it measures on none: the static and command backends)."""
     target = unit.entry_for(arch)
     if target is None:
         return (f"no entry for {arch}",)
@@ -185,13 +189,18 @@ def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str
     tuned_for = target.record("build")        # (likewise absent in older entries)
     if build and tuned_for is not None and tuned_for.value != build:
         reasons.append(f"tuned for another build ({tuned_for.value}; now {build})")
+    measured_on = target.record("gpu")        # (entries the GPU backend measured)
+    if gpu and measured_on is not None and measured_on.value != gpu:
+        reasons.append(f"measured on {measured_on.value}; this GPU is {gpu} (for an entry of each, name the GPU "
+                       f"in a target of its own: target {arch} \"{measured_on.value}\")")
     return tuple(reasons)
 
 
 def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit,
-               options: Options) -> tuple[list[Task], list[str], int]:
+               options: Options, gpu: str = "") -> tuple[list[Task], list[str], int]:
     """The (unit, target) searches to run, those that cannot be, and how many
-    stale entries a static retune keeps for a GPU (both said on stderr)."""
+    stale entries a static retune keeps for a GPU (both said on stderr);
+    `gpu`: the model the pycuda backend measures on ("": none)."""
     records, unusable = compiledb.scan(acf_path)
     unreadable = [u for u in unusable if not u.unit_globs]
     for broken in unreadable:
@@ -220,7 +229,8 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit,
                                  acf_path.parent)
             build = build_identity(job, acf_path.parent, bool(mine))
             release = served_release(job)
-            reasons = ("asked",) if asked else stale_reasons(unit, arch, print_, release or toolkit.version, build)
+            reasons = ("asked",) if asked else stale_reasons(unit, arch, print_, release or toolkit.version, build,
+                                                             gpu)
             measured = None if asked else _measured_on(unit, arch)
             if reasons and options.backend == "static" and measured:
                 log(f"{unit} [{arch}]: {'; '.join(reasons)}, but its entry was measured ({measured}); static "
@@ -231,7 +241,7 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit,
             if not reasons and options.backend in MEASURING_BACKENDS and _static_only(unit, arch):
                 reasons = (STATIC_ONLY,)
             if reasons:
-                tasks.append(Task(index, unit, arch, source, job, print_, reasons, chooses, build, release))
+                tasks.append(Task(index, unit, arch, source, job, print_, reasons, chooses, build, release, gpu))
     return tasks, skipped, kept
 
 

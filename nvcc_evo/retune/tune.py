@@ -319,7 +319,8 @@ def _entry_is_current(task: Task, toolkit: Toolkit, options: Options) -> bool:
     written by this backend (a static search never settles for a GPU's entry)."""
     target = task.unit.entry_for(task.arch)
     return (target is not None and target.backend == options.backend
-            and not stale_reasons(task.unit, task.arch, task.fingerprint, task.toolkit(toolkit), task.build))
+            and not stale_reasons(task.unit, task.arch, task.fingerprint, task.toolkit(toolkit), task.build,
+                                  task.gpu))
 
 
 def _first_lines(detail: str, count: int = 8) -> str:
