@@ -51,7 +51,7 @@ unit kernel "${ENTRY[$k]}" {
     bench {
         command "python3 $k.py"
         metric "time ([0-9.]+) ms"
-        confirm rounds 5
+        confirm rounds 10
         timeout 120
     }
 }
