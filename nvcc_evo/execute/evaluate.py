@@ -313,7 +313,7 @@ class Evaluator:
         """The candidates of a started batch whose compile failed, once the whole batch has compiled (the
         same for a given seed, whichever compile ended first): what they teach (engine.learned) reaches the
         batch asked next instead of the one after it. Their words are kept for the learners (`refusals`)."""
-        if not self.compiles or self.lanes is not None:
+        if not self.compiles:
             return []
         failed = []
         for index, genome in enumerate(started.genomes):
