@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 from dataclasses import replace
 
@@ -316,3 +317,37 @@ def test_a_verdict_says_speedup_only_of_a_time_or_a_rate():
     assert "regs 1.0625x better" in str(replace(found, judged="regs")) and "speedup" not in str(replace(found, judged="regs"))
     assert a_speed("time", "ms") and a_speed("kernel_runtime") and a_speed("tokens", "tok/s", maximize=True)
     assert not a_speed("regs") and not a_speed("error", "") and not a_speed("accuracy", "%", maximize=True)
+
+
+def test_a_command_s_gpu_names_its_results_and_entries_and_another_model_makes_them_stale(tmp_path, evo_cache):
+    """A bench command runs on whatever GPU the machine has: where every visible GPU is one model (here
+    nvidia-smi's answer: this machine has none, so a stand-in on PATH answers as the driver's tool does), the
+    results are kept under it and the entry names it; on another model the entry is stale; with two models
+    (which one the command takes is unknown) nothing is claimed. (Results of one GPU were reused on another,
+    and an entry never went stale, when the machine changed.)"""
+    shim = tmp_path / "bin" / "nvidia-smi"
+    shim.parent.mkdir()
+    answer = tmp_path / "gpus.txt"
+    shim.write_text(f'#!/bin/sh\n[ "$*" = "--query-gpu=name --format=csv,noheader" ] && exec cat {answer}\nexit 9\n')
+    shim.chmod(0o755)
+    (tmp_path / "run.py").write_text(
+        "import os\nprint('time %d ms' % (5 if os.environ['NVCC_EVO_CANDIDATE_FLAGS'] else 10))\n")
+    acf = _spill_project(tmp_path, f"{sys.executable} run.py", ['metric time "time ([0-9.]+) ms"'])
+    env = evo_env(evo_cache, PATH=f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
+    answer.write_text("NVIDIA H200\nNVIDIA H200\n")
+    built = subprocess.run([str(EVO), "-arch=sm_90", "-cubin", "spill.cu", "-o", "spill.cubin"], cwd=tmp_path,
+                           env=env, capture_output=True, text=True)             # built once through nvcc-evo
+    assert built.returncode == 0, built.stderr
+    done = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert 'gpu = "NVIDIA H200"' in acf.read_text() and "cc = " not in acf.read_text()
+    records = [json.loads(line) for line in (tmp_path / ".nvcc-evo" / "results.jsonl").read_text().splitlines()]
+    assert {r["context"]["device"] for r in records} == {"NVIDIA H200"}
+    same = run_evo("--retune", "--target", "sm_90", "--backend", "command", "--dry-run", cwd=tmp_path, env=env)
+    assert same.returncode == 0 and '"spill.cu"' not in same.stdout, same.stdout + same.stderr
+    answer.write_text("NVIDIA H100 80GB HBM3\n")
+    other = run_evo("--retune", "--target", "sm_90", "--backend", "command", "--dry-run", cwd=tmp_path, env=env)
+    assert "measured on NVIDIA H200; this GPU is NVIDIA H100 80GB HBM3" in other.stdout, other.stdout + other.stderr
+    answer.write_text("NVIDIA H200\nNVIDIA H100 80GB HBM3\n")
+    mixed = run_evo("--retune", "--target", "sm_90", "--backend", "command", "--dry-run", cwd=tmp_path, env=env)
+    assert mixed.returncode == 0 and '"spill.cu"' not in mixed.stdout, mixed.stdout + mixed.stderr

@@ -10,6 +10,7 @@ the optional capabilities the table says it has.
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,6 +28,7 @@ from nvcc_evo.engine.space import Genome
 from nvcc_evo.measure.static import REGISTER_WARPS, with_register_warps
 from nvcc_evo.execute.store import Context, Store, require_same_context
 from nvcc_evo.system.leftovers import held_file
+from nvcc_evo.system.programs import note
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,9 @@ def _command(wanted: Wanted) -> Backend:
     repeat = bench.repeat
     runs = f"{repeat.low}..{repeat.high} runs" if repeat and repeat.high > repeat.low else \
         f"{repeat.low if repeat else 1} run(s)"
+    gpu = command_gpu()
     return Composed(measure, names + static.OBJECTIVES + ("command_time",), confirm=runner.confirm,
+                    device=gpu or "cpu", hello={"name": gpu} if gpu else None,
                     end_drift=runner.drift, primary=(runner.primary,), maximize=runner.maximized,
                     reserve=runner.reserve, finish_by=runner.finish_by,
                     build=identity(bench),
@@ -215,9 +219,12 @@ def gpu_arch(device: int, cluster=None) -> str:
 
 
 def measuring_gpu(options, cluster=None) -> str:
-    """The GPU model the pycuda backend measures on (lane 0's), "" for a backend that measures on none (an
-    entry measured on another model is stale: retune.tasks.stale_reasons). Asked in a child, as
-    gpu_available does (a dry run starts no measuring process), or of the cluster's first GPU."""
+    """The GPU model the pycuda backend measures on (lane 0's), or a bench command runs on (command_gpu);
+    "" for a backend that measures on none (an entry measured on another model is stale:
+    retune.tasks.stale_reasons). Asked in a child, as gpu_available does (a dry run starts no measuring
+    process), or of the cluster's first GPU."""
+    if options.backend == "command":
+        return command_gpu()
     if options.backend != "pycuda":
         return ""
     if cluster is not None:
@@ -225,6 +232,25 @@ def measuring_gpu(options, cluster=None) -> str:
     from nvcc_evo.measure.gpu import gpu_names
     names = gpu_names()
     return names[options.device] if 0 <= options.device < len(names) else ""
+
+
+@functools.lru_cache(maxsize=1)
+def command_gpu() -> str:
+    """The GPU model a bench command runs on, where that is plain: every visible GPU one model (PyCUDA's
+    names, which follow CUDA_VISIBLE_DEVICES, else nvidia-smi's); "" with none, or several models (which
+    one the command takes is its own affair). Its results are kept under it, its entries name it."""
+    from nvcc_evo.measure.gpu import gpu_names
+    names = gpu_names()
+    if not names:
+        import subprocess
+        note("nvidia-smi", "the GPU a bench command runs on")
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        names = [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+    return names[0] if names and len(set(names)) == 1 else ""
 
 
 def resolve_backend(backend: str, cluster=None) -> str:

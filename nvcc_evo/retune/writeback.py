@@ -61,9 +61,9 @@ def provenance(outcome: Outcome, toolkit: Toolkit, options: Options) -> tuple[mo
     if outcome.task.build:
         records.append(model.Record("build", outcome.task.build))
     hello = outcome.hello
-    if hello:
-        records += [model.Record("gpu", hello["name"]), model.Record("cc", hello["cc"]),
-                    model.Record("driver", str(hello["driver"]))]
+    if hello:               # (a bench command's: the model alone, see execute.measurers.command_gpu)
+        records += [model.Record(key, str(hello[field]) if key == "driver" else hello[field])
+                    for key, field in (("gpu", "name"), ("cc", "cc"), ("driver", "driver")) if field in hello]
     records += [model.Record("backend", options.backend), model.Record("date", time.strftime("%Y-%m-%d")),
                 model.Record("seed", options.seed), model.Record("evaluations", t.evaluated + t.resumed),
                 model.Record("reused", t.reused), model.Record("search_seconds", round(outcome.seconds, 1))]
