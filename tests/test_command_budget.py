@@ -44,7 +44,9 @@ unit "scale.cu" {{
         began = time.monotonic()
         assert subprocess.run(command, shell=True, cwd=tmp_path, env=env, capture_output=True).returncode == 0
         cost = time.monotonic() - began
-    budget = round(25 * cost)           # the confirmation's 5 least rounds take 10 of it, the search about 10
+    # the confirmation's 5 least rounds take 10 of it, the search about 20 (room for a machine that slows
+    # down meanwhile: a candidate is started only where the typical one so far still ends in time)
+    budget = round(35 * cost)
     started = time.monotonic()
     done = run_evo("--retune", "--target", "sm_90", "--backend", "command", "--time-limit", str(budget),
                    cwd=tmp_path, env=env)
@@ -54,7 +56,7 @@ unit "scale.cu" {{
     assert f"budget {budget} s" in said and "kept for the confirmation and drift runs after the search" in said
     # the search ran out of time (60 points, a build and a run each), yet the choice was confirmed and written
     records = (tmp_path / ".nvcc-evo" / "results.jsonl").read_text().splitlines()
-    assert 2 < len(records) < 30
+    assert 2 < len(records) < 40, said
     text = (tmp_path / "nvcc-evo.acf").read_text()
     assert "define.STEP = " in text and "significant = true" in text, said
     rounds = int(text.split("rounds = ")[1].split()[0])
