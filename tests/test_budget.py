@@ -5,6 +5,7 @@ static retune given only a time."""
 from __future__ import annotations
 
 import math
+import re
 import time
 
 import pytest
@@ -51,8 +52,8 @@ def test_the_search_gets_the_time_the_baseline_and_the_confirmation_leave():
     said = []
     limit = budget.budget_of(options, budget.Spent(10.0, 30.0), said.append)
     assert limit.seconds == 60.0
-    assert said == ["30 s of the 100 s budget kept for the confirmation and drift runs after the search: 60 s to "
-                    "search"]
+    assert said == ["30 s of the 100 s budget kept for the steps after the search (the backend's confirmation, "
+                    "drift runs, ship check, comparison builds): 60 s to search"]
     assert budget.budget_of(options, budget.Spent(10.0, 95.0), said.append).seconds == 0.0
     assert "raise --time-limit" in said[-1]
 
@@ -79,3 +80,5 @@ def test_a_static_retune_given_a_time_alone_ends_at_it_and_says_so(tmp_path, evo
     assert "space 660 points, 5 knobs; budget 8 s" in done.stderr
     assert " s left" in done.stderr                         # each generation's line
     assert took < 8 + 120, took          # start-up, probes, a batch compiling (a loaded machine: generous)
+    # its steps after the search (the ship check's and the comparison's builds) kept inside the 8 s
+    assert re.search(r"\d+ s of the 8 s budget kept for the steps after the search", done.stderr), done.stderr

@@ -53,7 +53,7 @@ unit "scale.cu" {{
     took = time.monotonic() - started
     assert done.returncode == 0, done.stderr
     said = done.stderr
-    assert f"budget {budget} s" in said and "kept for the confirmation and drift runs after the search" in said
+    assert f"budget {budget} s" in said and "kept for the steps after the search" in said
     # the search ran out of time (60 points, a build and a run each), yet the choice was confirmed and written
     records = (tmp_path / ".nvcc-evo" / "results.jsonl").read_text().splitlines()
     assert 2 < len(records) < 40, said

@@ -13,7 +13,8 @@ diversifies (engine.evolve) until its budget ends.
 The time covers the whole search of one (unit, target): the baseline, the
 search and the backend's steps after it. What those steps are expected to
 take (`Backend.reserve`: a bench command's confirmation rounds and drift
-runs; the GPU's confirmation, its builds and the ship check's) is kept back
+runs; the GPU's confirmation, its builds and the ship check's; the static
+backend's ship check and comparison builds) is kept back
 from the search, so that a retune that runs out of time still confirms and
 writes its choice within it.
 """
@@ -84,8 +85,8 @@ def budget_of(options, spent: Spent = Spent(), log=lambda said: None) -> Budget:
     if math.isfinite(options.seconds):
         seconds = max(0.0, options.seconds - spent.seconds - spent.reserve)
         if spent.reserve:
-            log(f"{spent.reserve:.0f} s of the {options.seconds:g} s budget kept for the confirmation and drift "
-                f"runs after the search: {seconds:.0f} s to search"
+            log(f"{spent.reserve:.0f} s of the {options.seconds:g} s budget kept for the steps after the search "
+                f"(the backend's confirmation, drift runs, ship check, comparison builds): {seconds:.0f} s to search"
                 + (" (raise --time-limit to search at all)" if seconds == 0 else ""))
     return Budget(options.evaluations, options.generations if options.generations is not None else INF,
                   seconds, options.patience)

@@ -48,10 +48,22 @@ class Wanted:
     device: int = 0
 
 
+# The static backend's steps after its search: the ship check's build of the choice and the comparison's
+# builds of baseline and choice (retune.kernels.compare), each about as long as the baseline's compile.
+STATIC_AFTER_COMPILES = 3
+
+
 def _static(wanted: Wanted) -> Backend:
     arch = wanted.task.arch
-    return Composed(lambda genome, flags, result: with_register_warps(static.measure(result, arch), arch),
-                    static.OBJECTIVES + (REGISTER_WARPS,),
+    first: list[float] = []                       # the baseline's compile seconds (the first measured)
+
+    def measure(genome, flags, result):
+        if result is not None and not first:
+            first.append(result.seconds)
+        return with_register_warps(static.measure(result, arch), arch)
+
+    return Composed(measure, static.OBJECTIVES + (REGISTER_WARPS,),
+                    reserve=lambda: 1.2 * STATIC_AFTER_COMPILES * first[0] if first else 0.0,
                     describe="static (no GPU timing: registers, spills and other compiler facts)")
 
 
