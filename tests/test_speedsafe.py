@@ -110,3 +110,44 @@ def test_a_register_cap_that_buys_no_occupancy_loses_to_the_baseline():
     assert _chosen({"base": 40, "38": 38}, plain) == "38"     # fewer registers, the same 48 warps per SM
     assert _chosen({"base": 40, "38": 38}, guarded) == "base"
     assert _chosen({"base": 40, "38": 38, "32": 32}, guarded) == "32"     # 64 warps per SM
+
+
+TWO_KERNELS = r"""
+__global__ void heavy(float *x, int n) {          // many registers: a cap helps its occupancy
+    float a[48];
+    for (int i = 0; i < 48; i++) a[i] = x[(threadIdx.x + i * 977) % n];
+    float s = 0.0f;
+    for (int r = 0; r < 8; r++)
+        for (int i = 0; i < 48; i++) s += a[i] * a[(i * 7 + r) % 48];
+    x[threadIdx.x] = s;
+}
+__global__ void light(float *x) { x[threadIdx.x] *= 2.0f; }
+"""
+
+
+def test_each_kernel_s_warps_are_measured_and_no_kernel_may_lose_any_to_the_unit_s_worst(tmp_path, real_nvcc):
+    """A unit of several kernels: registers judged by its worst kernel alone let a cap with
+    --override-directive-values win while it raised 8 of a real project's 16 kernels' registers (fewer warps
+    per SM for each). Each kernel's warps come from the real compile; a candidate that costs any kernel warps
+    against the baseline is infeasible, however much its worst kernel gains."""
+    from nvcc_evo.measure import static
+    from nvcc_evo.measure.candidate import CompileJob, compile_candidate
+    (tmp_path / "two.cu").write_text(TWO_KERNELS)
+    result = compile_candidate(CompileJob(str(real_nvcc), ("-c", "two.cu"), str(tmp_path), "two.cu", "sm_90"))
+    assert result.ok, result.stderr
+    measured = dict(with_register_warps(static.measure(result, "sm_90"), "sm_90", result).metrics)
+    each = {k: v for k, v in measured.items() if k.startswith(static.KERNEL_WARPS)}
+    assert len(each) == 2 and min(each.values()) == measured[REGISTER_WARPS], measured
+    unit = parse_text('acf 1\nunit "k.cu" {\n    tune {\n        minimize runtime\n    }\n}\n').units[0]
+    goal = guarded_goal(goal_for(unit.tune, ("registers", "spills", "instructions")), guard_for(unit.tune, "sm_90"))
+    assert goal.kernels_keep_warps
+    base = {"spills": 0.0, "registers": 210.0, REGISTER_WARPS: 8.0, "warps:heavy": 8.0, "warps:light": 40.0}
+    worse_elsewhere = dict(base, registers=168.0, **{REGISTER_WARPS: 12.0, "warps:heavy": 12.0, "warps:light": 24.0})
+    better_alone = dict(base, registers=168.0, **{REGISTER_WARPS: 12.0, "warps:heavy": 12.0})
+    assert goal.violation(worse_elsewhere, base) == 1 and goal.violation(better_alone, base) == 0
+    genomes = [Genome((("ptxas.maxrregcount", v),)) for v in (None, 168, 169)]
+    evaluations = [Evaluation(g, goal.scores(m), goal.violation(m, base))
+                   for g, m in zip(genomes, (base, worse_elsewhere, better_alone))]
+    measurements = {g: Measurement("ok", tuple(m.items())) for g, m in zip(genomes, (base, worse_elsewhere, better_alone))}
+    assert choose(evaluations, evaluations, evaluations[0], goal, measurements, base).genome == genomes[2]
+    assert choose(evaluations[:2], evaluations[:2], evaluations[0], goal, measurements, base).genome == genomes[0]

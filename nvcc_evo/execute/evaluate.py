@@ -16,81 +16,19 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 
-from nvcc_evo.acf import model
 from nvcc_evo.measure.candidate import CompileJob, CompileResult, Compiler, PtxCache, compile_each
 from nvcc_evo.measure.sass import sass_hash
 from nvcc_evo.measure import COST_STAGES, Measurement
 from nvcc_evo.measure.backend import Race
 from nvcc_evo.engine.evolve import Evaluation
 from nvcc_evo.engine.space import Genome
+from nvcc_evo.execute.goal import Goal, goal_for, holds   # noqa: F401 (the evaluator's goal, as imported before)
 from nvcc_evo.execute.store import Context, Record, Store
-
-STATIC_DEFAULT = ("spills", "registers")
-
 
 class Stopped(Exception):
     """The retune is being interrupted (several searches at once: the main
     thread had the Ctrl-C): nothing more is recorded, a killed compile is
     not a failed candidate."""
-
-
-@dataclass(frozen=True)
-class Goal:
-    """What to minimise, what must hold, and how to pick one point."""
-
-    minimize: tuple[str, ...]
-    require: tuple[model.Condition, ...] = ()
-    select: str = ""
-    select_where: tuple[model.Condition, ...] = ()
-    note: str = ""
-    maximize: tuple[str, ...] = ()     # of the objectives, those where higher is better (scored negated)
-
-    def __str__(self) -> str:
-        named = ", ".join(f"{m} (maximized)" if m in self.maximize else m for m in self.minimize)
-        return "minimize " + named + (f" ({self.note})" if self.note else "")
-
-    def scores(self, metrics: dict) -> tuple[float, ...]:
-        """The objectives as the search minimises them."""
-        return tuple(-metrics.get(m, -math.inf) if m in self.maximize else metrics.get(m, math.inf)
-                     for m in self.minimize)
-
-    def values(self, scores: tuple[float, ...]) -> tuple[float, ...]:
-        """Scores as the metrics' own values (a maximised one is scored negated), for people."""
-        return tuple(-s if m in self.maximize else s for m, s in zip(self.minimize, scores))
-
-    def better(self, metric: str, after: float, before: float) -> bool:
-        return after > before if metric in self.maximize else after < before
-
-
-def goal_for(tune: model.Tune | None, available: tuple[str, ...], primary: tuple[str, ...] = (),
-             maximize: tuple[str, ...] = ()) -> Goal:
-    """The unit's tune block, limited to what the backend can measure;
-    without one, the backend's primary objectives (a bench command's first
-    metric), else registers and spills."""
-    wanted = tune.minimize if tune and tune.minimize else ()
-    usable = tuple(m for m in wanted if m in available)
-    note = ""
-    if not usable:
-        usable = primary or tuple(m for m in STATIC_DEFAULT if m in available) or available[:1]
-        if wanted:
-            note = f"{', '.join(wanted)} cannot be measured here; tuning {', '.join(usable)} instead"
-    require = tuple(c for c in (tune.require if tune else ()) if c.metric in available)
-    select = tune.select if tune and tune.select in usable else usable[0]
-    where = tuple(c for c in (tune.select_where if tune else ()) if c.metric in available)
-    return Goal(usable, require, select, where, note, tuple(m for m in usable if m in maximize))
-
-
-def holds(condition: model.Condition, metrics: dict, baseline: dict) -> float:
-    """How far `metrics` is from meeting the condition (0: it holds)."""
-    value = metrics.get(condition.metric, math.inf)
-    bound = condition.bound * baseline.get(condition.metric, math.inf) if condition.relative else condition.bound
-    if condition.op in ("<=", "<"):
-        gap = value - bound
-        return max(0.0, gap) + (1e-9 if condition.op == "<" and gap == 0 else 0.0)
-    if condition.op in (">=", ">"):
-        gap = bound - value
-        return max(0.0, gap) + (1e-9 if condition.op == ">" and gap == 0 else 0.0)
-    return abs(value - bound)
 
 
 def first_problem(detail: str, width: int = 160) -> str:
@@ -236,7 +174,7 @@ class Evaluator:
         if not measurement.ok:
             return Evaluation(genome, tuple(math.inf for _ in self.goal.minimize), math.inf, measurement.status)
         metrics = dict(measurement.metrics)
-        violation = sum(holds(c, metrics, self.baseline) for c in self.goal.require)
+        violation = self.goal.violation(metrics, self.baseline)
         return Evaluation(genome, self.goal.scores(metrics), violation)
 
     def __call__(self, genomes: list[Genome]) -> list[Evaluation]:

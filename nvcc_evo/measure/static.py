@@ -55,11 +55,20 @@ def register_warps(registers: float, arch: str) -> int | None:
     return warps_by_registers(arch, int(registers))
 
 
-def with_register_warps(measurement: Measurement, arch: str) -> Measurement:
-    """A static measurement with the warps per SM its registers allow."""
+# Each kernel's own warps per SM, a metric per kernel (`warps:NAME`): a speed-safe static search lets none
+# fall below the baseline's (execute.goal.Goal.kernels_keep_warps), however its worst kernel fares.
+KERNEL_WARPS = "warps:"
+
+
+def with_register_warps(measurement: Measurement, arch: str, result: CompileResult | None = None) -> Measurement:
+    """A static measurement with the warps per SM its registers allow: the unit's worst kernel's, and with
+    its compile (`result`), each kernel's."""
     if not measurement.ok or measurement.get("registers") == float("inf"):
         return measurement
     warps = register_warps(measurement.get("registers"), arch)
     if warps is None:
         return measurement
-    return replace(measurement, metrics=measurement.metrics + ((REGISTER_WARPS, float(warps)),))
+    each = [(KERNEL_WARPS + k.name, register_warps(k.registers, arch)) for k in
+            (resources(result.stderr, arch, result.cubin) if result is not None and result.ok else ())]
+    return replace(measurement, metrics=measurement.metrics + ((REGISTER_WARPS, float(warps)),)
+                   + tuple((name, float(w)) for name, w in each if w is not None))
