@@ -291,6 +291,16 @@ def test_unknown_options_pass_through_untouched(project, evo_cache):
     assert "pass-through: nvcc-evo does not understand --future-option" in explained.stdout
 
 
+def test_an_options_file_that_cannot_be_read_is_said_in_its_own_words(project, evo_cache):
+    """CMake's `--options-file CMakeFiles/x.dir/includes_CUDA.rsp`, asked from another folder: said as the
+    problem it is (it read "nvcc-evo does not understand cannot read options file ...")."""
+    explained = run_evo("--explain", "-arch=sm_90", "--options-file", "missing.rsp", "-c", "regs.cu", cwd=project,
+                        env=evo_env(evo_cache))
+    assert "pass-through: cannot read options file missing.rsp: No such file or directory: passed through" \
+        in explained.stdout, explained.stdout
+    assert "does not understand" not in explained.stdout
+
+
 def test_broken_acf_still_builds_and_says_why(project, evo_cache):
     (project / "nvcc-evo.acf").write_text('acf 1\nunit "regs.cu" { pin ptxas.maxregs = 3 }\n')
     result = compile_regs(project, evo_env(evo_cache), "regs.cu", "-arch=sm_90")

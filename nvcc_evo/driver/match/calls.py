@@ -46,9 +46,10 @@ def tunable_inputs(call: NvccCall) -> list[str]:
 
 def passthrough_reason(call: NvccCall, cwd: Path) -> str:
     """Why this call gets nothing, before any ACF is read ("" if it may)."""
-    if call.unknown or call.problems:
-        what = ", ".join(call.unknown) or "; ".join(call.problems)
-        return f"nvcc-evo does not understand {what}: passed through untouched"
+    if call.problems:        # (its own words: "cannot read options file X: No such file or directory")
+        return f"{'; '.join(call.problems)}: passed through untouched"
+    if call.unknown:
+        return f"nvcc-evo does not understand {', '.join(call.unknown)}: passed through untouched"
     if is_cmake_probe(call, cwd):
         return "a CMake probe or try-compile: passed through untouched"
     if call.has("--device-link") and not call.has("--dlink-time-opt"):
