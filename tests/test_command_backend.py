@@ -161,7 +161,7 @@ def test_run_checks_tell_wrong_answers(checks, output, code, wrong):
 
 def test_a_metric_to_maximize_is_scored_and_judged_upward():
     from nvcc_evo.measure.stats import judged
-    from nvcc_evo.execute.evaluate import goal_for
+    from nvcc_evo.execute.goal import goal_for
     goal = goal_for(model.Tune(minimize=("tokens",)), ("tokens", "registers"), maximize=("tokens",))
     assert goal.scores({"tokens": 900.0}) < goal.scores({"tokens": 800.0})        # more tokens/s: a lower score
     assert goal.better("tokens", 900, 800) and goal.better("registers", 800, 900)
@@ -172,7 +172,7 @@ def test_a_metric_to_maximize_is_scored_and_judged_upward():
 
 
 def test_without_a_tune_block_the_first_metric_is_tuned():
-    from nvcc_evo.execute.evaluate import goal_for
+    from nvcc_evo.execute.goal import goal_for
     assert goal_for(None, ("time", "tokens", "registers", "spills"), primary=("time",)).minimize == ("time",)
     assert goal_for(None, ("registers", "spills")).minimize == ("spills", "registers")
 

@@ -72,7 +72,8 @@ def test_no_candidate_is_started_that_the_typical_one_says_would_end_past_the_de
     one and starts no second (one begun at 0.3 s would end at 0.6 s, past the deadline: on the H200 a Triton
     kernel's retune, 8-15 s a candidate, ended 10 s past its 235 s budget)."""
     from nvcc_evo.engine.space import Genome
-    from nvcc_evo.execute.evaluate import Evaluator, goal_for
+    from nvcc_evo.execute.evaluate import Evaluator
+    from nvcc_evo.execute.goal import goal_for
     from nvcc_evo.execute.store import Context, Store
     from nvcc_evo.measure import Measurement
 

@@ -19,7 +19,8 @@ from nvcc_evo.measure.candidate import CompileJob
 from nvcc_evo.errors import UsageError
 from nvcc_evo.measure import Measurement, static
 from nvcc_evo.measure.backend import Composed
-from nvcc_evo.execute.evaluate import Evaluator, goal_for
+from nvcc_evo.execute.evaluate import Evaluator
+from nvcc_evo.execute.goal import goal_for
 from nvcc_evo.execute.lanes import Lane, LaneLost, LaneSet, choose_gpus, scale_to, scaled
 from nvcc_evo.engine.space import build_space
 from nvcc_evo.execute.store import Context, Record, Store

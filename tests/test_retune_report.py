@@ -107,7 +107,7 @@ def test_a_choice_that_gives_up_one_objective_is_not_called_an_improvement():
     from types import SimpleNamespace
 
     from nvcc_evo.measure import Measurement
-    from nvcc_evo.execute.evaluate import Goal
+    from nvcc_evo.execute.goal import Goal
     from nvcc_evo.retune.writeback import verdict_of
     base = Genome((("ptxas.maxrregcount", None),))
     space = SimpleNamespace(baseline=lambda: base)
@@ -126,7 +126,7 @@ def test_fewer_knobs_moved_is_said_only_when_fewer_moved():
     from types import SimpleNamespace
 
     from nvcc_evo.measure import Measurement
-    from nvcc_evo.execute.evaluate import Goal
+    from nvcc_evo.execute.goal import Goal
     from nvcc_evo.engine.evolve import Evaluation
     from nvcc_evo.retune.summary import _off_front
     from nvcc_evo.engine.space import Dimension, SearchSpace

@@ -11,7 +11,7 @@ from conftest import DATA, evo_env, run_evo
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.measure import Measurement
 from nvcc_evo.retune.choice import choose
-from nvcc_evo.execute.evaluate import Goal, goal_for
+from nvcc_evo.execute.goal import Goal, goal_for
 from nvcc_evo.engine.evolve import Evaluation
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.measure.static import REGISTER_WARPS, register_warps, with_register_warps

@@ -22,8 +22,9 @@ from nvcc_evo.measure import COST_STAGES, Measurement
 from nvcc_evo.measure.backend import Race
 from nvcc_evo.engine.evolve import Evaluation
 from nvcc_evo.engine.space import Genome
-from nvcc_evo.execute.goal import Goal, goal_for, holds   # noqa: F401 (the evaluator's goal, as imported before)
+from nvcc_evo.execute.goal import Goal
 from nvcc_evo.execute.store import Context, Record, Store
+
 
 class Stopped(Exception):
     """The retune is being interrupted (several searches at once: the main

@@ -16,7 +16,8 @@ from typing import Callable, NamedTuple
 from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.backend import Backend
 from nvcc_evo.measure.stats import Verdict
-from nvcc_evo.execute.evaluate import Evaluator, Goal, holds
+from nvcc_evo.execute.evaluate import Evaluator
+from nvcc_evo.execute.goal import Goal, holds
 from nvcc_evo.engine.evolve import Evaluation, Progress
 from nvcc_evo.retune.kernels import Comparison
 from nvcc_evo.retune.tasks import Task

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from nvcc_evo.acf import model
 from nvcc_evo.measure import static
 from nvcc_evo.measure.static import REGISTER_WARPS, register_warps
-from nvcc_evo.execute.evaluate import Goal
+from nvcc_evo.execute.goal import Goal
 from nvcc_evo.engine.space import Dimension, SearchSpace
 
 if TYPE_CHECKING:

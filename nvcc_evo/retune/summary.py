@@ -113,6 +113,6 @@ def _select_rule(o) -> str:
 
 
 def _meets_rule(o, genome) -> bool:
-    from nvcc_evo.execute.evaluate import holds
+    from nvcc_evo.execute.goal import holds
     metrics = dict(o.evaluator.measured[genome].metrics)
     return all(holds(c, metrics, o.evaluator.baseline) == 0 for c in o.goal.select_where)

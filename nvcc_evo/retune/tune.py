@@ -32,7 +32,8 @@ from nvcc_evo.engine.boosters import family_of
 from nvcc_evo.engine.evolve import Engine, Progress, run_search
 from nvcc_evo.engine.space import Genome, SearchSpace, baseline_defines, build_space
 from nvcc_evo.execute.cluster import Cluster
-from nvcc_evo.execute.evaluate import Evaluator, Goal, Stopped, goal_for
+from nvcc_evo.execute.evaluate import Evaluator, Stopped
+from nvcc_evo.execute.goal import Goal, goal_for
 from nvcc_evo.execute.lanes import LaneSet
 from nvcc_evo.execute.measurers import calibrate, measuring
 from nvcc_evo.execute.store import Context, Store
