@@ -269,3 +269,18 @@ def test_after_kill_minus_nine_each_unit_resumes_where_it_stopped(project, evo_c
     genomes = [json.dumps(line["genome"]) for line in store_lines(project, "regs.cu")]
     assert len(genomes) == len(set(genomes)) == 7                          # resumed up to the budget, nothing twice
     assert targets((project / "nvcc-evo.acf").read_text()) == {("spill.cu",): ["sm_90"], ("regs.cu",): ["sm_90"]}
+
+
+def test_the_summary_tells_knobs_kept_from_the_entry_from_those_chosen(project, evo_cache):
+    """An entry's knob outside the search stays set: the summary says it was kept, not chosen (a third-party
+    project's `baseline kept: no candidate beat it` stood beside `chosen: ptxas.dscm=cs`)."""
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "spill.cu" {\n    search {\n'
+                                          '        ptxas.opt_level in 1..3\n    }\n'
+                                          '    tune {\n        minimize spills, registers\n    }\n'
+                                          '    target sm_90 {\n        ptxas.dscm = cs\n    }\n}\n')
+    done = subprocess.run(retune_argv("--all", "--evaluations", "6"), cwd=project, env=evo_env(evo_cache),
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"chosen: (ptxas\.opt_level=\d|no searched knob moved); kept from the entry, not searched: "
+                     r"ptxas\.dscm=cs", done.stdout), done.stdout
+    assert "ptxas.dscm = cs" in (project / "nvcc-evo.acf").read_text()

@@ -75,7 +75,13 @@ def _written(o) -> str:
     """The chosen values as the ACF gets them (defaults and pins left out)."""
     from nvcc_evo.acf.edit.spelling import show_value
     from nvcc_evo.retune.writeback import settings_of
-    return " ".join(f"{s.knob}={show_value(s.value)}" for s in settings_of(o)) or "(the toolkit's defaults)"
+    shown = lambda settings: " ".join(f"{s.knob}={show_value(s.value)}" for s in settings)
+    written = settings_of(o)
+    searched, kept = [s for s in written if s.knob not in o.fixed], [s for s in written if s.knob in o.fixed]
+    if not kept:
+        return shown(searched) or "(the toolkit's defaults)"
+    # (the entry's knobs outside the search stay: beside "baseline kept" they read as a choice made)
+    return (shown(searched) or "no searched knob moved") + f"; kept from the entry, not searched: {shown(kept)}"
 
 
 def _off_front(o) -> str:
