@@ -120,6 +120,8 @@ def test_interrupted_search_resumes_from_the_store(project, evo_cache):
     resumed = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
     assert f"resuming with {kept} stored evaluations" in resumed.stderr
+    # the provenance tells those read back (`resumed`) from the same binary measured again (`reused`)
+    assert f"resumed = {kept}\n" in (project / "nvcc-evo.acf").read_text()
     genomes = [json.dumps(line["genome"]) for line in store_lines(project)]
     assert len(genomes) == len(set(genomes)) == 33                   # the whole space, nothing twice
 

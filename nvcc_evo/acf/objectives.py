@@ -39,8 +39,9 @@ PROVENANCE_KEYS: dict[str, type] = {
     "backend": str,
     "date": str,
     "seed": int,
-    "evaluations": int,
-    "reused": int,
+    "evaluations": int,      # candidates judged, those read back from the results store included
+    "reused": int,           # of them, the same binary as an earlier one (its measurement reused)
+    "resumed": int,          # of them, read back from the results store (an earlier run's)
     "search_seconds": float,
     "test": str,
     "p_value": float,

@@ -66,7 +66,8 @@ def provenance(outcome: Outcome, toolkit: Toolkit, options: Options) -> tuple[mo
                     for key, field in (("gpu", "name"), ("cc", "cc"), ("driver", "driver")) if field in hello]
     records += [model.Record("backend", options.backend), model.Record("date", time.strftime("%Y-%m-%d")),
                 model.Record("seed", options.seed), model.Record("evaluations", t.evaluated + t.resumed),
-                model.Record("reused", t.reused), model.Record("search_seconds", round(outcome.seconds, 1))]
+                model.Record("reused", t.reused)] + ([model.Record("resumed", t.resumed)] if t.resumed else []) \
+        + [model.Record("search_seconds", round(outcome.seconds, 1))]
     whole = lambda v: int(v) if float(v).is_integer() else float(f"{v:.5g}")
     measured_too = tuple(m for m in ("runtime", "energy") if m in dict(outcome.baseline.metrics))
     written = tuple("registers" if m == REGISTER_WARPS else m for m in outcome.goal.minimize + (outcome.goal.select,))
