@@ -135,7 +135,7 @@ def test_each_kernel_s_warps_are_measured_and_no_kernel_may_lose_any_to_the_unit
     (tmp_path / "two.cu").write_text(TWO_KERNELS)
     result = compile_candidate(CompileJob(str(real_nvcc), ("-c", "two.cu"), str(tmp_path), "two.cu", "sm_90"))
     assert result.ok, result.stderr
-    measured = dict(with_register_warps(static.measure(result, "sm_90"), "sm_90", result).metrics)
+    measured = dict(with_register_warps(static.measure(result, "sm_90", each_kernel=True), "sm_90").metrics)
     each = {k: v for k, v in measured.items() if k.startswith(static.KERNEL_WARPS)}
     assert len(each) == 2 and min(each.values()) == measured[REGISTER_WARPS], measured
     unit = parse_text('acf 1\nunit "k.cu" {\n    tune {\n        minimize runtime\n    }\n}\n').units[0]

@@ -276,10 +276,7 @@ def run_search(engine: Engine, evaluate: Evaluate, budget: Budget,
         batch = engine.ask(_room(engine, budget, progress.evaluations))
         if not batch:
             break                                  # the space is exhausted
-        evaluations = evaluate(batch)
-        if evaluations:
-            _told(engine, progress, evaluations, on_generation)
-        if len(evaluations) < len(batch):
+        if not _told(engine, progress, len(batch), evaluate(batch), on_generation):
             break                                  # the evaluator's time is up: it measured no more
     return progress
 
@@ -294,12 +291,17 @@ def _within(progress: Progress, budget: Budget, pending: int) -> bool:
             and progress.elapsed() < budget.seconds and budget.patient(progress))
 
 
-def _told(engine: Engine, progress: Progress, evaluations: list[Evaluation], on_generation) -> None:
+def _told(engine: Engine, progress: Progress, asked: int, evaluations: list[Evaluation], on_generation) -> bool:
+    """A generation's evaluations told (none: nothing told); False when fewer came back than were asked
+    for (the evaluator's time is up), so the search ends."""
+    if not evaluations:
+        return False
     improved = engine.tell(evaluations)
     progress.generation += 1
     progress.evaluations += len(evaluations)
     progress.stale_generations = 0 if improved else progress.stale_generations + 1
     on_generation(progress, engine)
+    return len(evaluations) == asked
 
 
 def _overlapped(engine: Engine, evaluate, budget: Budget, on_generation, progress: Progress) -> Progress:
@@ -314,11 +316,9 @@ def _overlapped(engine: Engine, evaluate, budget: Budget, on_generation, progres
             engine.learn(getattr(evaluate, "refused", lambda started: [])(started))   # compiles it failed
             following = engine.ask(_room(engine, budget, progress.evaluations + len(batch)))
         ahead = evaluate.start(following) if following else None
-        evaluations = evaluate.finish(started, 0, len(batch))
-        if evaluations:
-            _told(engine, progress, evaluations, on_generation)
-        if len(evaluations) < len(batch) or progress.elapsed() >= budget.seconds or not budget.patient(progress):
-            break           # (fewer than asked: the evaluator's time is up) the batch compiling ahead is dropped
+        complete = _told(engine, progress, len(batch), evaluate.finish(started, 0, len(batch)), on_generation)
+        if not complete or progress.elapsed() >= budget.seconds or not budget.patient(progress):
+            break                                  # the batch compiling ahead is dropped, never measured
         batch, started = following, ahead
     return progress
 

@@ -18,7 +18,7 @@ from typing import Callable, Protocol
 
 from nvcc_evo.measure.candidate import CompileJob, CompileResult, Compiler, PtxCache, compile_each
 from nvcc_evo.measure.sass import sass_hash
-from nvcc_evo.measure import COST_STAGES, Measurement
+from nvcc_evo.measure import COST_STAGES, Measurement, failed
 from nvcc_evo.measure.backend import Race
 from nvcc_evo.engine.evolve import Evaluation
 from nvcc_evo.engine.space import Genome
@@ -254,14 +254,13 @@ class Evaluator:
         batch asked next instead of the one after it. Their words are kept for the learners (`refusals`)."""
         if not self.compiles:
             return []
-        failed = []
+        refused = []
         for index, genome in enumerate(started.genomes):
             result = self.compiled(started, index)
             if result is not None and result.status == "compile-error":
                 self.refusals[genome] = result.stderr
-                failed.append(Evaluation(genome, tuple(math.inf for _ in self.goal.minimize), math.inf,
-                                         result.status))
-        return failed
+                refused.append(self.evaluation(genome, failed(result.status, result.stderr)))
+        return refused
 
     def compiled(self, started: "Started", index: int) -> CompileResult | None:
         if not self.compiles:

@@ -60,7 +60,7 @@ def _static(wanted: Wanted) -> Backend:
     def measure(genome, flags, result):
         if result is not None and not first:
             first.append(result.seconds)
-        return with_register_warps(static.measure(result, arch), arch, result)
+        return with_register_warps(static.measure(result, arch, each_kernel=True), arch)
 
     return Composed(measure, static.OBJECTIVES + (REGISTER_WARPS,),
                     reserve=lambda: 1.2 * STATIC_AFTER_COMPILES * first[0] if first else 0.0,

@@ -19,27 +19,24 @@ NAME = "static"
 OBJECTIVES = ("registers", "spills", "stack", "shared", "instructions", "binary_size", "compile_time")
 
 
-def ptxas_report(stderr: str, arch: str, cubin: bytes = b"") -> dict[str, int]:
-    """The unit's resources over its kernels for `arch`: the most registers,
-    stack and shared memory of one kernel, the spills of all (per kernel:
-    nvcc_evo.measure.sass; the cubin gives relocatable code's shared memory)."""
-    kernels = resources(stderr, arch, cubin)
-    return {"registers": max((k.registers for k in kernels), default=0),
-            "spills": sum(k.spills for k in kernels), "stack": max((k.stack for k in kernels), default=0),
-            "shared": max((k.shared for k in kernels), default=0), "kernels": len(kernels)}
-
-
-def measure(result: CompileResult, arch: str) -> Measurement:
+def measure(result: CompileResult, arch: str, each_kernel: bool = False) -> Measurement:
+    """The unit's resources over its kernels for `arch`: the most registers, stack and shared memory of one
+    kernel, the spills of all (per kernel: nvcc_evo.measure.sass; the cubin gives relocatable code's shared
+    memory); with `each_kernel`, also each kernel's warps per SM (KERNEL_WARPS)."""
     if not result.ok:
         return failed(result.status, result.stderr)
-    report = ptxas_report(result.stderr, arch, result.cubin)
-    if report["kernels"] == 0:
+    kernels = resources(result.stderr, arch, result.cubin)
+    if not kernels:
         return failed("no-kernel", f"ptxas reported no entry function for {arch}\n{result.stderr}")
     metrics = {
-        "registers": report["registers"], "spills": report["spills"], "stack": report["stack"],
-        "shared": report["shared"], "instructions": instruction_count(result.cubin),
-        "binary_size": len(result.cubin), "compile_time": round(result.seconds, 3),
+        "registers": max(k.registers for k in kernels), "spills": sum(k.spills for k in kernels),
+        "stack": max(k.stack for k in kernels), "shared": max(k.shared for k in kernels),
+        "instructions": instruction_count(result.cubin), "binary_size": len(result.cubin),
+        "compile_time": round(result.seconds, 3),
     }
+    if each_kernel:
+        warps = {KERNEL_WARPS + k.name: register_warps(k.registers, arch) for k in kernels}
+        metrics.update({name: w for name, w in warps.items() if w is not None})
     return Measurement("ok", tuple((k, float(v)) for k, v in metrics.items()))
 
 
@@ -55,20 +52,17 @@ def register_warps(registers: float, arch: str) -> int | None:
     return warps_by_registers(arch, int(registers))
 
 
-# Each kernel's own warps per SM, a metric per kernel (`warps:NAME`): a speed-safe static search lets none
-# fall below the baseline's (execute.goal.Goal.kernels_keep_warps), however its worst kernel fares.
+# Each kernel's own warps per SM, a metric per kernel (`warps:NAME`, measure(each_kernel=True)): a speed-safe
+# static search lets none fall below the baseline's (execute.goal.Goal.kernels_keep_warps), however its worst
+# kernel fares.
 KERNEL_WARPS = "warps:"
 
 
-def with_register_warps(measurement: Measurement, arch: str, result: CompileResult | None = None) -> Measurement:
-    """A static measurement with the warps per SM its registers allow: the unit's worst kernel's, and with
-    its compile (`result`), each kernel's."""
+def with_register_warps(measurement: Measurement, arch: str) -> Measurement:
+    """A static measurement with the warps per SM its registers allow (its worst kernel's)."""
     if not measurement.ok or measurement.get("registers") == float("inf"):
         return measurement
     warps = register_warps(measurement.get("registers"), arch)
     if warps is None:
         return measurement
-    each = [(KERNEL_WARPS + k.name, register_warps(k.registers, arch)) for k in
-            (resources(result.stderr, arch, result.cubin) if result is not None and result.ok else ())]
-    return replace(measurement, metrics=measurement.metrics + ((REGISTER_WARPS, float(warps)),)
-                   + tuple((name, float(w)) for name, w in each if w is not None))
+    return replace(measurement, metrics=measurement.metrics + ((REGISTER_WARPS, float(warps)),))
