@@ -126,10 +126,17 @@ def test_a_command_that_does_not_rebuild_fails_and_says_why(tmp_path, evo_cache)
 
 
 def test_flags_the_build_overrides_fail_the_candidate(tmp_path, evo_cache):
-    """The build's own ptxas -O3 wins over the candidate's -O1 (the user's
-    flag is never overridden): the candidate was not what ran, so it fails."""
+    """The bench's build passes ptxas -O3, which the recorded build (built
+    once through nvcc-evo without it) does not: its -O3 wins over the
+    candidate's -O1 (the user's flag is never overridden), the candidate was
+    not what ran, so it fails. (Where the recorded build itself passes -O3,
+    the knob is left out of the search before it starts, said.)"""
     _spill_project(tmp_path, "echo 'time 1 ms'", ['metric time "time ([0-9.]+) ms"'], cubin_flags="-Xptxas -O3 ")
-    result = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=evo_env(evo_cache))
+    env = evo_env(evo_cache)
+    built = subprocess.run([str(EVO), "-arch=sm_90", "-cubin", "spill.cu", "-o", "spill.cubin"], cwd=tmp_path,
+                           env=env, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    result = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=env)
     assert "flags-not-applied" in result.stderr, result.stderr
     assert "missing -O1" in result.stderr and "baseline kept" in result.stdout
 
@@ -281,7 +288,9 @@ def test_the_confirmation_compiles_nothing_the_command_rebuilds_itself(tmp_path,
     rebuilt = [line for line in calls.read_text().splitlines() if "spill.cubin" in line]
     rounds = _provenance((tmp_path / "nvcc-evo.acf").read_text())["rounds"]
     assert rounds == 5                              # sequential: clear after the least rounds (6 allowed)
-    assert len(rebuilt) == 2 + 1 + 2 * rounds, rebuilt  # the command's: the search's two, the drift's, two a round
+    # the command's: its first run (the unit never built: it records the build), the search's two, the drift's,
+    # two a round
+    assert len(rebuilt) == 1 + 2 + 1 + 2 * rounds, rebuilt
 
 
 def test_what_is_searched_is_said_before_the_baseline_runs(tmp_path, evo_cache):
@@ -351,3 +360,23 @@ def test_a_command_s_gpu_names_its_results_and_entries_and_another_model_makes_t
     answer.write_text("NVIDIA H200\nNVIDIA H100 80GB HBM3\n")
     mixed = run_evo("--retune", "--target", "sm_90", "--backend", "command", "--dry-run", cwd=tmp_path, env=env)
     assert mixed.returncode == 0 and '"spill.cu"' not in mixed.stdout, mixed.stdout + mixed.stderr
+
+
+def test_a_unit_never_built_is_tuned_as_its_bench_builds_it_and_stays_up_to_date(tmp_path, evo_cache):
+    """A unit no build has compiled through nvcc-evo yet: the retune runs its bench command once first, so the
+    build it measures (here for sm_80) is recorded, tuned for its architecture and named in the entry. (It
+    was tuned as `nvcc -c SOURCE` for sm_90, whose knobs the sm_80 bench build never took, and the entry
+    said "no recorded build", stale at the next retune for the build its own bench had recorded.)"""
+    (tmp_path / "run.py").write_text(
+        "import os\nprint('time %d ms' % (5 if os.environ.get('NVCC_EVO_CANDIDATE_FLAGS') else 10))\n")
+    acf = _spill_project(tmp_path, f"{sys.executable} run.py", ['metric time "time ([0-9.]+) ms"'])
+    acf.write_text(acf.read_text().replace("-arch=sm_90", "-arch=sm_80"))
+    env = evo_env(evo_cache)
+    done = run_evo("--retune", "--backend", "command", "--evaluations", "3", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "its bench command runs once first, so that the build it measures is recorded" in done.stderr
+    text = acf.read_text()
+    assert "target sm_80 {" in text and "target sm_90" not in text, done.stderr
+    assert _provenance(text)["build"].startswith("recorded compile "), text
+    again = run_evo("--retune", "--backend", "command", "--dry-run", cwd=tmp_path, env=env)
+    assert again.returncode == 0 and "nothing to retune" in again.stderr, again.stdout + again.stderr

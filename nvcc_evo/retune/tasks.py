@@ -200,49 +200,108 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit,
                options: Options, gpu: str = "") -> tuple[list[Task], list[str], int]:
     """The (unit, target) searches to run, those that cannot be, and how many
     stale entries a static retune keeps for a GPU (both said on stderr);
-    `gpu`: the model the pycuda backend measures on ("": none)."""
+    `gpu`: the model the pycuda backend measures on ("": none). A unit never
+    built that a bench command builds is looked at last, after its bench has
+    run once (_bench_builds_it), and only once every other unit to search has
+    the bench its backend needs (a usage error before any bench runs)."""
+    from nvcc_evo.execute.measurers import check_benches
     records, unusable = compiledb.scan(acf_path)
     unreadable = [u for u in unusable if not u.unit_globs]
     for broken in unreadable:
         log(f"compile database {broken}: cannot be used (a unit with no other record is not tuned)")
-    tasks, skipped, kept = [], [], 0
+    found = Found([], [], 0)
     selected = select_units(file, acf_path, options.globs, Path.cwd())
+    built_by_bench = []
     for index, unit in enumerate(file.units):
         if index not in selected:
             continue
-        mine = [r for r in records if r.unit_globs == unit.globs]
-        asked = options.all or bool(options.globs)
-        known = [options.target] if options.target else sorted(
-            {r.arch for r in mine} | set(unit.archs), key=arch_order)
-        archs = known or [DEFAULT_ARCH]
-        _say_records(unit, mine, [u for u in unusable if u.unit_globs == unit.globs], unreadable, acf_path.parent,
-                     not known)
-        for arch in archs:
-            found = _job_for(unit, arch, acf_path, mine, unreadable, toolkit.nvcc, options.timeout)
-            if isinstance(found, str):
-                log(f"unit {unit} [{arch}]: {found}; skipped")
-                skipped.append(f"{unit} [{arch}]")
-                continue
-            job, source, chooses = found
-            includes = parse_call(list(job.argv), {}, job.cwd).values("--include-path")
-            print_ = fingerprint(source, [os.path.join(job.cwd, d) for d in includes], unit.named_files(),
-                                 acf_path.parent)
-            build = build_identity(job, acf_path.parent, bool(mine))
-            release = served_release(job)
-            reasons = ("asked",) if asked else stale_reasons(unit, arch, print_, release or toolkit.version, build,
-                                                             gpu)
-            measured = None if asked else _measured_on(unit, arch)
-            if reasons and options.backend == "static" and measured:
-                log(f"{unit} [{arch}]: {'; '.join(reasons)}, but its entry was measured ({measured}); static "
-                    f"objectives cannot judge runtime, so it stays until a retune on a GPU (name the unit or "
-                    f"use --all to overwrite it anyway)")
-                kept += 1
-                continue
-            if not reasons and options.backend in MEASURING_BACKENDS and _static_only(unit, arch):
-                reasons = (STATIC_ONLY,)
-            if reasons:
-                tasks.append(Task(index, unit, arch, source, job, print_, reasons, chooses, build, release, gpu))
-    return tasks, skipped, kept
+        if not any(r.unit_globs == unit.globs for r in records) and _built_by_bench(unit, options):
+            built_by_bench.append((index, unit))
+            continue
+        _unit_tasks(found, index, unit, acf_path, toolkit, options, gpu, records, unusable, unreadable)
+    if built_by_bench:
+        check_benches(found.tasks, options.backend)
+        for index, unit in built_by_bench:
+            _bench_builds_it(unit, acf_path, options)
+        records, unusable = compiledb.scan(acf_path)            # with what the benches' builds recorded
+        for index, unit in built_by_bench:
+            _unit_tasks(found, index, unit, acf_path, toolkit, options, gpu, records, unusable, unreadable)
+    return sorted(found.tasks, key=lambda t: t.unit_index), found.skipped, found.kept
+
+
+@dataclass
+class Found:
+    """What find_tasks has found so far."""
+
+    tasks: list[Task]
+    skipped: list[str]
+    kept: int
+
+
+def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, toolkit: Toolkit, options: Options,
+                gpu: str, records: list, unusable: list, unreadable: list) -> None:
+    """One unit's searches (each architecture its records, its target blocks or --target name), into `found`."""
+    mine = [r for r in records if r.unit_globs == unit.globs]
+    asked = options.all or bool(options.globs)
+    known = [options.target] if options.target else sorted(
+        {r.arch for r in mine} | set(unit.archs), key=arch_order)
+    archs = known or [DEFAULT_ARCH]
+    _say_records(unit, mine, [u for u in unusable if u.unit_globs == unit.globs], unreadable, acf_path.parent,
+                 not known)
+    for arch in archs:
+        job_found = _job_for(unit, arch, acf_path, mine, unreadable, toolkit.nvcc, options.timeout)
+        if isinstance(job_found, str):
+            log(f"unit {unit} [{arch}]: {job_found}; skipped")
+            found.skipped.append(f"{unit} [{arch}]")
+            continue
+        job, source, chooses = job_found
+        includes = parse_call(list(job.argv), {}, job.cwd).values("--include-path")
+        print_ = fingerprint(source, [os.path.join(job.cwd, d) for d in includes], unit.named_files(),
+                             acf_path.parent)
+        build = build_identity(job, acf_path.parent, bool(mine))
+        release = served_release(job)
+        reasons = ("asked",) if asked else stale_reasons(unit, arch, print_, release or toolkit.version, build,
+                                                         gpu)
+        measured = None if asked else _measured_on(unit, arch)
+        if reasons and options.backend == "static" and measured:
+            log(f"{unit} [{arch}]: {'; '.join(reasons)}, but its entry was measured ({measured}); static "
+                f"objectives cannot judge runtime, so it stays until a retune on a GPU (name the unit or "
+                f"use --all to overwrite it anyway)")
+            found.kept += 1
+            continue
+        if not reasons and options.backend in MEASURING_BACKENDS and _static_only(unit, arch):
+            reasons = (STATIC_ONLY,)
+        if reasons:
+            found.tasks.append(Task(index, unit, arch, source, job, print_, reasons, chooses, build, release, gpu))
+
+
+def _built_by_bench(unit: model.Unit, options: Options) -> bool:
+    """A unit the command backend's bench command builds, for a retune that runs it (not a dry run)."""
+    bench = unit.bench
+    return options.backend == "command" and not options.dry_run and not unit.is_kernel and bench is not None \
+        and bench.command is not None
+
+
+def _bench_builds_it(unit: model.Unit, acf_path: Path, options: Options) -> None:
+    """A command-backend retune of a unit never built through nvcc-evo runs its bench command once first, as a
+    user's build would run (the ACF as it is), so that the build it measures is recorded and tuned as it
+    compiles (its flags, its architecture) and named in the entry; without it the entry said "no recorded
+    build" and the next retune found it stale for the build its own bench had recorded."""
+    bench = unit.bench
+    assert bench is not None and bench.command is not None        # (_built_by_bench)
+    from nvcc_evo.driver.common import GUARD_ENV
+    from nvcc_evo.system.leftovers import SHELL, run_in_group
+    command = bench.command.text
+    log(f"{unit}: never built through nvcc-evo for this ACF: its bench command runs once first, so that the "
+        f"build it measures is recorded ({command})")
+    env = {k: v for k, v in os.environ.items() if k != GUARD_ENV}
+    done = run_in_group([SHELL, "-c", command], cwd=acf_path.parent, env=env,
+                        timeout=bench.timeout.seconds if bench.timeout else options.timeout)
+    if done.returncode != 0:
+        said = (done.stdout + done.stderr).strip().splitlines()[-3:]
+        log(f"{unit}: its bench command " + ("ran past its timeout" if done.returncode is None else
+                                               f"exited with status {done.returncode}")
+            + "".join(f"\n    {line}" for line in said))
 
 
 def served_release(job: CompileJob) -> str:
