@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, cmake_build, cmake_configure, cuobjdump, evo_env, run_evo, sass
+from conftest import EVO, ROOT, cmake_build, cmake_configure, cuobjdump, evo_env, run_evo, sass
 from test_ptxas_choice import FIXTURES, PTXAS133, needs_133, needs_fixtures
 
 from nvcc_evo.measure.sass import sass_hash
@@ -611,3 +611,79 @@ def test_a_controls_search_of_a_cubin_build_ships_what_it_measured(tmp_path, evo
     controls = [f"--apply-controls={written['ptxas.controls']}"] if "ptxas.controls" in written else []
     subprocess.run([tool, "-arch=sm_90", *controls, "d.ptx", "-o", "d.cubin"], cwd=tmp_path, check=True)
     assert _code(tmp_path / "softmax.cubin") == _code(tmp_path / "d.cubin"), written
+
+
+CALLER = """\
+extern __device__ float heavy(const float *p, int i);
+__global__ void k(float *p) {
+    float a[32];
+#pragma unroll
+    for (int j = 0; j < 32; ++j) a[j] = p[threadIdx.x + j * 97];
+    float s = heavy(p, threadIdx.x);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) s += a[j] * a[(j * 7) % 32];
+    p[threadIdx.x] = s;
+}
+"""
+CALLEE = """\
+__device__ __noinline__ float heavy(const float *p, int i) {
+    float a[40];
+#pragma unroll
+    for (int j = 0; j < 40; ++j) a[j] = p[i + j * 97] * (j + 1);
+    float s = 0;
+#pragma unroll
+    for (int j = 0; j < 40; ++j) s += a[j] * a[(j * 7) % 40];
+    return s;
+}
+""" + CALLER.split("\n", 1)[1].replace("void k(", "void g(")
+
+
+def test_no_register_cap_is_searched_where_relocatable_code_calls_another_objects_function(tmp_path, evo_cache):
+    """a.cu's kernel calls b.cu's device function (83 registers), both compiled with -dc: a cap on a.cu is
+    refused by the device link ("entry function '_Z1kPf' with max regcount of 24 calls function
+    '_Z5heavyPKfi' with regcount of 83"), which no compile of a.cu alone shows: a static retune wrote
+    ptxas.maxrregcount = 24 (registers 74 -> 24) and the project's device link failed. b.cu calls nothing
+    of another object: its cap is searched and the link takes it."""
+    (tmp_path / "a.cu").write_text(CALLER)
+    (tmp_path / "b.cu").write_text(CALLEE)
+    space = "    search {\n        ptxas.maxrregcount in {24, 32, 64}\n    }\n    tune {\n        minimize registers\n    }\n"
+    (tmp_path / "nvcc-evo.acf").write_text(f'acf 1\nunit "a.cu" {{\n{space}}}\nunit "b.cu" {{\n{space}}}\n')
+    env = evo_env(evo_cache)
+
+    def build():
+        for step in (["-dc", "a.cu", "-o", "a.o"], ["-dc", "b.cu", "-o", "b.o"], ["-dlink", "a.o", "b.o", "-o", "dl.o"]):
+            done = subprocess.run([str(EVO), "-arch=sm_90", *step], cwd=tmp_path, env=env, capture_output=True,
+                                  text=True)
+            assert done.returncode == 0, done.stderr
+    build()
+    done = run_evo("--retune", "--backend", "static", "--evaluations", "5", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert ('"a.cu" [sm_90]: ptxas.maxrregcount: all its values left out of the search: its relocatable code '
+            "calls functions other objects define (_Z5heavyPKfi)") in done.stderr, done.stderr
+    assert '"b.cu" [sm_90]: ptxas.maxrregcount' not in done.stderr
+    units = (tmp_path / "nvcc-evo.acf").read_text().split('unit "b.cu"')
+    assert "ptxas.maxrregcount = " not in units[0].split("target sm_90")[1], units[0]
+    assert "ptxas.maxrregcount = 24" in units[1], units[1]
+    build()                                             # the tuned build links
+
+
+def test_the_device_system_calls_are_not_another_objects_functions(tmp_path):
+    """printf, malloc and assert are undefined in a relocatable cubin, but no object defines them and the
+    device link takes a cap of 16 on their callers: they keep the register cap in the search."""
+    from nvcc_evo.measure.sass import external_functions
+    (tmp_path / "p.cu").write_text(
+        "#include <cstdio>\n#include <cassert>\n__global__ void k(float *p) {\n    assert(p[0] > 0);\n"
+        "    printf(\"%f\\n\", p[0]);\n    p[1] = (float)(size_t)malloc(16);\n}\n")
+    (tmp_path / "a.cu").write_text(CALLER)
+    for name in ("p", "a"):
+        done = subprocess.run(["nvcc", "-arch=sm_90", "-dc", "-cubin", f"{name}.cu", "-o", f"{name}.cubin"],
+                              cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    assert external_functions((tmp_path / "p.cubin").read_bytes()) == ()
+    assert external_functions((tmp_path / "a.cubin").read_bytes()) == ("_Z5heavyPKfi",)
+    linked = subprocess.run(["nvcc", "-arch=sm_90", "-dc", "-maxrregcount=16", "p.cu", "-o", "p.o"], cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert linked.returncode == 0, linked.stderr
+    linked = subprocess.run(["nvcc", "-arch=sm_90", "-dlink", "p.o", "-o", "dl.o"], cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert linked.returncode == 0, linked.stderr

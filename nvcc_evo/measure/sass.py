@@ -143,14 +143,12 @@ def kernel_facts(stderr: str, cubin: bytes, arch: str) -> tuple[KernelFacts, ...
     return tuple(replace(k, instructions=sizes.get(k.name, 0) // 16) for k in resources(stderr, arch, cubin))
 
 
-ET_REL, SHT_SYMTAB, SHT_RELA, STT_FUNC, STT_CUDA_SHARED = 1, 2, 4, 2, 13
+ET_REL, SHT_SYMTAB, SHT_RELA, STT_FUNC, STT_CUDA_SHARED, SHN_UNDEF = 1, 2, 4, 2, 13, 0
 
 
-def relocatable_shared(cubin: bytes) -> dict[str, int] | None:
-    """Of a relocatable cubin (-rdc, -dc), each function's static shared
-    memory: the sizes of the distinct `__shared__` variables its code and the
-    functions it calls name in their relocations (nvlink gives them their
-    places); None for linked code, whose ptxas report says it."""
+def _relocatable_symbols(cubin: bytes):
+    """Of a relocatable cubin (ET_REL): its section headers, its symbols (ELF64's fields) and a function from
+    a name's offset to the name; None for linked code, (headers, [], None) with no symbol table."""
     if len(cubin) < 0x40 or cubin[:4] != b"\x7fELF" or struct.unpack_from("<H", cubin, 0x10)[0] != ET_REL:
         return None
     shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
@@ -158,10 +156,41 @@ def relocatable_shared(cubin: bytes) -> dict[str, int] | None:
     headers = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * entsize) for i in range(count)]
     symtab = next((h for h in headers if h[1] == SHT_SYMTAB), None)
     if symtab is None:
-        return {}
+        return headers, [], None
     names_at = headers[symtab[6]][4]                       # its sh_link: the string table
     name = lambda at: cubin[names_at + at:cubin.index(b"\0", names_at + at)].decode(errors="replace")
     symbols = [struct.unpack_from("<IBBHQQ", cubin, symtab[4] + i * 24) for i in range(symtab[5] // 24)]
+    return headers, symbols, name
+
+
+# The device's system calls, undefined in every relocatable cubin that calls them: no object defines them, and
+# the device link takes a register cap of 16 on their callers (measured, CUDA 13.0, sm_90).
+SYSTEM_CALLS = frozenset({"vprintf", "malloc", "free", "__assertfail"})
+
+
+def external_functions(cubin: bytes) -> tuple[str, ...]:
+    """The functions a relocatable cubin calls and other objects define (undefined function symbols: another
+    translation unit's `__device__` function, the device runtime's; not the SYSTEM_CALLS): the device link
+    refuses a kernel whose register cap is under such a callee's registers. () for linked code."""
+    found = _relocatable_symbols(cubin)
+    if found is None or found[2] is None:
+        return ()
+    _, symbols, name = found
+    return tuple(sorted(n for n in (name(s[0]) for s in symbols if s[1] & 0xF == STT_FUNC and s[3] == SHN_UNDEF)
+                        if n not in SYSTEM_CALLS))
+
+
+def relocatable_shared(cubin: bytes) -> dict[str, int] | None:
+    """Of a relocatable cubin (-rdc, -dc), each function's static shared
+    memory: the sizes of the distinct `__shared__` variables its code and the
+    functions it calls name in their relocations (nvlink gives them their
+    places); None for linked code, whose ptxas report says it."""
+    found = _relocatable_symbols(cubin)
+    if found is None:
+        return None
+    headers, symbols, name = found
+    if name is None:
+        return {}
     named: dict[int, set[int]] = {}                        # section index -> the symbols its relocations name
     for _, kind, _, _, offset, size, _, target, _, _ in headers:
         if kind == SHT_RELA:

@@ -142,6 +142,33 @@ def reachable(task, space: SearchSpace, fixed: dict,
     return replace(space, dimensions=tuple(kept)), shipped, notes
 
 
+REGISTER_CAPS = ("ptxas.maxrregcount", "nvcc.maxrregcount")
+
+
+def link_safe(space: SearchSpace, build: RecordedBuild | KernelBuild, compiled) -> tuple[SearchSpace, list[str]]:
+    """The space without register caps where the device link would refuse them: a relocatable compile (-dc,
+    -rdc=true) whose code calls functions other objects define (the device runtime's, another unit's), as the
+    baseline compiles (`compiled()`: its CompileResult, asked only then). nvlink refuses a kernel whose cap is
+    under a callee's registers ("entry function 'k' with max regcount of 24 calls function 'f' with regcount
+    of 83"), and no compile of the unit alone can know the callee's: a cap the search found here broke the
+    project's device link."""
+    from nvcc_evo.driver.build.flags import read_facts
+    from nvcc_evo.measure.sass import external_functions
+    caps = [d for d in space.dimensions if d.knob in REGISTER_CAPS and not d.pinned
+            and any(c is not None and c != d.baseline for c in d.choices)]
+    if not caps or not isinstance(build, RecordedBuild) or not read_facts(build.call).relocatable:
+        return space, []
+    result = compiled()
+    callees = external_functions(result.cubin) if result.ok else ()
+    if not callees:
+        return space, []
+    named = ", ".join(callees[:3]) + (f" and {len(callees) - 3} more" if len(callees) > 3 else "")
+    notes = [f"{d.knob}: all its values left out of the search: its relocatable code calls functions other "
+             f"objects define ({named}), and the device link refuses a kernel whose register cap is under a "
+             f"callee's registers" for d in caps]
+    return replace(space, dimensions=tuple(d for d in space.dimensions if d not in caps)), notes
+
+
 def say(task, notes: list[str]) -> None:
     for note in notes:
         log(f"{task}: {note}")

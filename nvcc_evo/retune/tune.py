@@ -45,7 +45,7 @@ from nvcc_evo.retune.choice import Outcome, Verification, choose, confirm, end_d
 from nvcc_evo.retune.kernels import after_search
 from nvcc_evo.retune.options import Options, ptxas_programs
 from nvcc_evo.retune.progress import Board, progress_line, reporter
-from nvcc_evo.retune.reach import KernelBuild, not_shipped, reachable, recorded_build, same_code, say
+from nvcc_evo.retune.reach import KernelBuild, link_safe, not_shipped, reachable, recorded_build, same_code, say
 from nvcc_evo.retune.speedsafe import guard_for, guarded_goal, narrowed
 from nvcc_evo.retune.tasks import Task, build_key, stale_reasons
 from nvcc_evo.retune.writeback import current_genome, fixed_settings
@@ -137,6 +137,8 @@ def prepare(task: Task, retune: Retune, together: Together | None = None) -> Pre
     space = narrowed(space, guard) if guard else space      # registers and spills cannot rank speed
     programs = ptxas_programs(space, toolkit, retune.acf_path, options, task.arch, fixed.get("ptxas.version"))
     candidates = Candidates(task, build, fixed, programs, space.baseline().settings())
+    space, unlinkable = link_safe(space, build, lambda: candidates.compiled(space.baseline()))
+    say(task, unlinkable)
     context = Context(task.toolkit(toolkit), task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
                       build_key(task.job, retune.acf_path.parent))
     measurer, lanes = measuring(options, task, retune.acf_path, context, baseline_defines(task.source, space),
