@@ -77,9 +77,10 @@ def _pip_toolkit() -> Path | None:
     return _pip_tool("nvcc")
 
 
-def cmake_configure(source: Path, build: Path, env: dict) -> None:
-    """`cmake -S SOURCE -B BUILD` with the installed nvcc-evo as its CUDA compiler, as a user configures."""
-    done = subprocess.run(["cmake", "-S", str(source), "-B", str(build), f"-DCMAKE_CUDA_COMPILER={EVO}"],
+def cmake_configure(source: Path, build: Path, env: dict, *more: str) -> None:
+    """`cmake -S SOURCE -B BUILD` with the installed nvcc-evo as its CUDA compiler, as a user configures
+    (`more`: further arguments, e.g. `-G Ninja`)."""
+    done = subprocess.run(["cmake", "-S", str(source), "-B", str(build), f"-DCMAKE_CUDA_COMPILER={EVO}", *more],
                           env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 

@@ -142,3 +142,36 @@ def test_a_cmake_projects_retune_reads_its_options_file_from_the_build_folder(tm
     assert "ptxas.maxrregcount = 32" in (source / "nvcc-evo.acf").read_text()
     again = cmake_build(build_dir, env)
     assert "Used 32 registers" in again.stdout + again.stderr, again.stdout + again.stderr
+
+
+@pytest.mark.skipif(shutil.which("ninja") is None, reason="needs ninja (a second CMake generator)")
+def test_two_build_folders_of_one_project_are_one_build_and_another_way_of_compiling_is_said(tmp_path, evo_cache):
+    """A Ninja folder and a Makefiles folder of one CMake project compile kernel.cu alike (Makefiles pass the
+    include folders in an options file, Ninja on the command line): an entry tuned for one was stale for
+    the other ("tuned for another build"), and every rebuild in the other folder made it stale again. A
+    third folder that compiles it differently (-lineinfo) is said, with which one is tuned for."""
+    source = tmp_path / "src"
+    shutil.copytree(DATA / "projects" / "cmake", source)
+    (source / "inc").mkdir()
+    (source / "params.h").rename(source / "inc" / "params.h")
+    cmake = source / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text() + "target_include_directories(kern PRIVATE inc)\n"
+                     "target_include_directories(app PRIVATE inc)\n")
+    (source / "nvcc-evo.acf").write_text('acf 1\nunit "kernel.cu" {\n    search {\n'
+                                         '        ptxas.maxrregcount in {32, 255}\n    }\n}\n')
+    env = evo_env(evo_cache)
+    cmake_configure(source, tmp_path / "ninja", env, "-G", "Ninja")
+    cmake_build(tmp_path / "ninja", env)
+    tuned = subprocess.run([str(EVO), "--retune", "--backend", "static", "--evaluations", "3"], cwd=source,
+                           env=env, capture_output=True, text=True)
+    assert tuned.returncode == 0, tuned.stderr
+    cmake_configure(source, tmp_path / "make", env, "-G", "Unix Makefiles")
+    cmake_build(tmp_path / "make", env)
+    listed = subprocess.run([str(EVO), "--retune", "--dry-run"], cwd=source, env=env, capture_output=True, text=True)
+    assert listed.returncode == 0 and "nothing to retune" in listed.stderr, listed.stdout + listed.stderr
+    cmake_configure(source, tmp_path / "lines", env, "-DCMAKE_CUDA_FLAGS=-lineinfo")
+    cmake_build(tmp_path / "lines", env)
+    listed = subprocess.run([str(EVO), "--retune", "--dry-run"], cwd=source, env=env, capture_output=True, text=True)
+    assert (f'"kernel.cu" [sm_90]: 2 builds compile it differently (recorded in {tmp_path / "lines"} and '
+            f'{tmp_path / "make"}; they differ in -lineinfo): tuned for the latest') in listed.stderr, listed.stderr
+    assert "tuned for another build" in listed.stdout + listed.stderr

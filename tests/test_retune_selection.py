@@ -207,3 +207,31 @@ def test_an_entry_measured_on_another_gpu_model_is_stale_for_a_retune_on_this_on
     assert 'target sm_90 "NVIDIA H200"' in reason
     unmeasured = parse_text(entry.replace("GPU", 'date = "2026-12-04"')).units[0]
     assert stale_reasons(unmeasured, "sm_90", "sha256:f", "13.0.88", gpu="NVIDIA H100 80GB HBM3") == ()
+
+
+def test_an_entry_an_older_nvcc_evo_tuned_for_a_build_stays_up_to_date_for_it(tmp_path, evo_cache, real_nvcc):
+    """Builds are named without their outputs and with their options files read since 2026-12-04: an entry
+    whose provenance names the same build as nvcc-evo named it before (its key with `-o` and the options
+    file's name) is not stale for it, so an upgrade retunes nothing; another build is."""
+    import subprocess
+    from conftest import EVO
+    from nvcc_evo.driver import compiledb
+    from nvcc_evo.retune.tasks import _job, build_key
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+    (tmp_path / "opts.rsp").write_text("-Xptxas -O2\n")
+    acf = tmp_path / "nvcc-evo.acf"
+    acf.write_text('acf 1\nunit "spill.cu" {\n    search {\n        ptxas.maxrregcount in {32, 255}\n    }\n}\n')
+    env = evo_env(evo_cache)
+    built = subprocess.run([str(EVO), "-arch=sm_90", "--options-file", "opts.rsp", "-c", "spill.cu", "-o", "s.o"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    assert run_evo("--retune", "--backend", "static", "--evaluations", "3", cwd=tmp_path, env=env).returncode == 0
+    (record,), _ = compiledb.scan(acf)
+    job = _job(record, "sm_90", str(real_nvcc))
+    now = build_key(job, tmp_path)
+    assert f'build = "recorded compile {now}"' in acf.read_text()
+    for key, stale in ((build_key(job, tmp_path, outputs=True), False), ("0123456789abcdef", True)):
+        acf.write_text(acf.read_text().replace(now, key))
+        listed = run_evo("--retune", "--dry-run", cwd=tmp_path, env=env)
+        assert ("tuned for another build" in listed.stdout + listed.stderr) == stale, listed.stdout + listed.stderr
+        now = key

@@ -23,7 +23,7 @@ from nvcc_evo.system.programs import note
 from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.driver import compiledb
 from nvcc_evo.measure.candidate import CompileJob
-from nvcc_evo.driver.build.nvcc_options import parse_call
+from nvcc_evo.driver.build.nvcc_options import parse_call, rebuild_argv
 from nvcc_evo.driver.match.calls import is_lto_compile
 from nvcc_evo.driver.match.index import index_units
 from nvcc_evo.driver.match.stale import SPACE_CHANGED, fingerprint
@@ -168,9 +168,10 @@ def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list,
 
 
 def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str, build: str = "",
-                  gpu: str = "") -> tuple[str, ...]:
+                  gpu: str = "", also_build: str = "") -> tuple[str, ...]:
     """Why the unit's entry for `arch` is not what a retune here would write ("" each: it is), `gpu` the model
-    this retune measures on ("" where it measures on none: the static and command backends)."""
+    this retune measures on ("" where it measures on none: the static and command backends); `also_build`:
+    the same build as an older nvcc-evo named it (build_key's `outputs`)."""
     target = unit.entry_for(arch)
     if target is None:
         return (f"no entry for {arch}",)
@@ -187,7 +188,7 @@ def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str
     if space is not None and space.value != unit.space_digest:
         reasons.append(SPACE_CHANGED)
     tuned_for = target.record("build")        # (likewise absent in older entries)
-    if build and tuned_for is not None and tuned_for.value != build:
+    if build and tuned_for is not None and tuned_for.value not in (build, also_build):
         reasons.append(f"tuned for another build ({tuned_for.value}; now {build})")
     measured_on = target.record("gpu")        # (entries the GPU backend measured)
     if gpu and measured_on is not None and measured_on.value != gpu:
@@ -259,9 +260,11 @@ def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, tool
         print_ = fingerprint(source, [os.path.join(job.cwd, d) for d in includes], unit.named_files(),
                              acf_path.parent)
         build = build_identity(job, acf_path.parent, bool(mine))
+        older = f"recorded compile {build_key(job, acf_path.parent, outputs=True)}" if mine else ""
         release = served_release(job)
         reasons = ("asked",) if asked else stale_reasons(unit, arch, print_, release or toolkit.version, build,
-                                                         gpu)
+                                                         gpu, older)
+        _say_other_builds(unit, arch, mine, acf_path.parent, toolkit.nvcc)
         measured = None if asked else _measured_on(unit, arch)
         if reasons and options.backend == "static" and measured:
             log(f"{unit} [{arch}]: {'; '.join(reasons)}, but its entry was measured ({measured}); static "
@@ -273,6 +276,25 @@ def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, tool
             reasons = (STATIC_ONLY,)
         if reasons:
             found.tasks.append(Task(index, unit, arch, source, job, print_, reasons, chooses, build, release, gpu))
+
+
+def _say_other_builds(unit: model.Unit, arch: str, mine: list, root: Path, nvcc: str) -> None:
+    """Where the unit's records for `arch` compile it in more than one way (a Debug and a Release folder; not
+    the outputs' names alone), which one the retune tunes for: the latest."""
+    ways: dict[str, tuple] = {}              # build_key -> (its latest record, how it compiles)
+    for record in sorted((r for r in mine if r.arch == arch), key=lambda r: r.time, reverse=True):
+        job = _job(record, arch, nvcc)
+        ways.setdefault(build_key(job, root), (record, _how_it_compiles(job)))
+    if len(ways) < 2:
+        return
+    (latest, mine_), (other, theirs), *more = ways.values()
+    differs = " ".join(sorted(set(mine_) ^ set(theirs))[:6]) or "their environment"
+    log(f"{unit} [{arch}]: {len(ways)} builds compile it differently (recorded in {latest.cwd} and {other.cwd}"
+        f"{' and more' if more else ''}; they differ in {differs}): tuned for the latest, in {latest.cwd}")
+
+
+def _job(record, arch: str, nvcc: str) -> CompileJob:
+    return CompileJob(nvcc, tuple(record.argv), record.cwd, record.input, arch, (), record.compile_env(), 0)
 
 
 def _built_by_bench(unit: model.Unit, options: Options) -> bool:
@@ -338,16 +360,29 @@ def _measured_on(unit: model.Unit, arch: str) -> str | None:
     return f"backend {target.backend}" + (f" on {gpu.value}" if gpu else "") + (f", {date.value}" if date else "")
 
 
-def build_key(job: CompileJob, root: Path) -> str:
-    """The build's identity in the results store: its arguments, environment
-    and nvcc, with the ACF's folder written as `<acf>`, so that a moved or
-    copied checkout (its records' paths mapped to the new folder) keeps its results."""
+# Options that name what a compile writes, not how it compiles (canonical names): two build folders of one
+# project (Make's and Ninja's, objects in another place) are one build.
+OUTPUT_OPTIONS = {"--output-file", "--dependency-output", "--dependency-target-name", "--output-directory",
+                  "--keep-dir"}
+
+
+def _how_it_compiles(job: CompileJob) -> tuple[str, ...]:
+    """The call's arguments as nvcc reads them: options files expanded in place (CMake's Makefiles pass
+    `--options-file .../includes_CUDA.rsp` where Ninja passes the -I's), the outputs' names left out."""
+    return tuple(rebuild_argv(list(job.argv), OUTPUT_OPTIONS, None, job.cwd))
+
+
+def build_key(job: CompileJob, root: Path, outputs: bool = False) -> str:
+    """The build's identity in the results store: its arguments as nvcc reads them (_how_it_compiles),
+    environment and nvcc, with the ACF's folder written as `<acf>`, so that a moved or copied checkout (its
+    records' paths mapped to the new folder) and another build folder of it keep its results. `outputs`:
+    the key of nvcc-evo before 2026-12-04, with its outputs (an entry naming it is not stale for it)."""
     here = os.path.realpath(root)
 
     def relative(text: str) -> str:
         return "<acf>" if text == here else text.replace(here + os.sep, "<acf>" + os.sep)
 
-    argv = tuple(relative(a) for a in job.argv)
+    argv = tuple(relative(a) for a in (job.argv if outputs else _how_it_compiles(job)))
     env = tuple((k, relative(v)) for k, v in job.env)
     return hashlib.sha256(repr((argv, env, job.nvcc)).encode()).hexdigest()[:16]
 
