@@ -105,6 +105,7 @@ def acf_check(paths: list[str]) -> int:
             failed += 1
         else:
             _say_unmatched(path, file)
+            _say_unbuilt(path, file)
             print(f"{path}: ok ({len(file.units)} unit(s))")
     return ExitCode.INVALID_INPUT if failed else ExitCode.OK
 
@@ -112,13 +113,37 @@ def acf_check(paths: list[str]) -> int:
 def _say_unmatched(path: str, file) -> None:
     """A warning for each unit whose globs name no file beside the ACF: a
     build would never match it (a mistyped path, or sources yet to be made)."""
+    import os
     from pathlib import Path
     from nvcc_evo.acf.sources import unit_sources
-    folder = Path(path).resolve().parent
+    folder = Path(os.path.abspath(path)).parent      # (a linked ACF's own folder, as a build and --retune read it)
     for unit in file.units:
         if not unit.is_kernel and not unit_sources(unit, folder):
             print(f"{path}:{unit.span.line}:{unit.span.column}: warning: unit {unit} matches no file under "
                   f"{folder}: a build applies nothing of it", file=sys.stderr)
+
+
+def _say_unbuilt(path: str, file) -> None:
+    """A warning for each target block naming an architecture this nvcc does
+    not build (`target sm_999`): a retune skips it, a build never uses it."""
+    import os
+    from pathlib import Path
+    from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc
+    from nvcc_evo.driver.targets import not_built
+    from nvcc_evo.driver.toolkit import toolkit_version
+    named = [(u, t, a) for u in file.units for t in u.targets for a in (t.arch, *t.more_archs)]
+    if not named:
+        return
+    try:
+        nvcc = find_real_nvcc(os.environ)
+    except NvccNotFound:
+        return
+    version = toolkit_version(Path(nvcc))
+    for unit, target, arch in named:
+        why = not_built(arch, nvcc, version)
+        if why:
+            print(f"{path}:{target.span.line}:{target.span.column}: warning: unit {unit}: target {arch}: {why}: "
+                  f"a build never uses it, a retune skips it", file=sys.stderr)
 
 
 def acf_fmt(paths: list[str], check_only: bool) -> int:

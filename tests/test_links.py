@@ -138,3 +138,22 @@ def test_the_helper_refuses_links_folders_and_fifos(tmp_path):
     files.append(tmp_path / "new", "b")
     assert (tmp_path / "new").read_text() == "ab" and sorted(os.listdir(tmp_path)) == \
         ["dir", "fifo", "link", "new", "target"]
+
+
+def test_the_check_matches_a_linked_acfs_units_where_the_build_does(tmp_path, evo_cache):
+    """An ACF that is a link (to a shared store of ACFs) applies to the files beside the link, for a build,
+    --explain and --retune alike; --acf-check looked beside the link's target and warned that the unit
+    "matches no file ...: a build applies nothing of it"."""
+    store, project = tmp_path / "acfstore", tmp_path / "project"
+    store.mkdir()
+    project.mkdir()
+    (store / "real.acf").write_text('acf 1\nunit "spill.cu" {\n    target sm_90 {\n        ptxas.dlcm = cg\n'
+                                    '    }\n}\n')
+    shutil.copy(DATA / "cuda" / "spill.cu", project / "spill.cu")
+    (project / "nvcc-evo.acf").symlink_to("../acfstore/real.acf")
+    checked = subprocess.run([str(EVO), "--acf-check", "nvcc-evo.acf"], cwd=project, env=evo_env(evo_cache),
+                             capture_output=True, text=True)
+    assert checked.returncode == 0 and "warning" not in checked.stderr, checked.stderr
+    explained = subprocess.run([str(EVO), "--explain", "-arch=sm_90", "-c", "spill.cu"], cwd=project,
+                               env=evo_env(evo_cache), capture_output=True, text=True)
+    assert "-dlcm=cg" in explained.stdout + explained.stderr, explained.stdout + explained.stderr

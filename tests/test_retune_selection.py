@@ -235,3 +235,24 @@ def test_an_entry_an_older_nvcc_evo_tuned_for_a_build_stays_up_to_date_for_it(tm
         listed = run_evo("--retune", "--dry-run", cwd=tmp_path, env=env)
         assert ("tuned for another build" in listed.stdout + listed.stderr) == stale, listed.stdout + listed.stderr
         now = key
+
+
+def test_a_target_this_nvcc_does_not_build_is_warned_and_skipped_and_an_a_variant_is_built(tmp_path, evo_cache):
+    """`target sm_999` passed --acf-check and a retune failed at its baseline (Unsupported gpu architecture
+    'compute_999', exit 1); `--target sm_90a` was a usage error ("does not build it"), though nvcc builds the
+    `a` variants its --list-gpu-code does not name."""
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+    acf = tmp_path / "nvcc-evo.acf"
+    acf.write_text('acf 1\nunit "spill.cu" {\n    target sm_999 {\n        ptxas.maxrregcount = 32\n    }\n'
+                   '    target sm_90a {\n        ptxas.maxrregcount = 40\n    }\n}\n')
+    env = evo_env(evo_cache)
+    checked = run_evo("--acf-check", str(acf), env=env)
+    assert checked.returncode == 0, checked.stderr
+    assert f"{acf}:3:5: warning: unit \"spill.cu\": target sm_999: CUDA " in checked.stderr, checked.stderr
+    assert "sm_90a" not in checked.stderr
+    listed = run_evo("--retune", "--backend", "static", "--dry-run", cwd=tmp_path, env=env)
+    assert listed.returncode == 1, listed.stderr          # (as for every unit a retune cannot build)
+    assert 'unit "spill.cu" [sm_999]: its target block names sm_999: CUDA ' in listed.stderr, listed.stderr
+    assert '"spill.cu" [sm_90a]' in listed.stdout and "sm_999" not in listed.stdout, listed.stdout
+    aimed = run_evo("--retune", "--backend", "static", "--target", "sm_90a", "--dry-run", cwd=tmp_path, env=env)
+    assert aimed.returncode == 0, aimed.stderr

@@ -18,7 +18,8 @@ from nvcc_evo.retune.kernels import SassUnavailable, compare
 from nvcc_evo.retune.kernelview import lines, notes
 from nvcc_evo.retune.options import Options, real_nvcc, with_settings
 from nvcc_evo.retune.reach import not_shipped, recorded_build
-from nvcc_evo.retune.tasks import check_target, find_tasks
+from nvcc_evo.driver.targets import check_target
+from nvcc_evo.retune.tasks import find_tasks
 from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import baseline_defines, build_space
 from nvcc_evo.retune.writeback import fixed_settings

@@ -35,7 +35,8 @@ from nvcc_evo.retune.options import Options, backend_resolved, real_nvcc, say_se
 from nvcc_evo.retune.progress import board_for
 from nvcc_evo.retune.reach import ship_check
 from nvcc_evo.retune.speedsafe import say_waiting, set_aside
-from nvcc_evo.retune.tasks import Task, check_target, find_tasks
+from nvcc_evo.driver.targets import check_target
+from nvcc_evo.retune.tasks import Task, find_tasks
 from nvcc_evo.retune.tune import Candidates, Retune, decide, prepare, search
 from nvcc_evo.retune.writeback import one_retune_at_a_time, say_rebuild, verdict_of, write_back
 from nvcc_evo.system.leftovers import sweep_for

@@ -10,7 +10,6 @@ import difflib
 import fnmatch
 import hashlib
 import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,8 +17,6 @@ from typing import TYPE_CHECKING
 from nvcc_evo.acf import model
 from nvcc_evo.backends import TIMING as MEASURING_BACKENDS
 from nvcc_evo.acf.knobs import arch_order
-from nvcc_evo.acf.resolve import ARCH_PATTERN
-from nvcc_evo.system.programs import note
 from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.driver import compiledb
 from nvcc_evo.measure.candidate import CompileJob
@@ -28,6 +25,7 @@ from nvcc_evo.driver.match.calls import is_lto_compile
 from nvcc_evo.driver.match.index import index_units
 from nvcc_evo.driver.match.stale import SPACE_CHANGED, fingerprint
 from nvcc_evo.driver.match.units import match_unit
+from nvcc_evo.driver.targets import not_built
 from nvcc_evo.errors import UsageError
 from nvcc_evo.system.say import log
 
@@ -93,29 +91,6 @@ def select_units(file: model.AcfFile, acf_path: Path, patterns: tuple[str, ...],
             raise UsageError(f"--retune {pattern}: no unit of {acf_path} matches it{hint} (units: {known})")
         chosen |= hits
     return sorted(chosen)
-
-
-def check_target(arch: str | None, toolkit: Toolkit, source: str = "--target") -> None:
-    """`--target` (or the setting `source` names) is a SASS architecture this nvcc builds."""
-    if arch is None:
-        return
-    named = f"--target {arch}" if source.startswith("--") else f"{source}: target = '{arch}'"
-    if not ARCH_PATTERN.fullmatch(arch):
-        raise UsageError(f"{named}: expected a SASS architecture such as sm_90 or sm_90a")
-    built = toolkit_archs(toolkit.nvcc)
-    if built and arch not in built:
-        raise UsageError(f"{named}: CUDA {toolkit.version}'s nvcc does not build it "
-                         f"(it builds {', '.join(built)})")
-
-
-def toolkit_archs(nvcc: str) -> list[str]:
-    """The SASS architectures `nvcc --list-gpu-code` names ([] if it cannot say)."""
-    note(nvcc, "its architectures")
-    try:
-        listed = subprocess.run([nvcc, "--list-gpu-code"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [line.strip() for line in listed.stdout.splitlines() if line.strip().startswith("sm_")]
 
 
 def _job_for(unit: model.Unit, arch: str, acf_path: Path, mine: list, unreadable: list, nvcc: str,
@@ -247,6 +222,12 @@ def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, tool
     known = [options.target] if options.target else sorted(
         {r.arch for r in mine} | set(unit.archs), key=arch_order)
     archs = known or [DEFAULT_ARCH]
+    for arch in [a for a in archs if a in unit.archs and not options.target]:
+        why = not_built(arch, toolkit.nvcc, toolkit.version)
+        if why:
+            log(f"unit {unit} [{arch}]: its target block names {arch}: {why}; skipped")
+            found.skipped.append(f"{unit} [{arch}]")
+            archs.remove(arch)
     _say_records(unit, mine, [u for u in unusable if u.unit_globs == unit.globs], unreadable, acf_path.parent,
                  not known)
     for arch in archs:
