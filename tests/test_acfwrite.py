@@ -118,3 +118,82 @@ def test_a_read_only_acf_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(NotWritable):
         acfwrite.rewrite(path, lambda text: text + "# more\n")
     assert path.read_text() == "acf 1\n"
+
+
+# An editor that saves in place: truncate, write the first part, pause (up to a second), write the rest
+# (nano, `cat >`, cp over the file). Its first part ends at a unit boundary, so it parses.
+EDITOR = r"""
+import random, sys, time
+path, saves, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rng = random.Random(seed)
+units = "".join(f'unit "u{i}.cu" {{\n  target sm_90 {{ ptxas.opt_level = 2 }}\n}}\n' for i in range(40))
+first, rest = units[:len(units) // 2], units[len(units) // 2:]
+first = first[:first.rindex("unit ")]
+rest = units[len(first):]
+for save in range(saves):
+    with open(path, "w") as out:
+        out.write(f"acf 1\n# save {save}\n" + first)
+        out.flush()
+        time.sleep(rng.uniform(0.1, 1.0))
+        out.write(rest)
+    time.sleep(rng.uniform(0.0, 0.3))
+"""
+
+
+def test_an_in_place_save_during_rewrites_loses_no_unit_and_keeps_the_editors_final_text(tmp_path):
+    """A retune's writes of several units while an editor saves in place in two writes again and again:
+    no update sees a half-saved text, no rename makes one permanent, the editor's last save is kept."""
+    import subprocess
+    import sys
+    from nvcc_evo.acf import model
+    from nvcc_evo.acf.edit.retarget import update_target
+    from nvcc_evo.acf.parse import parse_text
+    path = tmp_path / "nvcc-evo.acf"
+    path.write_text("acf 1\n" + "".join(f'unit "u{i}.cu" {{ }}\n' for i in range(40)))
+    saves = 6
+    editor = subprocess.Popen([sys.executable, "-c", EDITOR, str(path), str(saves), "7"])
+    seen: list[int] = []
+
+    def update(unit: int):
+        def change(text: str) -> str:
+            seen.append(len(parse_text(text, str(path)).units))
+            target = model.Target("sm_90", None, (model.Setting("ptxas.opt_level", 3),), ())
+            return update_target(text, (f"u{unit}.cu",), target, str(path))
+        return change
+
+    writes = 0
+    while editor.poll() is None:
+        acfwrite.rewrite(path, update(writes % 40))
+        writes += 1
+    assert editor.wait() == 0
+    acfwrite.rewrite(path, update(39))
+    final = parse_text(path.read_text(), str(path))
+    assert writes >= 3 and set(seen) == {40}, f"the updates saw {sorted(set(seen))} units"
+    assert f"# save {saves - 1}\n" in path.read_text() and len(final.units) == 40
+    assert final.units[39].entry_for("sm_90").settings == (model.Setting("ptxas.opt_level", 3),)
+    assert sorted(os.listdir(tmp_path)) == ["nvcc-evo.acf"]
+
+
+def test_a_save_begun_before_the_rename_and_ended_after_it_is_kept_with_the_update(tmp_path, monkeypatch):
+    """The editor's save opens the file (truncating it) just before nvcc-evo's rename and writes its
+    rest after it, into the file the rename replaced: its final text is read there and updated."""
+    import subprocess
+    path = tmp_path / "nvcc-evo.acf"
+    path.write_text("acf 1\n# one\n")
+    saving = []
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if not saving:
+            inode = path.stat().st_ino
+            saving.append(subprocess.Popen(["sh", "-c", '{ printf "$1"; sleep 0.3; printf "$2"; } > "$0"',
+                                            str(path), "acf 1\\n# two\\n", "# the editor's line\\n"]))
+            while path.read_text() != "acf 1\n# two\n":     # (the file truncated, the first part written)
+                pass
+            assert path.stat().st_ino == inode
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    assert acfwrite.rewrite(path, lambda text: text + "# nvcc-evo's line\n") is True
+    assert saving[0].wait() == 0
+    assert path.read_text() == "acf 1\n# two\n# the editor's line\n# nvcc-evo's line\n"
