@@ -152,6 +152,8 @@ class Evaluator:
     deadline: float = math.inf                        # time.monotonic() past which no candidate is measured
     paces: list = field(default_factory=list)         # seconds each candidate measured so far took (not reused)
     refusals: dict = field(default_factory=dict)      # genome -> the compiler's words, known before it is measured
+    keep: set = field(default_factory=set)            # genomes whose compile is kept (`kept`): the baseline's
+    kept: dict = field(default_factory=dict)          # genome -> its CompileResult, of the genomes in `keep`
 
     def resume(self, records: list[Record]) -> list[Evaluation]:
         """Evaluations read back from the store, so no genome is redone."""
@@ -283,6 +285,8 @@ class Evaluator:
         (from several lanes' threads at once: the bookkeeping under `guard`)."""
         if self.stopping is not None and self.stopping.is_set():
             raise Stopped()
+        if genome in self.keep and result is not None:
+            self.kept[genome] = result
         lost = self.not_shipped(genome)
         measurement, digest = (Measurement(NOT_SHIPPED, detail=lost), "") if lost else \
             self._measure_once(genome, flag_list, result)

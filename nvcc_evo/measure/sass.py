@@ -76,6 +76,11 @@ class KernelFacts:
     barriers: int = 0
     instructions: int = 0
     mix: tuple[tuple[str, int], ...] = field(default=())     # opcode -> count; () without a disassembler
+    # From the cubin's .nv.info: the most threads a block may have (.maxntid or __launch_bounds__, .reqntid;
+    # 0: not bounded), whether its warp groups move registers between them (setmaxnreg), its cluster's blocks.
+    threads: int = 0
+    reconfigures: bool = False
+    cluster: int = 0
 
     @property
     def spills(self) -> int:
@@ -107,7 +112,11 @@ def resources(stderr: str, arch: str, cubin: bytes = b"") -> tuple[KernelFacts, 
     of relocatable code (-rdc, -dc), the static shared memory its cubin's
     relocations name (ptxas -v says nothing of it there: the link places it)."""
     kernels = _reported(stderr, arch)
-    placed = relocatable_shared(cubin) if cubin else None
+    if not cubin:
+        return kernels
+    bounds = launch_bounds(cubin)
+    kernels = tuple(replace(k, **bounds.get(k.name, {})) for k in kernels)
+    placed = relocatable_shared(cubin)
     if placed is None:
         return kernels
     return tuple(replace(k, shared=placed.get(k.name, k.shared)) for k in kernels)
@@ -331,16 +340,42 @@ def instruction_count(cubin: bytes) -> int:
     return sum(len(body) for name, body in cubin_sections(cubin).items() if name.startswith(".text.")) // 16
 
 
-REGCOUNT = 0x2f      # EIATTR_REGCOUNT in .nv.info: (symbol, registers) per kernel
+# .nv.info attributes (EIATTR_*): a kernel's registers, its launch bounds, its cluster, setmaxnreg's mark.
+MAX_THREADS, REQNTID, REGCOUNT, CTA_PER_CLUSTER, REG_RECONFIG = 0x05, 0x10, 0x2f, 0x3d, 0x54
+
+
+def _attributes(info: bytes):
+    """(attribute, value) of each record of an .nv.info section: on a 4-byte grid, a format byte and an
+    attribute byte, then 2 bytes (no value, a byte, a half word), or a size and a value that long."""
+    at = 0
+    while at + 4 <= len(info):
+        form, attribute = info[at], info[at + 1]
+        size = struct.unpack_from("<H", info, at + 2)[0] if form == 4 else 0
+        yield attribute, info[at + 4:at + 4 + size] if form == 4 else info[at + 2:at + 4]
+        at += 4 + size
+
+
+def launch_bounds(cubin: bytes) -> dict[str, dict]:
+    """Per kernel, what its .nv.info section says of how it may launch (KernelFacts' fields): `threads` (its
+    .maxntid, from __launch_bounds__, or .reqntid: X*Y*Z), `reconfigures` (setmaxnreg moves registers between
+    its warp groups: ptxas marks it only where the launch bounds fix the entry's count) and `cluster` (the
+    blocks of its .reqnctapercluster, __cluster_dims__)."""
+    found: dict[str, dict] = {}
+    for name, info in cubin_sections(cubin).items():
+        if not name.startswith(".nv.info."):
+            continue
+        facts = found.setdefault(name[len(".nv.info."):], {})
+        for attribute, value in _attributes(info):
+            if attribute in (MAX_THREADS, REQNTID, CTA_PER_CLUSTER) and len(value) >= 12:
+                x, y, z = struct.unpack_from("<III", value)
+                facts["cluster" if attribute == CTA_PER_CLUSTER else "threads"] = x * y * z
+            elif attribute == REG_RECONFIG:
+                facts["reconfigures"] = True
+    return found
 
 
 def cubin_registers(cubin: bytes) -> int:
-    """The most registers any kernel of the cubin uses, as its .nv.info says."""
-    info, found, at = cubin_sections(cubin).get(".nv.info", b""), 0, 0
-    while at + 2 <= len(info):
-        form, attribute = info[at], info[at + 1]
-        size = struct.unpack_from("<H", info, at + 2)[0] if form == 4 else (2 if form == 3 else 0)
-        if form == 4 and attribute == REGCOUNT and size == 8:
-            found = max(found, struct.unpack_from("<I", info, at + 8)[0])
-        at += (4 + size) if form == 4 else (4 if form == 3 else 2)
-    return found
+    """The most registers any kernel of the cubin uses, as its .nv.info says ((symbol, registers) each)."""
+    counts = [struct.unpack_from("<I", value, 4)[0] for attribute, value in
+              _attributes(cubin_sections(cubin).get(".nv.info", b"")) if attribute == REGCOUNT and len(value) == 8]
+    return max(counts, default=0)

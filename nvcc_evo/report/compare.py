@@ -17,7 +17,7 @@ from nvcc_evo.errors import EnvironmentProblem, ExitCode, UsageError
 from nvcc_evo.retune.kernels import SassUnavailable, compare
 from nvcc_evo.retune.kernelview import lines, notes
 from nvcc_evo.retune.options import Options, real_nvcc, with_settings
-from nvcc_evo.retune.reach import not_shipped, recorded_build
+from nvcc_evo.retune.reach import REGISTER_CAPS, hangs, not_shipped, recorded_build
 from nvcc_evo.driver.targets import check_target
 from nvcc_evo.retune.tasks import find_tasks
 from nvcc_evo.system.say import log
@@ -63,6 +63,10 @@ def run_sass(acf: str | None, globs: tuple[str, ...], target: str | None) -> int
             log(f"{task}: {error}")
             failed += 1
             continue
+        plain = {k: v for k, v in held.items() if k not in REGISTER_CAPS}
+        hang = hangs(held, comparison.chosen.kernels, lambda: _side(task, build, plain)[1](), task.arch)
+        if hang:
+            log(f"{task}: warning: its entry's {hang}")
         said = "its ACF entry" if entry is not None else "no ACF entry: the baseline twice"
         print(f"{task}: the build's own flags against {said}")
         print("\n".join(lines(comparison, note=False)))

@@ -169,6 +169,39 @@ def link_safe(space: SearchSpace, build: RecordedBuild | KernelBuild, compiled) 
     return replace(space, dimensions=tuple(d for d in space.dimensions if d not in caps)), notes
 
 
+def reconfigure_safe(space: SearchSpace, arch: str, compiled) -> tuple[SearchSpace, list[str]]:
+    """The space without register caps under the registers the baseline's kernels that move registers
+    between their warp groups (setmaxnreg in PTX, USETMAXREG in SASS) launch with (`compiled()`: the
+    baseline's CompileResult, asked only where a cap has a value to leave out). Their warp groups share
+    out the block's launch allocation (registers x threads) with setmaxnreg.dec/.inc; under a cap that
+    allocation is smaller than what .inc asks for, the allocation's retry loop spins for ever and the kernel
+    never ends, and ptxas says nothing (a cap of 96 with --override-directive-values on a 384-thread CUTLASS
+    kernel of 168 registers: 36,864 registers for warp groups that need 64,512)."""
+    from nvcc_evo.measure.sass import resources
+    caps = [d for d in space.dimensions if d.knob in REGISTER_CAPS and not d.pinned
+            and any(isinstance(c, int) and c != d.baseline for c in d.choices)]
+    if not caps:
+        return space, []
+    result = compiled()
+    moving = [k for k in resources(result.stderr, arch, result.cubin) if k.reconfigures] if result.ok else []
+    if not moving:
+        return space, []
+    floor = max(k.registers for k in moving)
+    named = ", ".join(f"{k.name} ({k.registers} registers, {k.threads or 'unbounded'} threads)" for k in moving)
+    kept, notes = [], []
+    for d in space.dimensions:
+        under = [c for c in d.choices if d in caps and isinstance(c, int) and c < floor and c != d.baseline]
+        if under:
+            notes.append(f"{d.knob}: {', '.join(map(str, under))} left out of the search: under the "
+                         f"{floor} registers a thread that {named} launches with; its warp groups move registers "
+                         f"between them (setmaxnreg), and under a smaller allocation setmaxnreg.inc waits for "
+                         f"registers for ever: the kernel would never end (ptxas says nothing)")
+            d = replace(d, choices=tuple(c for c in d.choices if c not in under))
+        if len(d.choices) > 1 or d.pinned:
+            kept.append(d)
+    return replace(space, dimensions=tuple(kept)), notes
+
+
 def say(task, notes: list[str]) -> None:
     for note in notes:
         log(f"{task}: {note}")
@@ -195,6 +228,9 @@ def ship_check(outcome: Outcome, acf_path: Path, toolkit: Toolkit, options: Opti
                if (why := _skipped(step, knob, value))]
     if missing:
         return "the build would not pass " + "; ".join(missing)
+    hang = _never_ends(outcome, written, acf_path, build, options)
+    if hang:
+        return hang
     if not measured:
         return ""
     pinned = {pin.knob for pin in task.unit.pins}
@@ -214,6 +250,45 @@ def ship_check(outcome: Outcome, acf_path: Path, toolkit: Toolkit, options: Opti
     lost = [f for f in measured_job.flags if f not in step.flags]
     return (f"the build's SASS for {task.arch} differs from the measured one (the build adds "
             f"{' '.join(added) or 'nothing more'}, and lacks {' '.join(lost) or 'nothing'} of the measured flags)")
+
+
+def _never_ends(outcome: Outcome, written: dict, acf_path: Path, build: RecordedBuild, options) -> str:
+    """Why the entry's register cap would hang a kernel ("" where it would not: `hangs`). A cap the search
+    left out can still come from a hand-written entry: the chosen build (retune.kernels' comparison) is
+    looked at, and only where it has a kernel that moves registers, the build without the caps compiled."""
+    from nvcc_evo.measure.candidate import compile_candidate
+    compared, task = outcome.kernels, outcome.task
+    if compared is None:
+        return ""
+
+    def uncapped():
+        plain = {k: v for k, v in written.items() if k not in REGISTER_CAPS}
+        step, program = _as_built(task, plain, acf_path, build, options)
+        return compile_candidate(replace(task.job, flags=step.flags, ptxas=program,
+                                         timeout=max(task.job.timeout, SHIP_CHECK_TIMEOUT)))
+    return hangs(written, compared.chosen.kernels, uncapped, task.arch)
+
+
+def hangs(settings: dict, kernels, uncapped, arch: str) -> str:
+    """Why the register cap of `settings` would hang one of `kernels` (a build's KernelFacts with the cap):
+    one that moves registers between its warp groups (setmaxnreg) left fewer registers a thread than it
+    launches with uncapped (`uncapped()`: that build's CompileResult, asked only where such a kernel is
+    capped); "" where none would (reconfigure_safe)."""
+    from nvcc_evo.measure.sass import resources
+    caps = {k: v for k, v in settings.items() if k in REGISTER_CAPS and v is not None}
+    moving = [k for k in kernels if k.reconfigures] if caps else []
+    if not moving:
+        return ""
+    plain = uncapped()
+    free = {k.name: k.registers for k in resources(plain.stderr, arch, plain.cubin)} if plain.ok else {}
+    short = [f"{k.name} gets {k.registers} registers a thread, under the {free[k.name]} it launches with "
+             f"uncapped" for k in moving if k.registers < free.get(k.name, 0)]
+    if not short:
+        return ""
+    shown = ", ".join(f"{k} = {v}" for k, v in caps.items())
+    return (f"{shown} would hang the kernel: {'; '.join(short)}; its warp groups move registers between them "
+            f"(setmaxnreg), and under a smaller allocation setmaxnreg.inc waits for registers for ever "
+            f"(ptxas says nothing); leave the cap out of this unit's entry")
 
 
 def _compiles_now_to(job: CompileJob, code: str) -> bool:

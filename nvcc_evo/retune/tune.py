@@ -45,7 +45,8 @@ from nvcc_evo.retune.choice import Outcome, Verification, choose, confirm, end_d
 from nvcc_evo.retune.kernels import after_search
 from nvcc_evo.retune.options import Options, ptxas_programs
 from nvcc_evo.retune.progress import Board, progress_line, reporter
-from nvcc_evo.retune.reach import KernelBuild, link_safe, not_shipped, reachable, recorded_build, same_code, say
+from nvcc_evo.retune.reach import (KernelBuild, link_safe, not_shipped, reachable, recorded_build, reconfigure_safe,
+                                   same_code, say)
 from nvcc_evo.retune.speedsafe import guard_for, guarded_goal, narrowed
 from nvcc_evo.retune.tasks import Task, build_key, stale_reasons
 from nvcc_evo.retune.writeback import current_genome, fixed_settings
@@ -109,6 +110,7 @@ class Prepared:
     goal: Goal
     evaluator: Evaluator
     listeners: list[Callable[[], None]] = field(default_factory=list)   # told of each measured candidate
+    unrunnable: frozenset = frozenset()  # (knob, value) left out after the baseline: its binary could not run
 
 
 @dataclass(frozen=True)
@@ -210,13 +212,16 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
     engine until the budget; the backend's drift of the baseline after it."""
     task, space, evaluator, measurer = prepared.task, prepared.space, prepared.evaluator, prepared.measurer
     baseline = space.baseline()
+    evaluator.keep.add(baseline)
     baseline_measurement = measure_baseline(evaluator, measurer, baseline)
+    if baseline_measurement.ok:        # (a knob value whose binary cannot run is never searched)
+        space = prepared.space = _runnable(prepared, baseline)
     # never proposed: what the build would not take whole, what a refused launch teaches
     avoiding = learned.Avoiding(prepared.candidates.lost, learned.limits_for(task, space, evaluator),
                                 learned.shared_for(task, space, evaluator), learned.wrong_for(task, space, evaluator))
     calibrate(prepared.lanes, measurer, baseline, prepared.candidates.job(baseline))
     evaluator.baseline = dict(baseline_measurement.metrics)
-    history = [evaluator.evaluation(g, m) for g, m in evaluator.measured.items()]   # with baseline known
+    history = [evaluator.evaluation(g, m) for g, m in evaluator.measured.items() if g in space]   # baseline known
     for evaluation in history:
         evaluator.offer_incumbent(evaluator.measured[evaluation.genome], evaluation)
     engine = Engine(space, rng, retune.options.population, seeds=_seeds(task, space), history=history,
@@ -233,6 +238,19 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
     say(task, same_code(space, evaluator.digests))
     return Searched(baseline, baseline_measurement, engine, progress, settled, drift,
                     learned.said(task, engine, avoiding))
+
+
+def _runnable(prepared: Prepared, baseline: Genome) -> SearchSpace:
+    """The space without the values whose binaries could not run, as the baseline's compile shows them
+    (reach.reconfigure_safe), said once; the baseline's compile kept by the evaluator, else compiled again
+    (read back from the store)."""
+    kept = prepared.evaluator.kept.pop(baseline, None)
+    space, notes = reconfigure_safe(prepared.space, prepared.task.arch,
+                                    lambda: kept if kept is not None else prepared.candidates.compiled(baseline))
+    say(prepared.task, notes)
+    values = lambda of: {(d.knob, c) for d in of.dimensions for c in d.choices}
+    prepared.unrunnable = frozenset(values(prepared.space) - values(space))
+    return space
 
 
 def measure_baseline(evaluator: Evaluator, measurer: Backend, genome: Genome) -> Measurement:
@@ -278,14 +296,15 @@ def _shown_search(prepared: Prepared, retune: Retune, engine: Engine,
         spent = budget.Spent(time.monotonic() - prepared.started, measurer.reserve())
         measurer.finish_by(prepared.started + budget.decided(options).seconds)
         return _search(task, options, retune.toolkit, engine, evaluator, prepared.space, lambda p, e, b: shown.update(
-            progress_line(str(task), prepared.goal, p, e, evaluator, measurer.drift, b)), spent)
+            progress_line(str(task), prepared.goal, p, e, evaluator, measurer.drift, b)), spent, prepared.unrunnable)
     finally:
         prepared.listeners.clear()
         shown.close()
 
 
 def _search(task: Task, options: Options, toolkit: Toolkit, engine: Engine, evaluator: Evaluator,
-            space: SearchSpace, report, spent: budget.Spent = budget.Spent()) -> tuple[Progress, str]:
+            space: SearchSpace, report, spent: budget.Spent = budget.Spent(),
+            unrunnable: frozenset = frozenset()) -> tuple[Progress, str]:
     """Search until the budget is reached, counting the evaluations of this
     search space read back from the store (the baseline aside, as in a first
     run), so a rerun or a resumed run only reaches the budget. Returns the
@@ -305,7 +324,7 @@ def _search(task: Task, options: Options, toolkit: Toolkit, engine: Engine, eval
     reached = "the whole space" if left <= 0 else f"--evaluations {limit.evaluations}"
     within = f"already within budget ({searched} evaluations of this search space stored besides the baseline, " \
              f"{reached})"
-    if not _entry_is_current(task, toolkit, options):
+    if not _entry_is_current(task, toolkit, options, unrunnable):
         log(f"{task}: {within}: nothing to search; its entry is not up to date: the choice is written")
         return Progress(), ""
     log(f"{task}: {within}: nothing to search; its entry is up to date: nothing to write")
@@ -317,11 +336,13 @@ def _searched(evaluator: Evaluator, space: SearchSpace) -> int:
     return sum(1 for genome in evaluator.measured if genome in space and genome != space.baseline())
 
 
-def _entry_is_current(task: Task, toolkit: Toolkit, options: Options) -> bool:
-    """The unit's entry for the task's architecture is up to date and was
-    written by this backend (a static search never settles for a GPU's entry)."""
+def _entry_is_current(task: Task, toolkit: Toolkit, options: Options, unrunnable: frozenset = frozenset()) -> bool:
+    """The unit's entry for the task's architecture is up to date, was
+    written by this backend (a static search never settles for a GPU's entry)
+    and holds no value whose binary could not run (`unrunnable`)."""
     target = task.unit.entry_for(task.arch)
     return (target is not None and target.backend == options.backend
+            and not any((s.knob, s.value) in unrunnable for s in target.settings)
             and not stale_reasons(task.unit, task.arch, task.fingerprint, task.toolkit(toolkit), task.build,
                                   task.gpu))
 
