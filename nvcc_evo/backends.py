@@ -14,7 +14,10 @@ Imports: the standard library only.
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
+
+INF = math.inf
 
 AUTO = "auto"          # not a backend: the GPU where PyCUDA and a device are there, else static
 AUTO_WHAT = "pycuda when PyCUDA and a GPU are there, else static"
@@ -33,15 +36,22 @@ class Row(NamedTuple):
     end_drift: bool = False   # ... or once, after the search (a rebuild and a run)
     race: bool = False        # stops timing clearly slower candidates (the fast protocol)
     fresh_baseline: bool = False   # the baseline is measured in every retune, before any candidate
+    # Its default budget per unit and target, where the user gives none (retune.options.decided): a time where
+    # candidates are timed, a count where the answers do not depend on the machine's load; and why.
+    seconds: float = INF
+    evaluations: float = 60   # a cap (inf: none)
+    budget_why: str = "compiler facts, the same on any machine: a count reproduces the run"
 
 
 TABLE = (
     Row("pycuda", "kernel time and energy on the GPU", "kernel", "bench { kernel ... }", times=True,
-        confirm=True, drift=True, race=True, fresh_baseline=True),
+        confirm=True, drift=True, race=True, fresh_baseline=True,
+        seconds=180.0, evaluations=INF, budget_why="kernels timed on the GPU: hundreds of binaries a minute"),
     Row("static", "ptxas facts, no GPU"),
     Row("command", "the unit's bench command", "command", "bench { command ...; metric ... }", times=True,
-        confirm=True, end_drift=True),
-    Row("replay", "a recorded results store: --replay", compiles=False),
+        confirm=True, end_drift=True,
+        seconds=300.0, evaluations=INF, budget_why="a build and a run of the project's command per candidate"),
+    Row("replay", "a recorded results store: --replay", compiles=False, budget_why="recorded answers: a count reproduces the run"),
 )
 BACKENDS = {row.name: row for row in TABLE}
 NAMES = tuple(BACKENDS)

@@ -73,6 +73,17 @@ def test_imports_run_one_way():
     assert not against, "\n".join(against)
 
 
+# Parts that import less than their layer allows: the engine knows nothing of compilers, launches or the
+# retune; what it needs of them is a Protocol it owns (engine.evolve.Avoid, Overlapping; engine.budget.Asked).
+NARROWER = {"engine": {"engine", "acf", "nvcc_evo", "errors", "system", "backends"}}
+
+
+def test_the_engine_imports_only_the_language_and_the_base():
+    against = [f"{name} imports {target} (line {line})" for name, targets in graph().items()
+               if part(name) in NARROWER for target, line in targets if part(target) not in NARROWER[part(name)]]
+    assert not against, "\n".join(against)
+
+
 def test_no_import_cycle():
     edges = {name: {t for t, _ in targets if t != name} for name, targets in graph().items()}
     for name in edges:                       # a package's __init__ is imported before any of its modules

@@ -13,14 +13,14 @@ import pytest
 from conftest import DATA, evo_env, run_evo
 from nvcc_evo.driver import settings
 from nvcc_evo.engine import budget
-from nvcc_evo.retune.options import Options, with_settings
+from nvcc_evo.retune.options import Options, decided, describe, with_settings
 from nvcc_evo.retune.progress import ProgressLine
 
 
 def _decided(backend: str, **given):
     options = with_settings(Options(backend=backend, command_line=tuple(given), **given),
                             settings.Settings(None, {}, {}, {}))
-    return budget.decided(options)
+    return decided(options)
 
 
 @pytest.mark.parametrize("backend, seconds, evaluations", [
@@ -30,7 +30,7 @@ def test_with_no_budget_given_the_backend_decides_it(backend, seconds, evaluatio
     assert (options.seconds, options.evaluations) == (seconds, evaluations)
     assert dict(options.sources)["retune.time-limit"] == f"built-in default for the {backend} backend"
     assert options.patience is None                    # no stop rule unless asked for
-    said = budget.describe(options)
+    said = describe(options)
     assert said.startswith("budget ") and f"built-in default for the {backend} backend" in said
 
 
@@ -42,9 +42,9 @@ def test_evaluations_alone_keep_their_meaning_and_a_time_alone_has_no_cap():
     assert (timed.evaluations, timed.seconds) == (math.inf, 20.0)
     both = _decided("pycuda", evaluations=50, seconds=90.0)
     assert (both.evaluations, both.seconds) == (50, 90.0)
-    assert budget.describe(both) == "budget 90 s or 50 evaluations"
+    assert describe(both) == "budget 90 s or 50 evaluations"
     patient = _decided("pycuda", patience=3)
-    assert budget.budget_of(patient).patience == 3 and "stopping after 3 generations" in budget.describe(patient)
+    assert budget.budget_of(patient).patience == 3 and "stopping after 3 generations" in describe(patient)
 
 
 def test_the_search_gets_the_time_the_baseline_and_the_confirmation_leave():

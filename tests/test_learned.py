@@ -1,5 +1,5 @@
 """Learn what fails (issue 26, point 3): a launch the driver refuses (the
-words of measure.occupancy.launch_problem, the real function) teaches the
+refusal measure.occupancy.launch_problem makes, the real function) teaches the
 engine a constraint over the defines of the bench's grid and block, and
 genomes known to break it are not proposed again; the avoided count is kept."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ import numpy as np
 
 from nvcc_evo.acf.bench.spec import plan_bench
 from nvcc_evo.acf.parse import parse_text
-from nvcc_evo.measure.occupancy import launch_problem
+from nvcc_evo.measure.occupancy import LaunchRefusal, launch_problem
 from nvcc_evo.engine.evolve import Budget, Engine, Evaluation, run_search
-from nvcc_evo.engine.learned import LaunchLimits
+from nvcc_evo.execute.learned import LaunchLimits
 from nvcc_evo.engine.space import Dimension, Genome, SearchSpace
 
 BENCH = parse_text('''acf 1
@@ -42,7 +42,7 @@ def _registers(defines: dict) -> int:
     return 40 + 24 * defines["UNROLL"]          # 64..232 registers a thread
 
 
-def _launch(genome: Genome) -> str:
+def _launch(genome: Genome) -> LaunchRefusal | None:
     """What the measuring process says of this genome's launch (the real rule)."""
     defines = _defines(genome)
     plan = plan_bench(BENCH, defines)
@@ -55,7 +55,7 @@ def _launch(genome: Genome) -> str:
 def _search(learn: bool, seed: int = 3):
     details: dict = {}
     asked: list = []
-    limits = LaunchLimits(BENCH, _defines, lambda g: details.get(g, "")) if learn else None
+    limits = LaunchLimits(BENCH, _defines, lambda g: details.get(g)) if learn else None
 
     def evaluate(genomes):
         evaluations = []
@@ -88,7 +88,7 @@ def test_the_refusal_texts_are_the_ones_learned():
 def test_registers_per_block_are_learned_for_those_defines_and_a_register_cap_lifts_them():
     g = SPACE.genome({"define.BX": 64, "define.BY": 16, "define.UNROLL": 8})          # 1024 threads, 232 registers
     said = _launch(g)
-    assert "registers per thread" in said
+    assert said is not None and said.limit == "registers" and "registers per thread" in str(said)
     limits = LaunchLimits(BENCH, _defines, lambda genome: said)
     limits.learn(Evaluation(g, (float("inf"),), float("inf"), "launch-refused"))
     assert limits.forbids(g)
@@ -163,7 +163,7 @@ def test_a_compile_refused_for_static_shared_memory_teaches_the_same_and_larger_
     """ptxas's own words (a real compile): 128 x 64 x 2 floats is 64 KiB of
     static shared memory, over its 48 KiB. Any -O, and any larger tile or more
     stages, fail too and are forbidden; a smaller tile is not."""
-    from nvcc_evo.engine.learned import SharedData
+    from nvcc_evo.execute.learned import SharedData
     refused = SHARED_SPACE.genome({"define.BM": 128, "define.BK": 64, "define.STAGES": 2, "ptxas.opt_level": 3})
     status, detail = _compiled(tmp_path, real_nvcc, refused)
     assert status == "compile-error" and "too much shared data" in detail, detail
@@ -184,7 +184,7 @@ def test_a_compile_that_contradicts_larger_defines_failing_leaves_only_the_same_
     """Where more of a define needs less shared memory (a tile divided by it),
     a genome with defines as large as a refused one's that compiled ends the
     larger-defines rule; the same defines stay forbidden."""
-    from nvcc_evo.engine.learned import SharedData
+    from nvcc_evo.execute.learned import SharedData
     said = "ptxas error   : Entry function 'k' uses too much shared data (0x10000 bytes, 0xc000 max)"
     refused = SHARED_SPACE.genome({"define.BM": 64, "define.BK": 32, "define.STAGES": 2})
     learner = SharedData(_only_defines, lambda genome: said)
@@ -201,7 +201,7 @@ def test_a_compile_that_contradicts_larger_defines_failing_leaves_only_the_same_
 def _shared_search(learn: bool, said: str, seed: int):
     """A search over SHARED_SPACE whose compiles are refused as ptxas refuses
     TILED's (`said`: its words, from a real compile): over 48 KiB of floats."""
-    from nvcc_evo.engine.learned import SharedData
+    from nvcc_evo.execute.learned import SharedData
     details: dict = {}
     learner = SharedData(_only_defines, lambda g: details.get(g, "")) if learn else None
     generations: list = []
@@ -227,7 +227,7 @@ def _shared_search(learn: bool, said: str, seed: int):
 
 def test_a_search_that_learns_compiles_fewer_tiles_ptxas_refuses_and_none_larger_than_one_it_knows(
         tmp_path, real_nvcc):
-    from nvcc_evo.engine.learned import _covers
+    from nvcc_evo.execute.learned import _covers
     status, said = _compiled(tmp_path, real_nvcc, SHARED_SPACE.genome({"define.BM": 256, "define.BK": 64,
                                                                         "define.STAGES": 4}))
     assert status == "compile-error" and "too much shared data" in said
@@ -279,7 +279,7 @@ def _point(block: int, **knobs) -> Genome:
 
 
 def test_a_wrong_output_forbids_its_defines_under_knobs_that_cannot_change_results():
-    from nvcc_evo.engine.learned import WrongAnswers
+    from nvcc_evo.execute.learned import WrongAnswers
     said = {"rounding": "against the numpy reference: y: 3 elements outside rtol 1e-05 atol 1e-09 (worst "
                         "relative error 2e-05)", "unwritten": _unwritten()}
     assert "NaN or unwritten elements" in said["unwritten"]
@@ -298,7 +298,7 @@ def test_a_wrong_output_forbids_its_defines_under_knobs_that_cannot_change_resul
 def _softmax_search(learn: bool, seed: int):
     """A search whose outputs are unwritten where BLOCK * VEC * ITEMS does not cover a 4096-column row (as
     kernels/softmax.cu's are), faster for more work per thread."""
-    from nvcc_evo.engine.learned import WrongAnswers
+    from nvcc_evo.execute.learned import WrongAnswers
     details: dict = {}
     learner = WrongAnswers(_only_defines, lambda g: details.get(g, "")) if learn else None
     generations: list = []
@@ -322,7 +322,7 @@ def _softmax_search(learn: bool, seed: int):
 
 
 def test_a_search_that_learns_wrong_outputs_runs_fewer_of_them_and_none_of_defines_it_knows_wrong():
-    from nvcc_evo.engine.learned import _covers
+    from nvcc_evo.execute.learned import _covers
     learned = blind = avoided = 0
     for seed in range(4):
         engine, generations, details = _softmax_search(True, seed)
@@ -342,9 +342,10 @@ class Compiling:
     that batch is measured (Evaluator.refused), as the overlap asks it to before breeding the next batch."""
 
     def __init__(self, said: str, early: bool):
-        self.said, self.details, self.compiled = said, {}, []
-        if early:
-            self.refused = lambda started: [self._evaluation(g) for g in started if self._evaluation(g).status != "ok"]
+        self.said, self.details, self.compiled, self.early = said, {}, [], early
+
+    def refused(self, started):
+        return [self._evaluation(g) for g in started if self._evaluation(g).status != "ok"] if self.early else []
 
     def _evaluation(self, g: Genome) -> Evaluation:
         d = _only_defines(g)
@@ -364,7 +365,7 @@ class Compiling:
 def test_with_overlap_a_refused_compile_teaches_the_batch_asked_next_not_the_one_after():
     """Compiling a batch ahead, the engine breeds it before the batch it measures is told: without an early
     word of that batch's refused compiles, what they teach reaches proposals a generation late."""
-    from nvcc_evo.engine.learned import SharedData
+    from nvcc_evo.execute.learned import SharedData
     said = "ptxas error   : Entry function 'k' uses too much shared data (0x10200 bytes, 0xc000 max)"
     refused = {}
     for early in (False, True):
@@ -378,3 +379,21 @@ def test_with_overlap_a_refused_compile_teaches_the_batch_asked_next_not_the_one
             refused[early] += sum(1 for g in evaluate.compiled if evaluate._evaluation(g).status != "ok")
             assert all(learner.refused.count(r) == 1 for r in learner.refused)     # each learned once, early or told
     assert refused[True] < 0.85 * refused[False], refused       # 53 against 70 when written
+
+
+def test_a_refused_launch_is_a_fact_the_store_keeps_and_a_resumed_search_learns_from(tmp_path):
+    """The refusal crosses the results store as its fields (no English read back): a search resumed from the
+    store learns what the measuring one did."""
+    from nvcc_evo.execute.store import Context, Record, Store
+    from nvcc_evo.measure import failed
+    g = SPACE.genome({"define.BX": 128, "define.BY": 16})       # 2048 threads
+    refusal = _launch(g)
+    assert refusal is not None and refusal.limit == "threads" and refusal.threads == 2048
+    store = Store(tmp_path / "results.jsonl")
+    context = Context("13.0.88", "f" * 16, "sm_90", "H200", "pycuda", '"k.cu"', "b" * 16)
+    store.append(Record(g, (), failed("launch-refused", str(refusal), refusal), "", context))
+    [back] = store.read()
+    assert back.measurement.refusal == refusal and back.measurement.detail == str(refusal)
+    limits = LaunchLimits(BENCH, _defines, lambda genome: back.measurement.refusal)
+    limits.learn(Evaluation(g, (float("inf"),), float("inf"), "launch-refused"))
+    assert limits.threads == 2048 and limits.forbids(SPACE.genome({"define.BX": 64, "define.BY": 32}))

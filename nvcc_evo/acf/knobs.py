@@ -267,7 +267,7 @@ OPTIMISATION_KNOBS = frozenset({"ptxas.opt_level", "ptxas.fast_compile", "nvcc.f
                                 "ptxas.register_usage_level"})
 # Options that compute other values on purpose (approximate division, square root, flush-to-zero), unlike
 # -O, another ptxas or a controls file, which change at most the rounding: under these a NaN or an unwritten
-# output may be the knob's doing (engine.learned.WrongAnswers). At their defaults the arithmetic is IEEE's.
+# output may be the knob's doing (execute.learned.WrongAnswers). At their defaults the arithmetic is IEEE's.
 APPROXIMATING = frozenset({"nvcc.use_fast_math", "nvcc.ftz", "nvcc.prec_div", "nvcc.prec_sqrt"})
 # Knobs that ptxas (13.0) ignores beside others, with a warning ("Conflicting options -maxrregcount and
 # -maxntid specified, ignoring -maxntid option"), an error under -Werror: (the knob it ignores, beside

@@ -2,8 +2,7 @@
 
 One engine serves one objective and several: with one objective the
 non-dominated sort is a ranking and NSGA-II is an elitist GA with tournament
-selection. Constraints use constrained domination (a feasible point beats an
-infeasible one; two infeasible points compare by total violation). The engine
+selection. Constraints use constrained domination (engine.fronts). The engine
 never asks for a genome it has already seen, including those a resumed search
 read back from the results store.
 """
@@ -12,10 +11,13 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence, TypeVar, runtime_checkable
 
 import numpy as np
 
+# The Pareto machinery (engine.fronts), by the names the engine's users have always imported from here.
+from nvcc_evo.engine.fronts import (Evaluation, crowding_distance, dominates, hypervolume_2d, non_dominated_sort,
+                                    pareto_front, survivors)
 from nvcc_evo.engine.space import Genome, SearchSpace, crossover, mutate, sample, step, unseen
 
 INF = math.inf
@@ -26,20 +28,6 @@ RESTART_AFTER = 2
 SHAKE_STEP = 0.25
 MAX_SHAKE = 0.6
 JUMP_RATE = 0.4
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """What the engine needs to know about one evaluated genome."""
-
-    genome: Genome
-    objectives: tuple[float, ...]      # minimised; inf when the candidate failed
-    violation: float = 0.0             # 0 when every constraint holds
-    status: str = "ok"
-
-    @property
-    def feasible(self) -> bool:
-        return self.status == "ok" and self.violation == 0.0
 
 
 @dataclass(frozen=True)
@@ -65,76 +53,8 @@ class Progress:
         return time.monotonic() - self.started
 
 
-def dominates(a: Evaluation, b: Evaluation) -> bool:
-    if a.feasible != b.feasible:
-        return a.feasible
-    if not a.feasible:
-        return a.violation < b.violation
-    return all(x <= y for x, y in zip(a.objectives, b.objectives)) and a.objectives != b.objectives
-
-
-def non_dominated_sort(pop: Sequence[Evaluation]) -> list[list[int]]:
-    """Fronts of indices, best first (Deb's fast non-dominated sort)."""
-    dominated_by: list[list[int]] = [[] for _ in pop]
-    counts = [0] * len(pop)
-    for i, a in enumerate(pop):
-        for j, b in enumerate(pop):
-            if i != j and dominates(a, b):
-                dominated_by[i].append(j)
-            elif i != j and dominates(b, a):
-                counts[i] += 1
-    fronts, current = [], [i for i, c in enumerate(counts) if c == 0]
-    while current:
-        fronts.append(current)
-        following = []
-        for i in current:
-            for j in dominated_by[i]:
-                counts[j] -= 1
-                if counts[j] == 0:
-                    following.append(j)
-        current = following
-    return fronts
-
-
-def crowding_distance(pop: Sequence[Evaluation], front: list[int]) -> dict[int, float]:
-    distance = {i: 0.0 for i in front}
-    if len(front) <= 2:
-        return {i: INF for i in front}
-    for m in range(len(pop[front[0]].objectives)):
-        ordered = sorted(front, key=lambda i: pop[i].objectives[m])
-        low, high = pop[ordered[0]].objectives[m], pop[ordered[-1]].objectives[m]
-        distance[ordered[0]] = distance[ordered[-1]] = INF
-        if not math.isfinite(high - low) or high == low:
-            continue
-        for before, at, after in zip(ordered, ordered[1:], ordered[2:]):
-            distance[at] += (pop[after].objectives[m] - pop[before].objectives[m]) / (high - low)
-    return distance
-
-
-def survivors(pop: Sequence[Evaluation], k: int) -> list[Evaluation]:
-    """The k best by rank, then crowding distance (NSGA-II's environmental selection)."""
-    chosen: list[Evaluation] = []
-    for front in non_dominated_sort(pop):
-        if len(chosen) + len(front) <= k:
-            chosen.extend(pop[i] for i in front)
-            continue
-        distance = crowding_distance(pop, front)
-        ordered = sorted(front, key=lambda i: -distance[i])
-        chosen.extend(pop[i] for i in ordered[: k - len(chosen)])
-        break
-    return chosen
-
-
-def pareto_front(evaluations: Iterable[Evaluation]) -> list[Evaluation]:
-    pool = [e for e in evaluations if e.feasible]
-    if not pool:
-        return []
-    unique = list({e.objectives: e for e in pool}.values())
-    return sorted((unique[i] for i in non_dominated_sort(unique)[0]), key=lambda e: e.objectives)
-
-
 class Avoid(Protocol):
-    """What the engine is told of failures, to propose none known to fail (engine.learned)."""
+    """What the engine is told of failures, to propose none known to fail (execute.learned)."""
 
     def learn(self, evaluation: Evaluation) -> None: ...
 
@@ -155,7 +75,7 @@ class Engine:
         self._front: list[Evaluation] = pareto_front(self.seen.values())
         self.stale = 0                  # generations told in a row with no new front point
         self.diversified = 0            # proposals made to leave a stagnation (immigrants, jumps)
-        self.avoid = avoid              # what is known to fail (engine.learned): never proposed
+        self.avoid = avoid              # what is known to fail (execute.learned): never proposed
         self.avoided: set[Genome] = set()
         if avoid is not None:
             for evaluation in history:
@@ -256,21 +176,39 @@ class Engine:
 
 
 Evaluate = Callable[[list[Genome]], list[Evaluation]]
+Started = TypeVar("Started")
+OnGeneration = Callable[[Progress, Engine], None]
+
+
+@runtime_checkable
+class Overlapping(Protocol[Started]):
+    """An evaluate that compiles a batch while the one before it is measured
+    (execute.evaluate.Evaluator): `start` begins a batch's compiles and
+    returns at once, `finish` measures candidates begin..end-1 of it, and
+    `refused` says its failed compiles once the whole batch has compiled
+    (told to `avoid` before the next batch is bred)."""
+
+    def start(self, genomes: list[Genome]) -> Started: ...
+
+    def finish(self, started: Started, begin: int, end: int) -> list[Evaluation]: ...
+
+    def refused(self, started: Started) -> list[Evaluation]: ...
 
 
 def run_search(engine: Engine, evaluate: Evaluate, budget: Budget,
-               on_generation: Callable[[Progress, Engine], None] = lambda p, e: None, done: int = 0,
-               overlap: bool = False) -> Progress:
+               on_generation: OnGeneration = lambda p, e: None, done: int = 0, overlap: bool = False) -> Progress:
     """The ask/tell loop, until the budget or the patience runs out. `done`:
     evaluations made before (read back from the results store); they count
     toward `budget.evaluations`, so a resumed search only reaches the budget.
-    `overlap` (an evaluate with start/finish): each batch is asked for and
+    `overlap` (an evaluate that is also `Overlapping`): each batch is asked for and
     starts compiling before the one before it is measured, so the GPU waits
     for a generation's compiles only where they take longer than measuring
     a generation; the engine then breeds from results one generation old,
     the same ones for a given seed."""
     progress = Progress(evaluations=done, resumed=done)
     if overlap:
+        if not isinstance(evaluate, Overlapping):
+            raise TypeError("overlap asks for an evaluate with start, finish and refused (engine.evolve.Overlapping)")
         return _overlapped(engine, evaluate, budget, on_generation, progress)
     while _within(progress, budget, 0):
         batch = engine.ask(_room(engine, budget, progress.evaluations))
@@ -291,7 +229,8 @@ def _within(progress: Progress, budget: Budget, pending: int) -> bool:
             and progress.elapsed() < budget.seconds and budget.patient(progress))
 
 
-def _told(engine: Engine, progress: Progress, asked: int, evaluations: list[Evaluation], on_generation) -> bool:
+def _told(engine: Engine, progress: Progress, asked: int, evaluations: list[Evaluation],
+          on_generation: OnGeneration) -> bool:
     """A generation's evaluations told (none: nothing told); False when fewer came back than were asked
     for (the evaluator's time is up), so the search ends."""
     if not evaluations:
@@ -304,7 +243,8 @@ def _told(engine: Engine, progress: Progress, asked: int, evaluations: list[Eval
     return len(evaluations) == asked
 
 
-def _overlapped(engine: Engine, evaluate, budget: Budget, on_generation, progress: Progress) -> Progress:
+def _overlapped(engine: Engine, evaluate: Overlapping[Any], budget: Budget, on_generation: OnGeneration,
+                progress: Progress) -> Progress:
     """run_search with each batch asked for, and compiling, before the one
     before it is measured (see there)."""
     batch = engine.ask(_room(engine, budget, progress.evaluations)) \
@@ -313,7 +253,7 @@ def _overlapped(engine: Engine, evaluate, budget: Budget, on_generation, progres
     while started is not None:
         following = []
         if _within(progress, budget, len(batch)) and progress.generation + 1 < budget.generations:
-            engine.learn(getattr(evaluate, "refused", lambda started: [])(started))   # compiles it failed
+            engine.learn(evaluate.refused(started))   # compiles it failed
             following = engine.ask(_room(engine, budget, progress.evaluations + len(batch)))
         ahead = evaluate.start(following) if following else None
         complete = _told(engine, progress, len(batch), evaluate.finish(started, 0, len(batch)), on_generation)
@@ -338,14 +278,3 @@ def random_search(space: SearchSpace, evaluate: Evaluate, evaluations: int, rng:
         for evaluation in evaluate(wanted):
             seen[evaluation.genome] = evaluation
     return list(seen.values())
-
-
-def hypervolume_2d(front: Sequence[tuple[float, float]], reference: tuple[float, float]) -> float:
-    """Area dominated by a two-objective front, up to a reference point."""
-    points = sorted(p for p in front if p[0] < reference[0] and p[1] < reference[1])
-    area, last_y = 0.0, reference[1]
-    for x, y in points:
-        if y < last_y:
-            area += (reference[0] - x) * (last_y - y)
-            last_y = y
-    return area

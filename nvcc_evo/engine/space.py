@@ -11,6 +11,7 @@ import itertools
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -52,7 +53,7 @@ class Genome:
 
     items: tuple[tuple[str, Scalar | None], ...]
 
-    def value(self, knob: str):
+    def value(self, knob: str) -> Scalar | None:
         return dict(self.items)[knob]
 
     def settings(self) -> dict[str, Scalar]:
@@ -126,7 +127,7 @@ def baseline_defines(source: Path, space: "SearchSpace") -> dict:
             **define_values({d.knob: d.baseline for d in space.dimensions if d.baseline is not None})}
 
 
-def _baseline(knob_name: str, source: Path | None):
+def _baseline(knob_name: str, source: Path | None) -> Scalar | None:
     if knobs.is_define(knob_name):
         return source_default(source, knob_name[len(knobs.DEFINE_PREFIX):]) if source else None
     knob = knobs.lookup(knob_name)
@@ -134,7 +135,8 @@ def _baseline(knob_name: str, source: Path | None):
     return knob.normalise(knob.default) if knob.default is not None else None
 
 
-def build_space(unit: model.Unit, source: Path | None, accepts=lambda name: True) -> SearchSpace:
+def build_space(unit: model.Unit, source: Path | None,
+                accepts: Callable[[str], bool] = lambda name: True) -> SearchSpace:
     """The unit's search block (or DEFAULT_SPACE) and its pins, fixed (a pin
     outside the search block is a one-value dimension), with only knobs the
     toolkit takes (`accepts`)."""
@@ -169,7 +171,7 @@ def build_space(unit: model.Unit, source: Path | None, accepts=lambda name: True
 # draws), else falls back to its input: it never proposes an excluded genome
 # unless handed one. Without requires the first draw is taken, so the random
 # stream of an unconstrained search is what it always was.
-def _allowed(space: SearchSpace, draw, fallback: Genome) -> Genome:
+def _allowed(space: SearchSpace, draw: Callable[[], Genome], fallback: Genome) -> Genome:
     for _ in range(TRIES if space.requires else 1):
         genome = draw()
         if space.allows(genome):
@@ -235,7 +237,8 @@ def _step(genome: Genome, space: SearchSpace, rng: np.random.Generator) -> Genom
     return repair(Genome(tuple(items)), space)
 
 
-def unseen(space: SearchSpace, fresh, count: int, limit: int = UNSEEN_LIMIT) -> list[Genome]:
+def unseen(space: SearchSpace, fresh: Callable[[Genome], bool], count: int,
+           limit: int = UNSEEN_LIMIT) -> list[Genome]:
     """Up to `count` points of the space, in its order, that `fresh` takes
     and that are their own repair (points a build can use as they are): what
     a search proposes when random draws keep finding only points it has

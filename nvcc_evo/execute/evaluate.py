@@ -252,7 +252,7 @@ class Evaluator:
 
     def refused(self, started: "Started") -> list[Evaluation]:
         """The candidates of a started batch whose compile failed, once the whole batch has compiled (the
-        same for a given seed, whichever compile ended first): what they teach (engine.learned) reaches the
+        same for a given seed, whichever compile ended first): what they teach (execute.learned) reaches the
         batch asked next instead of the one after it. Their words are kept for the learners (`refusals`)."""
         if not self.compiles:
             return []

@@ -22,6 +22,7 @@ from pathlib import Path
 from nvcc_evo.driver.common import BROKEN_FILE
 from nvcc_evo.errors import EnvironmentProblem, EvoError
 from nvcc_evo.measure import Measurement
+from nvcc_evo.measure.occupancy import LaunchRefusal
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.system.files import folders, open_regular
 
@@ -67,6 +68,7 @@ def _encode(record: Record) -> str:
         "status": m.status, "metrics": dict(m.metrics), "spreads": dict(m.spreads),
         "detail": m.detail[-2000:], "sass_hash": record.sass_hash, "time": time.time(),
         "costs": {stage: round(seconds, 6) for stage, seconds in m.costs},
+        **({"refusal": [list(m.refusal.block), *m.refusal[1:]]} if m.refusal is not None else {}),
     })
 
 
@@ -109,6 +111,17 @@ def _strings(data, what: str) -> tuple[str, ...]:
     return tuple(data)
 
 
+def _refusal(data) -> LaunchRefusal | None:
+    """A launch refusal's fields as stored (none: None)."""
+    if data is None:
+        return None
+    if not (isinstance(data, list) and len(data) == len(LaunchRefusal._fields) and isinstance(data[0], list)
+            and len(data[0]) == 3 and isinstance(data[1], str)
+            and all(isinstance(v, int) for v in data[0] + data[2:])):
+        raise OtherShape("refusal is not this version's")
+    return LaunchRefusal((data[0][0], data[0][1], data[0][2]), data[1], *data[2:])
+
+
 def _decode(line: str) -> Record:
     """One result line; OtherShape (a ValueError) for any JSON of another shape."""
     data = json.loads(line)
@@ -120,7 +133,7 @@ def _decode(line: str) -> Record:
         raise OtherShape("status, detail, sass_hash or time is not this version's")
     metrics = _numbers(data.get("metrics"), "metrics")
     measurement = Measurement(status, metrics, _numbers(data.get("spreads"), "spreads"), detail,
-                              costs=_numbers(data.get("costs", {}), "costs"))
+                              costs=_numbers(data.get("costs", {}), "costs"), refusal=_refusal(data.get("refusal")))
     return Record(_genome(data.get("genome")), _strings(data.get("flags"), "flags"), measurement, sass,
                   _context(data.get("context")), float(data.get("time", 0.0)))
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from nvcc_evo.measure.occupancy import LaunchRefusal
     from nvcc_evo.measure.stats import Verdict
 
 
@@ -46,6 +47,7 @@ class Measurement:
     costs: tuple[tuple[str, float], ...] = field(default=(), compare=False)
     # The binary's SASS hash where a backend knows it without a compile (replay: the recorded one).
     sass_hash: str = field(default="", compare=False)
+    refusal: "LaunchRefusal | None" = None        # launch-refused: why the driver would refuse it, as a fact
 
     @property
     def ok(self) -> bool:
@@ -97,5 +99,5 @@ class Clock:
         return self.costs
 
 
-def failed(status: str, detail: str) -> Measurement:
-    return Measurement(status, detail=detail[-4000:])
+def failed(status: str, detail: str, refusal: "LaunchRefusal | None" = None) -> Measurement:
+    return Measurement(status, detail=detail[-4000:], refusal=refusal)

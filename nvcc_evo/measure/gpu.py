@@ -279,7 +279,7 @@ class GpuBench:
                first: bool) -> Measurement:
         """The worker's answer as a Measurement: the outputs' check, times summarised."""
         if answer.status != "ok":
-            return failed(answer.status, answer.detail)
+            return failed(answer.status, answer.detail, answer.refusal)
         times = _timed(answer)
         wrong = answer.wrong or ""
         if wrong:

@@ -20,7 +20,7 @@ from nvcc_evo.acf.bench.spec import ArrayPlan, BenchPlan, DTYPES, ScalarPlan
 from nvcc_evo.measure import Clock
 from nvcc_evo.measure.check import checked, take_reference
 from nvcc_evo.measure.device_check import DeviceCheck
-from nvcc_evo.measure.occupancy import launch_problem
+from nvcc_evo.measure.occupancy import LaunchRefusal, launch_problem
 from nvcc_evo.measure.stats import (ENERGY_LEAST, clearly_slower, energy_window, race_checkpoints, repetitions,
                                     settled)
 
@@ -86,6 +86,7 @@ class Answer:
     status: str             # ok, or what failed (launch-refused, crash, timeout, ...)
     detail: str = ""
     costs: dict[str, float] = field(default_factory=dict)    # seconds per stage (Clock)
+    refusal: LaunchRefusal | None = None    # launch-refused: why, as a fact
     wrong: str | None = None          # compared: "" or what is wrong; None when not compared
     outputs: dict | None = None
     times_us: list[float] | None = None
@@ -265,8 +266,8 @@ class Device:
         module = cuda.module_from_buffer(request.cubin)
         function = module.get_function(plan.kernel)
         refused = launch_problem(plan.block, plan.shared, self.kernel_facts(function), self.limits())
-        if refused:              # before any data moves; the context is untouched
-            return Answer("launch-refused", refused, clock.lap("load"))
+        if refused is not None:  # before any data moves; the context is untouched
+            return Answer("launch-refused", str(refused), clock.lap("load"), refusal=refused)
         device = self.stage(plan, request.seed)
         args = [device[a.name] if isinstance(a, ArrayPlan) else _scalar(a) for a in plan.args]
         launch = lambda: function(*args, grid=plan.grid[:2] if plan.grid[2] == 1 else plan.grid,

@@ -10,11 +10,12 @@ driver reserves per block, rounded up to the allocation unit; the SM's
 limits on warps and blocks cap both. The table holds one row per compute
 capability; an architecture without a row has no occupancy (None), never a
 guess. `launch_problem`: why the driver would refuse a launch (a block over
-the device's or the kernel's limits), asked before any data moves.
+the device's or the kernel's limits, a `LaunchRefusal`), asked before any data moves.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 KIB = 1024
 WARP = 32
@@ -120,22 +121,53 @@ def _by_shared(sm: Sm, shared: int) -> int:
     return sm.shared // per_block if per_block else sm.max_blocks
 
 
-def launch_problem(block: tuple[int, ...], dynamic_shared: int, kernel: dict, device: dict) -> str:
-    """Why the driver would refuse this launch ("" if it would not): more
+class LaunchRefusal(NamedTuple):
+    """Why the driver would refuse a launch, as a fact (`limit`: what the
+    block is over: threads, x, y or z, registers, shared); str() says it to
+    people, code reads the fields."""
+
+    block: tuple[int, int, int]
+    limit: str
+    most: int                   # the limit: threads per block or along the axis, threads the kernel may launch, bytes
+    registers: int = 0          # per thread (registers)
+    block_registers: int = 0    # the device's registers per block (registers)
+    static: int = 0             # shared bytes the kernel declares (shared)
+    dynamic: int = 0            # shared bytes the launch asks for (shared)
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    def __str__(self) -> str:
+        shown = "x".join(str(b) for b in self.block)
+        if self.limit == "threads":
+            return f"block {shown} is {self.threads} threads; the device allows at most {self.most} per block"
+        if self.limit in AXES:
+            return f"block {shown}: {self.block[AXES.index(self.limit)]} threads in {self.limit}; " \
+                   f"the device allows at most {self.most}"
+        if self.limit == "registers":
+            return (f"block {shown} is {self.threads} threads; with {self.registers} registers per thread this "
+                    f"kernel launches at most {self.most} ({self.block_registers} registers per block)")
+        return (f"{self.static + self.dynamic} bytes of shared memory per block ({self.static} static + "
+                f"{self.dynamic} dynamic); the device allows at most {self.most}")
+
+
+AXES = "xyz"
+
+
+def launch_problem(block: tuple[int, ...], dynamic_shared: int, kernel: dict, device: dict) -> LaunchRefusal | None:
+    """Why the driver would refuse this launch (None if it would not): more
     threads than the device or this kernel's registers allow, a block
     dimension over its limit, more shared memory than a block may have."""
+    shape = (block[0], block[1], block[2])
     threads = block[0] * block[1] * block[2]
-    shown = "x".join(str(b) for b in block)
     if threads > device["threads"]:
-        return f"block {shown} is {threads} threads; the device allows at most {device['threads']} per block"
-    for axis, size, most in zip("xyz", block, device["dims"]):
+        return LaunchRefusal(shape, "threads", device["threads"])
+    for axis, size, most in zip(AXES, block, device["dims"]):
         if size > most:
-            return f"block {shown}: {size} threads in {axis}; the device allows at most {most}"
+            return LaunchRefusal(shape, axis, most)
     if threads > kernel["threads"]:
-        return (f"block {shown} is {threads} threads; with {kernel['registers']} registers per thread this kernel "
-                f"launches at most {kernel['threads']} ({device['registers']} registers per block)")
-    shared = kernel["shared"] + dynamic_shared
-    if shared > device["shared"]:
-        return (f"{shared} bytes of shared memory per block ({kernel['shared']} static + {dynamic_shared} "
-                f"dynamic); the device allows at most {device['shared']}")
-    return ""
+        return LaunchRefusal(shape, "registers", kernel["threads"], kernel["registers"], device["registers"])
+    if kernel["shared"] + dynamic_shared > device["shared"]:
+        return LaunchRefusal(shape, "shared", device["shared"], static=kernel["shared"], dynamic=dynamic_shared)
+    return None

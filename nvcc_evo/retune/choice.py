@@ -46,7 +46,7 @@ class Outcome:
     verification: Verdict | None = None     # the backend's confirmation of the winner
     rejected: str = ""                      # why the baseline was kept over the winner ("" when it was not)
     drift: float | None = None              # the baseline's drift after the search (command backend)
-    learned: str = ""                       # what refused launches taught the engine (engine.learned)
+    learned: str = ""                       # what refused launches taught the engine (execute.learned)
     kernels: Comparison | None = None       # baseline and choice compared kernel by kernel (retune.kernels)
     verdict: str = ""                       # the choice in words (writeback.verdict_of)
     written: bool = False

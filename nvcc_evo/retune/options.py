@@ -2,8 +2,9 @@
 from the command line, the environment, the project settings and the
 built-in defaults (`with_settings`, the settings' own precedence), where each
 came from (`say_settings`), the ptxas binaries its candidates choose among
-(the build setting `ptxas`, as a build decides it), and the real nvcc the
-project names (`real_nvcc`).
+(the build setting `ptxas`, as a build decides it), the real nvcc the
+project names (`real_nvcc`), and the budget (`decided`: the user's as
+given, else the backend's default from the table of backends; `describe`).
 
 A search setting is declared once, in the settings' table
 (nvcc_evo.driver.settings.KEYS): its key, environment variable, type,
@@ -15,11 +16,13 @@ tests/test_settings.py checks that they and the table agree.
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nvcc_evo import backends
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.driver import settings
 from nvcc_evo.errors import EnvironmentProblem
@@ -58,7 +61,7 @@ class Options:
     target: str | None = _default("target")
     all: bool = False
     backend: str = _default("backend")
-    evaluations: int = _default("evaluations")
+    evaluations: float = _default("evaluations")     # a cap (inf: none, once decided)
     generations: int = _default("generations")
     seconds: float = _default("seconds")
     patience: int = _default("patience")
@@ -178,3 +181,49 @@ def ptxas_programs(space: SearchSpace, toolkit: Toolkit, acf_path: Path, options
                 raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {problem}")
         programs[version] = None if found == ptxas.toolkit_ptxas(toolkit) else found.path
     return programs
+
+
+INF = math.inf
+FALLBACK = backends.BACKENDS["static"]        # a backend not resolved yet ("auto" in code that skips run_retune)
+
+
+def _given(options: Options, name: str) -> bool:
+    """The setting came from the user (command line, environment, a settings
+    file), or was set in code: not left to the built-in default."""
+    sources = dict(options.sources)
+    key = f"retune.{name}"
+    if key in sources:
+        return sources[key] != settings.DEFAULT
+    return getattr(options, settings.BY_NAME[key].field_name) is not None
+
+
+def decided(options: Options) -> Options:
+    """`options` with the budget filled in: the user's as given (`--evaluations N` alone is N evaluations
+    and no time limit, `--time-limit S` alone S seconds and no cap, both are both), else the backend's
+    default (its row in the table of backends), its source saying so."""
+    evaluations, seconds = _given(options, "evaluations"), _given(options, "time-limit")
+    if evaluations or seconds:
+        return replace(options, evaluations=options.evaluations if evaluations else INF,
+                       seconds=options.seconds if seconds else INF)
+    default = backends.BACKENDS.get(options.backend, FALLBACK)
+    said = f"built-in default for the {options.backend} backend"
+    sources = {**dict(options.sources), "retune.evaluations": said, "retune.time-limit": said}
+    return replace(options, evaluations=default.evaluations, seconds=default.seconds,
+                   sources=tuple(sources.items()))
+
+
+def describe(options: Options) -> str:
+    """The budget in words, said before the search: `budget 180 s (built-in
+    default for the pycuda backend)`."""
+    options = decided(options) if options.evaluations is None or options.seconds is None else options
+    parts = []
+    if math.isfinite(options.seconds):
+        parts.append(f"{options.seconds:g} s")
+    if math.isfinite(options.evaluations):
+        parts.append(f"{options.evaluations} evaluations")
+    source = dict(options.sources).get("retune.time-limit" if math.isfinite(options.seconds)
+                                       else "retune.evaluations", "")
+    said = "budget " + (" or ".join(parts) or "none") + (f" ({source})" if source.startswith("built-in") else "")
+    if options.patience is not None:
+        said += f", stopping after {options.patience} generations without a new front point"
+    return said

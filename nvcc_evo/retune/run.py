@@ -24,14 +24,13 @@ from nvcc_evo.driver.common import ACF_NAME
 from nvcc_evo.driver.match.find import acf_problem, find_acf, untrusted_acf
 from nvcc_evo.driver.toolkit import Toolkit, cache_folder_if_any
 from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, Interrupted, UsageError
-from nvcc_evo.engine import budget
 from nvcc_evo.execute.cluster import Cluster, open_cluster
 from nvcc_evo.execute.evaluate import Stopped
 from nvcc_evo.execute.measurers import check_benches, close_pool, gpu_arch, measuring_gpu, resolve_backend
 from nvcc_evo.execute.store import Store
 from nvcc_evo.execute.together import Together, how_many, run_together
 from nvcc_evo.retune.choice import Outcome
-from nvcc_evo.retune.options import Options, backend_resolved, real_nvcc, say_settings, with_settings
+from nvcc_evo.retune.options import Options, backend_resolved, decided, real_nvcc, say_settings, with_settings
 from nvcc_evo.retune.progress import board_for
 from nvcc_evo.retune.reach import ship_check
 from nvcc_evo.retune.speedsafe import say_waiting, set_aside
@@ -141,7 +140,7 @@ def _set_up(options: Options, acf_path: Path) -> tuple[Options, settings.Setting
 def _decided(options: Options, cluster: Cluster | None, acf_path: Path, toolkit: Toolkit) -> Options:
     """The backend (auto: what it resolves to here or on the cluster), its
     budget, the pycuda backend's default target (what this GPU runs); said."""
-    options = budget.decided(backend_resolved(options, resolve_backend(options.backend, cluster)))
+    options = decided(backend_resolved(options, resolve_backend(options.backend, cluster)))
     if options.backend == "pycuda" and options.target is None and not options.dry_run:
         options = replace(options, target=gpu_arch(options.device, cluster))   # what this GPU runs
     log(f"{acf_path}: {toolkit}; backend {options.backend}"

@@ -27,11 +27,12 @@ import numpy as np
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.driver.build.compileplan import RecordedBuild
 from nvcc_evo.driver.toolkit import Toolkit
-from nvcc_evo.engine import budget, learned
+from nvcc_evo.engine import budget
 from nvcc_evo.engine.boosters import family_of
 from nvcc_evo.engine.evolve import Engine, Progress, run_search
 from nvcc_evo.engine.space import Genome, SearchSpace, baseline_defines, build_space
 from nvcc_evo.execute.cluster import Cluster
+from nvcc_evo.execute import learned
 from nvcc_evo.execute.evaluate import Evaluator, Stopped
 from nvcc_evo.execute.goal import Goal, goal_for
 from nvcc_evo.execute.lanes import LaneSet
@@ -43,7 +44,7 @@ from nvcc_evo.measure.backend import Backend
 from nvcc_evo.measure.candidate import CompileJob, CompileResult, PtxCache, compile_candidate
 from nvcc_evo.retune.choice import Outcome, Verification, choose, confirm, end_drift
 from nvcc_evo.retune.kernels import after_search
-from nvcc_evo.retune.options import Options, ptxas_programs
+from nvcc_evo.retune.options import Options, decided, describe, ptxas_programs
 from nvcc_evo.retune.progress import Board, progress_line, reporter
 from nvcc_evo.retune.reach import (KernelBuild, link_safe, not_shipped, reachable, recorded_build, reconfigure_safe,
                                    same_code, say)
@@ -123,7 +124,7 @@ class Searched:
     progress: Progress
     settled: str                         # why nothing is written: the entry is up to date ("" otherwise)
     drift: float | None                  # the baseline's drift after the search, where the backend says one
-    learned: str                         # what refused launches taught (engine.learned)
+    learned: str                         # what refused launches taught (execute.learned)
 
 
 # ---------------------------------------------------------------- prepare
@@ -158,7 +159,7 @@ def prepare(task: Task, retune: Retune, together: Together | None = None) -> Pre
     stored = _resume(task, retune.store, context, evaluator, space, goal)
     # (said before the baseline is measured: a bench command's baseline runs take a while and say their own line)
     log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, "
-        f"{len(space.dimensions)} knobs; {budget.describe(options)}"
+        f"{len(space.dimensions)} knobs; {describe(options)}"
         + (f"; resuming with {stored} stored evaluations" if stored else ""))
     return Prepared(task, started, space, candidates, measurer, lanes, goal, evaluator, listeners)
 
@@ -217,8 +218,10 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
     if baseline_measurement.ok:        # (a knob value whose binary cannot run is never searched)
         space = prepared.space = _runnable(prepared, baseline)
     # never proposed: what the build would not take whole, what a refused launch teaches
-    avoiding = learned.Avoiding(prepared.candidates.lost, learned.limits_for(task, space, evaluator),
-                                learned.shared_for(task, space, evaluator), learned.wrong_for(task, space, evaluator))
+    avoiding = learned.Avoiding(prepared.candidates.lost,
+                                learned.limits_for(task.unit.bench, task.source, space, evaluator),
+                                learned.shared_for(task.source, space, evaluator),
+                                learned.wrong_for(task.source, space, evaluator))
     calibrate(prepared.lanes, measurer, baseline, prepared.candidates.job(baseline))
     evaluator.baseline = dict(baseline_measurement.metrics)
     history = [evaluator.evaluation(g, m) for g, m in evaluator.measured.items() if g in space]   # baseline known
@@ -237,7 +240,7 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
             drift = end_drift(task, measurer, baseline, baseline_measurement)
     say(task, same_code(space, evaluator.digests))
     return Searched(baseline, baseline_measurement, engine, progress, settled, drift,
-                    learned.said(task, engine, avoiding))
+                    learned.said(engine, avoiding))
 
 
 def _runnable(prepared: Prepared, baseline: Genome) -> SearchSpace:
@@ -294,7 +297,7 @@ def _shown_search(prepared: Prepared, retune: Retune, engine: Engine,
     prepared.listeners.append(shown.advance)
     try:
         spent = budget.Spent(time.monotonic() - prepared.started, measurer.reserve())
-        measurer.finish_by(prepared.started + budget.decided(options).seconds)
+        measurer.finish_by(prepared.started + decided(options).seconds)
         return _search(task, options, retune.toolkit, engine, evaluator, prepared.space, lambda p, e, b: shown.update(
             progress_line(str(task), prepared.goal, p, e, evaluator, measurer.drift, b)), spent, prepared.unrunnable)
     finally:
@@ -310,7 +313,7 @@ def _search(task: Task, options: Options, toolkit: Toolkit, engine: Engine, eval
     run), so a rerun or a resumed run only reaches the budget. Returns the
     progress and, when there is nothing to search and the unit's entry is up
     to date, why nothing is to be written either ("" otherwise)."""
-    limit = budget.budget_of(options, spent, log=lambda said: log(f"{task}: {said}"))
+    limit = budget.budget_of(decided(options), spent, log=lambda said: log(f"{task}: {said}"))
     searched = _searched(evaluator, space)
     left = space.size - 1 - searched               # a space searched whole has nothing left, whatever the budget
     if searched < limit.evaluations and left > 0:

@@ -1,8 +1,8 @@
 """What failed, learned: launches the driver refused are not proposed again.
 
 A kernel bench's candidate whose launch the driver would refuse comes back
-`launch-refused` after its compile (measure.occupancy.launch_problem says
-why). Each such refusal teaches a constraint over the unit's defines, and
+`launch-refused` after its compile, with why as a fact (the measurement's
+`refusal`, measure.occupancy.LaunchRefusal). Each such refusal teaches a constraint over the unit's defines, and
 the engine (engine.evolve, its `avoid`) never proposes a genome known to
 break it, so a user who writes no `require` pays for a kind of failure once,
 not for every candidate of it:
@@ -52,20 +52,19 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from typing import Callable, NamedTuple
 
 from nvcc_evo.acf import knobs
 from nvcc_evo.acf.bench.spec import ExprError, plan_bench
+from nvcc_evo.acf.model import Bench
 from nvcc_evo.acf.sources import define_values
-from nvcc_evo.engine.evolve import Evaluation
-from nvcc_evo.engine.space import Genome, baseline_defines
+from nvcc_evo.engine.evolve import Engine, Evaluation
+from nvcc_evo.engine.space import Genome, SearchSpace, baseline_defines
+from nvcc_evo.execute.evaluate import Evaluator
+from nvcc_evo.measure.occupancy import AXES, LaunchRefusal
 
 REFUSED = "launch-refused"
-# The refusals measure.occupancy.launch_problem words, read back (tests/test_learned.py ties the two).
-THREADS = re.compile(r"block \S+ is (\d+) threads; the device allows at most \d+ per block")
-AXIS = re.compile(r"block \S+: (\d+) threads in ([xyz]); the device allows at most \d+")
-REGISTERS = re.compile(r"block \S+ is (\d+) threads; with (\d+) registers per thread")
-SHARED = re.compile(r"(\d+) bytes of shared memory per block \((\d+) static \+ (\d+) dynamic\)")
 REGISTER_CAPS = ("ptxas.maxrregcount", "nvcc.maxrregcount")
 TOO_MUCH_SHARED = re.compile(r"uses too much shared data \((0x[0-9a-fA-F]+|\d+) bytes, (0x[0-9a-fA-F]+|\d+) max\)")
 BUILT = ("ok", "wrong-answer", "launch-refused")      # statuses only a genome that compiled can have
@@ -80,8 +79,9 @@ class Launch(NamedTuple):
 class LaunchLimits:
     """The launch constraints learned from refused launches of one unit's bench."""
 
-    def __init__(self, bench, defines_for: Callable[[Genome], dict], details: Callable[[Genome], str]):
-        self.bench, self.defines_for, self.details = bench, defines_for, details
+    def __init__(self, bench: Bench, defines_for: Callable[[Genome], dict],
+                 refusal_of: Callable[[Genome], LaunchRefusal | None]):
+        self.bench, self.defines_for, self.refusal_of = bench, defines_for, refusal_of
         self.threads = math.inf                    # a block of this many threads or more is refused
         self.axes = [math.inf, math.inf, math.inf]  # a block this long in x, y, z or more is refused
         self.dynamic = math.inf                    # this much dynamic shared memory or more (no static part)
@@ -99,26 +99,27 @@ class LaunchLimits:
 
     def learn(self, evaluation: Evaluation) -> None:
         """Told every evaluation; a refused launch's reason becomes a constraint."""
-        if evaluation.status != REFUSED:
+        refusal = self.refusal_of(evaluation.genome) if evaluation.status == REFUSED else None
+        if refusal is None:
             return
-        detail, genome = self.details(evaluation.genome), evaluation.genome
-        if (found := THREADS.search(detail)) and int(found.group(1)) < self.threads:
-            self.threads = int(found.group(1))
+        genome = evaluation.genome
+        if refusal.limit == "threads" and refusal.threads < self.threads:
+            self.threads = refusal.threads
             self.said.append(f"blocks of {self.threads} threads or more")
-        elif found := AXIS.search(detail):
-            axis, size = "xyz".index(found.group(2)), int(found.group(1))
+        elif refusal.limit in AXES:
+            axis = AXES.index(refusal.limit)
+            size = refusal.block[axis]
             if size < self.axes[axis]:
                 self.axes[axis] = size
-                self.said.append(f"blocks of {size} threads or more in {found.group(2)}")
-        elif found := REGISTERS.search(detail):
-            self.registers[_defines_of(genome)] = int(found.group(2))
-            self.said.append(f"{found.group(2)} registers per thread at {found.group(1)} threads ({_shown(genome)})")
-        elif found := SHARED.search(detail):
-            static, dynamic = int(found.group(2)), int(found.group(3))
-            if static == 0 and dynamic < self.dynamic:
-                self.dynamic = dynamic
+                self.said.append(f"blocks of {size} threads or more in {refusal.limit}")
+        elif refusal.limit == "registers":
+            self.registers[_defines_of(genome)] = refusal.registers
+            self.said.append(f"{refusal.registers} registers per thread at {refusal.threads} threads ({_shown(genome)})")
+        elif refusal.limit == "shared":
+            if refusal.static == 0 and refusal.dynamic < self.dynamic:
+                self.dynamic = refusal.dynamic
             self.same_defines.add(_defines_of(genome))
-            self.said.append(f"{found.group(1)} bytes of shared memory per block ({_shown(genome)})")
+            self.said.append(f"{refusal.static + refusal.dynamic} bytes of shared memory per block ({_shown(genome)})")
 
     def forbids(self, genome: Genome) -> bool:
         """Known to be refused: it breaks a learned constraint."""
@@ -294,36 +295,37 @@ class Avoiding:
         return [why for why in self.reasons.values() if why]
 
 
-def limits_for(task, space, evaluator) -> LaunchLimits | None:
+def limits_for(bench: Bench | None, source: Path, space: SearchSpace, evaluator: Evaluator) -> LaunchLimits | None:
     """The learner of a unit with a kernel bench (the backends that launch
     it say `launch-refused`); None for a bench command or no bench."""
-    bench = task.unit.bench
     if bench is None or bench.kernel is None:
         return None
-    return LaunchLimits(bench, _defines_for(task, space), _details(evaluator))
+    measured = evaluator.measured
+    return LaunchLimits(bench, _defines_for(source, space),
+                        lambda genome: measured[genome].refusal if genome in measured else None)
 
 
-def shared_for(task, space, evaluator) -> SharedData:
+def shared_for(source: Path, space: SearchSpace, evaluator: Evaluator) -> SharedData:
     """The learner of refused compiles (every backend compiles)."""
-    return SharedData(_defines_for(task, space), _details(evaluator))
+    return SharedData(_defines_for(source, space), _details(evaluator))
 
 
-def wrong_for(task, space, evaluator) -> WrongAnswers:
+def wrong_for(source: Path, space: SearchSpace, evaluator: Evaluator) -> WrongAnswers:
     """The learner of wrong outputs (every backend that checks them)."""
-    return WrongAnswers(_defines_for(task, space), _details(evaluator))
+    return WrongAnswers(_defines_for(source, space), _details(evaluator))
 
 
-def _defines_for(task, space) -> Callable[[Genome], dict]:
-    defaults = baseline_defines(task.source, space)
+def _defines_for(source: Path, space: SearchSpace) -> Callable[[Genome], dict]:
+    defaults = baseline_defines(source, space)
     return lambda genome: {**defaults, **define_values(genome.settings())}
 
 
-def _details(evaluator) -> Callable[[Genome], str]:
+def _details(evaluator: Evaluator) -> Callable[[Genome], str]:
     return lambda genome: evaluator.measured[genome].detail if genome in evaluator.measured else \
         evaluator.refusals.get(genome, "")
 
 
-def said(task, engine, avoiding: Avoiding) -> str:
+def said(engine: Engine, avoiding: Avoiding) -> str:
     """The outcome's words on what was learned and avoided (the end report; "" when nothing was)."""
     parts, limits = [], avoiding.limits
     unshipped = [g for g in engine.avoided if avoiding.reasons.get(g)]
