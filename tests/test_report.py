@@ -71,9 +71,11 @@ def test_a_stale_entry_and_unit_globs(tmp_path, evo_cache):
     at = text.index('unit "softmax.cu"')
     old = re.search(r'fingerprint = "sha256:[0-9a-f]+"', text[at:]).group(0)
     acf.write_text(text[:at] + text[at:].replace(old, 'fingerprint = "sha256:0000"', 1))
-    shutil.copy(H200, tmp_path / "h200.jsonl")
-    (tmp_path / "kernels" / "nvcc-evo.toml").write_text('[report]\nstores = ["../h200.jsonl"]\nout = "../r.html"\n')
-    out = tmp_path / "r.html"                                       # (both from the project settings)
+    (tmp_path / "kernels" / "results").mkdir()
+    shutil.copy(H200, tmp_path / "kernels" / "results" / "h200.jsonl")
+    (tmp_path / "kernels" / "nvcc-evo.toml").write_text('[report]\nstores = ["results/h200.jsonl"]\n'
+                                                        'out = "results/r.html"\n')
+    out = tmp_path / "kernels" / "results" / "r.html"               # (both from the project settings)
     result = run_evo("--report", "softmax*", cwd=tmp_path / "kernels", env=evo_env(evo_cache))
     assert result.returncode == 0, result.stderr
     found = sections(out.read_text())

@@ -10,7 +10,11 @@ print. Keys are one table (`KEYS`), where each setting is declared once: a
 retune's Options fields and its `--retune` flags are made from the same rows
 (nvcc_evo.retune.options). Unknown keys and wrong types are located errors
 like an ACF's (`nvcc-evo.toml:3:1: error: ...`): tomllib gives no
-positions for values, so `_places` finds each key's line in the text.
+positions for values, so nvcc_evo.driver.tomlplaces finds each key's line in the text.
+A path the file names for nvcc-evo's own data (the log, results stores, the
+report) must stay inside the project folder (the settings file's): a cloned
+repository's settings are data from whoever wrote it; a path elsewhere comes
+from the command line or the environment.
 
 The compile path looks for the file with nvcc_evo.driver.common's
 `find_settings_file` (os only: a few stats) and imports this module, and
@@ -25,7 +29,9 @@ from typing import NamedTuple
 from nvcc_evo.acf.text import BOM
 from nvcc_evo.backends import CHOICES as BACKENDS, help_text as backend_help
 from nvcc_evo.driver.common import LOG_ENV, REAL_NVCC_ENV, find_settings_file
+from nvcc_evo.driver.tomlplaces import decode_error, places
 from nvcc_evo.errors import AcfError, Diagnostic, Location, UsageError
+from nvcc_evo.system.files import leaves
 
 TABLE = ("tool", "nvcc-evo")            # the table in pyproject.toml; nvcc-evo.toml holds its keys at top level
 
@@ -52,6 +58,7 @@ class Key(NamedTuple):
     default_said: str = ""    # the default in words, where the value (None) does not say it
     field: str = ""           # the Options field, where it is not the name's last part with - as _
     metavar: str = ""         # the flag's value in usage lines (N, S, JSONL, ...)
+    inside: bool = False      # a path of nvcc-evo's own data: a file may name one inside the project only
 
     @property
     def flag(self) -> str:
@@ -77,7 +84,7 @@ KEYS = (
     Key("gpu", "str", "NVCC_EVO_GPU", None, "the GPU model builds are for: picks target blocks named for a GPU"),
     Key("stale", "choice", "NVCC_EVO_STALE", "keep", "a stale entry builds with its knobs (keep) or with defaults",
         ("keep", "default")),
-    Key("log", "path", LOG_ENV, None, "a file the wrapper appends one JSON line per compile to"),
+    Key("log", "path", LOG_ENV, None, "a file the wrapper appends one JSON line per compile to", inside=True),
     Key("ptxas", "pathlist", "NVCC_EVO_PTXAS", None, "ptxas binaries the ptxas.version knob chooses among"),
     Key("real-ptxas", "path", "NVCC_EVO_REAL_PTXAS", None, "the ptxas nvcc-evo-ptxas stands for (default: Triton's "
         "own when Triton calls it, else $CUDA_HOME/bin/ptxas, PATH)"),
@@ -115,12 +122,14 @@ KEYS = (
         "compile slots and the GPUs", positive=True,
         default_said="1; on a cluster, as many as its CPUs keep compiling", metavar="N"),
     Key("retune.replay", "path", "NVCC_EVO_REPLAY", None, "results store to answer from, with --backend replay",
-        metavar="JSONL"),
+        metavar="JSONL", inside=True),
     Key("retune.progress", "choice", "NVCC_EVO_PROGRESS", "auto", "a live bar (bar), one line per generation "
         "(lines), or auto: a live bar when stderr is a terminal, else one line per generation",
         ("auto", "bar", "lines")),
-    Key("report.stores", "pathlist", "", None, "results stores --report reads (default: .nvcc-evo/results.jsonl)"),
-    Key("report.out", "path", "", None, "the HTML file --report writes (default: .nvcc-evo/report.html)"),
+    Key("report.stores", "pathlist", "", None, "results stores --report reads (default: .nvcc-evo/results.jsonl)",
+        inside=True),
+    Key("report.out", "path", "", None, "the HTML file --report writes (default: .nvcc-evo/report.html)",
+        inside=True),
 )
 # The shapes of the str settings that are specs (what execute.lanes.choose_gpus
 # and execute.cluster.parse then read): checked wherever a value comes from,
@@ -224,7 +233,7 @@ def parse(text: str, path: str, in_pyproject: bool, environ) -> Settings:
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise SettingsError([_decode_error(error, text, shown)]) from None
+        raise SettingsError([decode_error(error, text, shown)]) from None
     prefix = TABLE if in_pyproject else ()
     table = document
     for part in prefix:
@@ -234,25 +243,25 @@ def parse(text: str, path: str, in_pyproject: bool, environ) -> Settings:
         return Settings(None, {}, {}, environ)   # it names nvcc-evo (a dependency, its own name) but holds no table
     lines = text.splitlines()
     if not isinstance(table, dict):          # `[tool]` with `nvcc-evo = 3`: a value where the table belongs
-        line, _, at_value = _places(lines, prefix[:-1]).get(name, (1, 1, 1))
+        line, _, at_value = places(lines, prefix[:-1], TABLES).get(name, (1, 1, 1))
         source = lines[line - 1] if 0 < line <= len(lines) else ""
         raise SettingsError([Diagnostic(Location(shown, line, at_value),
                                         f"'{'.'.join(prefix)}' must be a table, got {_toml_type(table)}", source)])
-    places = _places(lines, prefix)
+    where = places(lines, prefix, TABLES)
     values, problems = {}, []
     for name, raw in _flatten(table):
-        line, column, at_value = places.get(name, places.get(name.rpartition(".")[0], (1, 1, 1)))
-        problem = _problem(name, raw)
-        where = Location(shown, line, at_value if problem.startswith("'") else column)  # a value's fault: at it
+        line, column, at_value = where.get(name, where.get(name.rpartition(".")[0], (1, 1, 1)))
+        problem = _problem(name, raw) or _outside(BY_NAME[name], raw, os.path.dirname(path))
+        at = Location(shown, line, at_value if problem.startswith("'") else column)  # a value's fault: at it
         source = lines[line - 1] if 0 < line <= len(lines) else ""
         if problem:
-            problems.append(Diagnostic(where, problem, source))
+            problems.append(Diagnostic(at, problem, source))
             continue
         key = BY_NAME[name]
         values[name] = _resolve_paths(key, raw, os.path.dirname(path))
     if problems:
         raise SettingsError(problems)
-    return Settings(path, values, {n: f"{shown}:{places.get(n, (1,))[0]}" for n in values}, environ)
+    return Settings(path, values, {n: f"{shown}:{where.get(n, (1,))[0]}" for n in values}, environ)
 
 
 def _flatten(table: dict):
@@ -308,6 +317,21 @@ def value_problem(key: Key, value) -> str:
     return ""
 
 
+def _outside(key: Key, raw, folder: str) -> str:
+    """Why a path of nvcc-evo's own data that a settings file names leaves
+    the project folder ("" when it stays inside, or the key is no such path)."""
+    if not key.inside:
+        return ""
+    for path in raw if isinstance(raw, list) else [raw]:
+        why = leaves(path, folder)
+        if why:
+            given = (f"with {key.flag} or {key.env}" if key.name in RETUNE_KEYS else f"in {key.env}" if key.env
+                     else "with --report's --store or --out")
+            return (f"'{key.name}' must name a file inside the project folder {folder}, got {path!r} ({why}): "
+                    f"a project's files are data from whoever wrote them; name a file elsewhere {given}")
+    return ""
+
+
 def _expected(key: Key) -> str:
     return {"str": "a string", "path": "a path (a string)", "choice": f"one of {', '.join(key.choices)}",
             "int": "an integer", "float": "a number (seconds)",
@@ -346,54 +370,3 @@ def _from_env(key: Key, text: str):
     if problem:
         raise UsageError(f"{key.env}={text}: must be {problem}")
     return value
-
-
-# ------------------------------------------------------------- places in the text
-_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
-_KEY = re.compile(r"""^(\s*)((?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*'))*)\s*=""")
-
-
-def _dotted(text: str) -> tuple[str, ...]:
-    parts = re.findall(r"""[A-Za-z0-9_-]+|"[^"]*"|'[^']*'""", text)
-    return tuple(p[1:-1] if p[:1] in "\"'" else p for p in parts)
-
-
-def _places(lines: list[str], prefix: tuple[str, ...]) -> dict:
-    """Our key names -> (line, column) of their first mention: table headers
-    and `key =` lines (multi-line strings and arrays are not followed; a key
-    not found is placed at its table, else at 1:1)."""
-    places: dict[str, tuple[int, int, int]] = {}
-    table: tuple[str, ...] = ()
-    depth = 0
-    for number, line in enumerate(lines, 1):
-        if depth == 0 and (header := _HEADER.match(line)) and not line.lstrip().startswith("[["):
-            table = _dotted(header.group(1))
-            name = _ours(table, prefix)
-            if name:
-                places.setdefault(name, (number, line.index("[") + 1, line.index("[") + 1))
-            continue
-        match = _KEY.match(line) if depth == 0 else None
-        if match:
-            name = _ours(table + _dotted(match.group(2)), prefix)
-            if name:
-                value_at = len(line) - len(line[match.end():].lstrip()) + 1
-                places.setdefault(name, (number, len(match.group(1)) + 1, value_at))
-        depth = max(0, depth + line.count("[") - line.count("]")) if "=" in line or depth else depth
-    return places
-
-
-def _ours(path: tuple[str, ...], prefix: tuple[str, ...]) -> str:
-    if path[:len(prefix)] != prefix or len(path) == len(prefix):
-        return ""
-    rest = path[len(prefix):]
-    return ".".join(rest[:2]) if rest[0] in TABLES and len(rest) > 1 else (rest[0] if len(rest) == 1 else
-                                                                          ".".join(rest))
-
-
-def _decode_error(error, text: str, shown: str) -> Diagnostic:
-    found = re.search(r"\(at line (\d+), column (\d+)\)", str(error))
-    line, column = (int(found.group(1)), int(found.group(2))) if found else (1, 1)
-    message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(error)) or "not valid TOML"
-    lines = text.splitlines()
-    source = lines[line - 1] if 0 < line <= len(lines) else ""
-    return Diagnostic(Location(shown, line, column), f"{message[0].lower()}{message[1:]} (TOML)", source)

@@ -195,3 +195,22 @@ def cache_folder() -> str:
         print(f"nvcc-evo: note: no home folder (HOME unset, no passwd entry for uid {uid}): caches are kept "
               f"in {path}; set XDG_CACHE_HOME to keep them elsewhere", file=sys.stderr)
     return path
+
+
+def leaves(path: str, folder: str) -> str:
+    """How `path` (as a project's file names it: relative to `folder`) leads
+    out of `folder`, in words: an absolute path, `..` out of it, a link out
+    of it; "" when it stays inside (a project's own files may name only
+    files inside the project for nvcc-evo to write)."""
+    if os.path.isabs(path) or path.startswith("~"):
+        return "an absolute path"
+    joined = os.path.join(os.path.abspath(folder), path)
+    if not _under(os.path.normpath(joined), os.path.abspath(folder)):
+        return "'..' leads out of it"
+    if not _under(os.path.realpath(joined), os.path.realpath(folder)):
+        return "a link leads out of it"
+    return ""
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
