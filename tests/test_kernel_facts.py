@@ -22,7 +22,8 @@ from nvcc_evo.measure.sass import instruction_count
 from nvcc_evo.measure import sass
 from nvcc_evo.measure.occupancy import occupancy
 from nvcc_evo.retune.kernels import Build, Comparison, KernelStore, Launch
-from nvcc_evo.retune.kernelview import html_tables, lines
+from nvcc_evo.report.page import kernel_tables
+from nvcc_evo.retune.kernelview import lines
 
 SOURCE = r"""
 #ifndef BLOCK
@@ -171,8 +172,8 @@ def test_without_a_disassembler_the_facts_stay_and_the_page_says_how_to_get_it(b
     build = Build("h", kernels, Launch("axpy", 256))
     said = "\n".join(lines(Comparison('"multi.cu"', "sm_90", "cpu", "static", build, build, sass.MISSING)))
     assert "pip install nvidia-cuda-nvdisasm" in said and "registers" in said and "fp32" not in said
-    assert "pip install nvidia-cuda-nvdisasm" in html_tables(Comparison("u", "sm_90", "cpu", "static", build, build,
-                                                                        sass.MISSING))
+    assert "pip install nvidia-cuda-nvdisasm" in kernel_tables(Comparison("u", "sm_90", "cpu", "static", build, build,
+                                                                          sass.MISSING))
 
 
 def test_the_end_of_a_retune_compares_each_kernel_with_its_occupancy(retuned, built):

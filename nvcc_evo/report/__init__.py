@@ -2,7 +2,8 @@
 
 page (`--report`: one HTML page per ACF), sections (what it shows, read
 from the ACF and its results stores: a section per unit, target, device
-and backend), plots (matplotlib figures for it, the `report` extra) and compare
+and backend), markup (its one way to HTML: every value from a file escaped
+unless built as Markup), plots (matplotlib figures for it, the `report` extra) and compare
 (`--sass`: each unit's baseline against its ACF entry, kernel by kernel, in
 the terminal).
 

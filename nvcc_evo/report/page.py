@@ -11,7 +11,6 @@ count (an edited kernel's old candidates are another kernel's).
 """
 from __future__ import annotations
 
-import html
 import math
 import time
 from pathlib import Path
@@ -20,22 +19,26 @@ from typing import Sequence
 from nvcc_evo.acf.edit.spelling import show_value
 from nvcc_evo.engine.evolve import Evaluation, pareto_front
 from nvcc_evo.engine.space import Genome
+from nvcc_evo.report.markup import Markup, join, table, tag, text
 from nvcc_evo.report.plots import MISSING, available, convergence_figure, front_figure, svg
 from nvcc_evo.report.sections import Section, sections
 from nvcc_evo.execute.store import Record
+from nvcc_evo.retune.kernels import STORE_NAME, Comparison, KernelStore
+from nvcc_evo.retune.kernelview import demangled, rows
 
 UNITS_OF = {"runtime": "us", "energy": "mJ", "power": "W", "spills": "bytes"}
 
 
-def _metric(record: Record | None, name: str) -> str:
+def _metric(record: Record | None, name: str) -> Markup | str:
     if record is None:
         return "—"
     metrics, spreads = dict(record.measurement.metrics), dict(record.measurement.spreads)
     value = metrics.get(name)
-    if value is None or not math.isfinite(value):
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
         return "—"
     spread = spreads.get(name)
-    return f"{value:.4g}" + (f" <small>p20..p80 {spread:.2%} wide</small>" if spread else "")   # (relative)
+    spread = spread if isinstance(spread, (int, float)) and math.isfinite(spread) else None
+    return join([f"{value:.4g}", *([" ", tag("small", f"p20..p80 {spread:.2%} wide")] if spread else [])])
 
 
 def _change(section: Section, chosen: Record | None, name: str) -> str:
@@ -46,92 +49,93 @@ def _change(section: Section, chosen: Record | None, name: str) -> str:
     return f"{mine / base - 1:+.1%}"
 
 
-def _table(head: list[str], rows: list[list[str]]) -> str:
-    cells = lambda row, tag: "".join(f"<{tag}>{c}</{tag}>" for c in row)
-    return ("<table><tr>" + cells(head, "th") + "</tr>" + "".join(f"<tr>{cells(r, 'td')}</tr>" for r in rows)
-            + "</table>")
-
-
-def _knobs(section: Section) -> str:
+def _knobs(section: Section) -> Markup:
     target = section.entry()
     if chosen_by := section.chosen_by():
-        return f"<p>{_elsewhere(section, chosen_by)}</p>"
+        return tag("p", _elsewhere(section, chosen_by))
     if target is None:
-        return f"<p>No entry for {section.arch} in the ACF.</p>"
+        return tag("p", f"No entry for {section.arch} in the ACF.")
     chosen = {s.knob: show_value(s.value) for s in target.settings}
     base = dict(section.baseline.genome.items)
-    rows = [[html.escape(k), html.escape(show_value(base[k]) if base.get(k) is not None else "(default)"),
-             f"<b>{html.escape(v)}</b>"] for k, v in chosen.items()]
-    return _table(["knob", "baseline", "chosen"], rows) if rows else "<p>The entry keeps the defaults.</p>"
+    rows = [[k, show_value(base[k]) if base.get(k) is not None else "(default)", tag("b", v)]
+            for k, v in chosen.items()]
+    return table(["knob", "baseline", "chosen"], rows) if rows else tag("p", "The entry keeps the defaults.")
 
 
-def _objectives(section: Section, chosen: Record | None) -> str:
+def _objectives(section: Section, chosen: Record | None) -> Markup:
     metrics = [m for m, _ in section.baseline.measurement.metrics]
     rows = [[m + (f" ({UNITS_OF[m]})" if m in UNITS_OF else ""), _metric(section.baseline, m),
              _metric(chosen, m), _change(section, chosen, m)] for m in metrics]
-    note = "" if chosen is not None else "<p>The entry's knobs are not among these evaluations.</p>"
+    notes = [] if chosen is not None else [tag("p", "The entry's knobs are not among these evaluations.")]
     if section.apart:
-        note += (f"<p>{section.apart} evaluation(s) of another search space or build are not part of this "
-                 f"section (its baseline is the current space's and build's).</p>")
-    return _table(["objective", "baseline", "chosen", "change"], rows) + note
+        notes.append(tag("p", f"{section.apart} evaluation(s) of another search space or build are not part of "
+                              f"this section (its baseline is the current space's and build's)."))
+    return join([table(["objective", "baseline", "chosen", "change"], rows), *notes])
 
 
-def _kernels(section: Section, chosen: Record | None, stores: list[Path]) -> str:
+def _kernels(section: Section, chosen: Record | None, stores: list[Path]) -> Markup:
     """The baseline's and the chosen build's kernels, as the retune that chose it compared them."""
-    from nvcc_evo.retune.kernels import STORE_NAME, KernelStore
-    from nvcc_evo.retune.kernelview import html_tables
     if chosen is None:
-        return "<p>The entry's knobs are not among these evaluations.</p>"
+        return tag("p", "The entry's knobs are not among these evaluations.")
     for folder in dict.fromkeys(store.parent for store in stores):
         found = KernelStore(folder / STORE_NAME).latest(str(section.unit), section.arch, section.baseline.sass_hash,
                                                         chosen.sass_hash)
         if found is not None:
-            return html_tables(found)
-    return ("<p>No comparison of these two builds recorded (a retune records one as it ends; "
-            "<code>nvcc-evo --sass</code> builds one in the terminal).</p>")
+            return kernel_tables(found)
+    return tag("p", "No comparison of these two builds recorded (a retune records one as it ends; ",
+               tag("code", "nvcc-evo --sass"), " builds one in the terminal).")
 
 
-def _verification(section: Section) -> str:
+def kernel_tables(comparison: Comparison) -> Markup:
+    """A comparison's table per kernel (retune.kernelview's rows), as the terminal shows them."""
+    pairs = comparison.pairs()
+    names = demangled([name for name, _, _ in pairs])
+    parts = [table(["", "baseline", "chosen", "change"], [list(row) for row in rows(comparison, base, mine)],
+                   caption=tag("code", names[name]), class_="kernel") for name, base, mine in pairs]
+    note = [tag("p", tag("small", comparison.note))] if comparison.note else []
+    return join(parts + note) if parts else join([tag("p", "ptxas reported no kernel."), *note])
+
+
+def _verification(section: Section) -> Markup:
     target = section.entry()
     if chosen_by := section.chosen_by():
-        return f"<p>{_elsewhere(section, chosen_by)}</p>"
+        return tag("p", _elsewhere(section, chosen_by))
     if target is None or not target.provenance:
-        return "<p>No provenance: never tuned.</p>"
+        return tag("p", "No provenance: never tuned.")
     keys = ("verdict", "test", "p_value", "effect_size", "significant", "date", "evaluations", "search_seconds")
     shown = [r for r in target.provenance if r.key in keys or r.key.startswith(("baseline.", "tuned."))]
-    text = lambda value: value if isinstance(value, str) else show_value(value)
-    rows = [[html.escape(r.key), html.escape(text(r.value)) + (f" ± {r.spread:g}" if r.spread else "")]
-            for r in shown]
-    return _table(["provenance", "value"], rows)
+    said = lambda value: value if isinstance(value, str) else show_value(value)
+    rows = [[r.key, said(r.value) + (f" ± {r.spread:g}" if r.spread else "")] for r in shown]
+    return table(["provenance", "value"], rows)
 
 
 def _elsewhere(section: Section, chosen_by: str) -> str:
-    return (f"The ACF's entry for {html.escape(section.arch)} was chosen by the {html.escape(chosen_by)} "
-            f"backend, not from these evaluations.")
+    return f"The ACF's entry for {section.arch} was chosen by the {chosen_by} backend, not from these evaluations."
 
 
-def _failures(section: Section) -> str:
+def _failures(section: Section) -> Markup:
     failed: dict[str, list] = {}
     for record in section.records:
         if not record.measurement.ok:
             entry = failed.setdefault(record.measurement.status, [0, record])
             entry[0] += 1
     if not failed:
-        return f"<p>No failures in {len(section.records)} evaluations.</p>"
+        return tag("p", f"No failures in {len(section.records)} evaluations.")
     rows = []
     for status, (count, example) in sorted(failed.items(), key=lambda s: -s[1][0]):
         line = next((l for l in example.measurement.detail.splitlines() if l.strip()), "(no message)")
         knobs = ", ".join(f"{k}={show_value(v)}" for k, v in example.genome.items if v is not None)
-        rows.append([html.escape(status), str(count), f"<code>{html.escape(line[:300])}</code><br>"
-                     f"<small>{html.escape(knobs)}</small>"])
-    return _table(["status", "count", "example"], rows)
+        rows.append([status, str(count), join([tag("code", line[:300]), Markup("<br>"), tag("small", knobs)])])
+    return table(["status", "count", "example"], rows)
 
 
-def _plots(section: Section, chosen: Record | None) -> str:
+def _plots(section: Section, chosen: Record | None) -> Markup:
     if not available():
-        return f"<p><small>{html.escape(MISSING)}</small></p>"
+        return tag("p", tag("small", MISSING))
     first, second = section.objectives()
     values = lambda r, m: dict(r.measurement.metrics).get(m, math.inf) if r.measurement.ok else math.inf
+    plain = lambda words: words.replace("$", r"\$")       # (matplotlib would read $...$ as mathematics)
+    title = plain(f"{section.unit} [{section.arch}]")
     parts = []
     if second is not None:
         points: dict[Genome, Evaluation] = {}
@@ -139,32 +143,31 @@ def _plots(section: Section, chosen: Record | None) -> str:
             points.setdefault(record.genome, Evaluation(record.genome, (values(record, first), values(record, second)),
                                                         status=record.measurement.status))
         front = pareto_front(points.values())
-        label = lambda m: m + (f" ({UNITS_OF[m]})" if m in UNITS_OF else "")
+        label = lambda m: plain(m + (f" ({UNITS_OF[m]})" if m in UNITS_OF else ""))
         parts.append(svg(front_figure(
             [(e.objectives[0], e.objectives[1]) for e in points.values() if e.feasible],     # (two objectives)
             [(e.objectives[0], e.objectives[1]) for e in front],
-            f"{section.unit} [{section.arch}]: {len(points)} candidates", label(first), label(second),
+            f"{title}: {len(points)} candidates", label(first), label(second),
             baseline=(values(section.baseline, first), values(section.baseline, second)),
             chosen=(values(chosen, first), values(chosen, second)) if chosen is not None else None)))
     start = section.records[0].time
     seconds = [r.time - start for r in section.records] if start and all(r.time for r in section.records) else None
     parts.append(svg(convergence_figure([values(r, first) for r in section.records], seconds,
-                                        values(section.baseline, first), f"{section.unit} [{section.arch}]: "
-                                        f"best {first} so far", first)))
-    return "".join(f'<figure class="plot">{p}</figure>' for p in parts)
+                                        values(section.baseline, first), f"{title}: best {plain(first)} so far",
+                                        plain(first))))
+    return join(tag("figure", Markup(p), class_="plot") for p in parts)     # (matplotlib's SVG escapes its text)
 
 
-def _summary_row(section: Section) -> list[str]:
+def _summary_row(section: Section) -> list:
     chosen = section.chosen()
     first, _ = section.objectives()
     target = section.entry()
     verdict = target.record("verdict") if target is not None else None
     verdict_text = str(verdict.value) if verdict else (f"(entry by {section.chosen_by()})" if section.chosen_by() else "—")
     failed = sum(1 for r in section.records if not r.measurement.ok)
-    return [f'<a href="#{_anchor(section)}">{html.escape(str(section.unit))}</a>', section.arch,
-            html.escape(section.device), html.escape(verdict_text),
+    return [tag("a", str(section.unit), href=f"#{_anchor(section)}"), section.arch, section.device, verdict_text,
             f"{first} {_change(section, chosen, first) or '—'}", str(len(section.records)), str(failed),
-            html.escape("; ".join(section.stale) or "up to date")]
+            "; ".join(section.stale) or "up to date"]
 
 
 def _anchor(section: Section) -> str:
@@ -181,31 +184,34 @@ table.kernel td:nth-child(n+2){text-align:right}caption{text-align:left;font-wei
 
 def render(acf_path: Path, found: list[Section], stores: list[Path], aside: int, toolkit_version: str | None,
            unsearched: Sequence[tuple[str, str]] = ()) -> str:
-    body = [f"<h1>nvcc-evo report: {html.escape(str(acf_path))}</h1>",
-            f"<p>From {', '.join(html.escape(str(s)) for s in stores)}: {sum(len(s.records) for s in found)} "
-            f"evaluations of the sources as they are now"
-            + (f" ({aside} of earlier sources left aside)" if aside else "")
-            + f"; toolkit here: {html.escape(toolkit_version or 'not found (staleness by toolkit not judged)')}. "
-            f"Written {time.strftime('%Y-%m-%d %H:%M')} without a GPU or a compile.</p>"]
+    """The page: every value read from a file goes through report.markup's escaping."""
+    body = [tag("h1", f"nvcc-evo report: {acf_path}"),
+            tag("p", f"From {', '.join(str(s) for s in stores)}: {sum(len(s.records) for s in found)} "
+                     f"evaluations of the sources as they are now"
+                     + (f" ({aside} of earlier sources left aside)" if aside else "")
+                     + f"; toolkit here: {toolkit_version or 'not found (staleness by toolkit not judged)'}. "
+                     f"Written {time.strftime('%Y-%m-%d %H:%M')} without a GPU or a compile.")]
     if not found:
-        body.append("<p>No evaluations of these units in the results stores.</p>")
+        body.append(tag("p", "No evaluations of these units in the results stores."))
     else:
-        body.append(_table(["unit", "target", "device", "verdict", "chosen vs baseline", "evaluations",
-                            "failed", "stale"], [_summary_row(s) for s in found]))
+        body.append(table(["unit", "target", "device", "verdict", "chosen vs baseline", "evaluations",
+                           "failed", "stale"], [_summary_row(s) for s in found]))
     if unsearched:
-        body += ["<h2>Units with no evaluations in these stores</h2>",
-                 _table(["unit", "entries"], [[html.escape(u), html.escape(state)] for u, state in unsearched])]
+        body += [tag("h2", "Units with no evaluations in these stores"),
+                 table(["unit", "entries"], [[u, state] for u, state in unsearched])]
     for section in found:
         chosen = section.chosen()
-        stale = (f'<p class="stale">Stale: {html.escape("; ".join(section.stale))}</p>' if section.stale
-                 else "<p>Up to date.</p>")
-        body += [f'<section id="{_anchor(section)}"><h2>{html.escape(section.title)}</h2>', stale,
-                 "<h3>Chosen knobs</h3>", _knobs(section), "<h3>Objectives</h3>", _objectives(section, chosen),
-                 "<h3>Kernels: baseline against chosen</h3>", _kernels(section, chosen, stores),
-                 "<h3>Verification</h3>", _verification(section), "<h3>Front and convergence</h3>",
-                 _plots(section, chosen), "<h3>Failures</h3>", _failures(section), "</section>"]
-    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>nvcc-evo report: "
-            f"{html.escape(acf_path.name)}</title><style>{STYLE}</style></head><body>\n" + "\n".join(body)
+        stale = (tag("p", f"Stale: {'; '.join(section.stale)}", class_="stale") if section.stale
+                 else tag("p", "Up to date."))
+        body.append(tag("section", tag("h2", section.title), stale,
+                        tag("h3", "Chosen knobs"), _knobs(section), tag("h3", "Objectives"),
+                        _objectives(section, chosen), tag("h3", "Kernels: baseline against chosen"),
+                        _kernels(section, chosen, stores), tag("h3", "Verification"), _verification(section),
+                        tag("h3", "Front and convergence"), _plots(section, chosen), tag("h3", "Failures"),
+                        _failures(section), id=_anchor(section)))
+    head = join([Markup('<meta charset="utf-8">'), tag("title", f"nvcc-evo report: {acf_path.name}"),
+                 tag("style", Markup(STYLE))])
+    return (f'<!DOCTYPE html>\n<html lang="en"><head>{head}</head><body>\n' + join(body, Markup("\n"))
             + "\n</body></html>\n")
 
 

@@ -1,12 +1,11 @@
 """A comparison of two builds' kernels (nvcc_evo.retune.kernels) as words:
 a table per kernel, baseline against chosen, for the terminal (`lines`:
-the end-of-retune summary, `--sass`) and for the report (`html_tables`).
-The same rows in both: registers, occupancy, spills, stack, shared memory,
-barriers, instructions, then each class of the instruction mix that either
-build has."""
+the end-of-retune summary, `--sass`); the report (nvcc_evo.report.page)
+draws the same `rows` as HTML: registers, occupancy, spills, stack, shared
+memory, barriers, instructions, then each class of the instruction mix that
+either build has."""
 from __future__ import annotations
 
-import html
 import shutil
 import subprocess
 
@@ -87,16 +86,3 @@ def notes(comparisons) -> list[str]:
     """The comparisons' notes, each once (no nvdisasm: the same words for every unit)."""
     return [f"note: {n}" for n in dict.fromkeys(c.note for c in comparisons if c is not None and c.note)]
 
-
-def html_tables(comparison: Comparison) -> str:
-    """The same tables for the report."""
-    pairs = comparison.pairs()
-    names = demangled([name for name, _, _ in pairs])
-    parts = []
-    for name, base, mine in pairs:
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
-                       for row in rows(comparison, base, mine))
-        parts.append(f'<table class="kernel"><caption><code>{html.escape(names[name])}</code></caption>'
-                     f"<tr><th></th><th>baseline</th><th>chosen</th><th>change</th></tr>{body}</table>")
-    note = f"<p><small>{html.escape(comparison.note)}</small></p>" if comparison.note else ""
-    return "".join(parts) + note if parts else "<p>ptxas reported no kernel.</p>" + note
