@@ -591,3 +591,41 @@ def test_the_numpy_reference_is_started_before_the_baseline_is_built(tmp_path, r
     assert measured.ok, measured
     assert len(calls) == 1 and calls[0] is not threading.main_thread()
     assert waited < 0.7, f"the baseline's measurement waited {waited:.2f} s for its reference"
+
+
+class SpinningDevice(LoggingDevice):
+    """A GPU whose kernel of cubin b"spin" never ends: the request never returns (the process sleeps, as a
+    process waiting in the driver on a deadlocked kernel does)."""
+
+    def run(self, request):
+        if request.cubin == b"spin":
+            time.sleep(3600)
+        return super().run(request)
+
+
+def spinning_worker(connection, device):
+    worker_main(connection, device, SpinningDevice)
+
+
+def test_a_candidate_that_never_ends_is_stopped_within_the_retunes_timeout_and_the_next_is_measured():
+    """The watchdog: a candidate's run past --timeout (the retune's, handed to the pycuda backend) is a
+    `timeout` failure, its measuring process killed (its CUDA context with it) and a fresh one measures the
+    next candidate, the baseline's outputs sent to it again. Before, the backend waited the pool's own 120 s
+    whatever --timeout said."""
+    from nvcc_evo.measure.candidate import CompileResult
+    from nvcc_evo.measure.gpu import GpuBench
+    pool = WorkerPool(target=spinning_worker, timeout=30)
+    try:
+        bench = GpuBench(BENCH, pool, "sm_90", lambda g: {"TILE": 1}, energy=False, timeout=3)
+        built = lambda cubin: CompileResult("ok", 0.1, "", cubin)
+        assert bench.measure(None, (), built(b"baseline")).ok
+        first = pool.process.pid
+        started = time.monotonic()
+        hung = bench.measure(None, (), built(b"spin"))
+        assert time.monotonic() - started < 10 and hung.status == "timeout", hung
+        assert "no answer within 3 s (a kernel that never ends?)" in hung.detail
+        after = bench.measure(None, (), built(b"next"))
+        assert after.ok and pool.replaced == 1 and pool.process.pid != first
+        assert pool.request(Launch(b"log", None)).detail == "next"      # the fresh process measured it
+    finally:
+        pool.close()

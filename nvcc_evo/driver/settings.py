@@ -102,7 +102,7 @@ KEYS = (
         metavar="N"),
     Key("retune.jobs", "int", "NVCC_EVO_JOBS", None, "parallel compiles", positive=True, default_said="CPU cores",
         metavar="N"),
-    Key("retune.timeout", "float", "NVCC_EVO_TIMEOUT", 300.0, "seconds before a compile counts as hung",
+    Key("retune.timeout", "float", "NVCC_EVO_TIMEOUT", 300.0, "seconds before a compile or a GPU run counts as hung",
         positive=True, finite=True, metavar="S"),
     Key("retune.time-limit", "float", "NVCC_EVO_TIME_LIMIT", None, "seconds per unit and target", positive=True,
         default_said="the backend's: 180 for pycuda, 300 for command, none for static and replay",

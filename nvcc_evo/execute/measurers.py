@@ -215,7 +215,7 @@ def _pycuda(wanted: Wanted) -> Backend:
     defines = lambda genome: {**space_defaults, **define_values(genome.settings())}
     with_energy = full or uses_energy(task.unit.tune)
     gpu = GpuBench(bench, pool, task.arch, defines, energy=with_energy, expected_fn=load_reference(bench, acf_folder),
-                   settle=not full)
+                   settle=not full, timeout=wanted.timeout)
     gpu.prefetch(space_defaults)        # the baseline's reference, while the baseline builds
     energy = ("energy from NVML" if pool.hello.get("nvml") else "no NVML: energy dropped") if with_energy else \
         "energy not measured: the tune block does not name it"

@@ -118,8 +118,11 @@ class WorkerPool:
         try:
             self.connection.send(message)
             if not self.connection.poll(timeout or self.timeout):
+                # the watchdog: a kernel that never ends (a deadlock) holds its process in the driver; killed,
+                # its CUDA context goes with it, and a fresh process measures the next candidate
                 self._replace()
-                return Answer("timeout", f"no answer within {timeout or self.timeout:.0f} s")
+                return Answer("timeout", f"no answer within {timeout or self.timeout:g} s (a kernel that never "
+                                         f"ends?): its measuring process was killed and a fresh one started")
             answer = self.connection.recv()
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
             self.process.join(5)             # reap it, so that its exit code is known
@@ -190,6 +193,7 @@ class GpuBench:
     expected_fn: Callable | None = None    # the bench's numpy reference, if it names one
     expected: dict | None = None
     min_seconds: float = 0.3                # timing window per candidate
+    timeout: float | None = None            # seconds a candidate's run may take (--timeout; None: the pool's)
     incumbent: Incumbent | None = None      # what a race is run against
     settle: bool = False                    # timing may stop once the median is known well enough (stats.settled)
     sent: tuple = (-1, frozenset())          # (the measuring process, by pool.replaced; references it holds)
@@ -246,7 +250,7 @@ class GpuBench:
             answer = self.pool.request(Launch(
                 result.cubin, plan, time=True, min_seconds=self.min_seconds, race=self.incumbent, settle=self.settle,
                 energy=bool(self.energy and self.pool.hello.get("nvml")), outputs=first,
-                **self._comparison(plan, first)))
+                **self._comparison(plan, first)), self.timeout)
         costs = dict(answer.costs)
         costs["other"] = time.perf_counter() - sent - sum(costs.values())    # the pipe, pickling, a restart
         measurement = self._judge(answer, plan, result.cubin, compiled, first)

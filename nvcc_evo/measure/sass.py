@@ -112,7 +112,7 @@ def resources(stderr: str, arch: str, cubin: bytes = b"") -> tuple[KernelFacts, 
     of relocatable code (-rdc, -dc), the static shared memory its cubin's
     relocations name (ptxas -v says nothing of it there: the link places it)."""
     kernels = _reported(stderr, arch)
-    if not cubin:
+    if not kernels or cubin[:4] != b"\x7fELF":
         return kernels
     bounds = launch_bounds(cubin)
     kernels = tuple(replace(k, **bounds.get(k.name, {})) for k in kernels)
