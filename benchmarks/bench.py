@@ -308,7 +308,7 @@ def source_fingerprints() -> dict[str, str]:
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.acf.sources import unit_sources
     from nvcc_evo.driver.match.stale import fingerprint
-    return {source.name: fingerprint(source, []) for unit in load(ACF).units
+    return {source.name: fingerprint(source) for unit in load(ACF).units
             for source in unit_sources(unit, KERNELS)}
 
 

@@ -173,5 +173,46 @@ def test_two_build_folders_of_one_project_are_one_build_and_another_way_of_compi
     cmake_build(tmp_path / "lines", env)
     listed = subprocess.run([str(EVO), "--retune", "--dry-run"], cwd=source, env=env, capture_output=True, text=True)
     assert (f'"kernel.cu" [sm_90]: 2 builds compile it differently (recorded in {tmp_path / "lines"} and '
-            f'{tmp_path / "make"}; they differ in -lineinfo): tuned for the latest') in listed.stderr, listed.stderr
-    assert "tuned for another build" in listed.stdout + listed.stderr
+            f'{tmp_path / "make"}; -lineinfo only in {tmp_path / "lines"}): tuned for the latest') in listed.stderr, \
+        listed.stderr
+    assert (f'"kernel.cu" [sm_90]: tuned for the build recorded in {tmp_path / "make"}; the latest, in '
+            f'{tmp_path / "lines"}, compiles it differently: -lineinfo only in {tmp_path / "lines"}') in listed.stdout
+
+
+@pytest.mark.skipif(shutil.which("ninja") is None, reason="needs ninja (a second CMake generator)")
+def test_build_folders_with_a_generated_header_are_one_build_and_a_real_difference_is_named(tmp_path, evo_cache):
+    """CUTLASS, like most CMake projects, passes -I<build>/include (headers CMake generates there): a Make and
+    a Ninja folder of one project "compiled it differently", and each rebuild made the other's entry stale.
+    Paths inside the build folder are compared relative to it, the generated header by its contents; a
+    folder that does compile it differently (-lineinfo, another generated header) is said with each folder
+    and the exact difference (it said "tuned for another build (KEY; now KEY)")."""
+    source = tmp_path / "src"
+    shutil.copytree(DATA / "projects" / "cmake", source)
+    cmake = source / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text() + 'set(EVO_SCALE 1 CACHE STRING "")\n'
+                     "file(WRITE ${CMAKE_BINARY_DIR}/include/evo_config.h \"#define EVO_SCALE ${EVO_SCALE}\\n\")\n"
+                     "target_include_directories(kern PRIVATE ${CMAKE_BINARY_DIR}/include)\n")
+    kernel = source / "kernel.cu"
+    kernel.write_text('#include "evo_config.h"\n' + kernel.read_text())
+    (source / "nvcc-evo.acf").write_text('acf 1\nunit "kernel.cu" {\n    search {\n'
+                                         '        ptxas.maxrregcount in {32, 255}\n    }\n}\n')
+    env = evo_env(evo_cache)
+    for folder, generator in (("make", "Unix Makefiles"), ("ninja", "Ninja")):
+        cmake_configure(source, tmp_path / folder, env, "-G", generator)
+        cmake_build(tmp_path / folder, env)
+        if folder == "make":
+            tuned = subprocess.run([str(EVO), "--retune", "--backend", "static", "--evaluations", "3"], cwd=source,
+                                   env=env, capture_output=True, text=True)
+            assert tuned.returncode == 0, tuned.stderr
+    listed = subprocess.run([str(EVO), "--retune", "--dry-run"], cwd=source, env=env, capture_output=True, text=True)
+    assert listed.returncode == 0 and "nothing to retune" in listed.stderr, listed.stdout + listed.stderr
+    assert "compile it differently" not in listed.stderr
+    other = tmp_path / "other"
+    cmake_configure(source, other, env, "-G", "Ninja", "-DEVO_SCALE=2", "-DCMAKE_CUDA_FLAGS=-lineinfo")
+    cmake_build(other, env)
+    listed = subprocess.run([str(EVO), "--retune", "--dry-run"], cwd=source, env=env, capture_output=True, text=True)
+    differ = f"-lineinfo only in {other}; the contents of <build>/include/evo_config.h"
+    assert (f'"kernel.cu" [sm_90]: 2 builds compile it differently (recorded in {other} and {tmp_path / "ninja"}; '
+            f"{differ}): tuned for the latest, in {other}") in listed.stderr, listed.stderr
+    assert (f'"kernel.cu" [sm_90]: source changed; tuned for the build recorded in {tmp_path / "ninja"}; the '
+            f"latest, in {other}, compiles it differently: {differ}") in listed.stdout, listed.stdout

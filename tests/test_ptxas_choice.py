@@ -181,7 +181,7 @@ def test_a_release_nobody_listed_builds_with_the_toolkits_ptxas(project, evo_cac
 @needs_fixtures
 def test_the_fingerprint_covers_the_control_file(project, evo_cache):
     from nvcc_evo.driver.match.stale import fingerprint
-    plain = fingerprint(project / "softmax.cu", [])
+    plain = fingerprint(project / "softmax.cu")
     _write_acf(project, '    search {\n        ptxas.controls in {none, "controls-a.acf"}\n    }')
     prints = []
     for content in (b"one", b"two"):

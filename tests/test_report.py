@@ -158,3 +158,30 @@ def test_a_unit_whose_every_evaluation_failed_reports_without_warnings(tmp_path,
     command = command[:command.index("[sm_90] on cpu (static)")] if "[sm_90] on cpu (static)" in command else command
     assert "was chosen by the static backend, not from these evaluations" in command
     assert "no candidate beat it" not in command and "(entry by static)" in page
+
+
+def test_a_unit_whose_header_comes_through_an_include_folder_is_reported(tmp_path, evo_cache):
+    """The report made the unit's fingerprint without the recorded build's -I folders, so a unit whose headers
+    come through -I (all of CUTLASS) read as "source changed" with every evaluation left aside ("0
+    evaluations of the sources as they are now") while --retune --dry-run found it up to date."""
+    shutil.copy(DATA / "projects" / "make" / "kernel.cu", tmp_path / "kernel.cu")
+    (tmp_path / "inc").mkdir()
+    shutil.copy(DATA / "projects" / "make" / "params.h", tmp_path / "inc" / "params.h")
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\nunit "kernel.cu" {\n    search {\n'
+                                           '        ptxas.maxrregcount in {32, 255}\n    }\n}\n')
+    env = evo_env(evo_cache)
+    built = run_evo("-arch=sm_90", "-Iinc", "-c", "kernel.cu", "-o", "kernel.o", cwd=tmp_path, env=env)
+    assert built.returncode == 0, built.stderr
+    tuned = run_evo("--retune", "--backend", "static", "--evaluations", "3", cwd=tmp_path, env=env)
+    assert tuned.returncode == 0, tuned.stderr
+    listed = run_evo("--retune", "--dry-run", cwd=tmp_path, env=env)
+    assert "nothing to retune" in listed.stderr, listed.stderr
+    assert run_evo("--report", cwd=tmp_path, env=env).returncode == 0
+    page = (tmp_path / ".nvcc-evo" / "report.html").read_text()
+    assert re.search(r"From [^:]+: [1-9]\d* evaluations of the sources as they are now;", page), page[:2000]
+    assert "left aside" not in page and "source changed" not in page
+    assert "Up to date." in sections(page)["kernel.cu"]
+    (tmp_path / "inc" / "params.h").write_text("#define TERMS 16\n")     # the header through -I: stale now
+    assert run_evo("--report", cwd=tmp_path, env=env).returncode == 0
+    page = (tmp_path / ".nvcc-evo" / "report.html").read_text()
+    assert "of earlier sources left aside" in page and "source changed" in page

@@ -143,6 +143,32 @@ def test_pins_and_the_search_space_are_part_of_the_staleness_key(project, evo_ca
     assert stale(legacy) == ("", False)
 
 
+def test_the_tune_block_is_part_of_the_staleness_key(project, evo_cache):
+    """Editing a unit's tune block (objectives, require, select) left its entry up to date: only the pins and
+    the search block counted, so an entry chosen for other objectives stayed and no retune chose again."""
+    env = evo_env(evo_cache)
+    acf_path = project / "nvcc-evo.acf"
+    assert subprocess.run(retune_argv("spill.cu", "--evaluations", "2"), cwd=project, env=env).returncode == 0
+    tuned = acf_path.read_text()
+    assert re.search(r'tune_digest = "sha256:[0-9a-f]{16}"', tuned)
+    changed = '"spill.cu" [sm_90]: tune block changed (objectives, require, select)\n'
+
+    def stale(text: str) -> tuple[str, bool]:
+        acf_path.write_text(text.replace('unit "regs.cu" {\n' + SEARCH + "}\n", ""))
+        dry = subprocess.run(retune_argv("--dry-run"), cwd=project, env=env, capture_output=True, text=True)
+        explain = run_evo("--explain", "-arch=sm_90", "-c", "spill.cu", cwd=project, env=env)
+        assert dry.returncode == 0 and explain.returncode == 0, dry.stderr + explain.stderr
+        return dry.stdout, "    stale: tune block changed (objectives, require, select)\n" in explain.stdout
+
+    assert stale(tuned) == ("", False)
+    reordered = tuned.replace("minimize spills, registers", "minimize registers, spills", 1)
+    assert stale(reordered) == (changed, True)
+    required = tuned.replace("minimize spills, registers", "minimize spills, registers\n        require spills <= 0", 1)
+    assert stale(required) == (changed, True)
+    assert stale(required.replace("spills <= 0", "spills <= 0.0")) == (changed, True)      # (same value: still)
+    assert stale(re.sub(r" *tune_digest = .*\n", "", reordered)) == ("", False)     # written before the key
+
+
 # ---------------------------------------------------------------- point 5: writes keep the file
 def test_a_retune_writes_through_a_link_keeping_line_endings_bom_mode_and_owner(project, evo_cache):
     shared = project / "shared"

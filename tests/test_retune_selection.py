@@ -216,7 +216,7 @@ def test_an_entry_an_older_nvcc_evo_tuned_for_a_build_stays_up_to_date_for_it(tm
     import subprocess
     from conftest import EVO
     from nvcc_evo.driver import compiledb
-    from nvcc_evo.retune.tasks import _job, build_key
+    from nvcc_evo.driver.match.builds import build_key, compiled
     shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
     (tmp_path / "opts.rsp").write_text("-Xptxas -O2\n")
     acf = tmp_path / "nvcc-evo.acf"
@@ -227,7 +227,7 @@ def test_an_entry_an_older_nvcc_evo_tuned_for_a_build_stays_up_to_date_for_it(tm
     assert built.returncode == 0, built.stderr
     assert run_evo("--retune", "--backend", "static", "--evaluations", "3", cwd=tmp_path, env=env).returncode == 0
     (record,), _ = compiledb.scan(acf)
-    job = _job(record, "sm_90", str(real_nvcc))
+    job = compiled(record, str(real_nvcc))
     now = build_key(job, tmp_path)
     assert f'build = "recorded compile {now}"' in acf.read_text()
     for key, stale in ((build_key(job, tmp_path, outputs=True), False), ("0123456789abcdef", True)):
@@ -256,3 +256,25 @@ def test_a_target_this_nvcc_does_not_build_is_warned_and_skipped_and_an_a_varian
     assert '"spill.cu" [sm_90a]' in listed.stdout and "sm_999" not in listed.stdout, listed.stdout
     aimed = run_evo("--retune", "--backend", "static", "--target", "sm_90a", "--dry-run", cwd=tmp_path, env=env)
     assert aimed.returncode == 0, aimed.stderr
+
+
+def test_two_compiles_in_one_folder_are_told_apart_and_their_real_difference_is_named(tmp_path, evo_cache,
+                                                                                     real_nvcc):
+    """A by-hand compile of a unit beside the build's is another way of compiling it: the retune named the same
+    folder twice ("recorded in X and X") and blamed "their environment" where the environment's nvcc flags
+    and the nvcc that ran differed. Each record is told apart by its output, and the difference named."""
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\nunit "spill.cu" {\n    search {\n'
+                                           '        ptxas.maxrregcount in {32, 255}\n    }\n}\n')
+    env = evo_env(evo_cache)
+    assert run_evo("-arch=sm_90", "-c", "spill.cu", "-o", "build.o", cwd=tmp_path, env=env).returncode == 0
+    link = tmp_path / "cuda" / "bin" / "nvcc"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(real_nvcc)
+    mine = {**env, "NVCC_APPEND_FLAGS": "-lineinfo", "NVCC_EVO_REAL_NVCC": str(link)}
+    assert run_evo("-arch=sm_90", "-c", "spill.cu", "-o", "mine.o", cwd=tmp_path, env=mine).returncode == 0
+    listed = run_evo("--retune", "--dry-run", cwd=tmp_path, env=env)
+    assert (f'"spill.cu" [sm_90]: 2 builds compile it differently (recorded in {tmp_path} (-o mine.o) and '
+            f"{tmp_path} (-o build.o); NVCC_APPEND_FLAGS (-lineinfo against unset); the nvcc each ran ({link} "
+            f"against ") in listed.stderr, listed.stderr
+    assert "their environment" not in listed.stderr

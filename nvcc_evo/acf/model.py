@@ -348,6 +348,15 @@ class Unit:
             parts.append(sorted(repr((r.left, r.op, r.right)) for r in self.requires))
         return "sha256:" + hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
+    @property
+    def tune_digest(self) -> str:
+        """A digest of the tune block (values, not spelling: objectives in their order, conditions in any):
+        what a retune minimises, requires and selects by, so an edit of it makes a tuned entry stale."""
+        tune = self.tune or Tune()
+        conditions = lambda found: sorted([c.metric, c.op, float(c.bound), c.relative] for c in found)
+        parts = [list(tune.minimize), conditions(tune.require), tune.select, conditions(tune.select_where)]
+        return "sha256:" + hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
 
 @dataclass(frozen=True)
 class Comment:

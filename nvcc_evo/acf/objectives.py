@@ -32,6 +32,7 @@ PROVENANCE_KEYS: dict[str, type] = {
     "fingerprint": str,
     "toolkit": str,
     "space_digest": str,     # of the unit's pins and search block (acf.Unit.space_digest): staleness
+    "tune_digest": str,      # of the unit's tune block (acf.Unit.tune_digest): staleness
     "build": str,            # the build it was tuned for (retune.tasks.build_identity): staleness
     "gpu": str,
     "cc": str,

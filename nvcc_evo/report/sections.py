@@ -13,8 +13,8 @@ from nvcc_evo.acf import model
 from nvcc_evo.acf.edit.spelling import show_value
 from nvcc_evo.acf.knobs import arch_order
 from nvcc_evo.acf.sources import unit_sources
-from nvcc_evo.driver.match.stale import fingerprint
-from nvcc_evo.retune.tasks import stale_reasons
+from nvcc_evo.driver import compiledb
+from nvcc_evo.retune.tasks import current_fingerprints, stale_reasons
 from nvcc_evo.execute.store import Record, Store
 
 SECOND_AXES = ("energy", "registers", "instructions", "spills")     # the front's other axis, for one objective
@@ -81,11 +81,12 @@ class Section:
 def sections(file: model.AcfFile, acf_path: Path, stores: list[Path], chosen_units: list[int],
              toolkit_version: str | None) -> tuple[list[Section], int, list[tuple[str, str]]]:
     """The report's sections, how many records were left aside (another
-    source fingerprint, or a unit the ACF no longer has), and the units with
+    source fingerprint than its recorded builds read now, or a unit the ACF no longer has), and the units with
     no evaluation in the stores, each with what is stale about its entries."""
     folder = acf_path.parent
     units = {str(file.units[i]): file.units[i] for i in chosen_units}
-    prints = {str(unit): {fingerprint(s, []) for s in unit_sources(unit, folder)} for unit in units.values()}
+    recorded, _ = compiledb.scan(acf_path)          # (as the build compiles each unit: its -I folders)
+    prints = {str(unit): current_fingerprints(unit, acf_path, recorded) for unit in units.values()}
     groups: dict[tuple, list[Record]] = {}
     aside = 0
     for path in stores:
@@ -137,7 +138,7 @@ def _unsearched_state(unit: model.Unit, prints: set[str], toolkit_version: str |
     if not unit.targets:
         return "no entry: never tuned"
     if len(prints) != 1:
-        return f"its globs name {len(prints)} source files here"
+        return f"{len(prints)} fingerprints of its sources here (several files, or builds that read them apart)"
     states = []
     for t in unit.targets:
         why = stale_reasons(unit, t.arch, next(iter(prints)), toolkit_version or _entry_toolkit(unit, t.arch))

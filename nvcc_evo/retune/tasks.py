@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +19,11 @@ from nvcc_evo.acf.knobs import arch_order
 from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.driver import compiledb
 from nvcc_evo.measure.candidate import CompileJob
-from nvcc_evo.driver.build.nvcc_options import parse_call, rebuild_argv
+from nvcc_evo.driver.build.nvcc_options import parse_call
+from nvcc_evo.driver.match.builds import build_key, compiled, difference, older_keys, where
 from nvcc_evo.driver.match.calls import is_lto_compile
 from nvcc_evo.driver.match.index import index_units
-from nvcc_evo.driver.match.stale import SPACE_CHANGED, fingerprint
+from nvcc_evo.driver.match.stale import SPACE_CHANGED, TUNE_CHANGED, fingerprint
 from nvcc_evo.driver.match.units import match_unit
 from nvcc_evo.driver.targets import not_built
 from nvcc_evo.errors import UsageError
@@ -143,10 +143,10 @@ def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list,
 
 
 def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str, build: str = "",
-                  gpu: str = "", also_build: str = "") -> tuple[str, ...]:
+                  gpu: str = "", also_builds: tuple[str, ...] = ()) -> tuple[str, ...]:
     """Why the unit's entry for `arch` is not what a retune here would write ("" each: it is), `gpu` the model
-    this retune measures on ("" where it measures on none: the static and command backends); `also_build`:
-    the same build as an older nvcc-evo named it (build_key's `outputs`)."""
+    this retune measures on ("" where it measures on none: the static and command backends); `also_builds`:
+    the same build as older nvcc-evo named it (builds.older_keys)."""
     target = unit.entry_for(arch)
     if target is None:
         return (f"no entry for {arch}",)
@@ -162,8 +162,11 @@ def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str
     space = target.record("space_digest")     # absent in entries written before it existed: not stale for it
     if space is not None and space.value != unit.space_digest:
         reasons.append(SPACE_CHANGED)
+    tune = target.record("tune_digest")       # (likewise)
+    if tune is not None and tune.value != unit.tune_digest:
+        reasons.append(TUNE_CHANGED)
     tuned_for = target.record("build")        # (likewise absent in older entries)
-    if build and tuned_for is not None and tuned_for.value not in (build, also_build):
+    if build and tuned_for is not None and tuned_for.value not in (build, *also_builds):
         reasons.append(f"tuned for another build ({tuned_for.value}; now {build})")
     measured_on = target.record("gpu")        # (entries the GPU backend measured)
     if gpu and measured_on is not None and measured_on.value != gpu:
@@ -237,14 +240,13 @@ def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, tool
             found.skipped.append(f"{unit} [{arch}]")
             continue
         job, source, chooses = job_found
-        includes = parse_call(list(job.argv), {}, job.cwd).values("--include-path")
-        print_ = fingerprint(source, [os.path.join(job.cwd, d) for d in includes], unit.named_files(),
-                             acf_path.parent)
+        print_ = source_fingerprint(unit, source, job.argv, job.env, job.cwd, acf_path.parent)
         build = build_identity(job, acf_path.parent, bool(mine))
-        older = f"recorded compile {build_key(job, acf_path.parent, outputs=True)}" if mine else ""
+        older = tuple(f"recorded compile {key}" for key in older_keys(job, acf_path.parent)) if mine else ()
         release = served_release(job)
         reasons = ("asked",) if asked else stale_reasons(unit, arch, print_, release or toolkit.version, build,
                                                          gpu, older)
+        reasons = tuple(_named_build(r, unit, arch, mine, acf_path.parent, toolkit.nvcc) for r in reasons)
         _say_other_builds(unit, arch, mine, acf_path.parent, toolkit.nvcc)
         measured = None if asked else _measured_on(unit, arch)
         if reasons and options.backend == "static" and measured:
@@ -259,23 +261,60 @@ def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, tool
             found.tasks.append(Task(index, unit, arch, source, job, print_, reasons, chooses, build, release, gpu))
 
 
+def source_fingerprint(unit: model.Unit, source: Path, argv: tuple[str, ...], env: tuple[tuple[str, str], ...],
+                       cwd: str, acf_dir: Path) -> str:
+    """The unit's fingerprint as the build that compiles it (its argv, environment and folder: a compile-database
+    record, or `-c SOURCE` in the ACF's folder) reads its sources now: --retune's and --report's, made as the
+    build's own (match.stale.fingerprint, its -I folders included)."""
+    return fingerprint(source, parse_call(list(argv), dict(env), cwd), cwd, unit.named_files(), acf_dir)
+
+
+def current_fingerprints(unit: model.Unit, acf_path: Path, records: list) -> set[str]:
+    """The unit's fingerprints as each of its compile-database records (`records`: compiledb.scan's) compiles
+    it, or, with none, as `nvcc -c SOURCE` of each file its globs name: the sources as they are now."""
+    mine = [r for r in records if r.unit_globs == unit.globs]
+    if mine:
+        return {source_fingerprint(unit, Path(r.input), r.argv, r.compile_env(), r.cwd, acf_path.parent)
+                for r in mine}
+    return {source_fingerprint(unit, source, ("-c", str(source)), (), str(acf_path.parent), acf_path.parent)
+            for source in unit_sources(unit, acf_path.parent)}
+
+
+ANOTHER_BUILD = "tuned for another build"
+
+
+def _named_build(reason: str, unit: model.Unit, arch: str, mine: list, root: Path, nvcc: str) -> str:
+    """"tuned for another build (KEY; now KEY)" with the folder of the record KEY names and what the latest
+    record does differently, where a record of it is left."""
+    target = unit.entry_for(arch)
+    tuned_for = target.record("build") if target is not None else None
+    if not reason.startswith(ANOTHER_BUILD) or tuned_for is None:
+        return reason
+    records = sorted((r for r in mine if r.arch == arch), key=lambda r: r.time, reverse=True)
+    old = next((r for r in records if str(tuned_for.value) in {f"recorded compile {k}" for k in
+                                                               (build_key(compiled(r, nvcc), root),
+                                                                *older_keys(compiled(r, nvcc), root))}), None)
+    if old is None or not records:
+        return reason
+    latest = records[0]
+    return (f"tuned for the build recorded in {where(old, latest)}; the latest, in {where(latest, old)}, "
+            f"compiles it differently: {difference(latest, old, root)}")
+
+
 def _say_other_builds(unit: model.Unit, arch: str, mine: list, root: Path, nvcc: str) -> None:
     """Where the unit's records for `arch` compile it in more than one way (a Debug and a Release folder; not
-    the outputs' names alone), which one the retune tunes for: the latest."""
-    ways: dict[str, tuple] = {}              # build_key -> (its latest record, how it compiles)
+    the outputs' names alone, nor another build folder whose sources read the same), which one the retune
+    tunes for: the latest, and what the others do differently."""
+    ways: dict[tuple[str, str], compiledb.CompileRecord] = {}     # (build_key, fingerprint) -> its latest record
     for record in sorted((r for r in mine if r.arch == arch), key=lambda r: r.time, reverse=True):
-        job = _job(record, arch, nvcc)
-        ways.setdefault(build_key(job, root), (record, _how_it_compiles(job)))
+        print_ = source_fingerprint(unit, Path(record.input), record.argv, record.compile_env(), record.cwd, root)
+        ways.setdefault((build_key(compiled(record, nvcc), root), print_), record)
     if len(ways) < 2:
         return
-    (latest, mine_), (other, theirs), *more = ways.values()
-    differs = " ".join(sorted(set(mine_) ^ set(theirs))[:6]) or "their environment"
-    log(f"{unit} [{arch}]: {len(ways)} builds compile it differently (recorded in {latest.cwd} and {other.cwd}"
-        f"{' and more' if more else ''}; they differ in {differs}): tuned for the latest, in {latest.cwd}")
-
-
-def _job(record, arch: str, nvcc: str) -> CompileJob:
-    return CompileJob(nvcc, tuple(record.argv), record.cwd, record.input, arch, (), record.compile_env(), 0)
+    latest, other, *more = ways.values()
+    log(f"{unit} [{arch}]: {len(ways)} builds compile it differently (recorded in {where(latest, other)} and "
+        f"{where(other, latest)}{' and more' if more else ''}; {difference(latest, other, root)}): tuned for "
+        f"the latest, in {latest.cwd}")
 
 
 def _built_by_bench(unit: model.Unit, options: Options) -> bool:
@@ -339,33 +378,6 @@ def _measured_on(unit: model.Unit, arch: str) -> str | None:
         return None
     gpu, date = target.record("gpu"), target.record("date")
     return f"backend {target.backend}" + (f" on {gpu.value}" if gpu else "") + (f", {date.value}" if date else "")
-
-
-# Options that name what a compile writes, not how it compiles (canonical names): two build folders of one
-# project (Make's and Ninja's, objects in another place) are one build.
-OUTPUT_OPTIONS = {"--output-file", "--dependency-output", "--dependency-target-name", "--output-directory",
-                  "--keep-dir"}
-
-
-def _how_it_compiles(job: CompileJob) -> tuple[str, ...]:
-    """The call's arguments as nvcc reads them: options files expanded in place (CMake's Makefiles pass
-    `--options-file .../includes_CUDA.rsp` where Ninja passes the -I's), the outputs' names left out."""
-    return tuple(rebuild_argv(list(job.argv), OUTPUT_OPTIONS, None, job.cwd))
-
-
-def build_key(job: CompileJob, root: Path, outputs: bool = False) -> str:
-    """The build's identity in the results store: its arguments as nvcc reads them (_how_it_compiles),
-    environment and nvcc, with the ACF's folder written as `<acf>`, so that a moved or copied checkout (its
-    records' paths mapped to the new folder) and another build folder of it keep its results. `outputs`:
-    the key of nvcc-evo before 2026-12-04, with its outputs (an entry naming it is not stale for it)."""
-    here = os.path.realpath(root)
-
-    def relative(text: str) -> str:
-        return "<acf>" if text == here else text.replace(here + os.sep, "<acf>" + os.sep)
-
-    argv = tuple(relative(a) for a in (job.argv if outputs else _how_it_compiles(job)))
-    env = tuple((k, relative(v)) for k, v in job.env)
-    return hashlib.sha256(repr((argv, env, job.nvcc)).encode()).hexdigest()[:16]
 
 
 def build_identity(job: CompileJob, root: Path, recorded: bool) -> str:

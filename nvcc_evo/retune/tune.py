@@ -26,6 +26,7 @@ import numpy as np
 
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.driver.build.compileplan import RecordedBuild
+from nvcc_evo.driver.match.builds import build_key
 from nvcc_evo.driver.toolkit import Toolkit
 from nvcc_evo.engine import budget
 from nvcc_evo.engine.boosters import family_of
@@ -49,7 +50,7 @@ from nvcc_evo.retune.progress import Board, progress_line, reporter
 from nvcc_evo.retune.reach import (KernelBuild, link_safe, not_shipped, reachable, recorded_build, reconfigure_safe,
                                    same_code, say)
 from nvcc_evo.retune.speedsafe import guard_for, guarded_goal, narrowed
-from nvcc_evo.retune.tasks import Task, build_key, stale_reasons
+from nvcc_evo.retune.tasks import Task, stale_reasons
 from nvcc_evo.retune.writeback import current_genome, fixed_settings
 from nvcc_evo.system.say import log
 

@@ -25,6 +25,7 @@ class TargetEntry(NamedTuple):
     toolkit: str | None = None
     space_digest: str | None = None    # of the unit's pins and search block when it was tuned
     more_archs: tuple[str, ...] = ()   # the others a block of several architectures serves
+    tune_digest: str | None = None     # of the unit's tune block when it was tuned
 
     def serves(self, arch: str) -> bool:
         return arch == self.arch or arch in self.more_archs
@@ -43,6 +44,7 @@ class UnitEntry(NamedTuple):
     space_digest: str = ""             # of its pins and search block now (acf.Unit.space_digest)
     files: tuple[str, ...] = ()        # the files its knobs name (acf.Unit.named_files), in its fingerprint
     kind: str = "source"               # "kernel": its globs name PTX entries (nvcc_evo.driver.dropin_ptxas.decide)
+    tune_digest: str = ""              # of its tune block now (acf.Unit.tune_digest)
 
     def __str__(self) -> str:
         names = " ".join(f'"{g}"' for g in self.globs)
@@ -58,25 +60,25 @@ def index_units(file) -> tuple[UnitEntry, ...]:
             targets.append(TargetEntry(target.arch, target.gpu, target.span.line,
                                        tuple((s.knob, s.value) for s in target.settings),
                                        record.get("fingerprint"), record.get("toolkit"), record.get("space_digest"),
-                                       target.more_archs))
+                                       target.more_archs, record.get("tune_digest")))
         units.append(UnitEntry(index, unit.globs, unit.span.line,
                                tuple((p.knob, p.value) for p in unit.pins), tuple(targets), unit.space_digest,
-                               unit.named_files(), unit.kind))
+                               unit.named_files(), unit.kind, unit.tune_digest))
     return tuple(units)
 
 
 def _to_json(units: tuple[UnitEntry, ...]) -> list:
     return [[u.position, list(u.globs), u.line, [list(p) for p in u.pins],
              [[t.arch, t.gpu, t.line, [list(s) for s in t.settings], t.fingerprint, t.toolkit, t.space_digest,
-               list(t.more_archs)]
-              for t in u.targets], u.space_digest, list(u.files), u.kind] for u in units]
+               list(t.more_archs), t.tune_digest]
+              for t in u.targets], u.space_digest, list(u.files), u.kind, u.tune_digest] for u in units]
 
 
 def _from_json(data: list) -> tuple[UnitEntry, ...]:
     return tuple(UnitEntry(index, tuple(globs), line, tuple(tuple(p) for p in pins),
-                           tuple(TargetEntry(a, g, l, tuple(tuple(s) for s in st), f, tk, sd, tuple(more))
-                                 for a, g, l, st, f, tk, sd, more in targets), space, tuple(files), kind)
-                 for index, globs, line, pins, targets, space, files, kind in data)
+                           tuple(TargetEntry(a, g, l, tuple(tuple(s) for s in st), f, tk, sd, tuple(more), td)
+                                 for a, g, l, st, f, tk, sd, more, td in targets), space, tuple(files), kind, tune)
+                 for index, globs, line, pins, targets, space, files, kind, tune in data)
 
 
 def load_units(path: Path, cache_dir: Path | None) -> tuple[UnitEntry, ...]:

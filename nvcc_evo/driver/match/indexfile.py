@@ -22,7 +22,8 @@ from nvcc_evo.driver.common import BROKEN_FILE, replace_file
 # something (a define's shell characters, a path out of the ACF's folder) is
 # not trusted. Change it whenever the check or the index changes.
 # index-6: the ACF's bytes, not its text; errors kept; the files the check looked at.
-INDEX_FORMAT = "index-6"
+# index-7: each unit's tune_digest, and each target's recorded one.
+INDEX_FORMAT = "index-7"
 
 
 def _key(data: bytes, acf_path: str) -> list[str]:

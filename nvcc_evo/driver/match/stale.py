@@ -5,22 +5,32 @@ the project headers it includes with quotes, the files its knobs name) and
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nvcc_evo.driver.match.index import TargetEntry
 
+if TYPE_CHECKING:
+    from nvcc_evo.driver.build.nvcc_options import NvccCall
+
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 SPACE_CHANGED = "pins or search space changed"     # the same words in --explain and --retune --dry-run
+TUNE_CHANGED = "tune block changed (objectives, require, select)"
 
 
-def fingerprint(source: Path, include_dirs: list[str], files: tuple[str, ...] = (), acf_dir: Path | None = None) -> str:
+def fingerprint(source: Path, call: NvccCall | None = None, cwd: str | os.PathLike = "",
+                files: tuple[str, ...] = (), acf_dir: Path | None = None) -> str:
     """sha256 over the unit and every project header it includes with
-    quotes, found as the preprocessor would (its folder, then -I folders),
-    and the `files` its knobs name in `acf_dir` (controls files: an edited
-    one makes a tuned entry stale; a unit that names none keeps the digest
-    it always had)."""
-    digest = _sources_digest(source, include_dirs)
+    quotes, found as the preprocessor would (its folder, then the -I folders
+    of `call`, the compile that builds it, relative to `cwd`, the folder it
+    runs in; None: a PTX, which includes nothing), and the `files` its knobs
+    name in `acf_dir` (controls files: an edited one makes a tuned entry
+    stale; a unit that names none keeps the digest it always had). The one
+    digest of a unit's sources: the build, --retune and --report all make it
+    here, from the compile they know (the call, its compile-database record)."""
+    digest = _sources_digest(source, _include_dirs(call, cwd))
     for name in files:
         assert acf_dir is not None             # (the files a unit's knobs name are in its ACF's folder)
         try:
@@ -32,7 +42,26 @@ def fingerprint(source: Path, include_dirs: list[str], files: tuple[str, ...] = 
 
 
 def _sources_digest(source: Path, include_dirs: list[str]):
-    digest, seen, todo = hashlib.sha256(), set(), [source.resolve()]
+    digest = hashlib.sha256()
+    for path, data in _sources(source, include_dirs):
+        digest.update(path.name.encode() + b"\0" + data + b"\0")
+    return digest
+
+
+def source_digests(source: Path, call: NvccCall | None = None, cwd: str | os.PathLike = "") -> dict[str, str]:
+    """{path: sha256} of each file `fingerprint` reads of the unit's sources (the unit, its quoted includes
+    as `call` finds them): what tells two builds' sources apart, file by file."""
+    return {str(path): hashlib.sha256(data).hexdigest() for path, data in _sources(source, _include_dirs(call, cwd))}
+
+
+def _include_dirs(call: NvccCall | None, cwd: str | os.PathLike) -> list[str]:
+    """The -I folders of a compile, relative to the folder it runs in (a PTX's call: None, no folders)."""
+    return [os.path.join(cwd, d) for d in call.values("--include-path")] if call is not None else []
+
+
+def _sources(source: Path, include_dirs: list[str]):
+    """(path, bytes) of the unit and each header it includes with quotes, found as the preprocessor would."""
+    seen, todo = set(), [source.resolve()]
     while todo:
         path = todo.pop()
         if path in seen:
@@ -42,17 +71,17 @@ def _sources_digest(source: Path, include_dirs: list[str]):
             data = path.read_bytes()
         except OSError:
             continue
-        digest.update(path.name.encode() + b"\0" + data + b"\0")
+        yield path, data
         for name in INCLUDE.findall(data.decode(errors="replace")):
             for folder in [path.parent, *map(Path, include_dirs)]:
                 candidate = (folder / name)
                 if candidate.is_file():
                     todo.append(candidate.resolve())
                     break
-    return digest
 
 
-def staleness(target: TargetEntry | None, print_: str, toolkit_version: str, space_digest: str = "") -> tuple[str, ...]:
+def staleness(target: TargetEntry | None, print_: str, toolkit_version: str, space_digest: str = "",
+              tune_digest: str = "") -> tuple[str, ...]:
     """Why a target's entry is out of date. A provenance without a key (an
     entry written before it existed) is not stale for that key."""
     if target is None:
@@ -64,4 +93,6 @@ def staleness(target: TargetEntry | None, print_: str, toolkit_version: str, spa
         why.append(f"tuned with CUDA {target.toolkit}, building with {toolkit_version}")
     if target.space_digest is not None and space_digest and target.space_digest != space_digest:
         why.append(SPACE_CHANGED)
+    if target.tune_digest is not None and tune_digest and target.tune_digest != tune_digest:
+        why.append(TUNE_CHANGED)
     return tuple(why)

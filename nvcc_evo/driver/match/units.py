@@ -106,7 +106,8 @@ def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_
             if target is not None:
                 target = target._replace(settings=tuple(s for s in target.settings if s[0].startswith("ptxas.")))
             matches.append(Match(name, arch, ptxas_only, target, record.fingerprint,
-                                 staleness(target, record.fingerprint, toolkit.version, unit.space_digest), note))
+                                 staleness(target, record.fingerprint, toolkit.version, unit.space_digest,
+                                           unit.tune_digest), note))
     return CallPlan(acf_path, tuple(matches), tuple(archs), notes=(arch_note,) if arch_note else ())
 
 
@@ -116,13 +117,12 @@ def build_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_dir: 
     inputs = tunable_inputs(call)
     units = load_units(acf_path, cache_dir)
     archs, arch_note = sass_archs(call, toolkit)
-    includes = call.values("--include-path")
     matches, no_sass = [], []
     unbuilt = [] if archs else no_sass_archs(call)     # (with SASS too, the record of a SASS step stands for the call)
     for name in inputs:
         source = cwd / name
         unit = match_unit(units, acf_path.parent, source)
-        print_ = fingerprint(source, [str(cwd / d) for d in includes], unit.files, acf_path.parent) \
+        print_ = fingerprint(source, call, cwd, unit.files, acf_path.parent) \
             if unit is not None else ""
         no_sass += [Match(name, arch, unit, None, print_, note="no SASS") for arch in unbuilt if unit is not None]
         for arch in archs:
@@ -131,6 +131,7 @@ def build_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_dir: 
                 continue
             target, note = choose_target(unit, arch, environ.get(GPU_ENV))
             matches.append(Match(name, arch, unit, target, print_,
-                                 staleness(target, print_, toolkit.version, unit.space_digest), note))
+                                 staleness(target, print_, toolkit.version, unit.space_digest,
+                                           unit.tune_digest), note))
     notes = ((arch_note,) if arch_note else ()) + ((LTO_NOTE,) if is_lto_compile(call) else ())
     return CallPlan(acf_path, tuple(matches), tuple(archs), notes=notes, no_sass=tuple(no_sass))
