@@ -417,3 +417,28 @@ def test_arch_all_gives_each_architecture_its_own_entry(project, evo_cache, ever
     assert _registers_per_arch(ours.stderr) == expected and len(expected) > 2
     explained = run_evo("--explain", *args, cwd=project, env=evo_env(evo_cache)).stdout
     assert "    regs.cu [sm_90]: -maxrregcount=40 -O2   [ptxas.maxrregcount = 40, ptxas.opt_level = 2]" in explained
+
+
+def test_an_sm_90a_compile_is_served_by_the_sm_90_block_and_explain_says_so(tmp_path, evo_cache):
+    """A `target sm_90` block served no `sm_90a` compile (CUTLASS's Hopper kernels build for sm_90a only) and
+    --explain did not mention the block it skipped: the drop-in ptxas served Triton's sm_90a from it, nvcc
+    compiles did not. Where the variant has no block of its own, its architecture's serves it, said. Its
+    note for no entry at all said "(recorded for --retune)", though --explain records nothing."""
+    shutil.copy(DATA / "cuda" / "regs.cu", tmp_path / "regs.cu")
+    acf = tmp_path / "nvcc-evo.acf"
+    acf.write_text('acf 1\nunit "regs.cu" {\n    target sm_90 {\n        ptxas.maxrregcount = 32\n    }\n}\n')
+    env = evo_env(evo_cache)
+    explained = run_evo("--explain", "-arch=sm_90a", "-c", "regs.cu", cwd=tmp_path, env=env)
+    assert explained.returncode == 0, explained.stderr
+    assert "regs.cu [sm_90a]: unit \"regs.cu\" (line 2), target sm_90 (line 3)\n" in explained.stdout, \
+        explained.stdout
+    assert "    no entry for sm_90a: the entry for sm_90 serves it\n" in explained.stdout
+    built = run_evo("-arch=sm_90a", "-Xptxas", "-v", "-c", "regs.cu", "-o", "regs.o", cwd=tmp_path, env=env)
+    assert built.returncode == 0, built.stderr
+    used = [int(n) for n in re.findall(r"Used (\d+) registers", built.stderr)]
+    assert used and max(used) <= 32, built.stderr
+    acf.write_text(acf.read_text().replace("sm_90", "sm_80"))
+    explained = run_evo("--explain", "-arch=sm_90a", "-c", "regs.cu", cwd=tmp_path, env=env)
+    assert "no target" in explained.stdout and "recorded for --retune" not in explained.stdout
+    assert "no entry for sm_90a: defaults (a build through nvcc-evo records the compile, for --retune)" \
+        in explained.stdout, explained.stdout

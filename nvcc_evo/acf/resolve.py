@@ -257,7 +257,10 @@ class Checker(BenchChecks):
     def check_metric(self, name: str, span: Span, metrics: tuple[str, ...] = ()) -> None:
         """An objective: a built-in one, or a metric the unit's bench command prints."""
         if name not in OBJECTIVE_BY_NAME and name not in metrics:
-            self.error(span, f"unknown objective '{name}' (known: {listed(set(OBJECTIVE_BY_NAME) | set(metrics))})")
+            known = set(OBJECTIVE_BY_NAME) | set(metrics)
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            self.error(span, f"unknown objective '{name}'{hint} (known: {listed(known)})")
 
     def check_tune(self, tune: model.Tune, metrics: tuple[str, ...] = ()) -> None:
         minimize_span = next((span for kind, span in tune.item_spans if kind == "minimize"), tune.span)

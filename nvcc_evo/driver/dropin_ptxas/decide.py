@@ -76,18 +76,6 @@ def kernel_units(acf_path: Path):
     return tuple(u for u in load_units(acf_path, folder) if u.kind == "kernel")
 
 
-def choose_target(unit, arch: str, gpu: str | None):
-    """The unit's entry for `arch`; an `sm_90a` with none is served by `sm_90`'s."""
-    from nvcc_evo.driver.match import units as matching
-    target, note = matching.choose_target(unit, arch, gpu)
-    family = arch[:-1] if arch[-1:] in ("a", "f") else ""
-    if target is None and family and any(t.arch == family for t in unit.targets):
-        found, _ = matching.choose_target(unit, family, gpu)
-        if found is not None:
-            return found, f"no entry for {arch}: the entry for {family} serves it"
-    return target, note
-
-
 def serve(call: PtxasCall, units, acf_path: Path, environ, cwd: str) -> Served:
     if len(call.inputs) != 1 or not call.inputs[0].endswith(".ptx"):
         return Served("", (), "", None, f"{len(call.inputs)} inputs, not one PTX: passed through untouched")
@@ -106,7 +94,7 @@ def serve(call: PtxasCall, units, acf_path: Path, environ, cwd: str) -> Served:
     if call.arch is None:
         return Served(name, entries, digest, None, "no --gpu-name: ptxas's default target is tuned by no entry")
     from nvcc_evo.driver.match.stale import fingerprint, staleness
-    from nvcc_evo.driver.match.units import Match
+    from nvcc_evo.driver.match.units import Match, choose_target
     copy = keep_ptx(acf_path, entries, digest, data)
     print_ = fingerprint(copy, None, "", unit.files, acf_path.parent)
     target, note = choose_target(unit, call.arch, environ.get(GPU_ENV))

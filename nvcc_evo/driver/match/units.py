@@ -68,7 +68,14 @@ def match_unit(units: tuple[UnitEntry, ...], acf_dir: Path, source: Path) -> Uni
 
 
 def choose_target(unit: UnitEntry, arch: str, gpu: str | None) -> tuple[TargetEntry | None, str]:
+    """The unit's entry for `arch` (for the GPU named, else the plain one), and a note where it is not plain
+    to see; an `a`/`f` variant (sm_90a) with no entry of its own is served by its architecture's (sm_90:
+    the same knobs, on a superset of its instructions), as the drop-in ptxas serves Triton's sm_90a."""
     for_arch = [t for t in unit.targets if t.serves(arch)]
+    family = arch[:-1] if arch[-1:] in ("a", "f") else ""
+    if not for_arch and family and any(t.serves(family) for t in unit.targets):
+        found, note = choose_target(unit, family, gpu)
+        return found, f"no entry for {arch}: the entry for {family} serves it" + (f" ({note})" if note else "")
     if gpu:
         named = [t for t in for_arch if t.gpu == gpu]
         if named:
@@ -81,7 +88,7 @@ def choose_target(unit: UnitEntry, arch: str, gpu: str | None) -> tuple[TargetEn
     if for_arch:
         names = ", ".join(repr(t.gpu) for t in for_arch)
         return None, f"several entries for {arch} ({names}): set {GPU_ENV} to choose"
-    return None, f"no entry for {arch}: defaults (recorded for --retune)"
+    return None, f"no entry for {arch}: defaults (a build through nvcc-evo records the compile, for --retune)"
 
 
 def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_dir: Path | None, acf_path: Path,
