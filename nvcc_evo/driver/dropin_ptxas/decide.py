@@ -99,7 +99,7 @@ def serve(call: PtxasCall, units, acf_path: Path, environ, cwd: str) -> Served:
     print_ = fingerprint(copy, None, "", unit.files, acf_path.parent)
     target, note = choose_target(unit, call.arch, environ.get(GPU_ENV))
     # (the toolkit that tuned it is not compared: the ptxas that runs is the program's own)
-    stale = staleness(target, print_, target.toolkit if target else "", unit.space_digest,
+    stale = staleness(target, print_, (target.toolkit or "") if target else "", unit.space_digest,
                       unit.tune_digest)
     return Served(name, entries, digest, Match(str(copy), call.arch, unit, target, print_, stale, note))
 
