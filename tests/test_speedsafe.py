@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 
 from conftest import DATA, evo_env, run_evo
 from nvcc_evo.acf.parse import parse_text
-from nvcc_evo.measure import Measurement
+from nvcc_evo.measure import Measurement, static
 from nvcc_evo.retune.choice import choose
 from nvcc_evo.execute.goal import Goal, goal_for
 from nvcc_evo.engine.evolve import Evaluation
@@ -151,3 +152,53 @@ def test_each_kernel_s_warps_are_measured_and_no_kernel_may_lose_any_to_the_unit
     measurements = {g: Measurement("ok", tuple(m.items())) for g, m in zip(genomes, (base, worse_elsewhere, better_alone))}
     assert choose(evaluations, evaluations, evaluations[0], goal, measurements, base).genome == genomes[2]
     assert choose(evaluations[:2], evaluations[:2], evaluations[0], goal, measurements, base).genome == genomes[0]
+
+
+def test_warps_per_sm_count_whole_resident_blocks_of_the_kernels_block(tmp_path):
+    """At 96 registers a 384-thread block (__launch_bounds__(384, 1), read from the cubin) still fits once
+    per SM: 12 warps, not the 20 that 96 registers allow blocks of one warp (the speed-safe static retune of
+    CUTLASS's 51_hopper_gett said 'register_warps 12 -> 20'); at 200 (the override lifting the bounds'
+    limit) no block fits: 0, a launch the driver refuses. A kernel with no bound is counted by warps, said."""
+    from nvcc_evo.measure.candidate import CompileResult
+    from nvcc_evo.measure.sass import KernelFacts
+    source = DATA / "cuda" / "warp_specialized.cu"
+    warps = []
+    for options in ((), ("-maxrregcount=96", "--override-directive-values"),
+                    ("-maxrregcount=200", "--override-directive-values")):
+        done = subprocess.run(["nvcc", "-gencode", "arch=compute_90a,code=sm_90a", "-cubin", "-Xptxas",
+                               ",".join(("-v",) + options), str(source), "-o", "k.cubin"], cwd=tmp_path,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        result = CompileResult("ok", 1.0, done.stderr, (tmp_path / "k.cubin").read_bytes())
+        metrics = dict(static.measure(result, "sm_90a", each_kernel=True).metrics)
+        warps.append((metrics["warps:_Z9ws_kernelPKfPfi"], metrics[REGISTER_WARPS]))
+    assert warps == [(12, 12), (12, 12), (0, 0)]
+    assert static.unknown_blocks(result, "sm_90a").startswith("block size unknown for _Z16reference_kernelPKfPfi")
+    assert static.unknown_blocks(result, "sm_90a", {"_Z16reference_kernelPKfPfi": (256, 0)}) == ""
+    # the bench's block where it launches the kernel, else the bound, else by warps
+    kernel = KernelFacts("k", registers=96, threads=384)
+    assert [static.kernel_warps(kernel, "sm_90", launch) for launch in (None, (256, 0), (256, 200 * 1024))] == \
+        [12, 16, 8]
+    assert static.kernel_warps(KernelFacts("k", registers=96), "sm_90") == register_warps(96, "sm_90") == 20
+
+
+def test_the_front_printed_is_the_one_the_choice_was_made_from():
+    """The engine's front can hold a twin of the chosen point (the same scores, more knobs moved) and leave out
+    the baseline the choice was made among: the summary listed a point that was not the one chosen."""
+    from nvcc_evo.retune.choice import front_chosen_from
+    unit = parse_text('acf 1\nunit "k.cu" {\n    tune {\n        minimize spills, registers\n    }\n}\n').units[0]
+    goal = goal_for(unit.tune, ("registers", "spills"))
+    points = {"base": (0.0, 40.0), "32": (0.0, 32.0), "32 twin": (0.0, 32.0), "24": (8.0, 24.0), "48": (0.0, 48.0)}
+    genomes = {n: Genome((("ptxas.maxrregcount", None if n == "base" else int(n.split()[0])),
+                          ("ptxas.dlcm", "cg" if "twin" in n else None))) for n in points}
+    measured = {genomes[n]: Measurement("ok", (("spills", s), ("registers", r))) for n, (s, r) in points.items()}
+    evaluations = {n: Evaluation(genomes[n], goal.scores(dict(measured[genomes[n]].metrics))) for n in points}
+    engine_front = [evaluations["32 twin"], evaluations["24"]]
+    best = choose(list(evaluations.values()), engine_front, evaluations["base"], goal, measured, {})
+    assert best.genome == genomes["32"]
+    shown = front_chosen_from(list(evaluations.values()), engine_front, evaluations["base"], goal, measured, {},
+                              best.genome)
+    assert [e.genome for e in shown] == [genomes["32"], genomes["24"]]      # the chosen on its row; base dominated
+    alone = front_chosen_from([evaluations["base"], evaluations["24"]], [evaluations["24"]], evaluations["base"],
+                              goal, measured, {}, genomes["base"])
+    assert [e.genome for e in alone] == [genomes["base"], genomes["24"]]    # the baseline kept, on the front

@@ -58,13 +58,32 @@ def _static(wanted: Wanted) -> Backend:
     first: list[float] = []                       # the baseline's compile seconds (the first measured)
 
     def measure(genome, flags, result):
+        launches = _bench_launch(wanted, genome)
         if result is not None and not first:
             first.append(result.seconds)
-        return with_register_warps(static.measure(result, arch, each_kernel=True), arch)
+            assumed = static.unknown_blocks(result, arch, launches)
+            if assumed:
+                from nvcc_evo.system.say import log
+                log(f"{wanted.task}: {assumed}")
+        return with_register_warps(static.measure(result, arch, each_kernel=True, launches=launches), arch)
 
     return Composed(measure, static.OBJECTIVES + (REGISTER_WARPS,),
                     reserve=lambda: 1.2 * STATIC_AFTER_COMPILES * first[0] if first else 0.0,
                     describe="static (no GPU timing: registers, spills and other compiler facts)")
+
+
+def _bench_launch(wanted: Wanted, genome) -> dict[str, tuple[int, int]]:
+    """The kernel a kernel bench launches, with its threads per block and dynamic shared bytes for the
+    genome's defines ({} for a command bench, none, or a block the defines cannot size)."""
+    bench = wanted.task.unit.bench
+    if bench is None or bench.kernel is None:
+        return {}
+    from nvcc_evo.acf.bench.spec import plan_bench
+    try:
+        plan = plan_bench(bench, {**(wanted.space_defaults or {}), **define_values(genome.settings())})
+    except (EvoError, ValueError, ArithmeticError, TypeError):
+        return {}
+    return {plan.kernel: (plan.block[0] * plan.block[1] * plan.block[2], int(plan.shared))}
 
 
 class CandidateAcf:

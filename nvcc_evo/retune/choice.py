@@ -67,19 +67,41 @@ def choose(evaluations: list[Evaluation], front: list[Evaluation], baseline: Eva
     """The ACF's selection rule over the front and the baseline: the lowest
     `select` objective among points meeting `where`, ties by the others."""
     index = goal.minimize.index(goal.select)
-    on_front = {e.objectives for e in front}
-    pool = [e for e in evaluations if e.feasible and e.objectives in on_front] + [baseline]
-    pool = [e for e in pool if e.feasible]
-    pool = [e for e in pool if all(holds(c, dict(measured[e.genome].metrics), base) == 0 for c in goal.select_where)]
+    pool = _pool(evaluations, front, baseline, goal, measured, base)
     if not pool:
         return baseline
-    base = dict(baseline.genome.items)
-    changed = lambda e: sum(value != base.get(knob) for knob, value in e.genome.items)
+    baseline_items = dict(baseline.genome.items)
+    changed = lambda e: sum(value != baseline_items.get(knob) for knob, value in e.genome.items)
     # Equal scores: the unit's current entry (a rerun never swaps it for an equal one), then the fewest
     # knobs moved from the baseline (the smallest change that does it), then one fixed order, so that the
     # order evaluations come back from the store in changes nothing.
     return min(pool, key=lambda e: (e.objectives[index], e.objectives, e.genome != current, changed(e),
                                     repr(e.genome.items)))
+
+
+def _pool(evaluations: list[Evaluation], front: list[Evaluation], baseline: Evaluation, goal: Goal,
+          measured: dict, base: dict) -> list[Evaluation]:
+    """What the choice is made among: the feasible points scoring as a front point does, and the
+    baseline, those that meet the select rule's `where`."""
+    on_front = {e.objectives for e in front}
+    pool = [e for e in evaluations if e.feasible and e.objectives in on_front] + [baseline]
+    pool = [e for e in pool if e.feasible]
+    return [e for e in pool if all(holds(c, dict(measured[e.genome].metrics), base) == 0 for c in goal.select_where)]
+
+
+def front_chosen_from(evaluations: list[Evaluation], front: list[Evaluation], baseline: Evaluation, goal: Goal,
+                      measured: dict, base: dict, chosen: Genome) -> list[Evaluation]:
+    """The Pareto front the choice was made from, as the summary prints it: the points of `choose`'s
+    pool that no other point of it dominates, one per scores (the chosen point on its own), sorted; the
+    engine's front alone can hold a twin of the chosen point and leave out the baseline it was chosen over."""
+    pool = _pool(evaluations, front, baseline, goal, measured, base)
+    dominated = lambda e: any(all(a <= b for a, b in zip(o.objectives, e.objectives)) and o.objectives != e.objectives
+                              for o in pool)
+    shown: dict = {}
+    for e in sorted(pool, key=lambda e: (e.genome != chosen, repr(e.genome.items))):
+        if not dominated(e):
+            shown.setdefault(e.objectives, e)
+    return sorted(shown.values(), key=lambda e: e.objectives)
 
 
 def confirm(task: Task, baseline: Genome, chosen: Genome, measurer: Backend,

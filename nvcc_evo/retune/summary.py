@@ -67,7 +67,8 @@ def _summary(o: Outcome) -> list[str]:
     if len(o.goal.minimize) > 1 and o.front:
         lines.append("  Pareto front (" + ", ".join(o.goal.minimize) + "):")
         for point in o.front:
-            lines.append("    " + "  ".join(_cell(v) for v in o.goal.values(point.objectives)) + f"   {point.genome}")
+            lines.append("    " + "  ".join(_cell(v) for v in o.goal.values(point.objectives)) + f"   {point.genome}"
+                         + ("   <- chosen" if point.genome == o.chosen else ""))
     return lines
 
 

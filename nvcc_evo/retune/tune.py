@@ -43,7 +43,7 @@ from nvcc_evo.execute.together import Together
 from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.backend import Backend
 from nvcc_evo.measure.candidate import CompileJob, CompileResult, PtxCache, compile_candidate
-from nvcc_evo.retune.choice import Outcome, Verification, choose, confirm, end_drift
+from nvcc_evo.retune.choice import Outcome, Verification, choose, confirm, end_drift, front_chosen_from
 from nvcc_evo.retune.kernels import after_search
 from nvcc_evo.retune.options import Options, decided, describe, ptxas_programs
 from nvcc_evo.retune.progress import Board, progress_line, reporter
@@ -381,7 +381,10 @@ def decide(prepared: Prepared, searched: Searched, retune: Retune, together: Tog
             chosen, chosen_measurement = searched.baseline, base
     if prepared.lanes is not None:
         prepared.lanes.close()
-    outcome = Outcome(task, prepared.goal, space, base, chosen, chosen_measurement, searched.engine.front(),
+    front = front_chosen_from(list(searched.engine.seen.values()), searched.engine.front(),
+                              evaluator.evaluation(searched.baseline, base), prepared.goal, evaluator.measured,
+                              evaluator.baseline, chosen)
+    outcome = Outcome(task, prepared.goal, space, base, chosen, chosen_measurement, front,
                       evaluator, searched.progress, time.monotonic() - prepared.started, prepared.candidates.fixed,
                       measurer.hello, searched.settled, verification.verdict, verification.rejected,
                       searched.drift, searched.learned)
