@@ -147,9 +147,14 @@ def _say_unbuilt(path: str, file) -> None:
 
 
 def acf_fmt(paths: list[str], check_only: bool) -> int:
+    import os
+    from typing import cast
     from nvcc_evo.acf.text import read_text
     from nvcc_evo.acf.edit.write import rewrite
+    from nvcc_evo.driver import settings
     from nvcc_evo.errors import AcfError, ExitCode, NotWritable
+    from nvcc_evo.system.locks import Wait
+    from nvcc_evo.system.say import log
     status = ExitCode.OK
     for path in paths:
         try:
@@ -158,12 +163,14 @@ def acf_fmt(paths: list[str], check_only: bool) -> int:
                 if _formatted(text, path) != text:
                     print(f"{path}: would reformat")
                     status = max(status, ExitCode.INVALID_INPUT)
-            elif rewrite(path, lambda text: _formatted(text, path)):   # locked, the file's spelling kept
+                continue
+            wait = Wait(cast(float, settings.load(path, os.environ).value("lock.wait").value), log)
+            if rewrite(path, lambda text: _formatted(text, path), wait):   # locked, the file's spelling kept
                 print(f"{path}: formatted")
         except AcfError as error:
             print(error, file=sys.stderr)
             status = max(status, ExitCode.INVALID_INPUT)
-        except NotWritable as error:
+        except (NotWritable, TimeoutError) as error:         # (TimeoutError: another's lock held on and on)
             print(f"nvcc-evo: error: {error}", file=sys.stderr)
             status = max(status, ExitCode.ENVIRONMENT)
         except OSError as error:

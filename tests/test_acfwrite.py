@@ -40,7 +40,8 @@ def test_acf_fmt_writes_through_a_link_and_keeps_mode_owner_line_endings_and_bom
     assert real.read_bytes() == BOM + crlf(format_text(UNFORMATTED))
     after = real.stat()
     assert after.st_mode & 0o7777 == 0o640 and (after.st_uid, after.st_gid) == (before.st_uid, before.st_gid)
-    assert sorted(p.name for p in shared.iterdir()) == ["real.acf"] and os.listdir(project) == ["nvcc-evo.acf"]
+    assert sorted(p.name for p in shared.iterdir()) == [".nvcc-evo", "real.acf"]      # (its lock beside it)
+    assert os.listdir(project) == ["nvcc-evo.acf"]
 
 
 @pytest.mark.parametrize("what", ["file", "folder"])
@@ -90,7 +91,7 @@ def test_a_save_by_an_editor_during_a_rewrite_is_kept_and_the_update_redone_on_i
     assert acfwrite.rewrite(path, update) is True
     assert seen == ["acf 1\n# one\n", "acf 1\n# one\n# the editor's line\n"]
     assert path.read_bytes() == crlf("acf 1\n# one\n# the editor's line\n# nvcc-evo's line\n")
-    assert os.listdir(tmp_path) == ["nvcc-evo.acf"]
+    assert sorted(os.listdir(tmp_path)) == [".nvcc-evo", "nvcc-evo.acf"]
 
 
 def test_rewrites_take_turns_under_the_lock(tmp_path):
@@ -171,7 +172,7 @@ def test_an_in_place_save_during_rewrites_loses_no_unit_and_keeps_the_editors_fi
     assert writes >= 3 and set(seen) == {40}, f"the updates saw {sorted(set(seen))} units"
     assert f"# save {saves - 1}\n" in path.read_text() and len(final.units) == 40
     assert final.units[39].entry_for("sm_90").settings == (model.Setting("ptxas.opt_level", 3),)
-    assert sorted(os.listdir(tmp_path)) == ["nvcc-evo.acf"]
+    assert sorted(os.listdir(tmp_path)) == [".nvcc-evo", "nvcc-evo.acf"]
 
 
 def test_a_save_begun_before_the_rename_and_ended_after_it_is_kept_with_the_update(tmp_path, monkeypatch):

@@ -59,7 +59,7 @@ def untouched(tmp_path: Path) -> bool:
     return (tmp_path / "thesis.txt").read_text() == THESIS
 
 
-@pytest.mark.parametrize("name", ["retune-nvcc-evo.acf.lock", "results.jsonl"])
+@pytest.mark.parametrize("name", ["locks/retune-nvcc-evo.acf.lock", "results.jsonl"])
 def test_retune_refuses_a_committed_link_in_its_folder(tmp_path, evo_cache, name):
     """The lock link: the thesis was truncated and held a pid; the store
     link: JSON lines were appended to it."""

@@ -111,8 +111,8 @@ def test_a_second_retune_of_the_same_acf_waits_and_both_results_are_written(proj
     first_out, first_err = first.communicate(timeout=300)
     second_out, second_err = second.communicate(timeout=300)
     assert first.returncode == 0 and second.returncode == 0, first_err + second_err
-    assert (f"another retune of {project / 'nvcc-evo.acf'} is running (pid {first.pid}); waiting for it to finish"
-            in second_err)
+    assert f"another retune of {project / 'nvcc-evo.acf'} is running (pid {first.pid}, " in second_err
+    assert f"{EVO} --retune " in second_err and "); waiting for it to finish (at most 600 s: " in second_err
     assert targets((project / "nvcc-evo.acf").read_text()) == {("spill.cu",): ["sm_90"], ("regs.cu",): ["sm_90"]}
     units = [line["context"]["unit"] for line in store_lines(project)]
     assert units == sorted(units, key=lambda u: u != '"spill.cu"')       # one after the other, not mixed

@@ -234,7 +234,7 @@ def test_the_compile_path_reads_settings_only_where_a_file_is(project, real_nvcc
 
 
 # Options fields that are no project setting: what to retune, how, and the record of where values came from.
-NOT_SETTINGS = {"acf", "globs", "all", "dry_run", "protocol", "ptxas", "ptxas_source", "command_line", "sources"}
+NOT_SETTINGS = {"acf", "globs", "all", "dry_run", "protocol", "ptxas", "ptxas_source", "lock_wait", "command_line", "sources"}
 
 
 def test_a_search_setting_is_declared_once_and_is_an_options_field_and_a_flag():

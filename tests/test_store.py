@@ -49,15 +49,17 @@ def test_a_torn_last_line_is_isolated_before_the_next_append(tmp_path):
 
 
 def test_appends_wait_for_the_store_lock(tmp_path):
-    """Appenders take turns: the torn-line check and the write are one step."""
-    import fcntl
+    """Appenders take turns: the torn-line check and the write are one step (the store's lock file, which
+    only its writers may open: never the store, which others may read and so lock)."""
     import subprocess
     import sys
     import time
+    from contextlib import ExitStack
+    from nvcc_evo.system.locks import Wait, lock_for, locked
     store = Store(tmp_path / "r.jsonl")
     store.append(record(1))
-    holder = open(store.path, "rb")
-    fcntl.flock(holder, fcntl.LOCK_EX)
+    holder = ExitStack()
+    holder.enter_context(locked(store.path, lock_for(store.path), Wait(), "held"))
     code = ("import sys; sys.path[:0] = [sys.argv[1]]; from test_store import record; from nvcc_evo.execute.store import Store; "
             "from pathlib import Path; Store(Path(sys.argv[2])).append(record(2))")
     other = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).parent), str(store.path)])

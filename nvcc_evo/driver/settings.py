@@ -126,6 +126,7 @@ KEYS = (
     Key("retune.progress", "choice", "NVCC_EVO_PROGRESS", "auto", "a live bar (bar), one line per generation "
         "(lines), or auto: a live bar when stderr is a terminal, else one line per generation",
         ("auto", "bar", "lines")),
+    Key("lock.wait", "float", "NVCC_EVO_LOCK_WAIT", 600.0, "seconds a lock is waited for", positive=True, finite=True),
     Key("report.stores", "pathlist", "", None, "results stores --report reads (default: .nvcc-evo/results.jsonl)",
         inside=True),
     Key("report.out", "path", "", None, "the HTML file --report writes (default: .nvcc-evo/report.html)",

@@ -10,7 +10,6 @@ short by a crash is ended before the next one, so it never swallows it.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -25,6 +24,7 @@ from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.occupancy import LaunchRefusal
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.system.files import folders, open_regular
+from nvcc_evo.system.locks import Wait, lock_for, locked
 
 
 @dataclass(frozen=True)
@@ -139,8 +139,9 @@ def _decode(line: str) -> Record:
 
 
 class Store:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, wait: Wait = Wait()):
         self.path = path
+        self.wait = wait        # how long an append waits for another's (system.locks)
         self.skipped = 0        # lines the last read skipped: cut short, garbage, another shape
 
     def read(self) -> list[Record]:
@@ -175,20 +176,21 @@ class Store:
         line = (_encode(record) + "\n").encode()
         try:
             folders(self.path.parent.parent, self.path.parent.name)
-            fd = open_regular(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)  # no link, FIFO or device
+            with locked(self.path, lock_for(self.path), self.wait, f"another nvcc-evo is appending to {self.path}"):
+                self._append(line)
         except OSError as error:
             raise self._cannot(error) from None
+
+    def _append(self, line: bytes) -> None:
+        fd = open_regular(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)  # no link, FIFO or device
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
             if _ends_torn(fd):
                 line = b"\n" + line     # a line cut short (kill -9, a full disk) stays apart, skipped by read()
             while line:
                 line = line[os.write(fd, line):]
             os.fsync(fd)
-        except OSError as error:
-            raise self._cannot(error) from None
         finally:
-            os.close(fd)                 # releases the lock
+            os.close(fd)
 
     def _cannot(self, error: OSError) -> EnvironmentProblem:
         return EnvironmentProblem(f"cannot append to the results store {self.path}: {error.strerror or error} "

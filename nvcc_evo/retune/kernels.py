@@ -12,7 +12,6 @@ for one unit from its ACF entry, without a search.
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import math
 import os
@@ -30,6 +29,7 @@ from nvcc_evo.measure.sass import sass_hash
 from nvcc_evo.errors import EvoError
 from nvcc_evo.measure.occupancy import Occupancy, occupancy
 from nvcc_evo.measure.sass import MISSING, KernelFacts, find_disassembler, kernel_facts, with_mix
+from nvcc_evo.system.locks import Wait, lock_for, locked
 
 STORE_NAME = "kernels.jsonl"
 
@@ -167,13 +167,14 @@ class KernelStore:
                            "baseline": comparison.baseline.to_json(), "chosen": comparison.chosen.to_json()})
         data = (line + "\n").encode()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)   # no planted link
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)           # searches at once append whole lines, one at a time
-            while data:
-                data = data[os.write(fd, data):]
-        finally:
-            os.close(fd)
+        # searches at once append whole lines, one at a time
+        with locked(self.path, lock_for(self.path), Wait(), f"another nvcc-evo is appending to {self.path}"):
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # no planted link
+            try:
+                while data:
+                    data = data[os.write(fd, data):]
+            finally:
+                os.close(fd)
 
     def read(self) -> list[Comparison]:
         if not self.path.is_file():

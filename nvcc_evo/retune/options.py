@@ -20,7 +20,7 @@ import math
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from nvcc_evo import backends
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
@@ -49,6 +49,11 @@ FLAG_TYPES = {"int": int, "float": float}       # other kinds: the text as given
 def _default(field: str):
     """The table's default of the setting an Options field holds."""
     return _KEY_OF[field].default
+
+
+def _setting(name: str):
+    """The table's default of a setting that is no search setting."""
+    return settings.BY_NAME[name].default
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,7 @@ class Options:
     # (NVCC_EVO_PTXAS over the settings file; set here in code, it wins), decided by with_settings.
     ptxas: tuple[str, ...] = ()
     ptxas_source: str = settings.DEFAULT
+    lock_wait: float = _setting("lock.wait")      # seconds a wait for another's lock lasts (system.locks)
     command_line: tuple[str, ...] = ()            # the fields given on the command line (they win)
     sources: tuple[tuple[str, str], ...] = ()     # (setting, where its value came from), by with_settings
 
@@ -99,7 +105,8 @@ def with_settings(options: Options, project: settings.Settings) -> Options:
     decided: dict[str, Any] = {SETTING_FIELDS[key]: value.value for key, value in chosen.items()}
     return replace(options, **decided,
                    sources=tuple((key, value.source) for key, value in chosen.items()),
-                   ptxas=tuple(p for p in paths if p), ptxas_source=listed.source)
+                   ptxas=tuple(p for p in paths if p), ptxas_source=listed.source,
+                   lock_wait=cast(float, project.value("lock.wait").value))
 
 
 def add_flags(parser) -> None:

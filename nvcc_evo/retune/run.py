@@ -39,6 +39,7 @@ from nvcc_evo.retune.tasks import Task, find_tasks
 from nvcc_evo.retune.tune import Candidates, Retune, decide, prepare, search
 from nvcc_evo.retune.writeback import one_retune_at_a_time, say_rebuild, verdict_of, write_back
 from nvcc_evo.system.leftovers import sweep_for
+from nvcc_evo.system.locks import Wait
 from nvcc_evo.system.programs import said
 from nvcc_evo.system.say import log
 
@@ -74,7 +75,7 @@ def run_retune(options: Options) -> int:
     from nvcc_evo.retune.summary import render
     acf_path = _acf_of(options)
     options, project, toolkit = _set_up(options, acf_path)
-    held = one_retune_at_a_time(acf_path, options.dry_run, log)
+    held = one_retune_at_a_time(acf_path, options.dry_run, Wait(options.lock_wait, log))
     cluster = None
     try:
         file = load(acf_path)
@@ -90,7 +91,7 @@ def run_retune(options: Options) -> int:
             return _nothing_to_retune(skipped, waiting, kept)
         if options.dry_run:
             return _dry_run(tasks, skipped)
-        outcomes = _retune_all(tasks, Retune(options, toolkit, _results_store(acf_path), acf_path, cluster))
+        outcomes = _retune_all(tasks, Retune(options, toolkit, _results_store(acf_path, options), acf_path, cluster))
     finally:
         close_pool()
         if cluster is not None:
@@ -172,8 +173,8 @@ def _dry_run(tasks: list[Task], skipped: list[str]) -> int:
     return ExitCode.INVALID_INPUT if skipped else ExitCode.OK
 
 
-def _results_store(acf_path: Path) -> Store:
-    store = Store(acf_path.parent / ".nvcc-evo" / "results.jsonl")
+def _results_store(acf_path: Path, options: Options) -> Store:
+    store = Store(acf_path.parent / ".nvcc-evo" / "results.jsonl", Wait(options.lock_wait, log))
     store.read()
     if store.skipped:
         log(f"{store.skipped} line(s) of the results store {store.path} skipped (cut short, or not results of "

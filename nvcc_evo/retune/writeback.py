@@ -23,7 +23,7 @@ from nvcc_evo.errors import AcfChanged, EnvironmentProblem
 from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import Genome, SearchSpace
 from nvcc_evo.measure.static import REGISTER_WARPS
-from nvcc_evo.system.locks import run_lock
+from nvcc_evo.system.locks import Wait, lock_file, locked
 
 if TYPE_CHECKING:
     from nvcc_evo.driver.toolkit import Toolkit
@@ -107,7 +107,7 @@ def write_back(acf_path: Path, outcome: Outcome, toolkit: Toolkit, options: Opti
             raise AcfChanged(f"its {SPACE_CHANGED} since the search began: the result is stale")
         return replace_target(text, file, unit, target)
 
-    rewrite(acf_path, update)
+    rewrite(acf_path, update, Wait(options.lock_wait, log))
     outcome.written = True
 
 
@@ -174,17 +174,19 @@ def verdict_of(outcome: Outcome) -> str:
     return ("traded " if worse else "improved ") + ", ".join(changes)
 
 
-def one_retune_at_a_time(acf_path: Path, dry_run: bool, log: Callable[[str], None]) -> ExitStack:
-    """The run's hold on the ACF (a lock file in `.nvcc-evo/` beside it): a
-    second retune of it says so and waits; a dry run writes nothing and takes
-    no turn. A read-only ACF stops the run here, before any search."""
+def one_retune_at_a_time(acf_path: Path, dry_run: bool, wait: Wait) -> ExitStack:
+    """The run's hold on the ACF (a lock file in `.nvcc-evo/locks/` beside
+    it): a second retune of it says who holds it and waits, at most as long
+    as `wait` says (then EnvironmentProblem); a dry run writes nothing and
+    takes no turn. A read-only ACF stops the run here, before any search."""
     held = ExitStack()
     if not dry_run:
         real = writable(acf_path)
-        lock = acf_path.parent / ".nvcc-evo" / f"retune-{real.name}.lock"
+        lock = lock_file(acf_path.parent, f"retune-{real.name}.lock")
         try:
-            held.enter_context(run_lock(lock, lambda pid: log(
-                f"another retune of {acf_path} is running (pid {pid}); waiting for it to finish")))
+            held.enter_context(locked(real, lock, wait, f"another retune of {acf_path} is running"))
+        except TimeoutError as error:
+            raise EnvironmentProblem(str(error)) from None
         except OSError as error:          # a link committed in its place: refused, its target untouched
             raise EnvironmentProblem(f"cannot take the retune lock {lock}: {error.strerror or error}") from None
     return held

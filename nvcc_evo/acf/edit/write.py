@@ -7,7 +7,8 @@
 - mode and ownership are kept (ownership where the writer may set it: root
   or the owner), and so are CRLF line endings and a BOM (AcfText.encode);
 - a read-only file or folder is a NotWritable error, never replaced;
-- `rewrite` is one read-modify-write under the file's lock (locks.file_lock,
+- `rewrite` is one read-modify-write under the file's lock (locks.locked, a
+  lock file in `.nvcc-evo/locks/` beside it that only its writers may open,
   so nvcc-evo's writers take turns). An editor takes no lock, and one that
   saves in place (truncate, write, pause, write: nano, `cat >`, `cp` over it)
   shows a half-saved text meanwhile, which may parse. So the text is read only
@@ -33,7 +34,7 @@ from typing import Callable, NamedTuple
 
 from nvcc_evo.acf.text import AcfText, decode
 from nvcc_evo.errors import AcfChanged, EvoError, NotWritable
-from nvcc_evo.system.locks import file_lock, hold
+from nvcc_evo.system.locks import Wait, hold, lock_for, locked
 
 ATTEMPTS = 20            # saves by an editor in a row before giving up
 STILL = 2.0              # seconds unchanged that make a file settled where no lease tells of its writers
@@ -169,13 +170,14 @@ def settle(fd: int, path: str | Path) -> _State:
                              "not written")
 
 
-def rewrite(path: str | Path, update: Callable[[str], str]) -> bool:
+def rewrite(path: str | Path, update: Callable[[str], str], wait: Wait = Wait()) -> bool:
     """One locked read-modify-write of the ACF at `path`: `update(text)` gets
     the text as it is now, settled, and returns the new one (it may raise,
     and is called again if an editor saved meanwhile). True when the file
-    changed."""
+    changed. Another nvcc-evo writing it is waited for as `wait` says
+    (locks.Busy when it does not end)."""
     real = writable(path)
-    with file_lock(real), _Files(real) as files:
+    with locked(real, lock_for(real), wait, f"another nvcc-evo is writing {path}"), _Files(real) as files:
         for _ in range(ATTEMPTS):
             before = settle(files.base, path)
             try:
