@@ -113,11 +113,15 @@ def test_kill_minus_nine_leaves_no_compiler_and_the_next_retune_sweeps(project, 
     lock = os.open(held[1], os.O_RDONLY)
     fcntl.flock(lock, fcntl.LOCK_EX)                   # a live writer's temporary: its lock is held
     dry = run_evo("--retune", "--backend", "static", "--dry-run", cwd=project, env=env)
+    assert dry.returncode == 0 and "that killed runs left" not in dry.stderr, dry.stderr
+    assert all(path.exists() for path in left + planted)     # a dry run writes and removes nothing
+    (project / "nvcc-evo.acf").write_text("acf 1\n")         # (nothing to search: the retune's start alone)
+    swept = run_evo("--retune", "--backend", "static", cwd=project, env=env)
     os.close(lock)
     leftovers.remove_private(str(held[0]))
     kept += held[1:]
-    assert dry.returncode == 0, dry.stderr
-    assert "that killed runs left" in dry.stderr
+    assert swept.returncode == 0, swept.stderr
+    assert "that killed runs left" in swept.stderr
     assert not any(path.exists() for path in left + planted)          # ... the next retune's start removes
     assert all(path.exists() for path in kept)                        # a live process's, and names not ours
 
@@ -265,8 +269,10 @@ while True:                      # a child whose pid no process has outside this
 
 
 def _sweep_by_retune(project: Path, temporary: Path, cache: Path) -> subprocess.CompletedProcess:
-    """What a user's `--retune` sweeps from the shared temporary folder."""
-    return subprocess.run([str(EVO), "--retune", "--dry-run"], cwd=project, env=evo_env(cache, TMPDIR=temporary),
+    """What a user's `--retune` sweeps from the shared temporary folder (of an ACF with nothing to search: the
+    retune's start alone; a dry run removes nothing)."""
+    (project / "nvcc-evo.acf").write_text("acf 1\n")
+    return subprocess.run([str(EVO), "--retune"], cwd=project, env=evo_env(cache, TMPDIR=temporary),
                           capture_output=True, text=True, timeout=300)
 
 

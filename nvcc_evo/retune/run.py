@@ -120,19 +120,20 @@ def _acf_of(options: Options) -> Path:
 
 def _set_up(options: Options, acf_path: Path) -> tuple[Options, settings.Settings, Toolkit]:
     """The project settings beside the ACF decide the options; the cache kept
-    bounded, what killed runs left swept; the toolkit, and `--target` checked
-    against it."""
+    bounded, what killed runs left swept (not by a dry run); the toolkit, and
+    `--target` checked against it."""
     from nvcc_evo.driver.toolkit import load_toolkit
     project = settings.load(acf_path, os.environ)
     if project.ignored:
         log(f"warning: {project.ignored}; the retune goes on without them")
     options = with_settings(options, project)
-    cache = cache_folder_if_any()   # (none where a link or a file is in its place)
-    if cache is not None:
-        prune(cache)                # the cache folder kept bounded (driver.cache)
-    swept = sweep_for(acf_path)
-    if swept:
-        log(f"removed {len(swept)} folder(s) and file(s) that killed runs left: {', '.join(swept)}")
+    if not options.dry_run:         # (a dry run removes nothing: it lists)
+        cache = cache_folder_if_any()   # (none where a link or a file is in its place)
+        if cache is not None:
+            prune(cache)                # the cache folder kept bounded (driver.cache)
+        swept = sweep_for(acf_path)
+        if swept:
+            log(f"removed {len(swept)} folder(s) and file(s) that killed runs left: {', '.join(swept)}")
     toolkit = load_toolkit(real_nvcc(project))
     check_target(options.target, toolkit, dict(options.sources).get("retune.target", "--target"))
     return options, project, toolkit
