@@ -142,7 +142,7 @@ def test_the_build_uses_the_files_gpu_log_and_nvcc(project, evo_cache, real_nvcc
 
 ERRORS = [
     ('gpu = "H200"\nlogg = "x"\n', "nvcc-evo.toml:2:1: error: unknown setting 'logg' (known settings: gpu, log, "
-     "nvcc, ptxas, real-ptxas, stale, [lock], [report], [retune])\nlogg = \"x\"\n^"),
+     "nvcc, ptxas, real-ptxas, real-ptxas-blackwell, stale, [lock], [report], [retune])\nlogg = \"x\"\n^"),
     ('[retune]\nevaluations = "ten"\n', "nvcc-evo.toml:2:15: error: 'retune.evaluations' must be an integer, "
      "got a string ('ten')\nevaluations = \"ten\"\n              ^"),
     ('[retune]\nbackend = "gpu"\n', "nvcc-evo.toml:2:11: error: 'retune.backend' must be one of auto, pycuda, "

@@ -188,7 +188,7 @@ def test_retune_through_the_user_s_own_benchmark(project, evo_cache):
     assert 'kernel "matmul_kernel" [sm_90a]' in done.stderr and "not-rebuilt" not in done.stderr
     text = (project / "nvcc-evo.acf").read_text()
     assert "target sm_90a {\n        ptxas.maxrregcount = 64\n" in text, text
-    assert 'to use the new entries of kernel "matmul_kernel": run the program through nvcc-evo-ptxas' in done.stderr
+    assert 'to use the new entries of kernel "matmul_kernel": run the program through the drop-in ptxas' in done.stderr
     assert "no compile of these units is recorded" not in done.stderr
     # the ptxas that compiled it is Triton's own (CUDA 12.8 with Triton 3.6), not the toolkit's nvcc (13.0)
     assert f'toolkit = "{TRITON_RELEASE}"' in text and TRITON_RELEASE != toolkit_release()

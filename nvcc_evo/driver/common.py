@@ -11,6 +11,13 @@ import sys
 
 REAL_NVCC_ENV = "NVCC_EVO_REAL_NVCC"
 REAL_PTXAS_ENV = "NVCC_EVO_REAL_PTXAS"        # the ptxas nvcc-evo-ptxas stands for
+REAL_PTXAS_BLACKWELL_ENV = "NVCC_EVO_REAL_PTXAS_BLACKWELL"    # the ptxas-blackwell nvcc-evo-ptxas-blackwell stands for
+# Triton's two ptxas programs (3.6: `ptxas` below sm_100, `ptxas-blackwell` from sm_100 on), the variables
+# naming them, and the one naming the real program each stand-in runs
+PLAIN_PTXAS, BLACKWELL_PTXAS = "ptxas", "ptxas-blackwell"
+TRITON_PTXAS_ENV = "TRITON_PTXAS_PATH"
+TRITON_PTXAS_BLACKWELL_ENV = "TRITON_PTXAS_BLACKWELL_PATH"
+REAL_PTXAS_OF = {PLAIN_PTXAS: REAL_PTXAS_ENV, BLACKWELL_PTXAS: REAL_PTXAS_BLACKWELL_ENV}
 TRITON_BIN = os.path.join("triton", "backends", "nvidia", "bin")    # where Triton keeps its own ptxas
 GUARD_ENV = "NVCC_EVO_ACTIVE"
 ACF_ENV = "NVCC_EVO_ACF"
@@ -57,15 +64,18 @@ def find_settings_file(acf_path) -> tuple[str, bool] | None:
 
 
 def append_log(path: str, cwd: str, argv: list[str], acf: str = "", added=(), passthrough: str = "",
-               skipped=(), problems=(), per_step=None, units=()) -> None:
+               skipped=(), problems=(), per_step=None, units=(), program: str = "") -> None:
     """One JSON line per compile in NVCC_EVO_LOG (the wrapper's and the shim's);
     `per_step`: {(input, arch): ptxas options} when nvcc's steps ran split;
     `units`: (input, arch, unit globs) of each input the ACF covers (so that
-    --retune's command backend sees that a candidate's flags reached its unit)."""
+    --retune's command backend sees that a candidate's flags reached its unit);
+    `program`: the real program the drop-in ptxas ran."""
     import json
     import time
     line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "cwd": cwd, "argv": argv, "acf": acf,
             "added": list(added), "passthrough": passthrough, "skipped": list(skipped), "problems": list(problems)}
+    if program:
+        line["program"] = program
     if units:
         line["units"] = [{"input": name, "arch": arch, "unit": list(globs)} for name, arch, globs in units]
     if per_step:

@@ -88,6 +88,7 @@ KEYS = (
     Key("ptxas", "pathlist", "NVCC_EVO_PTXAS", None, "ptxas binaries the ptxas.version knob chooses among"),
     Key("real-ptxas", "path", "NVCC_EVO_REAL_PTXAS", None, "the ptxas nvcc-evo-ptxas stands for (default: Triton's "
         "own when Triton calls it, else $CUDA_HOME/bin/ptxas, PATH)"),
+    Key("real-ptxas-blackwell", "path", "NVCC_EVO_REAL_PTXAS_BLACKWELL", None, "the ptxas-blackwell its stand-in runs"),
     Key("retune.backend", "choice", "NVCC_EVO_BACKEND", "auto", backend_help(), BACKENDS),
     Key("retune.evaluations", "int", "NVCC_EVO_EVALUATIONS", None, "evaluations per unit and target: a cap; alone, "
         "the budget", positive=True, default_said="the backend's: 60 for static and replay",

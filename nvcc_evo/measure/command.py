@@ -22,9 +22,10 @@ NVCC=nvcc-evo compiles the candidate.
   `check command`; a failed run's last lines go to stderr.
 
 For a kernel unit (Triton's kernels, compiled through nvcc-evo-ptxas) each
-run gets a Triton cache of its own (TRITON_CACHE_DIR), so the kernel is
-compiled with the candidate's knobs in every run, and TRITON_PTXAS_PATH
-names nvcc-evo-ptxas unless the environment names a ptxas already.
+run gets Triton's and TorchInductor's caches of its own, so the kernel is
+compiled with the candidate's knobs in every run, and TRITON_PTXAS_PATH and
+TRITON_PTXAS_BLACKWELL_PATH name the stand-ins, each running the real
+program the user named there, if any (dropin_ptxas.afresh).
 
 The command sees NVCC_EVO_PHASE (search, confirm, or drift: the baseline
 run again after the search), NVCC_EVO_CANDIDATE (a short name of the
@@ -37,7 +38,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
 import statistics
 import sys
 import time
@@ -51,6 +51,7 @@ from nvcc_evo.acf.bench import command as benchcommand
 from nvcc_evo.driver.common import PHASE_ENV
 from nvcc_evo.driver.compiledb import outputs_of
 from nvcc_evo.driver.build.flags import ptxas_values
+from nvcc_evo.driver.dropin_ptxas.afresh import through_stand_ins
 from nvcc_evo.measure import Confirmation, Measurement, failed
 from nvcc_evo.measure.stats import MIN_GAIN, Summary, Verdict, a_speed, enough, judged, judged_clear, summarize
 from nvcc_evo.system.leftovers import SHELL, private_folder, remove_private, run_in_group
@@ -58,6 +59,13 @@ from nvcc_evo.system.leftovers import SHELL, private_folder, remove_private, run
 NAME = "command"
 LONG_AGO = 86400.0          # what re-dated outputs are stamped with (1970-01-02): older than any source
 TAIL_LINES = 12
+NOT_REBUILT = ("no compile of unit {} for {} went through nvcc-evo during the run: the build skipped it (nvcc-evo "
+               "re-dates the outputs the compile database knows: build it once through nvcc-evo first), or does not "
+               "use nvcc-evo as its compiler (NVCC=nvcc-evo, CMAKE_CUDA_COMPILER)")
+KERNEL_NOT_REBUILT = ("no compile of kernel unit {} for {} went through nvcc-evo-ptxas during the run: the program "
+                      "took the kernel from a cache it sets itself (TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR; the "
+                      "run is given empty ones), names another ptxas (TRITON_PTXAS_PATH, "
+                      "TRITON_PTXAS_BLACKWELL_PATH), or no longer compiles that kernel for this architecture")
 
 
 @dataclass(frozen=True)
@@ -73,12 +81,6 @@ class Run:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
-
-
-def drop_in_ptxas() -> str:
-    """nvcc-evo-ptxas: beside this Python's nvcc-evo, else on PATH."""
-    beside = Path(sys.executable).parent / "nvcc-evo-ptxas"
-    return str(beside) if beside.is_file() else (shutil.which("nvcc-evo-ptxas") or "nvcc-evo-ptxas")
 
 
 def candidate_name(flags: tuple[str, ...]) -> str:
@@ -102,10 +104,11 @@ def _tokens(flags) -> set[str]:
 
 
 def flags_problem(log_lines: list[dict], globs: tuple[str, ...], arch: str, flags: tuple[str, ...],
-                  must_build: bool) -> tuple[str, str]:
+                  must_build: bool, kernel: bool = False) -> tuple[str, str]:
     """(status, why) when the wrapper's log of a run does not show the unit
     compiled with the candidate's flags; ("", "") when it does. A run that
-    need not build may compile nothing, but what it compiles must be the candidate."""
+    need not build may compile nothing, but what it compiles must be the candidate.
+    `kernel`: a kernel unit, compiled by the program's Triton through the drop-in ptxas."""
     mine = []
     for line in log_lines:
         for unit in line.get("units", ()):
@@ -114,10 +117,7 @@ def flags_problem(log_lines: list[dict], globs: tuple[str, ...], arch: str, flag
     if not mine:
         if not must_build:
             return "", ""
-        return "not-rebuilt", (f"no compile of unit {' '.join(globs)} for {arch} went through nvcc-evo during the "
-                               "run: the build skipped it (nvcc-evo re-dates the outputs the compile database knows: "
-                               "build it once through nvcc-evo first), or does not use nvcc-evo as its compiler "
-                               "(NVCC=nvcc-evo, CMAKE_CUDA_COMPILER)")
+        return "not-rebuilt", (KERNEL_NOT_REBUILT if kernel else NOT_REBUILT).format(' '.join(globs), arch)
     wanted = _tokens(flags)
     for line, name in mine:
         got = _tokens(line.get("added", ()))
@@ -212,10 +212,9 @@ class CommandBench:
                    NVCC_EVO_LOG=str(log))
         env.pop("NVCC_EVO_ACTIVE", None)
         if self.triton:
-            # Triton compiles the kernel anew in each run (a cache of the run's own), through the drop-in
-            # ptxas unless the user names another: the log then shows whether the candidate's ptxas ran.
-            env["TRITON_CACHE_DIR"] = str(log.parent / "triton-cache")
-            env.setdefault("TRITON_PTXAS_PATH", drop_in_ptxas())
+            # Triton compiles the kernel anew in each run (Triton's and TorchInductor's caches of the run's own),
+            # through the stand-ins: the log then shows whether the candidate's ptxas ran.
+            env = through_stand_ins(env, str(log.parent))
         return env
 
     def _check_commands(self, env: dict) -> str:
@@ -237,7 +236,7 @@ class CommandBench:
         if code != 0 and not exit_checked:
             return Run("command-failed", seconds=seconds, detail=f"exit {code}: {command}\n{output}",
                        failure=f"exited with status {code}")
-        status, why = flags_problem(log_lines, self.globs, self.arch, flags, must_build)
+        status, why = flags_problem(log_lines, self.globs, self.arch, flags, must_build, self.triton)
         if status:
             return Run(status, seconds=seconds, detail=f"{why}\n{output}",
                        failure=f"was not built with its flags ({status}): {why.split(': ')[0]}")

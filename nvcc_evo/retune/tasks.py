@@ -116,7 +116,8 @@ def _job_for(unit: model.Unit, arch: str, acf_path: Path, mine: list, unreadable
                 f"nvcc-evo, or remove the broken file)")
     if unit.is_kernel:
         return ("never compiled through nvcc-evo-ptxas for this ACF: run the program that compiles it once with "
-                "TRITON_PTXAS_PATH=nvcc-evo-ptxas, so that its PTX is known")
+                "TRITON_PTXAS_PATH=nvcc-evo-ptxas (and, for sm_100 and later, "
+                "TRITON_PTXAS_BLACKWELL_PATH=nvcc-evo-ptxas-blackwell), so that its PTX is known")
     files = unit_sources(unit, acf_path.parent)
     if not files:
         return f"no source file matches it under {acf_path.parent}"

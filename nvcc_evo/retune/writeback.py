@@ -131,8 +131,12 @@ def say_rebuild(acf_path: Path, outcomes: list[Outcome], redated: bool = False, 
     kernels = [o for o in written if o.task.unit.is_kernel]
     if kernels:
         log(f"to use the new entries of {', '.join(sorted({str(o.task.unit) for o in kernels}))}: run the program "
-            f"through nvcc-evo-ptxas as before (TRITON_PTXAS_PATH); its --version answer names the entries that "
-            f"apply, so Triton's cache compiles those kernels again")
+            f"through the drop-in ptxas as before (TRITON_PTXAS_PATH=nvcc-evo-ptxas, and for sm_100 and later "
+            f"TRITON_PTXAS_BLACKWELL_PATH=nvcc-evo-ptxas-blackwell); its --version answer names the entries that "
+            f"apply, so Triton's cache compiles those kernels again. torch.compile's kernels come from "
+            f"TorchInductor's own cache, whose key holds no ptxas: empty TORCHINDUCTOR_CACHE_DIR (default "
+            f"/tmp/torchinductor_$USER) once, or run with TORCH_COMPILE_CACHE_KEY_TAG set to the last line of "
+            f"`nvcc-evo-ptxas --version` in this folder")
     written = [o for o in written if not o.task.unit.is_kernel]
     if not written:
         return

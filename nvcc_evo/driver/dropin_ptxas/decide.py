@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.acf import kernelname
-from nvcc_evo.driver.common import (GPU_ENV, LOG_ENV, PHASE_ENV, REAL_PTXAS_ENV, STALE_ENV, append_log,
-                                     find_settings_file, replace_file)
+from nvcc_evo.driver.common import (BLACKWELL_PTXAS as BLACKWELL, GPU_ENV, LOG_ENV, PHASE_ENV, PLAIN_PTXAS as PLAIN,
+                                     REAL_PTXAS_BLACKWELL_ENV, REAL_PTXAS_ENV, REAL_PTXAS_OF as REAL_ENV, STALE_ENV,
+                                     append_log, find_settings_file, replace_file)
 from nvcc_evo.driver.dropin_ptxas.untouched import entries as ptx_entries, split_argv
 
 if TYPE_CHECKING:
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
 
 KERNELS_FOLDER = "kernels"
 VERSION_LINE = "nvcc-evo-ptxas: kernel entries {}"
-DIGEST_ENV = ("NVCC_EVO_GPU", "NVCC_EVO_STALE", "NVCC_EVO_PTXAS", "NVCC_EVO_REAL_PTXAS")
+DIGEST_ENV = ("NVCC_EVO_GPU", "NVCC_EVO_STALE", "NVCC_EVO_PTXAS", REAL_PTXAS_ENV, REAL_PTXAS_BLACKWELL_ENV)
+SETTING = {PLAIN: "real-ptxas", BLACKWELL: "real-ptxas-blackwell"}     # the project setting naming each real program
 
 
 class PtxasCall(NamedTuple):
@@ -200,33 +202,36 @@ def _version(program: str) -> str:
         return ""
 
 
-def log(decision: Decision, argv: list[str], acf_path: Path, environ, cwd: str) -> None:
+def log(decision: Decision, argv: list[str], acf_path: Path, environ, cwd: str, role: str = PLAIN) -> None:
+    """The log line: the call as the program it stands in for (`role`) was
+    asked, the program that ran, what was added and why not more."""
     path = environ.get(LOG_ENV)
     if not path:
         return
     served, flags = decision.served, decision.flags
     units = [(served.entries[0] if served.entries else served.ptx, served.match.arch, served.match.unit.globs)] \
         if served is not None and served.match is not None and served.match.unit is not None else []
-    append_log(path, cwd, ["ptxas", *argv], str(acf_path), flags.flags if flags else (),
+    append_log(path, cwd, [role, *argv], str(acf_path), flags.flags if flags else (),
                served.why if served else "", [f"{k}: {why}" for k, why in (flags.skipped if flags else ())],
-               decision.problems, units=units)
+               decision.problems, units=units, program=decision.program)
 
 
-def launch(argv: list[str], real: str | None, acf: str, environ, cwd: str) -> int:
-    """Run the real ptxas for this call, with a kernel unit's knobs where one
-    applies; our own trouble never fails a compile ptxas would pass."""
+def launch(argv: list[str], real: str | None, acf: str, environ, cwd: str, role: str = PLAIN) -> int:
+    """Run the real program (`role`: ptxas or ptxas-blackwell) for this call,
+    with a kernel unit's knobs where one applies; our own trouble never fails
+    a compile ptxas would pass."""
     acf_path = Path(acf)
-    environ, real, problem = with_settings(acf_path, environ, real)
+    environ, real, problem = with_settings(acf_path, environ, real, role)
     if real is None:
-        print(f"nvcc-evo-ptxas: error: {problem}", file=sys.stderr)
+        print(f"nvcc-evo-{role}: error: {problem}", file=sys.stderr)
         return 3
     refused = refused_acf(acf_path, environ)
     if refused:
-        print(f"nvcc-evo-ptxas: warning: {refused}; compiling without tuned flags", file=sys.stderr)
+        print(f"nvcc-evo-{role}: warning: {refused}; compiling without tuned flags", file=sys.stderr)
         os.execv(real, [real, *argv])
     if "--version" in argv:
         return answer_version(real, acf_path, environ)
-    decision = _decided(argv, real, acf_path, environ, cwd)
+    decision = _decided(argv, real, acf_path, environ, cwd, role)
     os.execv(decision.program, [decision.program, *decision.options, *argv])
 
 
@@ -237,7 +242,7 @@ def refused_acf(acf_path: Path, environ) -> str:
     return untrusted_acf(acf_path, environ) or acf_problem(acf_path, environ)
 
 
-def _decided(argv, real: str, acf_path: Path, environ, cwd: str) -> Decision:
+def _decided(argv, real: str, acf_path: Path, environ, cwd: str, role: str) -> Decision:
     from nvcc_evo.errors import AcfError
     try:
         decision = decide(argv, real, acf_path, environ, cwd)
@@ -253,25 +258,26 @@ def _decided(argv, real: str, acf_path: Path, environ, cwd: str) -> Decision:
     except Exception as error:         # never fail a compile that ptxas would pass
         decision = Decision(real, (), None, problems=(f"internal error ({error!r}); compiling exactly as asked",))
     for problem in decision.problems:
-        print(f"nvcc-evo-ptxas: warning: {problem}", file=sys.stderr)
-    log(decision, argv, acf_path, environ, cwd)
+        print(f"nvcc-evo-{role}: warning: {problem}", file=sys.stderr)
+    log(decision, argv, acf_path, environ, cwd, role)
     return decision
 
 
-def with_settings(acf_path: Path, environ, real: str | None):
+def with_settings(acf_path: Path, environ, real: str | None, role: str = PLAIN):
     """The project settings beside the ACF fill the environment (their
-    `real-ptxas` where NVCC_EVO_REAL_PTXAS is unset); (environ, real ptxas, why none)."""
-    problem = "" if real else "no real ptxas found: set NVCC_EVO_REAL_PTXAS, CUDA_HOME or PATH"
+    `real-ptxas` where NVCC_EVO_REAL_PTXAS is unset; `real-ptxas-blackwell`
+    for ptxas-blackwell); (environ, the real program, why none)."""
+    problem = "" if real else f"no real {role} found: set {REAL_ENV[role]}, CUDA_HOME or PATH"
     if find_settings_file(acf_path) is None:
         return environ, real, problem
     from nvcc_evo.driver import settings as project
     try:
         found = project.load(acf_path, environ)
     except (project.SettingsError, OSError) as error:
-        print(f"nvcc-evo-ptxas: warning: the project settings cannot be used: {str(error).splitlines()[0]}",
+        print(f"nvcc-evo-{role}: warning: the project settings cannot be used: {str(error).splitlines()[0]}",
               file=sys.stderr)
         return environ, real, problem
-    chosen = found.value("real-ptxas")
-    if chosen.value is not None and not environ.get(REAL_PTXAS_ENV):
+    chosen = found.value(SETTING[role])
+    if chosen.value is not None and not environ.get(REAL_ENV[role]):
         real, problem = str(chosen.value), ""
     return found.for_build(), real, problem

@@ -1,5 +1,6 @@
-"""`nvcc-evo-ptxas --explain PTXAS-ARGS`: what the drop-in ptxas would do
-with this call, in words, on stdout: the real ptxas and why it, the ACF,
+"""`nvcc-evo-ptxas --explain PTXAS-ARGS` (and `nvcc-evo-ptxas-blackwell
+--explain`): what the drop-in ptxas would do with this call, in words, on
+stdout: the program it stands in for, the real one and why it, the ACF,
 the PTX's entries and digest, the kernel unit and target that serve it (or
 why none), the knobs added and left out, the command, the `--version`
 answer. Runs nothing but the real ptxas's probes; compiles nothing.
@@ -9,16 +10,20 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from nvcc_evo.driver.common import ACF_ENV, REAL_PTXAS_ENV, TRITON_BIN
+from nvcc_evo.driver.common import (ACF_ENV, BLACKWELL_PTXAS as BLACKWELL, PLAIN_PTXAS as PLAIN,
+                                    REAL_PTXAS_OF as REAL_ENV, TRITON_BIN, TRITON_PTXAS_BLACKWELL_ENV, TRITON_PTXAS_ENV)
+
+TRITON_ENV = {PLAIN: TRITON_PTXAS_ENV, BLACKWELL: TRITON_PTXAS_BLACKWELL_ENV}
 
 
-def _real_line(real: str | None, environ, problem: str) -> str:
+def _real_line(real: str | None, environ, problem: str, role: str) -> str:
+    stands = f"stands in for: {role} (Triton's {TRITON_ENV[role]})"
     if real is None:
-        return f"real ptxas: none ({problem})"
-    why = REAL_PTXAS_ENV if environ.get(REAL_PTXAS_ENV) else \
-        "Triton's own: the calling process has Triton loaded" if TRITON_BIN in real else \
+        return f"{stands}\nreal {role}: none ({problem})"
+    why = REAL_ENV[role] if environ.get(REAL_ENV[role]) else \
+        "Triton's own" if TRITON_BIN in real else \
         "the toolkit's: $CUDA_HOME/bin, $CUDA_PATH/bin or PATH"
-    return f"real ptxas: {real} ({why})"
+    return f"{stands}\nreal {role}: {real} ({why})"
 
 
 def _served_lines(decision) -> list[str]:
@@ -40,29 +45,29 @@ def _served_lines(decision) -> list[str]:
     return lines
 
 
-def explain(argv: list[str], real: str | None, acf: str | None, environ, cwd: str) -> int:
+def explain(argv: list[str], real: str | None, acf: str | None, environ, cwd: str, role: str = PLAIN) -> int:
     from nvcc_evo.driver.dropin_ptxas import decide as kernels
     from nvcc_evo.errors import AcfError
     if acf is None:
-        print(f"{_real_line(real, environ, 'none found')}\nno ACF ({ACF_ENV} unset, no nvcc-evo.acf at or above "
-              f"{cwd}): every call runs the real ptxas as asked")
+        print(f"{_real_line(real, environ, 'none found', role)}\nno ACF ({ACF_ENV} unset, no nvcc-evo.acf at or above "
+              f"{cwd}): every call runs the real program as asked")
         return 0
     acf_path = Path(acf)
-    environ, real, problem = kernels.with_settings(acf_path, environ, real)
+    environ, real, problem = kernels.with_settings(acf_path, environ, real, role)
     named = f" ({ACF_ENV})" if environ.get(ACF_ENV) else " (found at or above the working folder)"
-    lines = [_real_line(real, environ, problem), f"ACF: {acf_path}{named}"]
+    lines = [_real_line(real, environ, problem, role), f"ACF: {acf_path}{named}"]
     refused = kernels.refused_acf(acf_path, environ)
     if refused:
-        lines.append(f"{refused}: every call runs the real ptxas as asked")
+        lines.append(f"{refused}: every call runs the real program as asked")
     elif real is not None:
         try:
             decision = kernels.decide(argv, real, acf_path, environ, cwd)
             lines += _served_lines(decision)
             lines.append("runs: " + shlex.join([decision.program, *decision.options, *argv]))
         except AcfError as error:
-            lines += ["the ACF has errors; every call runs the real ptxas as asked:", str(error)]
+            lines += ["the ACF has errors; every call runs the real program as asked:", str(error)]
         digest = kernels.version_digest(acf_path, environ)
-        lines.append(f"--version answers the real ptxas's lines, then '{kernels.VERSION_LINE.format(digest)}'"
-                     if digest else "--version answers the real ptxas's own (no kernel unit)")
+        lines.append(f"--version answers the real {role}'s lines, then '{kernels.VERSION_LINE.format(digest)}'"
+                     if digest else f"--version answers the real {role}'s own (no kernel unit)")
     print("\n".join(lines))
     return 0

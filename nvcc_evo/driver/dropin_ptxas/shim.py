@@ -1,8 +1,10 @@
-"""`nvcc-evo-ptxas`: a drop-in ptxas, for programs that run ptxas themselves
-(Triton: `TRITON_PTXAS_PATH=nvcc-evo-ptxas`).
+"""`nvcc-evo-ptxas` and `nvcc-evo-ptxas-blackwell`: a drop-in ptxas, for
+programs that run ptxas themselves (Triton: `TRITON_PTXAS_PATH=nvcc-evo-ptxas`
+and, from sm_100 on, `TRITON_PTXAS_BLACKWELL_PATH=nvcc-evo-ptxas-blackwell`).
 
 The first code of every call (os, sys and `common` only, as the drop-in
-nvcc's shim): find the real ptxas, find the ACF, and exec the real ptxas at
+nvcc's shim): know which of Triton's two programs this call stands in for
+(`stands_for`), find the real one, find the ACF, and exec the real program at
 once with the very argv when there is no ACF, so that such a call costs
 starting Python and nothing more. With an ACF whose cached index names none
 of the PTX's kernels, the same after reading the two files
@@ -10,11 +12,17 @@ of the PTX's kernels, the same after reading the two files
 matches the PTX's `.entry` names against its kernel units and adds their
 ptxas knobs.
 
-The real ptxas: NVCC_EVO_REAL_PTXAS; else (called by Triton) the ptxas
-Triton ships (`triton/backends/nvidia/bin/`, beside the libtriton its caller
-has loaded); else the toolkit's
-($CUDA_HOME/bin, $CUDA_PATH/bin, PATH); never nvcc-evo-ptxas itself. The
-project setting `real-ptxas` names one where the environment does not.
+Triton 3.6 runs `ptxas` below sm_100 and `ptxas-blackwell` (another
+release) from sm_100 on, and derives the PTX's `.version` from each one's
+`--version` answer: each stand-in runs the program it replaces, never the
+other. The real `ptxas`: NVCC_EVO_REAL_PTXAS; else (called by Triton) the
+ptxas Triton ships (`triton/backends/nvidia/bin/`, beside the libtriton its
+caller has loaded); else the toolkit's ($CUDA_HOME/bin, $CUDA_PATH/bin,
+PATH). The real `ptxas-blackwell`: NVCC_EVO_REAL_PTXAS_BLACKWELL; else
+Triton's, beside its caller's libtriton or in the Triton this Python
+imports; else a `ptxas-blackwell` in those folders; never a plain ptxas.
+Never nvcc-evo-ptxas itself. The project settings `real-ptxas` and
+`real-ptxas-blackwell` name one where the environment does not.
 The ACF: NVCC_EVO_ACF, else the nearest nvcc-evo.acf at or above the
 working folder (a PTX lies in a temporary folder: there is no source to walk up from),
 used only when trusted (decide.refused_acf: the drop-in nvcc's rule).
@@ -24,20 +32,70 @@ from __future__ import annotations
 import os
 import sys
 
-from nvcc_evo.driver.common import (ACF_ENV, ACF_NAME, ENVIRONMENT, REAL_PTXAS_ENV, TRITON_BIN, explicit_program,
-                                    usable)
+from nvcc_evo.driver.common import (ACF_ENV, ACF_NAME, BLACKWELL_PTXAS as BLACKWELL, ENVIRONMENT,
+                                    PLAIN_PTXAS as PLAIN, REAL_PTXAS_OF as REAL_ENV, TRITON_BIN,
+                                    TRITON_PTXAS_BLACKWELL_ENV, TRITON_PTXAS_ENV, explicit_program, usable)
 
 TRITON_LIBRARY = os.sep + os.path.join("triton", "_C", "libtriton")
+EITHER = "ptxas or ptxas-blackwell"     # a `--version` asked of both at once
+FIRST_BLACKWELL = 100       # Triton's get_ptxas(arch): ptxas-blackwell from compute capability 10.0 on
 
 
 class PtxasNotFound(Exception):
     pass
 
 
-def _program_name() -> str:
-    """`ptxas`, or `ptxas-blackwell` where we stand in for that one."""
-    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-    return "ptxas-blackwell" if "blackwell" in name else "ptxas"
+def stands_for(argv0: str, argv: list[str], environ) -> str:
+    """PLAIN or BLACKWELL: the program this call stands in for. Called as
+    `nvcc-evo-ptxas-blackwell` (or any name holding `ptxas-blackwell`):
+    BLACKWELL. Plain `nvcc-evo-ptxas` named in TRITON_PTXAS_BLACKWELL_PATH
+    (a likely slip) is BLACKWELL for a compile from sm_100 on, and for
+    `--version` unless TRITON_PTXAS_PATH names it too: then Triton asks one
+    `--version` for both (its answer is cached by path), EITHER."""
+    if BLACKWELL in os.path.basename(argv0):
+        return BLACKWELL
+    named = environ.get(TRITON_PTXAS_BLACKWELL_ENV)
+    if not named or not _same_file(named, argv0):
+        return PLAIN
+    if "--version" in argv:
+        return EITHER if _same_file(environ.get(TRITON_PTXAS_ENV, ""), argv0) else BLACKWELL
+    arch = _gpu_name(argv)
+    digits = arch[3:].rstrip("af") if arch.startswith("sm_") else ""
+    return BLACKWELL if digits.isdigit() and int(digits) >= FIRST_BLACKWELL else PLAIN
+
+
+def _same_file(path: str, other: str) -> bool:
+    try:
+        return bool(path) and os.path.samefile(path, other)
+    except OSError:
+        return False
+
+
+def older(environ) -> str:
+    """EITHER's answer: the role whose real program is the older release.
+    Triton writes the PTX `.version` of the release it is told, and the
+    newer program takes an older PTX, never the reverse."""
+    import re
+    import subprocess
+    releases = []
+    for role in (PLAIN, BLACKWELL):
+        try:
+            said = subprocess.run([find_real_ptxas(environ, role=role), "--version"], capture_output=True,
+                                  text=True).stdout
+        except (PtxasNotFound, OSError):
+            continue
+        found = re.search(r"release (\d+)\.(\d+)", said)
+        releases.append(((int(found[1]), int(found[2])) if found else (999, 0), role))
+    return min(releases)[1] if releases else PLAIN
+
+
+def _gpu_name(argv: list[str]) -> str:
+    """The `--gpu-name` (`-arch`) of a ptxas command line, "" when none."""
+    for index, word in enumerate(argv):
+        name, eq, value = word.partition("=")
+        if name in ("--gpu-name", "-arch"):
+            return value if eq else (argv[index + 1] if index + 1 < len(argv) else "")
+    return ""
 
 
 def _triton_folders(ppid: int) -> list[str]:
@@ -57,20 +115,27 @@ def _triton_folders(ppid: int) -> list[str]:
     return folders
 
 
-def find_real_ptxas(environ, ppid: int | None = None) -> str:
-    """The ptxas this call stands for (see the module's words); PtxasNotFound when none."""
-    explicit = explicit_program(environ, REAL_PTXAS_ENV, "nvcc-evo-ptxas", PtxasNotFound)
+def _beside_us() -> list[str]:
+    """Triton's bin folder in the Triton this Python imports (sys.path; nothing imported)."""
+    return [os.path.join(entry, TRITON_BIN) for entry in sys.path if entry]
+
+
+def find_real_ptxas(environ, ppid: int | None = None, role: str = PLAIN) -> str:
+    """The program this call stands for (see the module's words); PtxasNotFound when none."""
+    variable = REAL_ENV[role]
+    explicit = explicit_program(environ, variable, "nvcc-evo-ptxas", PtxasNotFound)
     if explicit:
         return explicit
-    name = _program_name()
     folders = _triton_folders(os.getppid() if ppid is None else ppid)
+    folders += _beside_us() if role == BLACKWELL else []      # (the toolkit has no ptxas-blackwell)
     folders += [os.path.join(environ[v], "bin") for v in ("CUDA_HOME", "CUDA_PATH") if environ.get(v)]
     folders += [folder or "." for folder in environ.get("PATH", "").split(os.pathsep)]
     for folder in folders:
-        path = os.path.join(folder, name)
+        path = os.path.join(folder, role)
         if usable(path):
             return os.path.abspath(path)
-    raise PtxasNotFound(f"no real {name} found: set {REAL_PTXAS_ENV}, CUDA_HOME or PATH")
+    ships = f" (Triton ships one in {TRITON_BIN})" if role == BLACKWELL else ""
+    raise PtxasNotFound(f"no real {role} found{ships}: set {variable}, CUDA_HOME or PATH")
 
 
 def find_acf(environ, cwd: str) -> str | None:
@@ -88,10 +153,12 @@ def find_acf(environ, cwd: str) -> str | None:
         folder = parent
 
 
-def main() -> int:
+def main(role: str | None = None) -> int:
     argv, environ = sys.argv[1:], os.environ
+    role = role or stands_for(sys.argv[0] if sys.argv else "", argv, environ)
+    role = older(environ) if role == EITHER else role
     try:
-        real, missing = find_real_ptxas(environ), None
+        real, missing = find_real_ptxas(environ, role=role), None
     except PtxasNotFound as problem:
         real, missing = None, problem      # the project settings may name one
     try:
@@ -101,14 +168,19 @@ def main() -> int:
     acf = find_acf(environ, cwd) if cwd is not None else environ.get(ACF_ENV)
     if "--explain" in argv:
         from nvcc_evo.driver.dropin_ptxas.explain import explain
-        return explain([a for a in argv if a != "--explain"], real, acf, environ, cwd or "/")
+        return explain([a for a in argv if a != "--explain"], real, acf, environ, cwd or "/", role)
     if acf is None:
         if real is None:
-            print(f"nvcc-evo-ptxas: error: {missing}", file=sys.stderr)
+            print(f"nvcc-evo-{role}: error: {missing}", file=sys.stderr)
             return ENVIRONMENT
         os.execv(real, [real, *argv])
     from nvcc_evo.driver.dropin_ptxas.untouched import certain
     if real is not None and certain(argv, acf, environ, cwd or "/"):
         os.execv(real, [real, *argv])           # no kernel unit names this PTX: known from the cached index
     from nvcc_evo.driver.dropin_ptxas.decide import launch
-    return launch(argv, real, acf, environ, cwd or "/")
+    return launch(argv, real, acf, environ, cwd or "/", role)
+
+
+def main_blackwell() -> int:
+    """`nvcc-evo-ptxas-blackwell`: stands in for Triton's ptxas-blackwell (TRITON_PTXAS_BLACKWELL_PATH)."""
+    return main(BLACKWELL)

@@ -1,6 +1,7 @@
-"""Triton kernels for the drop-in ptxas's tests: compiled for sm_90a without
-a GPU (`python kernels.py NAME OUT.cubin`); each run is a fresh process, as
-Triton keeps its ptxas's `--version` answer for the life of one."""
+"""Triton kernels for the drop-in ptxas's tests: compiled for sm_90a (or
+another compute capability: sm_100a is Triton's ptxas-blackwell's) without a
+GPU (`python kernels.py NAME OUT.cubin [CAPABILITY]`); each run is a fresh
+process, as Triton keeps its ptxas's `--version` answer for the life of one."""
 import sys
 
 import triton
@@ -44,11 +45,11 @@ KERNELS = {
                 {"BLOCK": 1024}),
 }
 
-def compile_kernel(name: str) -> bytes:
+def compile_kernel(name: str, capability: int = 90) -> bytes:
     fn, signature, constexprs = KERNELS[name]
-    return triton.compile(ASTSource(fn, signature, constexprs), target=GPUTarget("cuda", 90, 32)).asm["cubin"]
+    return triton.compile(ASTSource(fn, signature, constexprs), target=GPUTarget("cuda", capability, 32)).asm["cubin"]
 
 
 if __name__ == "__main__":
     with open(sys.argv[2], "wb") as out:
-        out.write(compile_kernel(sys.argv[1]))
+        out.write(compile_kernel(sys.argv[1], int(sys.argv[3]) if len(sys.argv) > 3 else 90))
