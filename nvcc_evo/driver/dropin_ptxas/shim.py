@@ -65,10 +65,17 @@ def stands_for(argv0: str, argv: list[str], environ) -> str:
 
 
 def _same_file(path: str, other: str) -> bool:
-    try:
-        return bool(path) and os.path.samefile(path, other)
-    except OSError:
+    """Whether `path` (a bare name: looked up on PATH, as Triton's run of it is) is the file `other`."""
+    if not path:
         return False
+    folders = os.environ.get("PATH", "").split(os.pathsep) if os.sep not in path else [""]
+    for folder in folders:
+        try:
+            if os.path.samefile(os.path.join(folder, path), other):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def older(environ) -> str:
