@@ -30,7 +30,7 @@ usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's t
                                                an HTML page of the results: chosen knobs against the
                                                baseline, fronts, convergence, failures, what is stale
                                                (no GPU, no compile; plots need nvcc-evo[report])
-       nvcc-evo --sass [UNIT-GLOB...] [--target sm_XX] [--acf FILE]
+       nvcc-evo --sass [UNIT-GLOB...] [--target sm_XX] [--acf FILE] [--run-recorded]
                                                per kernel, the build's own flags against the ACF entry:
                                                registers, occupancy, spills, instructions, the mix
                                                (compiles; the mix needs nvdisasm: nvcc-evo[sass])
@@ -231,9 +231,12 @@ def sass(rest: list[str]) -> int:
     parser.add_argument("globs", nargs="*", metavar="UNIT-GLOB", help="these units (default: all)")
     parser.add_argument("--target", help="the SASS architecture (default: those built or in the ACF)")
     parser.add_argument("--acf", help="the ACF (default: nearest nvcc-evo.acf here or above)")
+    parser.add_argument("--run-recorded", action="store_true",
+                        help="run the programs the compile records name (-ccbin, the host compiler's plugins, a "
+                             "kernel's ptxas), as the build did (default: left out, said)")
     args = parser.parse_args(rest)
     _readable_acf(args.acf)
-    return run_sass(args.acf, tuple(args.globs), args.target)
+    return run_sass(args.acf, tuple(args.globs), args.target, args.run_recorded)
 
 
 def _readable_acf(named: str | None) -> None:

@@ -6,7 +6,8 @@ wrapper (decides the added flags and how to run nvcc), toolkit (probes of
 the real nvcc and ptxas), compiledb (each unit's build command, recorded for
 retunes), cache (the cache folder kept bounded), explain (`--explain`),
 settings (the project settings beside the ACF, with their precedence;
-tomlplaces: where each key stands in the file's text);
+tomlplaces: where each key stands in the file's text), project (how every verb
+opens the project: the ACF found, trusted, readable; its settings);
 match/ (which ACF, unit and target apply to a call: finding the ACF, its
 index, sorting calls, SASS architectures, staleness); build/ (how one call
 is compiled: the compile plan, nvcc's options, the flag mapping, split

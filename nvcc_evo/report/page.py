@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from nvcc_evo.acf.edit.spelling import show_value
+from nvcc_evo.driver.project import Project, open_project
 from nvcc_evo.engine.evolve import Evaluation, pareto_front
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.report.markup import Markup, join, table, tag, text
@@ -219,30 +220,19 @@ def render(acf_path: Path, found: list[Section], stores: list[Path], aside: int,
 def run_report(acf: str | None, globs: tuple[str, ...], stores: list[str], out: str | None) -> int:
     """Write the report of the ACF (`--acf`, else the nearest) to `out`
     (default .nvcc-evo/report.html beside it); its path on stdout."""
-    import os
     import sys
     from nvcc_evo.acf.resolve import load
-    from nvcc_evo.driver import settings
     from nvcc_evo.driver.common import replace_file
     from nvcc_evo.system.files import folders
-    from nvcc_evo.driver.common import ACF_NAME
-    from nvcc_evo.driver.match.find import acf_problem, find_acf, untrusted_acf
     from nvcc_evo.errors import EnvironmentProblem, ExitCode, UsageError
     from nvcc_evo.retune.tasks import select_units
-    acf_path = Path(acf).resolve() if acf else find_acf([Path.cwd()], os.environ)
-    if acf_path is None:
-        raise UsageError(f"no {ACF_NAME} here or above; name one with --acf")
-    problem = (not acf and untrusted_acf(acf_path, os.environ)) or acf_problem(acf_path, os.environ)
-    if problem:           # another user's ACF; a folder, a FIFO, a link loop of that name
-        raise EnvironmentProblem(problem)
+    opened = open_project("the report", acf, globs)                # found, trusted, readable; settings
+    acf_path, project = opened.acf_path, opened.settings         # ([report] stores, out: the command line wins)
     file = load(acf_path)
     try:
         chosen = select_units(file, acf_path, tuple(globs), Path.cwd())
     except UsageError as error:
         raise UsageError(str(error).replace("--retune", "--report", 1)) from None
-    project = settings.load(acf_path, os.environ)          # [report] stores, out: the command line wins
-    if project.ignored:
-        print(f"nvcc-evo: warning: {project.ignored}; the report goes on without them", file=sys.stderr)
     listed, named = project.value("report.stores").value, project.value("report.out").value   # (a list, a str)
     stores = stores or (listed if isinstance(listed, list) else [])
     out = out or (named if isinstance(named, str) else None)
@@ -250,7 +240,7 @@ def run_report(acf: str | None, globs: tuple[str, ...], stores: list[str], out: 
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise UsageError(f"no results store at {', '.join(missing)} (a retune writes one; name others with --store)")
-    version = _toolkit_version()
+    version = _toolkit_version(opened)
     found, aside, unsearched = sections(file, acf_path, paths, chosen, version)
     target = report_file(Path(out) if out else acf_path.parent / ".nvcc-evo" / "report.html")
     try:
@@ -281,11 +271,11 @@ def report_file(named: Path) -> Path:
     return named
 
 
-def _toolkit_version() -> str | None:
+def _toolkit_version(opened: Project) -> str | None:
     """The real nvcc's version (`nvcc --version`: no compile), None without one."""
-    from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc
     from nvcc_evo.driver.toolkit import toolkit_version
+    from nvcc_evo.errors import EnvironmentProblem
     try:
-        return toolkit_version(Path(find_real_nvcc()))
-    except (NvccNotFound, OSError):
+        return toolkit_version(opened.real_nvcc())
+    except (EnvironmentProblem, OSError):
         return None

@@ -2,9 +2,9 @@
 from the command line, the environment, the project settings and the
 built-in defaults (`with_settings`, the settings' own precedence), where each
 came from (`say_settings`), the ptxas binaries its candidates choose among
-(the build setting `ptxas`, as a build decides it), the real nvcc the
-project names (`real_nvcc`), and the budget (`decided`: the user's as
-given, else the backend's default from the table of backends; `describe`).
+(the build setting `ptxas`, as a build decides it), and the budget
+(`decided`: the user's as given, else the backend's default from the table
+of backends; `describe`).
 
 A search setting is declared once, in the settings' table
 (nvcc_evo.driver.settings.KEYS): its key, environment variable, type,
@@ -121,18 +121,6 @@ def add_flags(parser) -> None:
 def usage() -> list[str]:
     """`[--flag VALUE]` of each search setting, for `--evo-help`."""
     return [key.usage() for key in _KEY_OF.values()]
-
-
-def real_nvcc(project: settings.Settings) -> Path:
-    """NVCC_EVO_REAL_NVCC, else the project settings' `nvcc`, else CUDA_HOME, CUDA_PATH, PATH."""
-    from nvcc_evo.driver.wrapper import find_real_nvcc
-    chosen = project.value("nvcc")
-    if chosen.source in (settings.DEFAULT, settings.REAL_NVCC_ENV):
-        return find_real_nvcc()
-    try:
-        return find_real_nvcc({settings.REAL_NVCC_ENV: chosen.value})
-    except EnvironmentProblem:
-        raise EnvironmentProblem(f"{chosen.source}: nvcc = {chosen.value} is not an executable nvcc") from None
 
 
 def backend_resolved(options: Options, backend: str) -> Options:

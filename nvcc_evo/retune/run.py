@@ -20,17 +20,16 @@ import numpy as np
 
 from nvcc_evo.driver import settings
 from nvcc_evo.driver.cache import prune
-from nvcc_evo.driver.common import ACF_NAME
-from nvcc_evo.driver.match.find import acf_problem, find_acf, untrusted_acf
+from nvcc_evo.driver.project import Project, open_project
 from nvcc_evo.driver.toolkit import Toolkit, cache_folder_if_any
-from nvcc_evo.errors import AcfChanged, AcfError, EnvironmentProblem, ExitCode, Interrupted, UsageError
+from nvcc_evo.errors import AcfChanged, AcfError, ExitCode, Interrupted
 from nvcc_evo.execute.cluster import Cluster, open_cluster
 from nvcc_evo.execute.evaluate import Stopped
 from nvcc_evo.execute.measurers import check_benches, close_pool, gpu_arch, measuring_gpu, resolve_backend
 from nvcc_evo.execute.store import Store
 from nvcc_evo.execute.together import Together, how_many, run_together
 from nvcc_evo.retune.choice import Outcome
-from nvcc_evo.retune.options import Options, backend_resolved, decided, real_nvcc, say_settings, with_settings
+from nvcc_evo.retune.options import Options, backend_resolved, decided, say_settings, with_settings
 from nvcc_evo.retune.progress import board_for
 from nvcc_evo.retune.reach import ship_check
 from nvcc_evo.retune.speedsafe import say_waiting, set_aside
@@ -73,8 +72,9 @@ def _write_or_say_why(retune: Retune, outcome: Outcome, candidates: Candidates) 
 def run_retune(options: Options) -> int:
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.retune.summary import render
-    acf_path = _acf_of(options)
-    options, project, toolkit = _set_up(options, acf_path)
+    opened = open_project("the retune", options.acf, options.globs)      # found, trusted, readable; settings
+    acf_path = opened.acf_path
+    options, project, toolkit = _set_up(options, opened)
     held = one_retune_at_a_time(acf_path, options.dry_run, Wait(options.lock_wait, log))
     cluster = None
     try:
@@ -103,29 +103,12 @@ def run_retune(options: Options) -> int:
     return _exit_status(outcomes, skipped)
 
 
-def _acf_of(options: Options) -> Path:
-    """The ACF a retune tunes: `--acf`, else as a build finds it (from a named
-    file's folder, else the working folder, and up); refused when another
-    user's, or no regular file."""
-    named = [Path.cwd() / g for g in options.globs if (Path.cwd() / g).is_file()]   # as a build finds it: from the file
-    acf_path = Path(options.acf).resolve() if options.acf else find_acf([p.parent for p in named] + [Path.cwd()],
-                                                                       os.environ)
-    if acf_path is None:
-        raise UsageError(f"no {ACF_NAME} here or above; name one with --acf")
-    problem = (not options.acf and untrusted_acf(acf_path, os.environ)) or acf_problem(acf_path, os.environ)
-    if problem:           # another user's ACF; a folder, a FIFO, a link loop of that name
-        raise EnvironmentProblem(problem)
-    return acf_path
-
-
-def _set_up(options: Options, acf_path: Path) -> tuple[Options, settings.Settings, Toolkit]:
+def _set_up(options: Options, opened: Project) -> tuple[Options, settings.Settings, Toolkit]:
     """The project settings beside the ACF decide the options; the cache kept
     bounded, what killed runs left swept (not by a dry run); the toolkit, and
     `--target` checked against it."""
     from nvcc_evo.driver.toolkit import load_toolkit
-    project = settings.load(acf_path, os.environ)
-    if project.ignored:
-        log(f"warning: {project.ignored}; the retune goes on without them")
+    project, acf_path = opened.settings, opened.acf_path
     options = with_settings(options, project)
     if not options.dry_run:         # (a dry run removes nothing: it lists)
         cache = cache_folder_if_any()   # (none where a link or a file is in its place)
@@ -134,7 +117,7 @@ def _set_up(options: Options, acf_path: Path) -> tuple[Options, settings.Setting
         swept = sweep_for(acf_path)
         if swept:
             log(f"removed {len(swept)} folder(s) and file(s) that killed runs left: {', '.join(swept)}")
-    toolkit = load_toolkit(real_nvcc(project))
+    toolkit = load_toolkit(opened.real_nvcc())
     check_target(options.target, toolkit, dict(options.sources).get("retune.target", "--target"))
     return options, project, toolkit
 

@@ -192,17 +192,47 @@ def rebuild_argv(argv: list[str], drop: set[str], keep_input: str | None, cwd: s
     every input but `keep_input` left out (None: every input stays); options
     files are expanded in place so that nothing in them can override what the
     caller adds."""
-    out, i = [], 0
+    out = []
+    for long, value, words in _options(argv, cwd):
+        is_input = long == ""
+        if (keep_input is None or value == keep_input) if is_input else long not in drop:
+            out.extend(words)
+    return out
+
+
+# The host compiler's own options that run a program or load code (gcc's -B and -wrapper, plugins, spec
+# files; clang's -Xclang -load, its toolchain): given through -Xcompiler, they run what a project names.
+HOST_RUNS = ("-B", "-wrapper", "-fplugin", "-specs", "--specs", "-Xclang", "-load", "--gcc-toolchain", "-ccc-")
+
+
+def without_programs(argv: list[str], cwd: str | os.PathLike = "") -> tuple[list[str], list[str]]:
+    """`argv` (its options files expanded) without what names a program nvcc
+    or its host compiler would run or load: `-ccbin`'s host compiler, and the
+    host compiler's options that run or load code (`HOST_RUNS`, given through
+    `-Xcompiler`); and the options left out, each as it was written."""
+    kept: list[str] = []
+    left: list[str] = []
+    for long, value, words in _options(argv, cwd):
+        runs = long == "--compiler-bindir" or (long == "--compiler-options" and any(
+            option.startswith(HOST_RUNS) for option in split_list(value or "")))
+        if runs:
+            left.append(" ".join(words))
+        else:
+            kept.extend(words)
+    return kept, left
+
+
+def _options(argv: list[str], cwd: str | os.PathLike, depth: int = 0):
+    """(canonical long name, value, words) of each option of `argv`, options
+    files read in place; an input is ("", itself, [itself]), an option this
+    table does not know (None, itself, [itself])."""
+    i = 0
     while i < len(argv):
         arg = argv[i]
         i += 1
-        if arg == "-" or not arg.startswith("-"):
-            if keep_input is None or arg == keep_input:
-                out.append(arg)
-            continue
-        found = _lookup(arg)
+        found = None if arg == "-" or not arg.startswith("-") else _lookup(arg)
         if found is None:
-            out.append(arg)
+            yield ("" if arg == "-" or not arg.startswith("-") else None), arg, [arg]
             continue
         long, takes, value = found
         words = [arg]
@@ -211,13 +241,13 @@ def rebuild_argv(argv: list[str], drop: set[str], keep_input: str | None, cwd: s
         if value is None and takes_next and i < len(argv):
             words.append(argv[i])
             value, i = argv[i], i + 1
-        if long == "--options-file":
+        if long == "--options-file" and depth < OPTIONS_FILES_DEPTH:
             for path in split_list(value or ""):
                 try:
-                    out.extend(rebuild_argv(tokenize((Path(cwd) / path).read_text()), drop, keep_input, cwd))
+                    text = (Path(cwd) / path).read_text()
                 except OSError:
-                    out.extend(words)
+                    yield long, value, words
+                    continue
+                yield from _options(tokenize(text), cwd, depth + 1)
             continue
-        if long not in drop:
-            out.extend(words)
-    return out
+        yield long, value, words
