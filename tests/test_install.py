@@ -68,6 +68,13 @@ def test_the_installed_package_is_the_one_that_runs(installed, tmp_path, evo_cac
     assert Path(module).is_relative_to(installed) and Path(grammar).is_relative_to(installed)
 
 
+def test_both_drop_in_ptxas_programs_are_installed(installed, tmp_path, evo_cache):
+    for name, role in (("nvcc-evo-ptxas", "ptxas"), ("nvcc-evo-ptxas-blackwell", "ptxas-blackwell")):
+        done = subprocess.run([str(installed / "bin" / name), "--explain", "--version"], cwd=tmp_path,
+                              env=_user_env(installed, evo_cache), capture_output=True, text=True)
+        assert done.returncode == 0 and f"stands in for: {role} (Triton's" in done.stdout, done.stdout + done.stderr
+
+
 def test_installed_console_script_retunes_a_make_project(installed, tmp_path, evo_cache):
     """A user's Make project built through the installed nvcc-evo, then a
     real static retune of its unit: the result lands in the project's ACF."""
