@@ -57,7 +57,10 @@ def scripts(folder: Path) -> Path:
 
 
 def run(argv, cwd: Path, env: dict, out: list[str], timeout: float = 540) -> subprocess.CompletedProcess:
-    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    try:
+        done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as late:
+        done = subprocess.CompletedProcess(argv, 124, str(late.stdout or ""), f"{late.stderr or ''}\n(timed out)")
     out.append(f"$ {' '.join(map(str, argv))}  (exit {done.returncode})\n{done.stdout}{done.stderr}")
     return done
 
@@ -85,6 +88,8 @@ def main(out_folder: Path) -> int:
         return report(out_folder, said, ["the program's first run failed"])
     base = json.loads(regs.read_text().splitlines()[-1])["registers"]
     inductor = sorted(n for n in base if n.startswith("triton_"))
+    if HAND not in base or not inductor:
+        return report(out_folder, said, [f"the kernels that ran are not the two expected: {base}"])
     caps = {HAND: cap_under(base[HAND]), INDUCTOR: cap_under(min(base[n] for n in inductor))}
     if caps[INDUCTOR] == caps[HAND]:
         caps[INDUCTOR] -= 8
