@@ -5,6 +5,7 @@ nvcc and ptxas on real warp-specialized code (tests/data/cuda/warp_specialized.c
 sm_90a, the pattern of CUTLASS 3.x's Hopper GEMMs)."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -98,3 +99,21 @@ def test_a_hand_written_cap_that_would_hang_a_kernel_is_a_ship_check_error_and_a
     assert (tmp_path / "nvcc-evo.acf").read_text() == before
     sass = run_evo("--sass", cwd=tmp_path, env=env)
     assert f'"ws.cu" [sm_90a]: warning: its entry\'s {hang}' in sass.stderr, sass.stderr
+
+
+def test_a_choice_that_makes_one_kernel_worse_says_so_in_its_summary_line(tmp_path, evo_cache):
+    """MOVE=1 moves work from the heavy kernel to the light one: the unit's registers (its worst kernel's)
+    go 48 -> 32 while the light kernel's go 16 -> 32. Before, the line said "improved registers 48 -> 32"
+    and the light kernel's loss was seen only in the per-kernel table."""
+    shutil.copy(DATA / "two_kernels.cu", tmp_path / "two.cu")
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\nunit "two.cu" {\n    search {\n        define.MOVE in {0, 1}\n'
+                                           '    }\n    tune {\n        minimize registers\n    }\n}\n')
+    env = evo_env(evo_cache)
+    built = subprocess.run([str(EVO), "-arch=sm_90", "-c", "two.cu", "-o", "two.o"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    done = run_evo("--retune", "--backend", "static", "--evaluations", "2", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    said = r"traded registers 48 -> 32; worse kernels: (light|_Z5lightPKfPf) registers 16 -> 32"   # (c++filt or not)
+    assert re.search(r'"two.cu" \[sm_90\]: ' + said, done.stdout), done.stdout
+    assert re.search(f'verdict = "{said}"', (tmp_path / "nvcc-evo.acf").read_text())

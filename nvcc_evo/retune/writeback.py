@@ -172,10 +172,39 @@ def verdict_of(outcome: Outcome) -> str:
         if after != before:
             changes.append(f"{metric} {before:g} -> {after:g}")
             worse = worse or not outcome.goal.better(metric, after, before)
+    hurt = kernels_made_worse(outcome)
     if not changes:
-        return "same scores; chosen by the selection rule"
-    # (a point of the front may give up one objective for another: not an improvement in every one)
-    return ("traded " if worse else "improved ") + ", ".join(changes)
+        return "same scores; chosen by the selection rule" + (f"; worse kernels: {hurt}" if hurt else "")
+    # (a point of the front may give up one objective for another, or one kernel for the unit's worst:
+    # not an improvement in every one)
+    return ("traded " if worse or hurt else "improved ") + ", ".join(changes) + \
+        (f"; worse kernels: {hurt}" if hurt else "")
+
+
+KERNEL_METRICS = ("registers", "spills", "stack", "shared", "instructions")     # KernelFacts' own, per kernel
+
+
+def kernels_made_worse(outcome: Outcome) -> str:
+    """Each kernel the choice makes worse on a minimised objective, as the comparison of the two builds
+    (retune.kernels) and the per-kernel warps per SM say it ("" where none): the unit's number alone (its
+    worst kernel's, or a sum) can hide one kernel's loss ("registers 168 -> 96" while another went 34 -> 56)."""
+    from nvcc_evo.measure.static import KERNEL_WARPS, REGISTER_WARPS
+    from nvcc_evo.retune.kernelview import demangled
+    found: dict[str, list[str]] = {}
+    if outcome.kernels is not None:
+        for name, base, mine in outcome.kernels.pairs():
+            for metric in (m for m in outcome.goal.minimize if m in KERNEL_METRICS and base and mine):
+                before, after = getattr(base, metric), getattr(mine, metric)
+                if after > before:
+                    found.setdefault(name, []).append(f"{metric} {before:g} -> {after:g}")
+    if REGISTER_WARPS in outcome.goal.minimize:
+        base_metrics, mine_metrics = dict(outcome.baseline.metrics), dict(outcome.chosen_measurement.metrics)
+        for key, before in base_metrics.items():
+            after = mine_metrics.get(key, before)
+            if key.startswith(KERNEL_WARPS) and after < before:
+                found.setdefault(key[len(KERNEL_WARPS):], []).append(f"warps per SM {before:g} -> {after:g}")
+    names = demangled(list(found))
+    return "; ".join(f"{names[n].split('(')[0]} {', '.join(said)}" for n, said in found.items())
 
 
 def one_retune_at_a_time(acf_path: Path, dry_run: bool, wait: Wait) -> ExitStack:
