@@ -139,10 +139,9 @@ def test_ptxas_blackwell_is_never_a_plain_ptxas(tmp_path, monkeypatch):
      "ptxas or ptxas-blackwell"),
     ("PLAIN", ["--version"], {"TRITON_PTXAS_BLACKWELL_PATH": "nvcc-evo-ptxas"}, "ptxas-blackwell"),   # found on PATH
 ])
-def test_which_program_a_call_stands_in_for(argv0, argv, named, role, monkeypatch):
-    monkeypatch.setenv("PATH", str(BIN))
+def test_which_program_a_call_stands_in_for(argv0, argv, named, role):
     plain = str(PTXAS)
-    environ = {k: plain if v == "PLAIN" else v for k, v in named.items()}
+    environ = {"PATH": str(BIN), **{k: plain if v == "PLAIN" else v for k, v in named.items()}}
     assert shim.stands_for(plain if argv0 == "PLAIN" else argv0, argv, environ) == role
 
 

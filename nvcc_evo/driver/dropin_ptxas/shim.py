@@ -46,7 +46,7 @@ class PtxasNotFound(Exception):
 
 
 def stands_for(argv0: str, argv: list[str], environ) -> str:
-    """PLAIN or BLACKWELL: the program this call stands in for. Called as
+    """PLAIN, BLACKWELL or EITHER: the program this call stands in for. Called as
     `nvcc-evo-ptxas-blackwell` (or any name holding `ptxas-blackwell`):
     BLACKWELL. Plain `nvcc-evo-ptxas` named in TRITON_PTXAS_BLACKWELL_PATH
     (a likely slip) is BLACKWELL for a compile from sm_100 on, and for
@@ -55,20 +55,20 @@ def stands_for(argv0: str, argv: list[str], environ) -> str:
     if BLACKWELL in os.path.basename(argv0):
         return BLACKWELL
     named = environ.get(TRITON_PTXAS_BLACKWELL_ENV)
-    if not named or not _same_file(named, argv0):
+    if not named or not _same_file(named, argv0, environ):
         return PLAIN
     if "--version" in argv:
-        return EITHER if _same_file(environ.get(TRITON_PTXAS_ENV, ""), argv0) else BLACKWELL
+        return EITHER if _same_file(environ.get(TRITON_PTXAS_ENV, ""), argv0, environ) else BLACKWELL
     arch = _gpu_name(argv)
     digits = arch[3:].rstrip("af") if arch.startswith("sm_") else ""
     return BLACKWELL if digits.isdigit() and int(digits) >= FIRST_BLACKWELL else PLAIN
 
 
-def _same_file(path: str, other: str) -> bool:
+def _same_file(path: str, other: str, environ) -> bool:
     """Whether `path` (a bare name: looked up on PATH, as Triton's run of it is) is the file `other`."""
     if not path:
         return False
-    folders = os.environ.get("PATH", "").split(os.pathsep) if os.sep not in path else [""]
+    folders = environ.get("PATH", "").split(os.pathsep) if os.sep not in path else [""]
     for folder in folders:
         try:
             if os.path.samefile(os.path.join(folder, path), other):
