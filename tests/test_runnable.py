@@ -12,7 +12,7 @@ from pathlib import Path
 
 from conftest import EVO, evo_env, run_evo
 
-from nvcc_evo.measure.sass import resources
+from nvcc_evo.measure.sass import resources, shown_name
 
 DATA = Path(__file__).parent / "data" / "cuda"
 HOPPER = ["-gencode", "arch=compute_90a,code=sm_90a"]
@@ -48,6 +48,8 @@ def test_the_cubin_says_which_kernels_move_registers_and_their_launch_bounds(tmp
     assert (facts[WS].reconfigures, facts[WS].threads, facts[WS].registers) == (True, 384, 168)
     assert (facts["_Z16reference_kernelPKfPfi"].reconfigures, facts["_Z16reference_kernelPKfPfi"].threads) == (False, 0)
     assert (facts["_Z9clusteredPf"].cluster, facts["_Z7boundedPf"].threads) == (2, 256)
+    cutlass = "_ZN7cutlass13device_kernelINS_4gemm6kernel13GemmUniversal" + "IN4cute5tupleIJNS5_IJiiiiEEE" * 40
+    assert len(shown_name(cutlass)) == 72 and shown_name(cutlass).endswith("...") and shown_name(WS) == WS
 
 
 def test_a_static_retune_writes_no_register_cap_under_a_setmaxnreg_kernels_allocation(tmp_path, evo_cache):

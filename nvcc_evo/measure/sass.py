@@ -101,6 +101,11 @@ class KernelFacts:
         return cls(**{**data, "mix": tuple(sorted(data.get("mix", {}).items()))})
 
 
+def shown_name(name: str, width: int = 72) -> str:
+    """A kernel's name as a line of words shows it: a template's (CUTLASS's run to 1,500 characters) cut."""
+    return name if len(name) <= width else name[:width - 3] + "..."
+
+
 def class_of(opcode: str) -> str:
     if opcode.endswith("MMA"):
         return "tensor"

@@ -13,7 +13,7 @@ from nvcc_evo.measure.candidate import CompileResult
 from nvcc_evo.measure.sass import instruction_count
 from nvcc_evo.measure import Measurement, failed
 from nvcc_evo.measure.occupancy import occupancy, warps_by_registers
-from nvcc_evo.measure.sass import KernelFacts, resources
+from nvcc_evo.measure.sass import KernelFacts, resources, shown_name
 
 NAME = "static"
 OBJECTIVES = ("registers", "spills", "stack", "shared", "instructions", "binary_size", "compile_time")
@@ -61,7 +61,7 @@ def kernel_warps(kernel: KernelFacts, arch: str, launch: tuple[int, int] | None 
 def unknown_blocks(result: CompileResult, arch: str, launches: dict | None = None) -> str:
     """What is assumed of the kernels whose block size nothing says ("" where every kernel's is known)."""
     kernels = resources(result.stderr, arch, result.cubin) if result.ok else ()
-    unknown = [k.name for k in kernels if not k.threads and k.name not in (launches or {})]
+    unknown = [shown_name(k.name) for k in kernels if not k.threads and k.name not in (launches or {})]
     if not unknown:
         return ""
     shown = ", ".join(unknown[:4]) + (f" and {len(unknown) - 4} more" if len(unknown) > 4 else "")

@@ -177,7 +177,7 @@ def reconfigure_safe(space: SearchSpace, arch: str, compiled) -> tuple[SearchSpa
     allocation is smaller than what .inc asks for, the allocation's retry loop spins for ever and the kernel
     never ends, and ptxas says nothing (a cap of 96 with --override-directive-values on a 384-thread CUTLASS
     kernel of 168 registers: 36,864 registers for warp groups that need 64,512)."""
-    from nvcc_evo.measure.sass import resources
+    from nvcc_evo.measure.sass import resources, shown_name
     caps = [d for d in space.dimensions if d.knob in REGISTER_CAPS and not d.pinned
             and any(isinstance(c, int) and c != d.baseline for c in d.choices)]
     if not caps:
@@ -187,7 +187,8 @@ def reconfigure_safe(space: SearchSpace, arch: str, compiled) -> tuple[SearchSpa
     if not moving:
         return space, []
     floor = max(k.registers for k in moving)
-    named = ", ".join(f"{k.name} ({k.registers} registers, {k.threads or 'unbounded'} threads)" for k in moving)
+    named = ", ".join(f"{shown_name(k.name)} ({k.registers} registers, {k.threads or 'unbounded'} threads)"
+                      for k in moving)
     kept, notes = [], []
     for d in space.dimensions:
         under = [c for c in d.choices if d in caps and isinstance(c, int) and c < floor and c != d.baseline]
@@ -274,15 +275,15 @@ def hangs(settings: dict, kernels, uncapped, arch: str) -> str:
     one that moves registers between its warp groups (setmaxnreg) left fewer registers a thread than it
     launches with uncapped (`uncapped()`: that build's CompileResult, asked only where such a kernel is
     capped); "" where none would (reconfigure_safe)."""
-    from nvcc_evo.measure.sass import resources
+    from nvcc_evo.measure.sass import resources, shown_name
     caps = {k: v for k, v in settings.items() if k in REGISTER_CAPS and v is not None}
     moving = [k for k in kernels if k.reconfigures] if caps else []
     if not moving:
         return ""
     plain = uncapped()
     free = {k.name: k.registers for k in resources(plain.stderr, arch, plain.cubin)} if plain.ok else {}
-    short = [f"{k.name} gets {k.registers} registers a thread, under the {free[k.name]} it launches with "
-             f"uncapped" for k in moving if k.registers < free.get(k.name, 0)]
+    short = [f"{shown_name(k.name)} gets {k.registers} registers a thread, under the {free[k.name]} it launches "
+             f"with uncapped" for k in moving if k.registers < free.get(k.name, 0)]
     if not short:
         return ""
     shown = ", ".join(f"{k} = {v}" for k, v in caps.items())
