@@ -101,6 +101,13 @@ def test_a_hand_written_cap_that_would_hang_a_kernel_is_a_ship_check_error_and_a
     assert (tmp_path / "nvcc-evo.acf").read_text() == before
     sass = run_evo("--sass", cwd=tmp_path, env=env)
     assert f'"ws.cu" [sm_90a]: warning: its entry\'s {hang}' in sass.stderr, sass.stderr
+    # --explain compiles nothing: it warns where the sources use setmaxnreg and the cap overrides launch bounds
+    explained = run_evo("--explain", *HOPPER, "-c", "ws.cu", "-o", "ws.o", cwd=tmp_path, env=env)
+    assert ("warning: ws.cu: ptxas.maxrregcount = 96 with ptxas.override_directive_values, and its sources use "
+            f"setmaxnreg ({tmp_path / 'ws.cu'})") in explained.stdout, explained.stdout + explained.stderr
+    (tmp_path / "nvcc-evo.acf").write_text(before.replace("        ptxas.override_directive_values = true\n", ""))
+    explained = run_evo("--explain", *HOPPER, "-c", "ws.cu", "-o", "ws.o", cwd=tmp_path, env=env)
+    assert "setmaxnreg" not in explained.stdout, explained.stdout      # (the bounds keep its registers)
 
 
 def test_a_choice_that_makes_one_kernel_worse_says_so_in_its_summary_line(tmp_path, evo_cache):

@@ -56,7 +56,43 @@ def report(decision: Decision) -> str:
     if defaults:
         lines.append("skipped:")
         lines += [f"    {knob}: {why}" for knob, why in defaults]
+    lines += _reconfiguring(decision, Path.cwd())
     return "\n".join(lines) + "\n"
+
+
+REGISTER_CAPS = ("ptxas.maxrregcount", "nvcc.maxrregcount")
+
+
+def _reconfiguring(decision: Decision, cwd: Path) -> list[str]:
+    """A warning for each input given a register cap that overrides launch bounds whose sources (the unit and
+    the headers it includes with quotes, as its fingerprint reads them) use setmaxnreg: a kernel whose warp
+    groups move registers hangs under a cap below the registers it launches with, and ptxas says nothing.
+    Nothing is compiled here: `--sass` builds it and says whether a kernel is capped so (retune.reach.hangs)."""
+    from nvcc_evo.driver.match.stale import source_digests
+    assert decision.flags is not None          # (a call that passes through returned before)
+    steps = dict(decision.per_step)
+    warned = []
+    for match in dict.fromkeys(m.input for m in decision.call_plan.matches if m.unit is not None):
+        applied = dict(decision.flags.applied) | {k: v for (name, _), step in steps.items() if name == match
+                                                   for k, v in step.applied}
+        caps = {k: v for k, v in applied.items() if k in REGISTER_CAPS}
+        if not caps or applied.get("ptxas.override_directive_values") is not True:
+            continue           # (without the override, launch bounds keep their registers: no cap reaches it)
+        users = [p for p in source_digests(cwd / match, decision.call, cwd) if _mentions(p, b"setmaxnreg")]
+        if users:
+            shown = ", ".join(f"{k} = {show_value(v)}" for k, v in caps.items())
+            warned.append(f"warning: {match}: {shown} with ptxas.override_directive_values, and its sources use "
+                          f"setmaxnreg ({users[0]}): a kernel whose warp groups move registers hangs under a cap "
+                          f"below the registers it launches with (ptxas says nothing); `nvcc-evo --sass` builds it "
+                          f"and says whether one does")
+    return warned
+
+
+def _mentions(path: str, word: bytes) -> bool:
+    try:
+        return word in Path(path).read_bytes()
+    except OSError:
+        return False
 
 
 def _no_file(acf_path):
