@@ -45,7 +45,7 @@ def test_recursion_guard(tmp_path, evo_cache):
     (fake / "nvcc").chmod(0o755)
     env = evo_env(evo_cache, PATH=f"{fake}:/usr/bin:/bin")
     result = subprocess.run([str(EVO), "--version"], env=env, capture_output=True, text=True, timeout=30)
-    assert result.returncode == 3 and "called itself" in result.stderr
+    assert result.returncode == 3 and f"({fake / 'nvcc'}: nvcc-evo itself, or a script that runs it)" in result.stderr
 
 
 def test_cuda_home_wins_over_path(tmp_path, evo_cache):

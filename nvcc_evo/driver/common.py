@@ -153,14 +153,119 @@ class NvccNotFound(Exception):
 
 
 def is_self(candidate: str) -> bool:
+    """Whether `candidate` is nvcc-evo: our own entry point, a console-script
+    shim of ours, or a script that runs nvcc-evo by name (a wrapper that
+    clears the environment first, `exec env -i nvcc-evo "$@"`, would bring
+    each call back here with no trace of the last)."""
     try:
         resolved = os.path.realpath(candidate)
         if sys.argv and sys.argv[0] and resolved == os.path.realpath(sys.argv[0]):
             return True
         with open(resolved, "rb") as handle:
-            return b"nvcc_evo" in handle.read(1024)   # a console-script shim of ours
+            head = handle.read(8192)
     except OSError:
         return False
+    if b"nvcc_evo" in head[:1024]:                # a console-script shim of ours
+        return True
+    return head.startswith(b"#!") and _runs_nvcc_evo(head)
+
+
+def _runs_nvcc_evo(script: bytes) -> bool:
+    """Whether a script names nvcc-evo as a program (`nvcc-evo`, `.../bin/nvcc-evo`
+    as a word of its own: not a folder `nvcc-evo/` nor `nvcc-evo-ptxas`)."""
+    at = script.find(b"nvcc-evo")
+    while at >= 0:
+        before, after = script[at - 1:at] if at else b" ", script[at + 8:at + 9]
+        if before in b" \t\n\"'/=;&|(" and after in b" \t\n\"';&|)":
+            return True
+        at = script.find(b"nvcc-evo", at + 1)
+    return False
+
+
+# The guard that survives a wrapper clearing the environment (env -i, sudo): a compile that runs a script as
+# the real nvcc (a wrapper of it; nvcc itself is a binary) records its process (pid and start time, which an
+# exec keeps) in a folder of its user's; a compile in that process, or below it, was called by that wrapper.
+EXEC_RECORDS = "/tmp/nvcc-evo-exec-{uid}"
+
+
+def _process(pid: int) -> tuple[int, int, int] | None:
+    """(parent pid, start time, uid) of a process, from /proc (None where there is none)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+        uid = os.stat(f"/proc/{pid}").st_uid
+        fields = data[data.rindex(b")") + 2:].split()
+        return int(fields[1]), int(fields[19]), uid
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _records_of(uid: int) -> str | None:
+    """The user's folder of records, where it is theirs and no link (None otherwise)."""
+    folder = EXEC_RECORDS.format(uid=uid)
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return None
+    return folder if _is_dir(info.st_mode) and info.st_uid == uid and not info.st_mode & 0o022 else None
+
+
+def _is_dir(mode: int) -> bool:
+    return mode & 0o170000 == 0o040000
+
+
+def called_by_a_wrapper_of_ours() -> bool:
+    """Whether this process, or one it descends from, is a compile of
+    nvcc-evo's that ran a script as the real nvcc: that script led back
+    here (nvcc-evo would call itself without end)."""
+    pid = os.getpid()
+    folders: dict[int, str | None] = {}
+    for _ in range(64):
+        found = _process(pid)
+        if found is None:
+            return False
+        parent, start, uid = found
+        folder = folders[uid] if uid in folders else folders.setdefault(uid, _records_of(uid))
+        if folder is not None:
+            try:
+                with open(os.path.join(folder, str(pid)), "rb") as handle:
+                    if handle.read() == str(start).encode():
+                        return True
+            except OSError:
+                pass
+        if parent <= 1:
+            return False
+        pid = parent
+    return False
+
+
+def note_wrapper(nvcc: str) -> None:
+    """Before a script runs as the real nvcc: this process recorded (see
+    EXEC_RECORDS), so that a call of nvcc-evo it leads to is found."""
+    try:
+        with open(nvcc, "rb") as handle:
+            if handle.read(2) != b"#!":
+                return
+    except OSError:
+        return
+    found = _process(os.getpid())
+    uid = os.geteuid()
+    folder = EXEC_RECORDS.format(uid=uid)
+    try:
+        os.mkdir(folder, 0o755)
+    except OSError:
+        pass
+    if found is None or _records_of(uid) is None:     # another user's folder in the way: no record
+        return
+    try:
+        fd = os.open(os.path.join(folder, str(os.getpid())), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, str(found[1]).encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 def usable(path: str) -> bool:
@@ -186,12 +291,13 @@ def find_real_nvcc(environ=os.environ) -> str:
     explicit = explicit_program(environ, REAL_NVCC_ENV, "nvcc-evo", NvccNotFound)
     if explicit:
         return explicit
-    for variable in ("CUDA_HOME", "CUDA_PATH"):
-        root = environ.get(variable)
-        if root and usable(os.path.join(root, "bin", "nvcc")):
-            return os.path.abspath(os.path.join(root, "bin", "nvcc"))
-    for folder in environ.get("PATH", "").split(os.pathsep):
-        path = os.path.join(folder or ".", "nvcc")
+    places = [os.path.join(environ[v], "bin", "nvcc") for v in ("CUDA_HOME", "CUDA_PATH") if environ.get(v)]
+    places += [os.path.join(folder or ".", "nvcc") for folder in environ.get("PATH", "").split(os.pathsep)]
+    ours = []
+    for path in places:
         if usable(path):
             return os.path.abspath(path)
-    raise NvccNotFound(f"no real nvcc found: set {REAL_NVCC_ENV}, CUDA_HOME or PATH")
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            ours.append(path)
+    said = f" ({', '.join(dict.fromkeys(ours))}: nvcc-evo itself, or a script that runs it)" if ours else ""
+    raise NvccNotFound(f"no real nvcc found{said}: set {REAL_NVCC_ENV}, CUDA_HOME or PATH")

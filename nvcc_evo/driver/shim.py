@@ -9,7 +9,8 @@ import os
 import sys
 
 from nvcc_evo.driver.common import (ACF_ENV, ACF_NAME, ENVIRONMENT, GUARD_ENV, LOG_ENV, NO_ACF, REAL_NVCC_ENV,
-                                     NvccNotFound, append_log, find_real_nvcc)
+                                     NvccNotFound, append_log, called_by_a_wrapper_of_ours, find_real_nvcc,
+                                     note_wrapper)
 
 GONE = "the working folder was removed"
 
@@ -42,9 +43,9 @@ def working_folder() -> str | None:
 
 def run(argv: list[str]) -> int:
     environ = os.environ
-    if environ.get(GUARD_ENV):
-        print(f"nvcc-evo: error: nvcc-evo called itself as nvcc; set {REAL_NVCC_ENV} to the real nvcc",
-              file=sys.stderr)
+    if environ.get(GUARD_ENV) or called_by_a_wrapper_of_ours():     # (the second survives `env -i` and sudo)
+        print(f"nvcc-evo: error: nvcc-evo called itself as nvcc (the nvcc it runs leads back to nvcc-evo); "
+              f"set {REAL_NVCC_ENV} to the real nvcc", file=sys.stderr)
         return ENVIRONMENT
     nvcc: str | None
     try:
@@ -54,6 +55,9 @@ def run(argv: list[str]) -> int:
             print(f"nvcc-evo: error: {problem}", file=sys.stderr)
             return ENVIRONMENT
         nvcc, missing = None, problem          # the project settings beside an ACF may name one
+    found = nvcc
+    if nvcc is not None:
+        note_wrapper(nvcc)                    # (before the wrapper's probes run it too)
     cwd = working_folder()
     if cwd is not None and acf_may_apply(argv, environ, cwd):
         from nvcc_evo.driver.wrapper import launch
@@ -69,6 +73,8 @@ def run(argv: list[str]) -> int:
             append_log(environ[LOG_ENV], cwd or "", argv, passthrough=NO_ACF if cwd else GONE)
         path, args, env = nvcc, [nvcc, *argv], dict(environ)
     env[GUARD_ENV] = "1"
+    if nvcc is not None and nvcc != found:
+        note_wrapper(nvcc)                    # (the settings' own nvcc, where they name one)
     try:
         os.execve(path, args, env)
     except OSError as problem:

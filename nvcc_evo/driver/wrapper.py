@@ -41,6 +41,15 @@ def find_real_nvcc(environ=os.environ) -> Path:
         raise EnvironmentProblem(str(problem)) from None
 
 
+def _no_nvcc(environ) -> str:
+    """Why no real nvcc was found (the places that run nvcc-evo itself named)."""
+    try:
+        find_nvcc(environ)
+    except NvccNotFound as problem:
+        return f"{problem} (or `nvcc` in the project settings)"
+    return "no real nvcc found: set NVCC_EVO_REAL_NVCC, CUDA_HOME, PATH or `nvcc` in the project settings"
+
+
 class Decision(NamedTuple):
     nvcc: Path | None                     # None: no real nvcc, nor one the project settings name
     call_plan: CallPlan
@@ -99,8 +108,7 @@ def decide(argv: list[str], nvcc: Path | None, environ, cwd: Path) -> Decision:
         environ = found.for_build()
     elif nvcc is None:
         return Decision(None, CallPlan(acf_path, passthrough="no real nvcc"),
-                        problems=("no real nvcc found: set NVCC_EVO_REAL_NVCC, CUDA_HOME, PATH or `nvcc` in "
-                                  "the project settings",))
+                        problems=(_no_nvcc(environ),))
     from nvcc_evo.driver.build.compileplan import plan_call
     from nvcc_evo.driver.build.flags import FlagPlan
     from nvcc_evo.driver.toolkit import cache_folder_if_any, load_toolkit
@@ -149,8 +157,7 @@ def _settings_nvcc(found, nvcc) -> Path:
     chosen = found.value("nvcc")
     if chosen.source in (DEFAULT, REAL_NVCC_ENV):
         if nvcc is None:
-            raise EnvironmentProblem("no real nvcc found: set NVCC_EVO_REAL_NVCC, CUDA_HOME, PATH or "
-                                     "`nvcc` in the project settings")
+            raise EnvironmentProblem(_no_nvcc(found.environ))
         return nvcc
     path = str(chosen.value)
     if not (os.path.isfile(path) and os.access(path, os.X_OK)) or is_self(path):
