@@ -380,3 +380,29 @@ def test_a_unit_never_built_is_tuned_as_its_bench_builds_it_and_stays_up_to_date
     assert _provenance(text)["build"].startswith("recorded compile "), text
     again = run_evo("--retune", "--backend", "command", "--dry-run", cwd=tmp_path, env=env)
     assert again.returncode == 0 and "nothing to retune" in again.stderr, again.stdout + again.stderr
+
+
+HANGS = (
+    "import os, subprocess, sys\n"
+    "if '-O1' in os.environ['NVCC_EVO_CANDIDATE_FLAGS']:      # stands in for a kernel that never ends\n"
+    "    child = subprocess.Popen(['sleep', '3600'])\n"
+    "    open('hung.pid', 'w').write(str(child.pid))\n"
+    "    child.wait()\n"
+    "print('time 10.0 ms')\n")
+
+
+def test_a_bench_run_that_never_ends_is_a_timeout_its_processes_killed_and_the_retune_goes_on(tmp_path, evo_cache):
+    """The command backend's watchdog: a run past the bench's `timeout` (a program waiting on a kernel that
+    never ends) is a `timeout` failure, its whole process group killed (the program and what it started),
+    and the retune ends with the baseline kept."""
+    (tmp_path / "run.py").write_text(HANGS)
+    _spill_project(tmp_path, f"{sys.executable} run.py", ["metric time \"time ([0-9.]+) ms\"", "timeout 30"])
+    done = run_evo("--retune", "--target", "sm_90", "--backend", "command", "--evaluations", "1", cwd=tmp_path,
+                   env=evo_env(evo_cache))
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in (tmp_path / ".nvcc-evo" / "results.jsonl").read_text().splitlines()]
+    hung = [r for r in records if r["status"] == "timeout"]
+    assert len(hung) == 1 and "-O1" in " ".join(hung[0]["flags"]) and "the run exceeded 30 s" in hung[0]["detail"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(int((tmp_path / "hung.pid").read_text()), 0)        # the sleeping child went with its group
+    assert "baseline kept" in done.stdout, done.stdout
