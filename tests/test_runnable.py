@@ -101,6 +101,9 @@ def test_a_hand_written_cap_that_would_hang_a_kernel_is_a_ship_check_error_and_a
     assert (tmp_path / "nvcc-evo.acf").read_text() == before
     sass = run_evo("--sass", cwd=tmp_path, env=env)
     assert f'"ws.cu" [sm_90a]: warning: its entry\'s {hang}' in sass.stderr, sass.stderr
+    # occupancy at the block its launch bounds name: 96 registers buy no second 384-thread block
+    assert re.search(r"occupancy \(warps/SM\) +12/64 \(1 x 384 threads; registers\) +12/64 \(1 x 384", sass.stdout), \
+        sass.stdout
     # --explain compiles nothing: it warns where the sources use setmaxnreg and the cap overrides launch bounds
     explained = run_evo("--explain", *HOPPER, "-c", "ws.cu", "-o", "ws.o", cwd=tmp_path, env=env)
     assert ("warning: ws.cu: ptxas.maxrregcount = 96 with ptxas.override_directive_values, and its sources use "

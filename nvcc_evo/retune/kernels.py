@@ -52,11 +52,18 @@ class Build:
     launch: Launch | None = None
 
     def occupancy(self, kernel: KernelFacts, arch: str) -> Occupancy | None:
-        """At the bench's block size, for the bench's kernel (others: unknown)."""
-        if self.launch is None or kernel.name != self.launch.kernel:
-            return None
-        return occupancy(arch, self.launch.threads, kernel.registers, kernel.shared, self.launch.dynamic_shared,
-                         kernel.barriers)
+        """At the bench's block size for the bench's kernel, else at the block its launch bounds name
+        (`threads`: .maxntid, .reqntid, from the cubin); unknown for the others."""
+        if self.launch is not None and kernel.name == self.launch.kernel:
+            return occupancy(arch, self.launch.threads, kernel.registers, kernel.shared,
+                             self.launch.dynamic_shared, kernel.barriers)
+        return occupancy(arch, kernel.threads, kernel.registers, kernel.shared, 0, kernel.barriers) \
+            if kernel.threads else None
+
+    def threads(self, kernel: KernelFacts) -> int:
+        """The block size `occupancy` counts for the kernel (0: none)."""
+        return self.launch.threads if self.launch is not None and kernel.name == self.launch.kernel else \
+            kernel.threads
 
     def to_json(self) -> dict:
         return {"sass_hash": self.sass_hash, "kernels": [k.to_json() for k in self.kernels],

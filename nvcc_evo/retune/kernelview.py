@@ -41,7 +41,7 @@ def rows(comparison: Comparison, base: KernelFacts | None, mine: KernelFacts | N
     sides = ((comparison.baseline, base), (comparison.chosen, mine))
     occupancy = [build.occupancy(facts, comparison.arch) if facts else None for build, facts in sides]
     if any(occupancy):
-        cells = [_occupancy(o, build.launch.threads if build.launch else 0) for o, (build, _) in zip(occupancy, sides)]
+        cells = [_occupancy(o, build.threads(facts) if facts else 0) for o, (build, facts) in zip(occupancy, sides)]
         table.insert(1, ("occupancy (warps/SM)", *cells, _change(*(o.warps if o else None for o in occupancy))))
     classes = [facts.classes() if facts is not None and facts.mix else {} for facts in (base, mine)]
     table += [_fact_row(f"  {name}", classes[0].get(name), classes[1].get(name)) for name in CLASS_ORDER
