@@ -69,11 +69,17 @@ def time_left(budget: Budget, elapsed: float) -> float | None:
 
 
 def stagnation(engine: Engine) -> tuple[tuple[str, str], ...]:
-    """The progress line's words for a search that stagnates (it diversifies)
-    and for the proposals what it learned kept it from (execute.learned)."""
+    """The progress line's words for a search that stagnates (it diversifies),
+    for the proposals what it learned kept it from (execute.learned), those
+    the surrogate made and what it started from (engine.surrogate)."""
     said = []
     if engine.stale >= RESTART_AFTER:
         said.append(("stagnant", f"{engine.stale} generations: diversifying"))
     if engine.avoided:
         said.append(("avoided", f"{len(engine.avoided)} known to fail or not taken by the build"))
+    if engine.guided:
+        said.append(("guided", f"{engine.guided} proposed by the surrogate"))
+    if engine.warm:
+        said.append(("warm start", f"{sum(map(len, engine.warm))} evaluations of {len(engine.warm)} other "
+                                   "context(s) (another GPU, toolkit or source)"))
     return tuple(said)

@@ -4,7 +4,10 @@ One engine serves one objective and several: with one objective the
 non-dominated sort is a ranking and NSGA-II is an elitist GA with tournament
 selection. Constraints use constrained domination (engine.fronts). The engine
 never asks for a genome it has already seen, including those a resumed search
-read back from the results store.
+read back from the results store. Once a generation is told, a surrogate
+(engine.surrogate, `guide`) proposes a share of each batch: the likeliest
+good of many points drawn from what it learned; the operators propose the
+rest (without a guide, all of it).
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import numpy as np
 from nvcc_evo.engine.fronts import (Evaluation, crowding_distance, dominates, hypervolume_2d, non_dominated_sort,
                                     pareto_front, survivors)
 from nvcc_evo.engine.space import Genome, SearchSpace, crossover, mutate, sample, step, unseen
+from nvcc_evo.engine.surrogate import Guide, Surrogate, ranked
 
 INF = math.inf
 # Stagnation: after RESTART_AFTER generations with no new front point, SHAKE_STEP more of each
@@ -66,8 +70,13 @@ class Engine:
 
     def __init__(self, space: SearchSpace, rng: np.random.Generator, population: int = 12,
                  seeds: Sequence[Genome] = (), history: Sequence[Evaluation] = (), local_share: float = 0.5,
-                 avoid: "Avoid | None" = None):
+                 avoid: "Avoid | None" = None, guide: Guide | None = Guide(), warm: Sequence[Sequence[Evaluation]] = ()):
         self.space, self.rng, self.size, self.local_share = space, rng, population, local_share
+        # The surrogate (None: unguided); `warm`: groups of evaluations of other contexts it starts from
+        # (the same unit on another GPU or toolkit, a similar unit), each ranked on its own.
+        self.guide, self.model = guide, Surrogate(space, guide) if guide is not None else None
+        self.warm = [[e for e in group if e.genome in space] for group in warm]
+        self.guided = 0                 # proposals the surrogate made
         self.seen: dict[Genome, Evaluation] = {e.genome: e for e in history}
         self.pending: set[Genome] = set()
         self.population: list[Evaluation] = survivors(list(self.seen.values()), population)
@@ -106,18 +115,53 @@ class Engine:
             seed = self.seeds.pop(0)
             if self._fresh(seed, batch):
                 batch.append(seed)
-        tries = 0
-        while len(batch) < count and tries < 50 * count:
-            tries += 1
-            child = self._child()
-            if not self._fresh(child, batch) and tries % 5 == 0:
-                child = sample(self.space, self.rng)   # crowded space: explore
-            if self._fresh(child, batch):
-                batch.append(child)
+        wanted = count - len(batch)
+        if wanted > 0 and self._fitted():
+            batch += self._modelled(wanted, batch)
+        if len(batch) < count:
+            batch += self._offspring(count - len(batch), batch, tries=50 * count)
         if len(batch) < count:                         # random draws find nothing new: the rest, in order
             batch += unseen(self.space, lambda g: self._fresh(g, batch), count - len(batch))
         self.pending.update(batch)
         return batch
+
+    def _modelled(self, wanted: int, batch: list[Genome]) -> list[Genome]:
+        """The guide's share of `wanted` (a fraction drawn as a chance): for each, the surrogate's best
+        of `guide.candidates` fresh points drawn from its good density."""
+        assert self.guide is not None and self.model is not None
+        share = min(wanted, int(self.guide.share * wanted + self.rng.random()))
+        drawn = self.model.draw(self.rng, self.guide.candidates * share)
+        fresh = [g for g in dict.fromkeys(drawn) if self._fresh(g, batch)]
+        best = np.argsort(-self.model.scores(fresh), kind="stable")[:share]
+        self.guided += len(best)
+        return [fresh[i] for i in sorted(best)]
+
+    def _offspring(self, count: int, batch: list[Genome], tries: int) -> list[Genome]:
+        """Up to `count` fresh proposals of the operators, none in `batch`, in at most `tries` draws."""
+        found: list[Genome] = []
+        tried = 0
+        while len(found) < count and tried < tries:
+            tried += 1
+            child = self._child()
+            if not self._fresh(child, batch + found) and tried % 5 == 0:
+                child = sample(self.space, self.rng)   # crowded space: explore
+            if self._fresh(child, batch + found):
+                found.append(child)
+        return found
+
+    def _fitted(self) -> bool:
+        """The surrogate learned from what is told so far and the warm starts (each of those counting
+        `guide.warm` of one of this search's, less as this search tells as many); False: unguided."""
+        if self.guide is None or self.model is None:
+            return False
+        told = [e for e in self.seen.values() if e.genome in self.space]
+        warm = sum(map(len, self.warm))
+        worth = self.guide.warm * max(0.0, 1.0 - len(told) / warm) if warm else 0.0
+        if len(told) + worth * warm < self.guide.after:
+            return False
+        groups = [ranked(told, 1.0)] if told else []
+        self.model.fit(groups + [ranked(group, worth) for group in self.warm if group and worth > 0])
+        return True
 
     def _elite(self) -> Genome:
         return self._front[int(self.rng.integers(len(self._front)))].genome

@@ -71,6 +71,7 @@ class Options:
     seconds: float = _default("seconds")
     patience: int = _default("patience")
     population: int = _default("population")
+    search: str = _default("search")              # guided (the surrogate proposes a share) or operators
     seed: int = _default("seed")
     jobs: int | None = _default("jobs")
     timeout: float = _default("timeout")

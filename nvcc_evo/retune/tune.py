@@ -31,6 +31,7 @@ from nvcc_evo.driver.toolkit import Toolkit
 from nvcc_evo.engine import budget
 from nvcc_evo.engine.boosters import family_of
 from nvcc_evo.engine.evolve import Engine, Progress, run_search
+from nvcc_evo.engine.surrogate import Guide
 from nvcc_evo.engine.space import Genome, SearchSpace, baseline_defines, build_space
 from nvcc_evo.execute.cluster import Cluster
 from nvcc_evo.execute import learned
@@ -228,8 +229,11 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
     history = [evaluator.evaluation(g, m) for g, m in evaluator.measured.items() if g in space]   # baseline known
     for evaluation in history:
         evaluator.offer_incumbent(evaluator.measured[evaluation.genome], evaluation)
+    guided = retune.options.search == "guided"
+    warm = [[evaluator.evaluation(r.genome, r.measurement) for r in group if r.genome in space]
+            for group in (retune.store.elsewhere(evaluator.context) if guided else [])]
     engine = Engine(space, rng, retune.options.population, seeds=_seeds(task, space), history=history,
-                    avoid=avoiding)
+                    avoid=avoiding, guide=Guide() if guided else None, warm=[group for group in warm if group])
     drift = None
     if not baseline_measurement.ok:      # every candidate would fail the same way: say why, search nothing
         log(f"{task}: the baseline (the build's own flags) failed, {baseline_measurement.status}:\n"
