@@ -201,13 +201,20 @@ def test_a_bad_search_setting_in_the_environment_is_named(project, evo_cache, va
 
 
 def test_a_very_long_line_is_shown_around_the_error(project, evo_cache):
-    """A 1 MB line: the message held the whole line and a caret line as long."""
+    """A 1 MB line: the message held the whole line and a caret line as long. (Now over the line's limit,
+    said where the limit ends; a long line within it is shown around its error.)"""
     (project / "nvcc-evo.acf").write_text('acf 1\nunit "k.cu" {\n    target sm_90 {\n        ptxas.maxrregcount = 40'
                                           + " " * 1_000_000 + "x\n    }\n}\n")
     done = evo(project, evo_cache, "--acf-check", "nvcc-evo.acf")
     assert done.returncode == 1
     head, shown, caret = done.stderr.splitlines()[:3]
-    assert head.startswith("nvcc-evo.acf:4:1000032: error: unexpected 'x'")
+    assert head == "nvcc-evo.acf:4:16385: error: a line of 1000032 characters (the limit is 16384)"
+    assert len(done.stderr) < 1000 and shown.startswith("...") and caret.strip() == "^"
+    (project / "nvcc-evo.acf").write_text('acf 1\nunit "k.cu" {\n    target sm_90 {\n        ptxas.maxrregcount = 40'
+                                          + " " * 16_000 + "x\n    }\n}\n")
+    done = evo(project, evo_cache, "--acf-check", "nvcc-evo.acf")
+    head, shown, caret = done.stderr.splitlines()[:3]
+    assert done.returncode == 1 and head.startswith("nvcc-evo.acf:4:16032: error: unexpected 'x'")
     assert len(done.stderr) < 1000 and shown.startswith("...")
     assert shown[len(caret) - 1] == "x" and caret.strip() == "^"
 

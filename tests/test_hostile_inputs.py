@@ -92,3 +92,47 @@ def test_a_lone_carriage_return_is_a_located_error(project):
     checked = run_evo("--acf-check", str(acf))
     assert checked.returncode == 1
     assert f"{acf}:2:22: error: a carriage return (CR) alone" in checked.stderr
+
+
+# ---------------------------------------------------------------- limits before cost
+MEMORY = r"""
+import resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+sys.stderr.write(done.stderr)
+print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def measured(argv: list[str], cwd: Path, env: dict) -> tuple[int, int, str]:
+    """(exit status, the largest process's peak memory in KB, stderr) of a command."""
+    done = subprocess.run([os.sys.executable, "-c", MEMORY, *argv], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+    status, peak = done.stdout.split()
+    return int(status), int(peak), done.stderr
+
+
+def test_a_10_mb_string_is_a_located_error_found_before_the_parse(project, evo_cache):
+    """It cost 3.4 GB in --acf-check and in every first build, and a 10 MB glob was echoed whole."""
+    huge = "x" * 10_000_000
+    acf = project / "nvcc-evo.acf"
+    acf.write_text(f'acf 1\nunit "k.cu" {{\n    pin ptxas.opt_level = 2\n}}\nunit "{huge}" {{ }}\n')
+    said = f"{acf}:5:6: error: a string of 10000002 characters (the limit is 8192)"
+    status, peak, stderr = measured([str(EVO), "--acf-check", str(acf)], project, evo_env(evo_cache))
+    assert status == 1 and stderr.startswith(said) and len(stderr) < 1000, stderr[:1000]
+    status, peak, stderr = measured([str(EVO), "-arch=sm_90", "-c", "k.cu", "-o", "k.o"], project, evo_env(evo_cache))
+    assert status == 0 and (project / "k.o").is_file(), stderr[:1000]
+    assert "building without tuned flags" in stderr and said.replace(": error", "") in stderr and len(stderr) < 1000
+    assert peak < 200 * 1024, f"a first build took {peak // 1024} MB"        # (nvcc's own processes: 190 MB)
+
+
+@pytest.mark.parametrize("line, said", [
+    ("# " + "c" * 9000, "3:1: error: a comment of 9002 characters (the limit is 8192)"),
+    ("unit " + "u" * 20000, "3:16385: error: a line of 20005 characters (the limit is 16384)"),
+    ('unit "' + 'a\\"' * 4000 + '" { }', "3:6: error: a string of 12002 characters (the limit is 8192)"),
+])
+def test_a_comment_or_line_over_its_limit_is_a_located_error(project, line, said):
+    acf = project / "nvcc-evo.acf"
+    acf.write_text(f'acf 1\nunit "k.cu" {{ }}\n{line}\n')
+    checked = run_evo("--acf-check", str(acf))
+    assert checked.returncode == 1 and checked.stderr.startswith(f"{acf}:{said}\n"), checked.stderr[:500]
+    assert len(checked.stderr) < 1000 and "Traceback" not in checked.stderr

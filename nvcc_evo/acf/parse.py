@@ -13,7 +13,8 @@ import lark
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.expressions import Binary, Call, Unary
-from nvcc_evo.acf.syntax import char_places, parse_reporting_all, source_line
+from nvcc_evo.acf.syntax import parse_reporting_all, source_line
+from nvcc_evo.acf.text import char_places, check_limits
 from nvcc_evo.acf.transform import Build
 from nvcc_evo.errors import AcfError, Diagnostic, Location
 
@@ -65,7 +66,9 @@ def find_comments(text: str) -> tuple[model.Comment, ...]:
 
 
 def parse_text(text: str, path: str = "<acf>") -> model.AcfFile:
-    """Parse ACF text; raise AcfError listing every syntax error."""
+    """Parse ACF text; raise AcfError listing every syntax error (a line,
+    string or comment over its limit first, before lark)."""
+    check_limits(text, path)
     tree, diagnostics = parse_reporting_all(build_parser(), text, path)
     if diagnostics:
         raise AcfError(diagnostics)

@@ -14,6 +14,7 @@ from typing import Collection
 import lark
 from lark import Token
 
+from nvcc_evo.acf.text import char_places
 from nvcc_evo.errors import Diagnostic, Location
 
 MAX_SYNTAX_ERRORS = 20
@@ -165,31 +166,6 @@ def _syntax_message(parser: lark.Lark, error: lark.UnexpectedInput) -> str:
     if label:
         return f"{label} ({found})"
     return f"{found}; expected {_expected_words(parser, expected)}"
-
-
-def char_places(text: str):
-    """(offset, char, place) for every character, place being "code",
-    "string" (quotes included) or "comment" (from '#' to the line's end):
-    the one reading of strings and comments, for comments, braces and
-    error recovery alike. Neither a string nor a comment crosses a line."""
-    place, escaped = "code", False
-    for offset, ch in enumerate(text):
-        if ch == "\n":
-            place, escaped = "code", False
-            yield offset, ch, place
-            continue
-        if place == "string":
-            yield offset, ch, place
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                place = "code"
-            continue
-        if place == "code" and ch in '"#':
-            place = "string" if ch == '"' else "comment"
-        yield offset, ch, place
 
 
 def _code_chars(text: str):

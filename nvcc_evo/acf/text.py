@@ -4,17 +4,29 @@ UTF-8, with a byte-order mark accepted (and remembered, so a write keeps
 it); bytes that are not UTF-8 are a located AcfError (line, column of the
 first bad byte), never a traceback. Line endings are read as "\\n" (the
 parser, spans and formatter see one kind) and the file's own kind is
-remembered so that a rewrite keeps it. Only os-level imports: this module is
-on the compile path.
+remembered so that a rewrite keeps it. A line, string or comment longer
+than its limit (LINE_LIMIT, STRING_LIMIT, COMMENT_LIMIT: docs/acf.md) is a
+located AcfError found here, before the parse: lark and the checks cost a
+few hundred bytes a character (a 10 MB string took 3.4 GB), and a message
+never quotes such a value whole. `char_places` is the one lexer of strings
+and comments. Only os-level imports: this module is on the compile path.
 """
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 from nvcc_evo.errors import AcfError, Diagnostic, Location
 from nvcc_evo.system.files import read_regular       # (a folder, FIFO or device is no ACF)
 
 BOM = b"\xef\xbb\xbf"
+LINE_LIMIT = 16384       # characters in a line
+STRING_LIMIT = 8192      # characters in a quoted string (a glob, a kernel name, a command, a pattern), quotes too
+COMMENT_LIMIT = 8192     # characters in a comment, from its '#'
+# The rest of a string after its opening quote: as char_places reads it (a backslash escapes the next
+# character), measured where a line is too long to be read character by character.
+_STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"?')
+SHOWN_AFTER = 100        # characters of a too long line kept after the place its message points at
 
 
 class AcfText(NamedTuple):
@@ -62,7 +74,83 @@ def decode(data: bytes, path: str) -> AcfText:
         raise AcfError([Diagnostic(Location(path, text.count("\n", 0, nul) + 1, nul - line_start + 1),
                                    "a NUL byte: an ACF is text (is this a binary file, or one cut by a crash?)",
                                    text[line_start:line_end if line_end >= 0 else len(text)].replace("\0", " "))])
+    check_limits(text, path)
     return AcfText(text, newline, bom)
+
+
+def check_limits(text: str, path: str) -> None:
+    """AcfError, located, for each line, string or comment of `text` over its
+    limit; the scan of strings only where a line is long enough to hold one."""
+    diagnostics = []
+    for number, line in enumerate(text.split("\n"), 1):
+        if len(line) > min(STRING_LIMIT, COMMENT_LIMIT, LINE_LIMIT):
+            diagnostics += _over_limits(line, number, path)
+    if diagnostics:
+        raise AcfError(diagnostics)
+
+
+def _over_limits(line: str, number: int, path: str) -> list[Diagnostic]:
+    """The strings and comments of one long line over their limits, else the
+    line itself. Read char by char only up to the line's limit: a string or
+    comment still open there is measured to its end by a search."""
+    window = line[:LINE_LIMIT + 1]
+    found, begun, place = [], 0, "code"
+    for offset, _, now in char_places(window + "\n"):
+        if now != place:
+            cut = offset == len(window) < len(line)
+            end = _run_end(line, place, begun) if cut else offset
+            found += _too_long(line, number, path, place, begun, end)
+            begun, place = offset, now
+    if not found and len(line) > LINE_LIMIT:
+        found.append(_said(line, number, path, LINE_LIMIT + 1,
+                           f"a line of {len(line)} characters (the limit is {LINE_LIMIT})"))
+    return found
+
+
+def _run_end(line: str, place: str, begun: int) -> int:
+    """Where a string or comment begun at `begun` of `line` ends."""
+    if place == "comment":
+        return len(line)
+    rest = _STRING_REST.match(line, begun + 1)           # (it matches anything, at worst nothing)
+    return rest.end() if rest else len(line)
+
+
+def _too_long(line: str, number: int, path: str, place: str, begun: int, end: int) -> list[Diagnostic]:
+    limit = {"string": STRING_LIMIT, "comment": COMMENT_LIMIT}.get(place)
+    if limit is None or end - begun <= limit:
+        return []
+    return [_said(line, number, path, begun + 1, f"a {place} of {end - begun} characters (the limit is {limit})")]
+
+
+def _said(line: str, number: int, path: str, column: int, message: str) -> Diagnostic:
+    """A diagnostic whose source line is cut after its column (never the whole of a huge line)."""
+    shown = line[:column - 1 + SHOWN_AFTER]
+    return Diagnostic(Location(path, number, column), message, shown + ("..." if len(shown) < len(line) else ""))
+
+
+def char_places(text: str):
+    """(offset, char, place) for every character, place being "code",
+    "string" (quotes included) or "comment" (from '#' to the line's end):
+    the one reading of strings and comments, for comments, braces and
+    error recovery alike. Neither a string nor a comment crosses a line."""
+    place, escaped = "code", False
+    for offset, ch in enumerate(text):
+        if ch == "\n":
+            place, escaped = "code", False
+            yield offset, ch, place
+            continue
+        if place == "string":
+            yield offset, ch, place
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                place = "code"
+            continue
+        if place == "code" and ch in '"#':
+            place = "string" if ch == '"' else "comment"
+        yield offset, ch, place
 
 
 def read(path) -> AcfText:
