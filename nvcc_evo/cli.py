@@ -12,7 +12,8 @@ from __future__ import annotations
 import sys
 
 
-VERBS = ("--acf-check", "--acf-fmt", "--explain", "--retune", "--report", "--sass", "--evo-help", "--evo-version")
+VERBS = ("--acf-check", "--acf-fmt", "--explain", "--retune", "--report", "--sass", "--hot", "--evo-help",
+         "--evo-version")
 
 HELP = """\
 usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's tuned flags
@@ -34,6 +35,12 @@ usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's t
                                                per kernel, the build's own flags against the ACF entry:
                                                registers, occupancy, spills, instructions, the mix
                                                (compiles; the mix needs nvdisasm: nvcc-evo[sass])
+       nvcc-evo --hot [--acf FILE] [--write [--min-share PCT] [--build CMD]] -- COMMAND [ARGS...]
+       nvcc-evo --hot --from FILE [--acf FILE] [--write [--min-share PCT] [--build CMD] [--run CMD]]
+                                               run the command once recording its kernels (CUPTI:
+                                               nvcc-evo[profile]), or read a saved profile or nsys's kernel
+                                               summary CSV: kernels by GPU time, each with the unit that
+                                               builds it; --write adds unit blocks for the hot ones
        nvcc-evo --evo-version                  print nvcc-evo's version
        nvcc-evo --evo-help                     this help (--help is nvcc's own)
 
@@ -239,6 +246,32 @@ def sass(rest: list[str]) -> int:
     return run_sass(args.acf, tuple(args.globs), args.target, args.run_recorded)
 
 
+def hot(rest: list[str]) -> int:
+    import argparse
+    from nvcc_evo.hot.run import run_hot
+    split = rest.index("--") if "--" in rest else len(rest)
+    options, command = rest[:split], rest[split + 1:]
+    parser = argparse.ArgumentParser(prog="nvcc-evo --hot", usage="nvcc-evo --hot [options] -- COMMAND [ARGS...] | "
+                                                                  "nvcc-evo --hot --from FILE [options]")
+    parser.add_argument("--from", dest="source", metavar="FILE",
+                        help="a saved profile (.nvcc-evo/hot/profile.json) or an Nsight Systems kernel summary "
+                             "(nsys stats --report cuda_gpu_kern_sum --format csv), instead of a run")
+    parser.add_argument("--acf", help="the ACF (default: nearest nvcc-evo.acf here or above)")
+    parser.add_argument("--write", action="store_true",
+                        help="add unit blocks (search, tune, a bench of the unit's kernels' time) for the hot units "
+                             "no ACF unit tunes yet")
+    parser.add_argument("--min-share", type=float, default=5.0, metavar="PCT",
+                        help="--write: the least share of the GPU time a unit's kernels must take (default 5)")
+    parser.add_argument("--build", metavar="CMD",
+                        help="--write: how the project rebuilds through nvcc-evo before each candidate's run "
+                             "(default: make -s NVCC=nvcc-evo, where a Makefile is here)")
+    parser.add_argument("--run", metavar="CMD",
+                        help="--write with --from an nsys summary: the command that runs the program")
+    args = parser.parse_args(options)
+    _readable_acf(args.acf)
+    return run_hot(args.acf, args.source, command, args.write, args.min_share / 100, args.build, args.run)
+
+
 def _readable_acf(named: str | None) -> None:
     """An ACF named by --acf or NVCC_EVO_ACF that cannot be read stops a
     retune before anything starts, saying which and why."""
@@ -266,7 +299,7 @@ def _working_folder() -> None:
 
 def run_verb(verb: str, rest: list[str]) -> int:
     from nvcc_evo.errors import ExitCode
-    if verb in ("--explain", "--retune", "--report"):
+    if verb in ("--explain", "--retune", "--report", "--hot"):
         _working_folder()
     if verb in ("--evo-help", "--evo-version"):
         import argparse
@@ -288,6 +321,8 @@ def run_verb(verb: str, rest: list[str]) -> int:
         return report(rest)
     if verb == "--sass":
         return sass(rest)
+    if verb == "--hot":
+        return hot(rest)
     if verb == "--acf-check":
         return acf_check(_files_parser(verb).parse_args(rest).files)
     args = _files_parser(verb, with_check=True).parse_args(rest)
@@ -301,11 +336,12 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] not in VERBS:
         from nvcc_evo.driver.shim import run      # the compile path: nothing else imported
         return run(argv)
-    from nvcc_evo.errors import AcfError, EvoError, ExitCode
+    from nvcc_evo.errors import AcfError, EvoError, ExitCode, LocatedError
     try:
         return run_verb(argv[0], argv[1:])
     except EvoError as error:        # (an ACF's diagnostics say `path:LINE:COL: error:` themselves)
-        print(error if isinstance(error, AcfError) else f"nvcc-evo: error: {error}", file=sys.stderr)
+        located = isinstance(error, (AcfError, LocatedError))
+        print(error if located else f"nvcc-evo: error: {error}", file=sys.stderr)
         return error.exit_code
     except OSError as error:   # a tool or file the machine lacks
         print(f"nvcc-evo: error: {error}", file=sys.stderr)

@@ -109,6 +109,15 @@ class AcfError(EvoError):
         super().__init__("\n".join(str(d) for d in self.diagnostics))
 
 
+class LocatedError(EvoError):
+    """Diagnostics in a file nvcc-evo reads that is not an ACF (a kernel
+    profile): `path:LINE:COL: error: ...`, printed as they are."""
+
+    def __init__(self, diagnostics: list[Diagnostic]):
+        self.diagnostics = tuple(diagnostics)
+        super().__init__("\n".join(str(d) for d in self.diagnostics))
+
+
 class UsageError(EvoError):
     exit_code = ExitCode.USAGE
 

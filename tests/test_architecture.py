@@ -22,6 +22,7 @@ LAYERS = {
     "execute": 5,                               # candidates compiled, measured, stored; lanes, cluster
     "retune": 6,                                # one retune: tasks, choice, write-back, summary
     "report": 7,                                # --report and --sass
+    "hot": 7,                                   # --hot: the kernels a run loads the GPU with, their units
     "cli": 8, "__main__": 9,
 }
 

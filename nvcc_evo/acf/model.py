@@ -160,7 +160,10 @@ TAKES = ("first", "last", "min", "max", "median", "mean")    # which of a metric
 @dataclass(frozen=True)
 class Metric:
     """`metric [NAME] "REGEX" [take HOW] [group G] [unit "U"] [maximize]`:
-    a number a bench command prints. Unnamed, it is the objective `metric`."""
+    a number a bench command prints. Unnamed, it is the objective `metric`.
+    `metric NAME kernels` (`kernels`): no number printed, but the GPU time
+    in ms of the unit's own kernels while the command runs, recorded by
+    nvcc-evo's injection library (nvcc_evo.measure.profile)."""
 
     name: str
     regex: str
@@ -170,6 +173,11 @@ class Metric:
     maximize: bool = False
     named: bool = False                # spelled with its name
     span: Span = field(default=NO_SPAN, compare=False)
+    kernels: bool = False              # the unit's kernels' GPU time, not the output's
+
+    @staticmethod
+    def of_kernels(name: str, span: Span = NO_SPAN) -> "Metric":
+        return Metric(name, "", unit="ms", named=True, span=span, kernels=True)
 
 
 @dataclass(frozen=True)

@@ -202,6 +202,10 @@ class Build(Transformer):
         return model.Metric(str(name) if name is not None else "metric", regex, options.get("take", "first"),
                             group, options.get("unit", ""), "maximize" in options, name is not None, _span(meta))
 
+    @v_args(meta=True)
+    def kernel_metric(self, meta, items):
+        return model.Metric.of_kernels(str(items[0]), _span(meta))
+
     def take(self, items):
         return ("take", str(items[0]))
 

@@ -61,7 +61,8 @@ def identity(bench: model.Bench) -> str:
     """What of a bench command decides the numbers it gives (not where it
     is written): results measured with another are not reused."""
     parts = (bench.command.text if bench.command else None,
-             [(m.name, m.regex, m.take, m.group, m.maximize) for m in bench.metrics],
+             [(m.name, m.regex, m.take, m.group, m.maximize) + (("kernels",) if m.kernels else ())
+              for m in bench.metrics],
              [(c.kind, c.value) for c in bench.run_checks],
              (bench.repeat.low, bench.repeat.high) if bench.repeat else None)
     return repr(parts)

@@ -111,6 +111,8 @@ def show_check(check: model.Check) -> str:
 
 
 def show_metric(metric: model.Metric) -> str:
+    if metric.kernels:
+        return f"metric {metric.name} kernels"
     parts = ["metric"] + ([metric.name] if metric.named else []) + [show_string(metric.regex)]
     if metric.take != "first":
         parts.append(f"take {metric.take}")

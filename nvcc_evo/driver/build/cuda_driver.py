@@ -53,3 +53,12 @@ def load_problem(cubin: bytes, device: int = 0) -> str | None:
     finally:
         cuda.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
         cuda.cuDevicePrimaryCtxRelease_v2(handle)
+
+
+def device_count() -> int | None:
+    """How many CUDA devices the driver sees; None without a driver (or one that does not start)."""
+    cuda = _library()
+    count = ctypes.c_int()
+    if cuda is None or cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return None
+    return count.value

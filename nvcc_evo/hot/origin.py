@@ -1,0 +1,181 @@
+"""Where a kernel comes from: the recorded build whose code defines it, and the ACF unit that covers that.
+
+The compile database (driver.compiledb) records every compile an ACF unit
+covers. For each recorded input (its latest record) the kernels it defines
+are read from a recompile of the record to a cubin (its symbols, with
+ptxas's registers; kept in `.nvcc-evo/hot/symbols.json` by the input's
+content and the compile's arguments) or, for a kernel unit (Triton's,
+through nvcc-evo-ptxas), from the kept PTX's `.entry` names. A name several
+inputs define (a `static` kernel of one name in two units, an inline
+template both instantiate) has each as an origin.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+from nvcc_evo.acf import model
+from nvcc_evo.acf.kernelname import matches as kernel_matches
+from nvcc_evo.acf.unitpath import inside, matches as path_matches
+from nvcc_evo.driver.compiledb import CompileRecord, scan
+from nvcc_evo.hot.names import base, demangled, normal
+from nvcc_evo.system.say import log
+
+
+class Symbol(NamedTuple):
+    name: str                 # mangled (a PTX entry's name as it is)
+    registers: int            # ptxas's count for the recorded build (0: not known)
+
+
+class Origin(NamedTuple):
+    """One recorded build that defines a kernel."""
+
+    source: str               # the input, relative to the ACF's folder where it lies under it
+    arch: str
+    record: CompileRecord
+    unit: model.Unit | None   # the ACF unit that covers it (the first that matches), or None
+    registers: int
+    entries: tuple[str, ...] = ()      # a kernel unit's PTX entries (empty for a source)
+
+    @property
+    def is_kernel(self) -> bool:
+        return self.record.input.endswith(".ptx")
+
+    @property
+    def tuned(self) -> bool:
+        """Whether its unit tunes it (a search block, or an entry): a unit of neither only records."""
+        return self.unit is not None and bool(self.unit.space or self.unit.targets)
+
+
+def covering(units: tuple[model.Unit, ...], acf_dir: Path, record: CompileRecord,
+             entries: tuple[str, ...], digest: str) -> model.Unit | None:
+    """The unit a build matches for this record: the first source unit whose globs name its input (as the wrapper
+    matches), or the first kernel unit naming one of its PTX's entries."""
+    if entries:
+        return next((u for u in units if u.is_kernel and any(kernel_matches(g, entries, digest) for g in u.globs)),
+                    None)
+    parts = inside(record.input, acf_dir)
+    return next((u for u in units if not u.is_kernel and any(path_matches(g, parts) for g in u.globs)), None)
+
+
+class Origins:
+    """The recorded builds of an ACF's folder, asked by kernel name."""
+
+    def __init__(self, acf_path: Path, units: tuple[model.Unit, ...]):
+        self.acf_path, self.folder = acf_path, acf_path.parent
+        records, unusable = scan(acf_path)
+        for problem in unusable:
+            log(f"compile database {problem}: not used")
+        latest: dict[str, CompileRecord] = {}
+        for record in sorted(records, key=lambda r: r.time):
+            latest[record.input] = record
+        self.by_symbol: dict[str, list[Origin]] = {}
+        cache = _Cache(self.folder)
+        for record in latest.values():
+            symbols, entries, digest = _symbols(record, cache)
+            unit = covering(units, self.folder, record, entries, digest)
+            shown = os.path.relpath(record.input, self.folder) if inside(record.input, self.folder) else record.input
+            for symbol in symbols:
+                self.by_symbol.setdefault(symbol.name, []).append(
+                    Origin(shown, record.arch, record, unit, symbol.registers, entries))
+        for found in self.by_symbol.values():
+            found.sort(key=lambda o: (o.source, o.arch))       # (records come in the order the build wrote them)
+        cache.save()
+        spelled = demangled(sorted(self.by_symbol))
+        self.spelling = spelled
+        self.by_normal: dict[str, list[str]] = {}
+        self.by_base: dict[str, list[str]] = {}
+        for name, text in spelled.items():
+            self.by_normal.setdefault(normal(text), []).append(name)
+            self.by_base.setdefault(base(text), []).append(name)
+
+    @property
+    def recorded(self) -> int:
+        return len({o.record.input for found in self.by_symbol.values() for o in found})
+
+    def find(self, name: str, mangled: bool) -> tuple[str, list[Origin]]:
+        """(the symbol, the builds defining it) for a profile's kernel name; ("", []) for none of them."""
+        if mangled:
+            return (name, self.by_symbol[name]) if name in self.by_symbol else ("", [])
+        symbols = self.by_normal.get(normal(name)) or self.by_base.get(base(name)) or []
+        if name in self.by_symbol:            # (extern "C", a PTX entry: spelled as it is)
+            symbols = [name]
+        found = [o for s in symbols for o in self.by_symbol[s]]
+        return (symbols[0] if len(symbols) == 1 else " | ".join(symbols)), found
+
+
+class _Cache:
+    """Symbols per recorded compile, kept by its input's content and its arguments."""
+
+    def __init__(self, folder: Path):
+        self.path = folder / ".nvcc-evo" / "hot" / "symbols.json"
+        try:
+            self.data = json.loads(self.path.read_text())
+            assert isinstance(self.data, dict)
+        except (OSError, ValueError, AssertionError):
+            self.data = {}
+        self.changed = False
+
+    def get(self, key: str) -> list[Symbol] | None:
+        found = self.data.get(key)
+        try:
+            return [Symbol(str(n), int(r)) for n, r in found] if isinstance(found, list) else None
+        except (TypeError, ValueError):
+            return None
+
+    def put(self, key: str, symbols: list[Symbol]) -> None:
+        self.data[key] = [list(s) for s in symbols]
+        self.changed = True
+
+    def save(self) -> None:
+        if self.changed:
+            from nvcc_evo.system.files import folders, replace
+            folders(self.path.parents[2], ".nvcc-evo", "hot")
+            replace(self.path, json.dumps(self.data))
+
+
+def _symbols(record: CompileRecord, cache: _Cache) -> tuple[list[Symbol], tuple[str, ...], str]:
+    """The kernels a record's build defines; for a kernel unit's PTX also its entries and digest."""
+    try:
+        content = Path(record.input).read_bytes()
+    except OSError as error:
+        log(f"{record.input}: cannot be read ({error.strerror}): its kernels are not known")
+        return [], (), ""
+    digest = hashlib.sha256(content).hexdigest()
+    if record.input.endswith(".ptx"):
+        from nvcc_evo.driver.dropin_ptxas.untouched import entries
+        names = entries(content)
+        return [Symbol(n, 0) for n in names], names, digest
+    key = hashlib.sha256(json.dumps([digest, record.argv, record.flags, record.arch, record.cwd]).encode()).hexdigest()
+    found = cache.get(key)
+    if found is None:
+        found = _compiled(record)
+        if found is not None:
+            cache.put(key, found)
+    return found or [], (), digest
+
+
+def _compiled(record: CompileRecord) -> list[Symbol] | None:
+    """The record compiled again to a cubin, as the build compiles it: its kernels and their registers."""
+    from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc
+    from nvcc_evo.measure.candidate import CompileJob, compile_candidate
+    from nvcc_evo.measure.sass import kernel_facts
+    nvcc = record.nvcc if os.path.isfile(record.nvcc) else None
+    try:
+        nvcc = nvcc or find_real_nvcc(os.environ)
+    except NvccNotFound as error:
+        log(f"{record.input}: {error}: its kernels are not known")
+        return None
+    real = os.path.realpath(record.input)
+    token = next((a for a in record.argv if os.path.realpath(os.path.join(record.cwd, a)) == real), record.input)
+    job = CompileJob(nvcc, tuple(record.argv), record.cwd, token, record.arch, tuple(record.flags),
+                     record.compile_env(), 300.0)
+    done = compile_candidate(job)
+    if not done.ok:
+        said = done.stderr.strip().splitlines()[-1:] or [done.status]
+        log(f"{record.input}: its recorded compile fails now ({said[0][:200]}): its kernels are not known")
+        return None
+    return [Symbol(k.name, k.registers) for k in kernel_facts(done.stderr, done.cubin, record.arch)]

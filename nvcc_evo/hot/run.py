@@ -1,0 +1,130 @@
+"""`nvcc-evo --hot`: from an application to its hot kernels and the units that build them.
+
+`--hot -- COMMAND`: the command runs once with the injection library
+(measure.profile), its kernels' times are read, ranked and attributed to
+the recorded builds (hot.origin, hot.table), printed on stdout and saved as
+`.nvcc-evo/hot/profile.json` beside the ACF. `--hot --from FILE`: the same
+from a saved profile or Nsight Systems' kernel summary. `--write` adds unit
+blocks for the hot units no ACF unit tunes yet (hot.write). Progress and
+problems go to stderr.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from pathlib import Path
+
+from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
+from nvcc_evo.hot.profile import Profile, read_profile, save
+from nvcc_evo.hot.table import attribute, render
+from nvcc_evo.system.say import log
+
+TAIL = 12
+
+
+def gpu_problem() -> str:
+    """Why kernels cannot be recorded on this machine's GPU ("" when they can)."""
+    from nvcc_evo.driver.build.cuda_driver import device_count
+    count = device_count()
+    if count is None:
+        return "no CUDA driver (libcuda.so.1 cannot be loaded, or it does not start): --hot runs the command on an " \
+               "NVIDIA GPU; use --hot --from FILE with a profile made on a machine with one"
+    if count == 0:
+        return "no CUDA device visible (the driver sees none; CUDA_VISIBLE_DEVICES?)"
+    return ""
+
+
+def injection(environ) -> str:
+    """The injection library, after the GPU and CUPTI are known to be there (EnvironmentProblem: both said)."""
+    from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc
+    from nvcc_evo.measure.profile.library import find_cupti, library, toolkit_paths
+    problems = [gpu_problem()]
+    try:
+        nvcc = find_real_nvcc(environ)
+    except NvccNotFound as error:
+        raise EnvironmentProblem(f"--hot: {error}") from None
+    try:
+        find_cupti(environ, toolkit_paths(nvcc)[0])
+    except EnvironmentProblem as error:
+        problems.append(str(error))
+    problems = [p for p in problems if p]
+    if problems:
+        raise EnvironmentProblem("--hot cannot record kernel times here: " + "; and ".join(problems))
+    return library(environ, nvcc)
+
+
+def profiled(command: list[str]) -> Profile:
+    """The command run once with the injection library; its kernels (EvoError: it failed, or ran no kernel)."""
+    from nvcc_evo.measure.profile.records import environment, read_run
+    from nvcc_evo.system.leftovers import private_folder, remove_private, run_in_group
+    lib = injection(os.environ)
+    folder = private_folder("hot")
+    shown = shlex.join(command)
+    try:
+        os.chmod(folder, 0o700)
+        env = {**os.environ, **environment(folder, lib)}
+        log(f"running {shown} with kernel recording (CUPTI activity, no counters)")
+        started = time.monotonic()
+        done = run_in_group(command, cwd=os.getcwd(), env=env)
+        seconds = time.monotonic() - started
+        rows, problems = read_run(folder)
+    finally:
+        remove_private(folder)
+    for stream in (done.stdout, done.stderr):
+        if stream:
+            os.write(2, stream.encode(errors="replace"))     # the program's own output: stderr (stdout is the report's)
+    if done.returncode != 0:
+        said = [line for line in done.stderr.splitlines() if line.strip()][-TAIL:]
+        tail = "\n".join(f"    | {line}" for line in said) or "    | (nothing on stderr)"
+        raise EvoError(f"{shown} exited with status {done.returncode}: no profile saved, nothing written; the last "
+                       f"lines of its stderr:\n{tail}")
+    for problem in problems:
+        log(f"kernel times: {problem}")
+    if not rows:
+        raise EvoError(f"{shown} ran no kernel on the GPU (no process of it launched one, or none reached the driver "
+                       f"through CUDA_INJECTION64_PATH): nothing to rank, no profile saved")
+    return Profile(tuple(rows), True, f"the run of {shown}", tuple(command), os.getcwd(), done.returncode,
+                   round(seconds, 3), tuple(problems))
+
+
+def find_acf(named: str | None) -> Path | None:
+    """The ACF --acf names, else the nearest nvcc-evo.acf here or above (None: none; its kernels map nowhere)."""
+    from nvcc_evo.driver.match.find import find_acf as nearest, unreadable, untrusted_acf
+    if named:
+        why = unreadable(named)
+        if why:
+            raise UsageError(f"--acf {named}: {why}")
+        return Path(os.path.abspath(named))
+    found = nearest([Path.cwd()], os.environ)
+    if found is not None and untrusted_acf(found, os.environ):
+        raise EnvironmentProblem(untrusted_acf(found, os.environ))
+    return found
+
+
+def run_hot(acf: str | None, source: str | None, command: list[str], write: bool, least: float,
+            build: str | None, run: str | None) -> int:
+    from nvcc_evo.acf.resolve import load
+    from nvcc_evo.hot.origin import Origins
+    acf_path = find_acf(acf)
+    if source and command:
+        raise UsageError("--hot: either --from FILE or -- COMMAND, not both")
+    if not source and not command:
+        raise UsageError("--hot needs a command to run (nvcc-evo --hot -- ./app ARGS) or --from FILE")
+    profile = read_profile(source) if source else profiled(command)
+    file = load(str(acf_path)) if acf_path is not None else None
+    origins = Origins(acf_path, file.units) if acf_path is not None and file is not None else None
+    hot, units = attribute(profile, origins)
+    print(render(profile, hot, units, str(acf_path.parent) if acf_path else None), end="", flush=True)
+    if not source:
+        log(f"profile saved as {save(acf_path.parent if acf_path else Path.cwd(), profile)} "
+            "(nvcc-evo --hot --from FILE reads it again)")
+    if acf_path is None:
+        log("no ACF here or above: kernels map to no recorded build; write an nvcc-evo.acf with a unit covering "
+            "your sources (unit \"**/*.cu\" {} records every compile and tunes nothing), rebuild through nvcc-evo, "
+            "and run --hot again")
+        return 1 if write else 0
+    if write:
+        from nvcc_evo.hot.write import write_units
+        write_units(acf_path, units, profile, least, build, run)
+    return 0

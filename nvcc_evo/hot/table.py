@@ -1,0 +1,121 @@
+"""The kernels of a profile ranked by GPU time, each with where it comes from.
+
+`attribute` joins a profile's kernels to the recorded builds that define
+them (hot.origin) and sums them per translation unit (or kernel unit);
+`render` is the text `--hot` prints: the kernels (share, total, calls,
+mean), each with its unit and the ACF unit that covers it, those of no
+recorded build apart with their share, then the units by share.
+"""
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+from nvcc_evo.hot.names import demangled
+from nvcc_evo.hot.origin import Origin, Origins
+from nvcc_evo.hot.profile import Profile
+from nvcc_evo.measure.profile.records import KernelTime
+
+
+class Hot(NamedTuple):
+    """One kernel of the profile and the builds that may define it."""
+
+    name: str                      # as the profile names it
+    shown: str                     # demangled
+    calls: int
+    total_ns: int
+    shapes: tuple[KernelTime, ...]
+    origins: tuple[Origin, ...]
+
+
+class HotUnit(NamedTuple):
+    """A translation unit (or a kernel unit's PTX) and its kernels' time."""
+
+    source: str
+    total_ns: int
+    kernels: tuple[Hot, ...]
+    origins: tuple[Origin, ...]    # its origins (one per kernel), for its record and ACF unit
+
+    @property
+    def unit(self):
+        return self.origins[0].unit
+
+    @property
+    def registers(self) -> int:
+        """The most registers a thread of its kernels uses (the run's, else ptxas's)."""
+        measured = [s.registers for k in self.kernels for s in k.shapes if s.registers]
+        return max(measured or [o.registers for o in self.origins] or [0])
+
+
+def attribute(profile: Profile, origins: Origins | None) -> tuple[list[Hot], list[HotUnit]]:
+    """The kernels by time, each with its origins; and the units by their kernels' time."""
+    rows = profile.by_name()
+    spelled = demangled([name for name, *_ in rows]) if profile.mangled else {}
+    hot = []
+    for name, calls, total, shapes in rows:
+        found = origins.find(name, profile.mangled)[1] if origins is not None else []
+        hot.append(Hot(name, spelled.get(name, name), calls, total, shapes, tuple(found)))
+    units: dict[str, list[tuple[Hot, Origin]]] = {}
+    for kernel in hot:
+        for origin in kernel.origins:
+            units.setdefault(origin.source, []).append((kernel, origin))
+    summed = [HotUnit(source, sum(k.total_ns for k, _ in pairs), tuple({k.name: k for k, _ in pairs}.values()),
+                      tuple(o for _, o in pairs)) for source, pairs in units.items()]
+    return hot, sorted(summed, key=lambda u: (-u.total_ns, u.source))
+
+
+def _unit_words(origin: Origin) -> str:
+    if origin.unit is None:
+        return "no ACF unit covers it"
+    return f"unit {origin.unit}" + ("" if origin.tuned else " (records it, tunes nothing)")
+
+
+def _origin_lines(kernel: Hot) -> list[str]:
+    if not kernel.origins:
+        return []
+    if len(kernel.origins) == 1:
+        origin = kernel.origins[0]
+        what = "PTX entry of" if origin.is_kernel else "from"
+        return [f"{'':>33}{what} {origin.source} [{origin.arch}]; {_unit_words(origin)}"]
+    lines = [f"{'':>33}defined by {len(kernel.origins)} units (one name in each: their time is shown together):"]
+    lines += [f"{'':>35}{o.source} [{o.arch}]; {_unit_words(o)}" for o in kernel.origins]
+    return lines
+
+
+def _kernel_line(kernel: Hot, whole: int) -> str:
+    share = kernel.total_ns / whole if whole else 0.0
+    mean = kernel.total_ns / kernel.calls / 1e3 if kernel.calls else 0.0
+    return f"{share:7.1%} {kernel.total_ns / 1e6:11.3f} {kernel.calls:8d} {mean:11.2f}  {kernel.shown}"
+
+
+def render(profile: Profile, hot: list[Hot], units: list[HotUnit], folder: str | None) -> str:
+    whole = profile.total_ns
+    ran = f" (exit {profile.exit}, {profile.seconds:.2f} s)" if profile.seconds is not None else ""
+    lines = [f"kernels by GPU time: {profile.source}{ran}: {len(hot)} kernel(s), {whole / 1e6:.3f} ms on the GPU", "",
+             f"{'share':>7} {'total ms':>11} {'calls':>8} {'mean us':>11}  kernel"]
+    mapped = [k for k in hot if k.origins]
+    for kernel in mapped:
+        lines.append(_kernel_line(kernel, whole))
+        lines += _origin_lines(kernel)
+    reached = sum(k.total_ns for k in mapped)
+    others = [k for k in hot if not k.origins]
+    if others:
+        share = (whole - reached) / whole if whole else 0.0
+        lines += ["", f"of no recorded build (libraries, the framework's own, or builds no ACF unit covers): "
+                      f"{share:.1%} of the GPU time"]
+        lines += [_kernel_line(k, whole) for k in others]
+    lines += ["", f"nvcc-evo reaches {reached / whole if whole else 0.0:.1%} of the GPU time through "
+                  f"{len(units)} recorded unit(s)" + (" (compile database beside "
+                                                       f"{folder})" if folder else " (no ACF found)")]
+    for unit in units:
+        words = _unit_words(unit.origins[0])
+        shared = sum(k.total_ns for k in unit.kernels if len(k.origins) > 1)
+        also = f" ({shared / whole:.1%} of it in kernels of a name other units define too)" if shared else ""
+        lines.append(f"{unit.total_ns / whole if whole else 0.0:7.1%}  {unit.source}: {len(unit.kernels)} "
+                     f"kernel(s), {unit.registers} registers at most{also}; {words}")
+    return "\n".join(lines) + "\n"
+
+
+def relative(path: str, folder: str) -> str:
+    shown = os.path.relpath(path, folder)
+    return path if shown.startswith("..") else shown

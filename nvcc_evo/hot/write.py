@@ -1,0 +1,182 @@
+"""`--hot --write`: unit blocks for the hot units that no ACF unit tunes yet.
+
+A unit is hot when its kernels take at least `least` of the GPU time
+(5% by default); units are written most time first. Each block is spelled as
+the formatter spells it (acf.edit.format) and holds a search block of the
+knobs that reach its recorded build (retune.reach asked, as a retune asks,
+with the block in a copy of the ACF) sized for its kernels (register caps
+around the most registers they use now), `tune { minimize time }`, and a
+bench of no harness: the command that rebuilds through nvcc-evo and runs the
+program, and `metric time kernels`, the unit's own kernels' GPU time.
+Knobs that may change results (the table's `numeric`) are left out: that
+bench checks only the exit status. A block goes before the unit that covers
+the source now and tunes nothing (`unit "**/*.cu" {}`, which only records):
+the wrapper takes the first unit that matches. Existing units are never
+touched; a unit whose source a tuning unit covers already, or whose globs a
+unit has, is not written again. Written by the one ACF writer (acf.edit.write),
+checked before the write as --acf-check checks.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+from nvcc_evo.acf import model
+from nvcc_evo.acf.edit.format import format_text
+from nvcc_evo.acf.edit.spelling import show_domain, show_string
+from nvcc_evo.acf.parse import parse_text
+from nvcc_evo.errors import UsageError
+from nvcc_evo.hot.origin import Origin, covering
+from nvcc_evo.hot.profile import Profile
+from nvcc_evo.hot.table import HotUnit
+from nvcc_evo.system.say import log
+
+REPEAT = 3
+SPACE = (("ptxas.register_usage_level", model.RangeDomain(0, 10)),      # beside the register cap
+         ("ptxas.dlcm", model.SetDomain(("ca", "cg"))))
+GLOB_CHARACTERS = "*?["
+
+
+def register_caps(registers: int) -> model.RangeDomain | None:
+    """Register caps from about half of `registers` up to it (a cap above what a kernel uses changes nothing),
+    in steps of 8, 16 or 32; None where they use too few for a cap to matter (ptxas raises one under 24)."""
+    low, high = max(24, registers // 2 // 8 * 8), min(255, -(-registers // 8) * 8)
+    if registers <= 24:
+        return None
+    step = next(s for s in (8, 16, 32) if (high - low) // s <= 8 or s == 32)
+    return model.RangeDomain(low, low + max(1, (high - low) // step) * step, step)
+
+
+def _glob(source: str) -> str:
+    """A unit glob naming exactly `source` (glob characters in a name matched as themselves)."""
+    return "".join(f"[{c}]" if c in GLOB_CHARACTERS else c for c in source)
+
+
+def bench_command(profile: Profile, folder: Path, build: str | None, run: str | None, is_kernel: bool) -> str:
+    """The bench's command, run in the ACF's folder: into the run's folder, the build (not for a kernel unit:
+    Triton compiles it in the run), the run."""
+    if run is None:
+        if not profile.command:
+            raise UsageError("--write from an Nsight Systems summary needs --run 'COMMAND': how the program runs")
+        run = shlex.join(profile.command)
+    parts = []
+    where = os.path.relpath(profile.cwd or os.getcwd(), folder)
+    if where != ".":
+        parts.append(f"cd {shlex.quote(where)}")
+    if not is_kernel:
+        if build is None:
+            if not any((Path(profile.cwd or os.getcwd()) / name).is_file()
+                       for name in ("GNUmakefile", "makefile", "Makefile")):
+                raise UsageError("--write needs --build 'COMMAND': how the project rebuilds through nvcc-evo before "
+                                 "each candidate's run (a bench command builds the candidate: docs/retune.md)")
+            build = "make -s NVCC=nvcc-evo"
+            log(f"--write: the bench builds with `{build}` (--build names another way; its compiles must go "
+                "through nvcc-evo)")
+        parts.append(build)
+    return " && ".join(parts + [run])
+
+
+def unit_text(unit: HotUnit, share: float, command: str, space: list[tuple[str, model.Domain]]) -> str:
+    """The block, in the formatter's spelling, with a comment saying why it was written."""
+    origin = unit.origins[0]
+    globs = " ".join(show_string(g) for g in _globs(unit))
+    lines = ["acf 1", f"# nvcc-evo --hot: {share:.1%} of the GPU time, {len(unit.kernels)} kernel(s), "
+                      f"{unit.registers} registers at most", "# the bench checks the exit status alone: add a "
+                      "check before searching knobs that change results",
+             f"unit {'kernel ' if origin.is_kernel else ''}{globs} {{", "search {"]
+    lines += [f"{knob} in {show_domain(domain)}" for knob, domain in space]
+    lines += ["}", "tune {", "minimize time", "}", "bench {", f"command {show_string(command)}",
+              "metric time kernels", f"repeat {REPEAT}", "}", "}"]
+    return format_text("\n".join(lines) + "\n").split("\n", 2)[2]     # (the header and its blank line left out)
+
+
+def _globs(unit: HotUnit) -> tuple[str, ...]:
+    origin = unit.origins[0]
+    if origin.is_kernel:
+        return tuple(dict.fromkeys(k.name for k in unit.kernels))
+    return (_glob(unit.source),)
+
+
+def write_units(acf_path: Path, units: list[HotUnit], profile: Profile, least: float, build: str | None,
+                run: str | None) -> None:
+    from nvcc_evo.acf.edit.write import rewrite
+    whole = profile.total_ns
+    hot = [u for u in units if whole and u.total_ns / whole >= least and not any(o.tuned for o in u.origins)]
+    if not hot:
+        log(f"--write: no unit to add: none untuned takes {least:.0%} of the GPU time or more")
+        return
+    blocks = []
+    for unit in hot:
+        command = bench_command(profile, acf_path.parent, build, run, unit.origins[0].is_kernel)
+        space = _space(acf_path, unit, command)
+        blocks.append((unit, unit_text(unit, unit.total_ns / whole, command, space)))
+    written: list[str] = []
+
+    def update(text: str) -> str:
+        written.clear()
+        return _inserted(text, acf_path, blocks, written)
+
+    rewrite(acf_path, update)
+    for line in written:
+        log(f"--write: {line}")
+    if not written:
+        log("--write: nothing added: each hot unit has its unit already")
+
+
+def _inserted(text: str, acf_path: Path, blocks: list[tuple[HotUnit, str]], written: list[str]) -> str:
+    """`text` with each block that is not there yet placed before the unit covering its source now (else at
+    the end), checked as --acf-check checks."""
+    from nvcc_evo.acf.resolve import check
+    file = parse_text(text, str(acf_path))
+    places: dict[int, list[str]] = {}
+    for unit, block in blocks:
+        origin: Origin = unit.origins[0]
+        globs = _globs(unit)
+        if any(u.globs == globs for u in file.units):
+            continue
+        now = covering(file.units, acf_path.parent, origin.record, origin.entries, _digest(origin))
+        if now is not None and (now.space or now.targets):
+            continue                      # (a unit that tunes it came meanwhile)
+        at = _before(text, now.span.start) if now is not None else len(text)
+        places.setdefault(at, []).append(block)
+        written.append(f"unit {' '.join(show_string(g) for g in globs)} added"
+                       + (f" before unit {now}" if now is not None else ""))
+    new = text
+    for at in sorted(places, reverse=True):
+        joined = "\n".join(places[at])
+        new = new[:at] + joined + "\n" + new[at:] if at < len(new) else \
+            new.rstrip("\n") + "\n\n" + joined
+    if new != text:
+        check(parse_text(new, str(acf_path)), new, with_sources=True)
+    return new
+
+
+def _digest(origin: Origin) -> str:
+    import hashlib
+    try:
+        return hashlib.sha256(Path(origin.record.input).read_bytes()).hexdigest() if origin.entries else ""
+    except OSError:
+        return ""
+
+
+def _before(text: str, start: int) -> int:
+    """Where a block goes before the unit starting at `start`: above the comment lines right over it."""
+    at = text.rfind("\n", 0, start) + 1
+    while at > 0:
+        above = text.rfind("\n", 0, at - 1) + 1
+        if not text[above:at].lstrip().startswith("#"):
+            break
+        at = above
+    return at
+
+
+def _space(acf_path: Path, unit: HotUnit, command: str) -> list[tuple[str, model.Domain]]:
+    """The search block's knobs and domains, each kept where some value of it reaches the recorded build."""
+    caps = register_caps(unit.registers)
+    wanted: list[tuple[str, model.Domain]] = [("ptxas.maxrregcount", caps)] if caps else []
+    wanted += list(SPACE)
+    if unit.origins[0].is_kernel:
+        return wanted                 # (Triton's ptxas takes each; its own options win: driver.dropin_ptxas)
+    from nvcc_evo.hot.reaching import reaching
+    return reaching(acf_path, unit.origins[0], _globs(unit), wanted, unit_text(unit, 0.0, command, wanted))

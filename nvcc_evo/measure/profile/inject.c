@@ -1,0 +1,192 @@
+/* nvcc-evo's kernel recorder, loaded into a CUDA process by the driver
+ * (CUDA_INJECTION64_PATH names this library; the driver calls
+ * InitializeInjection at the process's first CUDA call, children and MPI
+ * ranks too, since they inherit the environment).
+ *
+ * It asks CUPTI's activity API for CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
+ * records (no hardware counters: kernels still run concurrently and at
+ * their speed), adds each one to a table keyed by kernel name and launch
+ * shape, and at exit writes the table to FOLDER/kernels-PID.tsv, FOLDER
+ * being NVCC_EVO_KERNEL_TIMES (a new name, then a rename: a reader never
+ * sees half a file). Lines: a header "# nvcc-evo kernel times 1 ...", then
+ * calls, total, least and most ns, grid x y z, block x y z, registers per
+ * thread, shared bytes (static + dynamic) and the (mangled) name, by tabs.
+ *
+ * Built by nvcc_evo.measure.profile.library against the CUPTI it finds
+ * (the nvidia-cuda-cupti wheel's headers and libcupti), once per release. */
+#include <cupti.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BUFFER_BYTES (8u << 20)
+#define RECORD_ALIGN 8
+#define EXPORT __attribute__((visibility("default")))
+
+typedef struct {
+    char *name;
+    int32_t grid[3], block[3];
+    uint32_t registers, shared;
+    uint64_t calls, total, least, most;
+} Row;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static Row *rows;
+static size_t capacity, used;
+static uint64_t dropped;
+static int started, written;
+
+static uint64_t hash_of(const char *name, const int32_t *grid, const int32_t *block, uint32_t registers,
+                        uint32_t shared) {
+    uint64_t h = 1469598103934665603ull;            /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 1099511628211ull;
+    int32_t shape[8] = {grid[0], grid[1], grid[2], block[0], block[1], block[2], (int32_t)registers, (int32_t)shared};
+    for (size_t i = 0; i < sizeof shape; i++) h = (h ^ ((unsigned char *)shape)[i]) * 1099511628211ull;
+    return h;
+}
+
+static int same(const Row *row, const char *name, const int32_t *grid, const int32_t *block, uint32_t registers,
+                uint32_t shared) {
+    return row->registers == registers && row->shared == shared && !memcmp(row->grid, grid, sizeof row->grid)
+        && !memcmp(row->block, block, sizeof row->block) && !strcmp(row->name, name);
+}
+
+static Row *place(Row *table, size_t size, const char *name, const int32_t *grid, const int32_t *block,
+                  uint32_t registers, uint32_t shared) {
+    size_t i = hash_of(name, grid, block, registers, shared) & (size - 1);
+    while (table[i].name && !same(&table[i], name, grid, block, registers, shared)) i = (i + 1) & (size - 1);
+    return &table[i];
+}
+
+static int grow(void) {                               /* the table kept at most half full */
+    size_t size = capacity ? 2 * capacity : 1024;
+    Row *table = calloc(size, sizeof *table);
+    if (!table) return 0;
+    for (size_t i = 0; i < capacity; i++)
+        if (rows[i].name) *place(table, size, rows[i].name, rows[i].grid, rows[i].block, rows[i].registers,
+                                 rows[i].shared) = rows[i];
+    free(rows);
+    rows = table;
+    capacity = size;
+    return 1;
+}
+
+/* One kernel run (lock held). */
+static void add(const char *name, const int32_t *grid, const int32_t *block, uint32_t registers, uint32_t shared,
+                uint64_t nanoseconds) {
+    if (2 * (used + 1) > capacity && !grow()) { dropped++; return; }
+    Row *row = place(rows, capacity, name ? name : "(unnamed)", grid, block, registers, shared);
+    if (!row->name) {
+        row->name = strdup(name ? name : "(unnamed)");
+        if (!row->name) { dropped++; return; }
+        for (char *c = row->name; *c; c++) if (*c == '\t' || *c == '\n' || *c == '\r') *c = ' ';
+        memcpy(row->grid, grid, sizeof row->grid);
+        memcpy(row->block, block, sizeof row->block);
+        row->registers = registers;
+        row->shared = shared;
+        row->least = UINT64_MAX;
+        used++;
+    }
+    row->calls++;
+    row->total += nanoseconds;
+    if (nanoseconds < row->least) row->least = nanoseconds;
+    if (nanoseconds > row->most) row->most = nanoseconds;
+}
+
+EXPORT void nvcc_evo_add(const char *name, int gx, int gy, int gz, int bx, int by, int bz, unsigned registers,
+                         unsigned shared, unsigned long long nanoseconds) {     /* (the tests' way in: no GPU) */
+    int32_t grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+    pthread_mutex_lock(&lock);
+    add(name, grid, block, registers, shared, nanoseconds);
+    pthread_mutex_unlock(&lock);
+}
+
+/* The table to FOLDER/kernels-PID.tsv; 0 when written (or nothing asked). */
+EXPORT int nvcc_evo_write(void) {
+    const char *folder = getenv("NVCC_EVO_KERNEL_TIMES");
+    if (!folder || !*folder) return 0;
+    char path[4096], temporary[4200];
+    if (snprintf(path, sizeof path, "%s/kernels-%ld.tsv", folder, (long)getpid()) >= (int)sizeof path) return 1;
+    snprintf(temporary, sizeof temporary, "%s.tmp", path);
+    int fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return 1;
+    FILE *out = fdopen(fd, "w");
+    if (!out) { close(fd); return 1; }
+    pthread_mutex_lock(&lock);
+    fprintf(out, "# nvcc-evo kernel times 1 pid=%ld dropped=%llu\n", (long)getpid(), (unsigned long long)dropped);
+    for (size_t i = 0; i < capacity; i++) {
+        const Row *r = &rows[i];
+        if (r->name)
+            fprintf(out, "%llu\t%llu\t%llu\t%llu\t%d\t%d\t%d\t%d\t%d\t%d\t%u\t%u\t%s\n",
+                    (unsigned long long)r->calls, (unsigned long long)r->total, (unsigned long long)r->least,
+                    (unsigned long long)r->most, r->grid[0], r->grid[1], r->grid[2], r->block[0], r->block[1],
+                    r->block[2], r->registers, r->shared, r->name);
+    }
+    pthread_mutex_unlock(&lock);
+    int failed = fflush(out) != 0 || fsync(fd) != 0;
+    failed |= fclose(out) != 0;
+    if (failed || rename(temporary, path) != 0) { unlink(temporary); return 1; }
+    return 0;
+}
+
+static void CUPTIAPI requested(uint8_t **buffer, size_t *size, size_t *most_records) {
+    uint8_t *raw = NULL;
+    if (posix_memalign((void **)&raw, RECORD_ALIGN, BUFFER_BYTES) != 0) raw = NULL;
+    *buffer = raw;
+    *size = raw ? BUFFER_BYTES : 0;
+    *most_records = 0;
+}
+
+static void CUPTIAPI completed(CUcontext context, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
+    (void)size;
+    CUpti_Activity *record = NULL;
+    pthread_mutex_lock(&lock);
+    while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+        if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL)
+            continue;
+        const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)record;
+        int32_t grid[3] = {k->gridX, k->gridY, k->gridZ}, block[3] = {k->blockX, k->blockY, k->blockZ};
+        add(k->name, grid, block, k->registersPerThread,
+            (uint32_t)k->staticSharedMemory + (uint32_t)k->dynamicSharedMemory,
+            k->end > k->start ? k->end - k->start : 0);
+    }
+    size_t lost = 0;
+    if (cuptiActivityGetNumDroppedRecords(context, stream, &lost) == CUPTI_SUCCESS) dropped += lost;
+    pthread_mutex_unlock(&lock);
+    free(buffer);
+}
+
+static void at_exit(void) {
+    if (written) return;
+    written = 1;
+    if (started) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if ((used || dropped) && nvcc_evo_write() != 0) fprintf(stderr, "nvcc-evo: cannot write kernel times to %s\n",
+                                       getenv("NVCC_EVO_KERNEL_TIMES"));
+}
+
+static void in_child(void) {          /* a fork: the child's table starts empty (the parent writes its own) */
+    for (size_t i = 0; i < capacity; i++) free(rows[i].name);
+    free(rows);
+    rows = NULL;
+    capacity = used = 0;
+    dropped = 0;
+    written = 0;
+    started = 0;                      /* (CUDA is not usable in a forked child: nothing to flush there) */
+}
+
+EXPORT int InitializeInjection(void) {
+    if (started) return 1;
+    if (cuptiActivityRegisterCallbacks(requested, completed) != CUPTI_SUCCESS
+        || cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
+        fprintf(stderr, "nvcc-evo: CUPTI refused kernel activity recording: no kernel times for this process\n");
+        return 0;
+    }
+    started = 1;
+    pthread_atfork(NULL, NULL, in_child);
+    atexit(at_exit);
+    return 1;
+}

@@ -1,0 +1,168 @@
+"""`nvcc-evo --hot` with no GPU: the injection library built against the
+CUPTI wheel and its table written, a real Make project's kernels (templates
+in a namespace, a lambda, extern "C", a static kernel of one name in two
+units) mapped from the project's own saved profile and from an Nsight
+Systems kernel summary, the units `--write` adds (golden files), bad input,
+and the harness-free bench (`metric time kernels`) in a real retune, its
+kernel times written by the real library from a stand-in program."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, EVO, evo_env, run_evo
+from nvcc_evo.errors import EnvironmentProblem, EvoError
+from nvcc_evo.measure.profile.records import read_run
+
+HOT = DATA / "hot"
+GOLDEN = os.environ.get("NVCC_EVO_GOLDEN") == "write"        # rewrite the golden files (then read the diff)
+
+
+def golden(name: str, text: str) -> None:
+    path = HOT / name
+    if GOLDEN:
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} differs (NVCC_EVO_GOLDEN=write rewrites it)"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, evo_cache):
+    """tests/data/projects/hot built through nvcc-evo (its objects: the compile database records them)."""
+    folder = tmp_path_factory.mktemp("hot") / "app"
+    shutil.copytree(DATA / "projects" / "hot", folder)
+    env = evo_env(evo_cache, PATH=f"{EVO.parent}{os.pathsep}{os.environ['PATH']}")
+    built = subprocess.run(["make", "-s", "-j4", "objects", "NVCC=nvcc-evo"], cwd=folder, env=env, capture_output=True,
+                           text=True)
+    assert built.returncode == 0, built.stderr
+    return folder, env
+
+
+def _hot(project, *args):
+    folder, env = project
+    result = run_evo("--hot", *args, cwd=folder, env=env)
+    return result, result.stdout.replace(str(folder), "PROJECT").replace(str(HOT), "DATA")
+
+
+# ---------------------------------------------------------------- the injection library
+def test_the_injection_library_builds_once_and_writes_a_table_per_process(tmp_path, monkeypatch):
+    from nvcc_evo.measure.profile.library import library
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    built = library(os.environ, "nvcc")
+    assert Path(built).parent == tmp_path / "cache" / "nvcc-evo" and Path(built).name.startswith("inject-")
+    made = os.stat(built).st_mtime_ns
+    assert library(os.environ, "nvcc") == built and os.stat(built).st_mtime_ns == made     # once per release
+    symbols = subprocess.run(["nm", "-D", "--defined-only", built], capture_output=True, text=True).stdout
+    assert " T InitializeInjection" in symbols            # the entry point CUDA_INJECTION64_PATH's loader calls
+    times = tmp_path / "times"
+    times.mkdir()
+    # two processes (a program and its child, say), each its own file; the same kernel and shape add up
+    program = ("import ctypes, os, sys; lib = ctypes.CDLL(sys.argv[1]); ns = ctypes.c_ulonglong\n"
+               "for t in (1000, 3000): lib.nvcc_evo_add(b'_Z4tilePf', 8, 1, 1, 256, 1, 1, 40, 1024, ns(t))\n"
+               "lib.nvcc_evo_add(b'other\\tname', 1, 1, 1, 32, 1, 1, 8, 0, ns(500))\n"
+               "sys.exit(lib.nvcc_evo_write())\n")
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", program, built], env={**os.environ,
+                              "NVCC_EVO_KERNEL_TIMES": str(times)}, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    assert len(list(times.glob("kernels-*.tsv"))) == 2 and not list(times.glob("*.tmp"))
+    rows, problems = read_run(str(times))
+    assert problems == []
+    tile = next(r for r in rows if r.name == "_Z4tilePf")
+    assert (tile.calls, tile.total_ns, tile.least_ns, tile.most_ns) == (4, 8000, 1000, 3000)
+    assert (tile.grid, tile.block, tile.registers, tile.shared) == ((8, 1, 1), (256, 1, 1), 40, 1024)
+    assert [r.name for r in rows] == ["_Z4tilePf", "other name"]       # (a tab in a name cannot split a line)
+
+
+def test_without_cupti_the_run_says_how_to_get_it(monkeypatch):
+    import types
+    from nvcc_evo.measure.profile import library
+    monkeypatch.setitem(sys.modules, "nvidia", types.SimpleNamespace(__path__=[]))
+    monkeypatch.delenv("NVCC_EVO_CUPTI", raising=False)
+    with pytest.raises(EnvironmentProblem, match=r"no CUPTI found.*pip install 'nvcc-evo\[profile\]'"):
+        library.find_cupti(os.environ, None)
+
+
+def test_hot_without_a_gpu_exits_3_saying_what_is_missing(tmp_path, evo_cache):
+    from nvcc_evo.hot.run import gpu_problem
+    if not gpu_problem():
+        pytest.skip("this machine has a GPU")
+    result = run_evo("--hot", "--", "true", cwd=tmp_path, env=evo_env(evo_cache))
+    assert result.returncode == 3 and result.stdout == ""
+    assert "--hot cannot record kernel times here: no CUDA driver" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_failing_command_says_its_status_and_stderr_and_a_command_of_no_kernel_is_said(tmp_path, monkeypatch,
+                                                                                         capsys):
+    """(The GPU check stood aside: on this machine no driver loads the library, as a program of no CUDA.)"""
+    from nvcc_evo.hot import run
+    monkeypatch.setattr(run, "gpu_problem", lambda: "")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(EvoError, match=r"exited with status 4: no profile saved, nothing written; .*\n    \| oops"):
+        run.run_hot(None, None, ["sh", "-c", "echo oops >&2; exit 4"], False, 0.05, None, None)
+    with pytest.raises(EvoError, match="ran no kernel on the GPU"):
+        run.run_hot(None, None, ["true"], False, 0.05, None, None)
+    assert not (tmp_path / ".nvcc-evo").exists()
+
+
+# ---------------------------------------------------------------- the mapping, from saved profiles
+def test_a_saved_profile_maps_each_kernel_to_the_unit_that_builds_it(project):
+    result, shown = _hot(project, "--from", str(HOT / "profile.json"))
+    assert result.returncode == 0, result.stderr
+    golden("profile.out", shown)
+    assert "defined by 2 units" in shown           # the static kernel of one name in gemm.cu and vector.cu
+
+
+def test_an_nsys_kernel_summary_maps_the_same_kernels(project):
+    """Nsight Systems' spelling (`<(int)32>`, `const float *`, `[lambda(int) (instance 1)]`) against c++filt's."""
+    result, shown = _hot(project, "--from", str(HOT / "nsys.csv"))
+    assert result.returncode == 0, result.stderr
+    golden("nsys.out", shown)
+    ours = _hot(project, "--from", str(HOT / "profile.json"))[1]
+    units = lambda text: re.sub(r"\d+ registers", "N registers", text[text.index("nvcc-evo reaches"):])
+    assert units(shown) == units(ours)     # (registers: the run's count in ours, ptxas's for nsys's)
+
+
+def test_write_adds_the_hot_units_once_before_the_unit_that_only_records(project, tmp_path):
+    folder, env = project
+    acf = folder / "nvcc-evo.acf"
+    before = acf.read_text()
+    try:
+        result, _ = _hot(project, "--from", str(HOT / "profile.json"), "--write")
+        assert result.returncode == 0, result.stderr
+        golden("written.acf", acf.read_text())
+        assert acf.read_text().startswith(before[:before.index("# every other")])      # existing units untouched
+        again, _ = _hot(project, "--from", str(HOT / "profile.json"), "--write")
+        assert again.returncode == 0 and "no unit to add" in again.stderr
+        assert acf.read_text() == (HOT / "written.acf").read_text()
+        checked = run_evo("--acf-check", str(acf), cwd=folder, env=env)
+        assert checked.returncode == 0, checked.stderr
+        # the next --hot names the new units as covering their kernels
+        assert 'from src/gemm.cu [sm_90]; unit "src/gemm.cu"\n' in _hot(project, "--from",
+                                                                     str(HOT / "profile.json"))[1]
+    finally:
+        acf.write_text(before)
+
+
+@pytest.mark.parametrize("name, text, said", [
+    ("other.csv", "a,b\n1,2\n", "other.csv:1:1: error: not a kernel profile: neither nvcc-evo's (JSON) nor Nsight"),
+    ("row.csv", "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n"
+                "1,x,2,3,4,5,6,7,k\n", "row.csv:2:1: error: row 1 is not a kernel summary row"),
+    ("short.csv", "Time (%),Total Time (ns),Instances,Name\n", "short.csv:1:1: error: the kernel summary lacks "
+                                                              "the column(s) Avg (ns), Med (ns), Min (ns)"),
+    ("other.json", '{"kernels": []}\n', "other.json:1:1: error: not a kernel profile of nvcc-evo"),
+    ("broken.json", '{"format": \n', "broken.json:2:1: error: not a kernel profile: Expecting value"),
+])
+def test_a_profile_of_another_shape_is_a_located_error(tmp_path, evo_cache, name, text, said):
+    (tmp_path / name).write_text(text)
+    result = run_evo("--hot", "--from", name, cwd=tmp_path, env=evo_env(evo_cache))
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith(said), result.stderr
+    assert "Traceback" not in result.stderr
