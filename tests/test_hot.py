@@ -166,3 +166,116 @@ def test_a_profile_of_another_shape_is_a_located_error(tmp_path, evo_cache, name
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith(said), result.stderr
     assert "Traceback" not in result.stderr
+
+
+# ---------------------------------------------------------------- the bench that needs no harness
+STAND_IN = """\
+import ctypes, os, random
+# A CUDA program's kernels as the injection library records them (no GPU here: the program adds them itself).
+lib = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])
+run = random.Random(int(os.environ["NVCC_EVO_RUN"]))
+mine = 4.0e6 if "-O1" in os.environ["NVCC_EVO_CANDIDATE_FLAGS"] else 5.0e6
+for _ in range(10):
+    lib.nvcc_evo_add(b"mix", 64, 1, 1, 1024, 1, 1, 32, 0, ctypes.c_ulonglong(int(mine * run.gauss(1, 0.002))))
+# a library's kernel, slower and noisy, the same for every candidate: not the unit's, not counted
+lib.nvcc_evo_add(b"cublas_gemm", 8, 1, 1, 128, 1, 1, 168, 0, ctypes.c_ulonglong(int(run.uniform(1e8, 5e8))))
+raise SystemExit(lib.nvcc_evo_write())
+"""
+
+
+def test_a_retune_measures_the_units_own_kernels_time_from_the_injection(tmp_path, evo_cache):
+    """`metric time kernels`: the metric is the GPU time of the kernels the candidate's build defines
+    (spill.cu's `mix`) in the runs, as the real library writes it; the program prints nothing."""
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+    (tmp_path / "app.py").write_text(STAND_IN)
+    (tmp_path / "nvcc-evo.acf").write_text(f"""acf 1
+unit "spill.cu" {{
+    search {{
+        ptxas.opt_level in {{1, 3}}
+    }}
+    tune {{
+        minimize time
+    }}
+    bench {{
+        command "{EVO} -arch=sm_90 -cubin spill.cu -o spill.cubin && {sys.executable} app.py"
+        metric time kernels
+        repeat 2
+    }}
+}}
+""")
+    result = run_evo("--retune", "--target", "sm_90", "--backend", "command", "--evaluations", "2", cwd=tmp_path,
+                     env=evo_env(evo_cache))
+    assert result.returncode == 0, result.stderr
+    assert "time the unit's kernels' GPU time" in result.stderr and "improved time" in result.stdout
+    from nvcc_evo.acf.parse import parse_text
+    target = parse_text((tmp_path / "nvcc-evo.acf").read_text()).units[0].targets[0]
+    found = {r.key: r.value for r in target.provenance}
+    assert {s.knob: s.value for s in target.settings} == {"ptxas.opt_level": 1}
+    assert 49 < found["baseline.time"] < 51 and 39 < found["tuned.time"] < 41      # mix's 10 calls alone
+    assert found["significant"] is True
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_hot_ranks_the_apps_kernels_and_the_injected_run_keeps_its_speed(tmp_path, evo_cache):
+    """The real thing (run on the H200): the project built and run, CUPTI's records ranked and mapped, the
+    profile saved; the injected run's own figure within 1.2x of the plain run's (medians of 5, in turn)."""
+    folder = tmp_path / "app"
+    shutil.copytree(DATA / "projects" / "hot", folder)
+    env = evo_env(evo_cache, PATH=f"{EVO.parent}{os.pathsep}{os.environ['PATH']}")
+    built = subprocess.run(["make", "-s", "NVCC=nvcc-evo"], cwd=folder, env=env, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    result = run_evo("--hot", "--", "./app", "1024", "8", cwd=folder, env=env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    first = next(i for i, line in enumerate(lines) if "tile_gemm<32>" in line)
+    assert lines[first + 1].strip().startswith("from src/gemm.cu [sm_90]"), result.stdout
+    assert "saxpy" in result.stdout and "defined by 2 units" in result.stdout       # the static scale
+    assert (folder / ".nvcc-evo" / "hot" / "profile.json").is_file()
+    from nvcc_evo.measure.profile.library import library
+    from nvcc_evo.measure.profile.records import environment
+    lib = library(env, "nvcc")
+    figures: dict[str, list[float]] = {"plain": [], "injected": []}
+    for index in range(5):
+        for side in ("plain", "injected") if index % 2 == 0 else ("injected", "plain"):
+            times = tmp_path / f"times-{index}"
+            times.mkdir(exist_ok=True)
+            extra = environment(str(times), lib) if side == "injected" else {}
+            done = subprocess.run(["./app", "1024", "8"], cwd=folder, env={**env, **extra}, capture_output=True,
+                                  text=True)
+            assert done.returncode == 0, done.stderr
+            figures[side].append(float(re.search(r"time ([0-9.]+) ms", done.stdout).group(1)))
+    import statistics
+    assert statistics.median(figures["injected"]) <= 1.2 * statistics.median(figures["plain"]), figures
+
+
+KERNEL_PROFILE = """{"format": "nvcc-evo kernel profile", "version": 1, "source": "the run of python3 model.py",
+ "command": ["python3", "model.py"], "cwd": "", "exit": 0, "seconds": 2.0, "kernels": [
+  {"name": "softmax_kernel", "calls": 100, "total_ns": 700000000, "least_ns": 6900000, "most_ns": 7100000,
+   "grid": [4096, 1, 1], "block": [128, 1, 1], "registers": 40, "shared": 0},
+  {"name": "_ZN2at6native18elementwise_kernelILi128ELi4EEEviT1_", "calls": 10, "total_ns": 300000000,
+   "least_ns": 1, "most_ns": 2, "grid": [1, 1, 1], "block": [128, 1, 1], "registers": 16, "shared": 0}]}
+"""
+
+
+def test_a_triton_kernel_maps_to_its_ptx_entry_and_is_written_as_a_kernel_unit(tmp_path, evo_cache):
+    """The drop-in ptxas keeps the PTX a program hands it and records it (the toolkit's ptxas: no Triton);
+    --write adds a kernel unit whose bench is the run alone (Triton compiles it in the run)."""
+    env = evo_env(evo_cache)
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\n\nunit kernel "*" {\n}\n')
+    (tmp_path / "k.ptx").write_text(".version 8.0\n.target sm_90a\n.address_size 64\n"
+                                    ".visible .entry softmax_kernel()\n.reqntid 128\n{\n\tret;\n}\n")
+    done = subprocess.run([str(EVO.parent / "nvcc-evo-ptxas"), "-v", "--gpu-name=sm_90a", "k.ptx", "-o", "k.o"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "profile.json").write_text(KERNEL_PROFILE)
+    result = run_evo("--hot", "--from", "profile.json", "--write", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "  70.0%     700.000      100     7000.00  softmax_kernel\n" \
+           "                                 PTX entry of .nvcc-evo/kernels/softmax_kernel-" in result.stdout
+    assert "of no recorded build (libraries, the framework's own, or builds no ACF unit covers): 30.0%" \
+        in result.stdout
+    text = (tmp_path / "nvcc-evo.acf").read_text()
+    block = text[text.index('unit kernel "softmax_kernel" {'):text.index('unit kernel "*"')]
+    assert "    pin ptxas.override_directive_values = true\n" in block        # (its PTX states its block size)
+    assert '        command "python3 model.py"\n        metric time kernels\n' in block
+    assert run_evo("--acf-check", "nvcc-evo.acf", cwd=tmp_path, env=env).returncode == 0

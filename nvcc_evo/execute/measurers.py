@@ -144,32 +144,43 @@ def check_benches(tasks, backend: str) -> None:
 def _command(wanted: Wanted) -> Backend:
     from nvcc_evo.acf.text import read_text
     from nvcc_evo.measure.command import CommandBench
+    from nvcc_evo.measure.profile.clock import KernelClock
     task, acf_path, timeout, flags_for = wanted.task, wanted.acf_path, wanted.timeout, wanted.flags_for
     bench = task.unit.bench
     if bench_problem(task.unit, "command"):
         raise UsageError(bench_problem(task.unit, "command"))
     at_start = read_text(acf_path)
     assert flags_for is not None               # (a retune's: measuring hands it one)
+    clock = KernelClock(task.job.nvcc, active=any(m.kernels for m in bench.metrics))
     runner = CommandBench(bench, acf_path, task.unit.globs, task.arch,
                           CandidateAcf(acf_path, task, at_start), flags_for,
                           bench.timeout.seconds if bench.timeout else timeout, _primary(bench, task.unit.tune),
-                          triton=task.unit.is_kernel)
+                          triton=task.unit.is_kernel, clock=clock)
 
     def measure(genome: Genome, flags, result) -> Measurement:
         compiled = static.measure(result, task.arch)
         if not compiled.ok:
             return compiled
+        if clock.active:
+            clock.learn(genome, result.cubin)        # (its metric: the time of this build's kernels)
         ran = runner.measure(genome, flags)
         return replace(ran, metrics=compiled.metrics + ran.metrics) if ran.ok else ran
 
     names = tuple(m.name for m in bench.metrics)
-    shown = "; ".join(f"{m.name} /{m.regex}/" + (f" {m.take}" if m.take != "first" else "")
+    shown = "; ".join(f"{m.name} " + ("the unit's kernels' GPU time" if m.kernels else f"/{m.regex}/")
+                      + (f" {m.take}" if m.take != "first" else "")
                       + (" maximized" if m.maximize else "") for m in bench.metrics)
     repeat = bench.repeat
     runs = f"{repeat.low}..{repeat.high} runs" if repeat and repeat.high > repeat.low else \
         f"{repeat.low if repeat else 1} run(s)"
+    def confirm(baseline: Genome, chosen: Genome, build):
+        for genome in (baseline, chosen) if clock.active else ():
+            if not clock.knows(genome):              # (a genome of the store, never compiled by this run)
+                clock.learn(genome, build(genome).cubin)
+        return runner.confirm(baseline, chosen, build)
+
     gpu = command_gpu()
-    return Composed(measure, names + static.OBJECTIVES + ("command_time",), confirm=runner.confirm,
+    return Composed(measure, names + static.OBJECTIVES + ("command_time",), confirm=confirm,
                     device=gpu or "cpu", hello={"name": gpu} if gpu else None,
                     end_drift=runner.drift, primary=(runner.primary,), maximize=runner.maximized,
                     reserve=runner.reserve, finish_by=runner.finish_by,

@@ -84,7 +84,10 @@ def unit_text(unit: HotUnit, share: float, command: str, space: list[tuple[str, 
     lines = ["acf 1", f"# nvcc-evo --hot: {share:.1%} of the GPU time, {len(unit.kernels)} kernel(s), "
                       f"{unit.registers} registers at most", "# the bench checks the exit status alone: add a "
                       "check before searching knobs that change results",
-             f"unit {'kernel ' if origin.is_kernel else ''}{globs} {{", "search {"]
+             f"unit {'kernel ' if origin.is_kernel else ''}{globs} {{"]
+    if origin.is_kernel and any(knob == "ptxas.maxrregcount" for knob, _ in space):
+        lines.append("pin ptxas.override_directive_values = true")    # (Triton's PTX states its block size)
+    lines.append("search {")
     lines += [f"{knob} in {show_domain(domain)}" for knob, domain in space]
     lines += ["}", "tune {", "minimize time", "}", "bench {", f"command {show_string(command)}",
               "metric time kernels", f"repeat {REPEAT}", "}", "}"]
@@ -140,7 +143,7 @@ def _inserted(text: str, acf_path: Path, blocks: list[tuple[HotUnit, str]], writ
             continue                      # (a unit that tunes it came meanwhile)
         at = _before(text, now.span.start) if now is not None else len(text)
         places.setdefault(at, []).append(block)
-        written.append(f"unit {' '.join(show_string(g) for g in globs)} added"
+        written.append(f"unit {'kernel ' if origin.is_kernel else ''}{' '.join(show_string(g) for g in globs)} added"
                        + (f" before unit {now}" if now is not None else ""))
     new = text
     for at in sorted(places, reverse=True):

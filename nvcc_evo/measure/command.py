@@ -1,36 +1,32 @@
 """The command backend: the user's own build-and-run command prints the metrics.
 
-For applications whose kernels cannot be launched alone (templates, host
-code choosing at run time, a project's own timing harness). The candidate
-reaches the command through the wrapper: a copy of the ACF whose target
-holds the candidate's knobs is named in NVCC_EVO_ACF, so a build with
-NVCC=nvcc-evo compiles the candidate.
+For applications whose kernels cannot be launched alone (templates, host code
+choosing at run time, a project's own harness). The candidate reaches the
+command through the wrapper: a copy of the ACF whose target holds its knobs is
+named in NVCC_EVO_ACF, so a build with NVCC=nvcc-evo compiles the candidate.
+`metric NAME kernels` needs no harness: the unit's own kernels' GPU time in
+the run (measure.profile.clock).
 
-- rebuilt, never skipped: before a run that must build the candidate, the
-  files the compile database says the unit's compiles wrote are re-dated to
-  1970, so make or ninja rebuild them; and the wrapper's log (NVCC_EVO_LOG,
-  private to the run) must show the unit compiled with the candidate's
-  flags, else the candidate fails (`not-rebuilt`, `flags-not-applied`);
+- rebuilt, never skipped: before a run that must build the candidate, the files
+  the compile database says the unit's compiles wrote are re-dated to 1970, so
+  make or ninja rebuild them; and the wrapper's log (NVCC_EVO_LOG, private to
+  the run) must show the unit compiled with the candidate's flags, else the
+  candidate fails (`not-rebuilt`, `flags-not-applied`);
 - statistics: `repeat N` (or `LOW..HIGH`, adaptive: stats.enough) runs per
-  candidate, medians and relative spreads (of two runs or more) stored;
-  `confirm` re-runs winner and baseline interleaved (rebuilt each time),
-  sequentially (stats.verdict_clear; at most `confirm rounds`; its least
-  rounds and the drift `reserve`d in a time budget), judged by stats.faster;
-  a metric printed too coarsely is said; a failed confirmation run says what
-  failed; `drift`: the baseline rebuilt and run again after the search;
-- wrong answers: a bench's `check` statements (acf.bench.command) and
-  `check command`; a failed run's last lines go to stderr.
+  candidate, medians and relative spreads stored; `confirm` re-runs winner and
+  baseline interleaved (rebuilt each time), sequentially (stats.verdict_clear;
+  at most `confirm rounds`; its least rounds and the drift `reserve`d in a time
+  budget), judged by stats.faster; a metric printed too coarsely is said;
+  `drift`: the baseline rebuilt and run again after the search;
+- wrong answers: a bench's `check` statements (acf.bench.command) and `check
+  command`; a failed run's last lines go to stderr.
 
-For a kernel unit (Triton's kernels, compiled through nvcc-evo-ptxas) each
-run gets Triton's and TorchInductor's caches of its own, so the kernel is
-compiled with the candidate's knobs in every run, and TRITON_PTXAS_PATH and
-TRITON_PTXAS_BLACKWELL_PATH name the stand-ins, each running the real
-program the user named there, if any (dropin_ptxas.afresh).
-
-The command sees NVCC_EVO_PHASE (search, confirm, or drift: the baseline
-run again after the search), NVCC_EVO_CANDIDATE (a short name of the
-candidate), NVCC_EVO_RUN (the run's number) and NVCC_EVO_CANDIDATE_FLAGS
-(the flags, for information).
+A kernel unit (Triton's, through nvcc-evo-ptxas) gets Triton's and
+TorchInductor's caches of its own per run (compiled with the candidate's knobs
+in every run); TRITON_PTXAS_PATH and TRITON_PTXAS_BLACKWELL_PATH name the
+stand-ins, each running the real program the user named there, if any
+(dropin_ptxas.afresh). The command sees NVCC_EVO_PHASE (search, confirm,
+drift), NVCC_EVO_CANDIDATE, NVCC_EVO_RUN and NVCC_EVO_CANDIDATE_FLAGS.
 """
 from __future__ import annotations
 
@@ -41,7 +37,7 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -53,6 +49,7 @@ from nvcc_evo.driver.compiledb import outputs_of
 from nvcc_evo.driver.build.flags import ptxas_values
 from nvcc_evo.driver.dropin_ptxas.afresh import through_stand_ins
 from nvcc_evo.measure import Confirmation, Measurement, failed
+from nvcc_evo.measure.profile.clock import KernelClock
 from nvcc_evo.measure.stats import MIN_GAIN, Summary, Verdict, a_speed, enough, judged, judged_clear, summarize
 from nvcc_evo.system.leftovers import SHELL, private_folder, remove_private, run_in_group
 
@@ -158,6 +155,7 @@ class CommandBench:
     step: float | None = None           # the primary metric's printed resolution, once said
     deadline: float = math.inf          # when the confirmation must be over (a retune's time budget: finish_by)
     triton: bool = False                # a kernel unit: Triton compiles it through nvcc-evo-ptxas
+    clock: KernelClock = field(default_factory=lambda: KernelClock(active=False))   # `metric NAME kernels`
 
     @property
     def folder(self) -> Path:
@@ -181,9 +179,11 @@ class CommandBench:
         scratch = Path(private_folder("cand"))
         try:
             env = self._environment(acf, flags, phase, scratch / "wrapper.log")
+            env.update(self.clock.environment(str(scratch)))
             started = time.monotonic()
             done = run_in_group([SHELL, "-c", command], cwd=self.folder, env=env, timeout=self.timeout)
             seconds = time.monotonic() - started
+            timed = self.clock.read(str(scratch))
             self.built += (seconds,) if must_build else ()
             log_lines = _read_log(scratch / "wrapper.log")
             _copy_to_users_log(scratch / "wrapper.log")
@@ -194,7 +194,7 @@ class CommandBench:
         finally:
             remove_private(str(scratch))
         output = done.stdout + ("\n" if done.stdout and done.stderr else "") + done.stderr
-        judged = self._judge(done.returncode, output, log_lines, flags, must_build, checked, seconds, command)
+        judged = self._judge(done.returncode, output, log_lines, flags, must_build, checked, seconds, command, timed)
         if judged.ok and self.step is None:
             self._resolution(output, dict(judged.values)[self.primary])
         return judged
@@ -228,7 +228,7 @@ class CommandBench:
         return ""
 
     def _judge(self, code, output: str, log_lines, flags, must_build: bool, checked: str, seconds: float,
-               command: str) -> Run:
+               command: str, timed: tuple[float, str]) -> Run:
         if code is None:
             return Run("timeout", seconds=seconds, detail=f"the run exceeded {self.timeout:g} s: {command}\n{output}",
                        failure=f"ran past its timeout of {self.timeout:g} s")
@@ -246,7 +246,7 @@ class CommandBench:
                        failure=f"failed its check: {wrong}")
         values = []
         for metric in self.bench.metrics:
-            value = benchcommand.read_metric(metric, output)
+            value = (timed[1] or timed[0]) if metric.kernels else benchcommand.read_metric(metric, output)
             if isinstance(value, str):
                 return Run("no-metric", seconds=seconds, detail=f"{value} of {command}\n{output}",
                            failure=f"printed no metric: {value}")
@@ -258,6 +258,7 @@ class CommandBench:
         """`repeat` runs (the first builds), medians and relative spreads."""
         low, high = (self.bench.repeat.low, self.bench.repeat.high) if self.bench.repeat else (1, 1)
         acf = self.candidate_acf(genome)
+        self.clock.use(genome)
         started = time.monotonic()
         runs: list[Run] = []
         try:
@@ -352,6 +353,7 @@ class CommandBench:
             for side in (("baseline", "chosen") if index % 2 == 0 else ("chosen", "baseline")):
                 genome = sides[side]
                 acf = self.candidate_acf(genome)
+                self.clock.use(genome)
                 try:
                     run = self.run(command, acf, self.flags_for(genome), "confirm", must_build=True)
                 finally:
@@ -379,10 +381,7 @@ class CommandBench:
 
 def _read_log(path: Path) -> list[dict]:
     lines: list[dict] = []
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return lines
+    text = path.read_text() if path.exists() else ""      # (a private folder: a run that compiled nothing has none)
     for line in text.splitlines():
         try:
             lines.append(json.loads(line))

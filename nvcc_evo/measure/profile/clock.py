@@ -1,0 +1,65 @@
+"""The command backend's `metric NAME kernels`: a unit's own kernels' GPU time in a bench command's run.
+
+Each run gets the injection library and a folder of its own for the
+processes' files (measure.profile.records); its metric is the time of the
+kernels the candidate's build defines (the symbols of its cubin, as the
+search compiled it: `learn`), whatever else the program runs. The command's
+output is not read.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from nvcc_evo.measure.profile.records import environment, read_run, time_of
+
+
+def kernel_names(cubin: bytes) -> frozenset[str]:
+    """The kernels a cubin defines (its `.text.NAME` sections)."""
+    from nvcc_evo.measure.sass import cubin_sections
+    return frozenset(name[len(".text."):] for name in cubin_sections(cubin) if name.startswith(".text."))
+
+
+class KernelClock:
+    """The injection for a bench's runs and the reading of one unit's kernels' time."""
+
+    def __init__(self, nvcc: str = "", active: bool = True):
+        self.nvcc, self.active = nvcc, active       # (inactive: a bench without such a metric; no injection)
+        self.library: str | None = None
+        self.own: dict[Any, frozenset[str]] = {}
+        self.current: frozenset[str] = frozenset()
+
+    def learn(self, genome, cubin: bytes) -> None:
+        """The kernels of a candidate's build (before its runs)."""
+        self.own[genome] = kernel_names(cubin)
+
+    def knows(self, genome) -> bool:
+        return genome in self.own
+
+    def use(self, genome) -> None:
+        """The candidate the next runs build: their metric is its kernels' time."""
+        self.current = self.own.get(genome, frozenset())
+
+    def environment(self, scratch: str) -> dict[str, str]:
+        """What a run's environment gets (the library built on first use: EnvironmentProblem without CUPTI)."""
+        from nvcc_evo.measure.profile.library import library
+        if not self.active:
+            return {}
+        if self.library is None:
+            self.library = library(os.environ, self.nvcc)
+        folder = os.path.join(scratch, "kernel-times")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        return environment(folder, self.library)
+
+    def read(self, scratch: str) -> tuple[float, str]:
+        """(ms of the unit's kernels in the run, "") or (nan, why there is no such time)."""
+        if not self.active:
+            return float("nan"), "no kernel metric"
+        rows, problems = read_run(os.path.join(scratch, "kernel-times"))
+        milliseconds, calls = time_of(rows, self.current.__contains__)
+        if calls:
+            return milliseconds, ""
+        ran = f"; it ran {len(rows)} other kernel(s)" if rows else "; it ran no kernel at all"
+        said = f" ({'; '.join(problems)})" if problems else ""
+        return float("nan"), (f"none of the unit's kernels ({', '.join(sorted(self.current)[:3]) or 'none known'}"
+                              f"{', ...' if len(self.current) > 3 else ''}) ran{ran}{said}")
