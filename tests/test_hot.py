@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, EVO, evo_env, run_evo
+from conftest import DATA, EVO, EVO_COMMAND, evo_env, run_evo
 from nvcc_evo.errors import EnvironmentProblem, EvoError
 from nvcc_evo.measure.profile.records import read_run
 
@@ -154,7 +155,9 @@ def test_write_adds_the_hot_units_once_before_the_unit_that_only_records(project
 @pytest.mark.parametrize("name, text, said", [
     ("other.csv", "a,b\n1,2\n", "other.csv:1:1: error: not a kernel profile: neither nvcc-evo's (JSON) nor Nsight"),
     ("row.csv", "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n"
-                "1,x,2,3,4,5,6,7,k\n", "row.csv:2:1: error: row 1 is not a kernel summary row"),
+                "1,x,2,3,4,5,6,7,k\n", "row.csv:2:3: error: Total Time (ns): 'x' is not a number\n1,x,2"),
+    ("few.csv", "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n"
+                "1,2\n", "few.csv:2:1: error: row 1 has 2 field(s), not the header's 9"),
     ("short.csv", "Time (%),Total Time (ns),Instances,Name\n", "short.csv:1:1: error: the kernel summary lacks "
                                                               "the column(s) Avg (ns), Med (ns), Min (ns)"),
     ("other.json", '{"kernels": []}\n', "other.json:1:1: error: not a kernel profile of nvcc-evo"),
@@ -221,8 +224,9 @@ def test_on_the_gpu_hot_ranks_the_apps_kernels_and_the_injected_run_keeps_its_sp
     profile saved; the injected run's own figure within 1.2x of the plain run's (medians of 5, in turn)."""
     folder = tmp_path / "app"
     shutil.copytree(DATA / "projects" / "hot", folder)
-    env = evo_env(evo_cache, PATH=f"{EVO.parent}{os.pathsep}{os.environ['PATH']}")
-    built = subprocess.run(["make", "-s", "NVCC=nvcc-evo"], cwd=folder, env=env, capture_output=True, text=True)
+    env = evo_env(evo_cache)
+    built = subprocess.run(["make", "-s", f"NVCC={shlex.join(EVO_COMMAND)}"], cwd=folder, env=env,
+                           capture_output=True, text=True)     # (the GPU machine runs nvcc-evo from the tree)
     assert built.returncode == 0, built.stderr
     result = run_evo("--hot", "--", "./app", "1024", "8", cwd=folder, env=env)
     assert result.returncode == 0, result.stderr

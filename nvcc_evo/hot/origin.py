@@ -103,7 +103,7 @@ class Origins:
         symbols = self.by_normal.get(normal(name)) or self.by_base.get(base(name)) or []
         if name in self.by_symbol:            # (extern "C", a PTX entry: spelled as it is)
             symbols = [name]
-        found = [o for s in symbols for o in self.by_symbol[s]]
+        found = list({(o.source, o.arch): o for s in symbols for o in self.by_symbol[s]}.values())
         return (symbols[0] if len(symbols) == 1 else " | ".join(symbols)), found
 
 

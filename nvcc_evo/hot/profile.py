@@ -133,13 +133,16 @@ def _nsys(path: str, text: str) -> Profile:
     for number, row in enumerate(rows[start + 1:], start + 2):
         if not row or not any(cell.strip() for cell in row):
             continue
-        try:
-            cells = {name: row[at] for name, at in column.items()}
-            total, calls = int(float(cells["Total Time (ns)"])), int(float(cells["Instances"]))
-            least, most = int(float(cells["Min (ns)"])), int(float(cells["Max (ns)"]))
-        except (IndexError, ValueError):
-            raise _error(path, text, number, 1, f"row {number - start - 1} is not a kernel summary row "
-                                                f"({len(row)} field(s); numbers in Total Time, Instances, "
-                                                "Min and Max)") from None
-        kernels.append(KernelTime(cells["Name"], calls, total, least, most, NO_SHAPE, NO_SHAPE, 0, 0))
+        if len(row) < len(header):
+            raise _error(path, text, number, 1, f"row {number - start - 1} has {len(row)} field(s), not the "
+                                                f"header's {len(header)}")
+        numbers = {}
+        for name in ("Total Time (ns)", "Instances", "Min (ns)", "Max (ns)"):
+            try:
+                numbers[name] = int(float(row[column[name]]))
+            except ValueError:
+                at = 1 + sum(len(cell) + 1 for cell in row[:column[name]])     # (unquoted cells before it)
+                raise _error(path, text, number, at, f"{name}: {row[column[name]]!r} is not a number") from None
+        kernels.append(KernelTime(row[column["Name"]], numbers["Instances"], numbers["Total Time (ns)"],
+                                  numbers["Min (ns)"], numbers["Max (ns)"], NO_SHAPE, NO_SHAPE, 0, 0))
     return Profile(tuple(kernels), False, f"{path} (Nsight Systems' kernel summary)")

@@ -64,6 +64,9 @@ def profiled(command: list[str]) -> Profile:
     try:
         os.chmod(folder, 0o700)
         env = {**os.environ, **environment(folder, lib)}
+        if os.environ.get("CUDA_INJECTION64_PATH"):
+            log(f"CUDA_INJECTION64_PATH={os.environ['CUDA_INJECTION64_PATH']} is replaced for this run (one "
+                "injection library a process)")
         log(f"running {shown} with kernel recording (CUPTI activity, no counters)")
         started = time.monotonic()
         done = run_in_group(command, cwd=os.getcwd(), env=env)
