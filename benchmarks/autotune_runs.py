@@ -27,6 +27,7 @@ import numpy as np
 from autotune_hub import COST_KEYS, HubSpace
 from autotune_score import Trajectory
 from nvcc_evo.engine.evolve import Engine, Evaluation
+from nvcc_evo.engine.surrogate import Guide
 
 MARGIN = 0.1               # Kernel Tuner's time limit: the budget plus the methodology's margin
 NVCC_EVO = "nvcc-evo"
@@ -42,10 +43,11 @@ class EngineSettings:
 
     population: int | None = None
     local_share: float | None = None
+    guide: Guide | None = Guide()          # the surrogate's settings (None: the operators alone)
 
     def kwargs(self) -> dict:
-        return {k: v for k, v in (("population", self.population), ("local_share", self.local_share))
-                if v is not None}
+        return {"guide": self.guide, **{k: v for k, v in (("population", self.population),
+                                                          ("local_share", self.local_share)) if v is not None}}
 
 
 def run_engine(hub: HubSpace, budget: float, seed: int, settings: EngineSettings = EngineSettings()) -> Trajectory:

@@ -12,8 +12,14 @@ space, the mean scores of the spaces the engine's defaults were tuned on
 `score: nvcc-evo X, best Kernel Tuner strategy NAME Y` over the spaces held
 out (all of them when the hub has none of TUNED_ON).
 
+With `--loko`, the engine's settings are chosen by leave-one-kernel-out:
+every setting of `CHOICES` runs on every space; for each kernel (the
+space's folder), the setting with the best mean score on the other
+kernels' spaces is the one its spaces are scored with (said per kernel),
+so no space is scored with settings chosen on it; every space is held out.
+
     pip install -e ".[methodology]"
-    python benchmarks/methodology.py --hub DIR [--quick] [--repeats N] [--jobs N]
+    python benchmarks/methodology.py --hub DIR [--quick] [--repeats N] [--jobs N] [--loko]
     NVCC_EVO_BENCHMARK_HUB=DIR python benchmarks/methodology.py --quick
 """
 from __future__ import annotations
@@ -22,7 +28,7 @@ import argparse
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -33,6 +39,7 @@ import autotune_hub  # noqa: E402
 import autotune_runs  # noqa: E402
 import autotune_score  # noqa: E402
 from autotune_runs import NVCC_EVO, EngineSettings  # noqa: E402
+from nvcc_evo.engine.surrogate import Guide  # noqa: E402
 
 HUB_VARIABLE = "NVCC_EVO_BENCHMARK_HUB"
 STRATEGIES = ("genetic_algorithm", "dual_annealing", "random_sample", autotune_runs.KERNEL_TUNER_DEFAULT)
@@ -42,7 +49,15 @@ TUNED_ON = frozenset({
     "kt_pnpoly/RTX_2080_Ti", "kt_gemm/RTX_2080_Ti", "convolution_milo/A100", "convolution_milo/A4000",
     "dedispersion_milo/A100", "dedispersion_milo/A4000",
 })
-REPEATS, QUICK_REPEATS = 25, 5
+REPEATS, QUICK_REPEATS = 25, 10        # five runs are too few to rank strategies (their scores swap)
+# The engine's settings --loko chooses among, per kernel left out: the operators alone, and the
+# surrogate (engine.surrogate.Guide) proposing a share of each batch with narrower or wider kernels.
+CHOICES = {
+    "unguided": EngineSettings(guide=None),
+    "guide": EngineSettings(guide=Guide(share=0.5, bandwidth=2.0)),
+    "guide-wide": EngineSettings(guide=Guide(share=0.5, bandwidth=4.0)),
+    "guide-quarter": EngineSettings(guide=Guide(share=0.25, bandwidth=2.0)),
+}
 DETERMINISTIC = {"brute_force"}          # one run says it all
 
 
@@ -74,7 +89,7 @@ class Plan:
     strategies: tuple[str, ...]
     repeats: int
     seed: int
-    settings: EngineSettings
+    settings: tuple[tuple[str, EngineSettings], ...]     # (row name, the engine's settings) each run
 
 
 def _row(strategy: str, runs, hub_space, started: float) -> Row:
@@ -93,8 +108,10 @@ def evaluate_space(job: tuple[Path, Path, Plan]) -> SpaceResult:
     budget = autotune_score.time_range(space.values, space.costs).end
     seeds = [plan.seed + i for i in range(plan.repeats)]
     started = time.monotonic()
-    rows = [_row(NVCC_EVO, [autotune_runs.run_engine(space, budget, s, plan.settings) for s in seeds], space,
-                 started)]
+    rows = []
+    for name, settings in plan.settings:
+        rows.append(_row(name, [autotune_runs.run_engine(space, budget, s, settings) for s in seeds], space, started))
+        started = time.monotonic()
     with autotune_runs.plain_cache(space) as cache:
         for strategy in plan.strategies:
             started = time.monotonic()
@@ -105,13 +122,32 @@ def evaluate_space(job: tuple[Path, Path, Plan]) -> SpaceResult:
     return SpaceResult(space.name, len(space.answers), fevals, budget / 1000, tuple(rows), time.process_time() - cpu)
 
 
-def table(result: SpaceResult) -> str:
-    held = "tuned on" if result.name in TUNED_ON else "held out"
+def kernel_of(result: SpaceResult) -> str:
+    return result.name.split("/")[0]
+
+
+def left_one_kernel_out(results: list[SpaceResult]) -> tuple[list[SpaceResult], dict[str, str]]:
+    """Each space with the row of the settings chosen without its kernel named nvcc-evo, and the choice
+    per kernel: the best mean score over the other kernels' spaces."""
+    chosen = {}
+    for kernel in sorted({kernel_of(r) for r in results}):
+        others = [r for r in results if kernel_of(r) != kernel] or results
+        chosen[kernel] = max(CHOICES, key=lambda c: np.mean([r.score(f"{NVCC_EVO}[{c}]") for r in others]))
+    scored = []
+    for r in results:
+        row = next(row for row in r.rows if row.strategy == f"{NVCC_EVO}[{chosen[kernel_of(r)]}]")
+        rows = tuple(x for x in r.rows if not x.strategy.startswith(NVCC_EVO)) + (replace(row, strategy=NVCC_EVO),)
+        scored.append(replace(r, rows=rows))
+    return scored, chosen
+
+
+def table(result: SpaceResult, loko: bool = False) -> str:
+    held = "held out" if loko or result.name not in TUNED_ON else "tuned on"
     lines = [f"{result.name} ({held}): {result.configurations} configurations, budget {result.budget_seconds:.0f} s "
              f"simulated (random search's {result.budget_fevals} evaluations to 95%)",
-             f"  {'strategy':<20} {'score':>7} {'best/optimum':>13} {'evaluations':>12} {'runs':>5} {'wall s':>7}"]
+             f"  {'strategy':<24} {'score':>7} {'best/optimum':>13} {'evaluations':>12} {'runs':>5} {'wall s':>7}"]
     for r in sorted(result.rows, key=lambda r: -r.score):
-        lines.append(f"  {r.strategy:<20} {r.score:>7.3f} {r.best:>13.4f} {r.evaluations:>12.0f} {r.runs:>5} "
+        lines.append(f"  {r.strategy:<24} {r.score:>7.3f} {r.best:>13.4f} {r.evaluations:>12.0f} {r.runs:>5} "
                      f"{r.seconds:>7.1f}")
     return "\n".join(lines)
 
@@ -158,12 +194,17 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--population", type=int, help="the engine's population (default: the engine's)")
     p.add_argument("--local-share", type=float, help="the engine's share of local steps (default: the engine's)")
+    p.add_argument("--loko", action="store_true",
+                   help="choose the engine's settings among CHOICES by leave-one-kernel-out (every space held out)")
+    p.add_argument("--unguided", action="store_true", help="the engine without its surrogate (the operators alone)")
     return p.parse_args(argv)
 
 
 def _chosen(name: str, args: argparse.Namespace) -> bool:
     if args.only and name not in args.only:
         return False
+    if args.loko:
+        return True
     spaces = "held-out" if args.quick and args.spaces == "all" else args.spaces
     return spaces == "all" or (name in TUNED_ON) == (spaces == "tuned")
 
@@ -172,12 +213,19 @@ def run(args: argparse.Namespace) -> list[SpaceResult]:
     hub = hub_folder(args.hub)
     paths = [p for p in autotune_hub.find(hub) if _chosen(str(p.relative_to(hub)).removesuffix(".json.gz"), args)]
     repeats = args.repeats or (QUICK_REPEATS if args.quick else REPEATS)
-    plan = Plan(tuple(args.strategies), repeats, args.seed, EngineSettings(args.population, args.local_share))
+    if args.loko:
+        settings = tuple((f"{NVCC_EVO}[{name}]", replace(choice, population=args.population,
+                                                          local_share=args.local_share))
+                         for name, choice in CHOICES.items())
+    else:
+        settings = ((NVCC_EVO, EngineSettings(args.population, args.local_share,
+                                              None if args.unguided else Guide())),)
+    plan = Plan(tuple(args.strategies), repeats, args.seed, settings)
     jobs = [(path, hub, plan) for path in sorted(paths, key=lambda p: -p.stat().st_size)]   # the largest first
     results = []
     with get_context("spawn").Pool(max(1, min(args.jobs, len(jobs)))) as pool:
         for result in pool.imap_unordered(evaluate_space, jobs):     # each table as its space ends
-            print(table(result), flush=True)
+            print(table(result, args.loko), flush=True)
             results.append(result)
     return sorted(results, key=lambda r: r.name)
 
@@ -187,11 +235,20 @@ def main(argv=None) -> int:
     started = time.monotonic()
     results = run(args)
     strategies = (NVCC_EVO, *args.strategies)
-    tuned = [r for r in results if r.name in TUNED_ON]
-    held = [r for r in results if r.name not in TUNED_ON]
+    if args.loko:
+        results, chosen = left_one_kernel_out(results)
+        for kernel, choice in chosen.items():
+            print(f"{kernel}: scored with {choice}, the best on the other kernels' spaces")
+        for result in results:
+            print(table(result, True))
+    tuned = [r for r in results if r.name in TUNED_ON and not args.loko]
+    held = [r for r in results if r.name not in TUNED_ON or args.loko]
     for label, group in (("the defaults were tuned on", tuned), ("held out", held)):
         if group:
             print(summary(label, group, strategies))
+    if args.loko:       # the operators' own settings (population, local share) were chosen on TUNED_ON
+        held = [r for r in results if r.name not in TUNED_ON] or results
+        print(summary("held out, and outside TUNED_ON too", held, strategies))
     cpu = sum(r.cpu_seconds for r in results)
     print(f"({time.monotonic() - started:.0f} s wall, {cpu:.0f} s CPU in the replaying processes)")
     print(score_line(held or results, strategies))

@@ -171,3 +171,24 @@ def test_slice_of_the_benchmark_scores_kernel_tuner_and_nvcc_evo(capsys):
     assert lines[-1].startswith("score: nvcc-evo ") and ", best Kernel Tuner strategy " in lines[-1]
     for strategy in ("nvcc-evo", "random_sample", "genetic_algorithm"):
         assert sum(line.split()[0] == strategy for line in lines if line.startswith("  ")) == 2
+
+
+def test_leave_one_kernel_out_scores_no_space_with_settings_chosen_on_it():
+    """Each kernel's spaces are scored with the setting best on the other kernels' spaces: a setting that
+    wins only on the kernel itself is never the one its spaces are scored with."""
+    import methodology
+    names = list(methodology.CHOICES)
+    mine, other = names[0], names[1]
+
+    def space(name: str, scores: dict) -> "methodology.SpaceResult":
+        rows = tuple(methodology.Row(f"nvcc-evo[{c}]", scores.get(c, 0.0), 1.0, 10, 10, 0.0) for c in names)
+        return methodology.SpaceResult(name, 100, 10, 1.0, rows + (methodology.Row("genetic_algorithm", 0.5, 1.0,
+                                                                                       10, 10, 0.0),), 0.0)
+
+    results = [space("a/1", {mine: 0.9, other: 0.1}), space("a/2", {mine: 0.8, other: 0.2}),
+               space("b/1", {mine: 0.1, other: 0.7}), space("c/1", {mine: 0.2, other: 0.6})]
+    scored, chosen = methodology.left_one_kernel_out(results)
+    assert chosen == {"a": other, "b": mine, "c": mine}          # b, c: a's two spaces outweigh the third's
+    assert [r.score("nvcc-evo") for r in scored] == [0.1, 0.2, 0.1, 0.2]
+    assert all(r.score("genetic_algorithm") == 0.5 for r in scored)
+    assert all(sum(row.strategy.startswith("nvcc-evo") for row in r.rows) == 1 for r in scored)

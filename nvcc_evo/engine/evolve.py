@@ -77,6 +77,7 @@ class Engine:
         self.guide, self.model = guide, Surrogate(space, guide) if guide is not None else None
         self.warm = [[e for e in group if e.genome in space] for group in warm]
         self.guided = 0                 # proposals the surrogate made
+        self.modelled = {e.genome: e for e in history if e.genome in space}   # what the surrogate learns from
         self.seen: dict[Genome, Evaluation] = {e.genome: e for e in history}
         self.pending: set[Genome] = set()
         self.population: list[Evaluation] = survivors(list(self.seen.values()), population)
@@ -154,7 +155,7 @@ class Engine:
         `guide.warm` of one of this search's, less as this search tells as many); False: unguided."""
         if self.guide is None or self.model is None:
             return False
-        told = [e for e in self.seen.values() if e.genome in self.space]
+        told = list(self.modelled.values())
         warm = sum(map(len, self.warm))
         worth = self.guide.warm * max(0.0, 1.0 - len(told) / warm) if warm else 0.0
         if len(told) + worth * warm < self.guide.after:
@@ -199,6 +200,8 @@ class Engine:
         entered = False
         for evaluation in evaluations:
             self.seen[evaluation.genome] = evaluation
+            if evaluation.genome in self.space:
+                self.modelled[evaluation.genome] = evaluation
             self.pending.discard(evaluation.genome)
             entered |= self._offer(evaluation)
             if self.avoid is not None:

@@ -68,7 +68,8 @@ class Surrogate:
         self.dimensions, self.guide = space.dimensions, guide
         self.index = [{value: i for i, value in enumerate(d.choices)} for d in space.dimensions]
         self.kernels = [self._kernel(d, guide.bandwidth) for d in space.dimensions]
-        self.known: dict[Genome, list[int]] = {}
+        self.known: dict[Genome, int] = {}          # a genome's row of `matrix`
+        self.matrix = np.zeros((64, len(space.dimensions)), dtype=int)
         self.table: list[np.ndarray] = []        # per dimension: each choice's log l/g
         self.good: list[np.ndarray] = []         # per dimension: the good density l
         self.failing = False                     # some told evaluation failed: the classifier below is fitted
@@ -86,11 +87,14 @@ class Surrogate:
         return np.exp(-0.5 * ((steps[:, None] - steps[None, :]) / bandwidth) ** 2)
 
     def rows(self, genomes: Sequence[Genome]) -> np.ndarray:
-        """Each genome's choice indices (-1: a value outside its dimension), remembered."""
+        """Each genome's choice indices (-1: a value outside its dimension), each genome's worked out once."""
         for g in genomes:
             if g not in self.known:
-                self.known[g] = [self.index[d].get(v, -1) for d, (_, v) in enumerate(g.items[:len(self.index)])]
-        return np.array([self.known[g] for g in genomes], dtype=int).reshape(len(genomes), len(self.dimensions))
+                if len(self.known) == len(self.matrix):
+                    self.matrix = np.concatenate([self.matrix, np.zeros_like(self.matrix)])
+                self.matrix[len(self.known)] = [self.index[d].get(v, -1) for d, (_, v) in enumerate(g.items)]
+                self.known[g] = len(self.known)
+        return self.matrix[[self.known[g] for g in genomes]]
 
     def _density(self, rows: np.ndarray, weights: np.ndarray, d: int) -> np.ndarray:
         kernel = self.kernels[d]
