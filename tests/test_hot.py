@@ -119,6 +119,8 @@ def test_a_saved_profile_maps_each_kernel_to_the_unit_that_builds_it(project):
     assert result.returncode == 0, result.stderr
     golden("profile.out", shown)
     assert "defined by 2 units" in shown           # the static kernel of one name in gemm.cu and vector.cu
+    again, shown_again = _hot(project, "--from", str(HOT / "profile.json"))
+    assert shown_again == shown and "reading the kernels of" not in again.stderr     # (kept: no compile again)
 
 
 def test_an_nsys_kernel_summary_maps_the_same_kernels(project):

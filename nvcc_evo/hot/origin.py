@@ -21,6 +21,7 @@ from nvcc_evo.acf import model
 from nvcc_evo.acf.kernelname import matches as kernel_matches
 from nvcc_evo.acf.unitpath import inside, matches as path_matches
 from nvcc_evo.driver.compiledb import CompileRecord, scan
+from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.hot.names import base, demangled, normal
 from nvcc_evo.system.say import log
 
@@ -74,15 +75,16 @@ class Origins:
             latest[record.input] = record
         self.by_symbol: dict[str, list[Origin]] = {}
         cache = _Cache(self.folder)
+        found = _symbols(list(latest.values()), cache)
         for record in latest.values():
-            symbols, entries, digest = _symbols(record, cache)
+            symbols, entries, digest = found[record.input]
             unit = covering(units, self.folder, record, entries, digest)
             shown = os.path.relpath(record.input, self.folder) if inside(record.input, self.folder) else record.input
             for symbol in symbols:
                 self.by_symbol.setdefault(symbol.name, []).append(
                     Origin(shown, record.arch, record, unit, symbol.registers, entries))
-        for found in self.by_symbol.values():
-            found.sort(key=lambda o: (o.source, o.arch))       # (records come in the order the build wrote them)
+        for origins in self.by_symbol.values():
+            origins.sort(key=lambda o: (o.source, o.arch))     # (records come in the order the build wrote them)
         cache.save()
         spelled = demangled(sorted(self.by_symbol))
         self.spelling = spelled
@@ -91,10 +93,6 @@ class Origins:
         for name, text in spelled.items():
             self.by_normal.setdefault(normal(text), []).append(name)
             self.by_base.setdefault(base(text), []).append(name)
-
-    @property
-    def recorded(self) -> int:
-        return len({o.record.input for found in self.by_symbol.values() for o in found})
 
     def find(self, name: str, mangled: bool) -> tuple[str, list[Origin]]:
         """(the symbol, the builds defining it) for a profile's kernel name; ("", []) for none of them."""
@@ -137,45 +135,63 @@ class _Cache:
             replace(self.path, json.dumps(self.data))
 
 
-def _symbols(record: CompileRecord, cache: _Cache) -> tuple[list[Symbol], tuple[str, ...], str]:
-    """The kernels a record's build defines; for a kernel unit's PTX also its entries and digest."""
-    try:
-        content = Path(record.input).read_bytes()
-    except OSError as error:
-        log(f"{record.input}: cannot be read ({error.strerror}): its kernels are not known")
-        return [], (), ""
-    digest = hashlib.sha256(content).hexdigest()
-    if record.input.endswith(".ptx"):
-        from nvcc_evo.driver.dropin_ptxas.untouched import entries
-        names = entries(content)
-        return [Symbol(n, 0) for n in names], names, digest
-    key = hashlib.sha256(json.dumps([digest, record.argv, record.flags, record.arch, record.cwd]).encode()).hexdigest()
-    found = cache.get(key)
-    if found is None:
-        found = _compiled(record)
-        if found is not None:
-            cache.put(key, found)
-    return found or [], (), digest
+def _symbols(records: list[CompileRecord], cache: _Cache) -> dict[str, tuple[list[Symbol], tuple[str, ...], str]]:
+    """Per record's input: the kernels its build defines; for a kernel unit's PTX also its entries and
+    digest. Records the cache does not hold are compiled again, in parallel."""
+    found: dict[str, tuple[list[Symbol], tuple[str, ...], str]] = {}
+    wanted: list[tuple[CompileRecord, str, str]] = []
+    for record in records:
+        try:
+            content = Path(record.input).read_bytes()
+        except OSError as error:
+            log(f"{record.input}: cannot be read ({error.strerror}): its kernels are not known")
+            found[record.input] = ([], (), "")
+            continue
+        digest = hashlib.sha256(content).hexdigest()
+        if record.input.endswith(".ptx"):
+            from nvcc_evo.driver.dropin_ptxas.untouched import entries
+            names = entries(content)
+            found[record.input] = ([Symbol(n, 0) for n in names], names, digest)
+            continue
+        key = hashlib.sha256(json.dumps([digest, record.argv, record.flags, record.arch,
+                                         record.cwd]).encode()).hexdigest()
+        known = cache.get(key)
+        found[record.input] = (known or [], (), digest)
+        if known is None:
+            wanted.append((record, key, digest))
+    if wanted:
+        log(f"reading the kernels of {len(wanted)} recorded compile(s) (once: kept in {cache.path})")
+    for (record, key, digest), symbols in zip(wanted, _compiled([r for r, _, _ in wanted])):
+        if symbols is not None:
+            cache.put(key, symbols)
+        found[record.input] = (symbols or [], (), digest)
+    return found
 
 
-def _compiled(record: CompileRecord) -> list[Symbol] | None:
-    """The record compiled again to a cubin, as the build compiles it: its kernels and their registers."""
+def _compiled(records: list[CompileRecord]) -> list[list[Symbol] | None]:
+    """Each record compiled again to a cubin, as the build compiles it (in parallel): its kernels and their
+    registers; None for one that does not compile now (said)."""
     from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc
-    from nvcc_evo.measure.candidate import CompileJob, compile_candidate
+    from nvcc_evo.measure.candidate import CompileJob, compile_each
     from nvcc_evo.measure.sass import kernel_facts
-    nvcc = record.nvcc if os.path.isfile(record.nvcc) else None
-    try:
-        nvcc = nvcc or find_real_nvcc(os.environ)
-    except NvccNotFound as error:
-        log(f"{record.input}: {error}: its kernels are not known")
-        return None
-    real = os.path.realpath(record.input)
-    token = next((a for a in record.argv if os.path.realpath(os.path.join(record.cwd, a)) == real), record.input)
-    job = CompileJob(nvcc, tuple(record.argv), record.cwd, token, record.arch, tuple(record.flags),
-                     record.compile_env(), 300.0)
-    done = compile_candidate(job)
-    if not done.ok:
-        said = done.stderr.strip().splitlines()[-1:] or [done.status]
-        log(f"{record.input}: its recorded compile fails now ({said[0][:200]}): its kernels are not known")
-        return None
-    return [Symbol(k.name, k.registers) for k in kernel_facts(done.stderr, done.cubin, record.arch)]
+    jobs = []
+    for record in records:
+        nvcc = record.nvcc if os.path.isfile(record.nvcc) else None
+        try:
+            nvcc = nvcc or find_real_nvcc(os.environ)
+        except NvccNotFound as error:
+            raise EnvironmentProblem(f"--hot: {error}") from None
+        real = os.path.realpath(record.input)
+        token = next((a for a in record.argv if os.path.realpath(os.path.join(record.cwd, a)) == real), record.input)
+        jobs.append(CompileJob(nvcc, tuple(record.argv), record.cwd, token, record.arch, tuple(record.flags),
+                               record.compile_env(), 300.0))
+    symbols: list[list[Symbol] | None] = [None] * len(jobs)
+    for index, done in compile_each(jobs):
+        if done.ok:
+            symbols[index] = [Symbol(k.name, k.registers) for k in kernel_facts(done.stderr, done.cubin,
+                                                                                  records[index].arch)]
+        else:
+            said = done.stderr.strip().splitlines()[-1:] or [done.status]
+            log(f"{records[index].input}: its recorded compile fails now ({said[0][:200]}): its kernels are "
+                "not known")
+    return symbols
