@@ -217,8 +217,8 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
     baseline = space.baseline()
     evaluator.keep.add(baseline)
     baseline_measurement = measure_baseline(evaluator, measurer, baseline)
-    if baseline_measurement.ok:        # (a knob value whose binary cannot run is never searched)
-        space = prepared.space = _runnable(prepared, baseline)
+    if baseline_measurement.ok and measurer.compiles:    # (a value whose binary cannot run is never searched;
+        space = prepared.space = _runnable(prepared, baseline)     # replay's answers compile nothing)
     # never proposed: what the build would not take whole, what a refused launch teaches
     avoiding = learned.Avoiding(prepared.candidates.lost,
                                 learned.limits_for(task.unit.bench, task.source, space, evaluator),
