@@ -113,6 +113,7 @@ def acf_check(paths: list[str]) -> int:
         else:
             _say_unmatched(path, file)
             _say_unbuilt(path, file)
+            _say_edited(path, file)
             print(f"{path}: ok ({len(file.units)} unit(s))")
     return ExitCode.INVALID_INPUT if failed else ExitCode.OK
 
@@ -128,6 +129,18 @@ def _say_unmatched(path: str, file) -> None:
         if not unit.is_kernel and not unit_sources(unit, folder):
             print(f"{path}:{unit.span.line}:{unit.span.column}: warning: unit {unit} matches no file under "
                   f"{folder}: a build applies nothing of it", file=sys.stderr)
+
+
+def _say_edited(path: str, file) -> None:
+    """A warning for each target whose knobs were edited since a retune wrote and measured them: its
+    provenance (tuned values, verdict) describes other knobs."""
+    for unit in file.units:
+        for target in unit.targets:
+            if target.edited():
+                print(f"{path}:{target.span.line}:{target.span.column}: warning: unit {unit}: target "
+                      f"{', '.join(target.archs)}: its knobs are not those its provenance measured (edited since "
+                      f"the retune wrote them), so its tuned values and verdict describe other knobs; retune it "
+                      f"to measure these (name the unit: --retune {unit.globs[0]})", file=sys.stderr)
 
 
 def _say_unbuilt(path: str, file) -> None:

@@ -214,5 +214,6 @@ def test_build_folders_with_a_generated_header_are_one_build_and_a_real_differen
     differ = f"-lineinfo only in {other}; the contents of <build>/include/evo_config.h"
     assert (f'"kernel.cu" [sm_90]: 2 builds compile it differently (recorded in {other} and {tmp_path / "ninja"}; '
             f"{differ}): tuned for the latest, in {other}") in listed.stderr, listed.stderr
-    assert (f'"kernel.cu" [sm_90]: source changed; tuned for the build recorded in {tmp_path / "ninja"}; the '
-            f"latest, in {other}, compiles it differently: {differ}") in listed.stdout, listed.stdout
+    assert (f'"kernel.cu" [sm_90]: source changed (<build>/include/evo_config.h); tuned for the build recorded '
+            f'in {tmp_path / "ninja"}; the latest, in {other}, compiles it differently: {differ}') in listed.stdout, \
+        listed.stdout

@@ -182,6 +182,8 @@ def test_a_unit_whose_header_comes_through_an_include_folder_is_reported(tmp_pat
     assert "left aside" not in page and "source changed" not in page
     assert "Up to date." in sections(page)["kernel.cu"]
     (tmp_path / "inc" / "params.h").write_text("#define TERMS 16\n")     # the header through -I: stale now
+    listed = run_evo("--retune", "--dry-run", cwd=tmp_path, env=env)      # (naming the header: it said no file)
+    assert '"kernel.cu" [sm_90]: source changed (inc/params.h)\n' in listed.stdout, listed.stdout + listed.stderr
     assert run_evo("--report", cwd=tmp_path, env=env).returncode == 0
     page = (tmp_path / ".nvcc-evo" / "report.html").read_text()
     assert "of earlier sources left aside" in page and "source changed" in page

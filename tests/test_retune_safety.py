@@ -169,6 +169,24 @@ def test_the_tune_block_is_part_of_the_staleness_key(project, evo_cache):
     assert stale(re.sub(r" *tune_digest = .*\n", "", reordered)) == ("", False)     # written before the key
 
 
+def test_a_hand_edited_tuned_value_is_said_by_the_check(project, evo_cache):
+    """A value edited by hand in a tuned target kept its provenance (tuned values, verdict) and nothing said
+    that the provenance measured other knobs."""
+    env = evo_env(evo_cache)
+    acf_path = project / "nvcc-evo.acf"
+    assert subprocess.run(retune_argv("spill.cu", "--evaluations", "2"), cwd=project, env=env).returncode == 0
+    tuned = acf_path.read_text()
+    assert re.search(r'settings_digest = "sha256:[0-9a-f]{16}"', tuned)
+    checked = run_evo("--acf-check", "nvcc-evo.acf", cwd=project, env=env)
+    assert checked.returncode == 0 and "warning" not in checked.stderr, checked.stderr
+    acf_path.write_text(tuned.replace("    target sm_90 {\n", "    target sm_90 {\n        ptxas.maxrregcount = 64\n", 1))
+    checked = run_evo("--acf-check", "nvcc-evo.acf", cwd=project, env=env)
+    line = acf_path.read_text()[:acf_path.read_text().index("    target sm_90 {")].count("\n") + 1
+    assert checked.returncode == 0, checked.stderr
+    assert (f'nvcc-evo.acf:{line}:5: warning: unit "spill.cu": target sm_90: its knobs are not those its '
+            f"provenance measured (edited since the retune wrote them)") in checked.stderr, checked.stderr
+
+
 # ---------------------------------------------------------------- point 5: writes keep the file
 def test_a_retune_writes_through_a_link_keeping_line_endings_bom_mode_and_owner(project, evo_cache):
     shared = project / "shared"

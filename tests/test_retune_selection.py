@@ -278,3 +278,22 @@ def test_two_compiles_in_one_folder_are_told_apart_and_their_real_difference_is_
             f"{tmp_path} (-o build.o); NVCC_APPEND_FLAGS (-lineinfo against unset); the nvcc each ran ({link} "
             f"against ") in listed.stderr, listed.stderr
     assert "their environment" not in listed.stderr
+
+
+def test_a_register_cap_inert_under_launch_bounds_is_said_once(tmp_path, evo_cache):
+    """A register cap leaves a __launch_bounds__ kernel at its bounds' limit unless
+    ptxas.override_directive_values is on (ptxas -v: "Overriding global maxrregcount"): a retune searched such
+    caps without a word, and read as a search of registers that changed no kernel."""
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")            # (__launch_bounds__(1024))
+    acf = tmp_path / "nvcc-evo.acf"
+    env = evo_env(evo_cache)
+    said = ('"spill.cu" [sm_90]: ptxas.maxrregcount: every kernel of the unit (mix) has __launch_bounds__, whose '
+            "register limit ptxas keeps over a cap unless ptxas.override_directive_values is true: the cap leaves "
+            "it as it is (searched anyway; search ptxas.override_directive_values in {false, true} too")
+    for override, expected in (("", True), ("        ptxas.override_directive_values in bool\n", False)):
+        acf.write_text('acf 1\nunit "spill.cu" {\n    search {\n        ptxas.maxrregcount in {32, 48, 255}\n'
+                       f"{override}    }}\n}}\n")
+        tuned = run_evo("--retune", "--backend", "static", "--target", "sm_90", "--evaluations", "2", "--all",
+                        cwd=tmp_path, env=env)
+        assert tuned.returncode == 0, tuned.stderr
+        assert (tuned.stderr.count(said) == 1) == expected, tuned.stderr

@@ -254,6 +254,12 @@ class Record:
     span: Span = field(default=NO_SPAN, compare=False)
 
 
+def settings_digest(settings: tuple[Setting, ...]) -> str:
+    """A digest of a target's knobs (values, not spelling; order ignored): what a retune wrote and measured."""
+    values = sorted([s.knob, s.value] for s in settings)
+    return "sha256:" + hashlib.sha256(json.dumps(values).encode()).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class Target:
     """`target sm_90 ["GPU"] { ... }`; one block may serve several
@@ -280,6 +286,12 @@ class Target:
             if rec.key == key:
                 return rec
         return None
+
+    def edited(self) -> bool:
+        """Its knobs are not those its provenance measured (`settings_digest`, written by a retune): a value
+        edited by hand since, which the provenance's tuned values do not describe."""
+        recorded = self.record("settings_digest")
+        return recorded is not None and recorded.value != settings_digest(self.settings)
 
     @property
     def backend(self) -> str | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from nvcc_evo.driver.build.compileplan import RecordedBuild
 from nvcc_evo.driver.build.flags import DEFAULT_PASSES_NOTHING
@@ -26,6 +26,7 @@ SHIP_CHECK_TIMEOUT = 900.0      # seconds: the ship check's one compile (see shi
 if TYPE_CHECKING:
     from nvcc_evo.driver.toolkit import Toolkit
     from nvcc_evo.measure.candidate import CompileJob
+    from nvcc_evo.measure.sass import KernelFacts
     from nvcc_evo.retune.choice import Outcome
     from nvcc_evo.retune.options import Options
 
@@ -183,9 +184,11 @@ def reconfigure_safe(space: SearchSpace, arch: str, compiled) -> tuple[SearchSpa
     if not caps:
         return space, []
     result = compiled()
-    moving = [k for k in resources(result.stderr, arch, result.cubin) if k.reconfigures] if result.ok else []
+    kernels = resources(result.stderr, arch, result.cubin) if result.ok else []
+    inert = inert_caps(space, caps, kernels)
+    moving = [k for k in kernels if k.reconfigures]
     if not moving:
-        return space, []
+        return space, inert
     floor = max(k.registers for k in moving)
     named = ", ".join(f"{shown_name(k.name)} ({k.registers} registers, {k.threads or 'unbounded'} threads)"
                       for k in moving)
@@ -200,7 +203,26 @@ def reconfigure_safe(space: SearchSpace, arch: str, compiled) -> tuple[SearchSpa
             d = replace(d, choices=tuple(c for c in d.choices if c not in under))
         if len(d.choices) > 1 or d.pinned:
             kept.append(d)
-    return replace(space, dimensions=tuple(kept)), notes
+    return replace(space, dimensions=tuple(kept)), inert + notes
+
+
+def inert_caps(space: SearchSpace, caps: list, kernels: Sequence[KernelFacts]) -> list[str]:
+    """Where the baseline's kernels have launch bounds (__launch_bounds__: .maxntid), whose register limit
+    ptxas keeps over a cap unless --override-directive-values is on in the search, that a cap leaves them
+    be, said once: searched without a word, it read as a search of registers that changed no kernel."""
+    override = next((d for d in space.dimensions if d.knob == "ptxas.override_directive_values"), None)
+    bounded = [k.name for k in kernels if k.threads]
+    if not caps or not bounded or (override is not None and True in override.choices):
+        return []
+    which = "every kernel of the unit" if len(bounded) == len(kernels) else \
+        f"{len(bounded)} of its {len(kernels)} kernels"
+    named = ", ".join(bounded[:4]) + (" ..." if len(bounded) > 4 else "")
+    one = len(bounded) == 1
+    verb = "has" if one or len(bounded) == len(kernels) else "have"
+    return [f"{', '.join(d.knob for d in caps)}: {which} ({named}) {verb} __launch_bounds__, whose register "
+            f"limit ptxas keeps over a cap unless ptxas.override_directive_values "
+            f"is true: the cap leaves {'it' if one else 'them'} as {'it is' if one else 'they are'} (searched anyway; "
+            f"search ptxas.override_directive_values in {{false, true}} too for it to apply)"]
 
 
 def say(task, notes: list[str]) -> None:

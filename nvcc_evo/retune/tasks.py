@@ -20,7 +20,8 @@ from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.driver import compiledb
 from nvcc_evo.measure.candidate import CompileJob
 from nvcc_evo.driver.build.nvcc_options import parse_call
-from nvcc_evo.driver.match.builds import build_key, compiled, difference, older_keys, where
+from nvcc_evo.driver.match.builds import (build_key, changed_sources, compiled, difference, named_build, older_keys,
+                                          sources_read, where)
 from nvcc_evo.driver.match.calls import is_lto_compile
 from nvcc_evo.driver.match.index import index_units
 from nvcc_evo.driver.match.stale import SPACE_CHANGED, TUNE_CHANGED, fingerprint
@@ -247,7 +248,7 @@ def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, tool
         release = served_release(job)
         reasons = ("asked",) if asked else stale_reasons(unit, arch, print_, release or toolkit.version, build,
                                                          gpu, older)
-        reasons = tuple(_named_build(r, unit, arch, mine, acf_path.parent, toolkit.nvcc) for r in reasons)
+        reasons = _named(reasons, unit, arch, source, job, mine, acf_path.parent, toolkit.nvcc)
         _say_other_builds(unit, arch, mine, acf_path.parent, toolkit.nvcc)
         measured = None if asked else _measured_on(unit, arch)
         if reasons and options.backend == "static" and measured:
@@ -281,25 +282,24 @@ def current_fingerprints(unit: model.Unit, acf_path: Path, records: list) -> set
             for source in unit_sources(unit, acf_path.parent)}
 
 
-ANOTHER_BUILD = "tuned for another build"
-
-
-def _named_build(reason: str, unit: model.Unit, arch: str, mine: list, root: Path, nvcc: str) -> str:
-    """"tuned for another build (KEY; now KEY)" with the folder of the record KEY names and what the latest
-    record does differently, where a record of it is left."""
+def _named(reasons: tuple[str, ...], unit: model.Unit, arch: str, source: Path, job: CompileJob, mine: list,
+           root: Path, nvcc: str) -> tuple[str, ...]:
+    """The reasons in words that name what changed: the files of "source changed" (where the fingerprint's
+    files were kept, builds.keep_sources), the folder and the difference of "tuned for another build"."""
     target = unit.entry_for(arch)
-    tuned_for = target.record("build") if target is not None else None
-    if not reason.startswith(ANOTHER_BUILD) or tuned_for is None:
-        return reason
-    records = sorted((r for r in mine if r.arch == arch), key=lambda r: r.time, reverse=True)
-    old = next((r for r in records if str(tuned_for.value) in {f"recorded compile {k}" for k in
-                                                               (build_key(compiled(r, nvcc), root),
-                                                                *older_keys(compiled(r, nvcc), root))}), None)
-    if old is None or not records:
-        return reason
-    latest = records[0]
-    return (f"tuned for the build recorded in {where(old, latest)}; the latest, in {where(latest, old)}, "
-            f"compiles it differently: {difference(latest, old, root)}")
+    if target is None or not reasons:
+        return reasons
+    named = []
+    for reason in reasons:
+        recorded, tuned_for = target.record("fingerprint"), target.record("build")
+        if reason == "source changed" and recorded is not None:
+            files = changed_sources(root, str(recorded.value), sources_read(source, job.argv, job.env, job.cwd, root))
+            reason += f" ({', '.join(files[:4])}{' ...' if len(files) > 4 else ''})" if files else ""
+        elif reason.startswith("tuned for another build") and tuned_for is not None:
+            records = sorted((r for r in mine if r.arch == arch), key=lambda r: r.time, reverse=True)
+            reason = named_build(str(tuned_for.value), records, root, nvcc) or reason
+        named.append(reason)
+    return tuple(named)
 
 
 def _say_other_builds(unit: model.Unit, arch: str, mine: list, root: Path, nvcc: str) -> None:

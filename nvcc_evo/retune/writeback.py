@@ -18,6 +18,7 @@ from nvcc_evo.acf import model
 from nvcc_evo.acf.edit.retarget import find_unit, replace_target
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.edit.write import rewrite, writable
+from nvcc_evo.driver.match.builds import keep_sources, sources_read
 from nvcc_evo.driver.match.stale import SPACE_CHANGED
 from nvcc_evo.errors import AcfChanged, EnvironmentProblem
 from nvcc_evo.system.say import log
@@ -58,7 +59,8 @@ def provenance(outcome: Outcome, toolkit: Toolkit, options: Options) -> tuple[mo
     t = outcome.evaluator.tally
     records = [model.Record("fingerprint", outcome.task.fingerprint), model.Record("toolkit", outcome.task.toolkit(toolkit)),
                model.Record("space_digest", outcome.task.unit.space_digest),
-               model.Record("tune_digest", outcome.task.unit.tune_digest)]
+               model.Record("tune_digest", outcome.task.unit.tune_digest),
+               model.Record("settings_digest", model.settings_digest(settings_of(outcome)))]
     if outcome.task.build:
         records.append(model.Record("build", outcome.task.build))
     hello = outcome.hello
@@ -109,6 +111,9 @@ def write_back(acf_path: Path, outcome: Outcome, toolkit: Toolkit, options: Opti
 
     rewrite(acf_path, update, Wait(options.lock_wait, log))
     outcome.written = True
+    job = task.job          # (the files its fingerprint read, so that "source changed" can name them later)
+    keep_sources(acf_path.parent, task.fingerprint, sources_read(task.source, job.argv, job.env, job.cwd,
+                                                                 acf_path.parent))
 
 
 def knobs_changed(outcome: Outcome) -> bool:

@@ -7,6 +7,7 @@ compile in more than one way.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -125,10 +126,57 @@ class Seen(NamedTuple):
 def _seen(record: CompileRecord, root: Path) -> Seen:
     relative = placeholders(root, record.cwd)
     env = record.compile_env()
-    call = parse_call(list(record.argv), dict(env), record.cwd)
-    sources = source_digests(Path(record.input), call, record.cwd)
-    return Seen(tuple(relative(a) for a in how_it_compiles(compiled(record))),
-                {k: relative(v) for k, v in env}, {relative(p): d for p, d in sources.items()})
+    return Seen(tuple(relative(a) for a in how_it_compiles(compiled(record))), {k: relative(v) for k, v in env},
+                sources_read(Path(record.input), record.argv, env, record.cwd, root))
+
+
+def sources_read(source: Path, argv: tuple[str, ...], env: tuple[tuple[str, str], ...], cwd: str,
+                 root: Path) -> dict[str, str]:
+    """{path: sha256} of each file the unit's fingerprint reads as this compile finds them, paths as
+    placeholders (`<acf>/inc/params.h`, `<build>/include/config.h`)."""
+    relative = placeholders(root, cwd)
+    found = source_digests(source, parse_call(list(argv), dict(env), cwd), cwd)
+    return {relative(path): digest for path, digest in found.items()}
+
+
+def _sources_file(root: Path, print_: str) -> Path:
+    return root / ".nvcc-evo" / "sources" / f"{print_.rpartition(':')[2]}.json"
+
+
+def keep_sources(root: Path, print_: str, sources: dict[str, str]) -> None:
+    """The files a fingerprint was made of, kept beside the ACF (`.nvcc-evo/sources/`) once an entry names
+    it, so that "source changed" can name the files that did (changed_sources)."""
+    from nvcc_evo.system import files
+    try:
+        files.folders(root, ".nvcc-evo", "sources")
+        files.replace(_sources_file(root, print_), json.dumps(sources, sort_keys=True))
+    except OSError:
+        pass                    # (then "source changed" names no file: nothing else depends on it)
+
+
+def changed_sources(root: Path, print_: str, sources: dict[str, str]) -> list[str]:
+    """The files whose contents differ between the fingerprint `print_` (as keep_sources kept it) and
+    `sources` now, those added or gone included, as a user reads them (`inc/params.h`); [] where none was kept."""
+    try:
+        then = json.loads(_sources_file(root, print_).read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(then, dict):
+        return []
+    changed = sorted(p for p in set(then) | set(sources) if then.get(p) != sources.get(p))
+    return [p.removeprefix("<acf>/") for p in changed]
+
+
+def named_build(tuned_for: str, records: list[CompileRecord], root: Path, nvcc: str) -> str | None:
+    """An entry tuned for the build `tuned_for` names ("recorded compile KEY") in words: the folder of the
+    record of it, and what the latest record (records[0]) does differently; None where no record of it is left."""
+    for record in records:
+        job = compiled(record, nvcc)
+        if tuned_for in {f"recorded compile {key}" for key in (build_key(job, root), *older_keys(job, root))}:
+            latest = records[0]
+            return (f"tuned for the build recorded in {where(record, latest)}; the latest, in "
+                    f"{where(latest, record)}, compiles it differently: {difference(latest, record, root)}")
+    return None
 
 
 def where(record: CompileRecord, other: CompileRecord) -> str:
