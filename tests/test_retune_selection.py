@@ -297,3 +297,24 @@ def test_a_register_cap_inert_under_launch_bounds_is_said_once(tmp_path, evo_cac
                         cwd=tmp_path, env=env)
         assert tuned.returncode == 0, tuned.stderr
         assert (tuned.stderr.count(said) == 1) == expected, tuned.stderr
+
+
+def test_two_records_differences_are_named_exactly(tmp_path):
+    """What two records compile differently, in words naming each (the same folder: by its output): an
+    argument only one has, one given more often, the order alone, an environment variable."""
+    from nvcc_evo.driver.compiledb import CompileRecord
+    from nvcc_evo.driver.match.builds import difference
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+
+    def record(argv: list[str], output: str, env: dict | None = None) -> CompileRecord:
+        return CompileRecord(tuple(argv), str(tmp_path), env or {}, "/usr/bin/nvcc", "13.0", str(tmp_path / "spill.cu"),
+                             output, 0, ("spill.cu",), "sm_90", None, "", (), (), 0.0)
+
+    plain = record(["-c", "spill.cu", "-O3"], "b.o")
+    assert difference(record(["-c", "spill.cu", "-O3", "-lineinfo"], "a.o"), plain, tmp_path) == \
+        f"-lineinfo only in {tmp_path} (-o a.o)"
+    assert difference(record(["-c", "spill.cu", "-O3", "-O3"], "a.o"), plain, tmp_path) == \
+        f"-O3 given more often in {tmp_path} (-o a.o)"
+    assert difference(record(["-O3", "-c", "spill.cu"], "a.o"), plain, tmp_path) == "the order of their arguments"
+    assert difference(record(["-c", "spill.cu", "-O3"], "a.o", {"NVCC_CCBIN": "g++-12"}), plain, tmp_path) == \
+        "NVCC_CCBIN (g++-12 against unset)"

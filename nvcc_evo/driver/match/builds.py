@@ -193,9 +193,12 @@ def difference(first: CompileRecord, second: CompileRecord, root: Path) -> str:
         only = [x for x in mine.argv if x not in theirs.argv]
         if only:
             words.append(f"{' '.join(only[:6])}{' ...' if len(only) > 6 else ''} only in {where(record, other)}")
+    for mine, theirs, record, other in ((a, b, first, second), (b, a, second, first)):
+        repeated = Counter(mine.argv) - Counter(theirs.argv) if not words else Counter()
+        if repeated and all(x in theirs.argv for x in repeated):
+            words.append(f"{' '.join(repeated)} given more often in {where(record, other)}")
     if not words and a.argv != b.argv:
-        more = Counter(a.argv) - Counter(b.argv) or Counter(b.argv) - Counter(a.argv)
-        words.append(f"{' '.join(more)} given more often in one" if more else "the order of their arguments")
+        words.append("the order of their arguments")
     for name in sorted(set(a.env) | set(b.env)):
         if a.env.get(name) != b.env.get(name):
             words.append(f"{name} ({a.env.get(name, 'unset')} against {b.env.get(name, 'unset')})")
