@@ -127,10 +127,10 @@ def _entries(folder: str) -> list:
 def files(globs, folder) -> list[str]:
     """The files inside `folder` that `globs` name, as the build matches
     them (real paths inside the folder), sorted; none with a name a shell
-    would read into."""
+    would read into (inside the folder: the folder's own name is the user's)."""
     found: set[str] = set()
     for glob in globs:
         if glob_problem(glob) is None:
             found.update(path for path in _walk(str(folder), segments(glob))
-                         if covers(globs, path, folder) and not SHELL_ACTIVE.search(path))
+                         if covers(globs, path, folder) and not SHELL_ACTIVE.search(os.path.relpath(path, folder)))
     return sorted(found)

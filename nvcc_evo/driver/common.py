@@ -26,6 +26,7 @@ ENVIRONMENT = 3      # nvcc_evo.errors.ExitCode.ENVIRONMENT, without importing i
 LOG_ENV = "NVCC_EVO_LOG"
 GPU_ENV = "NVCC_EVO_GPU"          # the GPU model the build is for, to pick named targets
 STALE_ENV = "NVCC_EVO_STALE"      # keep (default): use stale knobs; default: build with defaults
+STALE_CHOICES = ("keep", "default")
 # Set by --retune --backend command for its bench command's runs: such a build compiles a candidate.
 PHASE_ENV = "NVCC_EVO_PHASE"
 NO_ACF = f"no {ACF_NAME} above the inputs or here, and {ACF_ENV} unset"
@@ -301,3 +302,11 @@ def find_real_nvcc(environ=os.environ) -> str:
             ours.append(path)
     said = f" ({', '.join(dict.fromkeys(ours))}: nvcc-evo itself, or a script that runs it)" if ours else ""
     raise NvccNotFound(f"no real nvcc found{said}: set {REAL_NVCC_ENV}, CUDA_HOME or PATH")
+
+
+def stale_problem(environ) -> str:
+    """What is wrong with NVCC_EVO_STALE ("" when it is unset or one of
+    STALE_CHOICES), in the settings' words: one rule for builds and verbs."""
+    value = environ.get(STALE_ENV)
+    return "" if not value or value in STALE_CHOICES else f"{STALE_ENV}={value}: expected one of " \
+        f"{', '.join(STALE_CHOICES)}"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from nvcc_evo.driver import settings
-from nvcc_evo.driver.common import ACF_NAME, NvccNotFound, find_real_nvcc
+from nvcc_evo.driver.common import ACF_NAME, NvccNotFound, find_real_nvcc, stale_problem
 from nvcc_evo.driver.match.find import acf_problem, find_acf, untrusted_acf
 from nvcc_evo.errors import EnvironmentProblem, UsageError
 from nvcc_evo.system.say import log
@@ -34,7 +34,10 @@ def open_project(verb: str, named: str | None, globs: tuple[str, ...] = (), envi
     """The project `verb` works on: its ACF (`named` by --acf, else found from
     the files `globs` name and the working folder, and up), refused when
     another user's or no regular file; its settings (SettingsError when they
-    have errors)."""
+    have errors); a bad NVCC_EVO_STALE is a usage error."""
+    wrong = stale_problem(environ)           # (a build says it and compiles untuned)
+    if wrong:
+        raise UsageError(wrong)
     here = Path.cwd()
     files = [here / g for g in globs if (here / g).is_file()]      # as a build finds it: from the file
     acf_path = Path(named).resolve() if named else find_acf([p.parent for p in files] + [here], environ)

@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from nvcc_evo.acf.text import BOM
 from nvcc_evo.backends import CHOICES as BACKENDS, help_text as backend_help
-from nvcc_evo.driver.common import LOG_ENV, REAL_NVCC_ENV, find_settings_file
+from nvcc_evo.driver.common import LOG_ENV, REAL_NVCC_ENV, STALE_CHOICES, STALE_ENV, find_settings_file
 from nvcc_evo.driver.tomlplaces import decode_error, places
 from nvcc_evo.errors import AcfError, Diagnostic, Location, UsageError
 from nvcc_evo.system.files import leaves
@@ -83,8 +83,8 @@ class Key(NamedTuple):
 KEYS = (
     Key("nvcc", "path", REAL_NVCC_ENV, None, "the real nvcc (default: $CUDA_HOME/bin/nvcc, $CUDA_PATH/bin/nvcc, PATH)"),
     Key("gpu", "str", "NVCC_EVO_GPU", None, "the GPU model builds are for: picks target blocks named for a GPU"),
-    Key("stale", "choice", "NVCC_EVO_STALE", "keep", "a stale entry builds with its knobs (keep) or with defaults",
-        ("keep", "default")),
+    Key("stale", "choice", STALE_ENV, "keep", "a stale entry builds with its knobs (keep) or with defaults",
+        STALE_CHOICES),
     Key("log", "path", LOG_ENV, None, "a file the wrapper appends one JSON line per compile to", inside=True),
     Key("ptxas", "pathlist", "NVCC_EVO_PTXAS", None, "ptxas binaries the ptxas.version knob chooses among"),
     Key("real-ptxas", "path", "NVCC_EVO_REAL_PTXAS", None, "the ptxas nvcc-evo-ptxas stands for (default: Triton's "

@@ -19,7 +19,7 @@ from nvcc_evo.driver.match.calls import is_lto_link, lto_objects, passthrough_re
 from nvcc_evo.driver.match.find import acf_problem, find_acf, untrusted_acf
 from nvcc_evo.driver.match.units import STALE_ENV, CallPlan, build_link_plan, build_plan
 from nvcc_evo.driver.common import (LOG_ENV, NO_ACF, PHASE_ENV, REAL_NVCC_ENV, NvccNotFound, append_log,
-                                     find_real_nvcc as find_nvcc, find_settings_file, is_self,
+                                     find_real_nvcc as find_nvcc, find_settings_file, is_self, stale_problem,
                                      write_log_line)
 from nvcc_evo.driver.build.nvcc_options import parse_call
 from nvcc_evo.errors import AcfError, EnvironmentProblem, EvoError
@@ -107,8 +107,7 @@ def decide(argv: list[str], nvcc: Path | None, environ, cwd: Path) -> Decision:
                             acf_error=None if isinstance(error, OSError) else error)
         environ = found.for_build()
     elif nvcc is None:
-        return Decision(None, CallPlan(acf_path, passthrough="no real nvcc"),
-                        problems=(_no_nvcc(environ),))
+        return Decision(None, CallPlan(acf_path, passthrough="no real nvcc"), problems=(_no_nvcc(environ),))
     from nvcc_evo.driver.build.compileplan import plan_call
     from nvcc_evo.driver.build.flags import FlagPlan
     from nvcc_evo.driver.toolkit import cache_folder_if_any, load_toolkit
@@ -130,8 +129,11 @@ def decide(argv: list[str], nvcc: Path | None, environ, cwd: Path) -> Decision:
         return Decision(nvcc, CallPlan(acf_path, passthrough="the ACF has errors"), None, toolkit,
                         (*ignored, f"the ACF has errors; building without tuned flags: {first.location}: "
                          f"{first.message}{more}"), acf_error=error)
-    policy = environ.get(STALE_ENV, "keep")
-    planned = plan_call(call, call_plan, policy, toolkit, str(acf_path.parent), environ)
+    wrong = stale_problem(environ)        # (the verbs refuse it: the same words)
+    if wrong:
+        return Decision(nvcc, CallPlan(acf_path, passthrough=f"{STALE_ENV} is not keep or default"), None, toolkit,
+                        (*ignored, f"{wrong}; building without tuned flags"))
+    planned = plan_call(call, call_plan, environ.get(STALE_ENV) or "keep", toolkit, str(acf_path.parent), environ)
     flags = planned.flags
     return Decision(nvcc, call_plan, FlagPlan(flags.flags, flags.applied, planned.skipped), toolkit, ignored,
                     call=call, per_step=planned.per_step, programs=planned.programs, settings=found)
@@ -241,9 +243,9 @@ def launch(argv: list[str], nvcc: str | None) -> tuple[str, list[str], dict, str
         return (*chosen, nvcc)
     except KeyboardInterrupt:
         raise
-    except Exception as error:
-        print(f"nvcc-evo: warning: internal error ({error!r}); compiling exactly as nvcc would, without tuned "
-              "flags", file=sys.stderr)
+    except Exception as error:     # (an OSError: a program or file not what it should be, said in its words)
+        said = str(error) if isinstance(error, OSError) else f"internal error ({error!r})"
+        print(f"nvcc-evo: warning: {said}; compiling exactly as nvcc would, without tuned flags", file=sys.stderr)
         if environ.get(LOG_ENV):
             write_log_line(environ[LOG_ENV], json.dumps({"internal_error": repr(error), "argv": argv}))
         return plain

@@ -31,7 +31,8 @@ class Refused(OSError):
         return self.strerror or ""             # (always the message given)
 
 
-def _refuse(path, mode: int) -> Refused:
+def _refuse(path, mode: int, wanted: str = "a regular file") -> Refused:
+    """Why what is at `path` (of this mode) is refused where `wanted` belongs."""
     if stat.S_ISLNK(mode):
         try:
             target = f" to {os.readlink(path)}"
@@ -39,12 +40,15 @@ def _refuse(path, mode: int) -> Refused:
             target = ""
         return Refused(path, f"is a symbolic link{target}; nvcc-evo writes through no link (its target is "
                              "left as it is): remove the link")
-    return Refused(path, "is a folder" if stat.S_ISDIR(mode) else f"is not a regular file ({kind_of(mode)})")
+    if stat.S_ISDIR(mode) and wanted != "a folder":
+        return Refused(path, "is a folder")
+    return Refused(path, f"is not {wanted} ({kind_of(mode)})")
 
 
 def kind_of(mode: int) -> str:
-    """What a file of this mode that is no regular file is, in words."""
-    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+    """What a file of this mode is, in words."""
+    return ("a regular file" if stat.S_ISREG(mode) else "a folder" if stat.S_ISDIR(mode) else
+            "a FIFO" if stat.S_ISFIFO(mode) else
             "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
             "a FIFO, device or socket")
 
@@ -69,7 +73,7 @@ def folder(path, private: bool = False) -> str:
         pass
     mode = os.lstat(path).st_mode
     if not stat.S_ISDIR(mode):
-        raise _refuse(path, mode)
+        raise _refuse(path, mode, "a folder")
     return path
 
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from nvcc_evo.acf import kernelname
 from nvcc_evo.driver.common import (BLACKWELL_PTXAS as BLACKWELL, GPU_ENV, LOG_ENV, PHASE_ENV, PLAIN_PTXAS as PLAIN,
                                      REAL_PTXAS_BLACKWELL_ENV, REAL_PTXAS_ENV, REAL_PTXAS_OF as REAL_ENV, STALE_ENV,
-                                     append_log, find_settings_file, replace_file)
+                                     append_log, find_settings_file, replace_file, stale_problem)
 from nvcc_evo.driver.dropin_ptxas.untouched import entries as ptx_entries, split_argv
 
 if TYPE_CHECKING:
@@ -137,7 +137,10 @@ def decide(argv: list[str], real: str, acf_path: Path, environ, cwd: str) -> Dec
         return Decision(real, (), served)
     from nvcc_evo.driver.build.compileplan import ptx_step
     from nvcc_evo.driver.build.flags import ptxas_values
-    settings = served.match.settings(environ.get(STALE_ENV, "keep"))
+    wrong = stale_problem(environ)        # (the verbs refuse it: the same words)
+    if wrong:
+        return Decision(real, (), served, problems=(f"{wrong}; compiling exactly as asked",))
+    settings = served.match.settings(environ.get(STALE_ENV) or "keep")
     flag_plan, program = ptx_step(settings, call.tokens, real, served.match.arch, environ, str(acf_path.parent))
     return Decision(program, ptxas_values(flag_plan.flags), served, flag_plan)
 
@@ -255,6 +258,8 @@ def _decided(argv, real: str, acf_path: Path, environ, cwd: str, role: str) -> D
         first = error.diagnostics[0]
         decision = Decision(real, (), None, problems=(f"the ACF has errors; compiling without tuned flags: "
                                                       f"{first.location}: {first.message}",))
+    except OSError as error:           # a program or file not what it should be (a ptxas that tells no release)
+        decision = Decision(real, (), None, problems=(f"{error}; compiling exactly as asked",))
     except Exception as error:         # never fail a compile that ptxas would pass
         decision = Decision(real, (), None, problems=(f"internal error ({error!r}); compiling exactly as asked",))
     for problem in decision.problems:
