@@ -184,6 +184,8 @@ def test_a_unit_whose_header_comes_through_an_include_folder_is_reported(tmp_pat
     (tmp_path / "inc" / "params.h").write_text("#define TERMS 16\n")     # the header through -I: stale now
     listed = run_evo("--retune", "--dry-run", cwd=tmp_path, env=env)      # (naming the header: it said no file)
     assert '"kernel.cu" [sm_90]: source changed (inc/params.h)\n' in listed.stdout, listed.stdout + listed.stderr
+    explained = run_evo("--explain", "-arch=sm_90", "-Iinc", "-c", "kernel.cu", cwd=tmp_path, env=env)
+    assert "    stale: source changed since it was tuned (inc/params.h)\n" in explained.stdout, explained.stdout
     assert run_evo("--report", cwd=tmp_path, env=env).returncode == 0
     page = (tmp_path / ".nvcc-evo" / "report.html").read_text()
     assert "of earlier sources left aside" in page and "source changed" in page

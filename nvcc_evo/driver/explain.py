@@ -35,7 +35,7 @@ def report(decision: Decision) -> str:
         if match.note:
             lines.append(f"    {match.note}")
         for why in match.stale:
-            lines.append(f"    stale: {why}")
+            lines.append(f"    stale: {why}{_changed_files(why, match, decision, plan.acf_path)}")
         lines.append(f"    fingerprint {match.fingerprint}")
     lines.append("would add: " + (shlex.join(decision.extra_args) or "(nothing)"))    # (as a shell takes them)
     for knob, value in flags.applied:
@@ -58,6 +58,19 @@ def report(decision: Decision) -> str:
         lines += [f"    {knob}: {why}" for knob, why in defaults]
     lines += _reconfiguring(decision, Path.cwd())
     return "\n".join(lines) + "\n"
+
+
+def _changed_files(why: str, match, decision: Decision, acf_path: Path | None) -> str:
+    """" (FILES)": the files that changed since the entry's fingerprint, where a retune kept what it read
+    (match.builds.keep_sources); "" for another reason, or where none was kept."""
+    if not why.startswith("source changed") or match.target is None or not match.target.fingerprint \
+            or decision.call is None or acf_path is None:
+        return ""
+    from nvcc_evo.driver.match.builds import changed_sources, sources_read
+    cwd, root = str(Path.cwd()), acf_path.parent
+    now = sources_read(Path(cwd) / match.input, decision.call.argv, tuple(os.environ.items()), cwd, root)
+    files = changed_sources(root, match.target.fingerprint, now)
+    return f" ({', '.join(files[:4])}{' ...' if len(files) > 4 else ''})" if files else ""
 
 
 REGISTER_CAPS = ("ptxas.maxrregcount", "nvcc.maxrregcount")
