@@ -47,7 +47,7 @@ class Origin(NamedTuple):
 
     @property
     def tuned(self) -> bool:
-        """Whether its unit tunes it (a search block, or an entry): a unit of neither only records."""
+        """Whether its unit tunes it (a search block, or an entry): a build adds nothing for a unit of neither."""
         return self.unit is not None and bool(self.unit.space or self.unit.targets)
 
 

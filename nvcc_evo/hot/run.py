@@ -124,7 +124,8 @@ def run_hot(acf: str | None, source: str | None, command: list[str], write: bool
             "(nvcc-evo --hot --from FILE reads it again)")
     if acf_path is None:
         log("no ACF here or above: kernels map to no recorded build; write an nvcc-evo.acf with a unit covering "
-            "your sources (unit \"**/*.cu\" {} records every compile and tunes nothing), rebuild through nvcc-evo, "
+            "your sources (unit \"**/*.cu\" {} records every compile; a build adds nothing until it has an entry), "
+            "rebuild through nvcc-evo, "
             "and run --hot again")
         return 1 if write else 0
     if write:

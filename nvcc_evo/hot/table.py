@@ -67,7 +67,7 @@ def attribute(profile: Profile, origins: Origins | None) -> tuple[list[Hot], lis
 def _unit_words(origin: Origin) -> str:
     if origin.unit is None:
         return "no ACF unit covers it"
-    return f"unit {origin.unit}" + ("" if origin.tuned else " (records it, tunes nothing)")
+    return f"unit {origin.unit}" + ("" if origin.tuned else " (no search block, no entry: a build adds nothing)")
 
 
 def _origin_lines(kernel: Hot) -> list[str]:

@@ -10,10 +10,13 @@ bench of no harness: the command that rebuilds through nvcc-evo and runs the
 program, and `metric time kernels`, the unit's own kernels' GPU time.
 Knobs that may change results (the table's `numeric`) are left out: that
 bench checks only the exit status. A block goes before the unit that covers
-the source now and tunes nothing (`unit "**/*.cu" {}`, which only records):
+the source now and neither searches nor holds an entry (`unit "**/*.cu" {}`:
+it records the compiles, a build adds nothing for it):
 the wrapper takes the first unit that matches. Existing units are never
 touched; a unit whose source a tuning unit covers already, or whose globs a
-unit has, is not written again. Written by the one ACF writer (acf.edit.write),
+unit has, is not written again. The outputs the records of a written unit's
+source name are re-dated (as a retune re-dates them), so that the next build
+compiles it as its new unit. Written by the one ACF writer (acf.edit.write),
 checked before the write as --acf-check checks.
 """
 from __future__ import annotations
@@ -125,6 +128,11 @@ def write_units(acf_path: Path, units: list[HotUnit], profile: Profile, least: f
         log(f"--write: {line}")
     if not written:
         log("--write: nothing added: each hot unit has its unit already")
+        return
+    from nvcc_evo.measure.command import redate
+    # The next build compiles them as their new units (and records that): a bench's first build, a retune's.
+    redate([Path(o.record.cwd) / o.record.output for unit, _ in blocks for o in unit.origins
+            if o.record.output and not o.is_kernel])
 
 
 def _inserted(text: str, acf_path: Path, blocks: list[tuple[HotUnit, str]], written: list[str]) -> str:
