@@ -40,8 +40,10 @@ def test_sass_runs_no_host_compiler_a_cloned_record_names(tmp_path, evo_cache):
     (origin / "nvcc-evo.acf").write_text(ACF)
     (origin / "tools" / "g++").write_text(SPY.format(log=log))
     (origin / "tools" / "g++").chmod(0o755)
-    built = evo(origin, evo_cache, "-ccbin", "tools/g++", "-arch=sm_90", "-c", "spill.cu", "-o", "spill.o")
+    built = evo(origin, evo_cache, "-ccbin", "tools/g++", "--time", "../victim.csv", "-arch=sm_90", "-c", "spill.cu",
+                "-o", "spill.o")
     assert built.returncode == 0 and log.exists(), built.stderr           # the author's own build: it ran
+    assert (tmp_path / "victim.csv").exists()                             # (and nvcc wrote --time's file)
     assert list((origin / ".nvcc-evo" / "compile-db").glob("*.json"))
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
     subprocess.run([*git, "init", "-q", str(origin)], check=True)
@@ -51,9 +53,11 @@ def test_sass_runs_no_host_compiler_a_cloned_record_names(tmp_path, evo_cache):
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(origin), str(clone)], check=True)
     log.unlink()
+    (tmp_path / "victim.csv").unlink()
     shown = evo(clone, evo_cache, "--sass", "--target", "sm_90")
     assert shown.returncode == 0, shown.stderr
     assert not log.exists(), f"the record's host compiler ran: {log.read_text()}"
+    assert not (tmp_path / "victim.csv").exists()                        # a record's --time FILE is not written
     assert "--sass runs no program a compile record names; left out: -ccbin tools/g++" in shown.stderr
     assert "per kernel, baseline -> chosen [sm_90]" in shown.stdout            # built, with nvcc's own host compiler
     asked = evo(clone, evo_cache, "--sass", "--target", "sm_90", "--run-recorded")

@@ -22,13 +22,15 @@ from nvcc_evo.driver.build.nvcc_options import rebuild_argv
 from nvcc_evo.driver.build.split import PTXAS_STEP, read_steps
 from nvcc_evo.system.leftovers import OWNER, kill_running, private_folder, remove_private, run_in_group
 
-# Options of the build's command line that a candidate compile replaces.
+# Options of the build's command line that a candidate compile replaces, or leaves out: what the build writes
+# besides its output (a record's `--time ../../.bashrc` would append there) and what it runs after it.
 REPLACED = {"--output-file", "--generate-code", "--gpu-architecture", "--gpu-code",
             "--generate-dependencies", "--generate-nonsystem-dependencies",
             "--generate-dependencies-with-compile", "--generate-nonsystem-dependencies-with-compile",
             "--dependency-output", "--dependency-target-name", "--generate-dependency-targets",
-            "--keep", "--keep-dir", "--save-temps", "--dryrun", "--link", "--lib", "--run",
-            "--preprocess", "--cuda", "--ptx", "--cubin", "--fatbin", "--device-link"}
+            "--keep", "--keep-dir", "--save-temps", "--dryrun", "--link", "--lib", "--run", "--run-args",
+            "--preprocess", "--cuda", "--ptx", "--cubin", "--fatbin", "--device-link", "--output-directory",
+            "--time", "--fdevice-time-trace"}
 
 
 @dataclass(frozen=True)
