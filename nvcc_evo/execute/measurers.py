@@ -151,7 +151,8 @@ def _command(wanted: Wanted) -> Backend:
         raise UsageError(bench_problem(task.unit, "command"))
     at_start = read_text(acf_path)
     assert flags_for is not None               # (a retune's: measuring hands it one)
-    clock = KernelClock(task.job.nvcc, active=any(m.kernels for m in bench.metrics))
+    timed = any(m.kernels for m in bench.metrics)
+    clock = KernelClock(task.job.nvcc if timed else "", active=timed)
     runner = CommandBench(bench, acf_path, task.unit.globs, task.arch,
                           CandidateAcf(acf_path, task, at_start), flags_for,
                           bench.timeout.seconds if bench.timeout else timeout, _primary(bench, task.unit.tune),
