@@ -110,8 +110,10 @@ class _Cache:
 
     def __init__(self, folder: Path):
         self.path = folder / ".nvcc-evo" / "hot" / "symbols.json"
+        from nvcc_evo.system.files import open_regular
         try:
-            self.data = json.loads(self.path.read_text())
+            with os.fdopen(open_regular(self.path, os.O_RDONLY), "rb") as handle:     # (never through a link)
+                self.data = json.loads(handle.read())
             assert isinstance(self.data, dict)
         except (OSError, ValueError, AssertionError):
             self.data = {}

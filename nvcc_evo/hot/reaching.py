@@ -25,12 +25,16 @@ def reaching(acf_path: Path, origin: Origin, globs: tuple[str, ...], wanted: lis
     from nvcc_evo.driver.build.compileplan import RecordedBuild
     from nvcc_evo.driver.toolkit import load_toolkit
     from nvcc_evo.retune.reach import why_left_out
+    from nvcc_evo.system.leftovers import held_file
     record = origin.record
     text = read_text(acf_path)
     head = parse_text(text, str(acf_path)).header_span.end
-    copy = acf_path.parent / f".nvcc-evo-hot-{os.getpid()}.acf"
-    copy.write_text(text[:head] + "\n\n" + block + text[head:])
+    # (a candidate ACF's name and lock: a killed run's copy is swept as a retune's is)
+    path, fd = held_file(str(acf_path.parent), ".nvcc-evo-candidate-", ".acf")
+    copy = Path(path)
     try:
+        with os.fdopen(os.dup(fd), "w") as handle:
+            handle.write(text[:head] + "\n\n" + block + text[head:])
         environ = {**{k: v for k, v in os.environ.items() if not k.startswith("NVCC_EVO_")}, **record.env}
         real = os.path.realpath(record.input)
         token = next((a for a in record.argv if os.path.realpath(os.path.join(record.cwd, a)) == real), record.input)
@@ -49,3 +53,4 @@ def reaching(acf_path: Path, origin: Origin, globs: tuple[str, ...], wanted: lis
         return kept
     finally:
         copy.unlink(missing_ok=True)
+        os.close(fd)
