@@ -69,6 +69,13 @@ knobs (search them, pin them, or set them in a target block):
 """
 
 
+
+def visible(text: str) -> str:
+    """Every line printed here, hidden characters escaped (system.say.visible,
+    imported only when a line is printed: the compile path stays lean)."""
+    from nvcc_evo.system.say import visible as escaped
+    return escaped(text)
+
 def help_text() -> str:
     """HELP with the search settings' flags (from the settings' table), then
     one line per knob of the table: its name, flag and values."""
@@ -108,14 +115,24 @@ def acf_check(paths: list[str]) -> int:
             print(error, file=sys.stderr)
             failed += 1
         except OSError as error:
-            print(f"{path}: error: {error.strerror}", file=sys.stderr)
+            print(visible(f"{path}: error: {error.strerror}"), file=sys.stderr)
             failed += 1
         else:
+            _say_hidden(path)
             _say_unmatched(path, file)
             _say_unbuilt(path, file)
             _say_edited(path, file)
-            print(f"{path}: ok ({len(file.units)} unit(s))")
+            print(visible(f"{path}: ok ({len(file.units)} unit(s))"))
     return ExitCode.INVALID_INPUT if failed else ExitCode.OK
+
+
+def _say_hidden(path: str) -> None:
+    """A warning for each hidden character in a string or comment (those
+    elsewhere are errors of the check): bidi controls, zero-width characters,
+    controls, as compilers' -Wbidi-chars."""
+    from nvcc_evo.acf.text import hidden_characters, read_text
+    for diagnostic in hidden_characters(read_text(path), path):
+        print(diagnostic, file=sys.stderr)
 
 
 def _say_unmatched(path: str, file) -> None:
@@ -127,8 +144,8 @@ def _say_unmatched(path: str, file) -> None:
     folder = Path(os.path.abspath(path)).parent      # (a linked ACF's own folder, as a build and --retune read it)
     for unit in file.units:
         if not unit.is_kernel and not unit_sources(unit, folder):
-            print(f"{path}:{unit.span.line}:{unit.span.column}: warning: unit {unit} matches no file under "
-                  f"{folder}: a build applies nothing of it", file=sys.stderr)
+            print(visible(f"{path}:{unit.span.line}:{unit.span.column}: warning: unit {unit} matches no file under "
+                          f"{folder}: a build applies nothing of it"), file=sys.stderr)
 
 
 def _say_edited(path: str, file) -> None:
@@ -137,10 +154,10 @@ def _say_edited(path: str, file) -> None:
     for unit in file.units:
         for target in unit.targets:
             if target.edited():
-                print(f"{path}:{target.span.line}:{target.span.column}: warning: unit {unit}: target "
-                      f"{', '.join(target.archs)}: its knobs are not those its provenance measured (edited since "
-                      f"the retune wrote them), so its tuned values and verdict describe other knobs; retune it "
-                      f"to measure these (name the unit: --retune {unit.globs[0]})", file=sys.stderr)
+                print(visible(f"{path}:{target.span.line}:{target.span.column}: warning: unit {unit}: target "
+                              f"{', '.join(target.archs)}: its knobs are not those its provenance measured (edited "
+                              f"since the retune wrote them), so its tuned values and verdict describe other knobs; "
+                              f"retune it to measure these (name the unit: --retune {unit.globs[0]})"), file=sys.stderr)
 
 
 def _say_unbuilt(path: str, file) -> None:
@@ -162,8 +179,8 @@ def _say_unbuilt(path: str, file) -> None:
     for unit, target, arch in named:
         why = not_built(arch, nvcc, version)
         if why:
-            print(f"{path}:{target.span.line}:{target.span.column}: warning: unit {unit}: target {arch}: {why}: "
-                  f"a build never uses it, a retune skips it", file=sys.stderr)
+            print(visible(f"{path}:{target.span.line}:{target.span.column}: warning: unit {unit}: target {arch}: "
+                          f"{why}: a build never uses it, a retune skips it"), file=sys.stderr)
 
 
 def acf_fmt(paths: list[str], check_only: bool) -> int:
@@ -181,20 +198,20 @@ def acf_fmt(paths: list[str], check_only: bool) -> int:
             if check_only:
                 text = read_text(path)
                 if _formatted(text, path) != text:
-                    print(f"{path}: would reformat")
+                    print(visible(f"{path}: would reformat"))
                     status = max(status, ExitCode.INVALID_INPUT)
                 continue
             wait = Wait(cast(float, settings.load(path, os.environ).value("lock.wait").value), log)
             if rewrite(path, lambda text: _formatted(text, path), wait):   # locked, the file's spelling kept
-                print(f"{path}: formatted")
+                print(visible(f"{path}: formatted"))
         except AcfError as error:
             print(error, file=sys.stderr)
             status = max(status, ExitCode.INVALID_INPUT)
         except (NotWritable, TimeoutError) as error:         # (TimeoutError: another's lock held on and on)
-            print(f"nvcc-evo: error: {error}", file=sys.stderr)
+            print(visible(f"nvcc-evo: error: {error}"), file=sys.stderr)
             status = max(status, ExitCode.ENVIRONMENT)
         except OSError as error:
-            print(f"{path}: error: {error.strerror}", file=sys.stderr)
+            print(visible(f"{path}: error: {error.strerror}"), file=sys.stderr)
             status = max(status, ExitCode.INVALID_INPUT)
     return status
 
@@ -354,13 +371,13 @@ def main(argv: list[str] | None = None) -> int:
         return run_verb(argv[0], argv[1:])
     except EvoError as error:        # (an ACF's diagnostics say `path:LINE:COL: error:` themselves)
         located = isinstance(error, (AcfError, LocatedError))
-        print(error if located else f"nvcc-evo: error: {error}", file=sys.stderr)
+        print(visible(str(error) if located else f"nvcc-evo: error: {error}"), file=sys.stderr)
         return error.exit_code
     except OSError as error:   # a tool or file the machine lacks
-        print(f"nvcc-evo: error: {error}", file=sys.stderr)
+        print(visible(f"nvcc-evo: error: {error}"), file=sys.stderr)
         return ExitCode.ENVIRONMENT
     except KeyboardInterrupt as stop:     # (Interrupted: with what was kept, said once here)
         from nvcc_evo.system.leftovers import kill_running
         kill_running()           # compiles in groups of their own, which the terminal's Ctrl-C missed
-        print(f"nvcc-evo: {stop or 'interrupted'}", file=sys.stderr)
+        print(visible(f"nvcc-evo: {stop or 'interrupted'}"), file=sys.stderr)
         return ExitCode.INTERRUPTED

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from nvcc_evo.system.say import visible       # (the one escaping of what a message prints)
+
 
 class ExitCode(IntEnum):
     """Exit codes of nvcc-evo's own verbs (the wrapper passes nvcc's through)."""
@@ -67,10 +69,11 @@ class Diagnostic:
         return f"Diagnostic({self.location!r}, {self.message!r})"
 
     def __str__(self) -> str:
-        head = f"{self.location}: {self.severity}: {self.message}"
+        head = visible(f"{self.location}: {self.severity}: {self.message}")
         if not self.source_line:
             return head
-        line, column = _shown_line(self.source_line, self.location.column)
+        source, column = self.source_line, self.location.column
+        line, column = _shown_line(visible(source), len(visible(source[:column - 1])) + 1)
         pad = "".join("\t" if c == "\t" else " " for c in line[:column - 1]).ljust(column - 1)
         return f"{head}\n{line}\n{pad}^"        # (the line's tabs kept: the caret stands where a terminal shows it)
 

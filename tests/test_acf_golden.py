@@ -11,6 +11,7 @@ from nvcc_evo.acf.edit.format import format_text
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.resolve import check
 from nvcc_evo.errors import AcfError
+from nvcc_evo.system.say import visible
 
 OK = sorted((DATA / "acf" / "ok").glob("*.acf"))
 ERR = sorted((DATA / "acf" / "err").glob("*.acf"))
@@ -45,6 +46,7 @@ def test_every_diagnostic_is_located_with_a_caret(path):
     for diagnostic in caught.value.diagnostics:
         head, source, caret = str(diagnostic).split("\n")
         assert head.startswith(f"{path.name}:{diagnostic.location.line}:{diagnostic.location.column}: error: ")
-        assert source == text.splitlines()[diagnostic.location.line - 1]
-        before = source[:diagnostic.location.column - 1]      # a tab stays a tab: the caret lines up as shown
+        line = text.splitlines()[diagnostic.location.line - 1]
+        assert source == visible(line)                        # hidden characters shown escaped (\u202e)
+        before = visible(line[:diagnostic.location.column - 1])   # a tab stays a tab: the caret lines up as shown
         assert caret == "".join("\t" if c == "\t" else " " for c in before).ljust(len(before)) + "^"

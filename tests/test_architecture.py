@@ -13,7 +13,8 @@ from conftest import ROOT
 PACKAGE = ROOT / "nvcc_evo"
 # Each part may import the parts of lower layers, and itself; nothing else.
 LAYERS = {
-    "nvcc_evo": 0, "errors": 0, "system": 0,    # the version, the shared errors, the OS helpers
+    "system": -1,                               # the OS helpers, what a message prints (say.visible)
+    "nvcc_evo": 0, "errors": 0,                 # the version, the shared errors
     "backends": 0,                              # the table of backends (names, capabilities)
     "acf": 1,                                   # the language
     "driver": 2,                                # the drop-in nvcc

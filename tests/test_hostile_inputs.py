@@ -136,3 +136,32 @@ def test_a_comment_or_line_over_its_limit_is_a_located_error(project, line, said
     checked = run_evo("--acf-check", str(acf))
     assert checked.returncode == 1 and checked.stderr.startswith(f"{acf}:{said}\n"), checked.stderr[:500]
     assert len(checked.stderr) < 1000 and "Traceback" not in checked.stderr
+
+
+# ---------------------------------------------------------------- hidden characters
+def test_hidden_characters_are_warnings_in_strings_and_comments_and_every_message_escapes_them(project, evo_cache):
+    """Bidi overrides, zero-width spaces and terminal escapes passed --acf-check silently, and its messages
+    printed them raw: a unit glob set the terminal's title and hid the text after it."""
+    acf = project / "nvcc-evo.acf"
+    acf.write_text('acf 1\n# reviewed\u202e \u2066ok\u2069\nunit "k.cu" { }\nunit "gone\x1b]0;owned\x07.cu\u200b" { }\n')
+    checked = run_evo("--acf-check", str(acf), cwd=project, env=evo_env(evo_cache))
+    assert checked.returncode == 0, checked.stderr
+    said = checked.stderr
+    assert not set(said) & {"\u202e", "\u2066", "\u2069", "\x1b", "\x07", "\u200b"}, said
+    assert (f"{acf}:2:11: warning: a hidden character U+202E (RIGHT-TO-LEFT OVERRIDE) in a comment: a terminal "
+            "shows it otherwise than the file reads\n# reviewed\\u202e \\u2066ok\\u2069\n          ^\n") in said
+    assert f"{acf}:4:11: warning: a hidden character U+001B (a control character) in a string" in said
+    assert 'warning: unit "gone\\u001b]0;owned\\u0007.cu\\u200b" matches no file' in said
+    built = build(project, evo_cache)
+    assert built.returncode == 0 and built.stderr == "", built.stderr     # a build says nothing of them
+
+
+def test_a_hidden_character_outside_strings_and_comments_is_an_error_said_escaped(project, evo_cache):
+    acf = project / "nvcc-evo.acf"
+    acf.write_text('acf 1\nunit "k.cu" {\n    pin nvcc.ftz = false\u202e\n}\n')
+    checked = run_evo("--acf-check", str(acf))
+    assert checked.returncode == 1 and checked.stderr == (
+        f"{acf}:3:25: error: a hidden character U+202E (RIGHT-TO-LEFT OVERRIDE) outside strings and comments\n"
+        "    pin nvcc.ftz = false\\u202e\n                        ^\n")
+    built = build(project, evo_cache)
+    assert built.returncode == 0 and "\u202e" not in built.stderr and "U+202E" in built.stderr, built.stderr

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from nvcc_evo.errors import AcfError, Diagnostic, Location
 from nvcc_evo.system.files import read_regular       # (a folder, FIFO or device is no ACF)
+from nvcc_evo.system.say import HIDDEN
 
 BOM = b"\xef\xbb\xbf"
 LINE_LIMIT = 16384       # characters in a line
@@ -26,6 +27,8 @@ COMMENT_LIMIT = 8192     # characters in a comment, from its '#'
 # The rest of a string after its opening quote: as char_places reads it (a backslash escapes the next
 # character), measured where a line is too long to be read character by character.
 _STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"?')
+_HIDDEN = re.compile("[" + "".join(re.escape(chr(code)) for code in sorted(HIDDEN)) + "]")
+HIDDEN_SAID = 20         # hidden characters said at most (a file full of them: the first ones)
 SHOWN_AFTER = 100        # characters of a too long line kept after the place its message points at
 
 
@@ -80,13 +83,48 @@ def decode(data: bytes, path: str) -> AcfText:
 
 def check_limits(text: str, path: str) -> None:
     """AcfError, located, for each line, string or comment of `text` over its
-    limit; the scan of strings only where a line is long enough to hold one."""
+    limit (the scan of strings only where a line is long enough to hold one),
+    else for each hidden character outside strings and comments."""
     diagnostics = []
     for number, line in enumerate(text.split("\n"), 1):
         if len(line) > min(STRING_LIMIT, COMMENT_LIMIT, LINE_LIMIT):
             diagnostics += _over_limits(line, number, path)
+    if not diagnostics:
+        diagnostics = [d for d in hidden_characters(text, path) if d.severity == "error"]
     if diagnostics:
         raise AcfError(diagnostics)
+
+
+def hidden_characters(text: str, path: str) -> list[Diagnostic]:
+    """A diagnostic for each character of `text` that hides or reorders what
+    a terminal shows (system.say.HIDDEN: bidi controls, zero-width characters,
+    controls): a warning in a string or comment (as compilers' -Wbidi-chars),
+    an error elsewhere; the first HIDDEN_SAID of them."""
+    found: list[Diagnostic] = []
+    lines: dict[int, dict[int, str]] = {}              # line start -> the places of its characters, read once
+    for match in _HIDDEN.finditer(text):
+        if len(found) == HIDDEN_SAID:
+            break
+        offset = match.start()
+        start = text.rfind("\n", 0, offset) + 1
+        end = text.find("\n", offset)
+        line = text[start:end if end >= 0 else len(text)]
+        if start not in lines:
+            lines[start] = {o: place for o, _, place in char_places(line)}
+        place = lines[start][offset - start]
+        found.append(Diagnostic(Location(path, text.count("\n", 0, offset) + 1, offset - start + 1),
+                                _hidden_said(match.group(), place), line,
+                                "warning" if place in ("string", "comment") else "error"))
+    return found
+
+
+def _hidden_said(char: str, place: str) -> str:
+    import unicodedata
+    name = unicodedata.name(char, "") or "a control character"
+    said = f"a hidden character U+{ord(char):04X} ({name})"
+    if place in ("string", "comment"):
+        return f"{said} in a {place}: a terminal shows it otherwise than the file reads"
+    return f"{said} outside strings and comments"
 
 
 def _over_limits(line: str, number: int, path: str) -> list[Diagnostic]:

@@ -94,8 +94,9 @@ def write_log_line(path: str, text: str) -> None:
     try:
         append(path, text + "\n")
     except OSError as error:
-        print(f"nvcc-evo: warning: cannot write the log {LOG_ENV}={path} ({error.strerror or error}); "
-              "the build goes on", file=sys.stderr)
+        from nvcc_evo.system.say import visible
+        print(visible(f"nvcc-evo: warning: cannot write the log {LOG_ENV}={path} ({error.strerror or error}); "
+                      "the build goes on"), file=sys.stderr)
 
 
 def replace_file(path, text: str | bytes) -> None:

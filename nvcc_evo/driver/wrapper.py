@@ -23,6 +23,7 @@ from nvcc_evo.driver.common import (LOG_ENV, NO_ACF, PHASE_ENV, REAL_NVCC_ENV, N
                                      write_log_line)
 from nvcc_evo.driver.build.nvcc_options import parse_call
 from nvcc_evo.errors import AcfError, EnvironmentProblem, EvoError
+from nvcc_evo.system.say import visible
 
 if TYPE_CHECKING:
     from nvcc_evo.driver.build.flags import FlagPlan
@@ -198,7 +199,7 @@ def _log(decision: Decision, argv: list[str], environ, cwd: Path, per_step: dict
     if environ.get(VERBOSE_ENV):
         from shlex import join        # (quoted as a shell takes them: `-DX='unsigned int'`, copied as it is)
         each = "".join(f"; ptxas for {name} [{arch}]: {join(o) or '(nothing)'}" for (name, arch), o in per_step.items())
-        print(f"nvcc-evo: added: {join(decision.extra_args) or '(nothing)'}{each}", file=sys.stderr)
+        print(visible(f"nvcc-evo: added: {join(decision.extra_args) or '(nothing)'}{each}"), file=sys.stderr)
 
 
 def launch(argv: list[str], nvcc: str | None) -> tuple[str, list[str], dict, str] | None:
@@ -215,7 +216,7 @@ def launch(argv: list[str], nvcc: str | None) -> tuple[str, list[str], dict, str
         cwd = Path.cwd()
         decision = decide(argv, Path(nvcc) if nvcc else None, environ, cwd)
         if decision.nvcc is None:
-            print(f"nvcc-evo: error: {decision.problems[0] if decision.problems else 'no real nvcc found'}",
+            print(visible(f"nvcc-evo: error: {decision.problems[0] if decision.problems else 'no real nvcc found'}"),
                   file=sys.stderr)
             return None
         nvcc = str(decision.nvcc)               # (the project settings' nvcc, where they name one)
@@ -238,14 +239,15 @@ def launch(argv: list[str], nvcc: str | None) -> tuple[str, list[str], dict, str
         except OSError as error:            # the tuned build goes on; only --retune loses this record
             problems.append(f"cannot record this compile for --retune ({error}); the tuned flags still apply")
         for problem in problems:
-            print(f"nvcc-evo: warning: {problem}", file=sys.stderr)
+            print(visible(f"nvcc-evo: warning: {problem}"), file=sys.stderr)
         _log(decision._replace(problems=tuple(problems)), argv, build_env, cwd, options)
         return (*chosen, nvcc)
     except KeyboardInterrupt:
         raise
     except Exception as error:     # (an OSError: a program or file not what it should be, said in its words)
         said = str(error) if isinstance(error, OSError) else f"internal error ({error!r})"
-        print(f"nvcc-evo: warning: {said}; compiling exactly as nvcc would, without tuned flags", file=sys.stderr)
+        print(visible(f"nvcc-evo: warning: {said}; compiling exactly as nvcc would, without tuned flags"),
+              file=sys.stderr)
         if environ.get(LOG_ENV):
             write_log_line(environ[LOG_ENV], json.dumps({"internal_error": repr(error), "argv": argv}))
         return plain

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.acf import kernelname
+from nvcc_evo.system.say import visible
 from nvcc_evo.driver.common import (BLACKWELL_PTXAS as BLACKWELL, GPU_ENV, LOG_ENV, PHASE_ENV, PLAIN_PTXAS as PLAIN,
                                      REAL_PTXAS_BLACKWELL_ENV, REAL_PTXAS_ENV, REAL_PTXAS_OF as REAL_ENV, STALE_ENV,
                                      append_log, find_settings_file, replace_file, stale_problem)
@@ -226,11 +227,11 @@ def launch(argv: list[str], real: str | None, acf: str, environ, cwd: str, role:
     acf_path = Path(acf)
     environ, real, problem = with_settings(acf_path, environ, real, role)
     if real is None:
-        print(f"nvcc-evo-{role}: error: {problem}", file=sys.stderr)
+        print(visible(f"nvcc-evo-{role}: error: {problem}"), file=sys.stderr)
         return 3
     refused = refused_acf(acf_path, environ)
     if refused:
-        print(f"nvcc-evo-{role}: warning: {refused}; compiling without tuned flags", file=sys.stderr)
+        print(visible(f"nvcc-evo-{role}: warning: {refused}; compiling without tuned flags"), file=sys.stderr)
         os.execv(real, [real, *argv])
     if "--version" in argv:
         return answer_version(real, acf_path, environ)
@@ -263,7 +264,7 @@ def _decided(argv, real: str, acf_path: Path, environ, cwd: str, role: str) -> D
     except Exception as error:         # never fail a compile that ptxas would pass
         decision = Decision(real, (), None, problems=(f"internal error ({error!r}); compiling exactly as asked",))
     for problem in decision.problems:
-        print(f"nvcc-evo-{role}: warning: {problem}", file=sys.stderr)
+        print(visible(f"nvcc-evo-{role}: warning: {problem}"), file=sys.stderr)
     log(decision, argv, acf_path, environ, cwd, role)
     return decision
 
@@ -279,7 +280,7 @@ def with_settings(acf_path: Path, environ, real: str | None, role: str = PLAIN):
     try:
         found = project.load(acf_path, environ)
     except (project.SettingsError, OSError) as error:
-        print(f"nvcc-evo-{role}: warning: the project settings cannot be used: {str(error).splitlines()[0]}",
+        print(visible(f"nvcc-evo-{role}: warning: the project settings cannot be used: {str(error).splitlines()[0]}"),
               file=sys.stderr)
         return environ, real, problem
     chosen = found.value(SETTING[role])
