@@ -113,6 +113,40 @@ def test_a_failing_command_says_its_status_and_stderr_and_a_command_of_no_kernel
     assert not (tmp_path / ".nvcc-evo").exists()
 
 
+CHILDREN = """\
+import ctypes, os, subprocess, sys
+# A program and the child it starts, each a CUDA process as the injection library records it (no GPU here).
+lib = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])
+name = b"_ZN3app9tile_gemmILi32EEEvPKfS2_Pfi" if sys.argv[1:] == ["child"] else b"saxpy"
+lib.nvcc_evo_add(name, 32, 32, 1, 32, 32, 1, 38, 8192, ctypes.c_ulonglong(3000000))
+if not sys.argv[1:]:
+    subprocess.run([sys.executable, __file__, "child"], check=True)
+print("done")
+raise SystemExit(lib.nvcc_evo_write())
+"""
+
+
+def test_a_run_records_the_kernels_of_the_program_and_its_children_and_saves_the_profile(project, monkeypatch,
+                                                                                        capfd):
+    """(The GPU check stood aside; the processes add their kernels themselves, as the driver's would.)"""
+    from nvcc_evo.hot import run
+    folder, env = project
+    monkeypatch.setattr(run, "gpu_problem", lambda: "")
+    monkeypatch.setenv("XDG_CACHE_HOME", env["XDG_CACHE_HOME"])
+    monkeypatch.chdir(folder)
+    (folder / "program.py").write_text(CHILDREN)
+    try:
+        assert run.run_hot(None, None, [sys.executable, "program.py"], False, 0.05, None, None) == 0
+    finally:
+        (folder / "program.py").unlink()
+    shown = capfd.readouterr()
+    assert "2 kernel(s), 6.000 ms on the GPU" in shown.out and "done" in shown.err and "done" not in shown.out
+    assert "void app::tile_gemm<32>(float const*, float const*, float*, int)\n" \
+           "                                 from src/gemm.cu [sm_90]" in shown.out
+    saved = (folder / ".nvcc-evo" / "hot" / "profile.json").read_text()
+    assert '"command": [' in saved and '"registers": 38' in saved
+
+
 # ---------------------------------------------------------------- the mapping, from saved profiles
 def test_a_saved_profile_maps_each_kernel_to_the_unit_that_builds_it(project):
     result, shown = _hot(project, "--from", str(HOT / "profile.json"))
