@@ -11,7 +11,7 @@
 # injected run's overhead and the metric's noise (overhead.py), --hot, --hot --write, --retune --backend
 # command with the harness-free bench, then the program's own figure before and after, interleaved.
 set -uo pipefail
-OUT=$1
+OUT=$(mkdir -p "$1" && cd "$1" && pwd)       # (absolute: the steps run in the application's folder)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 APP=${APP:-$ROOT/tests/data/projects/hot} BUILD=${BUILD:-make -s NVCC=nvcc-evo} RUN=${RUN:-./app 2048 20}
 METRIC=${METRIC:-time ([0-9.]+) ms} LIMIT=${LIMIT:-90} BINARY=${BINARY:-app}
