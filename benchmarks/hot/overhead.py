@@ -66,6 +66,8 @@ def main() -> None:
             if args.metric:
                 found = re.search(args.metric, output)
                 figure.append(float(found.group(1)) if found else float("nan"))
+            if not rows:
+                sys.exit(f"{command}: no kernel recorded ({'; '.join(problems) or 'no process wrote its times'})")
             hot_name = hot_name or rows[0].name
             every.append(sum(r.total_ns for r in rows) / 1e6)
             hottest.append(sum(r.total_ns for r in rows if r.name == hot_name) / 1e6)
