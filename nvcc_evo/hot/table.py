@@ -8,7 +8,6 @@ recorded build apart with their share, then the units by share.
 """
 from __future__ import annotations
 
-import os
 from typing import NamedTuple
 
 from nvcc_evo.hot.names import demangled
@@ -115,7 +114,3 @@ def render(profile: Profile, hot: list[Hot], units: list[HotUnit], folder: str |
                      f"kernel(s), {unit.registers} registers at most{also}; {words}")
     return "\n".join(lines) + "\n"
 
-
-def relative(path: str, folder: str) -> str:
-    shown = os.path.relpath(path, folder)
-    return path if shown.startswith("..") else shown
