@@ -12,19 +12,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nvcc_evo.driver.common import BROKEN_FILE
 from nvcc_evo.errors import EnvironmentProblem, EvoError
 from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.occupancy import LaunchRefusal
 from nvcc_evo.engine.space import Genome
-from nvcc_evo.system.files import folders, open_regular
-from nvcc_evo.system.locks import Wait, lock_for, locked
+from nvcc_evo.system.jsonlines import JsonLines
+from nvcc_evo.system.locks import Wait
 
 
 @dataclass(frozen=True)
@@ -141,24 +139,16 @@ def _decode(line: str) -> Record:
 class Store:
     def __init__(self, path: Path, wait: Wait = Wait()):
         self.path = path
-        self.wait = wait        # how long an append waits for another's (system.locks)
-        self.skipped = 0        # lines the last read skipped: cut short, garbage, another shape
+        self.lines = JsonLines(path, wait)
+
+    @property
+    def skipped(self) -> int:
+        """Lines the last read skipped: cut short, garbage, another shape."""
+        return self.lines.skipped
 
     def read(self) -> list[Record]:
         """Every complete line; a line cut short by a crash is skipped."""
-        records, self.skipped = [], 0
-        if not self.path.is_file():      # none yet; a FIFO would block, a device never end (append says so)
-            return []
-        try:
-            lines = self.path.read_text(errors="replace").splitlines()
-        except OSError:
-            return []
-        for line in lines:
-            try:
-                records.append(_decode(line))
-            except BROKEN_FILE:         # a line cut short, garbage, another shape: not a result
-                self.skipped += bool(line.strip())
-        return records
+        return self.lines.read(_decode)
 
     def for_context(self, context: Context) -> tuple[list[Record], list[Context]]:
         """(records of this context, the other contexts found)."""
@@ -181,35 +171,15 @@ class Store:
         return list(groups.values())
 
     def append(self, record: Record) -> None:
-        """One line, synced, under the store's lock (one appender at a time, so
-        the torn-line check and the write are one step)."""
-        line = (_encode(record) + "\n").encode()
+        """One line, synced, under the store's lock (system.jsonlines)."""
         try:
-            folders(self.path.parent.parent, self.path.parent.name)
-            with locked(self.path, lock_for(self.path), self.wait, f"another nvcc-evo is appending to {self.path}"):
-                self._append(line)
+            self.lines.append(_encode(record))
         except OSError as error:
             raise self._cannot(error) from None
-
-    def _append(self, line: bytes) -> None:
-        fd = open_regular(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)  # no link, FIFO or device
-        try:
-            if _ends_torn(fd):
-                line = b"\n" + line     # a line cut short (kill -9, a full disk) stays apart, skipped by read()
-            while line:
-                line = line[os.write(fd, line):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
     def _cannot(self, error: OSError) -> EnvironmentProblem:
         return EnvironmentProblem(f"cannot append to the results store {self.path}: {error.strerror or error} "
                                   "(the evaluations written before are kept; the same command resumes from them)")
-
-
-def _ends_torn(fd: int) -> bool:
-    size = os.fstat(fd).st_size
-    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
 
 
 def require_same_context(records: list[Record], context: Context, source: str) -> None:

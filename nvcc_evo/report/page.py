@@ -25,7 +25,7 @@ from nvcc_evo.report.plots import MISSING, available, convergence_figure, front_
 from nvcc_evo.report.sections import Section, sections
 from nvcc_evo.execute.store import Record
 from nvcc_evo.retune.kernels import STORE_NAME, Comparison, KernelStore
-from nvcc_evo.retune.kernelview import demangled, rows
+from nvcc_evo.retune.kernelview import change, demangled, rows
 
 UNITS_OF = {"runtime": "us", "energy": "mJ", "power": "W", "spills": "bytes"}
 
@@ -44,10 +44,7 @@ def _metric(record: Record | None, name: str) -> Markup | str:
 
 def _change(section: Section, chosen: Record | None, name: str) -> str:
     base = dict(section.baseline.measurement.metrics).get(name)
-    mine = dict(chosen.measurement.metrics).get(name) if chosen is not None else None
-    if not base or mine is None or not (math.isfinite(base) and math.isfinite(mine)):
-        return ""
-    return f"{mine / base - 1:+.1%}"
+    return change(base, dict(chosen.measurement.metrics).get(name) if chosen is not None else None)
 
 
 def _knobs(section: Section) -> Markup:

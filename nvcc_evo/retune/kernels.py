@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from nvcc_evo.measure.sass import sass_hash
 from nvcc_evo.errors import EvoError
 from nvcc_evo.measure.occupancy import Occupancy, occupancy
 from nvcc_evo.measure.sass import MISSING, KernelFacts, find_disassembler, kernel_facts, with_mix
-from nvcc_evo.system.locks import Wait, lock_for, locked
+from nvcc_evo.system.jsonlines import JsonLines
 
 STORE_NAME = "kernels.jsonl"
 
@@ -167,35 +166,18 @@ class KernelStore:
 
     def __init__(self, path: Path):
         self.path = path
+        self.lines = JsonLines(path)
 
     def append(self, comparison: Comparison) -> None:
-        line = json.dumps({"unit": comparison.unit, "arch": comparison.arch, "device": comparison.device,
-                           "backend": comparison.backend, "note": comparison.note, "time": comparison.time,
-                           "baseline": comparison.baseline.to_json(), "chosen": comparison.chosen.to_json()})
-        data = (line + "\n").encode()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # searches at once append whole lines, one at a time
-        with locked(self.path, lock_for(self.path), Wait(), f"another nvcc-evo is appending to {self.path}"):
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # no planted link
-            try:
-                while data:
-                    data = data[os.write(fd, data):]
-            finally:
-                os.close(fd)
+        """One line, synced, under the store's lock (system.jsonlines)."""
+        self.lines.append(json.dumps({
+            "unit": comparison.unit, "arch": comparison.arch, "device": comparison.device,
+            "backend": comparison.backend, "note": comparison.note, "time": comparison.time,
+            "baseline": comparison.baseline.to_json(), "chosen": comparison.chosen.to_json()}))
 
     def read(self) -> list[Comparison]:
-        if not self.path.is_file():
-            return []
-        found = []
-        for line in self.path.read_text(errors="replace").splitlines():
-            try:
-                data = json.loads(line)
-                found.append(Comparison(data["unit"], data["arch"], data["device"], data["backend"],
-                                        Build.from_json(data["baseline"]), Build.from_json(data["chosen"]),
-                                        data.get("note", ""), float(data.get("time", 0))))
-            except (ValueError, KeyError, TypeError, AttributeError):
-                continue                         # a line cut short, another shape: not a comparison
-        return found
+        """Every comparison stored; a line cut short or of another shape is skipped."""
+        return self.lines.read(_comparison)
 
     def latest(self, unit: str, arch: str, baseline_hash: str, chosen_hash: str) -> Comparison | None:
         """The last comparison of these two builds of this unit and target
@@ -203,3 +185,9 @@ class KernelStore:
         mine = [c for c in self.read() if (c.unit, c.arch, c.baseline.sass_hash, c.chosen.sass_hash)
                 == (unit, arch, baseline_hash, chosen_hash)]
         return mine[-1] if mine else None
+
+
+def _comparison(line: str) -> Comparison:
+    data = json.loads(line)
+    return Comparison(data["unit"], data["arch"], data["device"], data["backend"], Build.from_json(data["baseline"]),
+                      Build.from_json(data["chosen"]), data.get("note", ""), float(data.get("time", 0)))

@@ -6,6 +6,7 @@ memory, barriers, instructions, then each class of the instruction mix that
 either build has."""
 from __future__ import annotations
 
+import math
 import shutil
 import subprocess
 
@@ -23,15 +24,20 @@ def _occupancy(found: Occupancy | None, threads: int) -> str:
     return f"{found.warps}/{found.max_warps} ({found.blocks} x {threads} threads; {found.limiter})"
 
 
-def _change(before, after) -> str:
-    if not isinstance(before, int) or not isinstance(after, int) or before == after:
+def change(before: float | None, after: float | None) -> str:
+    """The change cell of every table (the end-of-retune summary, the kernels' view, the report): the relative
+    change in percent; nothing where a side is missing or the two are the same; '—' where a side
+    failed (not finite); 'new' where the baseline's is 0."""
+    if before is None or after is None or before == after:
         return ""
+    if not (math.isfinite(before) and math.isfinite(after)):
+        return "—"
     return f"{(after - before) / before:+.1%}" if before else "new"
 
 
 def _fact_row(label: str, before, after) -> tuple[str, ...]:
     shown = lambda v: "—" if v is None else str(v)
-    return label, shown(before), shown(after), _change(before, after)
+    return label, shown(before), shown(after), change(before, after)
 
 
 def rows(comparison: Comparison, base: KernelFacts | None, mine: KernelFacts | None) -> list[tuple[str, ...]]:
@@ -42,7 +48,7 @@ def rows(comparison: Comparison, base: KernelFacts | None, mine: KernelFacts | N
     occupancy = [build.occupancy(facts, comparison.arch) if facts else None for build, facts in sides]
     if any(occupancy):
         cells = [_occupancy(o, build.threads(facts) if facts else 0) for o, (build, facts) in zip(occupancy, sides)]
-        table.insert(1, ("occupancy (warps/SM)", *cells, _change(*(o.warps if o else None for o in occupancy))))
+        table.insert(1, ("occupancy (warps/SM)", *cells, change(*(o.warps if o else None for o in occupancy))))
     classes = [facts.classes() if facts is not None and facts.mix else {} for facts in (base, mine)]
     table += [_fact_row(f"  {name}", classes[0].get(name), classes[1].get(name)) for name in CLASS_ORDER
               if classes[0].get(name) or classes[1].get(name)]

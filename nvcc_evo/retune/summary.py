@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from nvcc_evo.retune.kernelview import change
+
 if TYPE_CHECKING:
     from nvcc_evo.retune.choice import Outcome
 
@@ -12,19 +14,13 @@ def _cell(value: float) -> str:
     return "failed" if value == float("inf") else f"{value:.5g}"
 
 
-def _change(before: float, after: float) -> str:
-    if before in (0, float("inf")) or after == float("inf"):
-        return "" if before == after else "-"
-    return f"{(after - before) / before * 100:+.1f}%"
-
-
 def render(outcomes: list[Outcome]) -> str:
     rows = [("unit", "target", "objective", "baseline", "tuned", "change")]
     for o in outcomes:
         extra = tuple(m for m in ("runtime", "energy", "power") if m in dict(o.baseline.metrics))
         for metric in dict.fromkeys(o.goal.minimize + extra + ("registers", "spills", "instructions")):
             before, after = o.baseline.get(metric), o.chosen_measurement.get(metric)
-            rows.append((str(o.task.unit), o.task.arch, metric, _cell(before), _cell(after), _change(before, after)))
+            rows.append((str(o.task.unit), o.task.arch, metric, _cell(before), _cell(after), change(before, after)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

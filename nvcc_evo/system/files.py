@@ -162,15 +162,27 @@ def replace(path, data: str | bytes, mode: int = 0o644) -> None:
         raise
 
 
-def append(path, data: str | bytes, mode: int = 0o644) -> None:
-    """Append `data` to the regular file at `path` (made if missing), never through a link."""
-    fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
+def append(path, data: str | bytes, mode: int = 0o644, whole_lines: bool = False, sync: bool = False) -> None:
+    """Append `data` to the regular file at `path` (made if missing), never through a link.
+    `whole_lines`: a last line cut short (kill -9, a full disk) is ended first, so that it never
+    swallows this one (a single step only under the caller's lock: system.jsonlines);
+    `sync`: on disk before this returns."""
+    fd = open_regular(path, (os.O_RDWR if whole_lines else os.O_WRONLY) | os.O_APPEND | os.O_CREAT, mode)
     try:
         view = memoryview(data.encode() if isinstance(data, str) else data)
+        if whole_lines and _ends_torn(fd):
+            view = memoryview(b"\n" + bytes(view))
         while view:
             view = view[os.write(fd, view):]
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _ends_torn(fd: int) -> bool:
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
 
 
 def cache_folder() -> str:
