@@ -43,7 +43,7 @@ class EngineSettings:
 
     population: int | None = None
     local_share: float | None = None
-    guide: Guide | None = Guide()          # the surrogate's settings (None: the operators alone)
+    guide: Guide | None = None             # the surrogate's settings (None: the operators alone, the default)
 
     def kwargs(self) -> dict:
         return {"guide": self.guide, **{k: v for k, v in (("population", self.population),

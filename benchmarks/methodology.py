@@ -196,7 +196,7 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--local-share", type=float, help="the engine's share of local steps (default: the engine's)")
     p.add_argument("--loko", action="store_true",
                    help="choose the engine's settings among CHOICES by leave-one-kernel-out (every space held out)")
-    p.add_argument("--unguided", action="store_true", help="the engine without its surrogate (the operators alone)")
+    p.add_argument("--guided", action="store_true", help="the engine with its surrogate (engine.surrogate.Guide())")
     return p.parse_args(argv)
 
 
@@ -219,7 +219,7 @@ def run(args: argparse.Namespace) -> list[SpaceResult]:
                          for name, choice in CHOICES.items())
     else:
         settings = ((NVCC_EVO, EngineSettings(args.population, args.local_share,
-                                              None if args.unguided else Guide())),)
+                                              Guide() if args.guided else None)),)
     plan = Plan(tuple(args.strategies), repeats, args.seed, settings)
     jobs = [(path, hub, plan) for path in sorted(paths, key=lambda p: -p.stat().st_size)]   # the largest first
     results = []

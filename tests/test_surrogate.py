@@ -88,7 +88,7 @@ def test_a_batch_costs_milliseconds_in_a_space_of_millions_of_points():
     rng = np.random.default_rng(3)
     told = [Evaluation(space.genome({d.knob: int(v) for d, v in zip(space.dimensions, rng.integers(8, size=15))}),
                        (float(rng.random()),)) for _ in range(500)]
-    engine = Engine(space, np.random.default_rng(0), history=list({e.genome: e for e in told}.values()))
+    engine = Engine(space, np.random.default_rng(0), history=list({e.genome: e for e in told}.values()), guide=Guide())
     engine.ask()                                     # the told genomes' rows, once
     took = []
     for _ in range(5):
@@ -101,23 +101,25 @@ def test_a_batch_costs_milliseconds_in_a_space_of_millions_of_points():
 
 def test_a_retune_on_another_architecture_starts_from_the_first_ones_measurements(tmp_path, evo_cache):
     """The results store's evaluations of the same unit in another context (here sm_80's, the static
-    backend) start the guided search of sm_90, said in the progress line; `search = operators` (the
-    environment) turns the surrogate off."""
+    backend) seed sm_90's first generation (the operators alone, the default) and start its surrogate
+    (`search = guided`, the environment), said in the progress line."""
     import shutil
     from conftest import DATA, evo_env, run_evo
     shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
     (tmp_path / "nvcc-evo.acf").write_text('acf 1\nunit "spill.cu" {\n    search {\n        ptxas.maxrregcount in '
-                                           '{32, 40, 48, 64, 80, 96, 128}\n        ptxas.opt_level in 1..3\n    }\n}\n')
+                                           '{32, 40, 48, 64, 80, 96, 128}\n        ptxas.register_usage_level in 0..10\n'
+                                           '        ptxas.dlcm in {ca, cg, cs}\n    }\n}\n')
     env = evo_env(evo_cache)
     first = run_evo("--retune", "--target", "sm_80", "--backend", "static", "--evaluations", "8", "--progress",
                     "lines", cwd=tmp_path, env=env)
     assert first.returncode == 0, first.stderr
-    assert "warm start" not in first.stderr
+    assert "warm start" not in first.stderr and "proposed by the surrogate" not in first.stderr
     second = run_evo("--retune", "--target", "sm_90", "--backend", "static", "--evaluations", "8", "--progress",
                      "lines", cwd=tmp_path, env=env)
     assert second.returncode == 0, second.stderr
     assert "warm start" in second.stderr and "other context(s)" in second.stderr, second.stderr
-    off = run_evo("--retune", "--target", "sm_86", "--backend", "static", "--evaluations", "8", "--progress",
-                  "lines", cwd=tmp_path, env={**env, "NVCC_EVO_SEARCH": "operators"})
-    assert off.returncode == 0, off.stderr
-    assert "warm start" not in off.stderr and "search = 'operators' (NVCC_EVO_SEARCH)" in off.stderr, off.stderr
+    guided = run_evo("--retune", "--target", "sm_86", "--backend", "static", "--evaluations", "30", "--progress",
+                     "lines", cwd=tmp_path, env={**env, "NVCC_EVO_SEARCH": "guided"})
+    assert guided.returncode == 0, guided.stderr
+    assert "search = 'guided' (NVCC_EVO_SEARCH)" in guided.stderr and "proposed by the surrogate" in guided.stderr, \
+        guided.stderr

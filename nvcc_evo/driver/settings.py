@@ -34,7 +34,7 @@ from nvcc_evo.errors import AcfError, Diagnostic, Location, UsageError
 from nvcc_evo.system.files import leaves
 
 TABLE = ("tool", "nvcc-evo")            # the table in pyproject.toml; nvcc-evo.toml holds its keys at top level
-SEARCHES = ("guided", "operators")      # retune.search: a surrogate proposes a share, or the operators alone
+SEARCHES = ("operators", "guided")      # retune.search: the operators alone, or a surrogate proposes a share
 
 
 class Key(NamedTuple):
@@ -100,8 +100,8 @@ KEYS = (
         positive=True, default_said="never; a stagnant search diversifies until its budget ends", metavar="N"),
     Key("retune.population", "int", "NVCC_EVO_POPULATION", 12, "candidates per generation", positive=True,
         metavar="N"),
-    Key("retune.search", "choice", "NVCC_EVO_SEARCH", "guided", "how candidates are proposed: guided (a surrogate "
-        "proposes half of each generation) or operators (the evolutionary operators alone)", SEARCHES),
+    Key("retune.search", "choice", "NVCC_EVO_SEARCH", "operators", "how candidates are proposed: operators (the "
+        "evolutionary operators alone) or guided (a surrogate proposes half of each generation)", SEARCHES),
     Key("retune.seed", "int", "NVCC_EVO_SEED", 0, "seed of the search (the same seed, the same search)",
         metavar="N"),
     Key("retune.jobs", "int", "NVCC_EVO_JOBS", None, "parallel compiles", positive=True, default_said="CPU cores",

@@ -4,10 +4,11 @@ One engine serves one objective and several: with one objective the
 non-dominated sort is a ranking and NSGA-II is an elitist GA with tournament
 selection. Constraints use constrained domination (engine.fronts). The engine
 never asks for a genome it has already seen, including those a resumed search
-read back from the results store. Once a generation is told, a surrogate
-(engine.surrogate, `guide`) proposes a share of each batch: the likeliest
-good of many points drawn from what it learned; the operators propose the
-rest (without a guide, all of it).
+read back from the results store. With a `guide`, once ten evaluations
+are told, a surrogate (engine.surrogate) proposes a share of each batch:
+the likeliest good of many points drawn from what it learned; the operators
+propose the rest (without one, all of it: the default, chosen by
+leave-one-kernel-out on brute-forced spaces, BENCHMARKS.md).
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ RESTART_AFTER = 2
 SHAKE_STEP = 0.25
 MAX_SHAKE = 0.6
 JUMP_RATE = 0.4
+WARM_SEEDS = 3          # the best of each other context's evaluations seeded (warm starts)
 
 
 @dataclass(frozen=True)
@@ -70,10 +72,11 @@ class Engine:
 
     def __init__(self, space: SearchSpace, rng: np.random.Generator, population: int = 12,
                  seeds: Sequence[Genome] = (), history: Sequence[Evaluation] = (), local_share: float = 0.5,
-                 avoid: "Avoid | None" = None, guide: Guide | None = Guide(), warm: Sequence[Sequence[Evaluation]] = ()):
+                 avoid: "Avoid | None" = None, guide: Guide | None = None, warm: Sequence[Sequence[Evaluation]] = ()):
         self.space, self.rng, self.size, self.local_share = space, rng, population, local_share
-        # The surrogate (None: unguided); `warm`: groups of evaluations of other contexts it starts from
-        # (the same unit on another GPU or toolkit, a similar unit), each ranked on its own.
+        # The surrogate (None: unguided); `warm`: groups of evaluations of other contexts (the same unit on
+        # another GPU or toolkit), each ranked on its own: their WARM_SEEDS best seed the first generation,
+        # after `seeds`, and they start the surrogate.
         self.guide, self.model = guide, Surrogate(space, guide) if guide is not None else None
         self.warm = [[e for e in group if e.genome in space] for group in warm]
         self.guided = 0                 # proposals the surrogate made
@@ -81,7 +84,8 @@ class Engine:
         self.seen: dict[Genome, Evaluation] = {e.genome: e for e in history}
         self.pending: set[Genome] = set()
         self.population: list[Evaluation] = survivors(list(self.seen.values()), population)
-        self.seeds = [g for g in dict.fromkeys(seeds) if g not in self.seen]
+        best = [g for group in self.warm for g, ok in list(zip(*ranked(group, 0.0)[:2]))[:WARM_SEEDS] if ok]
+        self.seeds = [g for g in dict.fromkeys([*seeds, *best]) if g not in self.seen]
         self._front: list[Evaluation] = pareto_front(self.seen.values())
         self.stale = 0                  # generations told in a row with no new front point
         self.diversified = 0            # proposals made to leave a stagnation (immigrants, jumps)

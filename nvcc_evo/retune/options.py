@@ -71,7 +71,7 @@ class Options:
     seconds: float = _default("seconds")
     patience: int = _default("patience")
     population: int = _default("population")
-    search: str = _default("search")              # guided (the surrogate proposes a share) or operators
+    search: str = _default("search")              # operators, or guided (a surrogate proposes a share)
     seed: int = _default("seed")
     jobs: int | None = _default("jobs")
     timeout: float = _default("timeout")

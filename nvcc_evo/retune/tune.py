@@ -231,7 +231,7 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
         evaluator.offer_incumbent(evaluator.measured[evaluation.genome], evaluation)
     guided = retune.options.search == "guided"
     warm = [[evaluator.evaluation(r.genome, r.measurement) for r in group if r.genome in space]
-            for group in (retune.store.elsewhere(evaluator.context) if guided else [])]
+            for group in retune.store.elsewhere(evaluator.context)]
     engine = Engine(space, rng, retune.options.population, seeds=_seeds(task, space), history=history,
                     avoid=avoiding, guide=Guide() if guided else None, warm=[group for group in warm if group])
     drift = None
