@@ -15,6 +15,7 @@ PACKAGE = ROOT / "nvcc_evo"
 LAYERS = {
     "system": -1,                               # the OS helpers, what a message prints (say.visible)
     "nvcc_evo": 0, "errors": 0,                 # the version, the shared errors
+    "status": 0,                                # what became of a candidate (Status)
     "backends": 0,                              # the table of backends (names, capabilities)
     "acf": 1,                                   # the language
     "driver": 2,                                # the drop-in nvcc
@@ -77,7 +78,7 @@ def test_imports_run_one_way():
 
 # Parts that import less than their layer allows: the engine knows nothing of compilers, launches or the
 # retune; what it needs of them is a Protocol it owns (engine.evolve.Avoid, Overlapping; engine.budget.Asked).
-NARROWER = {"engine": {"engine", "acf", "nvcc_evo", "errors", "system", "backends"}}
+NARROWER = {"engine": {"engine", "acf", "nvcc_evo", "errors", "system", "backends", "status"}}
 
 
 def test_the_engine_imports_only_the_language_and_the_base():

@@ -145,13 +145,13 @@ def test_flags_are_checked_against_the_wrappers_log():
     line = {"added": ["-Xptxas", "-O1", "-DTILE=8"], "units": [{"input": "k.cu", "arch": "sm_90", "unit": ["k.cu"]}],
             "skipped": []}
     other = {"added": [], "units": [{"input": "o.cu", "arch": "sm_90", "unit": ["o.cu"]}]}
-    assert flags_problem([other, line], ("k.cu",), "sm_90", ("-Xptxas", "-O1", "-DTILE=8"), True) == ("", "")
+    assert flags_problem([other, line], ("k.cu",), "sm_90", ("-Xptxas", "-O1", "-DTILE=8"), True) == (None, "")
     assert flags_problem([other], ("k.cu",), "sm_90", (), True)[0] == "not-rebuilt"
-    assert flags_problem([other], ("k.cu",), "sm_90", (), False) == ("", "")      # a repeat need not build
+    assert flags_problem([other], ("k.cu",), "sm_90", (), False) == (None, "")      # a repeat need not build
     status, why = flags_problem([line], ("k.cu",), "sm_90", ("-Xptxas", "-O2"), False)
     assert status == "flags-not-applied" and "missing -O2" in why
     split = dict(line, added=["-DTILE=8"], ptxas_per_step=[{"input": "k.cu", "arch": "sm_90", "options": ["-O1"]}])
-    assert flags_problem([split], ("k.cu",), "sm_90", ("-Xptxas", "-O1", "-DTILE=8"), True) == ("", "")
+    assert flags_problem([split], ("k.cu",), "sm_90", ("-Xptxas", "-O1", "-DTILE=8"), True) == (None, "")
 
 
 @pytest.mark.parametrize("checks, output, code, wrong", [

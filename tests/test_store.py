@@ -107,3 +107,28 @@ def test_the_cost_of_each_stage_is_kept(tmp_path):
     store.append(Record(record(1).genome, (), costed, "h", HERE))
     (back,) = store.read()
     assert back.measurement.costs == (("compile", 1.25), ("timing", 0.3))
+
+
+def test_an_older_store_s_lines_read_back_with_the_status_enum(tmp_path):
+    """Statuses are a str-valued enum: a line as stores were written before it (bare words) reads back as its
+    member, and is written again word for word."""
+    from nvcc_evo.status import Status
+    old = Store(tmp_path / "old.jsonl")
+    lines = [line.replace('"status": "ok"', f'"status": "{word}"') for word, line in
+             zip(("ok", "compile-error", "launch-refused"), _lines_of(tmp_path, 3))]
+    old.path.write_text("".join(lines))
+    statuses = [r.measurement.status for r in old.read()]
+    assert statuses == [Status.OK, Status.COMPILE_ERROR, Status.LAUNCH_REFUSED]
+    assert all(type(s) is Status for s in statuses) and old.skipped == 0
+    again = Store(tmp_path / "again.jsonl")
+    for r in old.read():
+        again.append(r)
+    assert [line.split('"status": ')[1].split(",")[0] for line in again.path.read_text().splitlines()] == \
+        ['"ok"', '"compile-error"', '"launch-refused"']
+
+
+def _lines_of(tmp_path: Path, count: int) -> list[str]:
+    store = Store(tmp_path / "made.jsonl")
+    for value in range(1, count + 1):
+        store.append(record(value))
+    return store.path.read_text().splitlines(keepends=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from nvcc_evo.engine.space import Genome
+from nvcc_evo.status import Status
 
 INF = math.inf
 
@@ -23,11 +24,11 @@ class Evaluation:
     genome: Genome
     objectives: tuple[float, ...]      # minimised; inf when the candidate failed
     violation: float = 0.0             # 0 when every constraint holds
-    status: str = "ok"
+    status: Status = Status.OK
 
     @property
     def feasible(self) -> bool:
-        return self.status == "ok" and self.violation == 0.0
+        return self.status == Status.OK and self.violation == 0.0
 
 
 def dominates(a: Evaluation, b: Evaluation) -> bool:

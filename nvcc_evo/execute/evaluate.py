@@ -24,6 +24,7 @@ from nvcc_evo.engine.evolve import Evaluation
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.execute.goal import Goal
 from nvcc_evo.execute.store import Context, Record, Store
+from nvcc_evo.status import Status
 
 
 class Stopped(Exception):
@@ -96,7 +97,7 @@ class Started:
     futures: list
 
 
-NOT_SHIPPED = "not-shipped"     # the build would drop one of the candidate's knobs
+NOT_SHIPPED = Status.NOT_SHIPPED     # the build would drop one of the candidate's knobs
 
 Take = Callable[[Genome, tuple[str, ...], CompileResult | None], Evaluation]
 
@@ -259,7 +260,7 @@ class Evaluator:
         refused = []
         for index, genome in enumerate(started.genomes):
             result = self.compiled(started, index)
-            if result is not None and result.status == "compile-error":
+            if result is not None and result.status == Status.COMPILE_ERROR:
                 self.refusals[genome] = result.stderr
                 refused.append(self.evaluation(genome, failed(result.status, result.stderr)))
         return refused

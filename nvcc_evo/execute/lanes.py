@@ -33,10 +33,11 @@ from typing import Callable, TypeVar
 from nvcc_evo.errors import EnvironmentProblem, UsageError
 from nvcc_evo.measure import Measurement, failed
 from nvcc_evo.measure.backend import Backend, Composed, composed
+from nvcc_evo.status import Status
 
 T = TypeVar("T")
 NORMALISED = ("runtime", "energy")   # per-GPU quantities; registers, spills, ... are the binary's
-LOST = "lost"
+LOST = Status.LOST
 
 
 class LaneLost(Exception):

@@ -63,11 +63,11 @@ from nvcc_evo.engine.evolve import Engine, Evaluation
 from nvcc_evo.engine.space import Genome, SearchSpace, baseline_defines
 from nvcc_evo.execute.evaluate import Evaluator
 from nvcc_evo.measure.occupancy import AXES, LaunchRefusal
+from nvcc_evo.status import BUILT, Status
 
-REFUSED = "launch-refused"
+REFUSED = Status.LAUNCH_REFUSED
 REGISTER_CAPS = ("ptxas.maxrregcount", "nvcc.maxrregcount")
 TOO_MUCH_SHARED = re.compile(r"uses too much shared data \((0x[0-9a-fA-F]+|\d+) bytes, (0x[0-9a-fA-F]+|\d+) max\)")
-BUILT = ("ok", "wrong-answer", "launch-refused")      # statuses only a genome that compiled can have
 
 
 class Launch(NamedTuple):
@@ -157,7 +157,7 @@ class SharedData:
         if evaluation.status in BUILT:
             self.built.append(key)
             contradicted = self.growing and any(_covers(key, r) for r in self.refused)
-        elif evaluation.status == "compile-error" and (found := TOO_MUCH_SHARED.search(self.details(evaluation.genome))):
+        elif evaluation.status == Status.COMPILE_ERROR and (found := TOO_MUCH_SHARED.search(self.details(evaluation.genome))):
             if key in self.refused:
                 return                    # (learned before its batch was told: engine.evolve's overlap)
             self.refused.append(key)
@@ -178,7 +178,7 @@ class SharedData:
         return any(key == r or (self.growing and _covers(key, r)) for r in self.refused)
 
 
-WRONG = "wrong-answer"
+WRONG = Status.WRONG_ANSWER
 UNWRITTEN = "NaN or unwritten elements"      # measure.check.outputs_match's words (tests/test_learned.py ties them)
 
 
@@ -195,10 +195,10 @@ class WrongAnswers:
 
     def learn(self, evaluation: Evaluation) -> None:
         genome = evaluation.genome
-        if not _exact(genome) or evaluation.status not in ("ok", WRONG):
+        if not _exact(genome) or evaluation.status not in (Status.OK, WRONG):
             return
         defines = self.defines_for(genome)
-        if evaluation.status == "ok":
+        if evaluation.status == Status.OK:
             self.right.append(defines)
             contradicted = self.shrinking and any(_at_most(defines, b) for b in self.broken)
         else:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from nvcc_evo.errors import EnvironmentProblem, EvoError
 from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.occupancy import LaunchRefusal
 from nvcc_evo.engine.space import Genome
+from nvcc_evo.status import Status
 from nvcc_evo.system.jsonlines import JsonLines
 from nvcc_evo.system.locks import Wait
 
@@ -70,8 +70,8 @@ def _encode(record: Record) -> str:
     })
 
 
-STATUS = re.compile(r"[a-z][a-z0-9-]{0,39}")       # ok, compile-error, timeout, ...: a word, as measurers write it
 CONTEXT_FIELDS = tuple(Context.__dataclass_fields__)
+STATUSES = frozenset(status.value for status in Status)
 
 
 class OtherShape(ValueError):
@@ -126,11 +126,11 @@ def _decode(line: str) -> Record:
     if not isinstance(data, dict):
         raise OtherShape("not an object")
     status, detail, sass = data.get("status"), data.get("detail"), data.get("sass_hash")
-    if not (isinstance(status, str) and STATUS.fullmatch(status) and isinstance(detail, str)
+    if not (isinstance(status, str) and status in STATUSES and isinstance(detail, str)
             and isinstance(sass, str) and _number(data.get("time", 0.0))):
         raise OtherShape("status, detail, sass_hash or time is not this version's")
     metrics = _numbers(data.get("metrics"), "metrics")
-    measurement = Measurement(status, metrics, _numbers(data.get("spreads"), "spreads"), detail,
+    measurement = Measurement(Status(status), metrics, _numbers(data.get("spreads"), "spreads"), detail,
                               costs=_numbers(data.get("costs", {}), "costs"), refusal=_refusal(data.get("refusal")))
     return Record(_genome(data.get("genome")), _strings(data.get("flags"), "flags"), measurement, sass,
                   _context(data.get("context")), float(data.get("time", 0.0)))

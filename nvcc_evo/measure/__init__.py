@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from nvcc_evo.status import Status
+
 if TYPE_CHECKING:
     from nvcc_evo.measure.occupancy import LaunchRefusal
     from nvcc_evo.measure.stats import Verdict
@@ -37,7 +39,7 @@ RACED = "raced:"
 
 @dataclass(frozen=True)
 class Measurement:
-    status: str                                   # ok, compile-error, timeout, crash, wrong-answer, ...
+    status: Status                                   # ok, compile-error, timeout, crash, wrong-answer, ...
     metrics: tuple[tuple[str, float], ...] = ()
     spreads: tuple[tuple[str, float], ...] = ()
     detail: str = ""                              # stderr or the reason, kept for the user
@@ -51,7 +53,7 @@ class Measurement:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status == Status.OK
 
     @property
     def raced(self) -> bool:
@@ -99,5 +101,5 @@ class Clock:
         return self.costs
 
 
-def failed(status: str, detail: str, refusal: "LaunchRefusal | None" = None) -> Measurement:
+def failed(status: Status, detail: str, refusal: "LaunchRefusal | None" = None) -> Measurement:
     return Measurement(status, detail=detail[-4000:], refusal=refusal)

@@ -21,6 +21,7 @@ from typing import NamedTuple
 from nvcc_evo.driver.build.nvcc_options import rebuild_argv
 from nvcc_evo.driver.build.split import PTXAS_STEP, read_steps
 from nvcc_evo.system.leftovers import OWNER, kill_running, private_folder, remove_private, run_in_group
+from nvcc_evo.status import Status
 
 # Options of the build's command line that a candidate compile replaces, or leaves out: what the build writes
 # besides its output (a record's `--time ../../.bashrc` would append there) and what it runs after it.
@@ -59,7 +60,7 @@ class CompileJob:
 
 @dataclass(frozen=True)
 class CompileResult:
-    status: str                   # ok, compile-error, timeout, no-cubin
+    status: Status
     seconds: float
     stderr: str
     cubin: bytes = b""
@@ -68,7 +69,7 @@ class CompileResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status == Status.OK
 
 
 def _environment(job: CompileJob, work: str) -> dict[str, str]:
@@ -80,16 +81,16 @@ def _environment(job: CompileJob, work: str) -> dict[str, str]:
 
 def _finished(job: CompileJob, done, seconds: float, work: str, what: str = "compile") -> CompileResult:
     if done.returncode is None:
-        return CompileResult("timeout", seconds, f"{what} exceeded {job.timeout:.0f} s\n{done.stderr}")
+        return CompileResult(Status.TIMEOUT, seconds, f"{what} exceeded {job.timeout:.0f} s\n{done.stderr}")
     if done.returncode != 0:
         kept = _front_end_ptx(work, done.stderr)
-        return CompileResult("compile-error", seconds, done.stderr, ptx=kept, module_id=_module_id(work) if kept else "")
+        return CompileResult(Status.COMPILE_ERROR, seconds, done.stderr, ptx=kept, module_id=_module_id(work) if kept else "")
     # One architecture: nvcc names it SOURCE.cubin; several: SOURCE.sm_XX.cubin.
     cubins = sorted(Path(work).glob(f"*.{job.arch}.cubin")) or sorted(Path(work).glob("*.cubin"))
     if not cubins:
-        return CompileResult("no-cubin", seconds, done.stderr + "\nno cubin for " + job.arch)
+        return CompileResult(Status.NO_CUBIN, seconds, done.stderr + "\nno cubin for " + job.arch)
     ptx = sorted(Path(work).glob("*.ptx"))
-    return CompileResult("ok", seconds, done.stderr, cubins[0].read_bytes(), ptx[0].read_bytes() if ptx else b"",
+    return CompileResult(Status.OK, seconds, done.stderr, cubins[0].read_bytes(), ptx[0].read_bytes() if ptx else b"",
                          _module_id(work))
 
 
@@ -123,7 +124,7 @@ def compile_candidate(job: CompileJob, ptx: "PtxCache | None" = None) -> Compile
         if job.ptxas:
             split = _with_program(job, job.ptxas, command, work, env)
             if isinstance(split, str):
-                return CompileResult("compile-error", time.monotonic() - started, split)
+                return CompileResult(Status.COMPILE_ERROR, time.monotonic() - started, split)
             command, env = split
         done = run_in_group(command, cwd=job.cwd, env=env, timeout=job.timeout)
         return _finished(job, done, time.monotonic() - started, work)
@@ -216,7 +217,7 @@ def ptxas_only(job: CompileJob, ptx: bytes, module_id: str = "") -> CompileResul
         asked = run_in_group([*job.command(work), "--dryrun"], cwd=job.cwd, env=env, timeout=job.timeout)
         step = ptxas_step(asked.stderr, work) if asked.returncode == 0 else None
         if step is None:
-            return CompileResult("no-ptxas-step", time.monotonic() - started, asked.stderr)
+            return CompileResult(Status.NO_PTXAS_STEP, time.monotonic() - started, asked.stderr)
         command, ptx_path, variables = step
         if job.ptxas:
             command[0] = job.ptxas             # the unit's own ptxas (nvcc_evo.driver.build.ptxas)
@@ -259,7 +260,7 @@ def _compile_as(owner, job: CompileJob, ptx: "PtxCache | None", slots) -> Compil
             return compile_candidate(job, ptx)
         with slots:
             if owner.closed:                 # cancelled while it waited for a slot
-                return CompileResult("cancelled", 0.0, "")
+                return CompileResult(Status.CANCELLED, 0.0, "")
             return compile_candidate(job, ptx)
     finally:
         OWNER.reset(token)

@@ -52,6 +52,7 @@ from nvcc_evo.measure import Confirmation, Measurement, failed
 from nvcc_evo.measure.profile.clock import KernelClock
 from nvcc_evo.measure.stats import MIN_GAIN, Summary, Verdict, a_speed, enough, judged, judged_clear, summarize
 from nvcc_evo.system.leftovers import SHELL, private_folder, remove_private, run_in_group
+from nvcc_evo.status import Status
 
 NAME = "command"
 LONG_AGO = 86400.0          # what re-dated outputs are stamped with (1970-01-02): older than any source
@@ -69,7 +70,7 @@ KERNEL_NOT_REBUILT = ("no compile of kernel unit {} for {} went through nvcc-evo
 class Run:
     """One run of the command: its status, the metrics it printed, its cost."""
 
-    status: str
+    status: Status
     values: tuple[tuple[str, float], ...] = ()
     seconds: float = 0.0
     detail: str = ""
@@ -77,7 +78,7 @@ class Run:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status == Status.OK
 
 
 def candidate_name(flags: tuple[str, ...]) -> str:
@@ -101,9 +102,9 @@ def _tokens(flags) -> set[str]:
 
 
 def flags_problem(log_lines: list[dict], globs: tuple[str, ...], arch: str, flags: tuple[str, ...],
-                  must_build: bool, kernel: bool = False) -> tuple[str, str]:
+                  must_build: bool, kernel: bool = False) -> tuple[Status | None, str]:
     """(status, why) when the wrapper's log of a run does not show the unit
-    compiled with the candidate's flags; ("", "") when it does. A run that
+    compiled with the candidate's flags; (None, "") when it does. A run that
     need not build may compile nothing, but what it compiles must be the candidate.
     `kernel`: a kernel unit, compiled by the program's Triton through the drop-in ptxas."""
     mine = []
@@ -113,8 +114,8 @@ def flags_problem(log_lines: list[dict], globs: tuple[str, ...], arch: str, flag
                 mine.append((line, unit.get("input")))
     if not mine:
         if not must_build:
-            return "", ""
-        return "not-rebuilt", (KERNEL_NOT_REBUILT if kernel else NOT_REBUILT).format(' '.join(globs), arch)
+            return None, ""
+        return Status.NOT_REBUILT, (KERNEL_NOT_REBUILT if kernel else NOT_REBUILT).format(' '.join(globs), arch)
     wanted = _tokens(flags)
     for line, name in mine:
         got = _tokens(line.get("added", ()))
@@ -124,10 +125,10 @@ def flags_problem(log_lines: list[dict], globs: tuple[str, ...], arch: str, flag
         missing = sorted(wanted - got)
         if missing:
             skipped = "; ".join(line.get("skipped", ())) or "nothing"
-            return "flags-not-applied", (f"the candidate's flags did not reach the compile of {name}: missing "
+            return Status.FLAGS_NOT_APPLIED, (f"the candidate's flags did not reach the compile of {name}: missing "
                                          f"{' '.join(missing)} (the wrapper added: {' '.join(line.get('added', ()))}"
                                          f"; skipped: {skipped})")
-    return "", ""
+    return None, ""
 
 
 def tail(text: str, count: int = TAIL_LINES) -> str:
@@ -230,11 +231,11 @@ class CommandBench:
     def _judge(self, code, output: str, log_lines, flags, must_build: bool, checked: str, seconds: float,
                command: str, timed: tuple[float, str]) -> Run:
         if code is None:
-            return Run("timeout", seconds=seconds, detail=f"the run exceeded {self.timeout:g} s: {command}\n{output}",
+            return Run(Status.TIMEOUT, seconds=seconds, detail=f"the run exceeded {self.timeout:g} s: {command}\n{output}",
                        failure=f"ran past its timeout of {self.timeout:g} s")
         exit_checked = any(c.kind == "exit" for c in self.bench.run_checks)
         if code != 0 and not exit_checked:
-            return Run("command-failed", seconds=seconds, detail=f"exit {code}: {command}\n{output}",
+            return Run(Status.COMMAND_FAILED, seconds=seconds, detail=f"exit {code}: {command}\n{output}",
                        failure=f"exited with status {code}")
         status, why = flags_problem(log_lines, self.globs, self.arch, flags, must_build, self.triton)
         if status:
@@ -242,16 +243,16 @@ class CommandBench:
                        failure=f"was not built with its flags ({status}): {why.split(': ')[0]}")
         wrong = benchcommand.wrong_answer(self.bench.run_checks, output, code) or checked
         if wrong:
-            return Run("wrong-answer", seconds=seconds, detail=f"{wrong}: {command}\n{output}",
+            return Run(Status.WRONG_ANSWER, seconds=seconds, detail=f"{wrong}: {command}\n{output}",
                        failure=f"failed its check: {wrong}")
         values = []
         for metric in self.bench.metrics:
             value = (timed[1] or timed[0]) if metric.kernels else benchcommand.read_metric(metric, output)
             if isinstance(value, str):
-                return Run("no-metric", seconds=seconds, detail=f"{value} of {command}\n{output}",
+                return Run(Status.NO_METRIC, seconds=seconds, detail=f"{value} of {command}\n{output}",
                            failure=f"printed no metric: {value}")
             values.append((metric.name, value))
-        return Run("ok", tuple(values), seconds)
+        return Run(Status.OK, tuple(values), seconds)
 
     # ------------------------------------------------------------ a candidate
     def measure(self, genome, flags: tuple[str, ...], phase: str = "search") -> Measurement:
@@ -303,7 +304,7 @@ class CommandBench:
         if self.best is None or (primary.median > self.best.median if self.primary in self.maximized
                                  else primary.median < self.best.median):
             self.best = primary
-        return Measurement("ok", tuple(metrics) + (("command_time", round(seconds, 3)), ("runs", len(runs))),
+        return Measurement(Status.OK, tuple(metrics) + (("command_time", round(seconds, 3)), ("runs", len(runs))),
                            tuple(spreads))
 
     def _note(self, measurement: Measurement, flags, count: int) -> None:

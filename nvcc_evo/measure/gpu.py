@@ -9,7 +9,6 @@ every candidate is compared with them within the bench spec's tolerances
 from __future__ import annotations
 
 import functools
-
 import multiprocessing
 import threading
 import time
@@ -24,6 +23,7 @@ from nvcc_evo.measure import RACED, Confirmation, Measurement, failed, static
 from nvcc_evo.measure.check import as_float, outputs_match
 from nvcc_evo.measure.gpu_worker import Answer, CopyRate, Incumbent, Launch, NoGpu, host_array
 from nvcc_evo.measure.stats import Summary, Verdict, faster, summarize
+from nvcc_evo.status import Status
 
 OBJECTIVES = ("runtime", "energy") + static.OBJECTIVES
 RACE_MARGIN = 0.02      # slower than the incumbent by more than this (or its spread) ends a race
@@ -121,15 +121,15 @@ class WorkerPool:
                 # the watchdog: a kernel that never ends (a deadlock) holds its process in the driver; killed,
                 # its CUDA context goes with it, and a fresh process measures the next candidate
                 self._replace()
-                return Answer("timeout", f"no answer within {timeout or self.timeout:g} s (a kernel that never "
+                return Answer(Status.TIMEOUT, f"no answer within {timeout or self.timeout:g} s (a kernel that never "
                                          f"ends?): its measuring process was killed and a fresh one started")
             answer = self.connection.recv()
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
             self.process.join(5)             # reap it, so that its exit code is known
             code = self.process.exitcode
             self._replace()
-            return Answer("crash", f"the measuring process died (exit code {code})")
-        if not self.process.is_alive() or answer.status == "crash":
+            return Answer(Status.CRASH, f"the measuring process died (exit code {code})")
+        if not self.process.is_alive() or answer.status == Status.CRASH:
             self.process.join(2)
             self._replace()
         return answer
@@ -241,7 +241,7 @@ class GpuBench:
         try:
             plan = self.plan(genome)
         except ExprError as error:
-            return failed("bad-bench", f"bench spec with this candidate's defines: {error}")
+            return failed(Status.BAD_BENCH, f"bench spec with this candidate's defines: {error}")
         first = self.reference is None         # the first measurement is the baseline's
         sent = time.perf_counter()
         if self.expected_fn is not None:       # computed before the GPU is held: seconds on a large bench,
@@ -282,12 +282,12 @@ class GpuBench:
     def _judge(self, answer: Answer, plan: BenchPlan, cubin: bytes, compiled: Measurement,
                first: bool) -> Measurement:
         """The worker's answer as a Measurement: the outputs' check, times summarised."""
-        if answer.status != "ok":
+        if answer.status != Status.OK:
             return failed(answer.status, answer.detail, answer.refusal)
         times = _timed(answer)
         wrong = answer.wrong or ""
         if wrong:
-            return failed("wrong-answer", ("the baseline disagrees with the numpy reference: " if first
+            return failed(Status.WRONG_ANSWER, ("the baseline disagrees with the numpy reference: " if first
                                            else "against the numpy reference: " if self.expected_fn else "") + wrong)
         if first:
             self.reference, self.baseline_run = answer.outputs, (cubin, plan, times.median)
@@ -298,7 +298,7 @@ class GpuBench:
         detail = f"{RACED} stopped after {times.count} of {answer.planned} timed launches, clearly slower " \
                  f"than the incumbent ({self.incumbent.median:.4g} us)" \
             if raced and self.incumbent is not None else ""         # (a race has its incumbent)
-        return Measurement("ok", metrics, (("runtime", times.spread),), detail)
+        return Measurement(Status.OK, metrics, (("runtime", times.spread),), detail)
 
     def reserve(self) -> float:
         """Seconds the steps after the search are expected to take, from the
@@ -323,7 +323,7 @@ class GpuBench:
             return None
         cubin, plan, first = self.baseline_run
         answer = self.pool.request(Launch(cubin, plan, time=True, min_seconds=0.1))
-        return _timed(answer).median / first - 1 if answer.status == "ok" else None
+        return _timed(answer).median / first - 1 if answer.status == Status.OK else None
 
 
     def confirm(self, baseline, chosen, build: Callable) -> Confirmation:
@@ -357,12 +357,12 @@ def verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[by
         with pool.lock:
             for side, (cubin, plan) in (("a", baseline), ("b", chosen)):
                 answer = pool.request(Launch(cubin, plan, time=True, min_seconds=CONFIRM_SECONDS))
-                if answer.status != "ok":
+                if answer.status != Status.OK:
                     raise EnvironmentProblem(f"verification run failed: {answer.detail or answer.status}")
                 medians[side].append(_timed(answer).median)
     with pool.lock:
         fresh = [pool.request(Launch(cubin, plan, outputs=True, seed=1000)) for cubin, plan in (baseline, chosen)]
-    problem = "" if all(f.status == "ok" for f in fresh) else "fresh-input run failed"
+    problem = "" if all(f.status == Status.OK for f in fresh) else "fresh-input run failed"
     if not problem:
         outputs = [f.outputs for f in fresh]
         assert outputs[0] is not None and outputs[1] is not None     # (ok answers to Launch(outputs=True))

@@ -23,6 +23,7 @@ from nvcc_evo.measure.device_check import DeviceCheck
 from nvcc_evo.measure.occupancy import LaunchRefusal, launch_problem
 from nvcc_evo.measure.stats import (ENERGY_LEAST, clearly_slower, energy_window, race_checkpoints, repetitions,
                                     settled)
+from nvcc_evo.status import Status
 
 CACHE_BYTES = 8 << 30        # host copies of inputs kept between requests
 DEVICE_CACHE_BYTES = 16 << 30   # device copies of inputs kept between requests
@@ -83,7 +84,7 @@ class CopyRate:             # the device-to-device copy rate: a memory-bound ker
 
 @dataclass(frozen=True)
 class Answer:
-    status: str             # ok, or what failed (launch-refused, crash, timeout, ...)
+    status: Status          # ok, or what failed (launch-refused, crash, timeout, ...)
     detail: str = ""
     costs: dict[str, float] = field(default_factory=dict)    # seconds per stage (Clock)
     refusal: LaunchRefusal | None = None    # launch-refused: why, as a fact
@@ -198,7 +199,7 @@ class Device:
             end.record()
             end.synchronize()
             times.append(end.time_since(start) / 1e3)
-        return Answer("ok", copy_bytes_per_s=2 * size / float(np.median(times)))
+        return Answer(Status.OK, copy_bytes_per_s=2 * size / float(np.median(times)))
 
     def stage(self, plan: BenchPlan, seed: int) -> dict:
         """Device arrays for one launch: inputs copied on the device from
@@ -267,7 +268,7 @@ class Device:
         function = module.get_function(plan.kernel)
         refused = launch_problem(plan.block, plan.shared, self.kernel_facts(function), self.limits())
         if refused is not None:  # before any data moves; the context is untouched
-            return Answer("launch-refused", str(refused), clock.lap("load"), refusal=refused)
+            return Answer(Status.LAUNCH_REFUSED, str(refused), clock.lap("load"), refusal=refused)
         device = self.stage(plan, request.seed)
         args = [device[a.name] if isinstance(a, ArrayPlan) else _scalar(a) for a in plan.args]
         launch = lambda: function(*args, grid=plan.grid[:2] if plan.grid[2] == 1 else plan.grid,
@@ -284,7 +285,7 @@ class Device:
         if request.energy and self.nvml is not None:
             answer.update(self.energy(launch, np.median(answer["times_us"]) / 1e6 if answer.get("times_us") else 1e-3))
             clock.lap("energy")
-        return Answer("ok", costs=clock.costs, **answer)
+        return Answer(Status.OK, costs=clock.costs, **answer)
 
     def time(self, launch, plan: BenchPlan, min_seconds: float, clock: Clock, race: Incumbent | None = None,
              settle: bool = False):
@@ -359,17 +360,17 @@ def _nvml_handle(index: int):
         return None
 
 
-def classify(error: Exception) -> tuple[str, bool]:
+def classify(error: Exception) -> tuple[Status, bool]:
     """(status, fatal) for a CUDA error raised by a candidate."""
     text = str(error).lower()
     if ("too many resources" in text or "out of resources" in text or "cufuncsetblockshape" in text
             or ("launch" in text and "invalid argument" in text)):
-        return "launch-refused", False       # the driver said no before running anything: context intact
+        return Status.LAUNCH_REFUSED, False       # the driver said no before running anything: context intact
     if "out of memory" in text:
-        return "out-of-memory", False
+        return Status.OUT_OF_MEMORY, False
     if "not found" in text and "named symbol" in text:
-        return "no-kernel", False
-    return "crash", any(word in text for word in FATAL_WORDS) or "launch" in text
+        return Status.NO_KERNEL, False
+    return Status.CRASH, any(word in text for word in FATAL_WORDS) or "launch" in text
 
 
 def worker_main(connection, index: int = 0, device_type: type | None = None) -> None:

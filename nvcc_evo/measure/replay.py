@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Generic, Hashable, Iterable, Protocol, TypeVar
 
 from nvcc_evo.measure import Measurement
+from nvcc_evo.status import Status
 
 NAME = "replay"
 
@@ -36,5 +37,5 @@ class Replay(Generic[R]):
         """The recorded measurement, with its SASS hash (`sass_hash`); not-recorded if absent."""
         record = self.answers.get(genome)
         if record is None:
-            return Measurement("not-recorded", detail=f"no recorded answer for {genome}")
+            return Measurement(Status.NOT_RECORDED, detail=f"no recorded answer for {genome}")
         return replace(record.measurement, sass_hash=record.sass_hash)

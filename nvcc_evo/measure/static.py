@@ -14,6 +14,7 @@ from nvcc_evo.measure.sass import instruction_count
 from nvcc_evo.measure import Measurement, failed
 from nvcc_evo.measure.occupancy import occupancy, warps_by_registers
 from nvcc_evo.measure.sass import KernelFacts, resources, shown_name
+from nvcc_evo.status import Status
 
 NAME = "static"
 OBJECTIVES = ("registers", "spills", "stack", "shared", "instructions", "binary_size", "compile_time")
@@ -30,7 +31,7 @@ def measure(result: CompileResult, arch: str, each_kernel: bool = False,
         return failed(result.status, result.stderr)
     kernels = resources(result.stderr, arch, result.cubin)
     if not kernels:
-        return failed("no-kernel", f"ptxas reported no entry function for {arch}\n{result.stderr}")
+        return failed(Status.NO_KERNEL, f"ptxas reported no entry function for {arch}\n{result.stderr}")
     metrics = {
         "registers": max(k.registers for k in kernels), "spills": sum(k.spills for k in kernels),
         "stack": max(k.stack for k in kernels), "shared": max(k.shared for k in kernels),
@@ -42,7 +43,7 @@ def measure(result: CompileResult, arch: str, each_kernel: bool = False,
         metrics.update({name: w for name, w in warps.items() if w is not None})
         if warps and None not in warps.values():
             metrics[REGISTER_WARPS] = min(w for w in warps.values() if w is not None)
-    return Measurement("ok", tuple((k, float(v)) for k, v in metrics.items()))
+    return Measurement(Status.OK, tuple((k, float(v)) for k, v in metrics.items()))
 
 
 def kernel_warps(kernel: KernelFacts, arch: str, launch: tuple[int, int] | None = None) -> int | None:
