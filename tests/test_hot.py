@@ -89,6 +89,20 @@ def test_without_cupti_the_run_says_how_to_get_it(monkeypatch):
         library.find_cupti(os.environ, None)
 
 
+def test_a_toolkit_that_holds_cupti_among_its_own_files_is_found_without_the_wheel(monkeypatch):
+    """Linux packages of the toolkit (and this machine's, and the H200's) put cupti.h in include/ and libcupti
+    in lib64/, not in extras/CUPTI: found there (before: 'no CUPTI found' where no wheel was installed)."""
+    import types
+    from nvcc_evo.measure.profile import library
+    top, _ = library.toolkit_paths("nvcc")
+    if top is None or not (Path(top) / "include" / "cupti.h").is_file():
+        pytest.skip("this toolkit holds no include/cupti.h")
+    monkeypatch.setitem(sys.modules, "nvidia", types.SimpleNamespace(__path__=[]))
+    monkeypatch.delenv("NVCC_EVO_CUPTI", raising=False)
+    found = library.find_cupti(os.environ, top)
+    assert found.include == str(Path(top) / "include") and os.path.basename(found.library).startswith("libcupti.so")
+
+
 def test_hot_without_a_gpu_exits_3_saying_what_is_missing(tmp_path, evo_cache):
     from nvcc_evo.hot.run import gpu_problem
     if not gpu_problem():

@@ -26,9 +26,14 @@ from nvcc_evo.hot.names import base, demangled, normal
 from nvcc_evo.system.say import log
 
 
+SYMBOLS_FORM = 2     # the cache's form: a symbol's name, registers and launch bounds (a key of another form misses)
+
+
 class Symbol(NamedTuple):
     name: str                 # mangled (a PTX entry's name as it is)
     registers: int            # ptxas's count for the recorded build (0: not known)
+    bounded: bool = False     # launch bounds fix its block (__launch_bounds__, .maxntid, .reqntid): a register
+                              # cap reaches it only with ptxas.override_directive_values
 
 
 class Origin(NamedTuple):
@@ -40,6 +45,7 @@ class Origin(NamedTuple):
     unit: model.Unit | None   # the ACF unit that covers it (the first that matches), or None
     registers: int
     entries: tuple[str, ...] = ()      # a kernel unit's PTX entries (empty for a source)
+    bounded: bool = False              # its launch bounds fix its block (Symbol.bounded)
 
     @property
     def is_kernel(self) -> bool:
@@ -82,7 +88,7 @@ class Origins:
             shown = os.path.relpath(record.input, self.folder) if inside(record.input, self.folder) else record.input
             for symbol in symbols:
                 self.by_symbol.setdefault(symbol.name, []).append(
-                    Origin(shown, record.arch, record, unit, symbol.registers, entries))
+                    Origin(shown, record.arch, record, unit, symbol.registers, entries, symbol.bounded))
         for origins in self.by_symbol.values():
             origins.sort(key=lambda o: (o.source, o.arch))     # (records come in the order the build wrote them)
         cache.save()
@@ -122,7 +128,7 @@ class _Cache:
     def get(self, key: str) -> list[Symbol] | None:
         found = self.data.get(key)
         try:
-            return [Symbol(str(n), int(r)) for n, r in found] if isinstance(found, list) else None
+            return [Symbol(str(n), int(r), bool(b)) for n, r, b in found] if isinstance(found, list) else None
         except (TypeError, ValueError):
             return None
 
@@ -155,7 +161,7 @@ def _symbols(records: list[CompileRecord], cache: _Cache) -> dict[str, tuple[lis
             names = entries(content)
             found[record.input] = ([Symbol(n, 0) for n in names], names, digest)
             continue
-        key = hashlib.sha256(json.dumps([digest, record.argv, record.flags, record.arch,
+        key = hashlib.sha256(json.dumps([SYMBOLS_FORM, digest, record.argv, record.flags, record.arch,
                                          record.cwd]).encode()).hexdigest()
         known = cache.get(key)
         found[record.input] = (known or [], (), digest)
@@ -190,8 +196,8 @@ def _compiled(records: list[CompileRecord]) -> list[list[Symbol] | None]:
     symbols: list[list[Symbol] | None] = [None] * len(jobs)
     for index, done in compile_each(jobs):
         if done.ok:
-            symbols[index] = [Symbol(k.name, k.registers) for k in kernel_facts(done.stderr, done.cubin,
-                                                                                  records[index].arch)]
+            symbols[index] = [Symbol(k.name, k.registers, k.threads > 0)
+                              for k in kernel_facts(done.stderr, done.cubin, records[index].arch)]
         else:
             said = done.stderr.strip().splitlines()[-1:] or [done.status]
             log(f"{records[index].input}: its recorded compile fails now ({said[0][:200]}): its kernels are "

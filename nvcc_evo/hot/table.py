@@ -45,6 +45,11 @@ class HotUnit(NamedTuple):
         measured = [s.registers for k in self.kernels for s in k.shapes if s.registers]
         return max(measured or [o.registers for o in self.origins] or [0])
 
+    @property
+    def bounded(self) -> bool:
+        """Whether launch bounds fix the block of any of its kernels (a register cap needs the override)."""
+        return any(o.bounded for o in self.origins)
+
 
 def attribute(profile: Profile, origins: Origins | None) -> tuple[list[Hot], list[HotUnit]]:
     """The kernels by time, each with its origins; and the units by their kernels' time."""

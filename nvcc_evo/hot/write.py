@@ -186,6 +186,8 @@ def _space(acf_path: Path, unit: HotUnit, command: str) -> list[tuple[str, model
     """The search block's knobs and domains, each kept where some value of it reaches the recorded build."""
     caps = register_caps(unit.registers)
     wanted: list[tuple[str, model.Domain]] = [("ptxas.maxrregcount", caps)] if caps else []
+    if caps and unit.bounded and not unit.origins[0].is_kernel:
+        wanted.append(("ptxas.override_directive_values", model.BoolDomain()))    # (else ptxas keeps the bounds')
     wanted += list(SPACE)
     if unit.origins[0].is_kernel:
         return wanted                 # (Triton's ptxas takes each; its own options win: driver.dropin_ptxas)

@@ -68,8 +68,8 @@ def _roots(environ, toolkit: str | None) -> list[Path]:
         roots += sorted(p for base in getattr(nvidia, "__path__", ()) for p in Path(base).iterdir() if p.is_dir())
     except ImportError:
         pass
-    if toolkit:
-        roots.append(Path(toolkit) / "extras" / "CUPTI")
+    if toolkit:          # (a toolkit installer's extras/CUPTI; Linux packages put it among the toolkit's own)
+        roots += [Path(toolkit) / "extras" / "CUPTI", Path(toolkit)]
     return roots
 
 

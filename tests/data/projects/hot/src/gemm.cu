@@ -10,7 +10,7 @@ static __global__ void scale(float *x, float by, int n) {
 namespace app {
 
 template <int TILE>
-__global__ void tile_gemm(const float *a, const float *b, float *c, int n) {
+__global__ void __launch_bounds__(TILE * TILE) tile_gemm(const float *a, const float *b, float *c, int n) {
     __shared__ float as[TILE][TILE], bs[TILE][TILE];
     int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
     float sum = 0.0f;
