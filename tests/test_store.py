@@ -132,3 +132,19 @@ def _lines_of(tmp_path: Path, count: int) -> list[str]:
     for value in range(1, count + 1):
         store.append(record(value))
     return store.path.read_text().splitlines(keepends=True)
+
+
+def test_raced_is_a_field_kept_by_the_store_and_read_from_an_older_store_s_detail(tmp_path):
+    """`raced` is the measurement's own field (was a prefix of its detail): stored as such, and a line of a store
+    written before it, which said it only as its detail's first word, reads back raced."""
+    from dataclasses import replace
+    store = Store(tmp_path / "r.jsonl")
+    fast, raced = record(1), record(2)
+    raced = replace(raced, measurement=replace(raced.measurement, detail="stopped after 3 of 50", raced=True))
+    store.append(fast)
+    store.append(raced)
+    assert [r.measurement.raced for r in store.read()] == [False, True]
+    old = Store(tmp_path / "old.jsonl")
+    old.path.write_text(store.path.read_text().replace(', "raced": true', "").replace(
+        '"detail": "stopped after', '"detail": "raced: stopped after'))
+    assert [r.measurement.raced for r in old.read()] == [False, True]

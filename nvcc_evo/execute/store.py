@@ -67,11 +67,13 @@ def _encode(record: Record) -> str:
         "detail": m.detail[-2000:], "sass_hash": record.sass_hash, "time": time.time(),
         "costs": {stage: round(seconds, 6) for stage, seconds in m.costs},
         **({"refusal": [list(m.refusal.block), *m.refusal[1:]]} if m.refusal is not None else {}),
+        **({"raced": True} if m.raced else {}),
     })
 
 
 CONTEXT_FIELDS = tuple(Context.__dataclass_fields__)
 STATUSES = frozenset(status.value for status in Status)
+RACED_BEFORE = "raced:"         # how stores written before the raced field say it: their detail's first word
 
 
 class OtherShape(ValueError):
@@ -130,8 +132,12 @@ def _decode(line: str) -> Record:
             and isinstance(sass, str) and _number(data.get("time", 0.0))):
         raise OtherShape("status, detail, sass_hash or time is not this version's")
     metrics = _numbers(data.get("metrics"), "metrics")
+    raced = data.get("raced", detail.startswith(RACED_BEFORE))
+    if not isinstance(raced, bool):
+        raise OtherShape("raced is not this version's")
     measurement = Measurement(Status(status), metrics, _numbers(data.get("spreads"), "spreads"), detail,
-                              costs=_numbers(data.get("costs", {}), "costs"), refusal=_refusal(data.get("refusal")))
+                              costs=_numbers(data.get("costs", {}), "costs"), refusal=_refusal(data.get("refusal")),
+                              raced=raced)
     return Record(_genome(data.get("genome")), _strings(data.get("flags"), "flags"), measurement, sass,
                   _context(data.get("context")), float(data.get("time", 0.0)))
 

@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     from nvcc_evo.measure.stats import Verdict
 
 
-RACED = "raced:"
-
 
 @dataclass(frozen=True)
 class Measurement:
@@ -50,15 +48,11 @@ class Measurement:
     # The binary's SASS hash where a backend knows it without a compile (replay: the recorded one).
     sass_hash: str = field(default="", compare=False)
     refusal: "LaunchRefusal | None" = None        # launch-refused: why the driver would refuse it, as a fact
+    raced: bool = False                           # timed only until it was clearly slower than the incumbent
 
     @property
     def ok(self) -> bool:
         return self.status == Status.OK
-
-    @property
-    def raced(self) -> bool:
-        """Timed only until it was clearly slower than the incumbent."""
-        return self.detail.startswith(RACED)
 
     def get(self, name: str, default: float = float("inf")) -> float:
         return dict(self.metrics).get(name, default)

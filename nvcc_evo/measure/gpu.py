@@ -19,7 +19,7 @@ from nvcc_evo.acf import model
 from nvcc_evo.acf.bench.spec import BenchPlan, ExprError, ScalarPlan, plan_bench
 from nvcc_evo.measure.candidate import CompileResult
 from nvcc_evo.errors import EnvironmentProblem
-from nvcc_evo.measure import RACED, Confirmation, Measurement, failed, static
+from nvcc_evo.measure import Confirmation, Measurement, failed, static
 from nvcc_evo.measure.check import as_float, outputs_match
 from nvcc_evo.measure.gpu_worker import Answer, CopyRate, Incumbent, Launch, NoGpu, host_array
 from nvcc_evo.measure.stats import Summary, Verdict, faster, summarize
@@ -294,11 +294,10 @@ class GpuBench:
         metrics = (("runtime", times.median),) + tuple((k, v) for k, v in compiled.metrics if k != "runtime")
         if answer.energy_mj is not None and answer.power_w is not None:      # (measured together)
             metrics += (("energy", answer.energy_mj), ("power", answer.power_w))
-        raced = answer.stopped == "raced"
-        detail = f"{RACED} stopped after {times.count} of {answer.planned} timed launches, clearly slower " \
-                 f"than the incumbent ({self.incumbent.median:.4g} us)" \
-            if raced and self.incumbent is not None else ""         # (a race has its incumbent)
-        return Measurement(Status.OK, metrics, (("runtime", times.spread),), detail)
+        raced = self.incumbent if answer.stopped == "raced" else None         # (a race has its incumbent)
+        detail = f"raced: stopped after {times.count} of {answer.planned} timed launches, clearly slower " \
+                 f"than the incumbent ({raced.median:.4g} us)" if raced is not None else ""
+        return Measurement(Status.OK, metrics, (("runtime", times.spread),), detail, raced=raced is not None)
 
     def reserve(self) -> float:
         """Seconds the steps after the search are expected to take, from the
