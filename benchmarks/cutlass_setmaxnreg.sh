@@ -1,9 +1,10 @@
 #!/bin/sh
 # The setmaxnreg hazard on a real CUTLASS 3.x Hopper kernel, on a GPU machine (sm_90; issue 37).
-# CUTLASS's headers come with the call: put them under shared/cutlass (include/, tools/util/include/,
+# CUTLASS's headers come with the call: put them in .cutlass/ of the checkout (include/, tools/util/include/,
 # examples/51_hopper_gett/: about 29 MB, e.g. `git archive HEAD include tools/util/include
-# examples/51_hopper_gett | tar -x -C shared/cutlass` in a clone of NVIDIA's public repository) or name
-# them with CUTLASS=. Steps, each under $OUT (default out/cutlass) with its log:
+# examples/51_hopper_gett | tar -x -C .cutlass` in a clone of NVIDIA's public repository; `/.cutlass/` in
+# .git/info/exclude, named in the device call's carry with .device-wheels) or name them with CUTLASS=.
+# Steps, each under $OUT (default out/cutlass) with its log:
 #   baseline  example 51_hopper_gett built through nvcc-evo (no entry) and run: "GETT verification passed"
 #   hazard    the same with -maxrregcount=96 --override-directive-values (what the old static retune wrote):
 #             ptxas says nothing; the run never ends and is killed after 60 s (rc 124)
@@ -12,7 +13,7 @@
 # Each compile is 1-2 minutes there: `sh benchmarks/cutlass_setmaxnreg.sh baseline hazard`, then `... retune`.
 set -u
 OUT=${OUT:-out/cutlass}
-CUTLASS=$(cd "${CUTLASS:-shared/cutlass}" && pwd) || { echo "no CUTLASS headers (see the top of this script)"; exit 3; }
+CUTLASS=$(cd "${CUTLASS:-.cutlass}" && pwd) || { echo "no CUTLASS headers (see the top of this script)"; exit 3; }
 mkdir -p "$OUT"
 make gpu-setup > "$OUT/setup.log" 2>&1 || { echo "gpu-setup failed (see setup.log)"; exit 3; }
 export PYTHONPATH="$PWD:/tmp/evo-site" PATH="/tmp/evo-site/bin:$PATH" XDG_CACHE_HOME=/tmp/xdg
