@@ -210,7 +210,10 @@ def test_a_retune_writes_through_a_link_keeping_line_endings_bom_mode_and_owner(
     assert targets(data[3:].decode().replace("\r\n", "\n")) == {("spill.cu",): ["sm_90"], ("regs.cu",): []}
     after = real.stat()
     assert (after.st_mode & 0o7777, after.st_uid, after.st_gid) == (0o640, before.st_uid, before.st_gid)
-    assert os.listdir(shared) == ["real.acf"]
+    # nothing left beside it but the lock of its writers (.nvcc-evo/locks/, docs/security.md)
+    assert sorted(os.listdir(shared)) == [".nvcc-evo", "real.acf"]
+    assert os.listdir(shared / ".nvcc-evo") == ["locks"] and os.listdir(shared / ".nvcc-evo" / "locks") == \
+        ["real.acf.lock"]
 
 
 def test_a_read_only_acf_stops_the_retune_before_any_search(project, evo_cache):
