@@ -13,7 +13,8 @@ import pytest
 
 from conftest import ROOT, evo_env, kernels_project, run_evo, searched
 from nvcc_evo.errors import EnvironmentProblem, UsageError
-from nvcc_evo.execute.cluster import gpus_for, parse
+from nvcc_evo.driver import settings, specs
+from nvcc_evo.execute.cluster import gpus_for
 from nvcc_evo.execute.store import Store
 
 try:
@@ -30,13 +31,15 @@ UNITS = (UNIT, "reduce_sum.cu")          # two searches: one after the other, or
 @pytest.mark.parametrize("spec,expected", [("local", (None, None)), ("local:3", (None, 3)), ("auto", ("auto", None)),
                                            ("ray://head:10001", ("ray://head:10001", None))])
 def test_cluster_spellings(spec, expected):
-    assert parse(spec) == expected
+    assert (specs.ray_place(spec).address, specs.ray_place(spec).workers) == expected and specs.ray_place("") is None
+    assert not settings.value_problem(settings.BY_NAME["retune.cluster"], spec)
 
 
-@pytest.mark.parametrize("spec", ["local:0", "local:x", "ray://", "head:10001", ""])
+@pytest.mark.parametrize("spec", ["local:0", "local:x", "ray://", "head:10001", " "])
 def test_a_cluster_that_is_not_one_is_a_usage_error(spec):
-    with pytest.raises(UsageError, match="expected ray://HEAD:PORT|local:N takes a number"):
-        parse(spec)
+    with pytest.raises(UsageError, match="expected ray://HEAD:PORT"):
+        specs.ray_place(spec)
+    assert settings.value_problem(settings.BY_NAME["retune.cluster"], spec)
 
 
 H100, H200, B200 = ({"name": "NVIDIA H100", "arch": "sm_90"}, {"name": "NVIDIA H200", "arch": "sm_90"},

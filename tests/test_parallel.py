@@ -21,6 +21,7 @@ from nvcc_evo.measure import Measurement, static
 from nvcc_evo.measure.backend import Composed
 from nvcc_evo.execute.evaluate import Evaluator
 from nvcc_evo.execute.goal import goal_for
+from nvcc_evo.driver import settings, specs
 from nvcc_evo.execute.lanes import Lane, LaneLost, LaneSet, choose_gpus, scale_to, scaled
 from nvcc_evo.engine.space import build_space
 from nvcc_evo.execute.store import Context, Record, Store
@@ -42,21 +43,33 @@ H, A = "NVIDIA H200", "NVIDIA A100"
     ("1", [H, H], 0, [1]),                        # a number is a device's, as in CUDA_VISIBLE_DEVICES
 ])
 def test_gpus_named_by_all_a_count_or_numbers(spec, names, first, expected):
-    assert choose_gpus(spec, names, first) == expected
+    assert choose_gpus(specs.gpus(spec), names, first) == expected
 
 
 @pytest.mark.parametrize("spec,names,said", [
     ("0,1", [H, A], "different models"),
     ("count:3", [H, H], r"2 GPU\(s\) visible"),
-    ("count:0", [H, H], r"2 GPU\(s\) visible"),
     ("2", [H, H], "devices 0..1"),
     ("0,0", [H, H], "each named once"),
     ("0,5", [H, H], "devices 0..1"),
-    ("many", [H], "expected all, count:N or device numbers"),
 ])
 def test_gpus_that_cannot_be_used_together_are_a_usage_error(spec, names, said):
     with pytest.raises(UsageError, match=said):
-        choose_gpus(spec, names)
+        choose_gpus(specs.gpus(spec), names)
+
+
+@pytest.mark.parametrize("spec,parsed", [("all", (0, ())), (" count:2 ", (2, ())), ("0, 2", (0, (0, 2)))])
+def test_gpus_are_parsed_once_by_the_form_settings_checks(spec, parsed):
+    """retune.gpus is read by one form (driver.specs): the settings' check and the value execute receives."""
+    assert (specs.gpus(spec).count, specs.gpus(spec).devices) == parsed and specs.gpus(None) is None
+    assert not settings.value_problem(settings.BY_NAME["retune.gpus"], spec)
+
+
+@pytest.mark.parametrize("spec", ["many", "count:0", "0,", ""])
+def test_gpus_of_no_form_are_a_usage_error_and_a_settings_problem(spec):
+    with pytest.raises(UsageError, match="--gpus .*expected all, count:N or device numbers"):
+        specs.gpus(spec)
+    assert settings.value_problem(settings.BY_NAME["retune.gpus"], spec)
 
 
 # ---------------------------------------------------------------- per-GPU baselines

@@ -23,12 +23,12 @@ tomllib, only when there is one.
 from __future__ import annotations
 
 import os
-import re
 from typing import NamedTuple
 
 from nvcc_evo.acf.text import BOM
 from nvcc_evo.backends import CHOICES as BACKENDS, help_text as backend_help
 from nvcc_evo.driver.common import LOG_ENV, REAL_NVCC_ENV, STALE_CHOICES, STALE_ENV, find_settings_file
+from nvcc_evo.driver.specs import FORMS
 from nvcc_evo.driver.tomlplaces import decode_error, places
 from nvcc_evo.errors import AcfError, Diagnostic, Location, UsageError
 from nvcc_evo.system.files import leaves
@@ -55,7 +55,7 @@ class Key(NamedTuple):
     positive: bool = False
     counted: bool = False     # 0 or more (a device number)
     finite: bool = False      # a number of seconds a wait takes: inf (and nan) would never end, or crash it
-    form: str = ""            # a str's shape: a key of FORMS
+    form: str = ""            # a str's shape: a key of FORMS (driver.specs)
     default_said: str = ""    # the default in words, where the value (None) does not say it
     field: str = ""           # the Options field, where it is not the name's last part with - as _
     metavar: str = ""         # the flag's value in usage lines (N, S, JSONL, ...)
@@ -136,15 +136,6 @@ KEYS = (
     Key("report.out", "path", "", None, "the HTML file --report writes (default: .nvcc-evo/report.html)",
         inside=True),
 )
-# The shapes of the str settings that are specs (what execute.lanes.choose_gpus
-# and execute.cluster.parse then read): checked wherever a value comes from,
-# so that a bad one stops a retune before anything starts, saying where it is.
-FORMS = {
-    "gpus": (re.compile(r"\s*(all|count:[1-9][0-9]*|[0-9]+(\s*,\s*[0-9]+)*)\s*"),
-             "all, count:N or device numbers (0 or 0,2)"),
-    "cluster": (re.compile(r"\s*(auto|local(:[1-9][0-9]*)?|ray://\S+)\s*"), "ray://HEAD:PORT, auto, local or local:N"),
-    "target": (re.compile(r"sm_[0-9]{2,3}[af]?"), "a SASS architecture such as sm_90 or sm_90a"),
-}
 BY_NAME = {key.name: key for key in KEYS}
 BUILD_KEYS = tuple(name for name in BY_NAME if "." not in name)
 RETUNE_KEYS = tuple(name for name in BY_NAME if name.startswith("retune."))

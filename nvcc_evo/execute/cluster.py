@@ -29,44 +29,26 @@ import warnings
 from dataclasses import replace
 from typing import Any
 
+from nvcc_evo.driver.specs import RayPlace
 from nvcc_evo.measure.candidate import CompileResult, compile_candidate, front_end, ptxas_only
-from nvcc_evo.errors import EnvironmentProblem, UsageError
+from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.execute.lanes import LOST, Lane, LaneLost, LaneSet
 
 RETRIES = 1          # Ray's own retries of a task whose worker died, before it counts as lost
 _SEARCHES = itertools.count(1)   # the searches measuring on the GPU actors, one key each
 
 
-def parse(spec: str) -> tuple[str | None, int | None]:
-    """`local` / `local:N` -> (None, N or None: this machine's cores);
-    `ray://HEAD:PORT` (Ray Client) or `auto` (the cluster this machine is a
-    node of, as `ray start` made it) -> (the address, None)."""
-    text = spec.strip()
-    if text == "auto":
-        return text, None
-    if text == "local":
-        return None, None
-    if text.startswith("local:"):
-        count = text.partition(":")[2]
-        if not count.isdigit() or int(count) < 1:
-            raise UsageError(f"--cluster {spec}: local:N takes a number of workers, at least 1")
-        return None, int(count)
-    if text.startswith("ray://") and len(text) > len("ray://"):
-        return text, None
-    raise UsageError(f"--cluster {spec}: expected ray://HEAD:PORT, auto, local or local:N")
-
-
-def open_cluster(spec: str | None, dry_run: bool) -> "Cluster | None":
+def open_cluster(spec: RayPlace | None, dry_run: bool) -> "Cluster | None":
     """The Ray cluster `retune.cluster` names, connected (None: this machine; a dry run connects to none)."""
     return connect(spec) if spec and not dry_run else None
 
 
-def connect(spec: str) -> "Cluster":
-    address, workers = parse(spec)
+def connect(spec: RayPlace) -> "Cluster":
+    address, workers = spec.address, spec.workers
     try:
         import ray
     except ImportError:
-        raise EnvironmentProblem(f"--cluster {spec} needs Ray, which is not installed here: "
+        raise EnvironmentProblem(f"--cluster {spec.text} needs Ray, which is not installed here: "
                                  "pip install 'nvcc-evo[cluster]'") from None
     quiet: dict[str, Any] = dict(log_to_driver=False, logging_level="ERROR", configure_logging=False)   # ray.init's
     try:
@@ -78,8 +60,8 @@ def connect(spec: str) -> "Cluster":
             else:
                 ray.init(address=address, **quiet)
     except Exception as error:       # Ray's own: ConnectionError, ValueError, RuntimeError, grpc's ...
-        raise EnvironmentProblem(f"--cluster {spec}: {_connect_problem(error)}") from None
-    return Cluster(ray, spec)
+        raise EnvironmentProblem(f"--cluster {spec.text}: {_connect_problem(error)}") from None
+    return Cluster(ray, spec.text)
 
 
 def _connect_problem(error: Exception) -> str:

@@ -30,6 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable, TypeVar
 
+from nvcc_evo.driver.specs import Gpus
 from nvcc_evo.errors import EnvironmentProblem, UsageError
 from nvcc_evo.measure import Measurement, failed
 from nvcc_evo.measure.backend import Backend, Composed, composed
@@ -72,30 +73,23 @@ def scaled(measurement: Measurement, scale: dict) -> Measurement:
     return replace(measurement, metrics=tuple((k, v * scale.get(k, 1.0)) for k, v in measurement.metrics))
 
 
-def choose_gpus(spec: str | None, names: list[str], first: int = 0) -> list[int]:
+def choose_gpus(spec: Gpus | None, names: list[str], first: int = 0) -> list[int]:
     """The devices `--gpus` names among those visible (`names[i]`: device
     i's model), lane 0 first: `all` (device `first`, then the others of its
     model; other models left out), `count:N` (the first N), device numbers
     `1` or `0,2` (those, of one model). Raises UsageError otherwise."""
     count = len(names)
-    text = (spec or "all").strip()
-    if text == "all":
+    if spec is None or not (spec.count or spec.devices):
         return [first] + [i for i in range(count) if i != first and names[i] == names[first]] if count else []
-    wanted = text.partition(":")[2] if text.startswith("count:") else ""
-    try:
-        numbers = [int(part) for part in (wanted or text).split(",")]
-    except ValueError:
-        raise UsageError(f"--gpus {spec}: expected all, count:N or device numbers (0 or 0,2)") from None
-    if wanted:
-        if len(numbers) != 1 or not 1 <= numbers[0] <= count:
-            raise UsageError(f"--gpus {spec}: {count} GPU(s) visible")
-        numbers = list(range(numbers[0]))
+    if spec.count > count:
+        raise UsageError(f"--gpus {spec.text}: {count} GPU(s) visible")
+    numbers = list(spec.devices) or list(range(spec.count))
     bad = [n for n in numbers if not 0 <= n < count]
     if bad or len(set(numbers)) != len(numbers):
-        raise UsageError(f"--gpus {spec}: devices 0..{count - 1} are visible, each named once")
+        raise UsageError(f"--gpus {spec.text}: devices 0..{count - 1} are visible, each named once")
     models = {names[n] for n in numbers}
     if len(models) > 1:
-        raise UsageError(f"--gpus {spec}: GPUs of different models ({', '.join(sorted(models))}) are never "
+        raise UsageError(f"--gpus {spec.text}: GPUs of different models ({', '.join(sorted(models))}) are never "
                          "mixed in one search; name those of one model")
     return numbers
 

@@ -20,6 +20,8 @@ from nvcc_evo.acf import model, unitpath
 from nvcc_evo.acf.bench.command import identity
 from nvcc_evo.acf.sources import define_values
 from nvcc_evo.backends import BACKENDS
+from nvcc_evo.driver import specs
+from nvcc_evo.driver.specs import Gpus
 from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
 from nvcc_evo.measure import Measurement, static
 from nvcc_evo.measure.backend import Backend, Composed
@@ -320,7 +322,7 @@ def backend_for(backend: str, wanted: Wanted) -> Backend:
     return factory(wanted)
 
 
-def pycuda_devices(gpus: str | None, first: int) -> list[int]:
+def pycuda_devices(gpus: Gpus | None, first: int) -> list[int]:
     """The CUDA devices a pycuda retune measures on: `retune.gpus` among the
     visible ones (default: every one of the model of `retune.device`, which
     is lane 0)."""
@@ -354,7 +356,7 @@ def measuring(options, task, acf_path: Path, context: Context, space_defaults: d
     if cluster is not None:
         lanes = cluster.lanes(options.backend, wanted)
         return lanes.measurer(), lanes
-    devices = pycuda_devices(options.gpus, options.device) if options.backend == "pycuda" else []
+    devices = pycuda_devices(specs.gpus(options.gpus), options.device) if options.backend == "pycuda" else []
     if not devices or (len(devices) == 1 and options.gpus is None):   # no GPU backend, or one GPU: as always
         return backend_for(options.backend, replace(wanted, device=devices[0] if devices else options.device)), None
     lanes = LaneSet([Lane(i, _pycuda(replace(wanted, device=device)), f"GPU {device}")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nvcc_evo.driver import settings
+from nvcc_evo.driver import settings, specs
 from nvcc_evo.driver.cache import prune
 from nvcc_evo.driver.project import Project, open_project
 from nvcc_evo.driver.toolkit import Toolkit, cache_folder_if_any
@@ -79,7 +79,7 @@ def run_retune(options: Options) -> int:
     cluster = None
     try:
         file = load(acf_path)
-        cluster = open_cluster(options.cluster, options.dry_run)
+        cluster = open_cluster(specs.ray_place(options.cluster), options.dry_run)
         auto = options.backend == "auto"
         options = _decided(options, cluster, acf_path, toolkit)
         say_settings(project, options)
