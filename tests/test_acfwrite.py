@@ -171,7 +171,7 @@ def test_an_in_place_save_during_rewrites_loses_no_unit_and_keeps_the_editors_fi
     final = parse_text(path.read_text(), str(path))
     assert writes >= 3 and set(seen) == {40}, f"the updates saw {sorted(set(seen))} units"
     assert f"# save {saves - 1}\n" in path.read_text() and len(final.units) == 40
-    assert final.units[39].entry_for("sm_90").settings == (model.Setting("ptxas.opt_level", 3),)
+    assert final.units[39].find_target("sm_90").settings == (model.Setting("ptxas.opt_level", 3),)
     assert sorted(os.listdir(tmp_path)) == [".nvcc-evo", "nvcc-evo.acf"]
 
 

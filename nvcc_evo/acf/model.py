@@ -351,11 +351,6 @@ class Unit:
         values += [s.value for t in self.targets for s in t.settings if is_file(s.knob)]
         return tuple(sorted({str(v) for v in values} - {NO_FILE}))
 
-    def entry_for(self, arch: str) -> Target | None:
-        """The target a retune reads and writes for `arch`: the plain one (no
-        GPU named), else the first one for that architecture."""
-        return self.find_target(arch) or next((t for t in self.targets if t.serves(arch)), None)
-
     @property
     def space_digest(self) -> str:
         """A digest of the pins and the search block (values, not spelling:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from nvcc_evo.driver.build.compileplan import RecordedBuild
 from nvcc_evo.driver.build.flags import DEFAULT_PASSES_NOTHING
+from nvcc_evo.driver.match.units import entry_for
 from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import Dimension, SearchSpace
 
@@ -325,7 +326,7 @@ def _compiles_now_to(job: CompileJob, code: str) -> bool:
 
 def _entry_now(task) -> dict:
     """The knobs of the unit's entry for the target as the ACF held it when the search began."""
-    current = task.unit.entry_for(task.arch)
+    current = entry_for(task.unit, task.arch)
     return {s.knob: s.value for s in current.settings} if current is not None else {}
 
 

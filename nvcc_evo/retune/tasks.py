@@ -27,6 +27,7 @@ from nvcc_evo.driver.match.index import index_units
 from nvcc_evo.driver.match.stale import SPACE_CHANGED, TUNE_CHANGED, fingerprint
 from nvcc_evo.driver.match.units import match_unit
 from nvcc_evo.driver.targets import not_built
+from nvcc_evo.driver.match.units import entry_for
 from nvcc_evo.errors import UsageError
 from nvcc_evo.system.say import log
 
@@ -149,7 +150,7 @@ def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str
     """Why the unit's entry for `arch` is not what a retune here would write ("" each: it is), `gpu` the model
     this retune measures on ("" where it measures on none: the static and command backends); `also_builds`:
     the same build as older nvcc-evo named it (builds.older_keys)."""
-    target = unit.entry_for(arch)
+    target = entry_for(unit, arch)
     if target is None:
         return (f"no entry for {arch}",)
     if target.provenance is None:
@@ -286,7 +287,7 @@ def _named(reasons: tuple[str, ...], unit: model.Unit, arch: str, source: Path, 
            root: Path, nvcc: str) -> tuple[str, ...]:
     """The reasons in words that name what changed: the files of "source changed" (where the fingerprint's
     files were kept, builds.keep_sources), the folder and the difference of "tuned for another build"."""
-    target = unit.entry_for(arch)
+    target = entry_for(unit, arch)
     if target is None or not reasons:
         return reasons
     named = []
@@ -367,14 +368,14 @@ STATIC_ONLY = "its entry holds static objectives only (compiler facts): never me
 def _static_only(unit: model.Unit, arch: str) -> bool:
     """The unit's entry for `arch` was chosen by the static backend: up to
     date for it, but a measuring backend has yet to judge it."""
-    target = unit.entry_for(arch)
+    target = entry_for(unit, arch)
     return target is not None and target.backend == "static"
 
 
 def _measured_on(unit: model.Unit, arch: str) -> str | None:
     """Where the unit's current entry for `arch` was measured (runtime, not
     compiler facts), or None."""
-    target = unit.entry_for(arch)
+    target = entry_for(unit, arch)
     if target is None or target.backend not in MEASURING_BACKENDS:
         return None
     gpu, date = target.record("gpu"), target.record("date")

@@ -28,6 +28,7 @@ from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.driver.build.compileplan import RecordedBuild
 from nvcc_evo.driver.match.builds import build_key
 from nvcc_evo.driver.toolkit import Toolkit
+from nvcc_evo.driver.match.units import entry_for
 from nvcc_evo.engine import budget
 from nvcc_evo.engine.boosters import family_of
 from nvcc_evo.engine.evolve import Engine, Progress, run_search
@@ -345,10 +346,9 @@ def _searched(evaluator: Evaluator, space: SearchSpace) -> int:
 
 
 def _entry_is_current(task: Task, toolkit: Toolkit, options: Options, unrunnable: frozenset = frozenset()) -> bool:
-    """The unit's entry for the task's architecture is up to date, was
-    written by this backend (a static search never settles for a GPU's entry)
-    and holds no value whose binary could not run (`unrunnable`)."""
-    target = task.unit.entry_for(task.arch)
+    """The unit's entry for the task's architecture is up to date, was written by this backend (a static
+    search never settles for a GPU's entry) and holds no value whose binary could not run (`unrunnable`)."""
+    target = entry_for(task.unit, task.arch)
     return (target is not None and target.backend == options.backend
             and not any((s.knob, s.value) in unrunnable for s in target.settings)
             and not stale_reasons(task.unit, task.arch, task.fingerprint, task.toolkit(toolkit), task.build,

@@ -20,6 +20,7 @@ from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.edit.write import rewrite, writable
 from nvcc_evo.driver.match.builds import keep_sources, sources_read
 from nvcc_evo.driver.match.stale import SPACE_CHANGED
+from nvcc_evo.driver.match.units import entry_for
 from nvcc_evo.errors import AcfChanged, EnvironmentProblem
 from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import Genome, SearchSpace
@@ -35,13 +36,13 @@ if TYPE_CHECKING:
 def fixed_settings(task, space: SearchSpace) -> dict:
     """Knobs set in the current target but outside the search space stay set."""
     searched = {d.knob for d in space.dimensions}
-    current = task.unit.entry_for(task.arch)
+    current = entry_for(task.unit, task.arch)
     return {s.knob: s.value for s in (current.settings if current else ()) if s.knob not in searched}
 
 
 def current_genome(task, space: SearchSpace) -> Genome | None:
     """The unit's entry for the task's architecture as a genome of `space`."""
-    current = task.unit.entry_for(task.arch)
+    current = entry_for(task.unit, task.arch)
     return space.genome({s.knob: s.value for s in current.settings}) if current is not None else None
 
 
@@ -119,7 +120,7 @@ def write_back(acf_path: Path, outcome: Outcome, toolkit: Toolkit, options: Opti
 def knobs_changed(outcome: Outcome) -> bool:
     """Whether the entry written gives a build other knobs than the entry it
     replaced (none: an empty one); provenance alone changes no binary."""
-    before = outcome.task.unit.entry_for(outcome.task.arch)
+    before = entry_for(outcome.task.unit, outcome.task.arch)
     held = {s.knob: s.value for s in before.settings} if before is not None else {}
     return {s.knob: s.value for s in settings_of(outcome)} != held
 

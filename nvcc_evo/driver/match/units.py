@@ -7,7 +7,7 @@ together as a `CallPlan`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 from nvcc_evo.acf import unitpath
 from nvcc_evo.driver.common import GPU_ENV, STALE_ENV
@@ -67,7 +67,30 @@ def match_unit(units: tuple[UnitEntry, ...], acf_dir: Path, source: Path) -> Uni
     return None
 
 
-def choose_target(unit: UnitEntry, arch: str, gpu: str | None) -> tuple[TargetEntry | None, str]:
+class Block(Protocol):
+    """A unit's target block as the rule below reads it: acf.model.Target (the retune's) or TargetEntry (a build's)."""
+
+    @property
+    def gpu(self) -> str | None: ...
+
+    def serves(self, arch: str) -> bool: ...
+
+
+B = TypeVar("B", bound=Block)
+B_co = TypeVar("B_co", bound=Block, covariant=True)
+
+
+class HasBlocks(Protocol[B_co]):
+    @property
+    def targets(self) -> tuple[B_co, ...]: ...
+
+
+def entry_for(unit: HasBlocks[B], arch: str) -> B | None:
+    """The block a retune reads for `arch`: the one a build that names no GPU chooses (`choose_target`)."""
+    return choose_target(unit, arch, None)[0]
+
+
+def choose_target(unit: HasBlocks[B], arch: str, gpu: str | None) -> tuple[B | None, str]:
     """The unit's entry for `arch` (for the GPU named, else the plain one), and a note where it is not plain
     to see; an `a`/`f` variant (sm_90a) with no entry of its own is served by its architecture's (sm_90:
     the same knobs, on a superset of its instructions), as the drop-in ptxas serves Triton's sm_90a."""
