@@ -145,7 +145,7 @@ def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list,
             f"build's own flags (build it once through nvcc-evo to tune it as the build compiles it)")
 
 
-def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str, build: str = "",
+def stale_reasons(unit: model.Unit, arch: str, unit_fingerprint: str, toolkit_version: str, build: str = "",
                   gpu: str = "", also_builds: tuple[str, ...] = ()) -> tuple[str, ...]:
     """Why the unit's entry for `arch` is not what a retune here would write ("" each: it is), `gpu` the model
     this retune measures on ("" where it measures on none: the static and command backends); `also_builds`:
@@ -157,7 +157,7 @@ def stale_reasons(unit: model.Unit, arch: str, print_: str, toolkit_version: str
         return ("never tuned (no provenance)",)
     reasons = []
     recorded = target.record("fingerprint")
-    if recorded is None or recorded.value != print_:
+    if recorded is None or recorded.value != unit_fingerprint:
         reasons.append("source changed")
     toolkit = target.record("toolkit")
     if toolkit is None or toolkit.value != toolkit_version:
@@ -243,12 +243,12 @@ def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, tool
             found.skipped.append(f"{unit} [{arch}]")
             continue
         job, source, chooses = job_found
-        print_ = source_fingerprint(unit, source, job.argv, job.env, job.cwd, acf_path.parent)
+        unit_fingerprint = source_fingerprint(unit, source, job.argv, job.env, job.cwd, acf_path.parent)
         build = build_identity(job, acf_path.parent, bool(mine))
         older = tuple(f"recorded compile {key}" for key in older_keys(job, acf_path.parent)) if mine else ()
         release = served_release(job)
-        reasons = ("asked",) if asked else stale_reasons(unit, arch, print_, release or toolkit.version, build,
-                                                         gpu, older)
+        reasons = ("asked",) if asked else stale_reasons(unit, arch, unit_fingerprint, release or toolkit.version,
+                                                         build, gpu, older)
         reasons = _named(reasons, unit, arch, source, job, mine, acf_path.parent, toolkit.nvcc)
         _say_other_builds(unit, arch, mine, acf_path.parent, toolkit.nvcc)
         measured = None if asked else _measured_on(unit, arch)
@@ -261,7 +261,8 @@ def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, tool
         if not reasons and options.backend in MEASURING_BACKENDS and _static_only(unit, arch):
             reasons = (STATIC_ONLY,)
         if reasons:
-            found.tasks.append(Task(index, unit, arch, source, job, print_, reasons, chooses, build, release, gpu))
+            found.tasks.append(Task(index, unit, arch, source, job, unit_fingerprint, reasons, chooses, build, release,
+                                    gpu))
 
 
 def source_fingerprint(unit: model.Unit, source: Path, argv: tuple[str, ...], env: tuple[tuple[str, str], ...],
@@ -309,8 +310,9 @@ def _say_other_builds(unit: model.Unit, arch: str, mine: list, root: Path, nvcc:
     tunes for: the latest, and what the others do differently."""
     ways: dict[tuple[str, str], compiledb.CompileRecord] = {}     # (build_key, fingerprint) -> its latest record
     for record in sorted((r for r in mine if r.arch == arch), key=lambda r: r.time, reverse=True):
-        print_ = source_fingerprint(unit, Path(record.input), record.argv, record.compile_env(), record.cwd, root)
-        ways.setdefault((build_key(compiled(record, nvcc), root), print_), record)
+        unit_fingerprint = source_fingerprint(unit, Path(record.input), record.argv, record.compile_env(), record.cwd,
+                                              root)
+        ways.setdefault((build_key(compiled(record, nvcc), root), unit_fingerprint), record)
     if len(ways) < 2:
         return
     latest, other, *more = ways.values()

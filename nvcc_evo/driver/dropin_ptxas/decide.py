@@ -99,12 +99,12 @@ def serve(call: PtxasCall, units, acf_path: Path, environ, cwd: str) -> Served:
     from nvcc_evo.driver.match.stale import fingerprint, staleness
     from nvcc_evo.driver.match.units import Match, choose_target
     copy = keep_ptx(acf_path, entries, digest, data)
-    print_ = fingerprint(copy, None, "", unit.files, acf_path.parent)
+    unit_fingerprint = fingerprint(copy, None, "", unit.files, acf_path.parent)
     target, note = choose_target(unit, call.arch, environ.get(GPU_ENV))
     # (the toolkit that tuned it is not compared: the ptxas that runs is the program's own)
-    stale = staleness(target, print_, (target.toolkit or "") if target else "", unit.space_digest,
+    stale = staleness(target, unit_fingerprint, (target.toolkit or "") if target else "", unit.space_digest,
                       unit.tune_digest)
-    return Served(name, entries, digest, Match(str(copy), call.arch, unit, target, print_, stale, note))
+    return Served(name, entries, digest, Match(str(copy), call.arch, unit, target, unit_fingerprint, stale, note))
 
 
 def keep_ptx(acf_path: Path, entries, digest: str, data: bytes) -> Path:

@@ -139,26 +139,26 @@ def sources_read(source: Path, argv: tuple[str, ...], env: tuple[tuple[str, str]
     return {relative(path): digest for path, digest in found.items()}
 
 
-def _sources_file(root: Path, print_: str) -> Path:
-    return root / ".nvcc-evo" / "sources" / f"{print_.rpartition(':')[2]}.json"
+def _sources_file(root: Path, unit_fingerprint: str) -> Path:
+    return root / ".nvcc-evo" / "sources" / f"{unit_fingerprint.rpartition(':')[2]}.json"
 
 
-def keep_sources(root: Path, print_: str, sources: dict[str, str]) -> None:
+def keep_sources(root: Path, unit_fingerprint: str, sources: dict[str, str]) -> None:
     """The files a fingerprint was made of, kept beside the ACF (`.nvcc-evo/sources/`) once an entry names
     it, so that "source changed" can name the files that did (changed_sources)."""
     from nvcc_evo.system import files
     try:
         files.folders(root, ".nvcc-evo", "sources")
-        files.replace(_sources_file(root, print_), json.dumps(sources, sort_keys=True))
+        files.replace(_sources_file(root, unit_fingerprint), json.dumps(sources, sort_keys=True))
     except OSError:
         pass                    # (then "source changed" names no file: nothing else depends on it)
 
 
-def changed_sources(root: Path, print_: str, sources: dict[str, str]) -> list[str]:
-    """The files whose contents differ between the fingerprint `print_` (as keep_sources kept it) and
+def changed_sources(root: Path, unit_fingerprint: str, sources: dict[str, str]) -> list[str]:
+    """The files whose contents differ between the fingerprint `unit_fingerprint` (as keep_sources kept it) and
     `sources` now, those added or gone included, as a user reads them (`inc/params.h`); [] where none was kept."""
     try:
-        then = json.loads(_sources_file(root, print_).read_text())
+        then = json.loads(_sources_file(root, unit_fingerprint).read_text())
     except (OSError, ValueError):
         return []
     if not isinstance(then, dict):

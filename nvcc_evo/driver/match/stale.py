@@ -80,14 +80,14 @@ def _sources(source: Path, include_dirs: list[str]):
                     break
 
 
-def staleness(target: TargetEntry | None, print_: str, toolkit_version: str, space_digest: str = "",
+def staleness(target: TargetEntry | None, unit_fingerprint: str, toolkit_version: str, space_digest: str = "",
               tune_digest: str = "") -> tuple[str, ...]:
     """Why a target's entry is out of date. A provenance without a key (an
     entry written before it existed) is not stale for that key."""
     if target is None:
         return ()
     why = []
-    if target.fingerprint is not None and target.fingerprint != print_:
+    if target.fingerprint is not None and target.fingerprint != unit_fingerprint:
         why.append("source changed since it was tuned")
     if target.toolkit is not None and target.toolkit != toolkit_version:
         why.append(f"tuned with CUDA {target.toolkit}, building with {toolkit_version}")

@@ -152,16 +152,17 @@ def build_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_dir: 
     for name in inputs:
         source = cwd / name
         unit = match_unit(units, acf_path.parent, source)
-        print_ = fingerprint(source, call, cwd, unit.files, acf_path.parent) \
+        unit_fingerprint = fingerprint(source, call, cwd, unit.files, acf_path.parent) \
             if unit is not None else ""
-        no_sass += [Match(name, arch, unit, None, print_, note="no SASS") for arch in unbuilt if unit is not None]
+        no_sass += [Match(name, arch, unit, None, unit_fingerprint, note="no SASS")
+                    for arch in unbuilt if unit is not None]
         for arch in archs:
             if unit is None:
                 matches.append(Match(name, arch, None, note=f"no unit in {acf_path.name} covers it"))
                 continue
             target, note = choose_target(unit, arch, environ.get(GPU_ENV))
-            matches.append(Match(name, arch, unit, target, print_,
-                                 staleness(target, print_, toolkit.version, unit.space_digest,
+            matches.append(Match(name, arch, unit, target, unit_fingerprint,
+                                 staleness(target, unit_fingerprint, toolkit.version, unit.space_digest,
                                            unit.tune_digest), note))
     notes = ((arch_note,) if arch_note else ()) + ((LTO_NOTE,) if is_lto_compile(call) else ())
     return CallPlan(acf_path, tuple(matches), tuple(archs), notes=notes, no_sass=tuple(no_sass))
