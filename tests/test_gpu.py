@@ -135,10 +135,10 @@ def test_a_clearly_slower_candidate_is_raced_out_and_a_faster_one_is_timed_in_fu
 def test_two_runs_of_one_binary_agree_within_their_spread(gpu):
     pool, bench, job, _ = gpu
     from nvcc_evo.acf.bench.spec import plan_bench
-    from nvcc_evo.measure.gpu_worker import Launch
+    from nvcc_evo.measure.gpu_worker import RunRequest
     result = compile_candidate(job)
     plan = plan_bench(bench, {"BLOCK": 256})
-    runs = [summarize(pool.request(Launch(result.cubin, plan, time=True)).times_us)
+    runs = [summarize(pool.request(RunRequest(result.cubin, plan, time=True)).times_us)
             for _ in range(2)]
     gap = abs(runs[0].median - runs[1].median) / runs[0].median
     assert gap <= max(runs[0].spread, runs[1].spread, 0.01), runs

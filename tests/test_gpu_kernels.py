@@ -12,7 +12,7 @@ from conftest import ROOT
 from nvcc_evo.acf.bench.spec import plan_bench
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.measure.candidate import CompileJob, compile_candidate
-from nvcc_evo.measure.gpu_worker import Launch, host_array
+from nvcc_evo.measure.gpu_worker import RunRequest, host_array
 
 pytestmark = pytest.mark.gpu
 
@@ -33,7 +33,7 @@ def run(pool, source: str, bench: str, defines: dict) -> tuple[dict, dict]:
     job = CompileJob(shutil.which("nvcc"), ("-c", source), str(ROOT / "kernels"), source, pool.hello["arch"], flags)
     result = compile_candidate(job)
     assert result.ok, result.stderr
-    answer = pool.request(Launch(result.cubin, plan, outputs=True))
+    answer = pool.request(RunRequest(result.cubin, plan, outputs=True))
     assert answer.status == "ok", answer
     inputs = {a.name: host_array(a, 0) for a in plan.arrays if a.init != "output"}
     return answer.outputs, inputs

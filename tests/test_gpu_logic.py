@@ -14,7 +14,7 @@ from nvcc_evo.acf.bench.spec import ExprError, plan_bench
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.measure.gpu import WorkerPool, outputs_match
-from nvcc_evo.measure.gpu_worker import (Answer, CopyRate, Device, Hello, Incumbent, Launch, NoGpu, classify,
+from nvcc_evo.measure.gpu_worker import (Answer, CopyRate, Device, Hello, Incumbent, NoGpu, RunRequest, classify,
                                          host_array, poison, to_storage, worker_main)
 from nvcc_evo.measure.occupancy import launch_problem
 
@@ -114,8 +114,8 @@ def test_cuda_errors_are_classified():
 FAKE = Hello("fake", "0.0", "sm_00", "0", 0, False)
 
 
-def ask(what: bytes = b"") -> Launch:
-    return Launch(what, None)
+def ask(what: bytes = b"") -> RunRequest:
+    return RunRequest(what, None)
 
 
 class DyingDevice:
@@ -127,7 +127,7 @@ class DyingDevice:
     def hello(self) -> Hello:
         return FAKE
 
-    def run(self, request: Launch) -> Answer:
+    def run(self, request: RunRequest) -> Answer:
         if request.cubin == b"die":
             os._exit(17)
         if request.cubin == b"hang":
@@ -195,7 +195,7 @@ def test_the_pipes_values_cross_a_real_pipe_as_they_are():
     plan = plan_bench(BENCH, {"TILE": 1})
     near, far = multiprocessing.get_context("spawn").Pipe()
     outputs = {"y": np.linspace(1, 2, 1000, dtype=np.float32)}
-    sent = [FAKE, NoGpu("no device"), CopyRate(), Launch(b"\x7fELF", plan, time=True, min_seconds=0.2,
+    sent = [FAKE, NoGpu("no device"), CopyRate(), RunRequest(b"\x7fELF", plan, time=True, min_seconds=0.2,
             race=Incumbent(10.5, 0.02), settle=True, energy=True, outputs=True, seed=1000, compare="k"),
             Answer("ok", costs={"load": 0.1}, wrong="", times_us=[1.0, 2.0], planned=9, stopped="raced",
                    energy_mj=2.0, power_w=500.0, launches=16), None]
@@ -203,7 +203,7 @@ def test_the_pipes_values_cross_a_real_pipe_as_they_are():
         for value in sent:
             near.send(value)
             assert far.recv() == value
-        near.send(Launch(b"", plan, reference=("k", outputs)))
+        near.send(RunRequest(b"", plan, reference=("k", outputs)))
         got = far.recv()
         assert got.reference[0] == "k" and np.array_equal(got.reference[1]["y"], outputs["y"])
         assert got.plan == plan and got.race is None and got.time is False and got.min_seconds == 0.3
@@ -223,10 +223,10 @@ def test_the_measuring_process_answers_each_request_type_and_a_cuda_error_in_its
     try:
         assert pool.hello == FAKE.as_dict()
         assert pool.request(CopyRate()) == Answer("ok", copy_bytes_per_s=4e12)
-        memory = pool.request(Launch(b"cuMemAlloc failed: out of memory", plan, time=True))
+        memory = pool.request(RunRequest(b"cuMemAlloc failed: out of memory", plan, time=True))
         assert memory == Answer("out-of-memory", "RuntimeError: cuMemAlloc failed: out of memory")
         assert pool.replaced == 0
-        crashed = pool.request(Launch(b"cuCtxSynchronize failed: an illegal memory access was encountered", plan))
+        crashed = pool.request(RunRequest(b"cuCtxSynchronize failed: an illegal memory access was encountered", plan))
         assert crashed.status == "crash" and "illegal memory access" in crashed.detail and pool.replaced == 1
         assert pool.request(CopyRate()).status == "ok"
     finally:
@@ -319,12 +319,12 @@ def test_the_measuring_process_keeps_compares_and_sends_back_outputs_only_when_a
     right = {"y": np.linspace(1, 2, 1000, dtype=np.float32)}
     wrong = {"y": right["y"] * 1.01}
     held = {}
-    assert checked(Launch(b"", plan, keep="base"), right, held) == {}          # nothing crosses back
-    assert checked(Launch(b"", plan, compare="base"), right, held) == {"wrong": ""}
-    assert "elements outside rtol" in checked(Launch(b"", plan, compare="base"), wrong, held)["wrong"]
-    assert checked(Launch(b"", plan, compare="other"), right, held)["wrong"] == "no reference here"
-    take_reference(Launch(b"", plan, reference=("other", wrong)), held)
-    assert checked(Launch(b"", plan, compare="other", outputs=True), wrong, held) == {"outputs": wrong, "wrong": ""}
+    assert checked(RunRequest(b"", plan, keep="base"), right, held) == {}          # nothing crosses back
+    assert checked(RunRequest(b"", plan, compare="base"), right, held) == {"wrong": ""}
+    assert "elements outside rtol" in checked(RunRequest(b"", plan, compare="base"), wrong, held)["wrong"]
+    assert checked(RunRequest(b"", plan, compare="other"), right, held)["wrong"] == "no reference here"
+    take_reference(RunRequest(b"", plan, reference=("other", wrong)), held)
+    assert checked(RunRequest(b"", plan, compare="other", outputs=True), wrong, held) == {"outputs": wrong, "wrong": ""}
 
 
 def test_the_gpu_confirmation_builds_its_own_pair_and_stops_at_a_failed_build(tmp_path, real_nvcc):
@@ -353,7 +353,7 @@ def test_the_gpu_confirmation_builds_its_own_pair_and_stops_at_a_failed_build(tm
 
 
 class LoggingDevice(StandInDevice):
-    """Answers every Launch after 5 ms (with times when timed, zeros as the
+    """Answers every RunRequest after 5 ms (with times when timed, zeros as the
     outputs when asked) and logs its cubin; b"log" is answered with the log."""
 
     def run(self, request):
@@ -385,13 +385,13 @@ def test_a_confirmation_holds_the_gpu_for_each_pair_and_lets_another_search_take
         done.set()
 
     try:
-        pool.request(Launch(b"warm", plan))
+        pool.request(RunRequest(b"warm", plan))
         thread = threading.Thread(target=confirm)
         with pool.lock:               # the other search is measuring when the confirmation starts
             thread.start()
             time.sleep(0.05)
         while not done.is_set():
-            pool.request(Launch(b"other", plan))
+            pool.request(RunRequest(b"other", plan))
         thread.join(30)
         log = pool.request(ask(b"log")).detail.split(",")[1:]
     finally:
@@ -425,12 +425,12 @@ def test_the_numpy_reference_is_computed_while_another_search_measures(tmp_path,
     bench = GpuBench(BENCH, pool, "sm_90", lambda g: {"TILE": 1}, energy=False, expected_fn=slow_reference)
     measured = []
     try:
-        pool.request(Launch(b"warm", bench.plan(None)))
+        pool.request(RunRequest(b"warm", bench.plan(None)))
         thread = threading.Thread(target=lambda: measured.append(bench.measure(None, (), built)))
         thread.start()
         time.sleep(0.2)
         asked = time.monotonic()
-        pool.request(Launch(b"other", bench.plan(None)))
+        pool.request(RunRequest(b"other", bench.plan(None)))
         waited = time.monotonic() - asked
         thread.join(30)
     finally:
@@ -626,6 +626,6 @@ def test_a_candidate_that_never_ends_is_stopped_within_the_retunes_timeout_and_t
         assert "no answer within 3 s (a kernel that never ends?)" in hung.detail
         after = bench.measure(None, (), built(b"next"))
         assert after.ok and pool.replaced == 1 and pool.process.pid != first
-        assert pool.request(Launch(b"log", None)).detail == "next"      # the fresh process measured it
+        assert pool.request(RunRequest(b"log", None)).detail == "next"      # the fresh process measured it
     finally:
         pool.close()

@@ -133,14 +133,14 @@ def echo_worker(connection, device: int) -> None:
 
 
 def test_a_measuring_process_answers_each_thread_its_own_request():
-    from nvcc_evo.measure.gpu_worker import Launch
+    from nvcc_evo.measure.gpu_worker import RunRequest
     pool = WorkerPool(target=echo_worker, timeout=30)
     wrong = []
 
     def ask(thread: int) -> None:
         for i in range(25):
             asked = f"{thread}:{i}"
-            answer = pool.request(Launch(asked.encode(), None))
+            answer = pool.request(RunRequest(asked.encode(), None))
             if answer.detail != asked:
                 wrong.append((asked, answer))
 

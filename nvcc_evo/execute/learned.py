@@ -70,7 +70,7 @@ REGISTER_CAPS = ("ptxas.maxrregcount", "nvcc.maxrregcount")
 TOO_MUCH_SHARED = re.compile(r"uses too much shared data \((0x[0-9a-fA-F]+|\d+) bytes, (0x[0-9a-fA-F]+|\d+) max\)")
 
 
-class Launch(NamedTuple):
+class LaunchShape(NamedTuple):
     threads: int
     block: tuple[int, int, int]
     shared: int                 # dynamic bytes
@@ -89,13 +89,13 @@ class LaunchLimits:
         self.registers: dict[tuple, int] = {}      # defines -> registers per thread that were too many
         self.said: list[str] = []                  # what was learned, in words
 
-    def launch(self, genome: Genome) -> Launch | None:
+    def launch(self, genome: Genome) -> LaunchShape | None:
         try:
             plan = plan_bench(self.bench, self.defines_for(genome))
         except (ExprError, ValueError, ZeroDivisionError):
             return None
         block = plan.block
-        return Launch(block[0] * block[1] * block[2], block, plan.shared)
+        return LaunchShape(block[0] * block[1] * block[2], block, plan.shared)
 
     def learn(self, evaluation: Evaluation) -> None:
         """Told every evaluation; a refused launch's reason becomes a constraint."""

@@ -29,7 +29,7 @@ def as_reference(outputs: dict, plan: BenchPlan) -> dict:
 
 
 def take_reference(request, references: dict) -> None:
-    """A reference a request (gpu_worker.Launch) hands the measuring process, kept by its key
+    """A reference a request (gpu_worker.RunRequest) hands the measuring process, kept by its key
     (before the candidate runs, so that it is kept whatever the candidate does)."""
     if request.reference:
         key, given = request.reference

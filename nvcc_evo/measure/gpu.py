@@ -21,7 +21,7 @@ from nvcc_evo.measure.candidate import CompileResult
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.measure import Confirmation, Measurement, failed, static
 from nvcc_evo.measure.check import as_float, outputs_match
-from nvcc_evo.measure.gpu_worker import Answer, CopyRate, Incumbent, Launch, NoGpu, host_array
+from nvcc_evo.measure.gpu_worker import Answer, CopyRate, Incumbent, NoGpu, RunRequest, host_array
 from nvcc_evo.measure.stats import Summary, Verdict, faster, summarize
 from nvcc_evo.status import Status
 
@@ -110,11 +110,11 @@ class WorkerPool:
         self.replaced += 1
         self.hello = self._start()
 
-    def request(self, message: Launch | CopyRate, timeout: float | None = None) -> Answer:
+    def request(self, message: RunRequest | CopyRate, timeout: float | None = None) -> Answer:
         with self.lock:
             return self._request(message, timeout)
 
-    def _request(self, message: Launch | CopyRate, timeout: float | None) -> Answer:
+    def _request(self, message: RunRequest | CopyRate, timeout: float | None) -> Answer:
         try:
             self.connection.send(message)
             if not self.connection.poll(timeout or self.timeout):
@@ -247,7 +247,7 @@ class GpuBench:
         if self.expected_fn is not None:       # computed before the GPU is held: seconds on a large bench,
             self.expected_outputs(plan)        # in which the other searches at once could measure nothing
         with self.pool.lock:                   # the references it holds are this process's (see _comparison)
-            answer = self.pool.request(Launch(
+            answer = self.pool.request(RunRequest(
                 result.cubin, plan, time=True, min_seconds=self.min_seconds, race=self.incumbent, settle=self.settle,
                 energy=bool(self.energy and self.pool.hello.get("nvml")), outputs=first,
                 **self._comparison(plan, first)), self.timeout)
@@ -259,7 +259,7 @@ class GpuBench:
         return replace(measurement, costs=tuple(costs.items()))
 
     def _comparison(self, plan: BenchPlan, first: bool) -> dict:
-        """What the worker compares the outputs with (Launch's fields, by name):
+        """What the worker compares the outputs with (RunRequest's fields, by name):
         the numpy reference's outputs, else the baseline's (this run's, when it
         is the baseline); sent to it once per measuring process."""
         if self.pool.replaced != self.sent[0]:
@@ -321,7 +321,7 @@ class GpuBench:
         if self.baseline_run is None:
             return None
         cubin, plan, first = self.baseline_run
-        answer = self.pool.request(Launch(cubin, plan, time=True, min_seconds=0.1))
+        answer = self.pool.request(RunRequest(cubin, plan, time=True, min_seconds=0.1))
         return _timed(answer).median / first - 1 if answer.status == Status.OK else None
 
 
@@ -339,7 +339,7 @@ class GpuBench:
 
 
 def _timed(answer: Answer) -> Summary:
-    """The times of an ok answer to a timed Launch, summarised."""
+    """The times of an ok answer to a timed RunRequest, summarised."""
     assert answer.times_us is not None
     return summarize(answer.times_us)
 
@@ -355,16 +355,16 @@ def verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[by
     for _ in range(rounds):
         with pool.lock:
             for side, (cubin, plan) in (("a", baseline), ("b", chosen)):
-                answer = pool.request(Launch(cubin, plan, time=True, min_seconds=CONFIRM_SECONDS))
+                answer = pool.request(RunRequest(cubin, plan, time=True, min_seconds=CONFIRM_SECONDS))
                 if answer.status != Status.OK:
                     raise EnvironmentProblem(f"verification run failed: {answer.detail or answer.status}")
                 medians[side].append(_timed(answer).median)
     with pool.lock:
-        fresh = [pool.request(Launch(cubin, plan, outputs=True, seed=1000)) for cubin, plan in (baseline, chosen)]
+        fresh = [pool.request(RunRequest(cubin, plan, outputs=True, seed=1000)) for cubin, plan in (baseline, chosen)]
     problem = "" if all(f.status == Status.OK for f in fresh) else "fresh-input run failed"
     if not problem:
         outputs = [f.outputs for f in fresh]
-        assert outputs[0] is not None and outputs[1] is not None     # (ok answers to Launch(outputs=True))
+        assert outputs[0] is not None and outputs[1] is not None     # (ok answers to RunRequest(outputs=True))
         problem = outputs_match(outputs[1], outputs[0], chosen[1])
     return faster(medians["a"], medians["b"]), problem
 

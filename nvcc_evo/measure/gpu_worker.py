@@ -5,7 +5,7 @@ imported here only, so nothing else of nvcc-evo needs them.
 Protocol over a multiprocessing Connection, typed values pickled as they
 are: the worker first sends a `Hello` (device name, compute capability,
 driver, L2 size, NVML availability) or `NoGpu`, then answers each request
-(`Launch`: a candidate run, checked, timed; `CopyRate`: the device's copy
+(`RunRequest`: a candidate run, checked, timed; `CopyRate`: the device's copy
 bandwidth) with an `Answer`; None asks it to exit.
 """
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Incumbent(NamedTuple):      # what a race is run against
 
 
 @dataclass(frozen=True)
-class Launch:
+class RunRequest:
     """Run `cubin` on `plan`'s data (`seed`: the inputs' offset); its outputs `keep`t as a reference by key,
     `compare`d with one (a `reference` handed over first: key, outputs), sent back (`outputs`); `time`d
     (racing an incumbent, settling), with `energy`."""
@@ -225,7 +225,7 @@ class Device:
             self.on_device[key] = (self.cuda.to_device(data), data.nbytes)
         return self.on_device[key][0]
 
-    def check(self, request: Launch, plan: BenchPlan, device: dict) -> dict:
+    def check(self, request: RunRequest, plan: BenchPlan, device: dict) -> dict:
         """The outputs compared here, with a reference kept in this process
         (sent once, or this run's outputs kept as one), so that they need not
         cross the pipe; sent back only when asked for. A comparison alone runs
@@ -259,7 +259,7 @@ class Device:
                 "registers": function.get_attribute(f.NUM_REGS),
                 "shared": function.get_attribute(f.SHARED_SIZE_BYTES)}
 
-    def run(self, request: Launch | CopyRate) -> Answer:
+    def run(self, request: RunRequest | CopyRate) -> Answer:
         if isinstance(request, CopyRate):
             return self.copy_bandwidth()
         cuda, plan, clock = self.cuda, request.plan, Clock()

@@ -34,7 +34,7 @@ STORE_NAME = "kernels.jsonl"
 
 
 @dataclass(frozen=True)
-class Launch:
+class KernelLaunch:
     """How the bench launches its kernel: threads per block, dynamic shared bytes."""
 
     kernel: str
@@ -48,7 +48,7 @@ class Build:
 
     sass_hash: str
     kernels: tuple[KernelFacts, ...]
-    launch: Launch | None = None
+    launch: KernelLaunch | None = None
 
     def occupancy(self, kernel: KernelFacts, arch: str) -> Occupancy | None:
         """At the bench's block size for the bench's kernel, else at the block its launch bounds name
@@ -72,7 +72,7 @@ class Build:
     def from_json(cls, data: dict) -> "Build":
         launch = data.get("launch")
         return cls(data["sass_hash"], tuple(KernelFacts.from_json(k) for k in data["kernels"]),
-                   Launch(**launch) if launch else None)
+                   KernelLaunch(**launch) if launch else None)
 
 
 @dataclass(frozen=True)
@@ -99,14 +99,14 @@ class SassUnavailable(EvoError):
     """A build to compare failed: its compiler's words."""
 
 
-def build_of(result: CompileResult, arch: str, launch: Launch | None, nvdisasm: str | None) -> Build:
+def build_of(result: CompileResult, arch: str, launch: KernelLaunch | None, nvdisasm: str | None) -> Build:
     if not result.ok:
         raise SassUnavailable(f"the build failed ({result.status}): {result.stderr.strip()[-600:]}")
     facts = with_mix(kernel_facts(result.stderr, result.cubin, arch), result.cubin, nvdisasm)
     return Build(sass_hash(result.cubin, result.module_id), facts, launch)
 
 
-def launch_of(bench: model.Bench | None, defines: dict) -> Launch | None:
+def launch_of(bench: model.Bench | None, defines: dict) -> KernelLaunch | None:
     """The bench's kernel and block size for these defines; None for a
     command bench, no bench, or a block the defines cannot size."""
     if bench is None or bench.kernel is None:
@@ -115,7 +115,7 @@ def launch_of(bench: model.Bench | None, defines: dict) -> Launch | None:
         plan = plan_bench(bench, defines)
     except (EvoError, ValueError, ArithmeticError, TypeError):
         return None
-    return Launch(plan.kernel, math.prod(plan.block), int(plan.shared))
+    return KernelLaunch(plan.kernel, math.prod(plan.block), int(plan.shared))
 
 
 Side = tuple[dict, Callable[[], CompileResult]]      # a build's knob values, and how to build it

@@ -164,7 +164,7 @@ def script(steps: Steps, keep_dir: str | None, first: list[str] | tuple = ()) ->
     return "\n".join(lines + list(steps.commands)) + "\n"
 
 
-class Launch(NamedTuple):
+class Exec(NamedTuple):
     """What to exec: the program, its argv and its environment."""
 
     path: str
@@ -173,7 +173,7 @@ class Launch(NamedTuple):
 
 
 def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[tuple[str, str], tuple[str, ...]],
-                environ, programs: dict[tuple[str, str], str] | None = None) -> Launch | str | None:
+                environ, programs: dict[tuple[str, str], str] | None = None) -> Exec | str | None:
     """The split run of the call (with the common flags `extra` added) with
     ptxas `options` and `programs` per (input, arch); else why there is none, or None when
     nvcc refuses the call itself (it will say why when run as asked).
@@ -204,5 +204,5 @@ def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[tuple
     except OSError as error:
         remove_private(keep_dir)
         return f"the steps could not be written ({error})"
-    return Launch(SHELL, [SHELL, script_path], env)
+    return Exec(SHELL, [SHELL, script_path], env)
 
