@@ -382,6 +382,28 @@ def test_a_unit_never_built_is_tuned_as_its_bench_builds_it_and_stays_up_to_date
     assert again.returncode == 0 and "nothing to retune" in again.stderr, again.stdout + again.stderr
 
 
+
+def test_finding_a_retune_s_tasks_runs_no_bench_unless_the_retune_asks(tmp_path, evo_cache, monkeypatch):
+    """find_tasks is a query (--sass, the report): a unit never built that its command bench builds has its
+    bench run only where the retune asks (run_benches)."""
+    from nvcc_evo.acf.resolve import load
+    from nvcc_evo.driver.toolkit import load_toolkit
+    from nvcc_evo.driver.wrapper import find_real_nvcc
+    from nvcc_evo.retune.options import Options
+    from nvcc_evo.retune.tasks import find_tasks
+    acf = _spill_project(tmp_path, f"{sys.executable} -c 'print(1)'", ['metric time "([0-9]+)"'])
+    acf.write_text(acf.read_text().replace('command "', 'command "touch ran && '))
+    monkeypatch.chdir(tmp_path)
+    for key, value in evo_env(evo_cache).items():
+        monkeypatch.setenv(key, value)
+    found = lambda **asked: find_tasks(load(acf), acf, load_toolkit(find_real_nvcc()), Options(backend="command"),
+                                       **asked)
+    found()
+    assert not (tmp_path / "ran").exists()
+    found(run_benches=True)
+    assert (tmp_path / "ran").exists()
+
+
 HANGS = (
     "import os, subprocess, sys\n"
     "if '-O1' in os.environ['NVCC_EVO_CANDIDATE_FLAGS']:      # stands in for a kernel that never ends\n"

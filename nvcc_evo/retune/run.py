@@ -83,7 +83,8 @@ def run_retune(options: Options) -> int:
         auto = options.backend == "auto"
         options = _decided(options, cluster, acf_path, toolkit)
         say_settings(project, options)
-        tasks, skipped, kept = find_tasks(file, acf_path, toolkit, options, measuring_gpu(options, cluster))
+        tasks, skipped, kept = find_tasks(file, acf_path, toolkit, options, measuring_gpu(options, cluster),
+                                          run_benches=True)
         tasks, waiting = set_aside(tasks, log) if auto and options.backend == "static" else (tasks, [])
         if not options.dry_run:          # (a dry run lists what is stale, whatever would measure it)
             check_benches(tasks, options.backend)

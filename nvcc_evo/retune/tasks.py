@@ -178,14 +178,13 @@ def stale_reasons(unit: model.Unit, arch: str, unit_fingerprint: str, toolkit_ve
     return tuple(reasons)
 
 
-def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit,
-               options: Options, gpu: str = "") -> tuple[list[Task], list[str], int]:
-    """The (unit, target) searches to run, those that cannot be, and how many
-    stale entries a static retune keeps for a GPU (both said on stderr);
-    `gpu`: the model the pycuda backend measures on ("": none). A unit never
-    built that a bench command builds is looked at last, after its bench has
-    run once (_bench_builds_it), and only once every other unit to search has
-    the bench its backend needs (a usage error before any bench runs)."""
+def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit, options: Options, gpu: str = "",
+               run_benches: bool = False) -> tuple[list[Task], list[str], int]:
+    """The (unit, target) searches to run, those that cannot be, and how many stale entries a static retune
+    keeps for a GPU (both said on stderr); `gpu`: the model the pycuda backend measures on ("": none). A
+    query, which runs nothing, unless `run_benches` (a retune): then a unit never built that its command
+    bench builds is looked at last, after its bench has run once (_bench_builds_it), and only once every
+    other unit to search has the bench its backend needs (a usage error before any bench runs)."""
     from nvcc_evo.execute.measurers import check_benches
     records, unusable = compiledb.scan(acf_path)
     unreadable = [u for u in unusable if not u.unit_globs]
@@ -197,7 +196,7 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit,
     for index, unit in enumerate(file.units):
         if index not in selected:
             continue
-        if not any(r.unit_globs == unit.globs for r in records) and _built_by_bench(unit, options):
+        if run_benches and not any(r.unit_globs == unit.globs for r in records) and _built_by_bench(unit, options):
             built_by_bench.append((index, unit))
             continue
         _unit_tasks(found, index, unit, acf_path, toolkit, options, gpu, records, unusable, unreadable)
