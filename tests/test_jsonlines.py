@@ -12,7 +12,7 @@ from nvcc_evo.execute.store import Context, Record, Store
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.sass import KernelFacts
-from nvcc_evo.retune.kernels import Build, Comparison, KernelStore
+from nvcc_evo.retune.kernels import BuiltKernels, Comparison, KernelStore
 from nvcc_evo.retune.kernelview import change
 
 HERE = Context("13.0.88", "sha256:a", "sm_90", "cpu", "static", '"k.cu"', "b1")
@@ -24,7 +24,7 @@ def _record(value: int) -> Record:
 
 
 def _comparison(value: int) -> Comparison:
-    build = Build(f"h{value}", (KernelFacts("axpy", registers=value),), None)
+    build = BuiltKernels(f"h{value}", (KernelFacts("axpy", registers=value),), None)
     return Comparison('"k.cu"', "sm_90", "cpu", "static", build, build)
 
 

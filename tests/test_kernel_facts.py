@@ -21,7 +21,7 @@ from conftest import evo_env, run_evo
 from nvcc_evo.measure.sass import instruction_count
 from nvcc_evo.measure import sass
 from nvcc_evo.measure.occupancy import occupancy
-from nvcc_evo.retune.kernels import Build, Comparison, KernelLaunch, KernelStore
+from nvcc_evo.retune.kernels import BuiltKernels, Comparison, KernelLaunch, KernelStore
 from nvcc_evo.report.page import kernel_tables
 from nvcc_evo.retune.kernelview import lines
 
@@ -169,7 +169,7 @@ def test_without_a_disassembler_the_facts_stay_and_the_page_says_how_to_get_it(b
     assert sass.find_disassembler("/nowhere/nvcc") is None
     kernels = sass.kernel_facts(stderr, cubin, "sm_90")
     assert sass.with_mix(kernels, cubin, None) == kernels
-    build = Build("h", kernels, KernelLaunch("axpy", 256))
+    build = BuiltKernels("h", kernels, KernelLaunch("axpy", 256))
     said = "\n".join(lines(Comparison('"multi.cu"', "sm_90", "cpu", "static", build, build, sass.MISSING)))
     assert "pip install nvidia-cuda-nvdisasm" in said and "registers" in said and "fp32" not in said
     assert "pip install nvidia-cuda-nvdisasm" in kernel_tables(Comparison("u", "sm_90", "cpu", "static", build, build,

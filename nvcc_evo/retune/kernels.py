@@ -43,7 +43,7 @@ class KernelLaunch:
 
 
 @dataclass(frozen=True)
-class Build:
+class BuiltKernels:
     """One build of a unit for one architecture, kernel by kernel."""
 
     sass_hash: str
@@ -69,7 +69,7 @@ class Build:
                 "launch": self.launch.__dict__ if self.launch else None}
 
     @classmethod
-    def from_json(cls, data: dict) -> "Build":
+    def from_json(cls, data: dict) -> "BuiltKernels":
         launch = data.get("launch")
         return cls(data["sass_hash"], tuple(KernelFacts.from_json(k) for k in data["kernels"]),
                    KernelLaunch(**launch) if launch else None)
@@ -83,8 +83,8 @@ class Comparison:
     arch: str
     device: str
     backend: str
-    baseline: Build
-    chosen: Build
+    baseline: BuiltKernels
+    chosen: BuiltKernels
     note: str = ""                    # what is missing (a disassembler), in words
     time: float = field(default=0.0, compare=False)
 
@@ -99,11 +99,11 @@ class SassUnavailable(EvoError):
     """A build to compare failed: its compiler's words."""
 
 
-def build_of(result: CompileResult, arch: str, launch: KernelLaunch | None, nvdisasm: str | None) -> Build:
+def build_of(result: CompileResult, arch: str, launch: KernelLaunch | None, nvdisasm: str | None) -> BuiltKernels:
     if not result.ok:
         raise SassUnavailable(f"the build failed ({result.status}): {result.stderr.strip()[-600:]}")
     facts = with_mix(kernel_facts(result.stderr, result.cubin, arch), result.cubin, nvdisasm)
-    return Build(sass_hash(result.cubin, result.module_id), facts, launch)
+    return BuiltKernels(sass_hash(result.cubin, result.module_id), facts, launch)
 
 
 def launch_of(bench: model.Bench | None, defines: dict) -> KernelLaunch | None:
@@ -189,5 +189,6 @@ class KernelStore:
 
 def _comparison(line: str) -> Comparison:
     data = json.loads(line)
-    return Comparison(data["unit"], data["arch"], data["device"], data["backend"], Build.from_json(data["baseline"]),
-                      Build.from_json(data["chosen"]), data.get("note", ""), float(data.get("time", 0)))
+    return Comparison(data["unit"], data["arch"], data["device"], data["backend"],
+                      BuiltKernels.from_json(data["baseline"]), BuiltKernels.from_json(data["chosen"]),
+                      data.get("note", ""), float(data.get("time", 0)))
