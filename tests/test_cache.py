@@ -58,4 +58,8 @@ def test_a_build_that_writes_a_new_index_and_a_retune_prune_the_cache(tmp_path, 
     more = _files(folder, "acf", 5, age=2 * DAY)
     dry = run_evo("--retune", "--dry-run", "--target", "sm_90", cwd=tmp_path, env=env)
     assert dry.returncode == 0, dry.stderr
+    assert all(p.exists() for p in more)                 # a dry run writes and removes nothing
+    retuned = run_evo("--retune", "--target", "sm_90", "--backend", "static", "--evaluations", "1", cwd=tmp_path,
+                      env=env)
+    assert retuned.returncode == 0, retuned.stderr
     assert not any(p.exists() for p in more) and len(list(folder.glob("acf-*"))) == KEEP["acf"]

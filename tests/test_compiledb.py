@@ -64,7 +64,7 @@ def test_a_copied_project_is_stale_where_its_own_source_changed(project, tmp_pat
         source.write("// edited in the copy\n")
     dry = retune(copy, evo_cache, "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    assert dry.stdout == '"src/kernel.cu" [sm_90]: source changed\n'
+    assert dry.stdout == '"src/kernel.cu" [sm_90]: source changed (src/kernel.cu)\n'
     explained = run_evo("--explain", "-arch=sm_90", f"-I{copy / 'include'}", "-c", "src/kernel.cu",
                         cwd=copy, env=evo_env(evo_cache))
     assert "stale: source changed" in explained.stdout

@@ -35,7 +35,7 @@ class CannedPool:
     def __init__(self, outputs):
         self.outputs, self.references = list(outputs), {}
 
-    def request(self, message):
+    def request(self, message, timeout=None):
         take_reference(message, self.references)
         return Answer("ok", times_us=[10.0, 10.5, 11.0], **checked(message, self.outputs.pop(0), self.references))
 

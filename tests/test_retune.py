@@ -83,7 +83,7 @@ def test_only_stale_units_are_retuned(project, evo_cache):
     (project / "regs.cu").write_text((project / "regs.cu").read_text() + "// edited\n")
     stored = store_lines(project)
     listed = retune(project, env, "--dry-run")                 # what would be retuned, nothing tuned
-    assert listed.returncode == 0 and listed.stdout == '"regs.cu" [sm_90]: source changed\n'
+    assert listed.returncode == 0 and listed.stdout == '"regs.cu" [sm_90]: source changed (regs.cu)\n'
     assert "1 to retune (dry run" in listed.stderr
     assert (project / "nvcc-evo.acf").read_text() == tuned and store_lines(project) == stored
     gpu_list = run_evo("--retune", "--dry-run", "--backend", "pycuda", cwd=project, env=env)   # no GPU: the ACF's
