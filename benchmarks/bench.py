@@ -147,7 +147,7 @@ def builds(toolkit, unit, arch: str) -> dict:
 
 def bench_shape(pool, unit, built: dict, shape: dict, rounds: int, copy_rate: float) -> dict:
     from nvcc_evo.measure.gpu import outputs_match, reference_outputs
-    from nvcc_evo.measure.gpu_worker import Launch
+    from nvcc_evo.measure.gpu_worker import RunRequest
     from nvcc_evo.measure.stats import faster, summarize
     from nvcc_evo.execute.measurers import load_reference
     plans = {side: plan_bench(unit.bench, defines, lets=shape) for side, (_, defines) in built["sides"].items()}
@@ -156,7 +156,7 @@ def bench_shape(pool, unit, built: dict, shape: dict, rounds: int, copy_rate: fl
     expected = reference_outputs(reference, plans["default"]) if reference else None
     problems = {}
     for side in plans:
-        answer = pool.request(Launch(cubins[side], plans[side], outputs=True))
+        answer = pool.request(RunRequest(cubins[side], plans[side], outputs=True))
         if answer.status != "ok":
             problems[side] = f"{answer.status}: {answer.detail}"
         elif expected is not None:
@@ -164,9 +164,9 @@ def bench_shape(pool, unit, built: dict, shape: dict, rounds: int, copy_rate: fl
     samples = {side: [] for side in plans}
     for _ in range(rounds):
         for side in plans:
-            answer = pool.request(Launch(cubins[side], plans[side], time=True, min_seconds=0.2))
+            answer = pool.request(RunRequest(cubins[side], plans[side], time=True, min_seconds=0.2))
             samples[side].append(summarize(answer.times_us).median if answer.status == "ok" else math.inf)
-    energy = {side: pool.request(Launch(cubins[side], plans[side], energy=True)) for side in plans}
+    energy = {side: pool.request(RunRequest(cubins[side], plans[side], energy=True)) for side in plans}
     verdict = faster(samples["default"], samples["tuned"])
     target = built["target"]
     record = lambda key: target.record(key).value if target and target.record(key) else None

@@ -31,7 +31,7 @@ from nvcc_evo.driver.build.flags import plan_flags, read_facts  # noqa: E402
 from nvcc_evo.driver.build.nvcc_options import parse_call  # noqa: E402
 from nvcc_evo.driver.toolkit import load_toolkit  # noqa: E402
 from nvcc_evo.measure.gpu import WorkerPool, outputs_match, reference_outputs  # noqa: E402
-from nvcc_evo.measure.gpu_worker import Launch  # noqa: E402
+from nvcc_evo.measure.gpu_worker import RunRequest  # noqa: E402
 from nvcc_evo.measure.stats import faster, summarize  # noqa: E402
 from nvcc_evo.execute.measurers import load_reference  # noqa: E402
 from softmax_bench import BENCH  # noqa: E402  (beside this script)
@@ -132,7 +132,7 @@ def main() -> None:
         for name, (acf, settings) in variants.items():
             cubin, flags = build(acf, settings, toolkit)
             plan = plan_bench(unit.bench, {**source_defines(acf.parent / "softmax.cu"), **define_values(settings)})
-            answer = pool.request(Launch(cubin, plan, outputs=True))
+            answer = pool.request(RunRequest(cubin, plan, outputs=True))
             wrong = outputs_match(answer.outputs, reference_outputs(reference, plan), plan) \
                 if answer.status == "ok" else answer.detail or answer.status
             if wrong:
@@ -141,7 +141,7 @@ def main() -> None:
         medians = {name: [] for name in builds}
         for _ in range(args.rounds):
             for name, (cubin, plan, _) in builds.items():
-                answer = pool.request(Launch(cubin, plan, time=True, min_seconds=0.2))
+                answer = pool.request(RunRequest(cubin, plan, time=True, min_seconds=0.2))
                 medians[name].append(summarize(answer.times_us).median)
     finally:
         pool.close()

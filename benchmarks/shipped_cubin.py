@@ -65,14 +65,14 @@ def time_cubin(cubin: Path, acf: Path, with_entry: bool) -> None:
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.acf.sources import define_values, source_defines
     from nvcc_evo.measure.gpu import WorkerPool
-    from nvcc_evo.measure.gpu_worker import Launch
+    from nvcc_evo.measure.gpu_worker import RunRequest
     from nvcc_evo.measure.stats import summarize
     unit = load(acf).units[0]
     entry = {s.knob: s.value for t in unit.targets if with_entry and t.arch == "sm_90" for s in t.settings}
     plan = plan_bench(unit.bench, {**source_defines(acf.parent / "softmax.cu"), **define_values(entry)})
     pool = WorkerPool()
     try:
-        answer = pool.request(Launch(cubin.read_bytes(), plan, time=True, min_seconds=0.3))
+        answer = pool.request(RunRequest(cubin.read_bytes(), plan, time=True, min_seconds=0.3))
     finally:
         pool.close()
     print(f"median {summarize(answer.times_us).median:.4f} us")
