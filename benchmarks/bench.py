@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from nvcc_evo.acf.bench.spec import plan_bench  # noqa: E402
-from nvcc_evo.measure.candidate import CompileJob, compile_candidate  # noqa: E402
-from nvcc_evo.driver.build.flags import CallFacts, plan_flags  # noqa: E402
+from nvcc_evo.cubin.compile import CompileJob, compile_candidate  # noqa: E402
+from nvcc_evo.driver.cmdline.flags import CallFacts, plan_flags  # noqa: E402
 from nvcc_evo.engine.evolve import Evaluation, dominates  # noqa: E402
 from nvcc_evo.execute.store import Store  # noqa: E402
 

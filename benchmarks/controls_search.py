@@ -24,11 +24,11 @@ sys.path.insert(0, str(ROOT))
 from nvcc_evo.acf.bench.spec import plan_bench  # noqa: E402
 from nvcc_evo.acf.resolve import load  # noqa: E402
 from nvcc_evo.acf.sources import define_values, source_defines  # noqa: E402
-from nvcc_evo.driver.build import ptxas  # noqa: E402
-from nvcc_evo.measure.candidate import CompileJob, compile_candidate  # noqa: E402
+from nvcc_evo.driver.cmdline import ptxas  # noqa: E402
+from nvcc_evo.cubin.compile import CompileJob, compile_candidate  # noqa: E402
 from nvcc_evo.driver.common import find_real_nvcc  # noqa: E402
-from nvcc_evo.driver.build.flags import plan_flags, read_facts  # noqa: E402
-from nvcc_evo.driver.build.nvcc_options import parse_call  # noqa: E402
+from nvcc_evo.driver.cmdline.flags import plan_flags, read_facts  # noqa: E402
+from nvcc_evo.driver.cmdline.nvcc_options import parse_call  # noqa: E402
 from nvcc_evo.driver.toolkit import load_toolkit  # noqa: E402
 from nvcc_evo.measure.gpu import WorkerPool, outputs_match, reference_outputs  # noqa: E402
 from nvcc_evo.measure.gpu_worker import RunRequest  # noqa: E402

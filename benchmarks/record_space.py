@@ -26,9 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from nvcc_evo.acf import model
-from nvcc_evo.measure.candidate import CompileResult
-from nvcc_evo.measure.sass import sass_hash
-from nvcc_evo.driver.build.flags import CallFacts, plan_flags
+from nvcc_evo.cubin.compile import CompileResult
+from nvcc_evo.cubin.sass import sass_hash
+from nvcc_evo.driver.cmdline.flags import CallFacts, plan_flags
 from nvcc_evo.driver.toolkit import load_toolkit
 from nvcc_evo.driver.wrapper import find_real_nvcc
 from nvcc_evo.measure import static
@@ -73,7 +73,7 @@ def every_genome(space) -> list:
 def record_gpu(store: Store, glob: str, min_seconds: float) -> None:
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.acf.sources import define_values
-    from nvcc_evo.measure.candidate import CompileJob, compile_candidate, compile_each
+    from nvcc_evo.cubin.compile import CompileJob, compile_candidate, compile_each
     from nvcc_evo.measure.gpu import POOLS, GpuBench
     from nvcc_evo.execute.measurers import load_reference
     from nvcc_evo.engine.space import baseline_defines

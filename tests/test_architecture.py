@@ -19,13 +19,14 @@ LAYERS = {
     "backends": 0,                              # the table of backends (names, capabilities)
     "acf": 1,                                   # the language
     "driver": 2,                                # the drop-in nvcc
-    "measure": 3,                               # the backends, a candidate's compile
-    "engine": 4,                                # the search engine: spaces, NSGA-II, budgets
-    "execute": 5,                               # candidates compiled, measured, stored; lanes, cluster
-    "retune": 6,                                # one retune: tasks, choice, write-back, summary
-    "report": 7,                                # --report and --sass
-    "hot": 7,                                   # --hot: the kernels a run loads the GPU with, their units
-    "cli": 8, "__main__": 9,
+    "cubin": 3,                                 # a candidate's compile, what its machine code holds
+    "measure": 4,                               # the backends
+    "engine": 5,                                # the search engine: spaces, NSGA-II, budgets
+    "execute": 6,                               # candidates compiled, measured, stored; lanes, cluster
+    "retune": 7,                                # one retune: tasks, choice, write-back, summary
+    "report": 8,                                # --report and --sass
+    "hot": 8,                                   # --hot: the kernels a run loads the GPU with, their units
+    "cli": 9, "__main__": 10,
 }
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nvcc_evo.measure.candidate import CompileJob, PtxCache, compile_candidate, compile_each, front_end
-from nvcc_evo.measure.sass import sass_hash
+from nvcc_evo.cubin.compile import CompileJob, PtxCache, compile_candidate, compile_each, front_end
+from nvcc_evo.cubin.sass import sass_hash
 from nvcc_evo.measure import static
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -59,7 +59,7 @@ def test_an_acf_naming_other_kernels_costs_reading_two_files(project, evo_cache)
     tuned, imported = compile_ptx(project, evo_cache, NVCC_EVO_ACF=_write(project, OTHER.replace("not_this_one*",
                                                                                                   "*")))
     assert tuned.returncode == 0 and "nvcc_evo.driver.dropin_ptxas.decide" in imported, tuned.stderr
-    not_a_ptxas_calls = {"nvcc_evo.driver.build.nvcc_table", "nvcc_evo.driver.toolkit"}     # nvcc's options, probe
+    not_a_ptxas_calls = {"nvcc_evo.driver.cmdline.nvcc_table", "nvcc_evo.driver.toolkit"}     # nvcc's options, probe
     assert not not_a_ptxas_calls & imported, sorted(not_a_ptxas_calls & imported)
 
 
@@ -132,7 +132,7 @@ def test_an_option_s_value_in_the_next_word_is_no_input(project, evo_cache, opti
     word): the value was read as a second input, so the call went through untouched ("2 inputs, not one PTX"),
     the entry's knobs left out."""
     import json
-    from nvcc_evo.measure.sass import cubin_registers
+    from nvcc_evo.cubin.sass import cubin_registers
     log = project / "log.jsonl"
     env = evo_env(evo_cache, NVCC_EVO_REAL_PTXAS=shutil.which("ptxas"), NVCC_EVO_ACF=_write(project, CAPPED),
                   NVCC_EVO_LOG=log)

@@ -16,7 +16,7 @@ import pytest
 from conftest import EVO, ROOT, cmake_build, cmake_configure, cuobjdump, evo_env, run_evo, sass
 from test_ptxas_choice import FIXTURES, PTXAS133, needs_133, needs_fixtures
 
-from nvcc_evo.measure.sass import sass_hash
+from nvcc_evo.cubin.sass import sass_hash
 
 KERNEL = """\
 #ifndef TILE
@@ -670,7 +670,7 @@ def test_no_register_cap_is_searched_where_relocatable_code_calls_another_object
 def test_the_device_system_calls_are_not_another_objects_functions(tmp_path):
     """printf, malloc and assert are undefined in a relocatable cubin, but no object defines them and the
     device link takes a cap of 16 on their callers: they keep the register cap in the search."""
-    from nvcc_evo.measure.sass import external_functions
+    from nvcc_evo.cubin.sass import external_functions
     (tmp_path / "p.cu").write_text(
         "#include <cstdio>\n#include <cassert>\n__global__ void k(float *p) {\n    assert(p[0] > 0);\n"
         "    printf(\"%f\\n\", p[0]);\n    p[1] = (float)(size_t)malloc(16);\n}\n")

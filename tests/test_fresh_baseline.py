@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from nvcc_evo.measure.candidate import CompileJob
+from nvcc_evo.cubin.compile import CompileJob
 from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.backend import Composed
 from nvcc_evo.execute.evaluate import Evaluator

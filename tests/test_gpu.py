@@ -9,7 +9,7 @@ import pytest
 
 from conftest import DATA, FAULTY_BENCH as BENCH, evo_env, run_evo
 from nvcc_evo.acf.parse import parse_text
-from nvcc_evo.measure.candidate import CompileJob, compile_candidate
+from nvcc_evo.cubin.compile import CompileJob, compile_candidate
 from nvcc_evo.measure.stats import summarize
 
 pytestmark = pytest.mark.gpu

@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT
 from nvcc_evo.acf.bench.spec import plan_bench
 from nvcc_evo.acf.parse import parse_text
-from nvcc_evo.measure.candidate import CompileJob, compile_candidate
+from nvcc_evo.cubin.compile import CompileJob, compile_candidate
 from nvcc_evo.measure.gpu_worker import RunRequest, host_array
 
 pytestmark = pytest.mark.gpu

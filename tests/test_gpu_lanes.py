@@ -55,7 +55,7 @@ def test_the_lanes_path_on_one_gpu_makes_the_plain_paths_choice(tmp_path, evo_ca
 
 def test_two_lanes_calibrate_to_one_baseline_and_share_the_candidates(tmp_path):
     from nvcc_evo.acf.parse import parse_text
-    from nvcc_evo.measure.candidate import CompileJob, compile_candidate
+    from nvcc_evo.cubin.compile import CompileJob, compile_candidate
     from nvcc_evo.driver.toolkit import load_toolkit
     from nvcc_evo.driver.wrapper import find_real_nvcc
     from nvcc_evo.measure.backend import Composed

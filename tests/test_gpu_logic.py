@@ -16,7 +16,7 @@ from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.measure.gpu import WorkerPool, outputs_match
 from nvcc_evo.measure.gpu_worker import (Answer, CopyRate, Device, Hello, Incumbent, NoGpu, RunRequest, classify,
                                          host_array, poison, to_storage, worker_main)
-from nvcc_evo.measure.occupancy import launch_problem
+from nvcc_evo.cubin.occupancy import launch_problem
 
 BENCH = parse_text('''acf 1
 unit "k.cu" {
@@ -332,7 +332,7 @@ def test_the_gpu_confirmation_builds_its_own_pair_and_stops_at_a_failed_build(tm
     nvcc, the Backend's `build`); a side that does not compile ends it before
     anything is sent to the measuring process, in the backend's words."""
     from dataclasses import replace
-    from nvcc_evo.measure.candidate import CompileJob, compile_candidate
+    from nvcc_evo.cubin.compile import CompileJob, compile_candidate
     from nvcc_evo.measure.gpu import GpuBench
     (tmp_path / "k.cu").write_text('extern "C" __global__ void k(float* y) { y[0] = BROKEN; }\n')
     job = CompileJob(str(real_nvcc), ("-c", "k.cu"), str(tmp_path), "k.cu", "sm_90")
@@ -410,7 +410,7 @@ def test_the_numpy_reference_is_computed_while_another_search_measures(tmp_path,
     """A bench's numpy reference (seconds on a large bench) is computed before
     the GPU is held: another search at once is measured meanwhile (before, it
     waited for the reference, and its own budget ran out waiting)."""
-    from nvcc_evo.measure.candidate import CompileJob, compile_candidate
+    from nvcc_evo.cubin.compile import CompileJob, compile_candidate
     from nvcc_evo.measure.gpu import GpuBench
     (tmp_path / "k.cu").write_text('extern "C" __global__ void saxpy(int n, float a, const float* x, '
                                    'const unsigned short* h, const int* c, float* y) { y[0] = a; }\n')
@@ -458,7 +458,7 @@ def test_the_time_kept_for_the_confirmation_covers_it(tmp_path, real_nvcc):
     baseline, then covers a real confirmation: two real builds and the timed
     pairs on a measuring process whose runs take their windows, without
     keeping back more than twice what it takes (before, nothing was kept)."""
-    from nvcc_evo.measure.candidate import CompileJob, compile_candidate
+    from nvcc_evo.cubin.compile import CompileJob, compile_candidate
     from nvcc_evo.measure.gpu import GpuBench
     (tmp_path / "k.cu").write_text('extern "C" __global__ void saxpy(int n, float a, const float* x, '
                                    'const unsigned short* h, const int* c, float* y) { y[0] = a; }\n')
@@ -566,7 +566,7 @@ def test_the_numpy_reference_is_started_before_the_baseline_is_built(tmp_path, r
     when it is made (GpuBench.prefetch), so the baseline's compile and the
     reference run at once: its first measurement waits only for what is left
     of the reference (before, for all of it, after the compile)."""
-    from nvcc_evo.measure.candidate import CompileJob, compile_candidate
+    from nvcc_evo.cubin.compile import CompileJob, compile_candidate
     from nvcc_evo.measure.gpu import GpuBench
     (tmp_path / "k.cu").write_text('extern "C" __global__ void saxpy(int n, float a, const float* x, '
                                    'const unsigned short* h, const int* c, float* y) { y[0] = a; }\n')
@@ -612,7 +612,7 @@ def test_a_candidate_that_never_ends_is_stopped_within_the_retunes_timeout_and_t
     `timeout` failure, its measuring process killed (its CUDA context with it) and a fresh one measures the
     next candidate, the baseline's outputs sent to it again. Before, the backend waited the pool's own 120 s
     whatever --timeout said."""
-    from nvcc_evo.measure.candidate import CompileResult
+    from nvcc_evo.cubin.compile import CompileResult
     from nvcc_evo.measure.gpu import GpuBench
     pool = WorkerPool(target=spinning_worker, timeout=30)
     try:

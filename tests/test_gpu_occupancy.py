@@ -1,5 +1,5 @@
 """On a GPU: the occupancy nvcc-evo computes from ptxas's report (its table
-and CUDA's rules, nvcc_evo.measure.occupancy) is the driver's own
+and CUDA's rules, nvcc_evo.cubin.occupancy) is the driver's own
 (cuOccupancyMaxActiveBlocksPerMultiprocessor), and the per-kernel facts
 read from ptxas are the function attributes the driver loads, for kernels
 of several register counts, shared memory sizes and block sizes."""
@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from nvcc_evo.measure.occupancy import occupancy
-from nvcc_evo.measure.sass import kernel_facts
+from nvcc_evo.cubin.occupancy import occupancy
+from nvcc_evo.cubin.sass import kernel_facts
 
 pytestmark = pytest.mark.gpu
 

@@ -5,7 +5,7 @@ import ctypes
 
 import pytest
 
-from nvcc_evo.driver.build import cuda_driver, ptxas
+from nvcc_evo.driver.cmdline import cuda_driver, ptxas
 from test_ptxas_choice import PTXAS133, needs_133
 
 

@@ -11,7 +11,7 @@ import pytest
 from nvcc_evo.execute.store import Context, Record, Store
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.measure import Measurement
-from nvcc_evo.measure.sass import KernelFacts
+from nvcc_evo.cubin.sass import KernelFacts
 from nvcc_evo.retune.kernels import BuiltKernels, Comparison, KernelStore
 from nvcc_evo.retune.kernelview import change
 

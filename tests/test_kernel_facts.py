@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from conftest import evo_env, run_evo
-from nvcc_evo.measure.sass import instruction_count
-from nvcc_evo.measure import sass
-from nvcc_evo.measure.occupancy import occupancy
+from nvcc_evo.cubin.sass import instruction_count
+from nvcc_evo.cubin import sass
+from nvcc_evo.cubin.occupancy import occupancy
 from nvcc_evo.retune.kernels import BuiltKernels, Comparison, KernelLaunch, KernelStore
 from nvcc_evo.report.page import kernel_tables
 from nvcc_evo.retune.kernelview import lines
@@ -112,7 +112,7 @@ def test_relocatable_code_has_its_shared_memory_too(tmp_path):
     --sass, the summary and the static backend said 0 bytes for cuda-samples' matrixMul (8 KB of
     __shared__ tiles); the cubin's relocations name each kernel's __shared__ variables, through the
     device functions it calls, the same bytes ptxas reports of the whole-program build."""
-    from nvcc_evo.measure.candidate import CompileResult
+    from nvcc_evo.cubin.compile import CompileResult
     from nvcc_evo.measure.static import measure
     (tmp_path / "multi.cu").write_text(SOURCE + CALLS)
     facts = {}

@@ -78,7 +78,7 @@ def test_a_kernel_unit_searches_only_what_the_drop_in_ptxas_would_pass(tmp_path,
     and the entry written gives the drop-in's cubin the registers measured.
     The toolkit's ptxas stands for Triton's; no Triton needed."""
     import sys
-    from nvcc_evo.measure.sass import cubin_registers
+    from nvcc_evo.cubin.sass import cubin_registers
     ptxas = Path(sys.executable).parent / "nvcc-evo-ptxas"
     source = tmp_path / "k.cu"
     source.write_text("__global__ void k(float *x, int n)\n{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"

@@ -11,7 +11,7 @@ from conftest import ROOT
 from nvcc_evo.acf.bench.spec import plan_bench
 from nvcc_evo.acf.resolve import load
 from nvcc_evo.acf.sources import unit_defines
-from nvcc_evo.measure.candidate import CompileJob, compile_candidate
+from nvcc_evo.cubin.compile import CompileJob, compile_candidate
 from nvcc_evo.measure import static
 
 ACF = load(ROOT / "kernels" / "nvcc-evo.acf")

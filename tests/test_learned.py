@@ -1,5 +1,5 @@
 """Learn what fails (issue 26, point 3): a launch the driver refuses (the
-refusal measure.occupancy.launch_problem makes, the real function) teaches the
+refusal cubin.occupancy.launch_problem makes, the real function) teaches the
 engine a constraint over the defines of the bench's grid and block, and
 genomes known to break it are not proposed again; the avoided count is kept."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 
 from nvcc_evo.acf.bench.spec import plan_bench
 from nvcc_evo.acf.parse import parse_text
-from nvcc_evo.measure.occupancy import LaunchRefusal, launch_problem
+from nvcc_evo.cubin.occupancy import LaunchRefusal, launch_problem
 from nvcc_evo.engine.evolve import Budget, Engine, Evaluation, run_search
 from nvcc_evo.execute.learned import LaunchLimits
 from nvcc_evo.engine.space import Dimension, Genome, SearchSpace

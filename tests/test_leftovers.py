@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import EVO, EVO_COMMAND, ROOT, evo_env, interruptible, run_evo
-from nvcc_evo.measure.candidate import CompileJob, compile_candidate
+from nvcc_evo.cubin.compile import CompileJob, compile_candidate
 from nvcc_evo.driver.common import find_real_nvcc
 from nvcc_evo.system import leftovers
 

@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conftest import toolkits
-from nvcc_evo.driver.build.nvcc_options import parse_call, split_list, tokenize
-from nvcc_evo.driver.build.nvcc_table import OPTIONS, Takes
+from nvcc_evo.driver.cmdline.nvcc_options import parse_call, split_list, tokenize
+from nvcc_evo.driver.cmdline.nvcc_table import OPTIONS, Takes
 from test_cli import nvcc_option_names
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA
-from nvcc_evo.measure.occupancy import SMS, WARP, compute_capability, occupancy, warps_by_registers
+from nvcc_evo.cubin.occupancy import SMS, WARP, compute_capability, occupancy, warps_by_registers
 
 BITS = {"warps": 1, "registers": 2, "shared": 4, "blocks": 8, "barriers": 16}
 

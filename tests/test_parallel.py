@@ -15,7 +15,7 @@ import pytest
 
 from conftest import ROOT
 from nvcc_evo.acf.resolve import load
-from nvcc_evo.measure.candidate import CompileJob
+from nvcc_evo.cubin.compile import CompileJob
 from nvcc_evo.errors import UsageError
 from nvcc_evo.measure import Measurement, static
 from nvcc_evo.measure.backend import Composed
@@ -138,7 +138,7 @@ def _evaluate(suite, store_path: Path, lanes: LaneSet | None, measure) -> tuple[
     baseline = space.baseline()
     first = evaluator([baseline])
     if lanes is not None:
-        from nvcc_evo.measure.candidate import compile_candidate
+        from nvcc_evo.cubin.compile import compile_candidate
         lanes.calibrate(baseline, _flags(baseline), compile_candidate(replace(job, flags=_flags(baseline))))
     started = evaluator.start(points + points[:2])               # the last two: binaries measured before
     evaluations = first + evaluator.finish(started, 0, len(points) + 2)
@@ -168,7 +168,7 @@ def test_a_lost_lane_hands_its_candidate_to_another_and_the_last_one_lost_is_a_f
         raise LaneLost("node died")
     working = SlowStatic(1.0, 0.0)
     lanes = LaneSet([Lane(0, Composed(gone, ("runtime",)), "lost"), Lane(1, Composed(working, ("runtime",)), "ok")])
-    from nvcc_evo.measure.candidate import compile_candidate
+    from nvcc_evo.cubin.compile import compile_candidate
     folder, space, job = suite
     result = compile_candidate(job)
     answers = [lanes.measure(None, (), result) for _ in range(3)]

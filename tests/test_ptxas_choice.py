@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from conftest import EVO_COMMAND, ROOT, _pip_toolkit, evo_env, run_evo, sass
-from nvcc_evo.driver.build import ptxas
-from nvcc_evo.measure.candidate import CompileJob, compile_candidate
-from nvcc_evo.measure.sass import sass_hash
+from nvcc_evo.driver.cmdline import ptxas
+from nvcc_evo.cubin.compile import CompileJob, compile_candidate
+from nvcc_evo.cubin.sass import sass_hash
 from nvcc_evo.driver.toolkit import load_toolkit
 
 

@@ -13,7 +13,7 @@ from conftest import ROOT
 from nvcc_evo.acf.bench.spec import plan_bench
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.resolve import check, load
-from nvcc_evo.measure.candidate import CompileJob, compile_candidate
+from nvcc_evo.cubin.compile import CompileJob, compile_candidate
 from nvcc_evo.errors import AcfError
 from nvcc_evo.measure.check import checked, take_reference
 from nvcc_evo.measure.gpu import GpuBench

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from conftest import EVO, evo_env, run_evo
 
-from nvcc_evo.measure.sass import resources, shown_name
+from nvcc_evo.cubin.sass import resources, shown_name
 
 DATA = Path(__file__).parent / "data" / "cuda"
 HOPPER = ["-gencode", "arch=compute_90a,code=sm_90a"]

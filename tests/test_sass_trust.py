@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, EVO, evo_env
-from nvcc_evo.driver.build.nvcc_options import without_programs
+from nvcc_evo.driver.cmdline.nvcc_options import without_programs
 from test_trust import STRANGER, as_stranger, own_project, shared  # noqa: F401  (the fixture)
 
 ACF = 'acf 1\nunit "spill.cu" {\n    search {\n        ptxas.opt_level in 1..3\n    }\n}\n'

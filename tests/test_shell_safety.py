@@ -12,8 +12,8 @@ import pytest
 
 from conftest import evo_env, run_evo
 from nvcc_evo.acf import knobs
-from nvcc_evo.driver.build import flags
-from nvcc_evo.driver.build.nvcc_options import parse_call
+from nvcc_evo.driver.cmdline import flags
+from nvcc_evo.driver.cmdline.nvcc_options import parse_call
 
 KERNEL = 'extern "C" __global__ void k(float *x) { x[threadIdx.x] *= TILE; }\n'
 

@@ -11,7 +11,7 @@ from conftest import DATA
 from nvcc_evo.acf import model
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.sources import source_default, source_defines, unit_defines
-from nvcc_evo.driver.build.flags import flag_text
+from nvcc_evo.driver.cmdline.flags import flag_text
 from nvcc_evo.engine.space import DEFAULT_SPACE, Genome, build_space, crossover, mutate, repair, sample, step
 
 UNIT = parse_text('''acf 1

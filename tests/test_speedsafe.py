@@ -132,7 +132,7 @@ def test_each_kernel_s_warps_are_measured_and_no_kernel_may_lose_any_to_the_unit
     per SM for each). Each kernel's warps come from the real compile; a candidate that costs any kernel warps
     against the baseline is infeasible, however much its worst kernel gains."""
     from nvcc_evo.measure import static
-    from nvcc_evo.measure.candidate import CompileJob, compile_candidate
+    from nvcc_evo.cubin.compile import CompileJob, compile_candidate
     (tmp_path / "two.cu").write_text(TWO_KERNELS)
     result = compile_candidate(CompileJob(str(real_nvcc), ("-c", "two.cu"), str(tmp_path), "two.cu", "sm_90"))
     assert result.ok, result.stderr
@@ -159,8 +159,8 @@ def test_warps_per_sm_count_whole_resident_blocks_of_the_kernels_block(tmp_path)
     per SM: 12 warps, not the 20 that 96 registers allow blocks of one warp (the speed-safe static retune of
     CUTLASS's 51_hopper_gett said 'register_warps 12 -> 20'); at 200 (the override lifting the bounds'
     limit) no block fits: 0, a launch the driver refuses. A kernel with no bound is counted by warps, said."""
-    from nvcc_evo.measure.candidate import CompileResult
-    from nvcc_evo.measure.sass import KernelFacts
+    from nvcc_evo.cubin.compile import CompileResult
+    from nvcc_evo.cubin.sass import KernelFacts
     source = DATA / "cuda" / "warp_specialized.cu"
     warps = []
     for options in ((), ("-maxrregcount=96", "--override-directive-values"),

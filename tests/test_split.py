@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, sass, toolkits
-from nvcc_evo.driver.build.nvcc_options import parse_call
-from nvcc_evo.driver.build.split import SCRIPT_NAME, Steps, plan_launch, read_steps, step_input, why_not, with_options
+from nvcc_evo.driver.cmdline.nvcc_options import parse_call
+from nvcc_evo.driver.cmdline.split import SCRIPT_NAME, Steps, plan_launch, read_steps, step_input, why_not, with_options
 
 TWO_ARCHS = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
 

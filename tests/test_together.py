@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import EVO_COMMAND, ROOT, evo_env, interruptible, kernels_project, run_evo, searched
-from nvcc_evo.measure.candidate import CompileJob, Compiler
+from nvcc_evo.cubin.compile import CompileJob, Compiler
 from nvcc_evo.measure.gpu import WorkerPool
 from nvcc_evo.execute.store import Store
 from nvcc_evo.execute.together import how_many

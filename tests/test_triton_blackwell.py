@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, evo_env, run_evo
-from nvcc_evo.driver.build.ptxas import probe
+from nvcc_evo.driver.cmdline.ptxas import probe
 from nvcc_evo.driver.dropin_ptxas import shim
 from nvcc_evo.driver.dropin_ptxas.afresh import through_stand_ins
-from nvcc_evo.measure.sass import cubin_registers
+from nvcc_evo.cubin.sass import cubin_registers
 
 pytest.importorskip("triton", reason="Triton is not installed (the test extra brings it on Linux x86_64)")
 BIN = Path(sys.executable).parent

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, evo_env, run_evo
-from nvcc_evo.driver.build.ptxas import probe
-from nvcc_evo.measure.sass import cubin_registers
+from nvcc_evo.driver.cmdline.ptxas import probe
+from nvcc_evo.cubin.sass import cubin_registers
 
 pytest.importorskip("triton", reason="Triton is not installed (the test extra brings it on Linux x86_64)")
 PTXAS = Path(sys.executable).parent / "nvcc-evo-ptxas"

@@ -42,7 +42,7 @@ class Form(Enum):
 
     VALUE = "value"    # spelling.format(value): `-maxrregcount=40`, `--fmad=false`
     SWITCH = "switch"  # present when true, absent when false: `--use_fast_math`
-    TOOL = "tool"      # no flag: it chooses the program that runs the step (nvcc_evo.driver.build.ptxas)
+    TOOL = "tool"      # no flag: it chooses the program that runs the step (nvcc_evo.driver.cmdline.ptxas)
 
 
 class Needs(Enum):
@@ -161,7 +161,7 @@ KNOBS: tuple[Knob, ...] = (
          names=('--optimize-float-atomics', '-opt-fp-atomics')),
     # Which ptxas runs the step, and the native controls file it applies
     # (CUDA 13.3+: an encrypted file made by NVIDIA's tools, locked to one
-    # ptxas release). Both go to each ptxas step on its own (driver.build.split).
+    # ptxas release). Both go to each ptxas step on its own (driver.cmdline.split).
     Knob("ptxas.version", Kind.VERSION, "", Form.TOOL, default=TOOLKIT_TOOL, numeric=True,
          hazard="another ptxas release: its cubins must load under the driver that runs them"),
     Knob("ptxas.controls", Kind.FILE, "--apply-controls={}", default=NO_FILE, since=(13, 3), numeric=True,
@@ -288,7 +288,7 @@ FAST_COMPILE = frozenset({"ptxas.fast_compile", "nvcc.fast_compile"})      # (nv
 
 def level_refused(level: Scalar | None, fast: Scalar | None) -> bool:
     """ptxas refuses this explicit -O level beside this -Ofc level (FAST_COMPILE_WITH_LEVEL);
-    None: not passed. The one rule the build (driver.build.flags) and the search's repair share."""
+    None: not passed. The one rule the build (driver.cmdline.flags) and the search's repair share."""
     return level is not None and fast not in (None, "0") and (str(level), str(fast)) not in FAST_COMPILE_WITH_LEVEL
 
 

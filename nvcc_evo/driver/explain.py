@@ -6,7 +6,7 @@ import shlex
 from pathlib import Path
 
 from nvcc_evo.acf.edit.spelling import show_value
-from nvcc_evo.driver.build.flags import DEFAULT_PASSES_NOTHING, ptxas_values
+from nvcc_evo.driver.cmdline.flags import DEFAULT_PASSES_NOTHING, ptxas_values
 from nvcc_evo.driver.match.find import named_acf_problem
 from nvcc_evo.driver.wrapper import Decision, decide, find_real_nvcc
 from nvcc_evo.errors import EnvironmentProblem

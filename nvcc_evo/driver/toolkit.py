@@ -39,7 +39,7 @@ class Toolkit(NamedTuple):
 
     def accepts(self, knob_name: str) -> bool:
         """(Which ptxas runs a step, and its controls file, are checked per
-        step by nvcc_evo.driver.build.ptxas, against the ptxas chosen.)"""
+        step by nvcc_evo.driver.cmdline.ptxas, against the ptxas chosen.)"""
         return knob_name in self.accepted or knobs.is_define(knob_name) or knob_name in knobs.STEP_ONLY
 
     def why_rejected(self, knob_name: str) -> str:

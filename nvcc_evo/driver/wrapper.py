@@ -21,13 +21,13 @@ from nvcc_evo.driver.match.units import STALE_ENV, CallPlan, build_link_plan, bu
 from nvcc_evo.driver.common import (LOG_ENV, NO_ACF, PHASE_ENV, REAL_NVCC_ENV, NvccNotFound, append_log,
                                      find_real_nvcc as find_nvcc, find_settings_file, is_self, stale_problem,
                                      write_log_line)
-from nvcc_evo.driver.build.nvcc_options import parse_call
+from nvcc_evo.driver.cmdline.nvcc_options import parse_call
 from nvcc_evo.errors import AcfError, EnvironmentProblem, EvoError
 from nvcc_evo.system.say import visible
 
 if TYPE_CHECKING:
-    from nvcc_evo.driver.build.flags import FlagPlan
-    from nvcc_evo.driver.build.nvcc_options import NvccCall
+    from nvcc_evo.driver.cmdline.flags import FlagPlan
+    from nvcc_evo.driver.cmdline.nvcc_options import NvccCall
     from nvcc_evo.driver.settings import Settings
     from nvcc_evo.driver.toolkit import Toolkit
 
@@ -74,7 +74,7 @@ class Decision(NamedTuple):
 
     def ptxas_options(self) -> dict[tuple[str, str], tuple[str, ...]]:
         """{(input, arch): ptxas options} for the split run; empty when there is none."""
-        from nvcc_evo.driver.build.flags import ptxas_values
+        from nvcc_evo.driver.cmdline.flags import ptxas_values
         options = {key: ptxas_values(plan.flags) for key, plan in self.per_step}
         return options if any(options.values()) or self.programs else {}
 
@@ -109,8 +109,8 @@ def decide(argv: list[str], nvcc: Path | None, environ, cwd: Path) -> Decision:
         environ = found.for_build()
     elif nvcc is None:
         return Decision(None, CallPlan(acf_path, passthrough="no real nvcc"), problems=(_no_nvcc(environ),))
-    from nvcc_evo.driver.build.compileplan import plan_call
-    from nvcc_evo.driver.build.flags import FlagPlan
+    from nvcc_evo.driver.cmdline.compileplan import plan_call
+    from nvcc_evo.driver.cmdline.flags import FlagPlan
     from nvcc_evo.driver.toolkit import cache_folder_if_any, load_toolkit
     try:
         toolkit = load_toolkit(nvcc)
@@ -207,7 +207,7 @@ def launch(argv: list[str], nvcc: str | None) -> tuple[str, list[str], dict, str
     nvcc to fall back on): nvcc with
     the common flags added, or, where tuned ptxas knobs differ between the
     call's inputs or architectures, nvcc's own steps with each ptxas given
-    its own (nvcc_evo.driver.build.split). Never raises: our own trouble must not break a
+    its own (nvcc_evo.driver.cmdline.split). Never raises: our own trouble must not break a
     build (it goes to the log, and nvcc runs as asked). `nvcc` None: the shim
     found none; the project settings may name one (None back if not)."""
     environ = os.environ
@@ -225,7 +225,7 @@ def launch(argv: list[str], nvcc: str | None) -> tuple[str, list[str], dict, str
         chosen = (nvcc, [nvcc, *argv, *decision.extra_args], dict(environ))
         options = decision.ptxas_options()
         if options and decision.call is not None:          # (options come with the call they are for)
-            from nvcc_evo.driver.build.split import plan_launch
+            from nvcc_evo.driver.cmdline.split import plan_launch
             split = plan_launch(nvcc, decision.call, list(decision.extra_args), options, environ,
                                 dict(decision.programs))
             if isinstance(split, str):

@@ -30,7 +30,7 @@ from dataclasses import replace
 from typing import Any
 
 from nvcc_evo.driver.specs import RayPlace
-from nvcc_evo.measure.candidate import CompileResult, compile_candidate, front_end, ptxas_only
+from nvcc_evo.cubin.compile import CompileResult, compile_candidate, front_end, ptxas_only
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.execute.lanes import LOST, Lane, LaneLost, LaneSet
 
@@ -87,7 +87,7 @@ def reuse_remote(job, first: list) -> CompileResult:
     """A candidate built from the PTX of the first candidate of its front end
     (`first`: that compile's ObjectRef, in a list so that Ray does not wait
     for it: a lost first compile means a full compile here, not a second
-    loss); only ptxas runs, as measure.candidate.PtxCache does on one machine."""
+    loss); only ptxas runs, as cubin.compile.PtxCache does on one machine."""
     import ray
     try:
         made = ray.get(first[0])

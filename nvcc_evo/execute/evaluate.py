@@ -16,8 +16,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 
-from nvcc_evo.measure.candidate import CompileJob, CompileResult, Compiler, PtxCache, compile_each
-from nvcc_evo.measure.sass import sass_hash
+from nvcc_evo.cubin.compile import CompileJob, CompileResult, Compiler, PtxCache, compile_each
+from nvcc_evo.cubin.sass import sass_hash
 from nvcc_evo.measure import COST_STAGES, Measurement, failed
 from nvcc_evo.measure.backend import Race
 from nvcc_evo.engine.evolve import Evaluation
@@ -103,7 +103,7 @@ Take = Callable[[Genome, tuple[str, ...], CompileResult | None], Evaluation]
 
 
 class Compiles(Protocol):
-    """A compile pool as start/finish use it: measure.candidate.Compiler, or
+    """A compile pool as start/finish use it: cubin.compile.Compiler, or
     the cluster's (execute.cluster.RayCompiler)."""
 
     def submit(self, jobs: list[CompileJob]) -> list: ...

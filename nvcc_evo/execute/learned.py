@@ -2,7 +2,7 @@
 
 A kernel bench's candidate whose launch the driver would refuse comes back
 `launch-refused` after its compile, with why as a fact (the measurement's
-`refusal`, measure.occupancy.LaunchRefusal). Each such refusal teaches a constraint over the unit's defines, and
+`refusal`, cubin.occupancy.LaunchRefusal). Each such refusal teaches a constraint over the unit's defines, and
 the engine (engine.evolve, its `avoid`) never proposes a genome known to
 break it, so a user who writes no `require` pays for a kind of failure once,
 not for every candidate of it:
@@ -62,7 +62,7 @@ from nvcc_evo.acf.sources import define_values
 from nvcc_evo.engine.evolve import Engine, Evaluation
 from nvcc_evo.engine.space import Genome, SearchSpace, baseline_defines
 from nvcc_evo.execute.evaluate import Evaluator
-from nvcc_evo.measure.occupancy import AXES, LaunchRefusal
+from nvcc_evo.cubin.occupancy import AXES, LaunchRefusal
 from nvcc_evo.status import BUILT, Status
 
 REFUSED = Status.LAUNCH_REFUSED

@@ -368,7 +368,7 @@ def calibrate(lanes: LaneSet | None, measurer: Backend, baseline, job) -> None:
     """Each GPU lane's baseline, timed on every lane at once (lanes.LaneSet.calibrate)."""
     if lanes is None or len(lanes) < 2 or measurer.hello is None:
         return
-    from nvcc_evo.measure.candidate import compile_candidate
+    from nvcc_evo.cubin.compile import compile_candidate
     from nvcc_evo.system.say import log
     result = compile_candidate(job)
     if not result.ok:

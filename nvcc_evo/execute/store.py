@@ -18,7 +18,7 @@ from pathlib import Path
 
 from nvcc_evo.errors import EnvironmentProblem, EvoError
 from nvcc_evo.measure import Measurement
-from nvcc_evo.measure.occupancy import LaunchRefusal
+from nvcc_evo.cubin.occupancy import LaunchRefusal
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.status import Status
 from nvcc_evo.system.jsonlines import JsonLines

@@ -180,8 +180,8 @@ def _compiled(records: list[CompileRecord]) -> list[list[Symbol] | None]:
     """Each record compiled again to a cubin, as the build compiles it (in parallel): its kernels and their
     registers; None for one that does not compile now (said)."""
     from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc
-    from nvcc_evo.measure.candidate import CompileJob, compile_each
-    from nvcc_evo.measure.sass import kernel_facts
+    from nvcc_evo.cubin.compile import CompileJob, compile_each
+    from nvcc_evo.cubin.sass import kernel_facts
     jobs = []
     for record in records:
         nvcc = record.nvcc if os.path.isfile(record.nvcc) else None

@@ -2,7 +2,7 @@
 
 The block is put first in a copy of the ACF beside it (the wrapper takes the
 first unit that matches), the record's call is planned against that copy
-(driver.build.compileplan.RecordedBuild) and each value of each knob is asked
+(driver.cmdline.compileplan.RecordedBuild) and each value of each knob is asked
 whether the build would pass it (retune.reach.why_left_out): a user's own
 `-maxrregcount` or `-G` in the build keeps a knob out, as it keeps it out of
 a retune's search.
@@ -22,7 +22,7 @@ def reaching(acf_path: Path, origin: Origin, globs: tuple[str, ...], wanted: lis
     """`wanted` with only the values the build would pass (a knob with none left out, said)."""
     from nvcc_evo.acf.parse import parse_text
     from nvcc_evo.acf.text import read_text
-    from nvcc_evo.driver.build.compileplan import RecordedBuild
+    from nvcc_evo.driver.cmdline.compileplan import RecordedBuild
     from nvcc_evo.driver.toolkit import load_toolkit
     from nvcc_evo.retune.reach import why_left_out
     from nvcc_evo.system.leftovers import held_file

@@ -25,7 +25,7 @@ TAIL = 12
 
 def gpu_problem() -> str:
     """Why kernels cannot be recorded on this machine's GPU ("" when they can)."""
-    from nvcc_evo.driver.build.cuda_driver import device_count
+    from nvcc_evo.driver.cmdline.cuda_driver import device_count
     count = device_count()
     if count is None:
         return "no CUDA driver (libcuda.so.1 cannot be loaded, or it does not start): --hot runs the command on an " \

@@ -13,12 +13,11 @@ the table of backends. The search engine never knows which backend answered.
 - pycuda: real kernel timing on the GPU (nvcc_evo.measure.gpu, its worker
   process in gpu_worker, the statistics in stats)
 
-candidate (one candidate compiled as the build compiles it, the SASS hash)
-is what every backend measures; sass and occupancy say what a kernel's
-build holds and what it allows on an SM.
+What every backend measures is a candidate compiled as the build compiles
+it (nvcc_evo.cubin: the compile, the SASS hash, the kernels' facts).
 
 Imports: nvcc_evo.acf (bench specs), nvcc_evo.driver (the build's flags and
-steps), nvcc_evo.backends, nvcc_evo.errors and nvcc_evo.system; never the layers above it
+steps), nvcc_evo.cubin, nvcc_evo.backends, nvcc_evo.errors and nvcc_evo.system; never the layers above it
 (engine, execute, retune, report).
 """
 from __future__ import annotations
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING
 from nvcc_evo.status import Status
 
 if TYPE_CHECKING:
-    from nvcc_evo.measure.occupancy import LaunchRefusal
+    from nvcc_evo.cubin.occupancy import LaunchRefusal
     from nvcc_evo.measure.stats import Verdict
 
 

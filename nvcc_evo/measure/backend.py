@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from nvcc_evo.measure import Confirmation, Measurement
 
 if TYPE_CHECKING:
-    from nvcc_evo.measure.candidate import CompileResult
+    from nvcc_evo.cubin.compile import CompileResult
 
 
 class Measure(Protocol):

@@ -46,7 +46,7 @@ from nvcc_evo.acf import model
 from nvcc_evo.acf.bench import command as benchcommand
 from nvcc_evo.driver.common import PHASE_ENV
 from nvcc_evo.driver.compiledb import outputs_of
-from nvcc_evo.driver.build.flags import ptxas_values
+from nvcc_evo.driver.cmdline.flags import ptxas_values
 from nvcc_evo.driver.dropin_ptxas.afresh import through_stand_ins
 from nvcc_evo.measure import Confirmation, Measurement, failed
 from nvcc_evo.measure.profile.clock import KernelClock

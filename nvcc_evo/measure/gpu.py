@@ -17,7 +17,7 @@ from typing import Callable
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.bench.spec import BenchPlan, ExprError, ScalarPlan, plan_bench
-from nvcc_evo.measure.candidate import CompileResult
+from nvcc_evo.cubin.compile import CompileResult
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.measure import Confirmation, Measurement, failed, static
 from nvcc_evo.measure.check import as_float, outputs_match

@@ -20,7 +20,7 @@ from nvcc_evo.acf.bench.spec import ArrayPlan, BenchPlan, DTYPES, ScalarPlan
 from nvcc_evo.measure import Clock
 from nvcc_evo.measure.check import checked, take_reference
 from nvcc_evo.measure.device_check import DeviceCheck
-from nvcc_evo.measure.occupancy import LaunchRefusal, launch_problem
+from nvcc_evo.cubin.occupancy import LaunchRefusal, launch_problem
 from nvcc_evo.measure.stats import (ENERGY_LEAST, clearly_slower, energy_window, race_checkpoints, repetitions,
                                     settled)
 from nvcc_evo.status import Status

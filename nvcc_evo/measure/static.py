@@ -2,18 +2,18 @@
 
 registers, spills (spill store + load bytes), stack and shared (bytes) come
 from `ptxas -v` for the target architecture, summed or maxed over the unit's
-kernels (each kernel's own: nvcc_evo.measure.sass); instructions and
+kernels (each kernel's own: nvcc_evo.cubin.sass); instructions and
 binary_size from the cubin; compile_time is the candidate compile's wall time.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
-from nvcc_evo.measure.candidate import CompileResult
-from nvcc_evo.measure.sass import instruction_count
+from nvcc_evo.cubin.compile import CompileResult
+from nvcc_evo.cubin.sass import instruction_count
 from nvcc_evo.measure import Measurement, failed
-from nvcc_evo.measure.occupancy import occupancy, warps_by_registers
-from nvcc_evo.measure.sass import KernelFacts, resources, shown_name
+from nvcc_evo.cubin.occupancy import occupancy, warps_by_registers
+from nvcc_evo.cubin.sass import KernelFacts, resources, shown_name
 from nvcc_evo.status import Status
 
 NAME = "static"
@@ -23,7 +23,7 @@ OBJECTIVES = ("registers", "spills", "stack", "shared", "instructions", "binary_
 def measure(result: CompileResult, arch: str, each_kernel: bool = False,
             launches: dict[str, tuple[int, int]] | None = None) -> Measurement:
     """The unit's resources over its kernels for `arch`: the most registers, stack and shared memory of one
-    kernel, the spills of all (per kernel: nvcc_evo.measure.sass; the cubin gives relocatable code's shared
+    kernel, the spills of all (per kernel: nvcc_evo.cubin.sass; the cubin gives relocatable code's shared
     memory); with `each_kernel`, also each kernel's warps per SM (KERNEL_WARPS: whole resident blocks, see
     `kernel_warps`; `launches`: a kernel's (threads, dynamic shared bytes) as its bench launches it) and the
     fewest of them (REGISTER_WARPS)."""
@@ -47,7 +47,7 @@ def measure(result: CompileResult, arch: str, each_kernel: bool = False,
 
 
 def kernel_warps(kernel: KernelFacts, arch: str, launch: tuple[int, int] | None = None) -> int | None:
-    """The warps per SM of a kernel's resident blocks (measure.occupancy: its registers, shared memory and
+    """The warps per SM of a kernel's resident blocks (cubin.occupancy: its registers, shared memory and
     barriers, whole blocks): of `launch`'s block (threads, dynamic shared bytes: the bench's), else of its
     bound (.maxntid from __launch_bounds__, .reqntid); where neither is known, as if its blocks were one warp
     each (`register_warps`: what `unknown_blocks` says). 0 where no block fits (too many registers for the
@@ -77,7 +77,7 @@ REGISTER_WARPS = "register_warps"
 
 def register_warps(registers: float, arch: str) -> int | None:
     """Resident warps per SM the registers per thread allow on `arch`, the
-    block size aside (measure.occupancy's rule, checked against CUDA's own
+    block size aside (cubin.occupancy's rule, checked against CUDA's own
     calculator); None for an architecture its table does not know."""
     return warps_by_registers(arch, int(registers))
 

@@ -17,7 +17,7 @@ import os
 import shlex
 from dataclasses import replace
 
-from nvcc_evo.driver.build.nvcc_options import tokenize, without_programs
+from nvcc_evo.driver.cmdline.nvcc_options import tokenize, without_programs
 from nvcc_evo.errors import ExitCode
 from nvcc_evo.retune.kernels import SassUnavailable, compare
 from nvcc_evo.retune.kernelview import lines, notes
@@ -82,7 +82,7 @@ def _side(task, build, settings: dict):
     """One side of the comparison: the knob values that reach the target's
     code, how to build it (the flags and ptxas program the compile plan
     gives that step), and the step's FlagPlan."""
-    from nvcc_evo.measure.candidate import compile_candidate
+    from nvcc_evo.cubin.compile import compile_candidate
     step, program = build.step(settings)
     job = replace(task.job, flags=step.flags, ptxas=program or task.job.ptxas)
     return dict(step.applied), lambda: compile_candidate(job), step

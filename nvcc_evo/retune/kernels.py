@@ -1,7 +1,7 @@
 """Why a choice is faster, per kernel: the baseline's and the chosen build's
-machine code side by side (nvcc_evo.measure.sass: registers, spills,
+machine code side by side (nvcc_evo.cubin.sass: registers, spills,
 shared memory, instructions, the instruction mix) with each kernel's
-occupancy (nvcc_evo.measure.occupancy) at the block size its bench
+occupancy (nvcc_evo.cubin.occupancy) at the block size its bench
 launches it with.
 
 A retune builds the two once more at its end (`compare`), says them in its
@@ -23,11 +23,11 @@ from typing import Callable
 from nvcc_evo.acf import model
 from nvcc_evo.acf.bench.spec import plan_bench
 from nvcc_evo.acf.sources import define_values
-from nvcc_evo.measure.candidate import CompileResult, compile_candidate
-from nvcc_evo.measure.sass import sass_hash
+from nvcc_evo.cubin.compile import CompileResult, compile_candidate
+from nvcc_evo.cubin.sass import sass_hash
 from nvcc_evo.errors import EvoError
-from nvcc_evo.measure.occupancy import Occupancy, occupancy
-from nvcc_evo.measure.sass import MISSING, KernelFacts, find_disassembler, kernel_facts, with_mix
+from nvcc_evo.cubin.occupancy import Occupancy, occupancy
+from nvcc_evo.cubin.sass import MISSING, KernelFacts, find_disassembler, kernel_facts, with_mix
 from nvcc_evo.system.jsonlines import JsonLines
 
 STORE_NAME = "kernels.jsonl"

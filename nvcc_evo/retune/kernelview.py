@@ -10,8 +10,8 @@ import math
 import shutil
 import subprocess
 
-from nvcc_evo.measure.occupancy import Occupancy
-from nvcc_evo.measure.sass import CLASS_ORDER, KernelFacts
+from nvcc_evo.cubin.occupancy import Occupancy
+from nvcc_evo.cubin.sass import CLASS_ORDER, KernelFacts
 from nvcc_evo.retune.kernels import Comparison
 
 FACTS = (("registers", "registers"), ("spills (bytes)", "spills"), ("stack (bytes)", "stack"),

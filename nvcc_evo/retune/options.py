@@ -160,7 +160,7 @@ def ptxas_programs(space: SearchSpace, toolkit: Toolkit, acf_path: Path, options
     is not listed, or whose cubins the driver here does not load (asked where
     the backend runs them on this machine's GPU), is an error before anything
     is searched, saying which."""
-    from nvcc_evo.driver.build import ptxas
+    from nvcc_evo.driver.cmdline import ptxas
     dimension = next((d for d in space.dimensions if d.knob == "ptxas.version"), None)
     wanted = [str(v) for v in (*(dimension.choices if dimension else ()), fixed) if v not in (None, TOOLKIT_TOOL)]
     listed = {ptxas.PTXAS_ENV: os.pathsep.join(options.ptxas)}

@@ -2,7 +2,7 @@
 only knob values that the unit's recorded build passes to the target's code.
 
 Both questions go to the compile plan the wrapper builds with
-(nvcc_evo.driver.build.compileplan): before the search, which values of each
+(nvcc_evo.driver.cmdline.compileplan): before the search, which values of each
 dimension the build would pass (`reachable`: the others are left out of the
 space, said once per knob with the reason); before the write, the ship check
 (`ship_check`): the wrapper's own decision for the recorded call, with the
@@ -16,8 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from nvcc_evo.driver.build.compileplan import RecordedBuild
-from nvcc_evo.driver.build.flags import DEFAULT_PASSES_NOTHING
+from nvcc_evo.driver.cmdline.compileplan import RecordedBuild
+from nvcc_evo.driver.cmdline.flags import DEFAULT_PASSES_NOTHING
 from nvcc_evo.driver.match.units import entry_for
 from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import Dimension, SearchSpace
@@ -26,8 +26,8 @@ SHIP_CHECK_TIMEOUT = 900.0      # seconds: the ship check's one compile (see shi
 
 if TYPE_CHECKING:
     from nvcc_evo.driver.toolkit import Toolkit
-    from nvcc_evo.measure.candidate import CompileJob
-    from nvcc_evo.measure.sass import KernelFacts
+    from nvcc_evo.cubin.compile import CompileJob
+    from nvcc_evo.cubin.sass import KernelFacts
     from nvcc_evo.retune.choice import Outcome
     from nvcc_evo.retune.options import Options
 
@@ -41,13 +41,13 @@ class KernelBuild:
     builds_arch = True
 
     def __init__(self, task, toolkit: Toolkit, acf_dir: str, environ):
-        from nvcc_evo.driver.build.flags import ptxas_values
+        from nvcc_evo.driver.cmdline.flags import ptxas_values
         self.options = ptxas_values(tuple(task.job.argv))      # (the record's argv: -Xptxas OPTION each, the PTX)
         self.real, self.arch = task.job.ptxas or toolkit.ptxas, task.arch
         self.acf_dir, self.environ = acf_dir, environ
 
     def step(self, settings: dict):
-        from nvcc_evo.driver.build.compileplan import ptx_step
+        from nvcc_evo.driver.cmdline.compileplan import ptx_step
         return ptx_step(settings, self.options, self.real, self.arch, self.environ, self.acf_dir)
 
     def call_values(self) -> dict:
@@ -56,7 +56,7 @@ class KernelBuild:
 
 def recorded_build(task, acf_path: Path, toolkit: Toolkit, options: Options) -> "RecordedBuild | KernelBuild":
     """The unit's build as the compile plan sees it (the record the task compiles as)."""
-    from nvcc_evo.driver.build.ptxas import PTXAS_ENV
+    from nvcc_evo.driver.cmdline.ptxas import PTXAS_ENV
     environ = {**dict(task.job.env), **dict(task.build_env), PTXAS_ENV: os.pathsep.join(options.ptxas)}
     if task.unit.is_kernel:
         return KernelBuild(task, toolkit, str(acf_path.parent), environ)
@@ -154,8 +154,8 @@ def link_safe(space: SearchSpace, build: RecordedBuild | KernelBuild, compiled) 
     under a callee's registers ("entry function 'k' with max regcount of 24 calls function 'f' with regcount
     of 83"), and no compile of the unit alone can know the callee's: a cap the search found here broke the
     project's device link."""
-    from nvcc_evo.driver.build.flags import read_facts
-    from nvcc_evo.measure.sass import external_functions
+    from nvcc_evo.driver.cmdline.flags import read_facts
+    from nvcc_evo.cubin.sass import external_functions
     caps = [d for d in space.dimensions if d.knob in REGISTER_CAPS and not d.pinned
             and any(c is not None and c != d.baseline for c in d.choices)]
     if not caps or not isinstance(build, RecordedBuild) or not read_facts(build.call).relocatable:
@@ -179,7 +179,7 @@ def reconfigure_safe(space: SearchSpace, arch: str, compiled) -> tuple[SearchSpa
     allocation is smaller than what .inc asks for, the allocation's retry loop spins for ever and the kernel
     never ends, and ptxas says nothing (a cap of 96 with --override-directive-values on a 384-thread CUTLASS
     kernel of 168 registers: 36,864 registers for warp groups that need 64,512)."""
-    from nvcc_evo.measure.sass import resources, shown_name
+    from nvcc_evo.cubin.sass import resources, shown_name
     caps = [d for d in space.dimensions if d.knob in REGISTER_CAPS and not d.pinned
             and any(isinstance(c, int) and c != d.baseline for c in d.choices)]
     if not caps:
@@ -240,8 +240,8 @@ def ship_check(outcome: Outcome, acf_path: Path, toolkit: Toolkit, options: Opti
     unit's globs mean the same), compiled for the target; its SASS compared
     with the measured candidate's (`measured_job`: how it was built), as
     stored, else as that candidate compiles now. Names the knob and the difference."""
-    from nvcc_evo.measure.candidate import compile_candidate
-    from nvcc_evo.measure.sass import sass_hash
+    from nvcc_evo.cubin.compile import compile_candidate
+    from nvcc_evo.cubin.sass import sass_hash
     if isinstance(build, KernelBuild):      # (its build is the program's own ptxas call: nvcc_evo.driver.dropin_ptxas.decide)
         return ""
     task, chosen = outcome.task, outcome.chosen
@@ -280,7 +280,7 @@ def _never_ends(outcome: Outcome, written: dict, acf_path: Path, build: Recorded
     """Why the entry's register cap would hang a kernel ("" where it would not: `hangs`). A cap the search
     left out can still come from a hand-written entry: the chosen build (retune.kernels' comparison) is
     looked at, and only where it has a kernel that moves registers, the build without the caps compiled."""
-    from nvcc_evo.measure.candidate import compile_candidate
+    from nvcc_evo.cubin.compile import compile_candidate
     compared, task = outcome.kernels, outcome.task
     if compared is None:
         return ""
@@ -298,7 +298,7 @@ def hangs(settings: dict, kernels, uncapped, arch: str) -> str:
     one that moves registers between its warp groups (setmaxnreg) left fewer registers a thread than it
     launches with uncapped (`uncapped()`: that build's CompileResult, asked only where such a kernel is
     capped); "" where none would (reconfigure_safe)."""
-    from nvcc_evo.measure.sass import resources, shown_name
+    from nvcc_evo.cubin.sass import resources, shown_name
     caps = {k: v for k, v in settings.items() if k in REGISTER_CAPS and v is not None}
     moving = [k for k in kernels if k.reconfigures] if caps else []
     if not moving:
@@ -317,9 +317,9 @@ def hangs(settings: dict, kernels, uncapped, arch: str) -> str:
 
 def _compiles_now_to(job: CompileJob, code: str) -> bool:
     """Whether the measured candidate, compiled again, is `code`: its stored hash may be an older
-    nvcc-evo's, one that kept the process id ending nvcc's module id (measure.sass.sass_hash)."""
-    from nvcc_evo.measure.candidate import compile_candidate
-    from nvcc_evo.measure.sass import sass_hash
+    nvcc-evo's, one that kept the process id ending nvcc's module id (cubin.sass.sass_hash)."""
+    from nvcc_evo.cubin.compile import compile_candidate
+    from nvcc_evo.cubin.sass import sass_hash
     again = compile_candidate(replace(job, timeout=max(job.timeout, SHIP_CHECK_TIMEOUT)))
     return again.ok and sass_hash(again.cubin, again.module_id) == code
 
@@ -351,8 +351,8 @@ def _as_built(task, written: dict, acf_path: Path, build: RecordedBuild, options
     from nvcc_evo.acf.edit.retarget import update_target
     from nvcc_evo.acf.text import read_text
     from nvcc_evo.driver.common import ACF_ENV
-    from nvcc_evo.driver.build.compileplan import CompilePlan
-    from nvcc_evo.driver.build.ptxas import PTXAS_ENV
+    from nvcc_evo.driver.cmdline.compileplan import CompilePlan
+    from nvcc_evo.driver.cmdline.ptxas import PTXAS_ENV
     from nvcc_evo.driver.wrapper import decide
     target = model.Target(task.arch, None, tuple(model.Setting(k, v) for k, v in written.items()))
     copy = acf_path.parent / f".nvcc-evo-candidate-{os.getpid()}.acf"
@@ -364,7 +364,7 @@ def _as_built(task, written: dict, acf_path: Path, build: RecordedBuild, options
     finally:
         copy.unlink(missing_ok=True)
     if decision.flags is None:
-        from nvcc_evo.driver.build.flags import FlagPlan
+        from nvcc_evo.driver.cmdline.flags import FlagPlan
         return FlagPlan((), (), tuple((k, decision.call_plan.passthrough) for k in written)), None
     planned = CompilePlan(decision.flags, decision.per_step, decision.programs)
     key = (build.input, task.arch)

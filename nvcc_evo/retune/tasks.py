@@ -18,8 +18,8 @@ from nvcc_evo.backends import TIMING as MEASURING_BACKENDS
 from nvcc_evo.acf.knobs import arch_order
 from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.driver import compiledb
-from nvcc_evo.measure.candidate import CompileJob
-from nvcc_evo.driver.build.nvcc_options import parse_call
+from nvcc_evo.cubin.compile import CompileJob
+from nvcc_evo.driver.cmdline.nvcc_options import parse_call
 from nvcc_evo.driver.match.builds import (build_key, changed_sources, compiled, difference, named_build, older_keys,
                                           sources_read, where)
 from nvcc_evo.driver.match.calls import is_lto_compile
@@ -356,7 +356,7 @@ def served_release(job: CompileJob) -> str:
     results aside. "" for a unit nvcc compiles (or a ptxas that cannot say)."""
     if not job.ptxas:
         return ""
-    from nvcc_evo.driver.build.ptxas import probe
+    from nvcc_evo.driver.cmdline.ptxas import probe
     try:
         return probe(job.ptxas).version
     except OSError:

@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
-from nvcc_evo.driver.build.compileplan import RecordedBuild
+from nvcc_evo.driver.cmdline.compileplan import RecordedBuild
 from nvcc_evo.driver.match.builds import build_key
 from nvcc_evo.driver.toolkit import Toolkit
 from nvcc_evo.driver.match.units import entry_for
@@ -44,7 +44,7 @@ from nvcc_evo.execute.store import Context, Store
 from nvcc_evo.execute.together import Together
 from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.backend import Backend
-from nvcc_evo.measure.candidate import CompileJob, CompileResult, PtxCache, compile_candidate
+from nvcc_evo.cubin.compile import CompileJob, CompileResult, PtxCache, compile_candidate
 from nvcc_evo.retune.choice import Outcome, Verification, choose, confirm, end_drift, front_chosen_from
 from nvcc_evo.retune.kernels import after_search
 from nvcc_evo.retune.options import Options, decided, describe, ptxas_programs

@@ -35,7 +35,7 @@ from nvcc_evo.driver.common import (BLACKWELL_PTXAS as BLACKWELL, GPU_ENV, LOG_E
 from nvcc_evo.driver.dropin_ptxas.untouched import entries as ptx_entries, split_argv
 
 if TYPE_CHECKING:
-    from nvcc_evo.driver.build.flags import FlagPlan
+    from nvcc_evo.driver.cmdline.flags import FlagPlan
     from nvcc_evo.driver.match.units import Match
 
 KERNELS_FOLDER = "kernels"
@@ -136,8 +136,8 @@ def decide(argv: list[str], real: str, acf_path: Path, environ, cwd: str) -> Dec
     served = serve(call, units, acf_path, environ, cwd)
     if served.match is None:
         return Decision(real, (), served)
-    from nvcc_evo.driver.build.compileplan import ptx_step
-    from nvcc_evo.driver.build.flags import ptxas_values
+    from nvcc_evo.driver.cmdline.compileplan import ptx_step
+    from nvcc_evo.driver.cmdline.flags import ptxas_values
     wrong = stale_problem(environ)        # (the verbs refuse it: the same words)
     if wrong:
         return Decision(real, (), served, problems=(f"{wrong}; compiling exactly as asked",))
@@ -199,7 +199,7 @@ def record(decision: Decision, call: PtxasCall, acf_path: Path, environ) -> None
 
 
 def _version(program: str) -> str:
-    from nvcc_evo.driver.build.ptxas import probe
+    from nvcc_evo.driver.cmdline.ptxas import probe
     try:
         return probe(program).version
     except OSError:

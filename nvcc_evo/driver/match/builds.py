@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NamedTuple, Protocol
 
-from nvcc_evo.driver.build.nvcc_options import parse_call, rebuild_argv
+from nvcc_evo.driver.cmdline.nvcc_options import parse_call, rebuild_argv
 from nvcc_evo.driver.match.stale import source_digests
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from nvcc_evo.driver.build.nvcc_options import NvccCall
+    from nvcc_evo.driver.cmdline.nvcc_options import NvccCall
 
 TUNABLE_SUFFIXES = (".cu", ".ptx")
 CMAKE_PROBES = ("CMakeCUDACompilerId.cu", "CMakeCUDACompilerABI.cu", "__cmake_determine_cuda")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from nvcc_evo.driver.match.index import TargetEntry
 
 if TYPE_CHECKING:
-    from nvcc_evo.driver.build.nvcc_options import NvccCall
+    from nvcc_evo.driver.cmdline.nvcc_options import NvccCall
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 SPACE_CHANGED = "pins or search space changed"     # the same words in --explain and --retune --dry-run

@@ -17,7 +17,7 @@ from nvcc_evo.driver.match.index import TargetEntry, UnitEntry, load_units
 from nvcc_evo.driver.match.stale import fingerprint, staleness
 
 if TYPE_CHECKING:
-    from nvcc_evo.driver.build.nvcc_options import NvccCall
+    from nvcc_evo.driver.cmdline.nvcc_options import NvccCall
     from nvcc_evo.driver.compiledb import CompileRecord
     from nvcc_evo.driver.toolkit import Toolkit
 

@@ -16,7 +16,7 @@ from nvcc_evo.measure.profile.records import environment, read_run, time_of
 
 def kernel_names(cubin: bytes) -> frozenset[str]:
     """The kernels a cubin defines (its `.text.NAME` sections)."""
-    from nvcc_evo.measure.sass import cubin_sections
+    from nvcc_evo.cubin.sass import cubin_sections
     return frozenset(name[len(".text."):] for name in cubin_sections(cubin) if name.startswith(".text."))
 
 

@@ -10,7 +10,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kernels import compile_kernel                                   # noqa: E402
 
-from nvcc_evo.measure.sass import cubin_registers                      # noqa: E402
+from nvcc_evo.cubin.sass import cubin_registers                      # noqa: E402
 
 capability = int(sys.argv[1]) if len(sys.argv) > 1 else 90
 print(f"time {cubin_registers(compile_kernel('matmul_small', capability))} ms")

@@ -2,7 +2,7 @@
 13.5's additions) with its long spelling, short spelling, and whether it
 takes a value (LIST values split on commas, except inside double quotes or
 []). tests/test_nvcc_options.py checks the table against the real nvcc's
-help; nvcc_evo.driver.build.nvcc_options reads a call with it.
+help; nvcc_evo.driver.cmdline.nvcc_options reads a call with it.
 """
 from __future__ import annotations
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
-from nvcc_evo.driver.build.nvcc_options import rebuild_argv
-from nvcc_evo.driver.build.split import PTXAS_STEP, read_steps
+from nvcc_evo.driver.cmdline.nvcc_options import rebuild_argv
+from nvcc_evo.driver.cmdline.split import PTXAS_STEP, read_steps
 from nvcc_evo.system.leftovers import OWNER, kill_running, private_folder, remove_private, run_in_group
 from nvcc_evo.status import Status
 
@@ -44,7 +44,7 @@ class CompileJob:
     flags: tuple[str, ...] = ()   # the candidate's additions
     env: tuple[tuple[str, str], ...] = ()
     timeout: float = 300.0
-    ptxas: str | None = None      # a ptxas other than nvcc's own for the ptxas step (nvcc_evo.driver.build.ptxas)
+    ptxas: str | None = None      # a ptxas other than nvcc's own for the ptxas step (nvcc_evo.driver.cmdline.ptxas)
 
     def command(self, work: str) -> list[str]:
         base = rebuild_argv(list(self.argv), REPLACED, self.source, self.cwd)
@@ -135,10 +135,10 @@ def compile_candidate(job: CompileJob, ptx: "PtxCache | None" = None) -> Compile
 def _with_program(job: CompileJob, program: str, command: list[str], work: str,
                   env: dict) -> tuple[list[str], dict] | str:
     """The compile as nvcc's own steps with `program` (job.ptxas) running the ptxas
-    step, as a split build runs it (nvcc_evo.driver.build.split): a script in
+    step, as a split build runs it (nvcc_evo.driver.cmdline.split): a script in
     `work`, for /bin/sh; else why not. (nvcc refusing the call leaves it as
     it was: it fails as nvcc would, saying why.)"""
-    from nvcc_evo.driver.build.split import SCRIPT_NAME, SHELL, Steps, read_steps, script, with_options
+    from nvcc_evo.driver.cmdline.split import SCRIPT_NAME, SHELL, Steps, read_steps, script, with_options
     asked = run_in_group([*command, "--dryrun"], cwd=job.cwd, env=env, timeout=job.timeout)
     if asked.returncode != 0:
         return command, env
@@ -220,7 +220,7 @@ def ptxas_only(job: CompileJob, ptx: bytes, module_id: str = "") -> CompileResul
             return CompileResult(Status.NO_PTXAS_STEP, time.monotonic() - started, asked.stderr)
         command, ptx_path, variables = step
         if job.ptxas:
-            command[0] = job.ptxas             # the unit's own ptxas (nvcc_evo.driver.build.ptxas)
+            command[0] = job.ptxas             # the unit's own ptxas (nvcc_evo.driver.cmdline.ptxas)
         Path(ptx_path).write_bytes(ptx)
         done = run_ptxas(command, job.cwd, {**env, **variables}, job.timeout)
         return replace(_finished(job, done, time.monotonic() - started, work, "ptxas"), module_id=module_id)

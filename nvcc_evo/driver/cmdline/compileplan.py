@@ -3,7 +3,7 @@
 
 One plan, two users. The wrapper (`plan_call`, from `wrapper.decide`) adds
 the plan's common flags to the user's call and gives each ptxas step its own
-(nvcc_evo.driver.build.split). A retune (`RecordedBuild`) asks the same function
+(nvcc_evo.driver.cmdline.split). A retune (`RecordedBuild`) asks the same function
 what a build would make of a candidate's knobs, for the recorded call with
 the candidate standing in for the unit's entry of the target architecture:
 the flags a candidate is compiled with are the flags that step of the build
@@ -24,7 +24,7 @@ Rules of the plan, each in one place:
   the GPU at hand reaches every architecture of a multi-architecture call;
   entries that disagree, or inputs of other units that give it another value,
   leave it out, said;
-- the user's own flags win, in every spelling (nvcc_evo.driver.build.flags).
+- the user's own flags win, in every spelling (nvcc_evo.driver.cmdline.flags).
 """
 from __future__ import annotations
 
@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.driver.match.index import TargetEntry
 from nvcc_evo.driver.match.units import CallPlan, build_plan
-from nvcc_evo.driver.build.flags import CallFacts, FlagPlan, plan_flags, ptxas_facts, read_facts
+from nvcc_evo.driver.cmdline.flags import CallFacts, FlagPlan, plan_flags, ptxas_facts, read_facts
 
 if TYPE_CHECKING:
-    from nvcc_evo.driver.build.nvcc_options import NvccCall
+    from nvcc_evo.driver.cmdline.nvcc_options import NvccCall
     from nvcc_evo.driver.toolkit import Toolkit
 
 Step = tuple[str, str]         # (input as the call names it, sm_XX)
@@ -88,7 +88,7 @@ def plan_call(call: NvccCall, call_plan: CallPlan, policy: str, toolkit: Toolkit
     per_step, dropped = _per_step(call, call_plan, policy, dropped, facts, toolkit, acf_dir, settings)
     programs = []
     if any(name in STEP_ONLY for _, plan in per_step for name, _ in plan.applied):
-        from nvcc_evo.driver.build.ptxas import settle      # (only for units that choose a ptxas or a controls file)
+        from nvcc_evo.driver.cmdline.ptxas import settle      # (only for units that choose a ptxas or a controls file)
         settled = []
         for (name, arch), plan in per_step:
             program, plan = settle(plan, toolkit, environ, arch, acf_dir)
@@ -135,14 +135,14 @@ def _per_step(call: NvccCall, call_plan: CallPlan, policy: str, dropped: list[tu
               ) -> tuple[tuple[tuple[Step, FlagPlan], ...], list[tuple[str, str]]]:
     """ptxas knobs whose values differ between the call's inputs or
     architectures, and those only a ptxas step takes (its program, its
-    controls file), go to each ptxas step on its own (nvcc_evo.driver.build.split)
+    controls file), go to each ptxas step on its own (nvcc_evo.driver.cmdline.split)
     where the call allows it; every other knob that differs stays out, with
     the reason."""
     from nvcc_evo.acf import knobs
     ptxas = {name for name, _ in dropped if getattr(knobs.lookup(name), "family", "") == "ptxas"}
     if not ptxas:
         return (), [(name, f"{reason}; compile them separately to tune each") for name, reason in dropped]
-    from nvcc_evo.driver.build.split import why_not      # (subprocess and tempfile: only for calls that need them)
+    from nvcc_evo.driver.cmdline.split import why_not      # (subprocess and tempfile: only for calls that need them)
     why = why_not(call)
     per_step = []
     if not why:
@@ -164,7 +164,7 @@ class RecordedBuild:
 
     def __init__(self, argv, cwd: str, env: dict, source: str, arch: str, unit_globs: tuple[str, ...],
                  acf_path: Path, toolkit: Toolkit, environ):
-        from nvcc_evo.driver.build.nvcc_options import parse_call
+        from nvcc_evo.driver.cmdline.nvcc_options import parse_call
         from nvcc_evo.driver.toolkit import cache_folder_if_any
         call = parse_call(list(argv), dict(env), cwd)
         if not (call.has("--gpu-architecture") or call.has("--generate-code") or call.has("--gpu-code")):
@@ -218,7 +218,7 @@ def ptx_step(settings: dict, options, real: str, arch: str, environ, acf_dir: st
     tried on it) and only options it takes silently (ptxas.accepted). One
     ptxas run per PTX: nothing is shared with another architecture. The
     FlagPlan (nvcc's spelling, -Xptxas OPTION) and the program."""
-    from nvcc_evo.driver.build.ptxas import accepted
+    from nvcc_evo.driver.cmdline.ptxas import accepted
     plan = plan_flags(settings, ptxas_facts(options), None, acf_dir)
     program, plan = accepted(plan, real, arch, environ, acf_dir)
     return plan, program

@@ -1,8 +1,8 @@
 """Which ptxas runs a ptxas step, and what it makes of a controls file.
 
 The one place that knows how a ptxas other than the toolkit's is chosen and
-invoked: the build's split steps (nvcc_evo.driver.build.split), a retune's
-candidates (nvcc_evo.measure.candidate) and the probes here all use it.
+invoked: the build's split steps (nvcc_evo.driver.cmdline.split), a retune's
+candidates (nvcc_evo.cubin.compile) and the probes here all use it.
 
 A build never runs a program an ACF names. The ACF chooses a ptxas release
 (`ptxas.version = "13.3"`); the programs it chooses from are the toolkit's
@@ -29,7 +29,7 @@ from nvcc_evo.acf import knobs
 from nvcc_evo.driver.common import BROKEN_FILE, replace_file
 
 if TYPE_CHECKING:
-    from nvcc_evo.driver.build.flags import FlagPlan
+    from nvcc_evo.driver.cmdline.flags import FlagPlan
     from nvcc_evo.driver.toolkit import Toolkit
 
 PTXAS_ENV = "NVCC_EVO_PTXAS"
@@ -184,7 +184,7 @@ def driver_problem(ptxas: Ptxas, arch: str) -> str | None:
     code, out, cubin = _try_probe([], ptxas, arch)
     if code != 0:
         return f"{ptxas} cannot compile for {arch}: {out.splitlines()[0] if out else f'exit {code}'}"
-    from nvcc_evo.driver.build.cuda_driver import load_problem
+    from nvcc_evo.driver.cmdline.cuda_driver import load_problem
     problem = load_problem(cubin)
     if problem:
         return f"the driver here cannot load what {ptxas} makes for {arch}: {problem}"
@@ -205,7 +205,7 @@ def settle(plan: FlagPlan, toolkit: Toolkit | Program, environ, arch: str, acf_d
     asks for (else the toolkit's, and why), its controls file tried on that
     ptxas (else left out, with ptxas's message). Returns (the program, None
     for nvcc's own; the FlagPlan with what was left out among `skipped`)."""
-    from nvcc_evo.driver.build.flags import FlagPlan, flag_text
+    from nvcc_evo.driver.cmdline.flags import FlagPlan, flag_text
     applied, skipped, flags = dict(plan.applied), list(plan.skipped), list(plan.flags)
     chosen, program = toolkit_ptxas(toolkit), None
     wanted = applied.get("ptxas.version")
@@ -250,7 +250,7 @@ def accepted(plan, real: str, arch: str, environ, acf_dir: str):
     that runs ptxas itself: the program (`ptxas.version` chosen among `real`
     and NVCC_EVO_PTXAS's, a controls file tried), and only the options that
     ptxas takes silently (each other one skipped, with its complaint)."""
-    from nvcc_evo.driver.build.flags import FlagPlan, flag_text, ptxas_values
+    from nvcc_evo.driver.cmdline.flags import FlagPlan, flag_text, ptxas_values
     own = probe(real)
     program = real
     if knobs.STEP_ONLY & {name for name, _ in plan.applied}:

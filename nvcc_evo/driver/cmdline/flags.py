@@ -13,7 +13,7 @@ from nvcc_evo.acf import knobs
 from nvcc_evo.acf.knobs import Form, Kind, Needs, Scalar
 
 if TYPE_CHECKING:
-    from nvcc_evo.driver.build.nvcc_options import NvccCall
+    from nvcc_evo.driver.cmdline.nvcc_options import NvccCall
     from nvcc_evo.driver.toolkit import Toolkit
 
 DEFAULT_PASSES_NOTHING = "the toolkit's default; nothing to pass"
@@ -277,7 +277,7 @@ def plan_flags(settings: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit |
             skipped.append((name, reason))
             continue
         if knob is not None and knob.form is Form.TOOL and value != knob.default:
-            applied.append((name, value))      # no flag: nvcc_evo.driver.build.ptxas picks the program
+            applied.append((name, value))      # no flag: nvcc_evo.driver.cmdline.ptxas picks the program
             continue
         text = flag_text(name, value, acf_dir)
         if not text:

@@ -1,6 +1,6 @@
 """nvcc's command line as data, and a parser that reads it the way nvcc does.
 
-The options are the table of nvcc_evo.driver.build.nvcc_table (every option
+The options are the table of nvcc_evo.driver.cmdline.nvcc_table (every option
 of `nvcc --help`, checked against the real nvcc's help). The parser never
 changes argv: it only reads it, so that the wrapper can exec the original
 arguments plus its additions.
@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Mapping, NamedTuple
 
-from nvcc_evo.driver.build.nvcc_table import ATTACHED, FLAG, LIST, OPTIONAL, OPTIONAL_VALUES, OPTIONS, VALUE, Takes
+from nvcc_evo.driver.cmdline.nvcc_table import ATTACHED, FLAG, LIST, OPTIONAL, OPTIONAL_VALUES, OPTIONS, VALUE, Takes
 
 
 _BY_SPELLING: dict[str, tuple[str, Takes]] = {}

@@ -29,8 +29,8 @@ import subprocess
 from pathlib import Path
 from typing import NamedTuple
 
-from nvcc_evo.driver.build.nvcc_options import NvccCall, rebuild_argv
-from nvcc_evo.driver.build.ptxas import step_command
+from nvcc_evo.driver.cmdline.nvcc_options import NvccCall, rebuild_argv
+from nvcc_evo.driver.cmdline.ptxas import step_command
 from nvcc_evo.system.leftovers import private_folder, remove_private, sweep_temporary
 
 # Calls whose steps are not a plain compile, or whose user wants to see or
