@@ -33,7 +33,7 @@ from nvcc_evo.driver.toolkit import load_toolkit
 from nvcc_evo.driver.wrapper import find_real_nvcc
 from nvcc_evo.measure import static
 from nvcc_evo.engine.space import build_space
-from nvcc_evo.execute.store import Context, Record, Store
+from nvcc_evo.execute.store import Context, StoredResult, Store
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -100,7 +100,7 @@ def record_gpu(store: Store, glob: str, min_seconds: float) -> None:
         first = compile_candidate(jobs[0])
         for count, (i, result) in enumerate([(0, first)] + [(i + 1, r) for i, r in compile_each(jobs[1:])], 1):
             measurement = gpu.measure(genomes[i], flags[i], result)
-            store.append(Record(genomes[i], flags[i], measurement, sass_hash(result.cubin) if result.ok else "",
+            store.append(StoredResult(genomes[i], flags[i], measurement, sass_hash(result.cubin) if result.ok else "",
                                 context))
             if count % 25 == 0 or count == len(genomes):
                 print(f"{count}/{len(genomes)} [{time.monotonic() - started:.0f} s]", file=sys.stderr, flush=True)
@@ -137,7 +137,7 @@ def main() -> None:
             for count, (genome, flags, result) in enumerate(pool.map(one, genomes), 1):
                 measurement = static.measure(result, ARCH)
                 digest = sass_hash(result.cubin) if result.ok else ""
-                store.append(Record(genome, flags, measurement, digest, context))
+                store.append(StoredResult(genome, flags, measurement, digest, context))
                 if count % 200 == 0:
                     print(f"{count}/{len(genomes)}", file=sys.stderr, flush=True)
 

@@ -154,3 +154,14 @@ def test_no_module_or_function_outgrows_a_reading():
                     long_functions.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name}, {lines} lines")
     assert not long_modules, f"modules over {MOST_LINES} lines (split by concern): {long_modules}"
     assert not long_functions, f"functions over {MOST_FUNCTION_LINES} lines: {long_functions}"
+
+
+def test_no_two_classes_share_a_name():
+    """One class per name in nvcc_evo/ (nested classes too): a name that means two things costs every reader."""
+    where: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    shared = {name: places for name, places in where.items() if len(places) > 1}
+    assert not shared, f"classes that share a name (rename them for what they are): {shared}"

@@ -11,7 +11,7 @@ from nvcc_evo import backends
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.driver import settings
 from nvcc_evo.execute import measurers
-from nvcc_evo.execute.store import Context, Record, Store
+from nvcc_evo.execute.store import Context, StoredResult, Store
 from nvcc_evo.measure import Measurement
 from nvcc_evo.engine.space import Genome
 
@@ -48,7 +48,7 @@ def _made(name: str, tmp_path: Path):
     task = SimpleNamespace(arch="sm_90", unit=unit)
     context = Context("13.0", "print", "sm_90", "cpu", name, str(unit), "build")
     store = tmp_path / "recorded.jsonl"
-    Store(store).append(Record(Genome((("ptxas.opt_level", 3),)), (), Measurement("ok", (("registers", 8.0),)),
+    Store(store).append(StoredResult(Genome((("ptxas.opt_level", 3),)), (), Measurement("ok", (("registers", 8.0),)),
                                "abc", context))
     wanted = measurers.Wanted(task, acf, context, str(store), 30.0, {}, lambda genome: ())
     return measurers.backend_for(name, wanted)

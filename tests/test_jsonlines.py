@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from nvcc_evo.execute.store import Context, Record, Store
+from nvcc_evo.execute.store import Context, StoredResult, Store
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.measure import Measurement
 from nvcc_evo.cubin.sass import KernelFacts
@@ -18,8 +18,8 @@ from nvcc_evo.retune.kernelview import change
 HERE = Context("13.0.88", "sha256:a", "sm_90", "cpu", "static", '"k.cu"', "b1")
 
 
-def _record(value: int) -> Record:
-    return Record(Genome((("ptxas.opt_level", value),)), (f"-O{value}",), Measurement("ok", (("spills", 1.0),)),
+def _record(value: int) -> StoredResult:
+    return StoredResult(Genome((("ptxas.opt_level", value),)), (f"-O{value}",), Measurement("ok", (("spills", 1.0),)),
                   f"h{value}", HERE)
 
 

@@ -384,14 +384,14 @@ def test_with_overlap_a_refused_compile_teaches_the_batch_asked_next_not_the_one
 def test_a_refused_launch_is_a_fact_the_store_keeps_and_a_resumed_search_learns_from(tmp_path):
     """The refusal crosses the results store as its fields (no English read back): a search resumed from the
     store learns what the measuring one did."""
-    from nvcc_evo.execute.store import Context, Record, Store
+    from nvcc_evo.execute.store import Context, StoredResult, Store
     from nvcc_evo.measure import failed
     g = SPACE.genome({"define.BX": 128, "define.BY": 16})       # 2048 threads
     refusal = _launch(g)
     assert refusal is not None and refusal.limit == "threads" and refusal.threads == 2048
     store = Store(tmp_path / "results.jsonl")
     context = Context("13.0.88", "f" * 16, "sm_90", "H200", "pycuda", '"k.cu"', "b" * 16)
-    store.append(Record(g, (), failed("launch-refused", str(refusal), refusal), "", context))
+    store.append(StoredResult(g, (), failed("launch-refused", str(refusal), refusal), "", context))
     [back] = store.read()
     assert back.measurement.refusal == refusal and back.measurement.detail == str(refusal)
     limits = LaunchLimits(BENCH, _defines, lambda genome: back.measurement.refusal)

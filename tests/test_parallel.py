@@ -24,7 +24,7 @@ from nvcc_evo.execute.goal import goal_for
 from nvcc_evo.driver import settings, specs
 from nvcc_evo.execute.lanes import Lane, LaneLost, LaneSet, choose_gpus, scale_to, scaled
 from nvcc_evo.engine.space import build_space
-from nvcc_evo.execute.store import Context, Record, Store
+from nvcc_evo.execute.store import Context, StoredResult, Store
 from nvcc_evo.engine.space import Genome
 
 
@@ -192,8 +192,8 @@ def _append_many(path: str, writer: int, count: int) -> None:
     for i in range(count):
         genome = Genome((("define.W", writer), ("define.I", i)))
         # long lines: a write of several pages, where unlocked appends would interleave
-        store.append(Record(genome, ("-DX",) * 400, Measurement("ok", (("runtime", float(i)),), detail="x" * 1900),
-                            "h", context))
+        store.append(StoredResult(genome, ("-DX",) * 400,
+                                  Measurement("ok", (("runtime", float(i)),), detail="x" * 1900), "h", context))
 
 
 def test_concurrent_appenders_from_threads_and_processes_lose_and_tear_nothing(tmp_path):

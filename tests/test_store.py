@@ -7,15 +7,15 @@ import pytest
 
 from nvcc_evo.measure import Measurement
 from nvcc_evo.engine.space import Genome
-from nvcc_evo.execute.store import Context, MixedResults, Record, Store, require_same_context
+from nvcc_evo.execute.store import Context, MixedResults, StoredResult, Store, require_same_context
 
 HERE = Context("13.0.88", "sha256:a", "sm_90", "cpu", "static", '"k.cu"', "b1")
 ELSEWHERE = Context("13.0.88", "sha256:a", "sm_90", "NVIDIA H200", "pycuda", '"k.cu"', "b1")
 
 
-def record(value: int, context: Context = HERE) -> Record:
+def record(value: int, context: Context = HERE) -> StoredResult:
     genome = Genome((("ptxas.opt_level", value), ("define.T", None)))
-    return Record(genome, ("-Xptxas", f"-O{value}"), Measurement("ok", (("spills", 8.0 * value),)), f"h{value}",
+    return StoredResult(genome, ("-Xptxas", f"-O{value}"), Measurement("ok", (("spills", 8.0 * value),)), f"h{value}",
                   context)
 
 
@@ -104,7 +104,7 @@ def test_cache_files_are_replaced_whole_and_a_failed_write_leaves_no_temporary(t
 def test_the_cost_of_each_stage_is_kept(tmp_path):
     store = Store(tmp_path / "r.jsonl")
     costed = Measurement("ok", (("runtime", 5.0),), costs=(("compile", 1.25), ("timing", 0.3)))
-    store.append(Record(record(1).genome, (), costed, "h", HERE))
+    store.append(StoredResult(record(1).genome, (), costed, "h", HERE))
     (back,) = store.read()
     assert back.measurement.costs == (("compile", 1.25), ("timing", 0.3))
 

@@ -17,13 +17,13 @@ from conftest import DATA, EVO, evo_env
 from nvcc_evo.driver import compiledb
 from nvcc_evo.measure import Measurement
 from nvcc_evo.engine.space import Genome
-from nvcc_evo.execute.store import Context, Record, Store, _encode
+from nvcc_evo.execute.store import Context, StoredResult, Store, _encode
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
                     max_leaves=8)
 CONTEXT = Context("13.0.88", "f" * 16, "sm_90", "cpu", "static", '"k.cu"', "b" * 16)
-GOOD = Record(Genome((("ptxas.opt_level", 2), ("define.V", "x"))), ("-Xptxas", "-O2"),
+GOOD = StoredResult(Genome((("ptxas.opt_level", 2), ("define.V", "x"))), ("-Xptxas", "-O2"),
               Measurement("ok", (("registers", 20.0),), (), "", costs=(("compile", 0.5),)), "s" * 16, CONTEXT, 1.0)
 GOOD_LINE = json.loads(_encode(GOOD))
 

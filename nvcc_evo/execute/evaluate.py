@@ -23,7 +23,7 @@ from nvcc_evo.measure.backend import Race
 from nvcc_evo.engine.evolve import Evaluation
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.execute.goal import Goal
-from nvcc_evo.execute.store import Context, Record, Store
+from nvcc_evo.execute.store import Context, StoredResult, Store
 from nvcc_evo.status import Status
 
 
@@ -156,7 +156,7 @@ class Evaluator:
     keep: set = field(default_factory=set)            # genomes whose compile is kept (`kept`): the baseline's
     kept: dict = field(default_factory=dict)          # genome -> its CompileResult, of the genomes in `keep`
 
-    def resume(self, records: list[Record]) -> list[Evaluation]:
+    def resume(self, records: list[StoredResult]) -> list[Evaluation]:
         """Evaluations read back from the store, so no genome is redone."""
         evaluations = []
         for record in records:
@@ -299,7 +299,7 @@ class Evaluator:
             raise Stopped()              # its compile may have been killed: not a result to keep
         self.measured[genome] = measurement
         self.digests[genome] = digest
-        self.store.append(Record(genome, flag_list, measurement, digest, self.context))
+        self.store.append(StoredResult(genome, flag_list, measurement, digest, self.context))
         self.tally.evaluated += 1
         self.tally.ptxas_only = self.ptx.reused if self.ptx is not None else 0
         self.tally.count_costs(measurement)

@@ -45,7 +45,7 @@ class Context:
 
 
 @dataclass(frozen=True)
-class Record:
+class StoredResult:
     genome: Genome
     flags: tuple[str, ...]
     measurement: Measurement
@@ -58,7 +58,7 @@ class MixedResults(EvoError):
     """Recorded results come from another context than the one asked for."""
 
 
-def _encode(record: Record) -> str:
+def _encode(record: StoredResult) -> str:
     m = record.measurement
     return json.dumps({
         "context_key": record.context.key, "context": record.context.__dict__,
@@ -122,7 +122,7 @@ def _refusal(data) -> LaunchRefusal | None:
     return LaunchRefusal((data[0][0], data[0][1], data[0][2]), data[1], *data[2:])
 
 
-def _decode(line: str) -> Record:
+def _decode(line: str) -> StoredResult:
     """One result line; OtherShape (a ValueError) for any JSON of another shape."""
     data = json.loads(line)
     if not isinstance(data, dict):
@@ -138,7 +138,7 @@ def _decode(line: str) -> Record:
     measurement = Measurement(Status(status), metrics, _numbers(data.get("spreads"), "spreads"), detail,
                               costs=_numbers(data.get("costs", {}), "costs"), refusal=_refusal(data.get("refusal")),
                               raced=raced)
-    return Record(_genome(data.get("genome")), _strings(data.get("flags"), "flags"), measurement, sass,
+    return StoredResult(_genome(data.get("genome")), _strings(data.get("flags"), "flags"), measurement, sass,
                   _context(data.get("context")), float(data.get("time", 0.0)))
 
 
@@ -152,11 +152,11 @@ class Store:
         """Lines the last read skipped: cut short, garbage, another shape."""
         return self.lines.skipped
 
-    def read(self) -> list[Record]:
+    def read(self) -> list[StoredResult]:
         """Every complete line; a line cut short by a crash is skipped."""
         return self.lines.read(_decode)
 
-    def for_context(self, context: Context) -> tuple[list[Record], list[Context]]:
+    def for_context(self, context: Context) -> tuple[list[StoredResult], list[Context]]:
         """(records of this context, the other contexts found)."""
         mine, others = [], {}
         for record in self.read():
@@ -166,17 +166,17 @@ class Store:
                 others[record.context.key] = record.context
         return mine, list(others.values())
 
-    def elsewhere(self, context: Context) -> list[list[Record]]:
+    def elsewhere(self, context: Context) -> list[list[StoredResult]]:
         """This unit's records of other contexts measured by the same backend (another GPU, toolkit,
         source or build), one list per context: what a guided search starts from (engine.surrogate)."""
-        groups: dict[str, list[Record]] = {}
+        groups: dict[str, list[StoredResult]] = {}
         for record in self.read():
             other = record.context
             if other != context and other.unit == context.unit and other.backend == context.backend:
                 groups.setdefault(other.key, []).append(record)
         return list(groups.values())
 
-    def append(self, record: Record) -> None:
+    def append(self, record: StoredResult) -> None:
         """One line, synced, under the store's lock (system.jsonlines)."""
         try:
             self.lines.append(_encode(record))
@@ -188,7 +188,7 @@ class Store:
                                   "(the evaluations written before are kept; the same command resumes from them)")
 
 
-def require_same_context(records: list[Record], context: Context, source: str) -> None:
+def require_same_context(records: list[StoredResult], context: Context, source: str) -> None:
     """Replay refuses answers recorded elsewhere, naming both sides."""
     foreign = {r.context.key: r.context for r in records if r.context != context}
     if foreign and not any(r.context == context for r in records):

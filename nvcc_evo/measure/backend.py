@@ -41,7 +41,7 @@ class Measure(Protocol):
     def __call__(self, genome: Any, flags: tuple[str, ...], result: "CompileResult | None") -> Measurement: ...
 
 
-class Confirm(Protocol):
+class ConfirmStep(Protocol):
     """Given the baseline's genome, the chosen one's and `build` (genome -> its
     CompileResult, compiled as the search compiled it; the backend builds what
     it needs, and only that)."""
@@ -80,7 +80,7 @@ class Backend(Protocol):
     def build(self) -> str: ...                  # what else builds a candidate (a bench command): in the results' key
     # The optional capabilities (see the module's docstring).
     @property
-    def confirm(self) -> Confirm | None: ...
+    def confirm(self) -> ConfirmStep | None: ...
     @property
     def drift(self) -> Drift | None: ...
     @property
@@ -113,7 +113,7 @@ class Composed:
     device: str = "cpu"
     describe: str = ""
     hello: dict | None = None
-    confirm: Confirm | None = None
+    confirm: ConfirmStep | None = None
     drift: Drift | None = None
     fresh_baseline: bool = False
     end_drift: EndDrift | None = None

@@ -14,7 +14,7 @@ NAME = "replay"
 
 
 class Recorded(Protocol):
-    """What a record of the store (execute.store.Record) gives the replay."""
+    """What a record of the store (execute.store.StoredResult) gives the replay."""
 
     @property
     def genome(self) -> Hashable: ...

@@ -23,14 +23,14 @@ from nvcc_evo.engine.space import Genome
 from nvcc_evo.report.markup import Markup, join, table, tag, text
 from nvcc_evo.report.plots import MISSING, available, convergence_figure, front_figure, svg
 from nvcc_evo.report.sections import Section, sections
-from nvcc_evo.execute.store import Record
+from nvcc_evo.execute.store import StoredResult
 from nvcc_evo.retune.kernels import STORE_NAME, Comparison, KernelStore
 from nvcc_evo.retune.kernelview import change, demangled, rows
 
 UNITS_OF = {"runtime": "us", "energy": "mJ", "power": "W", "spills": "bytes"}
 
 
-def _metric(record: Record | None, name: str) -> Markup | str:
+def _metric(record: StoredResult | None, name: str) -> Markup | str:
     if record is None:
         return "—"
     metrics, spreads = dict(record.measurement.metrics), dict(record.measurement.spreads)
@@ -42,7 +42,7 @@ def _metric(record: Record | None, name: str) -> Markup | str:
     return join([f"{value:.4g}", *([" ", tag("small", f"p20..p80 {spread:.2%} wide")] if spread else [])])
 
 
-def _change(section: Section, chosen: Record | None, name: str) -> str:
+def _change(section: Section, chosen: StoredResult | None, name: str) -> str:
     base = dict(section.baseline.measurement.metrics).get(name)
     return change(base, dict(chosen.measurement.metrics).get(name) if chosen is not None else None)
 
@@ -60,7 +60,7 @@ def _knobs(section: Section) -> Markup:
     return table(["knob", "baseline", "chosen"], rows) if rows else tag("p", "The entry keeps the defaults.")
 
 
-def _objectives(section: Section, chosen: Record | None) -> Markup:
+def _objectives(section: Section, chosen: StoredResult | None) -> Markup:
     metrics = [m for m, _ in section.baseline.measurement.metrics]
     rows = [[m + (f" ({UNITS_OF[m]})" if m in UNITS_OF else ""), _metric(section.baseline, m),
              _metric(chosen, m), _change(section, chosen, m)] for m in metrics]
@@ -71,7 +71,7 @@ def _objectives(section: Section, chosen: Record | None) -> Markup:
     return join([table(["objective", "baseline", "chosen", "change"], rows), *notes])
 
 
-def _kernels(section: Section, chosen: Record | None, stores: list[Path]) -> Markup:
+def _kernels(section: Section, chosen: StoredResult | None, stores: list[Path]) -> Markup:
     """The baseline's and the chosen build's kernels, as the retune that chose it compared them."""
     if chosen is None:
         return tag("p", "The entry's knobs are not among these evaluations.")
@@ -127,7 +127,7 @@ def _failures(section: Section) -> Markup:
     return table(["status", "count", "example"], rows)
 
 
-def _plots(section: Section, chosen: Record | None) -> Markup:
+def _plots(section: Section, chosen: StoredResult | None) -> Markup:
     if not available():
         return tag("p", tag("small", MISSING))
     first, second = section.objectives()

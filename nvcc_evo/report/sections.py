@@ -15,7 +15,7 @@ from nvcc_evo.acf.knobs import arch_order
 from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.driver import compiledb
 from nvcc_evo.retune.tasks import current_fingerprints, stale_reasons
-from nvcc_evo.execute.store import Record, Store
+from nvcc_evo.execute.store import StoredResult, Store
 
 SECOND_AXES = ("energy", "registers", "instructions", "spills")     # the front's other axis, for one objective
 
@@ -28,7 +28,7 @@ class Section:
     arch: str
     device: str
     backend: str
-    records: tuple[Record, ...]          # in the order they were measured: the baseline first
+    records: tuple[StoredResult, ...]          # in the order they were measured: the baseline first
     stale: tuple[str, ...]
     apart: int = 0                       # evaluations of another search space or build: not in this section
 
@@ -37,7 +37,7 @@ class Section:
         return f"{self.unit} [{self.arch}] on {self.device} ({self.backend})"
 
     @property
-    def baseline(self) -> Record:
+    def baseline(self) -> StoredResult:
         return self.records[0]
 
     def objectives(self) -> tuple[str, str | None]:
@@ -64,7 +64,7 @@ class Section:
         backend = target.backend if target is not None else None
         return backend if backend is not None and backend != self.backend else None
 
-    def chosen(self) -> Record | None:
+    def chosen(self) -> StoredResult | None:
         """The stored evaluation of the entry's knobs (the rest at the baseline's values)."""
         target = self.entry()
         if target is None:
@@ -87,7 +87,7 @@ def sections(file: model.AcfFile, acf_path: Path, stores: list[Path], chosen_uni
     units = {str(file.units[i]): file.units[i] for i in chosen_units}
     recorded, _ = compiledb.scan(acf_path)          # (as the build compiles each unit: its -I folders)
     prints = {str(unit): current_fingerprints(unit, acf_path, recorded) for unit in units.values()}
-    groups: dict[tuple, list[Record]] = {}
+    groups: dict[tuple, list[StoredResult]] = {}
     aside = 0
     for path in stores:
         store = Store(path)
@@ -116,7 +116,7 @@ def sections(file: model.AcfFile, acf_path: Path, stores: list[Path], chosen_uni
     return found, aside, unsearched
 
 
-def _current(records: list[Record], unit: model.Unit, folder: Path) -> tuple[Record, ...]:
+def _current(records: list[StoredResult], unit: model.Unit, folder: Path) -> tuple[StoredResult, ...]:
     """The evaluations of the unit's current search space and of the build
     measured last, its baseline first (the genome at the space's baseline,
     where one was stored); records of other spaces or builds never stand as

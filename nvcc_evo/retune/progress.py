@@ -195,14 +195,14 @@ class Board:
                                  redirect_stderr=True, expand=False)
         self.progress.start()
 
-    def row(self, unit: str, budget: float, done: int = 0) -> "Row":
-        return Row(self, unit, budget, done)
+    def row(self, unit: str, budget: float, done: int = 0) -> "BoardRow":
+        return BoardRow(self, unit, budget, done)
 
     def close(self) -> None:
         self.progress.stop()
 
 
-class Row:
+class BoardRow:
     """One search's row of a Board: a Reporter (advance, update, close)."""
 
     def __init__(self, board: Board, unit: str, budget: float, done: int):

@@ -121,7 +121,7 @@ def keep_ptx(acf_path: Path, entries, digest: str, data: bytes) -> Path:
     return path
 
 
-class Decision(NamedTuple):
+class PtxasDecision(NamedTuple):
     program: str                      # the ptxas that runs
     options: tuple[str, ...]          # added before the call's own
     served: Served | None
@@ -130,20 +130,20 @@ class Decision(NamedTuple):
     real_note: str = ""
 
 
-def decide(argv: list[str], real: str, acf_path: Path, environ, cwd: str) -> Decision:
+def decide(argv: list[str], real: str, acf_path: Path, environ, cwd: str) -> PtxasDecision:
     call = read_call(argv)
     units = kernel_units(acf_path)
     served = serve(call, units, acf_path, environ, cwd)
     if served.match is None:
-        return Decision(real, (), served)
+        return PtxasDecision(real, (), served)
     from nvcc_evo.driver.cmdline.compileplan import ptx_step
     from nvcc_evo.driver.cmdline.flags import ptxas_values
     wrong = stale_problem(environ)        # (the verbs refuse it: the same words)
     if wrong:
-        return Decision(real, (), served, problems=(f"{wrong}; compiling exactly as asked",))
+        return PtxasDecision(real, (), served, problems=(f"{wrong}; compiling exactly as asked",))
     settings = served.match.settings(environ.get(STALE_ENV) or "keep")
     flag_plan, program = ptx_step(settings, call.tokens, real, served.match.arch, environ, str(acf_path.parent))
-    return Decision(program, ptxas_values(flag_plan.flags), served, flag_plan)
+    return PtxasDecision(program, ptxas_values(flag_plan.flags), served, flag_plan)
 
 
 def version_digest(acf_path: Path, environ) -> str:
@@ -183,7 +183,7 @@ def answer_version(real: str, acf_path: Path, environ) -> int:
     return done.returncode
 
 
-def record(decision: Decision, call: PtxasCall, acf_path: Path, environ) -> None:
+def record(decision: PtxasDecision, call: PtxasCall, acf_path: Path, environ) -> None:
     """The compile database's record of a tuned compile (for --retune: which
     kernels a run compiled, and how), and the log line."""
     import time
@@ -206,7 +206,7 @@ def _version(program: str) -> str:
         return ""
 
 
-def log(decision: Decision, argv: list[str], acf_path: Path, environ, cwd: str, role: str = PLAIN) -> None:
+def log(decision: PtxasDecision, argv: list[str], acf_path: Path, environ, cwd: str, role: str = PLAIN) -> None:
     """The log line: the call as the program it stands in for (`role`) was
     asked, the program that ran, what was added and why not more."""
     path = environ.get(LOG_ENV)
@@ -246,7 +246,7 @@ def refused_acf(acf_path: Path, environ) -> str:
     return untrusted_acf(acf_path, environ) or acf_problem(acf_path, environ)
 
 
-def _decided(argv, real: str, acf_path: Path, environ, cwd: str, role: str) -> Decision:
+def _decided(argv, real: str, acf_path: Path, environ, cwd: str, role: str) -> PtxasDecision:
     from nvcc_evo.errors import AcfError
     try:
         decision = decide(argv, real, acf_path, environ, cwd)
@@ -257,12 +257,12 @@ def _decided(argv, real: str, acf_path: Path, environ, cwd: str, role: str) -> D
                 decision = decision._replace(problems=(f"cannot record this compile for --retune ({error})",))
     except AcfError as error:
         first = error.diagnostics[0]
-        decision = Decision(real, (), None, problems=(f"the ACF has errors; compiling without tuned flags: "
+        decision = PtxasDecision(real, (), None, problems=(f"the ACF has errors; compiling without tuned flags: "
                                                       f"{first.location}: {first.message}",))
     except OSError as error:           # a program or file not what it should be (a ptxas that tells no release)
-        decision = Decision(real, (), None, problems=(f"{error}; compiling exactly as asked",))
+        decision = PtxasDecision(real, (), None, problems=(f"{error}; compiling exactly as asked",))
     except Exception as error:         # never fail a compile that ptxas would pass
-        decision = Decision(real, (), None, problems=(f"internal error ({error!r}); compiling exactly as asked",))
+        decision = PtxasDecision(real, (), None, problems=(f"internal error ({error!r}); compiling exactly as asked",))
     for problem in decision.problems:
         print(visible(f"nvcc-evo-{role}: warning: {problem}"), file=sys.stderr)
     log(decision, argv, acf_path, environ, cwd, role)
