@@ -13,6 +13,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -271,10 +272,49 @@ unit "spill.cu" {{
     assert found["significant"] is True
 
 
+def interleaved(run, rounds: int, out: str | None, name: str) -> dict:
+    """`run(side)` -> (wall seconds, the program's figure) for "plain" and "injected": one warm-up run of
+    each (not counted), then `rounds` of both in turn (P I, I P, ...); their medians and ratios, written as
+    JSON to the folder `out` names (NVCC_EVO_TEST_OUT: the figures a GPU run brings back) when it is set."""
+    import json
+    import statistics
+    runs: dict[str, list[tuple[float, float]]] = {"plain": [], "injected": []}
+    warm = {side: run(side) for side in ("plain", "injected")}
+    for index in range(rounds):
+        for side in ("plain", "injected") if index % 2 == 0 else ("injected", "plain"):
+            runs[side].append(run(side))
+    median = {side: (statistics.median(w for w, _ in values), statistics.median(f for _, f in values))
+              for side, values in runs.items()}
+    found = {"rounds": rounds, "warm_up": warm, "runs": runs, "median_wall_s": {s: m[0] for s, m in median.items()},
+             "median_figure": {s: m[1] for s, m in median.items()},
+             "wall_ratio": median["injected"][0] / median["plain"][0],
+             "figure_ratio": median["injected"][1] / median["plain"][1]}
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / f"{name}.json").write_text(json.dumps(found, indent=1) + "\n")
+    return found
+
+
+def test_the_overhead_check_warms_up_interleaves_and_writes_its_figures(tmp_path):
+    """(The GPU test's comparison, on a stand-in run: the first run of each side is not counted.)"""
+    import json
+    order, slow = [], iter([9.0, 9.0])
+    def run(side):
+        order.append(side)
+        first = next(slow, None)                    # (the warm-up runs: slow, not counted)
+        return (first or (1.0 if side == "plain" else 1.1)), (first or (2.0 if side == "plain" else 2.5))
+    found = interleaved(run, 3, str(tmp_path / "out"), "overhead")
+    assert order == ["plain", "injected", "plain", "injected", "injected", "plain", "plain", "injected"]
+    assert found["wall_ratio"] == pytest.approx(1.1) and found["figure_ratio"] == pytest.approx(1.25)
+    assert json.loads((tmp_path / "out" / "overhead.json").read_text())["runs"]["plain"] == [[1.0, 2.0]] * 3
+
+
 @pytest.mark.gpu
 def test_on_the_gpu_hot_ranks_the_apps_kernels_and_the_injected_run_keeps_its_speed(tmp_path, evo_cache):
     """The real thing (run on the H200): the project built and run, CUPTI's records ranked and mapped, the
-    profile saved; the injected run's own figure within 1.2x of the plain run's (medians of 5, in turn)."""
+    profile saved; the injected run within 1.2x of the plain run's wall time (the issue's bound: medians of
+    7 rounds in turn, after a warm-up run of each). The app's own figure (its GPU loop, in which CUPTI's
+    first-launch setup falls) is kept with every run's time in NVCC_EVO_TEST_OUT/hot-overhead.json when set."""
     folder = tmp_path / "app"
     shutil.copytree(DATA / "projects" / "hot", folder)
     env = evo_env(evo_cache)
@@ -291,18 +331,22 @@ def test_on_the_gpu_hot_ranks_the_apps_kernels_and_the_injected_run_keeps_its_sp
     from nvcc_evo.measure.profile.library import library
     from nvcc_evo.measure.profile.records import environment
     lib = library(env, "nvcc")
-    figures: dict[str, list[float]] = {"plain": [], "injected": []}
-    for index in range(5):
-        for side in ("plain", "injected") if index % 2 == 0 else ("injected", "plain"):
-            times = tmp_path / f"times-{index}"
-            times.mkdir(exist_ok=True)
-            extra = environment(str(times), lib) if side == "injected" else {}
-            done = subprocess.run(["./app", "1024", "8"], cwd=folder, env={**env, **extra}, capture_output=True,
-                                  text=True)
-            assert done.returncode == 0, done.stderr
-            figures[side].append(float(re.search(r"time ([0-9.]+) ms", done.stdout).group(1)))
-    import statistics
-    assert statistics.median(figures["injected"]) <= 1.2 * statistics.median(figures["plain"]), figures
+    count = iter(range(1000))
+
+    def run(side: str) -> tuple[float, float]:
+        times = tmp_path / f"times-{next(count)}"
+        times.mkdir()
+        extra = environment(str(times), lib) if side == "injected" else {}
+        started = time.monotonic()
+        done = subprocess.run(["./app", "2048", "20"], cwd=folder, env={**env, **extra}, capture_output=True,
+                              text=True)
+        wall = time.monotonic() - started
+        assert done.returncode == 0, done.stderr
+        assert side == "plain" or list(times.glob("kernels-*.tsv")), "the injected run wrote no kernel times"
+        return wall, float(re.search(r"time ([0-9.]+) ms", done.stdout).group(1))
+
+    found = interleaved(run, 7, os.environ.get("NVCC_EVO_TEST_OUT"), "hot-overhead")
+    assert found["wall_ratio"] <= 1.2, found
 
 
 KERNEL_PROFILE = """{"format": "nvcc-evo kernel profile", "version": 1, "source": "the run of python3 model.py",
