@@ -15,6 +15,7 @@ from nvcc_evo.driver import settings
 from nvcc_evo.engine import budget
 from nvcc_evo.retune.options import Options, decided, describe, with_settings
 from nvcc_evo.retune.progress import ProgressLine
+from nvcc_evo.system.clock import Deadline
 
 
 def _decided(backend: str, **given):
@@ -37,7 +38,7 @@ def test_with_no_budget_given_the_backend_decides_it(backend, seconds, evaluatio
 def test_evaluations_alone_keep_their_meaning_and_a_time_alone_has_no_cap():
     alone = _decided("pycuda", evaluations=36)
     assert (alone.evaluations, alone.seconds) == (36, math.inf)        # as `make tune` always ran
-    assert budget.budget_of(alone).evaluations == 36 and budget.budget_of(alone).seconds == math.inf
+    assert budget.budget_of(alone).evaluations == 36 and budget.budget_of(alone).deadline.search_left() == math.inf
     timed = _decided("static", seconds=20.0)
     assert (timed.evaluations, timed.seconds) == (math.inf, 20.0)
     both = _decided("pycuda", evaluations=50, seconds=90.0)
@@ -50,12 +51,15 @@ def test_evaluations_alone_keep_their_meaning_and_a_time_alone_has_no_cap():
 def test_the_search_gets_the_time_the_baseline_and_the_confirmation_leave():
     options = _decided("command", seconds=100.0)
     said = []
-    limit = budget.budget_of(options, budget.Spent(10.0, 30.0), said.append)
-    assert limit.seconds == 60.0
+    deadline = Deadline(time.monotonic() - 10.0, options.seconds, 30.0)     # the baseline took 10 s
+    limit = budget.budget_of(options, deadline, said.append)
+    assert limit.deadline is deadline and 59.0 < deadline.search_left() <= 60.0
     assert said == ["30 s of the 100 s budget kept for the steps after the search (the backend's confirmation, "
                     "drift runs, ship check, comparison builds): 60 s to search"]
-    assert budget.budget_of(options, budget.Spent(10.0, 95.0), said.append).seconds == 0.0
+    late = Deadline(time.monotonic() - 10.0, options.seconds, 95.0)
+    assert budget.budget_of(options, late, said.append).deadline.search_left() == 0.0
     assert "raise --time-limit" in said[-1]
+    assert 89.0 < late.left() <= 90.0                  # the steps after the search still have the rest
 
 
 def test_the_progress_line_says_the_time_left():

@@ -77,6 +77,7 @@ def test_no_candidate_is_started_that_the_typical_one_says_would_end_past_the_de
     from nvcc_evo.execute.goal import goal_for
     from nvcc_evo.execute.store import Context, Store
     from nvcc_evo.measure import Measurement
+    from nvcc_evo.system.clock import Deadline
 
     def measure(genome, flags, result):
         time.sleep(0.3)
@@ -87,7 +88,7 @@ def test_no_candidate_is_started_that_the_typical_one_says_would_end_past_the_de
                           lambda genome: (), measure, compiles=False)
     genomes = [Genome((("define.STEP", step),)) for step in range(5)]
     began = time.monotonic()
-    evaluator.deadline = began + 0.5
+    evaluator.deadline = Deadline(began, 0.5)
     assert len(evaluator(genomes)) == 1 and time.monotonic() - began < 0.5
-    evaluator.deadline = time.monotonic() + 0.65               # room for two of 0.3 s, not a third
+    evaluator.deadline = Deadline.from_now(0.65)               # room for two of 0.3 s, not a third
     assert len(evaluator(genomes[1:])) == 2

@@ -9,6 +9,7 @@ import pytest
 from nvcc_evo.engine.evolve import (Budget, Engine, Evaluation, dominates, hypervolume_2d, non_dominated_sort,
                              pareto_front, random_search, run_search)
 from nvcc_evo.engine.space import Dimension, Genome, SearchSpace
+from nvcc_evo.system.clock import Deadline
 
 STEPS = 21   # each variable takes 21 values in [0, 1]
 
@@ -202,5 +203,37 @@ def test_the_search_ends_when_the_evaluator_measures_fewer_than_asked(overlap):
     told five empty generations in its last second, each breeding and compiling a batch ahead)."""
     evaluate = OutOfTime(measured=30)
     engine = Engine(zdt1_space(), np.random.default_rng(0), population=12)
-    progress = run_search(engine, evaluate, Budget(evaluations=math.inf, seconds=30, patience=None), overlap=overlap)
+    progress = run_search(engine, evaluate, Budget(evaluations=math.inf, patience=None,
+                                                              deadline=Deadline.from_now(30)), overlap=overlap)
     assert progress.evaluations == 30 and progress.generation == 3 and evaluate.asked == 3
+
+
+class Generations:
+    """A search's deadline whose time is up once `generations` batches have been measured by `evaluate`:
+    asked by the engine (system.clock.Deadline answers the same question of the clock)."""
+
+    def __init__(self, evaluate: Pipelined, generations: int):
+        self.evaluate, self.generations, self.asked = evaluate, generations, 0
+
+    def search_left(self) -> float:
+        self.asked += 1
+        finished = sum(1 for kind, _ in self.evaluate.log if kind == "finish")
+        return 0.0 if finished >= self.generations else math.inf
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_the_search_ends_when_its_deadline_says_no_time_is_left(overlap):
+    """The engine asks the deadline, nothing else, whether time is left: once it says none, no batch is
+    measured (with overlap, the batch compiling ahead is dropped); a deadline already past measures nothing."""
+    evaluate = Pipelined()
+    deadline = Generations(evaluate, 2)
+    engine = Engine(zdt1_space(), np.random.default_rng(0), population=12)
+    plain = (lambda batch: evaluate.finish(evaluate.start(batch), 0, len(batch))) if not overlap else evaluate
+    progress = run_search(engine, plain, Budget(evaluations=math.inf, patience=None, deadline=deadline),
+                          overlap=overlap)
+    assert progress.generation == 2 and progress.evaluations == len(evaluate.measured) == 24 and deadline.asked
+    assert [kind for kind, _ in evaluate.log].count("start") == (3 if overlap else 2)
+    past = Deadline(origin=0.0, seconds=1.0)           # time.monotonic() 0 is long gone
+    nothing = run_search(Engine(zdt1_space(), np.random.default_rng(0)), evaluate_zdt1,
+                         Budget(evaluations=math.inf, deadline=past), overlap=False)
+    assert nothing.evaluations == 0 and nothing.generation == 0

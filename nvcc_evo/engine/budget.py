@@ -1,15 +1,16 @@
 """A search's budget: a time, a count of evaluations, or both, and what is left of it.
 
-What the user asked for, decided (retune.options.decided: the user's budget
-as given, else the backend's default), reaches the engine as an `Asked`
-(any value with those four numbers). Patience (stop after N generations
+What the user asked for, decided (retune.options: the user's budget as
+given, else the backend's default), reaches the engine as an `Asked` (any
+value with the caps: evaluations, generations, patience) and a
+`system.clock.Deadline` (the time). Patience (stop after N generations
 without a new front point) and a generation cap apply only when given: by
 default a search that stagnates diversifies (engine.evolve) until its
 budget ends.
 
 The time covers the whole search of one (unit, target): the baseline, the
 search and the backend's steps after it. What those steps are expected to
-take (`Spent.reserve`: a bench command's confirmation rounds and drift
+take (`Deadline.reserve`: a bench command's confirmation rounds and drift
 runs; the GPU's confirmation, its builds and the ship check's; the static
 backend's ship check and comparison builds) is kept back
 from the search, so that a retune that runs out of time still confirms and
@@ -18,18 +19,16 @@ writes its choice within it.
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple, Protocol
+from typing import Callable, Protocol
 
 from nvcc_evo.engine.evolve import RESTART_AFTER, Budget, Engine
+from nvcc_evo.system.clock import NONE, Deadline
 
 INF = math.inf
 
 
 class Asked(Protocol):
-    """The budget a retune decided (retune.options.Options is one): inf where there is no limit."""
-
-    @property
-    def seconds(self) -> float: ...
+    """The budget a retune decided (retune.options.Options is one): inf where there is no cap."""
 
     @property
     def evaluations(self) -> float: ...
@@ -41,31 +40,17 @@ class Asked(Protocol):
     def patience(self) -> int | None: ...
 
 
-class Spent(NamedTuple):
-    """What the search of one (unit, target) has not got of its time: the
-    seconds already spent (the baseline) and those kept for the steps after it."""
-    seconds: float = 0.0
-    reserve: float = 0.0
-
-
-def budget_of(asked: Asked, spent: Spent = Spent(), log: Callable[[str], None] = lambda said: None) -> Budget:
-    """The search's Budget: the one asked for, with the time spent on this
-    unit so far and the time kept back for the steps after the search taken
-    off (said through `log` when that leaves the search little)."""
-    seconds = INF
-    if math.isfinite(asked.seconds):
-        seconds = max(0.0, asked.seconds - spent.seconds - spent.reserve)
-        if spent.reserve:
-            log(f"{spent.reserve:.0f} s of the {asked.seconds:g} s budget kept for the steps after the search "
-                f"(the backend's confirmation, drift runs, ship check, comparison builds): {seconds:.0f} s to search"
-                + (" (raise --time-limit to search at all)" if seconds == 0 else ""))
+def budget_of(asked: Asked, deadline: Deadline = NONE, log: Callable[[str], None] = lambda said: None) -> Budget:
+    """The search's Budget: the caps asked for and the search's `deadline`
+    (its time, less what is kept back for the steps after the search: said
+    through `log` when there is such a reserve)."""
+    if deadline.limited and deadline.reserve:
+        left = deadline.search_left()
+        log(f"{deadline.reserve:.0f} s of the {deadline.seconds:g} s budget kept for the steps after the search "
+            f"(the backend's confirmation, drift runs, ship check, comparison builds): {left:.0f} s to search"
+            + (" (raise --time-limit to search at all)" if left == 0 else ""))
     return Budget(asked.evaluations, asked.generations if asked.generations is not None else INF,
-                  seconds, asked.patience)
-
-
-def time_left(budget: Budget, elapsed: float) -> float | None:
-    """Seconds the search has left (None: no time limit)."""
-    return max(0.0, budget.seconds - elapsed) if math.isfinite(budget.seconds) else None
+                  asked.patience, deadline)
 
 
 def stagnation(engine: Engine) -> tuple[tuple[str, str], ...]:

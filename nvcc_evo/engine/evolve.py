@@ -24,6 +24,7 @@ from nvcc_evo.engine.fronts import (Evaluation, crowding_distance, dominates, hy
                                     pareto_front, survivors)
 from nvcc_evo.engine.space import Genome, SearchSpace, crossover, mutate, sample, step, unseen
 from nvcc_evo.engine.surrogate import Guide, Surrogate, ranked
+from nvcc_evo.system.clock import NONE
 
 INF = math.inf
 # Stagnation: after RESTART_AFTER generations with no new front point, SHAKE_STEP more of each
@@ -36,12 +37,18 @@ JUMP_RATE = 0.4
 WARM_SEEDS = 3          # the best of each other context's evaluations seeded (warm starts)
 
 
+class Clock(Protocol):
+    """What the search asks of its time budget (system.clock.Deadline is one)."""
+
+    def search_left(self) -> float: ...         # seconds left to search (inf: no limit)
+
+
 @dataclass(frozen=True)
 class Budget:
     evaluations: float = 60      # a cap (inf: none)
     generations: float = INF
-    seconds: float = INF
     patience: int | None = None  # generations without a new front point before stopping (None: never)
+    deadline: Clock = NONE       # the search's time (system.clock.Deadline): asked, never computed here
 
     def patient(self, progress: "Progress") -> bool:
         return self.patience is None or progress.stale_generations < self.patience
@@ -277,7 +284,7 @@ def _room(engine: Engine, budget: Budget, taken: int) -> int:
 
 def _within(progress: Progress, budget: Budget, pending: int) -> bool:
     return (progress.evaluations + pending < budget.evaluations and progress.generation < budget.generations
-            and progress.elapsed() < budget.seconds and budget.patient(progress))
+            and budget.deadline.search_left() > 0 and budget.patient(progress))
 
 
 def _told(engine: Engine, progress: Progress, asked: int, evaluations: list[Evaluation],
@@ -308,7 +315,7 @@ def _overlapped(engine: Engine, evaluate: Overlapping[Any], budget: Budget, on_g
             following = engine.ask(_room(engine, budget, progress.evaluations + len(batch)))
         ahead = evaluate.start(following) if following else None
         complete = _told(engine, progress, len(batch), evaluate.finish(started, 0, len(batch)), on_generation)
-        if not complete or progress.elapsed() >= budget.seconds or not budget.patient(progress):
+        if not complete or budget.deadline.search_left() <= 0 or not budget.patient(progress):
             break                                  # the batch compiling ahead is dropped, never measured
         batch, started = following, ahead
     return progress

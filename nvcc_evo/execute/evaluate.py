@@ -25,6 +25,7 @@ from nvcc_evo.engine.space import Genome
 from nvcc_evo.execute.goal import Goal
 from nvcc_evo.execute.store import Context, StoredResult, Store
 from nvcc_evo.status import Status
+from nvcc_evo.system.clock import NONE, Deadline
 
 
 class Stopped(Exception):
@@ -150,7 +151,7 @@ class Evaluator:
     not_shipped: Callable[[Genome], str] = lambda genome: ""
     slots: threading.Semaphore | None = None          # compile slots shared with other searches at once
     stopping: threading.Event | None = None           # set: the retune is interrupted (Stopped, nothing recorded)
-    deadline: float = math.inf                        # time.monotonic() past which no candidate is measured
+    deadline: Deadline = NONE                         # the search's (system.clock): no candidate measured past it
     paces: list = field(default_factory=list)         # seconds each candidate measured so far took (not reused)
     refusals: dict = field(default_factory=dict)      # genome -> the compiler's words, known before it is measured
     keep: set = field(default_factory=set)            # genomes whose compile is kept (`kept`): the baseline's
@@ -204,7 +205,7 @@ class Evaluator:
         one so far (the median) ends by the deadline, so a slow bench (a program run per candidate, 6-15 s
         for a Triton kernel) does not overrun the search's time, and with it the confirmation's."""
         typical = statistics.median(self.paces) if self.paces else 0.0
-        return time.monotonic() + typical >= self.deadline
+        return self.deadline.search_left() <= typical
 
     def start(self, genomes: list[Genome]) -> "Started":
         """Start compiling a batch and return at once, so that it compiles

@@ -20,7 +20,8 @@ each:
   GPU's reference outputs), so the baseline is measured in every retune
   before any candidate, whatever the results store holds of it;
 - `reserve` (what the steps after the search take, kept back from a time
-  budget) and `finish_by` (when they must end): 0 and nothing by default.
+  budget) and `finish_by` (told the search's `system.clock.Deadline`, which
+  they must end by): 0 and nothing by default.
 
 The orchestrator asks, it does not reach in: a backend-specific step sits
 behind these names. `Composed` is a backend made of its functions: what the
@@ -32,6 +33,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from nvcc_evo.measure import Confirmation, Measurement
+from nvcc_evo.system.clock import Deadline
 
 if TYPE_CHECKING:
     from nvcc_evo.cubin.compile import CompileResult
@@ -92,14 +94,14 @@ class Backend(Protocol):
 
     def measure(self, genome: Any, flags: tuple[str, ...], result: "CompileResult | None") -> Measurement: ...
     def reserve(self) -> float: ...
-    def finish_by(self, deadline: float) -> None: ...
+    def finish_by(self, deadline: Deadline) -> None: ...
 
 
 def _no_reserve() -> float:
     return 0.0
 
 
-def _no_deadline(deadline: float) -> None:
+def _no_deadline(deadline: Deadline) -> None:
     return None
 
 
@@ -125,9 +127,9 @@ class Composed:
     # take at most, known once the baseline is measured: kept back from a time
     # budget, so that a search that runs out of time still confirms and writes.
     reserve: Callable[[], float] = _no_reserve
-    # Told the time (time.monotonic()) the steps after the search must end by
-    # (a time budget's end): a sequential confirmation fits its rounds into it.
-    finish_by: Callable[[float], None] = _no_deadline
+    # Told the search's Deadline, which the steps after the search must end by
+    # (the time budget's end): a sequential confirmation fits its rounds into it.
+    finish_by: Callable[[Deadline], None] = _no_deadline
 
 
 def composed(backend: Backend, **changes: Any) -> Composed:

@@ -51,6 +51,7 @@ from nvcc_evo.driver.dropin_ptxas.afresh import through_stand_ins
 from nvcc_evo.measure import Confirmation, Measurement, failed
 from nvcc_evo.measure.profile.clock import KernelClock
 from nvcc_evo.measure.stats import MIN_GAIN, Summary, Verdict, a_speed, enough, judged, judged_clear, summarize
+from nvcc_evo.system.clock import NONE, Deadline
 from nvcc_evo.system.leftovers import SHELL, private_folder, remove_private, run_in_group
 from nvcc_evo.status import Status
 
@@ -154,7 +155,7 @@ class CommandBench:
     built: tuple[float, ...] = ()       # seconds of each run that built its candidate (what a confirmation run costs)
     first: float = 0.0                  # seconds of the first candidate's (the baseline's) measurement
     step: float | None = None           # the primary metric's printed resolution, once said
-    deadline: float = math.inf          # when the confirmation must be over (a retune's time budget: finish_by)
+    deadline: Deadline = NONE           # the search's, which the confirmation ends by (finish_by)
     triton: bool = False                # a kernel unit: Triton compiles it through nvcc-evo-ptxas
     clock: KernelClock = field(default_factory=lambda: KernelClock(active=False))   # `metric NAME kernels`
 
@@ -290,7 +291,7 @@ class CommandBench:
         fifth: kept back from a time budget (further rounds only as the time left allows: `finish_by`)."""
         return 1.2 * (benchcommand.LEAST_ROUNDS * self.round_cost() + self.first)
 
-    def finish_by(self, deadline: float) -> None:   # the steps after the search end by then
+    def finish_by(self, deadline: Deadline) -> None:   # the steps after the search end by its end
         self.deadline = deadline
 
     def _summary(self, runs: list[Run], seconds: float) -> Measurement:
@@ -367,7 +368,7 @@ class CommandBench:
                 samples[side].append(dict(run.values)[self.primary])
             if judged_clear(samples, rounds, benchcommand.LEAST_ROUNDS, self.primary in self.maximized):
                 break              # sequential: the verdict will not change with more rounds
-            if index + 1 >= benchcommand.LEAST_ROUNDS and time.monotonic() + self.round_cost() > self.deadline:
+            if index + 1 >= benchcommand.LEAST_ROUNDS and self.deadline.left() < self.round_cost():
                 self.say(f"{' '.join(self.globs)} [{self.arch}]: confirmation ends after {index + 1} of {rounds} rounds: "
                          "no time left for another")
                 break

@@ -15,7 +15,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 
-from nvcc_evo.engine.budget import stagnation, time_left
+from nvcc_evo.engine.budget import stagnation
 
 MODES = ("auto", "bar", "lines")
 
@@ -116,7 +116,13 @@ def progress_line(unit: str, goal, progress, engine, evaluator, baseline_drift=N
         progress.elapsed(), max(1, progress.evaluations - progress.resumed),       # this run's pace, not the store's
         baseline_drift() if baseline_drift else None,   # the backend's baseline again (its `drift`; None: not known)
         costs=t.costs_text(), extra=stagnation(engine),
-        seconds_left=time_left(budget, progress.elapsed()) if budget is not None else None)
+        seconds_left=_left(budget))
+
+
+def _left(budget) -> float | None:
+    """Seconds the search has left, as its deadline says (None: no time limit)."""
+    left = budget.deadline.search_left() if budget is not None else math.inf
+    return left if math.isfinite(left) else None
 
 
 class Lines:

@@ -54,6 +54,7 @@ from nvcc_evo.retune.reach import (KernelBuild, link_safe, not_shipped, reachabl
 from nvcc_evo.retune.speedsafe import guard_for, guarded_goal, narrowed
 from nvcc_evo.retune.tasks import Task, stale_reasons
 from nvcc_evo.retune.writeback import current_genome, fixed_settings
+from nvcc_evo.system.clock import Deadline
 from nvcc_evo.system.say import log
 
 
@@ -302,29 +303,28 @@ def _shown_search(prepared: Prepared, retune: Retune, engine: Engine,
         reporter("lines" if together else options.progress, str(task), options.evaluations, log, done=done)
     prepared.listeners.append(shown.advance)
     try:
-        spent = budget.Spent(time.monotonic() - prepared.started, measurer.reserve())
-        measurer.finish_by(prepared.started + decided(options).seconds)
+        deadline = Deadline(prepared.started, decided(options).seconds, measurer.reserve())   # the search's one clock
+        measurer.finish_by(deadline)
         return _search(task, options, retune.toolkit, engine, evaluator, prepared.space, lambda p, e, b: shown.update(
-            progress_line(str(task), prepared.goal, p, e, evaluator, measurer.drift, b)), spent, prepared.unrunnable)
+            progress_line(str(task), prepared.goal, p, e, evaluator, measurer.drift, b)), deadline, prepared.unrunnable)
     finally:
         prepared.listeners.clear()
         shown.close()
 
 
 def _search(task: Task, options: Options, toolkit: Toolkit, engine: Engine, evaluator: Evaluator,
-            space: SearchSpace, report, spent: budget.Spent = budget.Spent(),
-            unrunnable: frozenset = frozenset()) -> tuple[Progress, str]:
+            space: SearchSpace, report, deadline: Deadline, unrunnable: frozenset = frozenset()) -> tuple[Progress, str]:
     """Search until the budget is reached, counting the evaluations of this
     search space read back from the store (the baseline aside, as in a first
     run), so a rerun or a resumed run only reaches the budget. Returns the
     progress and, when there is nothing to search and the unit's entry is up
     to date, why nothing is to be written either ("" otherwise)."""
-    limit = budget.budget_of(decided(options), spent, log=lambda said: log(f"{task}: {said}"))
+    limit = budget.budget_of(decided(options), deadline, log=lambda said: log(f"{task}: {said}"))
     searched = _searched(evaluator, space)
     left = space.size - 1 - searched               # a space searched whole has nothing left, whatever the budget
     if searched < limit.evaluations and left > 0:
         overlap = options.protocol == "fast" and evaluator.compiles
-        evaluator.deadline = time.monotonic() + limit.seconds      # no candidate measured past it
+        evaluator.deadline = deadline              # no candidate measured past it
         try:
             return run_search(engine, evaluator, limit, lambda p, e: report(p, e, limit), done=searched,
                               overlap=overlap), ""

@@ -5,7 +5,8 @@ locked, repaired, synced appender of the JSON-lines stores), trust (whose ACF or
 used), locks (lock files only the guarded file's writers can open; a wait
 that names the holder), leftovers (private folders held by a lock their run
 keeps; child process groups that die with it), programs (the programs a verb
-runs, said) and say (a line on stderr).
+runs, said), clock (a search's `Deadline`, its one clock) and say (a line on
+stderr).
 
 Imports: the standard library only.
 """
