@@ -7,7 +7,7 @@ per kernel family, boosters.toml) and budget (a search's budget in time or
 evaluations, in numbers). It knows nothing of compilers or GPUs: a genome
 in, scores out. What it needs of the layers above is a Protocol it owns
 (evolve.Avoid: what is known to fail; evolve.Overlapping: an evaluate that
-compiles ahead; evolve.Clock: the search's time, a system.clock.Deadline;
+compiles ahead; evolve.TimeLeft: the search's time, a system.clock.Deadline;
 budget.Asked: the budget decided), and every parameter is
 typed (mypy's disallow_untyped_defs).
 

@@ -37,7 +37,7 @@ JUMP_RATE = 0.4
 WARM_SEEDS = 3          # the best of each other context's evaluations seeded (warm starts)
 
 
-class Clock(Protocol):
+class TimeLeft(Protocol):
     """What the search asks of its time budget (system.clock.Deadline is one)."""
 
     def search_left(self) -> float: ...         # seconds left to search (inf: no limit)
@@ -48,7 +48,7 @@ class Budget:
     evaluations: float = 60      # a cap (inf: none)
     generations: float = INF
     patience: int | None = None  # generations without a new front point before stopping (None: never)
-    deadline: Clock = NONE       # the search's time (system.clock.Deadline): asked, never computed here
+    deadline: TimeLeft = NONE    # the search's time (system.clock.Deadline): asked, never computed here
 
     def patient(self, progress: "Progress") -> bool:
         return self.patience is None or progress.stale_generations < self.patience
