@@ -1,6 +1,6 @@
 """Where a value stands in the ACF's text (`Span`, kept by every value of
-nvcc_evo.acf.model) and the expressions the language writes numbers with (`Literal`, `Ref`, `Unary`, `Binary`, `Call`):
-a bench block's lets, counts, values and launch dimensions, a search
+nvcc_evo.acf.model) and the expressions the language writes numbers with (`Literal`, `Ref`, `Unary`,
+`Binary`, `Call`): a bench block's lets, counts, values and launch dimensions, a search
 block's requires. Evaluated by nvcc_evo.acf.bench.spec (`evaluate`,
 `require_holds`); spelled by nvcc_evo.acf.edit.format.
 """

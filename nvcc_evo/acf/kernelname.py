@@ -26,11 +26,11 @@ def glob_problem(glob: str) -> str | None:
     """Why a kernel unit may not have this glob (None when it may)."""
     name, digest = split(glob)
     if not name or not NAME_GLOB.fullmatch(name):
-        return (f"kernel name '{name}' is not a PTX entry name or a glob of one (letters, digits, '_', '$' "
-                f"and '*', '?', '[...]')")
+        return (f"kernel name '{name}' is not a PTX entry name or a glob of one (letters, digits, "
+                f"'_', '$' and '*', '?', '[...]')")
     if "@" in glob and not DIGEST.fullmatch(digest):
-        return (f"'@{digest}' is no PTX digest: {MIN_DIGEST} to 64 lowercase hex digits of the PTX's sha256 "
-                f"(nvcc-evo-ptxas --explain shows it)")
+        return (f"'@{digest}' is no PTX digest: {MIN_DIGEST} to 64 lowercase hex digits of the "
+                f"PTX's sha256 (nvcc-evo-ptxas --explain shows it)")
     return None
 
 

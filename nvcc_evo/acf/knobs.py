@@ -1,8 +1,8 @@
 """The knob table: every compiler control an ACF may name, as data.
 
-One row per knob (docs/acf.md's knob table says what each one does; `nvcc-evo --evo-help` lists them). A knob's dotted name says its family: `ptxas.*` travels as
-`-Xptxas <flag>`, `nvcc.*` is an nvcc option, `define.NAME` is a source
-parameter (`-DNAME=value`) with no fixed domain.
+One row per knob (docs/acf.md's knob table says what each one does; `nvcc-evo --evo-help` lists
+them). A knob's dotted name says its family: `ptxas.*` travels as `-Xptxas <flag>`, `nvcc.*` is an
+nvcc option, `define.NAME` is a source parameter (`-DNAME=value`) with no fixed domain.
 """
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ class Form(Enum):
 
     VALUE = "value"    # spelling.format(value): `-maxrregcount=40`, `--fmad=false`
     SWITCH = "switch"  # present when true, absent when false: `--use_fast_math`
-    TOOL = "tool"      # no flag: it chooses the program that runs the step (nvcc_evo.driver.cmdline.ptxas)
+    TOOL = "tool"      # no flag: it chooses the program that runs the step
+                       # (nvcc_evo.driver.cmdline.ptxas)
 
 
 class Needs(Enum):
@@ -86,7 +87,8 @@ class Knob(NamedTuple):
         """The flag it adds, as `--evo-help` lists it (`-Xptxas -maxrregcount=N`)."""
         if self.form is Form.TOOL:
             return "(which ptxas runs the step)"
-        shown = self.spelling.format({Kind.INT: "N", Kind.BOOL: "B", Kind.FILE: "FILE"}.get(self.kind, "V"))
+        shown = self.spelling.format({Kind.INT: "N", Kind.BOOL: "B",
+                                      Kind.FILE: "FILE"}.get(self.kind, "V"))
         return f"-Xptxas {shown}" if self.family == "ptxas" else shown
 
     def values_text(self) -> str:
@@ -110,7 +112,9 @@ class Knob(NamedTuple):
         if self.kind is Kind.FILE:
             return isinstance(value, str) and value != ""
         if self.kind is Kind.VERSION:
-            return isinstance(value, str) and (value == TOOLKIT_TOOL or VERSION_VALUE.fullmatch(value) is not None)
+            return isinstance(value,
+                              str) and (value == TOOLKIT_TOOL or
+                                        VERSION_VALUE.fullmatch(value) is not None)
         return str(value) in self.choices and not isinstance(value, (bool, float))
 
     def normalise(self, value: Scalar) -> Scalar:
@@ -128,7 +132,8 @@ KNOBS: tuple[Knob, ...] = (
          names=('--register-usage-level', '-regUsageLevel')),
     Knob("ptxas.opt_level", _I, "-O{}", low=0, high=3, default=3, numeric=True,
          names=('--opt-level', '-O')),
-    Knob("ptxas.fast_compile", _E, "-Ofc={}", choices=("0", "min", "mid", "max"), default="0", numeric=True,
+    Knob("ptxas.fast_compile", _E, "-Ofc={}", choices=("0", "min", "mid", "max"), default="0",
+         numeric=True,
          names=('--Ofast-compile', '-Ofc')),
     Knob("ptxas.dlcm", _E, "-dlcm={}", choices=("ca", "cg", "cs", "lu", "cv"),
          names=('--def-load-cache', '-dlcm')),
@@ -146,14 +151,18 @@ KNOBS: tuple[Knob, ...] = (
          names=('--maxntid', '-maxntid')),
     Knob("ptxas.minnctapersm", _I, "--minnctapersm={}", low=1, high=32,
          names=('--minnctapersm', '-minnctapersm')),
-    Knob("ptxas.override_directive_values", _B, "--override-directive-values", Form.SWITCH, default=False,
+    Knob("ptxas.override_directive_values", _B, "--override-directive-values", Form.SWITCH,
+         default=False,
          names=('--override-directive-values', '-override-directive-values')),
-    Knob("ptxas.disable_optimizer_constants", _B, "--disable-optimizer-constants", Form.SWITCH, default=False,
+    Knob("ptxas.disable_optimizer_constants", _B, "--disable-optimizer-constants", Form.SWITCH,
+         default=False,
          names=('--disable-optimizer-constants', '-disable-optimizer-consts')),
-    Knob("ptxas.device_function_maxrregcount", _I, "--device-function-maxrregcount={}", low=24, high=255,
+    Knob("ptxas.device_function_maxrregcount", _I, "--device-function-maxrregcount={}", low=24,
+         high=255,
          needs=Needs.RELOCATABLE,
          names=('--device-function-maxrregcount', '-func-maxrregcount')),
-    Knob("ptxas.enable_func_clone_sc", _B, "--enable-func-clone-sc={}", default=False, since=(13, 5),
+    Knob("ptxas.enable_func_clone_sc", _B, "--enable-func-clone-sc={}", default=False,
+         since=(13, 5),
          needs=Needs.RELOCATABLE,
          names=('--enable-func-clone-sc', '-enable-func-clone-sc')),
     Knob("ptxas.optimize_float_atomics", _B, "--optimize-float-atomics", Form.SWITCH, default=False,
@@ -164,12 +173,14 @@ KNOBS: tuple[Knob, ...] = (
     # ptxas release). Both go to each ptxas step on its own (driver.cmdline.split).
     Knob("ptxas.version", Kind.VERSION, "", Form.TOOL, default=TOOLKIT_TOOL, numeric=True,
          hazard="another ptxas release: its cubins must load under the driver that runs them"),
-    Knob("ptxas.controls", Kind.FILE, "--apply-controls={}", default=NO_FILE, since=(13, 3), numeric=True,
+    Knob("ptxas.controls", Kind.FILE, "--apply-controls={}", default=NO_FILE, since=(13, 3),
+         numeric=True,
          names=('--apply-controls',)),
     # nvcc itself
     Knob("nvcc.maxrregcount", _I, "-maxrregcount={}", low=24, high=255,
          names=('--maxrregcount',)),
-    Knob("nvcc.fast_compile", _E, "-Ofc={}", choices=("0", "min", "mid", "max"), default="0", numeric=True,
+    Knob("nvcc.fast_compile", _E, "-Ofc={}", choices=("0", "min", "mid", "max"), default="0",
+         numeric=True,
          names=('--Ofast-compile',)),
     Knob("nvcc.fmad", _B, "--fmad={}", default=True, numeric=True,
          names=('--fmad',)),
@@ -222,7 +233,8 @@ _C_NUMBER = (r"[+-]?(?:0[xX][0-9A-Fa-f]+[uUlLzZ]*|0[bB][01]+[uUlLzZ]*"
              r"|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFlLuUzZ]*)")
 _C_TOKEN = f"(?:{_C_NAME}|{_C_NUMBER})"
 DEFINE_VALUE = re.compile(f"(?:{_C_TOKEN}(?: {_C_TOKEN})*)?")
-DEFINE_VALUE_FORMS = "C identifiers and number literals (TILE, std::size_t, 16, -1.5e-3f, 0x1Fu; one space between)"
+DEFINE_VALUE_FORMS = ("C identifiers and number literals (TILE, std::size_t, 16, -1.5e-3f, 0x1Fu; "
+                      "one space between)")
 
 
 def define_text(value: Scalar) -> str:
@@ -265,14 +277,16 @@ IMPLIED_BY: dict[str, tuple[str, ...]] = {
 # Knobs that must not reach a debug build: ptxas rejects any -O1..3 with -g.
 OPTIMISATION_KNOBS = frozenset({"ptxas.opt_level", "ptxas.fast_compile", "nvcc.fast_compile",
                                 "ptxas.register_usage_level"})
-# Options that compute other values on purpose (approximate division, square root, flush-to-zero), unlike
-# -O, another ptxas or a controls file, which change at most the rounding: under these a NaN or an unwritten
-# output may be the knob's doing (execute.learned.WrongAnswers). At their defaults the arithmetic is IEEE's.
+# Options that compute other values on purpose (approximate division, square root, flush-to-zero),
+# unlike -O, another ptxas or a controls file, which change at most the rounding: under these a NaN
+# or an unwritten output may be the knob's doing (execute.learned.WrongAnswers). At their defaults
+# the arithmetic is IEEE's.
 APPROXIMATING = frozenset({"nvcc.use_fast_math", "nvcc.ftz", "nvcc.prec_div", "nvcc.prec_sqrt"})
-# Knobs that ptxas (13.0) ignores beside others, with a warning ("Conflicting options -maxrregcount and
-# -maxntid specified, ignoring -maxntid option"), an error under -Werror: (the knob it ignores, beside
-# which knobs, at which of their values (None: any)). A build leaves one of each such pair out.
-CAPS_OF_KERNELS = frozenset({"ptxas.maxrregcount", "nvcc.maxrregcount"})   # (--device-function-maxrregcount: none)
+# Knobs that ptxas (13.0) ignores beside others, with a warning ("Conflicting options -maxrregcount
+# and -maxntid specified, ignoring -maxntid option"), an error under -Werror: (the knob it ignores,
+# beside which knobs, at which of their values (None: any)). A build leaves one of each such pair
+# out. (--device-function-maxrregcount: none)
+CAPS_OF_KERNELS = frozenset({"ptxas.maxrregcount", "nvcc.maxrregcount"})
 IGNORED_BESIDE: tuple[tuple[str, frozenset[str], Scalar | None], ...] = (
     ("ptxas.maxntid", CAPS_OF_KERNELS, None),
     ("ptxas.minnctapersm", CAPS_OF_KERNELS, None),
@@ -283,24 +297,29 @@ IGNORED_BESIDE: tuple[tuple[str, frozenset[str], Scalar | None], ...] = (
 # ptxas (13.0) takes an -Ofc level beside an explicit -O only in these pairs; any other is fatal
 # ("Conflicting options -opt-level=<0,2,3> and --Ofast-compile=min"). Without -O every level goes.
 FAST_COMPILE_WITH_LEVEL = frozenset({("0", "max"), ("1", "min"), ("1", "mid")})
-FAST_COMPILE = frozenset({"ptxas.fast_compile", "nvcc.fast_compile"})      # (nvcc's -Ofc reaches ptxas too)
+FAST_COMPILE = frozenset({"ptxas.fast_compile", "nvcc.fast_compile"})  # (nvcc's -Ofc reaches ptxas
+                                                                       # too)
 
 
 def level_refused(level: Scalar | None, fast: Scalar | None) -> bool:
     """ptxas refuses this explicit -O level beside this -Ofc level (FAST_COMPILE_WITH_LEVEL);
-    None: not passed. The one rule the build (driver.cmdline.flags) and the search's repair share."""
-    return level is not None and fast not in (None, "0") and (str(level), str(fast)) not in FAST_COMPILE_WITH_LEVEL
+    None: not passed. The one rule the build (driver.cmdline.flags) and the search's repair
+    share."""
+    return (level is not None and fast not in (None, "0")
+            and (str(level), str(fast)) not in FAST_COMPILE_WITH_LEVEL)
 
 
 # nvcc's options in a compile for link-time optimisation (-dlto, code=lto_XX), measured on CUDA 13.0
 # (sm_90) in the SASS that the device link (-dlink -dlto) makes of every object at once: it ignores
-# LTO_IGNORED (the same SASS, given to every object or to the link), and takes LTO_LINK_WIDE for the whole
-# link, refusing objects whose values differ ("nvlink fatal: Cicc option values for '-ftz' do not match";
-# one object's -maxrregcount is given to all): on one unit's objects these fail the link or reach other
-# units' code. Neither kind is passed there; defines and --restrict reach their own object's code.
+# LTO_IGNORED (the same SASS, given to every object or to the link), and takes LTO_LINK_WIDE for the
+# whole link, refusing objects whose values differ ("nvlink fatal: Cicc option values for '-ftz' do
+# not match"; one object's -maxrregcount is given to all): on one unit's objects these fail the link
+# or reach other units' code. Neither kind is passed there; defines and --restrict reach their own
+# object's code.
 LTO_IGNORED = frozenset({"nvcc.fmad", "nvcc.prec_div", "nvcc.fast_compile", "nvcc.jtd"})
 LTO_LINK_WIDE = {"nvcc.fmad": "-fmad", "nvcc.prec_div": "-prec-div", "nvcc.prec_sqrt": "-prec-sqrt",
-                 "nvcc.ftz": "-ftz", "nvcc.use_fast_math": "-ftz", "nvcc.maxrregcount": "-maxrregcount"}
+                 "nvcc.ftz": "-ftz", "nvcc.use_fast_math": "-ftz",
+                 "nvcc.maxrregcount": "-maxrregcount"}
 # Knobs that can make a kernel spill: off when spills are errors.
 REGISTER_CAPS = frozenset({"ptxas.maxrregcount", "nvcc.maxrregcount",
                            "ptxas.device_function_maxrregcount"})

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from nvcc_evo.acf.expressions import NO_SPAN, Expr, Span
-from nvcc_evo.acf.knobs import Scalar
+from nvcc_evo.acf.knobs import NO_FILE, Kind, Scalar, lookup
 
 ACF_VERSION = 1
 
@@ -255,7 +255,8 @@ class Record:
 
 
 def settings_digest(settings: tuple[Setting, ...]) -> str:
-    """A digest of a target's knobs (values, not spelling; order ignored): what a retune wrote and measured."""
+    """A digest of a target's knobs (values, not spelling; order ignored): what a retune wrote and
+    measured."""
     values = sorted([s.knob, s.value] for s in settings)
     return "sha256:" + hashlib.sha256(json.dumps(values).encode()).hexdigest()[:16]
 
@@ -288,8 +289,8 @@ class Target:
         return None
 
     def edited(self) -> bool:
-        """Its knobs are not those its provenance measured (`settings_digest`, written by a retune): a value
-        edited by hand since, which the provenance's tuned values do not describe."""
+        """Its knobs are not those its provenance measured (`settings_digest`, written by a retune):
+        a value edited by hand since, which the provenance's tuned values do not describe."""
         recorded = self.record("settings_digest")
         return recorded is not None and recorded.value != settings_digest(self.settings)
 
@@ -318,7 +319,7 @@ class Unit:
     span: Span = field(default=NO_SPAN, compare=False)
     search_span: Span = field(default=NO_SPAN, compare=False)
     requires: tuple[SpaceRequire, ...] = ()          # the search block's constraints over defines
-    kind: str = SOURCE                # KERNEL: the globs name PTX entries (`NAME_GLOB[@SHA256_PREFIX]`)
+    kind: str = SOURCE  # KERNEL: the globs name PTX entries (`NAME_GLOB[@SHA256_PREFIX]`)
 
     def __str__(self) -> str:
         names = " ".join(f'"{g}"' for g in self.globs)
@@ -344,7 +345,6 @@ class Unit:
         """The files its knobs name (controls files), in pins, search and
         targets, relative to the ACF's folder: part of what a build of it
         depends on, so part of its fingerprint."""
-        from nvcc_evo.acf.knobs import Kind, NO_FILE, lookup
         is_file = lambda name: getattr(lookup(name), "kind", None) is Kind.FILE
         values = [s.value for s in self.pins if is_file(s.knob)]
         values += [v for s in self.space if is_file(s.knob) for v in domain_values(s.domain)]
@@ -357,19 +357,23 @@ class Unit:
         `1..3` is `{1, 2, 3}`; order of statements ignored): what a tuned entry
         depends on besides the source and toolkit, kept in its provenance."""
         pins = sorted(([p.knob, p.value] for p in self.pins), key=lambda pin: pin[0])
-        space = sorted(((s.knob, list(domain_values(s.domain))) for s in self.space), key=lambda entry: entry[0])
+        space = sorted(((s.knob, list(domain_values(s.domain))) for s in self.space),
+                       key=lambda entry: entry[0])
         parts = [pins, space]
-        if self.requires:        # (only then: the digests of units without constraints stay as they were)
+        if self.requires:  # (only then: the digests of units without constraints stay as they were)
             parts.append(sorted(repr((r.left, r.op, r.right)) for r in self.requires))
         return "sha256:" + hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
     @property
     def tune_digest(self) -> str:
-        """A digest of the tune block (values, not spelling: objectives in their order, conditions in any):
-        what a retune minimises, requires and selects by, so an edit of it makes a tuned entry stale."""
+        """A digest of the tune block (values, not spelling: objectives in their order, conditions
+        in any): what a retune minimises, requires and selects by, so an edit of it makes a tuned
+        entry stale."""
         tune = self.tune or Tune()
-        conditions = lambda found: sorted([c.metric, c.op, float(c.bound), c.relative] for c in found)
-        parts = [list(tune.minimize), conditions(tune.require), tune.select, conditions(tune.select_where)]
+        conditions = lambda found: sorted([c.metric, c.op, float(c.bound), c.relative]
+                                          for c in found)
+        parts = [list(tune.minimize), conditions(tune.require), tune.select,
+                 conditions(tune.select_where)]
         return "sha256:" + hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 

@@ -7,6 +7,7 @@ nvcc_evo/acf/transform.py shapes the tree into the model's values.
 from __future__ import annotations
 
 import functools
+import sys
 from importlib import resources
 
 import lark
@@ -17,8 +18,9 @@ from nvcc_evo.acf.syntax import parse_reporting_all, source_line
 from nvcc_evo.acf.text import char_places, check_limits
 from nvcc_evo.acf.transform import Build
 from nvcc_evo.errors import AcfError, Diagnostic, Location
+from nvcc_evo.system.files import cache_folder
 
-GRAMMAR = resources.files("nvcc_evo.acf") / "grammar" / "acf.lark"     # package data, in the wheel too
+GRAMMAR = resources.files("nvcc_evo.acf") / "grammar" / "acf.lark"  # package data, in the wheel too
 
 
 def _grammar_text() -> str:
@@ -32,7 +34,8 @@ def grammar_location() -> str:
 @functools.lru_cache(maxsize=None)
 def build_parser(strict: bool = False) -> lark.Lark:
     return lark.Lark(_grammar_text(), parser="lalr", propagate_positions=True,
-                     maybe_placeholders=True, strict=strict, cache=False if strict else _parser_cache())
+                     maybe_placeholders=True, strict=strict,
+                     cache=False if strict else _parser_cache())
 
 
 def _parser_cache() -> str | bool:
@@ -41,13 +44,12 @@ def _parser_cache() -> str | bool:
     name anyone can work out (.lark_cache_USER_SHA256_3_11.tmp), loaded
     without a look at its owner: a file another user plants there ran code in
     ours. No cache (0.1 s more) where the folder cannot be had."""
-    import sys
-    from nvcc_evo.system.files import cache_folder
     try:
         folder = cache_folder()
-    except OSError:                   # (a link in its place, another user's folder, a read-only home)
+    except OSError:  # (a link in its place, another user's folder, a read-only home)
         return False
-    return f"{folder}/grammar-lark-{lark.__version__}-py{sys.version_info[0]}.{sys.version_info[1]}.pickle"
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return f"{folder}/grammar-lark-{lark.__version__}-py{python}.pickle"
 
 
 def find_comments(text: str) -> tuple[model.Comment, ...]:
@@ -60,7 +62,8 @@ def find_comments(text: str) -> tuple[model.Comment, ...]:
             end = text.find("\n", offset)
             end = len(text) if end < 0 else end
             own_line = text[line_start:offset].strip() == ""
-            comments.append(model.Comment(line, offset - line_start + 1, text[offset:end], own_line, offset))
+            comments.append(model.Comment(line, offset - line_start + 1, text[offset:end], own_line,
+                                          offset))
         previous = place
     return tuple(comments)
 
@@ -77,9 +80,11 @@ def parse_text(text: str, path: str = "<acf>") -> model.AcfFile:
         (version, header_span), *units = build.transform(tree).children
     except RecursionError:          # (lark's transformer recurses once per level of an expression)
         line = _most_nested_line(text)
-        raise AcfError([Diagnostic(Location(path, line, 1), f"an expression is nested too deeply (the limit is "
-                                   f"{MAX_EXPR_DEPTH} levels)", source_line(text, line))]) from None
-    build.problems += [(e.span, f"an expression is nested too deeply ({depth} levels; the limit is {MAX_EXPR_DEPTH})")
+        raise AcfError([Diagnostic(Location(path, line, 1), "an expression is nested too deeply "
+                                   f"(the limit is {MAX_EXPR_DEPTH} levels)",
+                                   source_line(text, line))]) from None
+    build.problems += [(e.span, f"an expression is nested too deeply ({depth} levels; the limit is "
+                                f"{MAX_EXPR_DEPTH})")
                        for e, depth in _deep_expressions(units)]
     if build.problems:
         raise AcfError([Diagnostic(Location(path, span.line, span.column), message,
@@ -89,7 +94,7 @@ def parse_text(text: str, path: str = "<acf>") -> model.AcfFile:
                        find_comments(text), header_span)
 
 
-MAX_EXPR_DEPTH = 100       # later stages walk expressions recursively; keep them far from Python's limit
+MAX_EXPR_DEPTH = 100  # later stages walk expressions recursively; keep them far from Python's limit
 
 
 def _expr_depth(expr) -> int:
@@ -110,7 +115,8 @@ def _deep_expressions(units):
         exprs = [side for r in unit.requires for side in (r.left, r.right)]
         bench = unit.bench
         if bench is not None:
-            exprs += [let.expr for let in bench.lets] + [d for launch in bench.launch for d in launch.dims]
+            exprs += [let.expr for let in bench.lets] + [d for launch in bench.launch
+                                                         for d in launch.dims]
             exprs += [a.count if a.is_array else a.value for a in bench.args]
             exprs += [p.expr for a in bench.args for p in a.params]
         for expr in exprs:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from pathlib import Path
 from typing import Iterator, NamedTuple
 
 from nvcc_evo.acf import kernelname, knobs, model, unitpath
@@ -15,26 +16,28 @@ from nvcc_evo.acf.expressions import Binary, Span
 from nvcc_evo.acf.knobs import arch_order
 
 from nvcc_evo.acf.bench import spec as benchspec
-from nvcc_evo.acf.bench.check import BenchChecks, listed
+from nvcc_evo.acf.bench.check import BenchChecks, listed, shown
 from nvcc_evo.acf.edit.spelling import show_string
-from nvcc_evo.acf.objectives import OBJECTIVE_BY_NAME, known_provenance_keys, provenance_type
+from nvcc_evo.acf.objectives import ObjectiveChecks
 from nvcc_evo.acf.parse import parse_text
+from nvcc_evo.acf.sources import source_defines, unguarded_define, unit_sources
 from nvcc_evo.acf.text import read_text
 from nvcc_evo.errors import AcfError, Diagnostic, Location
 
 ARCH_PATTERN = re.compile(r"sm_[0-9]{2,3}[af]?")
 
 
-REQUIRE_SEARCH_LIMIT = 100_000     # combinations of defines tried to find one that meets a search block's requires
+REQUIRE_SEARCH_LIMIT = 100_000     # combinations of defines tried to find one that meets a search
+                                   # block's requires
 # Values one search dimension may list: a build digests every one of them
-# (the unit's space_digest), so `define.X in 0..100000000` cost each build
-# 76 s and 6 GB, and a range past 2**63 crashed it.
+# (the unit's space_digest), so a range of 10**8 values would cost each build
+# a minute and gigabytes, and one past 2**63 cannot be listed at all.
 RANGE_VALUES_LIMIT = 100_000
 # ptxas knobs a PTX directive (.reqntid, .maxntid, .maxnreg, .minnctapersm) beats unless overridden
 DIRECTIVE_KNOBS = ("ptxas.maxrregcount", "ptxas.maxntid", "ptxas.minnctapersm")
 
 
-class Checker(BenchChecks):
+class Checker(BenchChecks, ObjectiveChecks):
     def __init__(self, file: model.AcfFile, text: str, with_sources: bool = False):
         self.file, self.lines, self.with_sources = file, text.splitlines(), with_sources
         self.diagnostics: list[Diagnostic] = []
@@ -54,7 +57,8 @@ class Checker(BenchChecks):
         for unit in self.file.units:
             key = frozenset(unit.globs)
             if key in first_seen:
-                self.error(unit.span, f"duplicate unit {unit} (first at line {first_seen[key].span.line})")
+                self.error(unit.span, f"duplicate unit {unit} (first at line "
+                                      f"{first_seen[key].span.line})")
             first_seen.setdefault(key, unit)
             self.check_unit(unit)
         return sorted(self.diagnostics, key=lambda d: (d.location.line, d.location.column))
@@ -72,8 +76,9 @@ class Checker(BenchChecks):
             self.check_fixed_defines(unit, spaces)
         for knob_name, pin in pins.items():
             space = spaces.get(knob_name)
-            if space is not None and not _in_domain(pin.value, space.domain, knobs.lookup(knob_name)):
-                self.error(pin.span, f"pinned value {_show(pin.value)} of {knob_name} is outside "
+            if space is not None and not _in_domain(pin.value, space.domain,
+                                                    knobs.lookup(knob_name)):
+                self.error(pin.span, f"pinned value {shown(pin.value)} of {knob_name} is outside "
                            f"its search space (line {space.span.line})")
         if unit.requires:
             self.check_requires(unit, spaces, pins)
@@ -85,7 +90,8 @@ class Checker(BenchChecks):
         if unit.bench is not None:
             before = len(self.diagnostics)
             self.check_bench(unit.bench, defines, self.source_names(unit))
-            if self.with_sources and unit.bench.kernel is not None and len(self.diagnostics) == before:
+            clean = len(self.diagnostics) == before
+            if self.with_sources and unit.bench.kernel is not None and clean:
                 self.check_bench_at_defaults(unit, defines)
         self.check_targets(unit, pins, metrics)
 
@@ -95,23 +101,24 @@ class Checker(BenchChecks):
         read: the wrapper's check."""
         if not self.with_sources:
             return None
-        from pathlib import Path
-        from nvcc_evo.acf.sources import source_defines, unit_sources
-        return set().union(*(source_defines(s) for s in unit_sources(unit, Path(self.file.path).parent)))
+        return set().union(*(source_defines(s)
+                             for s in unit_sources(unit, Path(self.file.path).parent)))
 
     def check_kernel_unit(self, unit: model.Unit) -> None:
         """A kernel unit's code is compiled by ptxas alone (nvcc-evo-ptxas, for
         Triton): only ptxas.* knobs reach it, and only a bench command measures it."""
         for setting in _all_settings(unit):
             knob = knobs.lookup(setting.knob)
-            if (knob is None and knobs.is_define(setting.knob)) or (knob is not None and knob.family != "ptxas"):
-                self.error(setting.span, f"a kernel unit takes ptxas.* knobs only (its PTX is compiled by "
-                           f"ptxas alone), got {setting.knob}")
+            if (knob is None and knobs.is_define(setting.knob)) or (knob is not None and
+                                                                    knob.family != "ptxas"):
+                self.error(setting.span, "a kernel unit takes ptxas.* knobs only (its PTX is "
+                           f"compiled by ptxas alone), got {setting.knob}")
         self.check_directive_override(unit)
         bench = unit.bench
         if bench is not None and (bench.kernel is not None or bench.args or bench.launch):
-            self.error(bench.span, "a kernel unit is measured by a bench command (`command \"...\"` with a "
-                       "metric): its kernel is launched by the program that compiles it")
+            self.error(bench.span, "a kernel unit is measured by a bench command (`command "
+                       "\"...\"` with a metric): its kernel is launched by the program that "
+                       "compiles it")
 
     def check_directive_override(self, unit: model.Unit) -> None:
         """Triton's PTX states its block size (`.reqntid`): ptxas then ignores a
@@ -123,14 +130,16 @@ class Checker(BenchChecks):
             return
         capped = next((s for s in settings if s.knob in DIRECTIVE_KNOBS), None)
         if capped is not None:
-            self.error(capped.span, f"{capped.knob} reaches a kernel whose PTX states its block size (Triton's "
-                       f"`.reqntid`) only with `pin {override} = true`; without it ptxas ignores it")
+            self.error(capped.span, f"{capped.knob} reaches a kernel whose PTX states its block "
+                       f"size (Triton's `.reqntid`) only with `pin {override} = true`; without it "
+                       "ptxas ignores it")
 
     def glob_span(self, unit: model.Unit, glob: str) -> Span:
         """Where the glob's string is (the unit's own span if not found)."""
         quoted = show_string(glob)                      # as the formatter writes it
         for line in range(unit.span.line, min(unit.span.end_line, len(self.lines)) + 1):
-            column = self.lines[line - 1].find(quoted, unit.span.column - 1 if line == unit.span.line else 0)
+            start = unit.span.column - 1 if line == unit.span.line else 0
+            column = self.lines[line - 1].find(quoted, start)
             if column >= 0:
                 return Span(line, column + 1, line, column + 1 + len(quoted), 0, 0)
         return unit.span
@@ -153,7 +162,7 @@ class Checker(BenchChecks):
         shell reads anything into (nvcc runs its steps through /bin/sh)."""
         knob = knobs.lookup(name)
         if knob is not None and not knob.accepts(value):
-            self.error(span, f"{knob.name} takes {knob.describe_domain()}, got {_show(value)}")
+            self.error(span, f"{knob.name} takes {knob.describe_domain()}, got {shown(value)}")
         elif knob is not None and knob.kind is knobs.Kind.FILE and value != knob.default:
             self.check_named_file(str(value), span, f"{name} file")
         elif knob is None and knobs.is_define(name):
@@ -175,8 +184,6 @@ class Checker(BenchChecks):
     def check_fixed_defines(self, unit: model.Unit, spaces: dict) -> None:
         """A searched define that the unit's source fixes itself (a #define
         with no #ifndef guard): every value would give the same code."""
-        from pathlib import Path
-        from nvcc_evo.acf.sources import unguarded_define, unit_sources
         folder = Path(self.file.path).parent
         files = unit_sources(unit, folder)
         for name, space in spaces.items():
@@ -185,10 +192,11 @@ class Checker(BenchChecks):
                 if knobs.is_define(name) else None
             if found:
                 path, line, column = found
-                shown = os.path.relpath(path, folder) if str(path).startswith(str(folder)) else str(path)
-                self.error(space.span, f"{name} is searched, but {shown}:{line}:{column} defines {macro} "
-                           f"without an #ifndef guard, so every value gives the same code (wrap it in "
-                           f"#ifndef {macro} ... #endif)")
+                inside = str(path).startswith(str(folder))
+                shown = os.path.relpath(path, folder) if inside else str(path)
+                self.error(space.span, f"{name} is searched, but {shown}:{line}:{column} defines "
+                           f"{macro} without an #ifndef guard, so every value gives the same code "
+                           f"(wrap it in #ifndef {macro} ... #endif)")
 
     def check_space(self, entries) -> dict[str, model.Space]:
         seen: dict[str, model.Space] = {}
@@ -207,41 +215,49 @@ class Checker(BenchChecks):
         unit pins, with numeric values; some point of the space meets them all."""
         if not all(_listable(space.domain) for space in spaces.values()):
             return                       # check_domain said why; its values are not listed
-        values = {k[len(knobs.DEFINE_PREFIX):]: model.domain_values(v.domain) for k, v in spaces.items()
+        values = {k[len(knobs.DEFINE_PREFIX):]: model.domain_values(v.domain)
+                  for k, v in spaces.items()
                   if knobs.is_define(k)}
-        values.update({k[len(knobs.DEFINE_PREFIX):]: (p.value,) for k, p in pins.items() if knobs.is_define(k)})
+        values.update({k[len(knobs.DEFINE_PREFIX):]: (p.value,)
+                       for k, p in pins.items() if knobs.is_define(k)})
         before = len(self.diagnostics)
         for require in unit.requires:
-            for ref in (r for side in (require.left, require.right) for r in benchspec.names_in(side)):
+            for ref in (r for side in (require.left, require.right)
+                        for r in benchspec.names_in(side)):
                 if ref.name not in values:
-                    self.error(ref.span, f"undefined name '{ref.name}' in require (defines searched or pinned: "
-                               f"{listed(values) or 'none'})")
-                elif not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values[ref.name]):
+                    self.error(ref.span, f"undefined name '{ref.name}' in require (defines "
+                               f"searched or pinned: {listed(values) or 'none'})")
+                elif not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                             for v in values[ref.name]):
                     self.error(ref.span, f"define.{ref.name} takes values that are not numbers "
-                               f"({', '.join(_show(v) for v in values[ref.name])}): a require compares numbers")
+                               f"({', '.join(shown(v) for v in values[ref.name])}): a require "
+                               "compares numbers")
             self.check_calls(Binary(require.op, require.left, require.right))
         tried = benchspec.requires_unmet(unit.requires, values, REQUIRE_SEARCH_LIMIT) \
             if len(self.diagnostics) == before else 0
         if tried:                        # no combination of the named defines meets every require
-            self.error(unit.requires[0].span, f"no combination of {', '.join(benchspec.require_names(unit.requires))}"
-                       f" in the search block meets every require ({tried} tried)")
+            self.error(unit.requires[0].span, "no combination of "
+                       f"{', '.join(benchspec.require_names(unit.requires))} in the search block "
+                       f"meets every require ({tried} tried)")
 
     def check_domain(self, knob: knobs.Knob | None, space: model.Space) -> None:
         domain = space.domain
         values: tuple[model.Scalar, ...]
         if isinstance(domain, model.RangeDomain):
             if domain.step <= 0 or domain.low > domain.high:
-                self.error(space.span, f"empty range {domain.low}..{domain.high} step {domain.step}: "
+                self.error(space.span,
+                           f"empty range {domain.low}..{domain.high} step {domain.step}: "
                            "expected LOW <= HIGH and a positive step")
                 return
             count = (domain.high - domain.low) // domain.step + 1
             if count > RANGE_VALUES_LIMIT:
-                self.error(space.span, f"the range {domain.low}..{domain.high} step {domain.step} holds {count} "
-                           f"values; a search dimension holds at most {RANGE_VALUES_LIMIT} (use a larger step "
-                           "or a set)")
+                self.error(space.span, f"the range {domain.low}..{domain.high} step {domain.step} "
+                           f"holds {count} values; a search dimension holds at most "
+                           f"{RANGE_VALUES_LIMIT} (use a larger step or a set)")
                 return
             if knob is not None and knob.kind is not knobs.Kind.INT:
-                self.error(space.span, f"{knob.name} takes {knob.describe_domain()}, got an integer range")
+                self.error(space.span, f"{knob.name} takes {knob.describe_domain()}, got an "
+                                       "integer range")
                 return
             values = (domain.low, domain.high)
         elif isinstance(domain, model.BoolDomain):
@@ -253,28 +269,9 @@ class Checker(BenchChecks):
         for value in values:
             self.check_value(space.knob, value, space.span)
 
-    # ---------------------------------------------------------------- tune
-    def check_metric(self, name: str, span: Span, metrics: tuple[str, ...] = ()) -> None:
-        """An objective: a built-in one, or a metric the unit's bench command prints."""
-        if name not in OBJECTIVE_BY_NAME and name not in metrics:
-            known = set(OBJECTIVE_BY_NAME) | set(metrics)
-            close = difflib.get_close_matches(name, sorted(known), n=1)
-            hint = f"; did you mean {close[0]}?" if close else ""
-            self.error(span, f"unknown objective '{name}'{hint} (known: {listed(known)})")
-
-    def check_tune(self, tune: model.Tune, metrics: tuple[str, ...] = ()) -> None:
-        minimize_span = next((span for kind, span in tune.item_spans if kind == "minimize"), tune.span)
-        if len(set(tune.minimize)) != len(tune.minimize):
-            self.error(minimize_span, "an objective is listed twice in minimize")
-        for name in tune.minimize:
-            self.check_metric(name, minimize_span, metrics)
-        if tune.select is not None:
-            self.check_metric(tune.select, next(span for kind, span in tune.item_spans if kind == "select"), metrics)
-        for condition in tune.require + tune.select_where:
-            self.check_metric(condition.metric, condition.span, metrics)
-
     # ---------------------------------------------------------------- targets
-    def check_targets(self, unit: model.Unit, pins: dict[str, model.Setting], metrics: tuple[str, ...]) -> None:
+    def check_targets(self, unit: model.Unit, pins: dict[str, model.Setting],
+                      metrics: tuple[str, ...]) -> None:
         """Each (architecture, GPU name) is served by one block at most: a
         block that names several architectures counts for each."""
         seen: dict[tuple, model.Target] = {}
@@ -291,34 +288,20 @@ class Checker(BenchChecks):
                 self.error(target.span, f"target names {twice} twice")
             self.check_target(target, pins, metrics)
 
-    def check_target(self, target: model.Target, pins: dict[str, model.Setting], metrics: tuple[str, ...] = ()) -> None:
+    def check_target(self, target: model.Target, pins: dict[str, model.Setting],
+                     metrics: tuple[str, ...] = ()) -> None:
         for arch in target.archs:
             if not ARCH_PATTERN.fullmatch(arch):
-                self.error(target.span, f"target names a SASS architecture such as sm_90 or sm_90a, "
-                           f"got '{arch}'")
+                self.error(target.span, "target names a SASS architecture such as sm_90 or "
+                           f"sm_90a, got '{arch}'")
         settings = self.check_settings(target.settings, "target")
         for name, setting in settings.items():
             pin = pins.get(name)
             if pin is not None and pin.value != setting.value:
-                self.error(setting.span, f"{name} is pinned to {_show(pin.value)} (line "
-                           f"{pin.span.line}), but this target sets {_show(setting.value)}")
+                self.error(setting.span, f"{name} is pinned to {shown(pin.value)} (line "
+                           f"{pin.span.line}), but this target sets {shown(setting.value)}")
         for record in target.provenance or ():
             self.check_record(record, metrics)
-
-    def check_record(self, record: model.Record, metrics: tuple[str, ...] = ()) -> None:
-        expected = provenance_type(record.key, metrics)
-        if expected is None:
-            self.error(record.span, f"unknown provenance key '{record.key}' "
-                       f"(known: {', '.join(known_provenance_keys())})")
-            return
-        value = record.value
-        ok = {str: isinstance(value, str), bool: isinstance(value, bool),
-              int: isinstance(value, int) and not isinstance(value, bool),
-              float: isinstance(value, (int, float)) and not isinstance(value, bool)}[expected]
-        if not ok:
-            self.error(record.span, f"provenance '{record.key}' takes {expected.__name__}, got {_show(value)}")
-        if record.spread is not None and expected is not float:
-            self.error(record.span, "only measured values (baseline.X, tuned.X) take a spread")
 
 
 class _Named(NamedTuple):
@@ -353,14 +336,6 @@ def _listable(domain) -> bool:
         return True
     return domain.step > 0 and domain.low <= domain.high and \
         (domain.high - domain.low) // domain.step + 1 <= RANGE_VALUES_LIMIT
-
-
-def _show(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return f"'{value}'"
-    return repr(value)
 
 
 def check(file: model.AcfFile, text: str, with_sources: bool = False) -> tuple[str, ...]:

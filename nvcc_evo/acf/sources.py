@@ -83,7 +83,8 @@ CONDITIONAL = re.compile(r"^\s*#\s*(ifndef|ifdef|if|elif|else|endif|define)\b\s*
 NOT_DEFINED = re.compile(r"!\s*defined\s*\(?\s*(\w+)\s*\)?\s*$")
 
 
-def unguarded_define(source: Path, name: str, _seen: frozenset = frozenset()) -> tuple[Path, int, int] | None:
+def unguarded_define(source: Path, name: str,
+                     _seen: frozenset = frozenset()) -> tuple[Path, int, int] | None:
     """Where a source (or a header it includes with quotes) defines `name`
     outside an `#ifndef NAME` (or `#if !defined(NAME)`) guard: (file, line,
     column). Such a #define fixes the value whatever `-DNAME=` says (the
@@ -113,6 +114,7 @@ def unguarded_define(source: Path, name: str, _seen: frozenset = frozenset()) ->
             guards[-1] = None
         elif word == "endif" and guards:
             guards.pop()
-        elif word == "define" and re.match(rf"{re.escape(name)}\b(?!\()", rest) and name not in guards:
+        elif word == "define" and re.match(rf"{re.escape(name)}\b(?!\()",
+                                           rest) and name not in guards:
             return source, number, line.index("#") + 1
     return None

@@ -68,7 +68,8 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         'acf 1\nunit "a.cu" { foo }',
         'acf 1\nunit "a.cu" { ptxas.opt_level = 3 }',
     ],
-    "a bench block holds kernel, let, arg, grid, block, shared, check, reference, command and metric": [
+    ("a bench block holds kernel, let, arg, grid, block, shared, check, reference, command and "
+     "metric"): [
         'acf 1\nunit "a.cu" { bench { foo } }',
         'acf 1\nunit "a.cu" { bench { size N = 4 } }',
     ],
@@ -76,7 +77,8 @@ SYNTAX_EXAMPLES: dict[str, list[str]] = {
         'acf 1\nunit "a.cu" { bench { arg A f32[4] = output } }',
         'acf 1\nunit "a.cu" { bench { arg A : f32[4] } }',
     ],
-    "a target names GPU architectures: target sm_90 [\"GPU name\"] { ... } or target sm_80, sm_90 { ... }": [
+    ("a target names GPU architectures: target sm_90 [\"GPU name\"] { ... } or "
+     "target sm_80, sm_90 { ... }"): [
         'acf 1\nunit "a.cu" { target "sm_90" {} }',
         'acf 1\nunit "a.cu" { target {} }',
         'acf 1\nunit "a.cu" { target sm_80 sm_90 {} }',
@@ -135,7 +137,8 @@ def _example_errors(parser: lark.Lark) -> tuple[tuple[str, int, frozenset], ...]
             try:
                 parser.parse(example)
             except lark.UnexpectedInput as error:
-                rows.append((label, error.state.position, frozenset(getattr(error, "accepts", ()) or ())))
+                rows.append((label, error.state.position,
+                             frozenset(getattr(error, "accepts", ()) or ())))
     return tuple(rows)
 
 
@@ -189,7 +192,8 @@ def _line_column(text: str, offset: int) -> tuple[int, int]:
     return text.count("\n", 0, offset) + 1, offset - line_start + 1
 
 
-def _syntax_error(text: str, parser: lark.Lark, error: lark.UnexpectedInput) -> tuple[int, int, int, str]:
+def _syntax_error(text: str, parser: lark.Lark,
+                  error: lark.UnexpectedInput) -> tuple[int, int, int, str]:
     """(line, column, offset, message) of a syntax error. A file that ends
     too early is reported at the block that was never closed."""
     token = getattr(error, "token", None)
@@ -197,14 +201,16 @@ def _syntax_error(text: str, parser: lark.Lark, error: lark.UnexpectedInput) -> 
         brace = _unclosed_brace(text)
         if brace is not None:
             line, column = _line_column(text, brace)
-            return line, column, len(text), "this block is never closed: missing '}' before end of file"
+            return (line, column, len(text),
+                    "this block is never closed: missing '}' before end of file")
         line, column = _end_location(text)
         return line, column, len(text), _syntax_message(parser, error)
     offset = error.pos_in_stream
     assert offset is not None                  # (lexed input: the error has its place)
-    if isinstance(error, lark.UnexpectedCharacters) and error.char == '"' and _unclosed_string(text, offset):
-        return error.line, error.column, offset, \
-            "this string is never closed: missing '\"' before the end of the line (a string holds no line break)"
+    quote = isinstance(error, lark.UnexpectedCharacters) and error.char == '"'
+    if quote and _unclosed_string(text, offset):
+        return (error.line, error.column, offset, "this string is never closed: missing '\"' "
+                "before the end of the line (a string holds no line break)")
     foreign = _non_ascii_name(text, offset)
     if foreign is not None:
         return (*_line_column(text, foreign[0]), offset, foreign[1])
@@ -225,8 +231,12 @@ def _non_ascii_name(text: str, offset: int) -> tuple[int, str] | None:
     if letter is None:
         return None
     ch = word[letter]
-    what = "a define's name is a C identifier of" if word.startswith("define.") else "a name or knob is made of"
-    return start + letter, f"{what} ASCII letters, digits and '_': '{ch}' (U+{ord(ch):04X}) in '{word}' is not ASCII"
+    if word.startswith("define."):
+        what = "a define's name is a C identifier of"
+    else:
+        what = "a name or knob is made of"
+    return start + letter, (f"{what} ASCII letters, digits and '_': '{ch}' (U+{ord(ch):04X}) in "
+                            f"'{word}' is not ASCII")
 
 
 def _unclosed_string(text: str, start: int) -> bool:
@@ -277,14 +287,16 @@ def parse_reporting_all(parser: lark.Lark, text: str, path: str):
         except lark.UnexpectedInput as error:
             line, column, offset, message = _syntax_error(working, parser, error)
             if diagnostics and message.startswith(HEADER_LABEL):
-                break        # the recovery blanked the header: what follows would all read as "no header"
+                break  # the recovery blanked the header: what follows would all read as "no header"
             if (line, column) not in seen:
                 seen.add((line, column))
-                diagnostics.append(Diagnostic(Location(path, line, column), message, source_line(text, line)))
+                diagnostics.append(Diagnostic(Location(path, line, column), message,
+                                              source_line(text, line)))
             start, end = _statement_extent(working, min(offset, len(working)))
             header = HEADER.match(working)
             if header and start < header.end() <= min(offset, end):
-                start = header.end()               # `acf 1;`: the header stays, the rest of its line goes
+                start = header.end()               # `acf 1;`: the header stays, the rest of its
+                                                   # line goes
             if offset >= len(working) or not working[start:end].strip():
                 break
             working = _blank(working, start, end)

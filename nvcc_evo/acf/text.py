@@ -14,6 +14,7 @@ and comments. Only os-level imports: this module is on the compile path.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import NamedTuple
 
 from nvcc_evo.errors import AcfError, Diagnostic, Location
@@ -22,10 +23,11 @@ from nvcc_evo.system.say import HIDDEN
 
 BOM = b"\xef\xbb\xbf"
 LINE_LIMIT = 16384       # characters in a line
-STRING_LIMIT = 8192      # characters in a quoted string (a glob, a kernel name, a command, a pattern), quotes too
+STRING_LIMIT = 8192      # characters in a quoted string (a glob, a kernel name, a command, a
+                         # pattern), quotes too
 COMMENT_LIMIT = 8192     # characters in a comment, from its '#'
-# The rest of a string after its opening quote: as char_places reads it (a backslash escapes the next
-# character), measured where a line is too long to be read character by character.
+# The rest of a string after its opening quote: as char_places reads it (a backslash escapes the
+# next character), measured where a line is too long to be read character by character.
 _STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"?')
 _HIDDEN = re.compile("[" + "".join(re.escape(chr(code)) for code in sorted(HIDDEN)) + "]")
 HIDDEN_SAID = 20         # hidden characters said at most (a file full of them: the first ones)
@@ -57,26 +59,33 @@ def decode(data: bytes, path: str) -> AcfText:
         line_start = before.rfind(b"\n") + 1
         column = len(before[line_start:].decode("utf-8", errors="replace")) + 1
         bad = body[problem.start:problem.end].hex(" ")
-        shown = body[line_start:body.find(b"\n", line_start) if b"\n" in body[line_start:] else len(body)]
+        line_end = body.find(b"\n", line_start)
+        raw = body[line_start:line_end if line_end >= 0 else len(body)]
         raise AcfError([Diagnostic(Location(path, line, column),
-                                   f"the file is not UTF-8 text: byte(s) 0x{bad.replace(' ', ' 0x')} here "
-                                   f"(save it as UTF-8)", shown.decode("utf-8", errors="replace"))]) from None
+                                   "the file is not UTF-8 text: byte(s) "
+                                   f"0x{bad.replace(' ', ' 0x')} here (save it as UTF-8)",
+                                   raw.decode("utf-8", errors="replace"))]) from None
     newline = "\r\n" if "\r\n" in text else "\n"
     text = text.replace("\r\n", "\n")
     alone = text.find("\r")
-    if alone >= 0:          # editors show a new line there; the parser would not (a comment would swallow it)
+    if alone >= 0:          # editors show a new line there; the parser would not (a comment would
+                            # swallow it)
         line_start = text.rfind("\n", 0, alone) + 1
         line = text.count("\n", 0, alone) + 1
         raise AcfError([Diagnostic(Location(path, line, alone - line_start + 1),
                                    "a carriage return (CR) alone: end lines with LF or CR LF",
                                    text[line_start:alone])])
     nul = text.find("\0")
-    if nul >= 0:            # no ACF holds one: a binary file, or one a crash filled with zeros; in a string
-        line_start = text.rfind("\n", 0, nul) + 1      # it named a file no path can name, or a GPU none is
+    # No ACF holds a NUL byte: a binary file, or one a crash filled with zeros; in a string it
+    # named a file no path can name, or a GPU none is.
+    if nul >= 0:
+        line_start = text.rfind("\n", 0, nul) + 1
         line_end = text.find("\n", nul)
-        raise AcfError([Diagnostic(Location(path, text.count("\n", 0, nul) + 1, nul - line_start + 1),
-                                   "a NUL byte: an ACF is text (is this a binary file, or one cut by a crash?)",
-                                   text[line_start:line_end if line_end >= 0 else len(text)].replace("\0", " "))])
+        shown = text[line_start:line_end if line_end >= 0 else len(text)].replace("\0", " ")
+        raise AcfError([Diagnostic(Location(path, text.count("\n", 0, nul) + 1,
+                                            nul - line_start + 1),
+                                   "a NUL byte: an ACF is text (is this a binary file, or one cut "
+                                   "by a crash?)", shown)])
     check_limits(text, path)
     return AcfText(text, newline, bom)
 
@@ -101,7 +110,8 @@ def hidden_characters(text: str, path: str) -> list[Diagnostic]:
     controls): a warning in a string or comment (as compilers' -Wbidi-chars),
     an error elsewhere; the first HIDDEN_SAID of them."""
     found: list[Diagnostic] = []
-    lines: dict[int, dict[int, str]] = {}              # line start -> the places of its characters, read once
+    lines: dict[int, dict[int, str]] = {}              # line start -> the places of its characters,
+                                                       # read once
     for match in _HIDDEN.finditer(text):
         if len(found) == HIDDEN_SAID:
             break
@@ -119,7 +129,6 @@ def hidden_characters(text: str, path: str) -> list[Diagnostic]:
 
 
 def _hidden_said(char: str, place: str) -> str:
-    import unicodedata
     name = unicodedata.name(char, "") or "a control character"
     said = f"a hidden character U+{ord(char):04X} ({name})"
     if place in ("string", "comment"):
@@ -153,17 +162,20 @@ def _run_end(line: str, place: str, begun: int) -> int:
     return rest.end() if rest else len(line)
 
 
-def _too_long(line: str, number: int, path: str, place: str, begun: int, end: int) -> list[Diagnostic]:
+def _too_long(line: str, number: int, path: str, place: str, begun: int,
+              end: int) -> list[Diagnostic]:
     limit = {"string": STRING_LIMIT, "comment": COMMENT_LIMIT}.get(place)
     if limit is None or end - begun <= limit:
         return []
-    return [_said(line, number, path, begun + 1, f"a {place} of {end - begun} characters (the limit is {limit})")]
+    return [_said(line, number, path, begun + 1, f"a {place} of {end - begun} characters (the "
+                                                 f"limit is {limit})")]
 
 
 def _said(line: str, number: int, path: str, column: int, message: str) -> Diagnostic:
     """A diagnostic whose source line is cut after its column (never the whole of a huge line)."""
     shown = line[:column - 1 + SHOWN_AFTER]
-    return Diagnostic(Location(path, number, column), message, shown + ("..." if len(shown) < len(line) else ""))
+    return Diagnostic(Location(path, number, column), message,
+                      shown + ("..." if len(shown) < len(line) else ""))
 
 
 def char_places(text: str):

@@ -38,7 +38,15 @@ def _binary(op: str):
 
 
 def _run_check(kind: str, read):
-    return v_args(meta=True)(lambda self, meta, items: model.RunCheck(kind, read(items[0]), _span(meta)))
+    return v_args(meta=True)(lambda self, meta, items: model.RunCheck(kind, read(items[0]),
+                                                                      _span(meta)))
+
+
+def _group(group: Token | None) -> int | str | None:
+    """A metric's group: a number, or a name."""
+    if group is None:
+        return None
+    return int(group) if group.type == "INT" else str(group)
 
 
 class Build(Transformer):
@@ -57,15 +65,16 @@ class Build(Transformer):
         not an infinity the formatter could not write back."""
         value = float(token)
         if math.isinf(value) and isinstance(token, Token):
-            self.problems.append((_token_span(token), f"number {token} is out of range (a double's largest is "
-                                                     f"{sys.float_info.max:.6g})"))
+            self.problems.append((_token_span(token), f"number {token} is out of range (a double's "
+                                                     f"largest is {sys.float_info.max:.6g})"))
         return value
 
     def _once(self, parts, kinds: tuple[str, ...], where: str):
         """Note every repeat of a once-only part, given (kind, value, span)."""
         for kind in kinds:
             for _, _, span in [p for p in parts if p[0] == kind][1:]:
-                self.problems.append((span, f"a {where} block has one '{kind}'; this one repeats it"))
+                self.problems.append((span, f"a {where} block has one '{kind}'; this one "
+                                            "repeats it"))
 
     # values
     def signed_int(self, items):
@@ -167,7 +176,8 @@ class Build(Transformer):
 
     @v_args(meta=True)
     def select(self, meta, items):
-        return ("select", (str(items[0]), tuple(i for i in items[1:] if i is not None)), _span(meta))
+        return ("select", (str(items[0]), tuple(i for i in items[1:] if i is not None)),
+                _span(meta))
 
     @v_args(meta=True)
     def tune(self, meta, items):
@@ -176,7 +186,8 @@ class Build(Transformer):
         selects = [value for kind, value, _ in items if kind == "select"]
         select, where = selects[-1] if selects else (None, ())
         spans = tuple((kind, span) for kind, _, span in items)
-        return ("tune", model.Tune(minimize, require, select, where, _span(meta), spans), _span(meta))
+        return ("tune", model.Tune(minimize, require, select, where, _span(meta), spans),
+                _span(meta))
 
     # bench
     @v_args(meta=True)
@@ -196,11 +207,11 @@ class Build(Transformer):
     @v_args(meta=True)
     def metric(self, meta, items):
         name, regex, options = items[0], unquote(items[1]), dict(items[2:])
-        group = options.get("group")
-        group = int(group) if isinstance(group, Token) and group.type == "INT" else \
-            (str(group) if group is not None else None)
-        return model.Metric(str(name) if name is not None else "metric", regex, options.get("take", "first"),
-                            group, options.get("unit", ""), "maximize" in options, name is not None, _span(meta))
+        group = _group(options.get("group"))
+        return model.Metric(str(name) if name is not None else "metric", regex,
+                            options.get("take", "first"),
+                            group, options.get("unit", ""), "maximize" in options, name is not None,
+                            _span(meta))
 
     @v_args(meta=True)
     def kernel_metric(self, meta, items):
@@ -291,15 +302,21 @@ class Build(Transformer):
     @v_args(meta=True)
     def bench(self, meta, items):
         of = lambda cls: tuple(i for i in items if isinstance(i, cls))
-        self._once([(t.what, t, t.span) for t in of(model.Text)], ("kernel", "reference", "command"), "bench")
-        self._once([(x.what, x, x.span) for x in of(model.Launch)], ("grid", "block", "shared"), "bench")
-        once = [(type(x).__name__.lower(), x, x.span) for x in of(model.Confirm) + of(model.Repeat) + of(model.Timeout)]
+        self._once([(t.what, t, t.span) for t in of(model.Text)],
+                   ("kernel", "reference", "command"), "bench")
+        self._once([(x.what, x, x.span) for x in of(model.Launch)], ("grid", "block", "shared"),
+                   "bench")
+        once = [(type(x).__name__.lower(), x, x.span)
+                for x in of(model.Confirm) + of(model.Repeat) + of(model.Timeout)]
         self._once(once, ("confirm", "repeat", "timeout"), "bench")
         texts = {t.what: t for t in of(model.Text)}
         first = lambda cls: (of(cls) or (None,))[0]
-        bench = model.Bench(texts.get("kernel"), of(model.Let), of(model.Arg), of(model.Launch), of(model.Check),
-                            texts.get("command"), of(model.Metric), _span(meta), texts.get("reference"),
-                            of(model.RunCheck), first(model.Confirm), first(model.Repeat), first(model.Timeout))
+        bench = model.Bench(texts.get("kernel"), of(model.Let), of(model.Arg), of(model.Launch),
+                            of(model.Check),
+                            texts.get("command"), of(model.Metric), _span(meta),
+                            texts.get("reference"),
+                            of(model.RunCheck), first(model.Confirm), first(model.Repeat),
+                            first(model.Timeout))
         return ("bench", bench, _span(meta))
 
     # targets
@@ -314,7 +331,10 @@ class Build(Transformer):
 
     @v_args(meta=True)
     def target(self, meta, items):
-        count = next(i for i, item in enumerate(items) if not (isinstance(item, Token) and item.type == "NAME"))
+        count = next(i
+                     for i, item in enumerate(items) if not (isinstance(item,
+                                                                        Token) and
+                                                             item.type == "NAME"))
         archs, gpu, body = [str(a) for a in items[:count]], items[count], items[count + 1:]
         settings = tuple(i for i in body if isinstance(i, model.Setting))
         provs = [i for i in body if isinstance(i, tuple)]
@@ -337,6 +357,8 @@ class Build(Transformer):
         first = lambda kind: (pick(kind) or [None])[0]
         search_span = next((span for k, _, span in parts if k == "search"), NO_SPAN)
         search = first("search") or ()
-        return model.Unit(globs, tuple(pick("pin")), tuple(i for i in search if isinstance(i, model.Space)),
-                          first("tune"), first("bench"), tuple(pick("target")), _span(meta), search_span,
+        return model.Unit(globs, tuple(pick("pin")),
+                          tuple(i for i in search if isinstance(i, model.Space)),
+                          first("tune"), first("bench"), tuple(pick("target")), _span(meta),
+                          search_span,
                           tuple(i for i in search if isinstance(i, model.SpaceRequire)), kind)

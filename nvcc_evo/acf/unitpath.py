@@ -5,8 +5,8 @@ from) and the check (which globs are allowed).
 Paths stay inside the ACF's folder. A glob is relative to it, with `/`
 between folders, and matches path segments: `*`, `?` and `[...]` never
 cross a `/`, and a whole segment `**` stands for any number of folders
-(none included): `src/**/*.cu`; last, it names every file below: `src/**`. An absolute glob or a `..` segment is an
-error of the check; a file is seen by its real path (symlinks followed), and
+(none included): `src/**/*.cu`; last, it names every file below: `src/**`. An absolute glob or a
+`..` segment is an error of the check; a file is seen by its real path (symlinks followed), and
 one that lies outside the folder matches nothing. Only os, re and fnmatch:
 the compile path uses it.
 """
@@ -132,5 +132,7 @@ def files(globs, folder) -> list[str]:
     for glob in globs:
         if glob_problem(glob) is None:
             found.update(path for path in _walk(str(folder), segments(glob))
-                         if covers(globs, path, folder) and not SHELL_ACTIVE.search(os.path.relpath(path, folder)))
+                         if covers(globs, path,
+                                   folder) and not SHELL_ACTIVE.search(os.path.relpath(path,
+                                                                                       folder)))
     return sorted(found)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from nvcc_evo.acf import model, unitpath
 from nvcc_evo.acf.expressions import Expr, Span
+from nvcc_evo.acf.sources import unit_defines, unit_sources
 
 from nvcc_evo.acf.bench import command as benchcommand, spec as benchspec
 from nvcc_evo.system.files import not_regular
@@ -19,6 +20,15 @@ from nvcc_evo.system.files import not_regular
 def listed(values) -> str:
     """Names, sorted, comma-separated (for messages)."""
     return ", ".join(sorted(values))
+
+
+def shown(value) -> str:
+    """A value as the ACF spells it (for messages)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f"'{value}'"
+    return repr(value)
 
 
 class BenchChecks:
@@ -30,15 +40,16 @@ class BenchChecks:
     def error(self, span: Span, message: str) -> None:
         raise NotImplementedError              # resolve.Checker's
 
-    def check_bench(self, bench: model.Bench, defines: set[str], named: set[str] | None = None) -> None:
+    def check_bench(self, bench: model.Bench, defines: set[str],
+                    named: set[str] | None = None) -> None:
         """`defines`: the unit's define.* knobs; `named`: every other name an
         expression may use, the #defines of the unit's sources (None where they
         are not read: the wrapper's check, which never holds a build back)."""
         kernel_form = bench.kernel is not None or bench.args or bench.launch
         if bench.command is not None:
             if kernel_form:
-                self.error(bench.span, "a bench block is either a kernel launch (kernel, arg, grid, "
-                           "block) or a command with a metric, not both")
+                self.error(bench.span, "a bench block is either a kernel launch (kernel, arg, "
+                           "grid, block) or a command with a metric, not both")
             if bench.metric is None:
                 self.error(bench.command.span, "a bench command needs a `metric \"REGEX\"` line")
             for span, message in benchcommand.problems(bench):
@@ -50,7 +61,8 @@ class BenchChecks:
             self.error(bench.metric.span, "a metric line needs a `command \"...\"` line")
             return
         for span in benchcommand.command_only(bench):
-            self.error(span, "this statement belongs to a bench command (`command \"...\"` with a metric)")
+            self.error(span, "this statement belongs to a bench command (`command \"...\"` with a "
+                             "metric)")
         if bench.kernel is None:
             self.error(bench.span, "a bench block needs `kernel NAME` (or `command` and `metric`)")
         if bench.reference is not None:
@@ -65,7 +77,6 @@ class BenchChecks:
         #defines, then its pins): the baseline every search starts from must
         launch. Skipped where no source is beside the ACF or a searched define
         has no default there."""
-        from nvcc_evo.acf.sources import unit_defines, unit_sources    # numpy: only for units with a kernel bench
         sources = unit_sources(unit, Path(self.file.path).parent)
         if not sources:
             return
@@ -77,12 +88,14 @@ class BenchChecks:
             benchspec.plan_bench(unit.bench, values)
         except benchspec.ExprError as problem:
             span = problem.node.span if problem.node.span.line > 0 else unit.bench.span
-            self.error(span, f"with the unit's defaults ({sources[0].name}'s #defines and the pins): {problem}")
+            self.error(span, f"with the unit's defaults ({sources[0].name}'s #defines and the "
+                             f"pins): {problem}")
 
     def check_reference(self, reference: model.Text) -> None:
         path, _, function = reference.text.rpartition(":")
         if not path.endswith(".py") or not function.isidentifier():
-            self.error(reference.span, f"a reference reads \"FILE.py:FUNCTION\", got '{reference.text}'")
+            self.error(reference.span, "a reference reads \"FILE.py:FUNCTION\", got "
+                                       f"'{reference.text}'")
             return
         self.check_named_file(path, reference.span, "reference file")
 
@@ -102,7 +115,8 @@ class BenchChecks:
             self.error(span, f"{what} '{path}' is a link out of the ACF's folder "
                        f"(to {os.path.realpath(folder / path)}); paths stay inside it")
 
-    def check_bench_names(self, bench: model.Bench, defines: set[str], named: set[str] | None) -> None:
+    def check_bench_names(self, bench: model.Bench, defines: set[str],
+                          named: set[str] | None) -> None:
         sizes: set[str] = set()
         known = None if named is None else defines | named
         for let in bench.lets:
@@ -120,13 +134,14 @@ class BenchChecks:
         for launch in bench.launch:
             limit = 1 if launch.what == "shared" else 3
             if len(launch.dims) > limit:
-                self.error(launch.span, f"{launch.what} takes at most {limit} value(s), got {len(launch.dims)}")
+                self.error(launch.span, f"{launch.what} takes at most {limit} value(s), got "
+                                        f"{len(launch.dims)}")
             for dim in launch.dims:
                 self.check_expr(dim, launch.span, sizes, known)
         for check in bench.checks:
             if check.name not in arrays:
-                self.error(check.span, f"check names an array argument ({listed(arrays) or 'none'}), "
-                           f"got '{check.name}'")
+                self.error(check.span, "check names an array argument "
+                           f"({listed(arrays) or 'none'}), got '{check.name}'")
             if check.exact and (check.rtol is not None or check.atol is not None):
                 self.error(check.span, "a check is either exact or has tolerances, not both")
             for tolerance in (check.rtol, check.atol):
@@ -141,7 +156,8 @@ class BenchChecks:
             return
         self.check_expr(arg.count, arg.span, sizes, defines)
         if arg.init not in benchspec.INITS:
-            self.error(arg.span, f"unknown initialiser '{arg.init}' (known: {listed(benchspec.INITS)})")
+            self.error(arg.span, f"unknown initialiser '{arg.init}' (known: "
+                                 f"{listed(benchspec.INITS)})")
             return
         allowed, positional = benchspec.INITS[arg.init]
         unnamed = [p for p in arg.params if p.name is None]
@@ -153,7 +169,8 @@ class BenchChecks:
                            f"(known: {', '.join(allowed) or 'none'})")
             self.check_expr(param.expr, arg.span, sizes, defines)
 
-    def check_expr(self, expr: Expr | None, span: Span, sizes: set[str], defines: set[str] | None) -> None:
+    def check_expr(self, expr: Expr | None, span: Span, sizes: set[str],
+                   defines: set[str] | None) -> None:
         """Every name a size or a define (a knob's or a source's); `defines`
         None: any name may be a source's #define (checked where sources are read)."""
         for ref in benchspec.names_in(expr):
@@ -169,4 +186,5 @@ class BenchChecks:
                 self.error(call.span, f"unknown function '{call.function}' "
                            f"(known: {listed(benchspec.FUNCTIONS)})")
             elif known[0] != len(call.args):
-                self.error(call.span, f"{call.function}() takes {known[0]} arguments, got {len(call.args)}")
+                self.error(call.span, f"{call.function}() takes {known[0]} arguments, got "
+                                      f"{len(call.args)}")

@@ -46,14 +46,17 @@ def problems(bench: model.Bench) -> list[tuple[Span, str]]:
             found.append((check.span, f"an exit code is 0..255, got {check.value}"))
         if check.kind in ("match", "absent"):
             found += _regex_problem(str(check.value), check.span, "check")
-    if bench.confirm is not None and bench.confirm.rounds is not None and bench.confirm.rounds < LEAST_ROUNDS:
+    rounds = bench.confirm.rounds if bench.confirm is not None else None
+    if bench.confirm is not None and rounds is not None and rounds < LEAST_ROUNDS:
         found.append((bench.confirm.span, f"confirm needs at least {LEAST_ROUNDS} rounds (with "
-                                          f"{bench.confirm.rounds} the test cannot reach p < 0.01)"))
+                                          f"{bench.confirm.rounds} the test cannot reach p "
+                                          "< 0.01)"))
     if bench.repeat is not None and not 1 <= bench.repeat.low <= bench.repeat.high <= 1000:
-        found.append((bench.repeat.span, "repeat takes a count 1..1000, or LOW..HIGH with LOW <= HIGH, "
-                                         f"got {bench.repeat.low}..{bench.repeat.high}"))
+        found.append((bench.repeat.span, "repeat takes a count 1..1000, or LOW..HIGH with LOW <= "
+                                         f"HIGH, got {bench.repeat.low}..{bench.repeat.high}"))
     if bench.timeout is not None and not bench.timeout.seconds > 0:
-        found.append((bench.timeout.span, f"timeout takes seconds > 0, got {bench.timeout.seconds}"))
+        found.append((bench.timeout.span, "timeout takes seconds > 0, got "
+                                          f"{bench.timeout.seconds}"))
     return found
 
 
@@ -77,15 +80,16 @@ def command_only(bench: model.Bench) -> list[Span]:
 def _metric_problems(metric: model.Metric) -> list[tuple[Span, str]]:
     found = _regex_problem(metric.regex, metric.span, "metric")
     if metric.name in RESERVED:
-        found.append((metric.span, f"metric name '{metric.name}' is an objective the command backend "
-                                   f"reports itself (reserved: {', '.join(RESERVED)})"))
+        found.append((metric.span, f"metric name '{metric.name}' is an objective the command "
+                                   f"backend reports itself (reserved: {', '.join(RESERVED)})"))
     if metric.take not in TAKES:
         found.append((metric.span, f"take is one of {', '.join(TAKES)}, got '{metric.take}'"))
     if found or metric.group is None:
         return found
     compiled = re.compile(metric.regex)
     if isinstance(metric.group, int) and metric.group > compiled.groups:
-        found.append((metric.span, f"group {metric.group}: the regex has {compiled.groups} group(s)"))
+        found.append((metric.span, f"group {metric.group}: the regex has {compiled.groups} "
+                                   "group(s)"))
     if isinstance(metric.group, str) and metric.group not in compiled.groupindex:
         names = ", ".join(compiled.groupindex) or "none"
         found.append((metric.span, f"group '{metric.group}' is not a named group of the regex "
@@ -101,23 +105,32 @@ def _regex_problem(regex: str, span: Span, what: str) -> list[tuple[Span, str]]:
     return []
 
 
+def _group(metric: model.Metric, pattern: re.Pattern) -> int | str:
+    """The group a metric reads: its own, else the regex's first, else the whole match."""
+    if metric.group is not None:
+        return metric.group
+    return 1 if pattern.groups else 0
+
+
 def read_metric(metric: model.Metric, output: str) -> float | str:
     """The metric's number in a run's output, or why there is none."""
     pattern = re.compile(metric.regex)
     matches = list(pattern.finditer(output))
     if not matches:
         return f"metric {metric.name} /{metric.regex}/ not in the output"
-    group = metric.group if metric.group is not None else (1 if pattern.groups else 0)
+    group = _group(metric, pattern)
     values = []
     for found in matches:
         try:
             values.append(float(found.group(group)))
         except (TypeError, ValueError):
-            return f"metric {metric.name} /{metric.regex}/ matched {found.group(0)!r}: group {group} is not a number"
+            return (f"metric {metric.name} /{metric.regex}/ matched {found.group(0)!r}: "
+                    f"group {group} is not a number")
     return float(TAKES[metric.take](values))
 
 
-NUMBER = re.compile(r"[-+]?(?P<whole>[0-9]*)(?:\.(?P<fraction>[0-9]*))?(?:[eE](?P<exponent>[-+]?[0-9]+))?")
+NUMBER = re.compile(r"[-+]?(?P<whole>[0-9]*)(?:\.(?P<fraction>[0-9]*))?"
+                    r"(?:[eE](?P<exponent>[-+]?[0-9]+))?")
 
 
 def printed_step(text: str) -> float | None:
@@ -133,21 +146,22 @@ def metric_step(metric: model.Metric, output: str) -> float | None:
     """The coarsest resolution the metric's numbers were printed with in a
     run's output (None: none of them reads as a plain number)."""
     pattern = re.compile(metric.regex)
-    group = metric.group if metric.group is not None else (1 if pattern.groups else 0)
+    group = _group(metric, pattern)
     printed = [printed_step(found.group(group) or "") for found in pattern.finditer(output)]
     steps = [step for step in printed if step is not None]
     return max(steps) if steps else None
 
 
-def coarse_resolution(metric: model.Metric, output: str, value: float, least_gain: float) -> tuple[float, str]:
-    """(the metric's printed resolution, what to say when it is coarser, relative to `value`, than the least
-    gain a retune accepts: then no run can show such a gain; "" when it is not)."""
+def coarse_resolution(metric: model.Metric, output: str, value: float,
+                      least_gain: float) -> tuple[float, str]:
+    """(the metric's printed resolution, what to say when it is coarser, relative to `value`, than
+    the least gain a retune accepts: then no run can show such a gain; "" when it is not)."""
     step = metric_step(metric, output) or 0.0
     if not value or step / abs(value) <= least_gain:
         return step, ""
-    return step, (f"metric {metric.name} is printed to {step:g} ({step / abs(value):.2%} of {value:g}): coarser "
-                  f"than the least gain a retune accepts ({least_gain:.1%}); smaller gains cannot show: "
-                  "print more digits")
+    return step, (f"metric {metric.name} is printed to {step:g} ({step / abs(value):.2%} of "
+                  f"{value:g}): coarser than the least gain a retune accepts ({least_gain:.1%}); "
+                  "smaller gains cannot show: print more digits")
 
 
 def wrong_answer(checks: tuple[model.RunCheck, ...], output: str, exit_code: int) -> str:

@@ -103,7 +103,8 @@ def evaluate(expr: Expr, env: Mapping[str, int | float]) -> int | float:
     return {"+": left + right, "-": left - right, "*": left * right}[expr.op]
 
 
-COMPARE: dict[str, Callable] = {"<=": lambda a, b: a <= b, "<": lambda a, b: a < b, ">=": lambda a, b: a >= b,
+COMPARE: dict[str, Callable] = {"<=": lambda a, b: a <= b, "<": lambda a, b: a < b,
+                                ">=": lambda a, b: a >= b,
                                  ">": lambda a, b: a > b, "==": lambda a, b: a == b}
 
 
@@ -112,7 +113,8 @@ def require_holds(require: model.SpaceRequire, defines: Mapping[str, int | float
     that cannot be evaluated (a division by zero, a name without a value)
     does not."""
     try:
-        return bool(COMPARE[require.op](evaluate(require.left, defines), evaluate(require.right, defines)))
+        return bool(COMPARE[require.op](evaluate(require.left, defines),
+                                        evaluate(require.right, defines)))
     except (ExprError, TypeError):
         return False
 
@@ -183,7 +185,8 @@ class BenchPlan:
         memory-bound kernel can't beat. A checked array that also has initial
         data (saxpy's y) is read and written: it counts twice."""
         checked = {c.name for c in self.checks}
-        return sum(a.count * DTYPES[a.dtype][0] * (2 if a.name in checked and a.init != "output" else 1)
+        return sum(a.count * DTYPES[a.dtype][0] * (2 if a.name in checked and
+                                                   a.init != "output" else 1)
                    for a in self.arrays)
 
 
@@ -196,7 +199,15 @@ def _dims(exprs, env, what: str) -> tuple[int, int, int]:
     values = [evaluate(e, env) for e in exprs]
     if any(not isinstance(v, int) or v <= 0 for v in values):
         raise ExprError(exprs[0], f"{what} must be positive integers, got {values}")
-    return cast("tuple[int, int, int]", tuple(values + [1] * (3 - len(values))))   # (resolve: at most 3)
+    # (resolve: at most 3)
+    return cast("tuple[int, int, int]", tuple(values + [1] * (3 - len(values))))
+
+
+def _rtol(check: model.Check) -> float:
+    """A check's relative tolerance: its own, else none for an exact one, else 1e-5."""
+    if check.rtol is not None:
+        return check.rtol
+    return 0.0 if check.exact else 1e-5
 
 
 def plan_bench(bench: model.Bench, defines: Mapping[str, int | float],
@@ -209,7 +220,8 @@ def plan_bench(bench: model.Bench, defines: Mapping[str, int | float],
     lets = dict(lets or {})
     unknown = sorted(set(lets) - {let.name for let in bench.lets})
     if unknown:
-        raise ValueError(f"no `let {unknown[0]}` in the bench of kernel {bench.kernel.text} to replace")
+        raise ValueError(f"no `let {unknown[0]}` in the bench of kernel {bench.kernel.text} to "
+                         "replace")
     env = dict(defines)
     for let in bench.lets:
         env[let.name] = lets[let.name] if let.name in lets else evaluate(let.expr, env)
@@ -218,11 +230,13 @@ def plan_bench(bench: model.Bench, defines: Mapping[str, int | float],
         if arg.count is None:                      # (not arg.is_array)
             assert arg.value is not None
             value = evaluate(arg.value, env)
-            args.append(ScalarPlan(arg.name, arg.dtype, float(value) if arg.dtype.startswith(("f", "bf")) else int(value)))
+            floating = arg.dtype.startswith(("f", "bf"))
+            args.append(ScalarPlan(arg.name, arg.dtype, float(value) if floating else int(value)))
             continue
         count = evaluate(arg.count, env)
         if not isinstance(count, int) or count <= 0:
-            raise ExprError(arg.count, f"element count of {arg.name} must be a positive integer, got {count}")
+            raise ExprError(arg.count, f"element count of {arg.name} must be a positive integer, "
+                                       f"got {count}")
         params = dict(INIT_DEFAULTS[arg.init])
         names = INITS[arg.init][0]
         for position, param in enumerate(arg.params):
@@ -232,6 +246,7 @@ def plan_bench(bench: model.Bench, defines: Mapping[str, int | float],
     block = _dims(bench.launch_dims("block"), env, "block")
     shared_dims = bench.launch_dims("shared")
     shared = int(evaluate(shared_dims[0], env)) if shared_dims else 0
-    checks = tuple(CheckPlan(c.name, c.rtol if c.rtol is not None else (0.0 if c.exact else 1e-5),
-                             c.atol if c.atol is not None else 0.0, c.exact) for c in bench.checks)
-    return BenchPlan(bench.kernel.text, tuple(args), grid, block, shared, checks, tuple(sorted(env.items())))
+    checks = tuple(CheckPlan(c.name, _rtol(c), c.atol if c.atol is not None else 0.0, c.exact)
+                   for c in bench.checks)
+    return BenchPlan(bench.kernel.text, tuple(args), grid, block, shared, checks,
+                     tuple(sorted(env.items())))

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.expressions import NO_SPAN, Span
-from nvcc_evo.acf.edit.spelling import (show_arg, show_check, show_condition, show_domain, show_expr, show_metric,
-                                        show_record, show_run_check, show_runs, show_space_require, show_string,
+from nvcc_evo.acf.edit.spelling import (show_arg, show_check, show_condition, show_domain,
+                                        show_expr, show_metric,
+                                        show_record, show_run_check, show_runs, show_space_require,
+                                        show_string,
                                         show_value)
 from nvcc_evo.acf.parse import parse_text
 
@@ -27,8 +29,10 @@ class Attached:
     """Comments owned by one statement."""
 
     leading: list[str] = field(default_factory=list)
-    trailing: list[model.Comment] = field(default_factory=list)   # after the statement or block header
-    below: list[str] = field(default_factory=list)      # own lines kept under it (the file's header comment)
+    trailing: list[model.Comment] = field(default_factory=list)   # after the statement or block
+                                                                  # header
+    below: list[str] = field(default_factory=list)      # own lines kept under it (the file's header
+                                                        # comment)
     footer: list[str] = field(default_factory=list)     # own lines before a block's '}'
     closing: list[str] = field(default_factory=list)    # after a block's '}'
 
@@ -48,7 +52,8 @@ def _leaf(span: Span) -> _Node:
 
 
 def _block(span: Span, children) -> _Node:
-    return _Node(span, sorted((c for c in children if c.span.start >= 0), key=lambda n: n.span.start))
+    return _Node(span,
+                 sorted((c for c in children if c.span.start >= 0), key=lambda n: n.span.start))
 
 
 def _tree(file: model.AcfFile) -> _Node:
@@ -57,7 +62,8 @@ def _tree(file: model.AcfFile) -> _Node:
     for unit in file.units:
         parts = [_leaf(p.span) for p in unit.pins]
         if unit.search_span.start >= 0:
-            parts.append(_block(unit.search_span, [_leaf(s.span) for s in unit.space + unit.requires]))
+            parts.append(_block(unit.search_span,
+                                [_leaf(s.span) for s in unit.space + unit.requires]))
         if unit.tune is not None:
             parts.append(_block(unit.tune.span, [_leaf(s) for _, s in unit.tune.item_spans]))
         if unit.bench is not None:
@@ -77,7 +83,8 @@ def _target_node(target: model.Target) -> _Node:
 def _bench_items(bench: model.Bench):
     texts = [t for t in (bench.kernel, bench.reference, bench.command) if t is not None]
     runs = [part for part in (bench.confirm, bench.repeat, bench.timeout) if part is not None]
-    return [*texts, *bench.metrics, *bench.run_checks, *runs, *bench.lets, *bench.args, *bench.launch,
+    return [*texts, *bench.metrics, *bench.run_checks, *runs, *bench.lets, *bench.args,
+            *bench.launch,
             *bench.checks]
 
 
@@ -167,9 +174,11 @@ class Writer:
         own = self._own(span)
         # Comments whose statement no longer prints (merged lines) stay inside the block.
         for key, stray in self.comments.items():
-            if key not in self.done and span.start <= key[0] and key[1] <= span.end and span.start >= 0:
+            inside = span.start <= key[0] and key[1] <= span.end and span.start >= 0
+            if key not in self.done and inside:
                 self.done.add(key)
-                for comment in stray.leading + [c.text for c in stray.trailing] + stray.footer + stray.closing:
+                trailing = [c.text for c in stray.trailing]
+                for comment in stray.leading + trailing + stray.footer + stray.closing:
                     self._emit(comment, [])
         for comment in own.footer:
             self._emit(comment, [])
@@ -179,7 +188,8 @@ class Writer:
 
 def unit_header(unit: model.Unit) -> str:
     """`unit "a.cu"`, `unit kernel "matmul_*"`: what opens a unit's block."""
-    return ("unit kernel " if unit.is_kernel else "unit ") + " ".join(show_string(g) for g in unit.globs)
+    return ("unit kernel " if unit.is_kernel else "unit ") + " ".join(show_string(g)
+                                                                      for g in unit.globs)
 
 
 def _write_unit(w: Writer, unit: model.Unit) -> None:
@@ -209,11 +219,13 @@ def _write_tune(w: Writer, tune: model.Tune) -> None:
     w.open(tune.span, "tune")
     if tune.minimize:
         w.leaf(spans.get("minimize", [NO_SPAN])[0], "minimize " + ", ".join(tune.minimize))
-    for condition, span in zip(tune.require, spans.get("require", []) + [NO_SPAN] * len(tune.require)):
+    for condition, span in zip(tune.require,
+                               spans.get("require", []) + [NO_SPAN] * len(tune.require)):
         w.leaf(span, "require " + show_condition(condition))
     if tune.select is not None:
         where = " and ".join(show_condition(c) for c in tune.select_where)
-        w.leaf(spans.get("select", [NO_SPAN])[-1], f"select {tune.select}" + (f" where {where}" if where else ""))
+        w.leaf(spans.get("select", [NO_SPAN])[-1],
+               f"select {tune.select}" + (f" where {where}" if where else ""))
     w.close(tune.span)
 
 
@@ -236,7 +248,8 @@ def _write_bench(w: Writer, bench: model.Bench) -> None:
         w.leaf(arg.span, show_arg(arg))
     for launch in sorted(bench.launch, key=lambda x: ("grid", "block", "shared").index(x.what)):
         dims = ", ".join(show_expr(d) for d in launch.dims)
-        w.leaf(launch.span, f"shared {dims}" if launch.what == "shared" else f"{launch.what} ({dims})")
+        w.leaf(launch.span,
+               f"shared {dims}" if launch.what == "shared" else f"{launch.what} ({dims})")
     for check in bench.checks:
         w.leaf(check.span, show_check(check))
     w.close(bench.span)

@@ -17,7 +17,8 @@ from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.errors import AcfChanged
 
 
-def update_target(text: str, globs: tuple[str, ...], target: model.Target, path: str = "<acf>") -> str:
+def update_target(text: str, globs: tuple[str, ...], target: model.Target,
+                  path: str = "<acf>") -> str:
     """Replace (or add) `target` in the unit with these globs, found in
     `text` as it is now (never by position: a unit inserted above must not
     receive another's result); all other bytes stay. AcfChanged when no unit
@@ -35,7 +36,8 @@ def find_unit(file: model.AcfFile, globs: tuple[str, ...]) -> model.Unit:
         raise AcfChanged(f"no unit {shown} in {file.path} any more (removed, or its globs changed)")
     if len(found) > 1:
         lines = ", ".join(str(u.span.line) for u in found)
-        raise AcfChanged(f"{len(found)} units {shown} in {file.path} (lines {lines}): which one is meant is unclear")
+        raise AcfChanged(f"{len(found)} units {shown} in {file.path} (lines {lines}): which one is "
+                         "meant is unclear")
     return found[0]
 
 
@@ -79,7 +81,8 @@ def _add_block(text: str, file: model.AcfFile, unit: model.Unit, target: model.T
     return _written(text, file, target, indent, start, start, "\n" + indent, "\n" + unit_indent)
 
 
-def _written(text: str, file: model.AcfFile, target: model.Target, indent: str, start: int, end: int,
+def _written(text: str, file: model.AcfFile, target: model.Target, indent: str, start: int,
+             end: int,
              prefix: str, suffix: str) -> str:
     w = Writer(attach_comments(file), margin=len(indent))
     write_target(w, target)

@@ -12,7 +12,8 @@ import re
 from nvcc_evo.acf import model
 from nvcc_evo.acf.expressions import Binary, Call, Expr, Literal, Ref, Span, Unary
 
-BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")     # the grammar's NAME: ASCII (str.isidentifier takes é)
+BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")     # the grammar's NAME: ASCII (str.isidentifier
+                                                      # takes é)
 PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2}
 KEYWORDS = frozenset(
     "acf unit pin search in step bool tune minimize require select where and baseline bench "
@@ -81,14 +82,15 @@ def show_space_require(require: model.SpaceRequire) -> str:
 
 def show_condition(condition: model.Condition) -> str:
     if condition.relative:
-        bound = "baseline" if condition.bound == 1.0 else f"{show_value(condition.bound)} * baseline"
+        bound = ("baseline" if condition.bound == 1.0
+                 else f"{show_value(condition.bound)} * baseline")
     else:
         bound = show_value(condition.bound)
     return f"{condition.metric} {condition.op} {bound}"
 
 
 def show_arg(arg: model.Arg) -> str:
-    if arg.count is None:                      # a scalar (not arg.is_array): the grammar gives it a value
+    if arg.count is None:  # a scalar (not arg.is_array): the grammar gives it a value
         assert arg.value is not None
         return f"arg {arg.name} : {arg.dtype} = {show_expr(arg.value)}"
     if arg.init == "output":
@@ -133,7 +135,8 @@ def show_runs(bench: model.Bench) -> list[tuple[Span, str]]:
     """The command form's cost statements: confirm, repeat, timeout."""
     shown = []
     if bench.confirm is not None:
-        parts = ["confirm"] + ([show_string(bench.confirm.command)] if bench.confirm.command is not None else [])
+        parts = ["confirm"]
+        parts += [show_string(bench.confirm.command)] if bench.confirm.command is not None else []
         parts += [f"rounds {bench.confirm.rounds}"] if bench.confirm.rounds is not None else []
         shown.append((bench.confirm.span, " ".join(parts)))
     if bench.repeat is not None:
@@ -148,5 +151,7 @@ def show_record(record: model.Record) -> str:
     """`key = value`: a name bare, as the grammar reads it back in a record (a
     keyword is a name there: `backend = command` as `backend = static`)."""
     spread = f" +- {show_value(record.spread)}" if record.spread is not None else ""
-    bare = isinstance(record.value, str) and BARE_NAME.fullmatch(record.value) and record.value not in ("true", "false")
+    bare = isinstance(record.value,
+                      str) and BARE_NAME.fullmatch(record.value) and record.value not in ("true",
+                                                                                          "false")
     return f"{record.key} = {record.value if bare else show_value(record.value)}{spread}"

@@ -37,7 +37,7 @@ from nvcc_evo.errors import AcfChanged, EvoError, NotWritable
 from nvcc_evo.system.locks import Wait, hold, lock_for, locked
 
 ATTEMPTS = 20            # saves by an editor in a row before giving up
-STILL = 2.0              # seconds unchanged that make a file settled where no lease tells of its writers
+STILL = 2.0  # seconds unchanged that make a file settled where no lease tells of its writers
 SETTLE_LIMIT = 60.0      # seconds a file may keep changing before the write gives up
 POLL = 0.02
 
@@ -48,12 +48,14 @@ def writable(path: str | Path) -> Path:
     read-only for root too: someone made it so on purpose."""
     real = Path(os.path.realpath(path))
     shown = f"{path}" + (f" (a link to {real})" if str(real) != os.path.abspath(path) else "")
-    for place, what in ((real, "it is read-only"), (real.parent, f"its folder {real.parent} is read-only")):
+    for place, what in ((real, "it is read-only"), (real.parent, f"its folder {real.parent} is "
+                                                                 "read-only")):
         if place == real and not real.exists():
             continue                           # a new file: only its folder matters
         mode = place.stat().st_mode
         if not os.access(place, os.W_OK) or not mode & 0o222:
-            raise NotWritable(f"cannot write {shown}: {what} (mode {mode & 0o7777:04o}); left as it is")
+            raise NotWritable(f"cannot write {shown}: {what} (mode {mode & 0o7777:04o}); left "
+                              "as it is")
     return real
 
 
@@ -67,7 +69,8 @@ def _temporary(real: Path, data: bytes, like: os.stat_result | None) -> tuple[st
     """`data` in a synced temporary file beside `real` with its mode and owner
     (`like`: the file it replaces, None for a new file), and an fd holding
     its lock (a sweep of another run leaves a locked temporary alone)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.{os.getpid()}.", suffix=".tmp", dir=real.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.{os.getpid()}.", suffix=".tmp",
+                               dir=real.parent)
     held = hold(fd)
     try:
         with os.fdopen(fd, "wb") as out:
@@ -166,8 +169,8 @@ def settle(fd: int, path: str | Path) -> _State:
         if now != state:
             state, since = now, time.monotonic()
         if time.monotonic() - start > SETTLE_LIMIT:
-            raise AcfChanged(f"{path} kept changing for {SETTLE_LIMIT:g} s while nvcc-evo waited to write it; "
-                             "not written")
+            raise AcfChanged(f"{path} kept changing for {SETTLE_LIMIT:g} s while nvcc-evo waited "
+                             "to write it; not written")
 
 
 def rewrite(path: str | Path, update: Callable[[str], str], wait: Wait = Wait()) -> bool:
@@ -177,7 +180,8 @@ def rewrite(path: str | Path, update: Callable[[str], str], wait: Wait = Wait())
     changed. Another nvcc-evo writing it is waited for as `wait` says
     (locks.Busy when it does not end)."""
     real = writable(path)
-    with locked(real, lock_for(real), wait, f"another nvcc-evo is writing {path}"), _Files(real) as files:
+    with locked(real, lock_for(real), wait,
+                f"another nvcc-evo is writing {path}"), _Files(real) as files:
         for _ in range(ATTEMPTS):
             before = settle(files.base, path)
             try:
@@ -185,12 +189,12 @@ def rewrite(path: str | Path, update: Callable[[str], str], wait: Wait = Wait())
                 new = update(current.text)
             except EvoError:
                 if _State.of(files.base) != before:
-                    continue        # a save began as it was read: the update sees its text, once settled
+                    continue  # a save began as it was read: the update sees its text, once settled
                 raise
             if new == current.text and files.written is None:
                 return False
             if not files.put(current.encode(new), before):
-                continue            # saved meanwhile (in place, or renamed over): redone on the new text
+                continue  # saved meanwhile (in place, or renamed over): redone on the new text
             if _State.of(files.base) == before and being_written(files.base) is not True:
                 return True
             # An in-place save began before the rename and goes on in the file the rename replaced:
@@ -220,7 +224,8 @@ class _Files:
     def put(self, data: bytes, before: _State) -> bool:
         """`data` at the path, if nobody wrote meanwhile to `base` (`before`:
         its state when read) nor to what is at the path; False if someone did."""
-        placed = _replace(self.real, data, lambda: _State.of(self.base) == before and self._ours_in_place())
+        placed = _replace(self.real, data,
+                          lambda: _State.of(self.base) == before and self._ours_in_place())
         if placed is None:
             if not self._ours_in_place():            # a newer save at the path: start again from it
                 os.close(self.base)
