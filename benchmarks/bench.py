@@ -160,7 +160,7 @@ def bench_shape(pool, unit, built: dict, shape: dict, rounds: int, copy_rate: fl
         if answer.status != "ok":
             problems[side] = f"{answer.status}: {answer.detail}"
         elif expected is not None:
-            problems[side] = outputs_match(answer.outputs, expected, plans[side])
+            problems[side] = str(outputs_match(answer.outputs, expected, plans[side]) or "")
     samples = {side: [] for side in plans}
     for _ in range(rounds):
         for side in plans:

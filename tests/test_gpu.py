@@ -10,6 +10,7 @@ import pytest
 from conftest import DATA, FAULTY_BENCH as BENCH, evo_env, run_evo
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.cubin.compile import CompileJob, compile_candidate
+from nvcc_evo.measure import Wrong
 from nvcc_evo.measure.stats import summarize
 
 pytestmark = pytest.mark.gpu
@@ -67,9 +68,9 @@ def test_energy_between_the_counters_steps_is_quick_and_repeats(gpu):
 def test_wrong_and_unwritten_outputs_are_caught(gpu):
     _, baseline = measure(gpu, {})
     wrong, _ = measure(gpu, {"BUG": 1}, reference=baseline.reference)
-    assert wrong.status == "wrong-answer" and "outside rtol" in wrong.detail
+    assert wrong.status == "wrong-answer" and "outside rtol" in wrong.detail and wrong.wrong == Wrong.OUTSIDE
     skipped, _ = measure(gpu, {"SKIP": 1, "BLOCK": 256}, reference=baseline.reference)
-    assert skipped.status == "wrong-answer"
+    assert skipped.status == "wrong-answer" and skipped.wrong == Wrong.UNWRITTEN, skipped
 
 
 def test_a_crashing_candidate_is_recorded_and_the_worker_replaced(gpu):

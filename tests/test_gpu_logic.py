@@ -13,6 +13,8 @@ import pytest
 from nvcc_evo.acf.bench.spec import ExprError, plan_bench
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.errors import EnvironmentProblem
+from nvcc_evo.measure import Wrong
+from nvcc_evo.measure.check import Mismatch
 from nvcc_evo.measure.gpu import WorkerPool, outputs_match
 from nvcc_evo.measure.gpu_worker import (Answer, CopyRate, Device, Hello, Incumbent, NoGpu, RunRequest, classify,
                                          host_array, poison, to_storage, worker_main)
@@ -78,12 +80,16 @@ def test_host_data_is_seeded_typed_and_poisoned():
 def test_output_checks_catch_wrong_unwritten_and_nan():
     plan = plan_bench(BENCH, {"TILE": 1})
     ref = {"y": np.linspace(1, 2, 1000, dtype=np.float32)}
-    assert outputs_match({"y": ref["y"].copy()}, ref, plan) == ""
-    assert outputs_match({"y": ref["y"] * (1 + 5e-6)}, ref, plan) == ""
-    assert "elements outside rtol" in outputs_match({"y": ref["y"] * 1.001}, ref, plan)
+    assert outputs_match({"y": ref["y"].copy()}, ref, plan) is None
+    assert outputs_match({"y": ref["y"] * (1 + 5e-6)}, ref, plan) is None
+    outside = outputs_match({"y": ref["y"] * 1.001}, ref, plan)
+    assert outside is not None and outside.kind == Wrong.OUTSIDE and outside.elements == 1000
+    assert "1000 elements outside rtol" in str(outside)
     unwritten = ref["y"].copy()
     unwritten[::2] = np.nan
-    assert "500 NaN or unwritten" in outputs_match({"y": unwritten}, ref, plan)
+    found = outputs_match({"y": unwritten}, ref, plan)
+    assert found is not None and (found.kind, found.output, found.elements) == (Wrong.UNWRITTEN, "y", 500)
+    assert str(found) == "y: 500 NaN or unwritten elements"
 
 
 def test_bf16_outputs_are_checked_against_a_kept_reference():
@@ -95,10 +101,10 @@ def test_bf16_outputs_are_checked_against_a_kept_reference():
                                     for a in plan.args))
     got = to_storage(np.linspace(1, 2, 1000), "bf16")
     kept = as_reference({"y": got}, plan)
-    assert outputs_match({"y": got.copy()}, kept, plan) == ""
+    assert outputs_match({"y": got.copy()}, kept, plan) is None
     spoiled = got.copy()
     spoiled[3] = to_storage(np.array([7.0]), "bf16")[0]
-    assert "1 elements outside rtol" in outputs_match({"y": spoiled}, kept, plan)
+    assert "1 elements outside rtol" in str(outputs_match({"y": spoiled}, kept, plan))
 
 
 def test_cuda_errors_are_classified():
@@ -197,8 +203,8 @@ def test_the_pipes_values_cross_a_real_pipe_as_they_are():
     outputs = {"y": np.linspace(1, 2, 1000, dtype=np.float32)}
     sent = [FAKE, NoGpu("no device"), CopyRate(), RunRequest(b"\x7fELF", plan, time=True, min_seconds=0.2,
             race=Incumbent(10.5, 0.02), settle=True, energy=True, outputs=True, seed=1000, compare="k"),
-            Answer("ok", costs={"load": 0.1}, wrong="", times_us=[1.0, 2.0], planned=9, stopped="raced",
-                   energy_mj=2.0, power_w=500.0, launches=16), None]
+            Answer("ok", costs={"load": 0.1}, wrong=Mismatch(Wrong.UNWRITTEN, "y", 3), times_us=[1.0, 2.0], planned=9,
+                   stopped="raced", energy_mj=2.0, power_w=500.0, launches=16), None]
     try:
         for value in sent:
             near.send(value)
@@ -320,11 +326,13 @@ def test_the_measuring_process_keeps_compares_and_sends_back_outputs_only_when_a
     wrong = {"y": right["y"] * 1.01}
     held = {}
     assert checked(RunRequest(b"", plan, keep="base"), right, held) == {}          # nothing crosses back
-    assert checked(RunRequest(b"", plan, compare="base"), right, held) == {"wrong": ""}
-    assert "elements outside rtol" in checked(RunRequest(b"", plan, compare="base"), wrong, held)["wrong"]
-    assert checked(RunRequest(b"", plan, compare="other"), right, held)["wrong"] == "no reference here"
+    assert checked(RunRequest(b"", plan, compare="base"), right, held) == {"wrong": None}
+    assert checked(RunRequest(b"", plan, compare="base"), wrong, held)["wrong"].kind == Wrong.OUTSIDE
+    unchecked = checked(RunRequest(b"", plan, compare="other"), right, held)["wrong"]
+    assert unchecked.kind == Wrong.UNCHECKED and str(unchecked) == "no reference here"
     take_reference(RunRequest(b"", plan, reference=("other", wrong)), held)
-    assert checked(RunRequest(b"", plan, compare="other", outputs=True), wrong, held) == {"outputs": wrong, "wrong": ""}
+    asked = RunRequest(b"", plan, compare="other", outputs=True)
+    assert checked(asked, wrong, held) == {"outputs": wrong, "wrong": None}
 
 
 def test_the_gpu_confirmation_builds_its_own_pair_and_stops_at_a_failed_build(tmp_path, real_nvcc):
@@ -363,7 +371,7 @@ class LoggingDevice(StandInDevice):
         time.sleep(0.005)
         outputs = {"y": np.zeros(request.plan.args[-1].count, np.float32)} if request.outputs else None
         times = [100.0 if request.cubin == b"a" else 90.0] * 5 if request.time else None
-        return Answer("ok", outputs=outputs, times_us=times, wrong="")
+        return Answer("ok", outputs=outputs, times_us=times)
 
 
 def logging_worker(connection, device):

@@ -14,6 +14,10 @@ from nvcc_evo.cubin.occupancy import LaunchRefusal, launch_problem
 from nvcc_evo.engine.evolve import Budget, Engine, Evaluation, run_search
 from nvcc_evo.execute.learned import LaunchLimits
 from nvcc_evo.engine.space import Dimension, Genome, SearchSpace
+from nvcc_evo.measure import Wrong
+from nvcc_evo.status import Status
+
+WRONG = Status.WRONG_ANSWER
 
 BENCH = parse_text('''acf 1
 unit "k.cu" {
@@ -264,14 +268,20 @@ SOFTMAX = SearchSpace((Dimension("define.BLOCK", (128, 256, 512, 1024), 256), Di
 SOFTMAX_EXACT = SearchSpace(SOFTMAX.dimensions[:-1])          # kernels/softmax.cu's space: no fast math
 
 
-def _unwritten() -> str:
-    """What the real check says of an output with elements never written (NaN-filled), as the GPU backend does."""
+def _check(spoil) -> Wrong | None:
+    """What the real check finds in an output that `spoil` made of the reference, as the GPU backend asks it."""
     from nvcc_evo.measure.check import outputs_match
     plan = plan_bench(BENCH, {"BX": 32, "BY": 1, "STAGES": 1})
     reference = np.ones(4096, np.float32)
     got = reference.copy()
-    got[2048:] = np.nan
-    return "against the numpy reference: " + outputs_match({"y": got}, {"y": reference}, plan)
+    spoil(got)
+    found = outputs_match({"y": got}, {"y": reference}, plan)
+    return found.kind if found is not None else None
+
+
+def _unwritten() -> Wrong | None:
+    """Elements never written (NaN-filled: the worker poisons outputs before the launch)."""
+    return _check(lambda got: got.__setitem__(slice(2048, None), np.nan))
 
 
 def _point(block: int, **knobs) -> Genome:
@@ -280,12 +290,11 @@ def _point(block: int, **knobs) -> Genome:
 
 def test_a_wrong_output_forbids_its_defines_under_knobs_that_cannot_change_results():
     from nvcc_evo.execute.learned import WrongAnswers
-    said = {"rounding": "against the numpy reference: y: 3 elements outside rtol 1e-05 atol 1e-09 (worst "
-                        "relative error 2e-05)", "unwritten": _unwritten()}
-    assert "NaN or unwritten elements" in said["unwritten"]
+    found = {"rounding": _check(lambda got: got.__setitem__(slice(0, 3), 1.001)), "unwritten": _unwritten()}
+    assert found == {"rounding": Wrong.OUTSIDE, "unwritten": Wrong.UNWRITTEN}
     wrong = _point(256)
-    for kind, detail in said.items():
-        learner = WrongAnswers(_only_defines, lambda genome: detail)
+    for kind, said in found.items():
+        learner = WrongAnswers(_only_defines, lambda genome: said)
         learner.learn(Evaluation(wrong, (float("inf"),), float("inf"), "wrong-answer"))
         assert learner.forbids(_point(256, **{"ptxas.dlcm": "cg"}))      # a cache modifier changes no result
         assert not learner.forbids(_point(512))                          # other defines
@@ -295,12 +304,35 @@ def test_a_wrong_output_forbids_its_defines_under_knobs_that_cannot_change_resul
         assert not learner.forbids(_point(256, **{"ptxas.opt_level": 1, "nvcc.use_fast_math": True}))
 
 
+def test_what_a_wrong_output_teaches_is_the_checks_fact_kept_by_the_store_not_its_words(tmp_path):
+    """The learner reads the measurement's `wrong` (measure.check's finding), through the results store as a
+    resumed search does; it read the detail's words before, so a bench command's output that printed them
+    taught 'unwritten' and an unwritten output told in other words taught nothing."""
+    from types import SimpleNamespace
+    from nvcc_evo.execute.learned import wrong_for
+    from nvcc_evo.execute.store import Context, StoredResult, Store
+    from nvcc_evo.measure import failed
+    (tmp_path / "softmax.cu").write_text("#define BLOCK 256\n")
+    echoed, unwritten = _point(256), _point(128)
+    store = Store(tmp_path / "results.jsonl")
+    context = Context("13.0.88", "f" * 16, "sm_90", "H200", "pycuda", '"softmax.cu"', "b" * 16)
+    store.append(StoredResult(echoed, (), failed(WRONG, "check failed: y: 7 NaN or unwritten elements (the "
+                                                        "command's own words)"), "", context))
+    store.append(StoredResult(unwritten, (), failed(WRONG, "y: wrong", wrong=_unwritten()), "", context))
+    measured = {r.genome: r.measurement for r in store.read()}
+    assert [m.wrong for m in measured.values()] == [None, Wrong.UNWRITTEN]
+    learner = wrong_for(tmp_path / "softmax.cu", SOFTMAX_EXACT, SimpleNamespace(measured=measured))
+    for genome in (echoed, unwritten):
+        learner.learn(Evaluation(genome, (float("inf"),), float("inf"), WRONG))
+    assert learner.broken == [_only_defines(unwritten)]
+
+
 def _softmax_search(learn: bool, seed: int):
     """A search whose outputs are unwritten where BLOCK * VEC * ITEMS does not cover a 4096-column row (as
     kernels/softmax.cu's are), faster for more work per thread."""
     from nvcc_evo.execute.learned import WrongAnswers
     details: dict = {}
-    learner = WrongAnswers(_only_defines, lambda g: details.get(g, "")) if learn else None
+    learner = WrongAnswers(_only_defines, details.get) if learn else None
     generations: list = []
 
     def evaluate(genomes):

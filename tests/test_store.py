@@ -1,11 +1,13 @@
 """The append-only results store: resume, contexts, crash safety."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from nvcc_evo.measure import Measurement
+from nvcc_evo.status import Status
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.execute.store import Context, MixedResults, StoredResult, Store, require_same_context
 
@@ -148,3 +150,23 @@ def test_raced_is_a_field_kept_by_the_store_and_read_from_an_older_store_s_detai
     old.path.write_text(store.path.read_text().replace(', "raced": true', "").replace(
         '"detail": "stopped after', '"detail": "raced: stopped after'))
     assert [r.measurement.raced for r in old.read()] == [False, True]
+
+
+def test_what_a_check_found_wrong_is_a_field_kept_by_the_store_and_read_from_an_older_store_s_detail(tmp_path):
+    """`wrong` is the measurement's own field (the kind of wrong measure.check found): stored as such, and a
+    wrong answer of a store written before it, which said an unwritten output only in its detail's words,
+    reads back as Wrong.UNWRITTEN (any other wrong answer there: not said)."""
+    from dataclasses import replace
+    from nvcc_evo.measure import Wrong, failed
+    store = Store(tmp_path / "r.jsonl")
+    for value, wrong, said in ((1, Wrong.UNWRITTEN, "y: 5 NaN or unwritten elements"),
+                               (2, Wrong.OUTSIDE, "y: 2 elements outside rtol 1e-05 atol 0"), (3, None, "exit 1")):
+        store.append(replace(record(value), measurement=failed(Status.WRONG_ANSWER, said, wrong=wrong)))
+    store.append(record(4))
+    assert [r.measurement.wrong for r in store.read()] == [Wrong.UNWRITTEN, Wrong.OUTSIDE, None, None]
+    old = Store(tmp_path / "old.jsonl")
+    old.path.write_text(re.sub(r', "wrong": (null|"\w+")', "", store.path.read_text()))
+    assert [r.measurement.wrong for r in old.read()] == [Wrong.UNWRITTEN, None, None, None]
+    stranger = Store(tmp_path / "stranger.jsonl")
+    stranger.path.write_text(store.path.read_text().replace('"wrong": "outside"', '"wrong": "sideways"'))
+    assert len(stranger.read()) == 3

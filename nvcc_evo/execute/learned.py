@@ -63,6 +63,7 @@ from nvcc_evo.engine.evolve import Engine, Evaluation
 from nvcc_evo.engine.space import Genome, SearchSpace, baseline_defines
 from nvcc_evo.execute.evaluate import Evaluator
 from nvcc_evo.cubin.occupancy import AXES, LaunchRefusal
+from nvcc_evo.measure import Wrong
 from nvcc_evo.status import BUILT, Status
 
 REFUSED = Status.LAUNCH_REFUSED
@@ -179,14 +180,14 @@ class SharedData:
 
 
 WRONG = Status.WRONG_ANSWER
-UNWRITTEN = "NaN or unwritten elements"      # measure.check.outputs_match's words (tests/test_learned.py ties them)
 
 
 class WrongAnswers:
-    """Defines whose output was wrong, learned from one unit's checks (see the module's words)."""
+    """Defines whose output was wrong, learned from one unit's checks (see the module's words); `wrong_of`
+    says what a genome's check found (the measurement's `wrong`; None where it did not say)."""
 
-    def __init__(self, defines_for: Callable[[Genome], dict], details: Callable[[Genome], str]):
-        self.defines_for, self.details = defines_for, details
+    def __init__(self, defines_for: Callable[[Genome], dict], wrong_of: Callable[[Genome], Wrong | None]):
+        self.defines_for, self.wrong_of = defines_for, wrong_of
         self.wrong: set[tuple] = set()        # (defines, knobs that may change results) of wrong outputs
         self.broken: list[dict] = []          # defines wrong whatever the rounding (NaN or unwritten, exact math)
         self.right: list[dict] = []           # defines whose output was right (exact math)
@@ -203,7 +204,7 @@ class WrongAnswers:
             contradicted = self.shrinking and any(_at_most(defines, b) for b in self.broken)
         else:
             self.wrong.add(_results_key(genome))
-            if UNWRITTEN not in self.details(genome) or defines in self.broken:
+            if self.wrong_of(genome) != Wrong.UNWRITTEN or defines in self.broken:
                 return
             self.broken.append(defines)
             if not self.said:
@@ -312,7 +313,9 @@ def shared_for(source: Path, space: SearchSpace, evaluator: Evaluator) -> Shared
 
 def wrong_for(source: Path, space: SearchSpace, evaluator: Evaluator) -> WrongAnswers:
     """The learner of wrong outputs (every backend that checks them)."""
-    return WrongAnswers(_defines_for(source, space), _details(evaluator))
+    measured = evaluator.measured
+    return WrongAnswers(_defines_for(source, space), lambda genome: measured[genome].wrong if genome in measured
+                        else None)
 
 
 def _defines_for(source: Path, space: SearchSpace) -> Callable[[Genome], dict]:

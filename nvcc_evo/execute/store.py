@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvcc_evo.errors import EnvironmentProblem, EvoError
-from nvcc_evo.measure import Measurement
+from nvcc_evo.measure import Measurement, Wrong
 from nvcc_evo.cubin.occupancy import LaunchRefusal
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.status import Status
@@ -68,12 +68,15 @@ def _encode(record: StoredResult) -> str:
         "costs": {stage: round(seconds, 6) for stage, seconds in m.costs},
         **({"refusal": [list(m.refusal.block), *m.refusal[1:]]} if m.refusal is not None else {}),
         **({"raced": True} if m.raced else {}),
+        **({"wrong": m.wrong and m.wrong.value} if m.status == Status.WRONG_ANSWER else {}),   # (null: not said)
     })
 
 
 CONTEXT_FIELDS = tuple(Context.__dataclass_fields__)
 STATUSES = frozenset(status.value for status in Status)
 RACED_BEFORE = "raced:"         # how stores written before the raced field say it: their detail's first word
+UNWRITTEN_BEFORE = "NaN or unwritten elements"   # how they said Wrong.UNWRITTEN: words of a wrong answer's detail
+WRONGS = frozenset(wrong.value for wrong in Wrong)
 
 
 class OtherShape(ValueError):
@@ -137,9 +140,20 @@ def _decode(line: str) -> StoredResult:
         raise OtherShape("raced is not this version's")
     measurement = Measurement(Status(status), metrics, _numbers(data.get("spreads"), "spreads"), detail,
                               costs=_numbers(data.get("costs", {}), "costs"), refusal=_refusal(data.get("refusal")),
-                              raced=raced)
+                              raced=raced, wrong=_wrong(data, status, detail))
     return StoredResult(_genome(data.get("genome")), _strings(data.get("flags"), "flags"), measurement, sass,
-                  _context(data.get("context")), float(data.get("time", 0.0)))
+                        _context(data.get("context")), float(data.get("time", 0.0)))
+
+
+def _wrong(data: dict, status: str, detail: str) -> Wrong | None:
+    """What a wrong answer's check found, as stored; a store written before the field says an unwritten
+    output in its detail's words."""
+    if "wrong" not in data:
+        unwritten = status == Status.WRONG_ANSWER and UNWRITTEN_BEFORE in detail
+        return Wrong.UNWRITTEN if unwritten else None
+    if data["wrong"] is not None and data["wrong"] not in WRONGS:
+        raise OtherShape("wrong is not this version's")
+    return Wrong(data["wrong"]) if data["wrong"] is not None else None
 
 
 class Store:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from nvcc_evo.status import Status
@@ -32,6 +33,18 @@ if TYPE_CHECKING:
     from nvcc_evo.cubin.occupancy import LaunchRefusal
     from nvcc_evo.measure.stats import Verdict
 
+
+class Wrong(str, Enum):
+    """What an outputs' check found wrong, as a fact (measure.check.Mismatch; its words are for people):
+    str-valued, so the results store keeps the word."""
+
+    UNWRITTEN = "unwritten"      # NaN in a checked output: an element never written (outputs are poisoned first)
+    UNEQUAL = "unequal"          # elements that differ under an exact check
+    OUTSIDE = "outside"          # elements outside the bench's tolerances
+    UNCHECKED = "unchecked"      # no reference to compare with
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -48,6 +61,7 @@ class Measurement:
     sass_hash: str = field(default="", compare=False)
     refusal: "LaunchRefusal | None" = None        # launch-refused: why the driver would refuse it, as a fact
     raced: bool = False                           # timed only until it was clearly slower than the incumbent
+    wrong: Wrong | None = None                    # wrong-answer: what the outputs' check found (None: not said)
 
     @property
     def ok(self) -> bool:
@@ -94,5 +108,6 @@ class Clock:
         return self.costs
 
 
-def failed(status: Status, detail: str, refusal: "LaunchRefusal | None" = None) -> Measurement:
-    return Measurement(status, detail=detail[-4000:], refusal=refusal)
+def failed(status: Status, detail: str, refusal: "LaunchRefusal | None" = None,
+           wrong: Wrong | None = None) -> Measurement:
+    return Measurement(status, detail=detail[-4000:], refusal=refusal, wrong=wrong)

@@ -7,11 +7,36 @@ confirmation on fresh inputs. Numpy only.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from nvcc_evo.acf.bench.spec import BenchPlan
+from nvcc_evo.measure import Wrong
 
 CHUNK = 1 << 20          # elements compared at a time: temporaries that stay in cache
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """What is wrong with one checked output, as a fact; `str` says it for people."""
+
+    kind: Wrong
+    output: str = ""
+    elements: int = 0                 # how many elements are wrong
+    rtol: float = 0.0                 # the tolerances missed (Wrong.OUTSIDE)
+    atol: float = 0.0
+    worst: float = 0.0                # the worst relative error (Wrong.OUTSIDE)
+
+    def __str__(self) -> str:
+        if self.kind == Wrong.UNWRITTEN:
+            return f"{self.output}: {self.elements} NaN or unwritten elements"
+        if self.kind == Wrong.UNEQUAL:
+            return f"{self.output}: {self.elements} elements differ (exact check)"
+        if self.kind == Wrong.OUTSIDE:
+            return f"{self.output}: {self.elements} elements outside rtol {self.rtol} atol {self.atol} " \
+                   f"(worst relative error {self.worst:.3g})"
+        return "no reference here"
 
 
 def as_float(values: np.ndarray, plan: BenchPlan, name: str) -> np.ndarray:
@@ -39,36 +64,35 @@ def take_reference(request, references: dict) -> None:
 def checked(request, outputs: dict, references: dict) -> dict:
     """The measuring process's answer about a run's outputs (the fields of
     its gpu_worker.Answer, by name): kept as a reference (`keep`), compared
-    with one (`compare`: "wrong" is "" or what is wrong), sent back (`outputs`)."""
+    with one (`compare`: "wrong" is None or a Mismatch), sent back (`outputs`)."""
     plan = request.plan
     if request.keep:
         references[request.keep] = as_reference(outputs, plan)
-    answer: dict[str, dict | str] = {"outputs": outputs} if request.outputs else {}
+    answer: dict[str, dict | Mismatch | None] = {"outputs": outputs} if request.outputs else {}
     if request.compare:
         reference = references.get(request.compare)
-        answer["wrong"] = "no reference here" if reference is None else outputs_match(outputs, reference, plan)
+        answer["wrong"] = Mismatch(Wrong.UNCHECKED) if reference is None else outputs_match(outputs, reference, plan)
     return answer
 
 
-def outputs_match(got: dict, reference: dict, plan: BenchPlan) -> str:
-    """"" when every checked output is within tolerance, else what is wrong."""
+def outputs_match(got: dict, reference: dict, plan: BenchPlan) -> Mismatch | None:
+    """None when every checked output is within tolerance, else what is wrong with the first that is not."""
     for check in plan.checks:
         out, ref = as_float(got[check.name], plan, check.name), as_float(reference[check.name], plan, check.name)
         if check.exact:
             if not np.array_equal(out, ref):
                 nan = int(np.isnan(out).sum())
-                return f"{check.name}: {nan} NaN or unwritten elements" if nan else \
-                    f"{check.name}: {int((out != ref).sum())} elements differ (exact check)"
+                return Mismatch(Wrong.UNWRITTEN, check.name, nan) if nan else \
+                    Mismatch(Wrong.UNEQUAL, check.name, int((out != ref).sum()))
             continue
         if _outside(out, ref, check.rtol, check.atol):
             nan = int(np.isnan(out).sum())
             if nan:
-                return f"{check.name}: {nan} NaN or unwritten elements"
+                return Mismatch(Wrong.UNWRITTEN, check.name, nan)
             bad = np.abs(out - ref) > check.atol + check.rtol * np.abs(ref)
             worst = float(np.max(np.abs(out - ref) / (np.abs(ref) + check.atol + 1e-30)))
-            return f"{check.name}: {int(bad.sum())} elements outside rtol {check.rtol} atol {check.atol} " \
-                   f"(worst relative error {worst:.3g})"
-    return ""
+            return Mismatch(Wrong.OUTSIDE, check.name, int(bad.sum()), check.rtol, check.atol, worst)
+    return None
 
 
 def _outside(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> bool:

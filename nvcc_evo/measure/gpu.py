@@ -285,10 +285,11 @@ class GpuBench:
         if answer.status != Status.OK:
             return failed(answer.status, answer.detail, answer.refusal)
         times = _timed(answer)
-        wrong = answer.wrong or ""
-        if wrong:
+        wrong = answer.wrong
+        if wrong is not None:
             return failed(Status.WRONG_ANSWER, ("the baseline disagrees with the numpy reference: " if first
-                                           else "against the numpy reference: " if self.expected_fn else "") + wrong)
+                                           else "against the numpy reference: " if self.expected_fn else "")
+                          + str(wrong), wrong=wrong.kind)
         if first:
             self.reference, self.baseline_run = answer.outputs, (cubin, plan, times.median)
         metrics = (("runtime", times.median),) + tuple((k, v) for k, v in compiled.metrics if k != "runtime")
@@ -365,7 +366,7 @@ def verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[by
     if not problem:
         outputs = [f.outputs for f in fresh]
         assert outputs[0] is not None and outputs[1] is not None     # (ok answers to RunRequest(outputs=True))
-        problem = outputs_match(outputs[1], outputs[0], chosen[1])
+        problem = str(outputs_match(outputs[1], outputs[0], chosen[1]) or "")
     return faster(medians["a"], medians["b"]), problem
 
 

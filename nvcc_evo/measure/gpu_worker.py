@@ -18,7 +18,7 @@ import numpy as np
 
 from nvcc_evo.acf.bench.spec import ArrayPlan, BenchPlan, DTYPES, ScalarPlan
 from nvcc_evo.measure import Clock
-from nvcc_evo.measure.check import checked, take_reference
+from nvcc_evo.measure.check import Mismatch, checked, take_reference
 from nvcc_evo.measure.device_check import DeviceCheck
 from nvcc_evo.cubin.occupancy import LaunchRefusal, launch_problem
 from nvcc_evo.measure.stats import (ENERGY_LEAST, clearly_slower, energy_window, race_checkpoints, repetitions,
@@ -88,7 +88,7 @@ class Answer:
     detail: str = ""
     costs: dict[str, float] = field(default_factory=dict)    # seconds per stage (Clock)
     refusal: LaunchRefusal | None = None    # launch-refused: why, as a fact
-    wrong: str | None = None          # compared: "" or what is wrong; None when not compared
+    wrong: Mismatch | None = None     # compared: what is wrong; None when right or not compared
     outputs: dict | None = None
     times_us: list[float] | None = None
     planned: int = 0                  # the timed launches planned
@@ -236,7 +236,7 @@ class Device:
         key = request.compare
         if key in self.references and not (request.outputs or request.keep):
             if self.compare.outside(key, self.references[key], plan, device) == 0:
-                return {"wrong": ""}
+                return {"wrong": None}
         arrays = {c.name: _array(plan, c.name) for c in plan.checks}
         outputs = {name: self.cuda.from_device(device[name], (a.count,), np.dtype(DTYPES[a.dtype][1]))
                    for name, a in arrays.items()}

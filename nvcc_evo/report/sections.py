@@ -28,7 +28,7 @@ class Section:
     arch: str
     device: str
     backend: str
-    records: tuple[StoredResult, ...]          # in the order they were measured: the baseline first
+    records: tuple[StoredResult, ...]    # in the order they were measured: the baseline first
     stale: tuple[str, ...]
     apart: int = 0                       # evaluations of another search space or build: not in this section
 
