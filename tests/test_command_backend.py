@@ -318,6 +318,27 @@ def test_a_unit_without_a_bench_command_is_a_usage_error_before_any_bench_runs(t
     assert not (tmp_path / "ran").exists() and not (tmp_path / ".nvcc-evo" / "results.jsonl").exists()
 
 
+def test_a_unit_that_only_records_the_build_is_passed_by_said_once(tmp_path, evo_cache):
+    """`unit "*.cu" {}` (no search, no bench: what `--hot` asks for so that a build is recorded) stood beside a
+    unit with a bench command: the retune stopped with a usage error until it was removed by hand. Passed by
+    now, said once; named alone, it is still a usage error."""
+    acf = _spill_project(tmp_path, "echo 'time 1 ms'", ['metric time "([0-9]+) ms"'])
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "other.cu")
+    acf.write_text(acf.read_text() + '\n# records every other compile\nunit "*.cu" {\n}\n')
+    done = run_evo("--retune", "--target", "sm_90", "--backend", "command", "--evaluations", "1", cwd=tmp_path,
+                   env=evo_env(evo_cache))
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if '"*.cu"' in line]
+    assert len(said) == 1 and "unit \"*.cu\" has no `bench { command ...; metric ... }` block for the command " \
+        "backend, nor a search block: it records the build's compiles (for --hot, other units): not retuned" \
+        in said[0], done.stderr
+    assert done.stdout.splitlines()[2].startswith('"spill.cu" ') and "other.cu" not in done.stdout
+    assert acf.read_text().endswith('# records every other compile\nunit "*.cu" {\n}\n')
+    alone = run_evo("--retune", "other.cu", "--target", "sm_90", "--backend", "command", cwd=tmp_path,
+                    env=evo_env(evo_cache))
+    assert alone.returncode == 2 and "(nor a search block: it records the build's compiles)" in alone.stderr
+
+
 def test_a_verdict_says_speedup_only_of_a_time_or_a_rate():
     """"speedup 1.0625x" was said of a minimized register count."""
     from nvcc_evo.measure.stats import Verdict, a_speed

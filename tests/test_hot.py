@@ -206,6 +206,21 @@ def test_write_adds_the_hot_units_once_before_the_unit_that_only_records(project
         acf.write_text(before)
 
 
+def test_write_with_nothing_recorded_says_how_the_build_gets_recorded(tmp_path, evo_cache):
+    """No ACF, then an ACF whose compiles were never recorded: --write writes nothing and says how (a unit
+    that records every compile, a rebuild from clean through nvcc-evo); it said "no unit to add" before."""
+    env = evo_env(evo_cache)
+    shutil.copy(HOT / "profile.json", tmp_path / "profile.json")
+    nothing = run_evo("--hot", "--from", "profile.json", "--write", cwd=tmp_path, env=env)
+    assert nothing.returncode == 1 and "no ACF here or above" in nothing.stderr
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\n\nunit "**/*.cu" {\n}\n')
+    result = run_evo("--hot", "--from", "profile.json", "--write", cwd=tmp_path, env=env)
+    assert result.returncode == 1 and "nvcc-evo reaches 0.0% of the GPU time" in result.stdout
+    assert f"no compile of {tmp_path} is recorded yet: unit \"**/*.cu\" {{}} records every compile" in result.stderr
+    assert "rebuild from clean through nvcc-evo" in result.stderr and result.stderr.endswith(": nothing written\n")
+    assert (tmp_path / "nvcc-evo.acf").read_text() == 'acf 1\n\nunit "**/*.cu" {\n}\n'
+
+
 @pytest.mark.parametrize("name, text, said", [
     ("other.csv", "a,b\n1,2\n", "other.csv:1:1: error: not a kernel profile: neither nvcc-evo's (JSON) nor Nsight"),
     ("row.csv", "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n"

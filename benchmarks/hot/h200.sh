@@ -24,8 +24,8 @@ export PYTHONPATH=$ROOT:/tmp/site PATH=/tmp/site/bin:$PATH XDG_CACHE_HOME=/tmp/e
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 WORK=/tmp/work/app
 rm -rf "$WORK" && mkdir -p /tmp/work && cp -r "$APP" "$WORK" && cd "$WORK" || exit 1
-# a unit covering every source: the build's compiles are recorded (a build adds nothing for it); after
-# --write it is removed, so that the retune takes only the written units (each has the bench it needs)
+# a unit covering every source: the build's compiles are recorded (a build adds nothing for it); it stays
+# after --write: the retune with the command backend passes it by (no search, no bench) and tunes the written units
 printf 'acf 1\n\nunit "**/*.cu" {\n}\n' > nvcc-evo.acf
 step() { echo "== $*" | tee -a "$OUT/log.txt"; }
 step build; bash -c "$BUILD" >> "$OUT/log.txt" 2>&1 || { echo "build failed"; tail "$OUT/log.txt"; exit 1; }
@@ -34,10 +34,6 @@ step overhead; python3 "$ROOT/benchmarks/hot/overhead.py" --runs 7 --metric "$ME
 step hot; nvcc-evo --hot -- $RUN > "$OUT/hot.txt" 2>> "$OUT/log.txt"; echo "exit $?"; cat "$OUT/hot.txt"
 step write; nvcc-evo --hot --from .nvcc-evo/hot/profile.json --write --build "$BUILD" > /dev/null 2>> "$OUT/log.txt"
 cp nvcc-evo.acf "$OUT/written.acf"; cat nvcc-evo.acf
-python3 - <<'PY'
-text = open("nvcc-evo.acf").read()
-open("nvcc-evo.acf", "w").write(text.replace('\nunit "**/*.cu" {\n}\n', ""))
-PY
 nvcc-evo --acf-check nvcc-evo.acf || exit 1
 cp "$BINARY" /tmp/work/default_binary
 step retune; nvcc-evo --retune --backend command --time-limit "$LIMIT" > "$OUT/retune.txt" 2>> "$OUT/log.txt"

@@ -105,6 +105,22 @@ def find_acf(named: str | None) -> Path | None:
     return found
 
 
+def how_to_record(acf_path: Path | None) -> str:
+    """Why no kernel maps to a recorded build, and how the build gets recorded: only the compiles an ACF unit
+    covers are, when they run through nvcc-evo (a build whose objects are up to date compiles nothing)."""
+    from nvcc_evo.driver.compiledb import db_folder
+    record = ("unit \"**/*.cu\" {} records every compile under its folder (a unit of no search block and no "
+              "entry: a build adds nothing for it, and a retune that runs benches passes it by)")
+    again = ("rebuild from clean through nvcc-evo (make clean && make NVCC=nvcc-evo, cmake "
+             "-DCMAKE_CUDA_COMPILER=nvcc-evo: objects built before are not recorded) and run --hot again")
+    if acf_path is None:
+        return f"no ACF here or above: no kernel maps to a recorded build; write an nvcc-evo.acf ({record}), {again}"
+    if not any(db_folder(acf_path).glob("*.json")):
+        return f"no compile of {acf_path.parent} is recorded yet: {record}; {again}"
+    return (f"no kernel of the profile comes from a compile recorded beside {acf_path} (were they built by "
+            f"a unit of it, through nvcc-evo?): {record}; {again}")
+
+
 def run_hot(acf: str | None, source: str | None, command: list[str], write: bool, least: float,
             build: str | None, run: str | None) -> int:
     from nvcc_evo.acf.resolve import load
@@ -122,11 +138,8 @@ def run_hot(acf: str | None, source: str | None, command: list[str], write: bool
     if not source:
         log(f"profile saved as {save(acf_path.parent if acf_path else Path.cwd(), profile)} "
             "(nvcc-evo --hot --from FILE reads it again)")
-    if acf_path is None:
-        log("no ACF here or above: kernels map to no recorded build; write an nvcc-evo.acf with a unit covering "
-            "your sources (unit \"**/*.cu\" {} records every compile; a build adds nothing until it has an entry), "
-            "rebuild through nvcc-evo, "
-            "and run --hot again")
+    if acf_path is None or not units:
+        log(how_to_record(acf_path) + (": nothing written" if write else ""))
         return 1 if write else 0
     if write:
         from nvcc_evo.hot.write import write_units

@@ -25,9 +25,8 @@ from nvcc_evo.driver.match.builds import (build_key, changed_sources, compiled, 
 from nvcc_evo.driver.match.calls import is_lto_compile
 from nvcc_evo.driver.match.index import index_units
 from nvcc_evo.driver.match.stale import SPACE_CHANGED, TUNE_CHANGED, fingerprint
-from nvcc_evo.driver.match.units import match_unit
+from nvcc_evo.driver.match.units import entry_for, match_unit
 from nvcc_evo.driver.targets import not_built
-from nvcc_evo.driver.match.units import entry_for
 from nvcc_evo.errors import UsageError
 from nvcc_evo.system.say import log
 
@@ -181,20 +180,24 @@ def stale_reasons(unit: model.Unit, arch: str, unit_fingerprint: str, toolkit_ve
 def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit, options: Options, gpu: str = "",
                run_benches: bool = False) -> tuple[list[Task], list[str], int]:
     """The (unit, target) searches to run, those that cannot be, and how many stale entries a static retune
-    keeps for a GPU (both said on stderr); `gpu`: the model the pycuda backend measures on ("": none). A
-    query, which runs nothing, unless `run_benches` (a retune): then a unit never built that its command
-    bench builds is looked at last, after its bench has run once (_bench_builds_it), and only once every
-    other unit to search has the bench its backend needs (a usage error before any bench runs)."""
-    from nvcc_evo.execute.measurers import check_benches
+    keeps for a GPU (both said on stderr); `gpu`: the model the pycuda backend measures on ("": none). A unit
+    of neither search nor bench block records the build's compiles: a backend that runs a bench passes it by,
+    said (a usage error where it is all that is selected). A query, which runs nothing, unless `run_benches`
+    (a retune): then a unit never built that its command bench builds is looked at last, after its bench has
+    run once (_bench_builds_it), and only once every other unit to search has the bench its backend needs."""
+    from nvcc_evo.execute.measurers import bench_problem, check_benches
     records, unusable = compiledb.scan(acf_path)
     unreadable = [u for u in unusable if not u.unit_globs]
     for broken in unreadable:
         log(f"compile database {broken}: cannot be used (a unit with no other record is not tuned)")
     found = Found([], [], 0)
     selected = select_units(file, acf_path, options.globs, Path.cwd())
-    built_by_bench = []
+    built_by_bench, records_only = [], []
     for index, unit in enumerate(file.units):
         if index not in selected:
+            continue
+        if not (unit.space or unit.requires or unit.bench) and bench_problem(unit, options.backend):
+            records_only.append(str(bench_problem(unit, options.backend)))    # (it records the build's compiles)
             continue
         if run_benches and not any(r.unit_globs == unit.globs for r in records) and _built_by_bench(unit, options):
             built_by_bench.append((index, unit))
@@ -207,6 +210,10 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit, options: O
         records, unusable = compiledb.scan(acf_path)            # with what the benches' builds recorded
         for index, unit in built_by_bench:
             _unit_tasks(found, index, unit, acf_path, toolkit, options, gpu, records, unusable, unreadable)
+    if records_only and len(records_only) == len(selected):
+        raise UsageError("; ".join(records_only) + " (nor a search block: it records the build's compiles)")
+    for problem in records_only:
+        log(f"{problem}, nor a search block: it records the build's compiles (for --hot, other units): not retuned")
     return sorted(found.tasks, key=lambda t: t.unit_index), found.skipped, found.kept
 
 
