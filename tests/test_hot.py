@@ -182,6 +182,69 @@ def test_an_nsys_kernel_summary_maps_the_same_kernels(project):
     assert units(shown) == units(ours)     # (registers: the run's count in ours, ptxas's for nsys's)
 
 
+NAMED_A = """namespace {
+template <typename T, bool Fast>
+__global__ void norm(const T *x, T *y, int n) { int i = threadIdx.x; if (i < n) y[i] = Fast ? x[i] : x[i] * T(2); }
+}
+template <typename F>
+__global__ void apply(int n, F f) { int i = threadIdx.x; if (i < n) f(i); }
+void run_a(float *x, float *y, double *u, double *v, int n) {
+    norm<float, true><<<1, 32>>>(x, y, n);
+    norm<double, false><<<1, 32>>>(u, v, n);
+    apply<<<1, 32>>>(n, [=] __device__(int i) { y[i] += x[i]; });
+}
+"""
+NAMED_B = """namespace {
+template <typename T, bool Fast>
+__global__ void norm(const T *x, T *y, int n) { int i = threadIdx.x; if (i < n) y[i] = x[i] + T(Fast); }
+}
+template <typename F>
+__global__ void apply(int n, F f) { int i = threadIdx.x; if (i < n) f(i); }
+void run_b(float *x, float *y, int n) {
+    norm<float, false><<<1, 32>>>(x, y, n);
+    apply<<<1, 32>>>(n, [=] __device__(int i) { x[i] *= 2.0f; });
+}
+"""
+# Nsight Systems' spelling: `<unnamed>` for an anonymous namespace, `(bool)1`, a lambda as `[lambda(int) (instance
+# 1)]` in a function of no template (no return type), and each parameter of a template's parameter type as it
+# (`T1`, `const T1 *`), where c++filt writes the type
+NAMED_CSV = """Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name
+40.0,400,4,100.0,100.0,90,110,5.0,"void <unnamed>::norm<float, (bool)1>(const T1 *, T1 *, int)"
+25.0,250,5,50.0,50.0,45,55,5.0,"void <unnamed>::norm<double, (bool)0>(const T1 *, T1 *, int)"
+15.0,150,3,50.0,50.0,45,55,5.0,"void <unnamed>::norm<float, (bool)0>(const T1 *, T1 *, int)"
+12.0,120,3,40.0,40.0,35,45,5.0,"void apply<run_a(float *, float *, double *, double *, int)::[lambda(int) (instance 1)]>(int, T1)"
+8.0,80,2,40.0,40.0,35,45,5.0,"void apply<run_b(float *, float *, int)::[lambda(int) (instance 1)]>(int, T1)"
+"""
+
+
+def test_nsys_names_of_anonymous_namespaces_and_lambdas_map_to_the_unit_that_defines_each(tmp_path, evo_cache):
+    """Real nvcc-built code: one anonymous-namespace template and one template launched with a lambda in each of
+    two units. Each kernel maps to its one unit (before: by the qualified name alone, each to both)."""
+    env = evo_env(evo_cache)
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\n\nunit "*.cu" {\n}\n')
+    for name, text in (("a", NAMED_A), ("b", NAMED_B)):
+        (tmp_path / f"{name}.cu").write_text(text)
+        built = run_evo("-arch=sm_90", "--extended-lambda", "-c", f"{name}.cu", "-o", f"{name}.o", cwd=tmp_path,
+                        env=env)
+        assert built.returncode == 0, built.stderr
+    (tmp_path / "nsys.csv").write_text(NAMED_CSV)
+    result = run_evo("--hot", "--from", "nsys.csv", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    origins = [lines[i + 1].split(";")[0].strip() for i, line in enumerate(lines) if line.startswith("  ")
+               and ("norm<" in line or "apply<" in line)]
+    assert origins == ["from a.cu [sm_90]", "from a.cu [sm_90]", "from b.cu [sm_90]", "from a.cu [sm_90]",
+                       "from b.cu [sm_90]"], result.stdout
+    assert "nvcc-evo reaches 100.0% of the GPU time through 2 recorded unit(s)" in result.stdout
+    # `nsys stats --report cuda_gpu_kern_sum:mangled` names the symbols themselves: found as they are, shown demangled
+    (tmp_path / "mangled.csv").write_text(NAMED_CSV.splitlines()[0] + "\n8.0,80,2,40.0,40.0,35,45,5.0,"
+                                          "_Z5applyIZ5run_bPfS0_iEUliE_EviT_\n")
+    mangled = run_evo("--hot", "--from", "mangled.csv", cwd=tmp_path, env=env)
+    assert mangled.returncode == 0, mangled.stderr
+    lambda_b = "run_b(float*, float*, int)::{lambda(int)#1}"
+    assert f"  void apply<{lambda_b}>(int, {lambda_b})\n{'':>33}from b.cu [sm_90]" in mangled.stdout, mangled.stdout
+
+
 def test_write_adds_the_hot_units_once_before_the_unit_that_only_records(project, tmp_path):
     folder, env = project
     acf = folder / "nvcc-evo.acf"

@@ -6,9 +6,16 @@ Systems' kernel summary prints it demangled in its own spelling
 c++filt in another (`void app::tile_gemm<32>(float const*, float const*,
 float*, int)`). `normal` brings both to one text: template arguments without
 their casts and suffixes, `const` after what it qualifies, no spaces but
-between words, lambdas in c++filt's `{lambda(ARGS)#N}`. `base` is the
-qualified name without template arguments or parameters, the last resort
-when the spellings still differ.
+between words, lambdas in c++filt's `{lambda(ARGS)#N}`, an anonymous
+namespace (c++filt's `(anonymous namespace)`, Nsight Systems' `<unnamed>`)
+as `{anonymous}`.
+Nsight Systems writes a parameter whose type is a template's parameter by
+that parameter (`void for_each<app::run(float *)::[lambda(int) (instance
+1)]>(int, T1)`, `const T1 *`), where c++filt writes the type: `shape` (the
+spelling with every parameter list emptied) finds the candidates and `fits`
+tells whether a name with such `T1`, `T2` stands for a symbol's spelling.
+`base` is the qualified name without template arguments or parameters, the
+last resort when the spellings still differ.
 """
 from __future__ import annotations
 
@@ -20,6 +27,9 @@ CASTS = re.compile(r"\((?:unsigned |signed )?(?:int|long|long long|short|char|un
 SUFFIXED = re.compile(r"\b(-?\d+)(?:ull|ul|ll|u|l)\b", re.I)
 BOOLS = {"(bool)1": "true", "(bool)0": "false"}
 LAMBDA = re.compile(r"\[lambda\((.*?)\) \(instance (\d+)\)\]")
+ANONYMOUS = ("(anonymous namespace)", "<unnamed>")   # an anonymous namespace: c++filt's, Nsight Systems'
+TEMPLATE_PARAMETER = re.compile(r"\bT\d+\b")      # Nsight Systems' name of a template's parameter, for its type
+OPENING, CLOSING = "(<[{", ")>]}"
 TYPE = r"(?:(?:unsigned|signed|long|short)\s+)*[A-Za-z_][\w:]*(?:<[^<>]*>)?"
 LEADING_CONST = re.compile(rf"\b(const|volatile)\s+({TYPE})")
 SPACES = re.compile(r"\s+")
@@ -46,13 +56,15 @@ def demangled(symbols: list[str]) -> dict[str, str]:
 def normal(name: str) -> str:
     """One spelling of a demangled name, whichever tool demangled it."""
     text = LAMBDA.sub(lambda m: "{lambda(" + m.group(1) + ")#" + m.group(2) + "}", name)
+    for spelling in ANONYMOUS:
+        text = text.replace(spelling, "{anonymous}")
     for cast, word in BOOLS.items():
         text = text.replace(cast, word)
     text = CASTS.sub(r"\1", text)
     text = SUFFIXED.sub(r"\1", text)
     text = LEADING_CONST.sub(r"\2 \1", text)
-    text = UNSPACED.sub(r"\1", SPACES.sub(" ", text)).strip()
-    return text[5:] if text.startswith("void ") else text
+    text = SPACES.sub(" ", text).strip()
+    return UNSPACED.sub(r"\1", text[5:] if text.startswith("void ") else text)
 
 
 def base(name: str) -> str:
@@ -65,3 +77,42 @@ def base(name: str) -> str:
             break
     head = text[:cut]
     return head.rsplit(" ", 1)[-1]
+
+
+def shape(name: str) -> str:
+    """`normal` with every parameter list emptied: `for_each<app::run()::{lambda()#1}>()`, the same for a
+    name that writes a template's parameter for its type and for one that writes the type."""
+    kept, depth = [], 0
+    for char in normal(name):
+        depth -= char == ")"
+        if depth <= 0:
+            kept.append(char)
+        depth += char == "("
+    return "".join(kept)
+
+
+def fits(profiled: str, symbol: str) -> bool:
+    """Whether `profiled` (normal) names `symbol` (normal, c++filt's), each `T1`, `T2` in it standing for one
+    type: a piece of `symbol` whose brackets balance and that holds no comma outside them."""
+    pieces = [p.replace(" ", "") for p in TEMPLATE_PARAMETER.split(profiled)]
+    symbol = symbol.replace(" ", "")        # (`T1 const&` for `float>const&`: no space after a bracket)
+    if len(pieces) == 1:
+        return pieces[0] == symbol
+    seen: set[tuple[int, int]] = set()
+
+    def rest(index: int, at: int) -> bool:          # pieces[index:] from symbol[at:], a type before each but the first
+        if (index, at) in seen:
+            return False
+        seen.add((index, at))
+        piece, depth = pieces[index], 0
+        for end in range(at + 1, len(symbol) + 1):
+            char = symbol[end - 1]
+            depth += (char in OPENING) - (char in CLOSING)
+            if depth < 0 or (depth == 0 and char == ","):
+                return False
+            if depth == 0 and symbol.startswith(piece, end) and (
+                    rest(index + 1, end + len(piece)) if index + 1 < len(pieces) else end + len(piece) == len(symbol)):
+                return True
+        return False
+
+    return symbol.startswith(pieces[0]) and rest(1, len(pieces[0]))

@@ -22,7 +22,7 @@ from nvcc_evo.acf.kernelname import matches as kernel_matches
 from nvcc_evo.acf.unitpath import inside, matches as path_matches
 from nvcc_evo.driver.compiledb import CompileRecord, scan
 from nvcc_evo.errors import EnvironmentProblem
-from nvcc_evo.hot.names import base, demangled, normal
+from nvcc_evo.hot.names import base, demangled, fits, normal, shape
 from nvcc_evo.system.say import log
 
 
@@ -95,20 +95,29 @@ class Origins:
         spelled = demangled(sorted(self.by_symbol))
         self.spelling = spelled
         self.by_normal: dict[str, list[str]] = {}
+        self.by_shape: dict[str, list[str]] = {}
         self.by_base: dict[str, list[str]] = {}
         for name, text in spelled.items():
             self.by_normal.setdefault(normal(text), []).append(name)
+            self.by_shape.setdefault(shape(text), []).append(name)
             self.by_base.setdefault(base(text), []).append(name)
 
     def find(self, name: str, mangled: bool) -> tuple[str, list[Origin]]:
         """(the symbol, the builds defining it) for a profile's kernel name; ("", []) for none of them."""
         if mangled:
             return (name, self.by_symbol[name]) if name in self.by_symbol else ("", [])
-        symbols = self.by_normal.get(normal(name)) or self.by_base.get(base(name)) or []
+        symbols = self.by_normal.get(normal(name)) or self._shaped(name) or self.by_base.get(base(name)) or []
         if name in self.by_symbol:            # (extern "C", a PTX entry: spelled as it is)
             symbols = [name]
         found = list({(o.source, o.arch): o for s in symbols for o in self.by_symbol[s]}.values())
         return (symbols[0] if len(symbols) == 1 else " | ".join(symbols)), found
+
+
+    def _shaped(self, name: str) -> list[str]:
+        """The symbols of the same name and template arguments (parameters aside), those whose parameters the
+        name's `T1`, `T2` stand for first (Nsight Systems' spelling)."""
+        found = self.by_shape.get(shape(name), [])
+        return [s for s in found if fits(normal(name), normal(self.spelling[s]))] or found
 
 
 class _Cache:

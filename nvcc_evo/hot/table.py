@@ -54,7 +54,7 @@ class HotUnit(NamedTuple):
 def attribute(profile: Profile, origins: Origins | None) -> tuple[list[Hot], list[HotUnit]]:
     """The kernels by time, each with its origins; and the units by their kernels' time."""
     rows = profile.by_name()
-    spelled = demangled([name for name, *_ in rows]) if profile.mangled else {}
+    spelled = demangled([name for name, *_ in rows])      # (nsys's `:mangled` summary has the symbols too)
     hot = []
     for name, calls, total, shapes in rows:
         found = origins.find(name, profile.mangled)[1] if origins is not None else []
