@@ -4,6 +4,7 @@ it where not to look; evaluations of another context (another GPU) start it; a b
 Known problems with known optima, no GPU: what the engine asks for is counted."""
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -11,6 +12,7 @@ import numpy as np
 from nvcc_evo.engine.evolve import Engine, Evaluation
 from nvcc_evo.engine.space import Dimension, Genome, SearchSpace
 from nvcc_evo.engine.surrogate import Guide, Surrogate, ranked
+from nvcc_evo.execute.warm import WarmStart
 
 SPACE = SearchSpace(tuple(Dimension(f"define.X{i}", tuple(range(10)), 0) for i in range(4)))     # 10^4 points
 TARGET = (7, 2, 5, 8)
@@ -75,7 +77,7 @@ def test_another_gpus_measurements_start_the_search_nearer_the_best():
     rng = np.random.default_rng(99)
     other = dict.fromkeys(SPACE.genome({d.knob: int(v) for d, v in zip(SPACE.dimensions, rng.integers(10, size=4))})
                           for _ in range(60))
-    warm = [[Evaluation(g, (_value(g, 1.7, (1, 0, 0, 0)),)) for g in other]]
+    warm = [WarmStart("another GPU", tuple(Evaluation(g, (_value(g, 1.7, (1, 0, 0, 0)),)) for g in other))]
     cold = np.mean([_to_best(Guide(), seed)[0] for seed in SEEDS])
     started = np.mean([_to_best(Guide(), seed, warm)[0] for seed in SEEDS])
     assert started < 0.9 * cold, (started, cold)          # 61 against 75 when written
@@ -117,7 +119,7 @@ def test_a_retune_on_another_architecture_starts_from_the_first_ones_measurement
     second = run_evo("--retune", "--target", "sm_90", "--backend", "static", "--evaluations", "8", "--progress",
                      "lines", cwd=tmp_path, env=env)
     assert second.returncode == 0, second.stderr
-    assert "warm start" in second.stderr and "other context(s)" in second.stderr, second.stderr
+    assert re.search(r"warm start (\d) seed\(s\): \1 from this unit \(sm_80\)", second.stderr), second.stderr
     guided = run_evo("--retune", "--target", "sm_86", "--backend", "static", "--evaluations", "30", "--progress",
                      "lines", cwd=tmp_path, env={**env, "NVCC_EVO_SEARCH": "guided"})
     assert guided.returncode == 0, guided.stderr

@@ -6,10 +6,11 @@ stagnates, hypervolume; the search loop), boosters (curated starting points
 per kernel family, boosters.toml) and budget (a search's budget in time or
 evaluations, in numbers). It knows nothing of compilers or GPUs: a genome
 in, scores out. What it needs of the layers above is a Protocol it owns
-(evolve.Avoid: what is known to fail; evolve.Overlapping: an evaluate that
-compiles ahead; evolve.TimeLeft: the search's time, a system.clock.Deadline;
-budget.Asked: the budget decided), and every parameter is
-typed (mypy's disallow_untyped_defs).
+(evolve.Avoid: what is known to fail; evolve.Known: evaluations made before
+the search, a warm start; evolve.Overlapping: an evaluate that compiles
+ahead; evolve.TimeLeft: the search's time, a system.clock.Deadline;
+budget.Asked: the budget decided), and every parameter is typed (mypy's
+disallow_untyped_defs).
 
 Imports: nvcc_evo.acf (the model, knobs and source parameters a space is
 built from), nvcc_evo.errors and nvcc_evo.system; never nvcc_evo.driver,

@@ -65,6 +65,8 @@ def stagnation(engine: Engine) -> tuple[tuple[str, str], ...]:
     if engine.guided:
         said.append(("guided", f"{engine.guided} proposed by the surrogate"))
     if engine.warm:
-        said.append(("warm start", f"{sum(map(len, engine.warm))} evaluations of {len(engine.warm)} other "
-                                   "context(s) (another GPU, toolkit or source)"))
+        whence = ", ".join(f"{count} from {origin}" for origin, count in engine.warm_seeds.items())
+        said.append(("warm start", f"{sum(engine.warm_seeds.values())} seed(s)" + (f": {whence}" if whence else "")
+                     + f"; {sum(map(len, engine.warm))} evaluations known"
+                     + (", starting the surrogate" if engine.guide is not None else "")))
     return tuple(said)

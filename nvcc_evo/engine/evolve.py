@@ -74,25 +74,43 @@ class Avoid(Protocol):
     def forbids(self, genome: Genome) -> bool: ...
 
 
+class Known(Protocol):
+    """Evaluations made before this search, mapped into its space (execute.warm: the same unit in another
+    context, a similar unit of the project): ranked on their own; `origin` says where they come from."""
+
+    @property
+    def origin(self) -> str: ...
+
+    @property
+    def evaluations(self) -> Sequence[Evaluation]: ...
+
+
 class Engine:
     """Ask for genomes, tell their evaluations; NSGA-II in between."""
 
     def __init__(self, space: SearchSpace, rng: np.random.Generator, population: int = 12,
                  seeds: Sequence[Genome] = (), history: Sequence[Evaluation] = (), local_share: float = 0.5,
-                 avoid: "Avoid | None" = None, guide: Guide | None = None, warm: Sequence[Sequence[Evaluation]] = ()):
+                 avoid: "Avoid | None" = None, guide: Guide | None = None, warm: Sequence[Known] = ()):
         self.space, self.rng, self.size, self.local_share = space, rng, population, local_share
-        # The surrogate (None: unguided); `warm`: groups of evaluations of other contexts (the same unit on
-        # another GPU or toolkit), each ranked on its own: their WARM_SEEDS best seed the first generation,
-        # after `seeds`, and they start the surrogate.
+        # The surrogate (None: unguided); `warm`: groups of evaluations known before (the same unit on
+        # another GPU or toolkit, a similar unit), each ranked on its own: their WARM_SEEDS best seed the
+        # first generation, after `seeds`, and they start the surrogate.
         self.guide, self.model = guide, Surrogate(space, guide) if guide is not None else None
-        self.warm = [[e for e in group if e.genome in space] for group in warm]
+        known = [(group.origin, [e for e in group.evaluations if e.genome in space]) for group in warm]
+        self.warm = [evaluations for _, evaluations in known if evaluations]
         self.guided = 0                 # proposals the surrogate made
         self.modelled = {e.genome: e for e in history if e.genome in space}   # what the surrogate learns from
         self.seen: dict[Genome, Evaluation] = {e.genome: e for e in history}
         self.pending: set[Genome] = set()
         self.population: list[Evaluation] = survivors(list(self.seen.values()), population)
-        best = [g for group in self.warm for g, ok in list(zip(*ranked(group, 0.0)[:2]))[:WARM_SEEDS] if ok]
-        self.seeds = [g for g in dict.fromkeys([*seeds, *best]) if g not in self.seen]
+        self.seeds = [g for g in dict.fromkeys(seeds) if g not in self.seen]
+        self.warm_seeds: dict[str, int] = {}    # the first generation's seeds from each origin (progress line)
+        for origin, group in known:
+            best = [g for g, ok in list(zip(*ranked(group, 0.0)[:2]))[:WARM_SEEDS] if ok]
+            fresh = [g for g in dict.fromkeys(best) if g not in self.seen and g not in self.seeds]
+            self.seeds += fresh
+            if fresh:
+                self.warm_seeds[origin] = self.warm_seeds.get(origin, 0) + len(fresh)
         self._front: list[Evaluation] = pareto_front(self.seen.values())
         self.stale = 0                  # generations told in a row with no new front point
         self.diversified = 0            # proposals made to leave a stagnation (immigrants, jumps)

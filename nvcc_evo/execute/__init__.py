@@ -5,8 +5,9 @@ Evaluation, the goal and its constraints, racing's incumbent, the tally),
 measurers (which backend answers for a retune's candidates: a factory per
 row of the table of backends, nvcc_evo.backends), lanes (several measuring lanes, one per GPU or Ray worker),
 cluster (the Ray backend), together (several searches at once, sharing
-compile slots and GPUs), store (the append-only results store) and learned
-(what refused launches and compiles and wrong outputs teach the engine's `avoid`).
+compile slots and GPUs), store (the append-only results store), warm (warm
+starts: the unit's other contexts and similar units, the engine's `Known`) and
+learned (what refused launches and compiles and wrong outputs teach the engine's `avoid`).
 
 Imports: nvcc_evo.engine, nvcc_evo.measure, nvcc_evo.driver, nvcc_evo.acf,
 nvcc_evo.backends, nvcc_evo.errors and nvcc_evo.system; never nvcc_evo.retune or

@@ -180,16 +180,6 @@ class Store:
                 others[record.context.key] = record.context
         return mine, list(others.values())
 
-    def elsewhere(self, context: Context) -> list[list[StoredResult]]:
-        """This unit's records of other contexts measured by the same backend (another GPU, toolkit,
-        source or build), one list per context: what a guided search starts from (engine.surrogate)."""
-        groups: dict[str, list[StoredResult]] = {}
-        for record in self.read():
-            other = record.context
-            if other != context and other.unit == context.unit and other.backend == context.backend:
-                groups.setdefault(other.key, []).append(record)
-        return list(groups.values())
-
     def append(self, record: StoredResult) -> None:
         """One line, synced, under the store's lock (system.jsonlines)."""
         try:

@@ -28,6 +28,7 @@ from nvcc_evo.execute.evaluate import Stopped
 from nvcc_evo.execute.measurers import check_benches, close_pool, gpu_arch, measuring_gpu, resolve_backend
 from nvcc_evo.execute.store import Store
 from nvcc_evo.execute.together import Together, how_many, run_together
+from nvcc_evo.execute.warm import project_stores
 from nvcc_evo.retune.choice import Outcome
 from nvcc_evo.retune.options import Options, backend_resolved, decided, say_settings, with_settings
 from nvcc_evo.retune.progress import board_for
@@ -92,7 +93,11 @@ def run_retune(options: Options) -> int:
             return _nothing_to_retune(skipped, waiting, kept)
         if options.dry_run:
             return _dry_run(tasks, skipped)
-        outcomes = _retune_all(tasks, Retune(options, toolkit, _results_store(acf_path, options), acf_path, cluster))
+        store = _results_store(acf_path, options)
+        listed = project.value("report.stores").value             # (a list of paths, or None)
+        known = project_stores(acf_path.parent, (str(unit) for unit in file.units),
+                               [Path(p) for p in listed] if isinstance(listed, list) else [], store.path, log)
+        outcomes = _retune_all(tasks, Retune(options, toolkit, store, acf_path, cluster, known))
     finally:
         close_pool()
         if cluster is not None:

@@ -42,6 +42,7 @@ from nvcc_evo.execute.lanes import LaneSet
 from nvcc_evo.execute.measurers import calibrate, measuring
 from nvcc_evo.execute.store import Context, Store
 from nvcc_evo.execute.together import Together
+from nvcc_evo.execute.warm import ProjectStores, warm_starts
 from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.backend import Backend
 from nvcc_evo.cubin.compile import CompileJob, CompileResult, PtxCache, compile_candidate
@@ -60,13 +61,14 @@ from nvcc_evo.system.say import log
 
 @dataclass(frozen=True)
 class Retune:
-    """What every search of one retune shares."""
+    """What every search of one retune shares (`project`: where it finds similar units', execute.warm)."""
 
     options: Options
     toolkit: Toolkit
     store: Store
     acf_path: Path
     cluster: Cluster | None = None
+    project: ProjectStores | None = None
 
 
 @dataclass(frozen=True)
@@ -231,11 +233,9 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
     history = [evaluator.evaluation(g, m) for g, m in evaluator.measured.items() if g in space]   # baseline known
     for evaluation in history:
         evaluator.offer_incumbent(evaluator.measured[evaluation.genome], evaluation)
-    guided = retune.options.search == "guided"
-    warm = [[evaluator.evaluation(r.genome, r.measurement) for r in group if r.genome in space]
-            for group in retune.store.elsewhere(evaluator.context)]
     engine = Engine(space, rng, retune.options.population, seeds=_seeds(task, space), history=history,
-                    avoid=avoiding, guide=Guide() if guided else None, warm=[group for group in warm if group])
+                    avoid=avoiding, guide=Guide() if retune.options.search == "guided" else None,
+                    warm=warm_starts(retune.store, retune.project, evaluator.context, prepared.goal, space, log))
     drift = None
     if not baseline_measurement.ok:      # every candidate would fail the same way: say why, search nothing
         log(f"{task}: the baseline (the build's own flags) failed, {baseline_measurement.status}:\n"

@@ -1,0 +1,228 @@
+"""Warm starts: what the project measured before, that a search may start from.
+
+Two kinds of evaluations are known before the search of a (unit, target):
+
+- the same unit's in other contexts (another GPU model, toolkit, source or
+  build), measured by the same backend;
+- similar units' of the same project: another unit of the ACF, measured by
+  the same backend on the same device and target, whose search used largely
+  the same knobs (`KNOBS_ALIKE` of the two sets of knob names shared) and the
+  same source parameters (`PARAMETERS_ALIKE` of the smaller set of `define.`
+  knobs shared, one at least: the same kernel source tuned per shape, as a
+  thin unit that sets a parameter and includes another file), most of its
+  values inside this space's domains (`DOMAINS_ALIKE`). A unit whose search
+  names compiler knobs alone gives no evidence that its kernels are alike:
+  none is similar to it.
+
+They are read from the project's results store and from the stores its
+settings list (`report.stores`). Each group, one per context, is mapped into
+this search's space (a value outside its domains dropped: the knob takes the
+space's baseline, as one the other search lacked does) and ranked on its own
+(its first record, the baseline its search measured first, is what its
+constraints relative to a baseline read): its best seed the first generation
+and all of them start the surrogate (engine.evolve, `Known`).
+
+What is trusted: a store read besides the retune's own is a regular file of
+the user's, inside the project folder (no link followed; another user's
+file, or a store outside the project, is not read, and that is said); a
+record of a unit the ACF does not have (a store from another project) is
+left aside.
+"""
+from __future__ import annotations
+
+import math
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from nvcc_evo.acf.knobs import DEFINE_PREFIX
+from nvcc_evo.engine.fronts import Evaluation
+from nvcc_evo.engine.space import Genome, SearchSpace
+from nvcc_evo.execute.goal import Goal
+from nvcc_evo.execute.store import Context, StoredResult, Store
+
+KNOBS_ALIKE = 0.6          # shared knob names over all the two searches name (Jaccard), at least
+PARAMETERS_ALIKE = 0.75    # shared source parameters over the fewer of the two, at least
+DOMAINS_ALIKE = 0.5        # of the other search's values of the shared knobs, those inside this space's domains
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """One group of evaluations known before the search (engine.evolve.Known), in its space."""
+
+    origin: str                              # where they come from, in words
+    evaluations: tuple[Evaluation, ...]
+
+
+@dataclass(frozen=True)
+class ProjectStores:
+    """Where a search finds similar units' evaluations: the ACF's units (as a results store names them)
+    and the results stores the settings list besides the retune's own that may be read (`project_stores`)."""
+
+    units: frozenset[str]
+    stores: tuple[Path, ...] = ()
+
+
+def project_stores(folder: Path, units: Iterable[str], listed: Iterable[Path], own: Path,
+                   say: Callable[[str], None]) -> ProjectStores:
+    """The project's units and the listed stores that may be read for other units' evaluations (not
+    the retune's own, read already); each one that may not, said once with why."""
+    readable = []
+    for path in dict.fromkeys(listed):
+        if os.path.abspath(path) == os.path.abspath(own):
+            continue
+        why = _untrusted(path, folder)
+        if why:
+            say(f"results store {path} not read for warm starts: {why}")
+        else:
+            readable.append(path)
+    return ProjectStores(frozenset(units), tuple(readable))
+
+
+def warm_starts(store: Store, project: ProjectStores | None, context: Context, goal: Goal, space: SearchSpace,
+                say: Callable[[str], None]) -> list[WarmStart]:
+    """The groups of evaluations this search starts from, the same unit's first; what was found, and
+    what was left aside and why, said through `say` (after the search's name, as the retune says it)."""
+    def tell(words: str) -> None:
+        say(f"{context.unit} [{context.arch}]: {words}")
+
+    groups = _by_context(store.read())
+    others: dict[str, list[StoredResult]] = {}
+    if project is not None:
+        for path in project.stores:
+            others.update(_by_context(Store(path).read(), exclude=groups))
+        others.update(groups)
+    found = [WarmStart(_origin(context, group[0].context), _mapped(group, goal, space))
+             for group in groups.values() if _same_unit(context, group[0].context)]
+    if project is not None:
+        found += _similar(others, project, context, goal, space, tell)
+    found = [group for group in found if group.evaluations]
+    if found:
+        tell("warm start from " + "; ".join(f"{len(g.evaluations)} evaluations of {g.origin}" for g in found))
+    return found
+
+
+def _by_context(records: Iterable[StoredResult], exclude: dict | None = None) -> dict[str, list[StoredResult]]:
+    groups: dict[str, list[StoredResult]] = {}
+    for record in records:
+        if exclude is None or record.context.key not in exclude:
+            groups.setdefault(record.context.key, []).append(record)
+    return groups
+
+
+def _same_unit(context: Context, other: Context) -> bool:
+    return other != context and other.unit == context.unit and other.backend == context.backend
+
+
+def _origin(context: Context, other: Context) -> str:
+    """The same unit's other context, in words: what differs."""
+    differs = [other.arch if other.arch != context.arch else "",
+               other.device if other.device != context.device else "",
+               f"toolkit {other.toolkit}" if other.toolkit != context.toolkit else "",
+               "another source" if other.fingerprint != context.fingerprint else "",
+               "another build" if other.build != context.build else ""]
+    return f"this unit ({', '.join(d for d in differs if d)})"
+
+
+def _untrusted(path: Path, folder: Path) -> str:
+    """Why a listed store is not read ("" where it may be): outside the project, a link, not a
+    regular file, another user's."""
+    real, inside = os.path.realpath(path), os.path.realpath(folder)
+    if real != inside and not real.startswith(inside.rstrip(os.sep) + os.sep):
+        return f"it is outside the project folder {folder} (another project's results are not used)"
+    try:
+        info = os.lstat(path)
+    except OSError as error:
+        return "" if not os.path.lexists(path) else (error.strerror or str(error))
+    if stat.S_ISLNK(info.st_mode):
+        return "it is a symbolic link (none is followed)"
+    if not stat.S_ISREG(info.st_mode):
+        return "it is not a regular file"
+    if info.st_uid != os.geteuid():
+        return f"it is owned by uid {info.st_uid}, not by you (uid {os.geteuid()}): another user's file is not trusted"
+    return ""
+
+
+def _similar(groups: dict[str, list[StoredResult]], project: ProjectStores, context: Context, goal: Goal,
+             space: SearchSpace, say: Callable[[str], None]) -> list[WarmStart]:
+    """The groups of other units of the ACF measured as this search measures, whose searches are alike."""
+    found, unlike, foreign = [], {}, 0
+    for group in groups.values():
+        other = group[0].context
+        if other.unit == context.unit or (other.backend, other.arch, other.device) != \
+                (context.backend, context.arch, context.device):
+            continue
+        if other.unit not in project.units:
+            foreign += len(group)
+            continue
+        why = unlike_search(space, [r.genome for r in group])
+        if why:
+            unlike[other.unit] = why
+        else:
+            found.append(WarmStart(f"{other.unit} ({alike_words(space, group[0].genome)})",
+                                   _mapped(group, goal, space)))
+    if foreign:
+        say(f"{foreign} evaluations of units this ACF does not have left aside (another project's results)")
+    if unlike:
+        say("not started from units unlike this one: " + "; ".join(f"{u} ({w})" for u, w in unlike.items()))
+    return found
+
+
+def _parameters(names: Iterable[str]) -> set[str]:
+    return {name for name in names if name.startswith(DEFINE_PREFIX)}
+
+
+def unlike_search(space: SearchSpace, genomes: list[Genome]) -> str:
+    """Why the search that measured `genomes` is unlike this space's ("" where it is alike): its knobs,
+    its source parameters, its values against this space's domains."""
+    mine = {d.knob for d in space.dimensions}
+    theirs = {knob for genome in genomes[:1] for knob, _ in genome.items}
+    shared = mine & theirs
+    if len(shared) < KNOBS_ALIKE * len(mine | theirs):
+        return f"{len(shared)} of {len(mine | theirs)} knobs shared"
+    parameters = _parameters(mine) & _parameters(theirs)
+    fewer = min(len(_parameters(mine)), len(_parameters(theirs)))
+    if not parameters or len(parameters) < PARAMETERS_ALIKE * fewer:
+        return f"{len(parameters)} of {max(fewer, len(parameters))} source parameters shared" if fewer else \
+            "no source parameter searched: nothing says the kernels are alike"
+    choices = {d.knob: d.choices for d in space.dimensions}
+    values = [(knob, value) for genome in genomes for knob, value in genome.items if knob in shared]
+    inside = sum(value in choices[knob] for knob, value in values)
+    if inside < DOMAINS_ALIKE * len(values):
+        return f"{len(values) - inside} of {len(values)} values outside this search's domains"
+    return ""
+
+
+def alike_words(space: SearchSpace, genome: Genome) -> str:
+    mine, theirs = {d.knob for d in space.dimensions}, {knob for knob, _ in genome.items}
+    if mine == theirs:
+        return "same knobs, same source parameters"
+    return f"{len(mine & theirs)} of {len(mine | theirs)} knobs and " \
+           f"{len(_parameters(mine) & _parameters(theirs))} source parameters shared"
+
+
+def _mapped(group: list[StoredResult], goal: Goal, space: SearchSpace) -> tuple[Evaluation, ...]:
+    """The group's evaluations in this space (values outside its domains dropped), one per genome (the
+    best of those that map to it), scored by this search's goal against the group's first record."""
+    first = group[0].measurement
+    baseline = dict(first.metrics) if first.ok else {}
+    best: dict[Genome, Evaluation] = {}
+    for record in group:
+        measurement, genome = record.measurement, space.genome(dict(record.genome.items))
+        if not measurement.ok:
+            evaluation = Evaluation(genome, tuple(math.inf for _ in goal.minimize), math.inf, measurement.status)
+        else:
+            metrics = dict(measurement.metrics)
+            if not all(m in metrics for m in goal.minimize):
+                continue                        # measured for another goal: nothing to rank it by
+            evaluation = Evaluation(genome, goal.scores(metrics), goal.violation(metrics, baseline))
+        kept = best.get(genome)
+        if kept is None or _order(evaluation) < _order(kept):
+            best[genome] = evaluation
+    return tuple(best.values())
+
+
+def _order(evaluation: Evaluation) -> tuple:
+    return (not evaluation.feasible, evaluation.violation, evaluation.objectives)
