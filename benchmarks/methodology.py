@@ -19,16 +19,17 @@ kernels' spaces is the one its spaces are scored with (said per kernel),
 so no space is scored with settings chosen on it; every space is held out.
 
     pip install -e ".[methodology]"
-    python benchmarks/methodology.py --hub DIR [--quick] [--repeats N] [--jobs N] [--loko]
+    python benchmarks/methodology.py --hub DIR [--quick] [--repeats N] [--jobs N] [--loko] [--store FILE]
     NVCC_EVO_BENCHMARK_HUB=DIR python benchmarks/methodology.py --quick
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -42,7 +43,14 @@ from autotune_runs import NVCC_EVO, EngineSettings  # noqa: E402
 from nvcc_evo.engine.surrogate import Guide  # noqa: E402
 
 HUB_VARIABLE = "NVCC_EVO_BENCHMARK_HUB"
-STRATEGIES = ("genetic_algorithm", "dual_annealing", "random_sample", autotune_runs.KERNEL_TUNER_DEFAULT)
+# Every strategy of Kernel Tuner 1.5 that runs in its simulation mode. Left out: pyatf_strategies
+# (with pyATF 0.0.13, the released one, it fails before its first evaluation: TypeError in pyatf.TP)
+# and skopt (scikit-optimize 0.10.2, not a dependency here: its default random forest costs about
+# 1.6 CPU s per evaluation, 75 s for 47 on convolution_milo/MI250X, hours for a budget of 1000;
+# `--strategies skopt` runs it where installed).
+STRATEGIES = ("adaptive_tabu_greywolf", "basinhopping", "bayes_opt", autotune_runs.KERNEL_TUNER_DEFAULT, "diff_evo",
+              "dual_annealing", "firefly_algorithm", "genetic_algorithm", "greedy_ils", "greedy_mls", "hybrid_vndx",
+              "minimize", "mls", "nsga2", "nsga3", "ordered_greedy_mls", "pso", "random_sample", "simulated_annealing")
 # The spaces the engine's defaults were chosen on (one or two GPUs of each kernel of
 # the benchmark hub); every other space is held out, and its score said apart.
 TUNED_ON = frozenset({
@@ -90,6 +98,37 @@ class Plan:
     repeats: int
     seed: int
     settings: tuple[tuple[str, EngineSettings], ...]     # (row name, the engine's settings) each run
+    store: Path | None = None       # Kernel Tuner's rows kept (`Store`)
+
+
+class Store:
+    """Kernel Tuner's rows kept in a JSON-lines file, by space, strategy,
+    seeds, budget and Kernel Tuner's version: its runs spend simulated time
+    alone (autotune_runs.simulated_budget), so a row is the same wherever
+    it ran, and a later run of the benchmark (the engine changed) reads it
+    back instead of replaying Kernel Tuner again."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+
+    @staticmethod
+    def key(space: str, strategy: str, seeds: list[int], budget: float) -> str:
+        from importlib.metadata import version
+        return json.dumps([space, strategy, seeds, round(budget, 3), version("kernel_tuner")])
+
+    def read(self, key: str) -> Row | None:
+        if self.path is None or not self.path.is_file():
+            return None
+        for line in self.path.read_text().splitlines():
+            record = json.loads(line)
+            if record["key"] == key:
+                return Row(**record["row"])
+        return None
+
+    def write(self, key: str, row: Row) -> None:
+        if self.path is not None:
+            with open(self.path, "a") as handle:         # one short line a write: processes append whole lines
+                handle.write(json.dumps({"key": key, "row": asdict(row)}) + "\n")
 
 
 def _row(strategy: str, runs, hub_space, started: float) -> Row:
@@ -112,12 +151,18 @@ def evaluate_space(job: tuple[Path, Path, Plan]) -> SpaceResult:
     for name, settings in plan.settings:
         rows.append(_row(name, [autotune_runs.run_engine(space, budget, s, settings) for s in seeds], space, started))
         started = time.monotonic()
+    store = Store(plan.store)
     with autotune_runs.plain_cache(space) as cache:
         for strategy in plan.strategies:
             started = time.monotonic()
-            runs = [autotune_runs.run_kernel_tuner(cache, strategy, budget, s)
-                    for s in (seeds[:1] if strategy in DETERMINISTIC else seeds)]
-            rows.append(_row(strategy, runs, space, started))
+            chosen = seeds[:1] if strategy in DETERMINISTIC else seeds
+            key = store.key(space.name, strategy, chosen, budget)
+            row = store.read(key)
+            if row is None:
+                row = _row(strategy, [autotune_runs.run_kernel_tuner(cache, strategy, budget, s) for s in chosen],
+                           space, started)
+                store.write(key, row)
+            rows.append(row)
     fevals = autotune_score.fevals_to_reach(space.values, autotune_score.END)
     return SpaceResult(space.name, len(space.answers), fevals, budget / 1000, tuple(rows), time.process_time() - cpu)
 
@@ -197,6 +242,8 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--loko", action="store_true",
                    help="choose the engine's settings among CHOICES by leave-one-kernel-out (every space held out)")
     p.add_argument("--guided", action="store_true", help="the engine with its surrogate (engine.surrogate.Guide())")
+    p.add_argument("--store", type=Path, help="a JSON-lines file that keeps Kernel Tuner's rows: read back where "
+                                              "the space, strategy, seeds and budget are the same")
     return p.parse_args(argv)
 
 
@@ -220,7 +267,7 @@ def run(args: argparse.Namespace) -> list[SpaceResult]:
     else:
         settings = ((NVCC_EVO, EngineSettings(args.population, args.local_share,
                                               Guide() if args.guided else None)),)
-    plan = Plan(tuple(args.strategies), repeats, args.seed, settings)
+    plan = Plan(tuple(args.strategies), repeats, args.seed, settings, args.store and args.store.resolve())
     jobs = [(path, hub, plan) for path in sorted(paths, key=lambda p: -p.stat().st_size)]   # the largest first
     results = []
     with get_context("spawn").Pool(max(1, min(args.jobs, len(jobs)))) as pool:
