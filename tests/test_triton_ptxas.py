@@ -168,6 +168,24 @@ unit kernel "matmul_kernel" {
 """
 
 
+def test_a_kernel_unit_never_compiled_as_itself_is_recorded_by_its_benchs_first_run(project, evo_cache):
+    """After --hot --write a kernel's PTX is recorded for the unit that records every kernel (`unit kernel "*"
+    {}`), not for the unit written for it, and a warm Triton cache compiles nothing: the retune skipped it
+    ("never compiled through nvcc-evo-ptxas ...; skipped", exit 1). Its bench command now runs once first,
+    through the stand-ins with fresh Triton caches, as a source unit's does, and the unit is tuned."""
+    for name in ("kernels.py", "bench_registers.py"):
+        shutil.copy(DATA / "triton" / name, project / name)
+    (project / "nvcc-evo.acf").write_text(RETUNED.replace("PYTHON", sys.executable) + '\nunit kernel "*" {\n}\n')
+    env = evo_env(evo_cache)
+    done = run_evo("--retune", "--backend", "command", "--evaluations", "1", cwd=project, env=env)
+    assert done.returncode == 0, done.stderr
+    assert 'kernel "matmul_kernel": never compiled through nvcc-evo-ptxas for this ACF: its bench command runs ' \
+           "once first" in done.stderr
+    text = (project / "nvcc-evo.acf").read_text()
+    assert text.count("target sm_90a {") == 1 and text.endswith('\nunit kernel "*" {\n}\n'), text
+    assert not list(Path(env["TMPDIR"]).glob("nvcc-evo-afresh-*"))          # (its fresh caches removed)
+
+
 def test_retune_through_the_user_s_own_benchmark(project, evo_cache):
     """The user's program runs once through nvcc-evo-ptxas (the compile
     database learns the kernel), then `--retune --backend command` runs it

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -128,11 +129,10 @@ def _job_for(unit: model.Unit, arch: str, acf_path: Path, mine: list, unreadable
 
 def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list, folder: Path,
                  defaulted: bool) -> None:
-    """Each compile-database record of `unit` that is not used and what
-    happens instead, or that it has none at all (and so what it is built
-    as: `-c SOURCE`, for the built-in DEFAULT_ARCH unless `--target` or a
-    target block says). A unit whose globs match no file is said to be that first."""
-    if not (mine or not_used) and not unit_sources(unit, folder):
+    """Each compile-database record of `unit` that is not used and what happens instead, or that it has none at
+    all (and so what it is built as: `-c SOURCE`, for the built-in DEFAULT_ARCH unless `--target` or a target
+    block says). A source unit whose globs match no file is said to be that first."""
+    if not (mine or not_used or unit.is_kernel) and not unit_sources(unit, folder):
         log(f"unit {unit}: its globs match no file under {folder}")
         return
     instead = "another record of it is used" if mine else "it is compiled as `nvcc -c SOURCE` instead"
@@ -330,25 +330,27 @@ def _say_other_builds(unit: model.Unit, arch: str, mine: list, root: Path, nvcc:
 def _built_by_bench(unit: model.Unit, options: Options) -> bool:
     """A unit the command backend's bench command builds, for a retune that runs it (not a dry run)."""
     bench = unit.bench
-    return options.backend == "command" and not options.dry_run and not unit.is_kernel and bench is not None \
-        and bench.command is not None
+    return options.backend == "command" and not options.dry_run and bench is not None and bench.command is not None
 
 
 def _bench_builds_it(unit: model.Unit, acf_path: Path, options: Options) -> None:
-    """A command-backend retune of a unit never built through nvcc-evo runs its bench command once first, as a
-    user's build would run (the ACF as it is), so that the build it measures is recorded and tuned as it
-    compiles (its flags, its architecture) and named in the entry; without it the entry said "no recorded
-    build" and the next retune found it stale for the build its own bench had recorded."""
+    """A command-backend retune of a unit never built through nvcc-evo (a kernel unit: never compiled as this
+    unit, as after --hot --write) runs its bench command once first, as a user's build would run (the ACF as
+    it is; Triton's compiles through the stand-ins, its caches fresh, as for a candidate), so that the build
+    it measures is recorded, tuned as it compiles and named in the entry (else: "no recorded build", stale
+    for the build its own bench recorded next time; a kernel unit skipped)."""
     bench = unit.bench
     assert bench is not None and bench.command is not None        # (_built_by_bench)
     from nvcc_evo.driver.common import GUARD_ENV
+    from nvcc_evo.driver.dropin_ptxas.afresh import afresh
     from nvcc_evo.system.leftovers import SHELL, run_in_group
     command = bench.command.text
-    log(f"{unit}: never built through nvcc-evo for this ACF: its bench command runs once first, so that the "
-        f"build it measures is recorded ({command})")
-    env = {k: v for k, v in os.environ.items() if k != GUARD_ENV}
-    done = run_in_group([SHELL, "-c", command], cwd=acf_path.parent, env=env,
-                        timeout=bench.timeout.seconds if bench.timeout else options.timeout)
+    log(f"{unit}: never {'compiled through nvcc-evo-ptxas' if unit.is_kernel else 'built through nvcc-evo'} for "
+        f"this ACF: its bench command runs once first, so that the build it measures is recorded ({command})")
+    plain = {k: v for k, v in os.environ.items() if k != GUARD_ENV}
+    with afresh(plain) if unit.is_kernel else nullcontext(plain) as env:
+        done = run_in_group([SHELL, "-c", command], cwd=acf_path.parent, env=env,
+                            timeout=bench.timeout.seconds if bench.timeout else options.timeout)
     if done.returncode != 0:
         said = (done.stdout + done.stderr).strip().splitlines()[-3:]
         log(f"{unit}: its bench command " + ("ran past its timeout" if done.returncode is None else
@@ -357,10 +359,9 @@ def _bench_builds_it(unit: model.Unit, acf_path: Path, options: Options) -> None
 
 
 def served_release(job: CompileJob) -> str:
-    """The release of the ptxas a kernel unit's program runs (Triton's own,
-    recorded by nvcc-evo-ptxas), not the toolkit's nvcc: a Triton upgrade
-    that brings another ptxas makes its entries stale and sets its stored
-    results aside. "" for a unit nvcc compiles (or a ptxas that cannot say)."""
+    """The release of the ptxas a kernel unit's program runs (Triton's own, recorded by nvcc-evo-ptxas), not the
+    toolkit's nvcc: a Triton upgrade that brings another ptxas makes its entries stale and sets its stored results
+    aside. "" for a unit nvcc compiles (or a ptxas that cannot say)."""
     if not job.ptxas:
         return ""
     from nvcc_evo.driver.cmdline.ptxas import probe
@@ -374,8 +375,7 @@ STATIC_ONLY = "its entry holds static objectives only (compiler facts): never me
 
 
 def _static_only(unit: model.Unit, arch: str) -> bool:
-    """The unit's entry for `arch` was chosen by the static backend: up to
-    date for it, but a measuring backend has yet to judge it."""
+    """The unit's entry for `arch` was chosen by the static backend: up to date for it, not judged by a measurement."""
     target = entry_for(unit, arch)
     return target is not None and target.backend == "static"
 
@@ -391,10 +391,8 @@ def _measured_on(unit: model.Unit, arch: str) -> str | None:
 
 
 def build_identity(job: CompileJob, root: Path, recorded: bool) -> str:
-    """What provenance says of the build an entry was tuned for: the
-    recorded compile's key, or that there was none (and what was compiled
-    instead), so an entry tuned before the real build was recorded is stale
-    once it is."""
+    """What provenance says of the build an entry was tuned for: the recorded compile's key, or that there was
+    none (and what was compiled instead), so an entry tuned before the real build was recorded is stale once it is."""
     if recorded:
         return f"recorded compile {build_key(job, root)}"
     return f"no recorded build: nvcc -c {os.path.relpath(job.source, root)} for {job.arch}"

@@ -22,9 +22,12 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from nvcc_evo.driver.common import (REAL_PTXAS_BLACKWELL_ENV, REAL_PTXAS_ENV, TRITON_PTXAS_BLACKWELL_ENV,
                                     TRITON_PTXAS_ENV, is_self)
+from nvcc_evo.system.leftovers import private_folder, remove_private
 
 # (Triton's variable, the stand-in it is given, where a real program named there goes)
 STAND_INS = ((TRITON_PTXAS_ENV, "nvcc-evo-ptxas", REAL_PTXAS_ENV),
@@ -54,3 +57,14 @@ def through_stand_ins(environ: dict, folder: str) -> dict:
     env[INDUCTOR_CACHE_ENV] = os.path.join(folder, "inductor-cache")
     env.update(INDUCTOR_REMOTE_OFF)
     return env
+
+
+@contextmanager
+def afresh(environ: dict) -> Iterator[dict]:
+    """`through_stand_ins` with the caches in a private folder of its own, removed after: one run of the
+    program whose Triton kernels compile anew (a kernel unit's first run for a retune)."""
+    folder = private_folder("afresh")
+    try:
+        yield through_stand_ins(environ, folder)
+    finally:
+        remove_private(folder)
