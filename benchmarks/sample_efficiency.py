@@ -1,59 +1,104 @@
-"""Measurements to a good point, the old engine (the evolutionary operators alone) against the new (a
-surrogate proposes half of each generation, engine.surrogate), on a GPU (issue 40).
+"""Measurements to a good point, the old engine against the new, on a GPU: one kernel per device call (issue 40).
 
-    python3 benchmarks/sample_efficiency.py --unit softmax.cu --evaluations 30 --seeds 0 1 2 --wall 520 --out OUT
+    python3 benchmarks/sample_efficiency.py --unit softmax.cu --out $OUT
+    (on the H200, one device call per kernel: bash benchmarks/sample_efficiency_h200.sh $OUT softmax.cu)
+    python3 benchmarks/sample_efficiency.py --unit softmax.cu --backend static --evaluations 12 --out /tmp/se
+    (a dry run of the logic without a GPU: ptxas's registers stand for the runtime)
 
-For one unit of kernels/: first a reference search of three times the budget (the new engine, seed 100),
-then, per seed, the old and the new engine (`retune.search = operators` against `guided`, the same tree),
-in turns (old first for even seeds, so a drift of the GPU favours neither), each a retune of `--evaluations`
-from an empty results store and an emptied target block (benchmarks/defaults.py's project). Every run's
-speedups are its candidates' runtimes over its own baseline's (both timed in the same process). The best
-point is the best speedup the reference found (or any run, where one found better, said); a run's count is
-the candidates it measured, in order, until one came within 1% of that best (">N" where none did). A run
-is started only where `--wall` leaves it the time the reference took for a third of its budget, so a call
-cut short keeps the runs that ended; results.json is written after each run.
+For one unit of kernels/ (a copy, its target blocks emptied: no run starts from the knobs tuned before),
+seven searches in one process, sharing the measuring process and the toolkit: first a reference search of
+three times the budget (the new engine, seed 100), then per seed (`--seeds`, 0 1 2) the old and the new
+engine, in turns (old first for even seeds, so a drift of the GPU favours neither). The old engine is the
+evolutionary operators alone (`retune.search = operators`, `--old`), the new the tree's default
+(`--new`; where the default is the old engine itself, the guided search, said). Each search is a
+retune's search (retune.tune: prepare, then baseline and engine) of `--evaluations` candidates from its
+own empty results store, without the steps after it (confirmation, kernels compared, write-back): what
+is counted is the engine's measurements. A candidate's speedup is its runtime over its own search's
+baseline's (both timed in the same process; a failed or raced candidate counts 0); the best point is the
+reference's best speedup; a run's count is the candidates it measured, in order, until one came within
+1% of it (">N" where none did). Each run after the reference is given a time cap (three times what the
+reference took for as many candidates, less what the runs after it are expected to take; a run left less
+than half its expected time is skipped, said), so the call ends within `--wall`; results.json (every
+run's speedups in order) and table.md are written to `--out` after each run.
 """
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
-import os
 import shutil
-import signal
-import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from defaults import project, watch  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from defaults import project  # noqa: E402
+from nvcc_evo.acf.resolve import load  # noqa: E402
+from nvcc_evo.driver import settings  # noqa: E402
+from nvcc_evo.driver.project import open_project  # noqa: E402
+from nvcc_evo.driver.toolkit import load_toolkit  # noqa: E402
+from nvcc_evo.execute.measurers import close_pool, gpu_arch, measuring_gpu, resolve_backend  # noqa: E402
+from nvcc_evo.execute.store import Store  # noqa: E402
+from nvcc_evo.retune.options import Options, backend_resolved, decided, with_settings  # noqa: E402
+from nvcc_evo.retune.tasks import find_tasks  # noqa: E402
+from nvcc_evo.retune.tune import Retune, prepare, search  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 WITHIN = 0.01
-SEARCH = {"old": "operators", "new": "guided"}
+REFERENCE_SEED = 100
 
 
-def retune(acf: Path, unit: str, seed: int, evaluations: int, engine: str, args) -> float:
-    """One retune of the unit; its wall time (stopped past --run-timeout, said)."""
-    env = dict(os.environ, NVCC_EVO_SEARCH=SEARCH[engine], PYTHONFAULTHANDLER="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]))
-    argv = [sys.executable, "-m", "nvcc_evo", "--retune", "--acf", str(acf), unit, "--backend", args.backend,
-            "--seed", str(seed), "--evaluations", str(evaluations), "--progress", "lines"]
-    started = time.monotonic()
-    with open(acf.parent / "retune.out", "w") as out, open(acf.parent / "retune.err", "w") as err:
-        run = subprocess.Popen(argv, cwd=acf.parent, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                               start_new_session=True)
-        why = watch(run, Path(err.name), started, args)
-        if why:
-            os.killpg(run.pid, signal.SIGKILL)
-            run.wait()
-            print(f"{acf.parent.name}: stopped: {why}", file=sys.stderr, flush=True)
-    return time.monotonic() - started
+def engines(old: str, new: str | None) -> tuple[str, str, str]:
+    """(old, new, a note): the new engine is the tree's default unless named; where that is the old
+    engine itself, the guided search."""
+    default = str(settings.BY_NAME["retune.search"].default)
+    if new is not None:
+        return old, new, f"new: {new} (named)"
+    if default != old:
+        return old, default, f"new: {default} (the default)"
+    return old, "guided", f"new: guided (the default, {default}, is the old engine)"
+
+
+def set_up(acf: Path, unit: str, args) -> tuple[Options, object, object]:
+    """The options, toolkit and task of the unit's search, as a retune decides them (retune.run)."""
+    opened = open_project("the benchmark", str(acf), (unit,))
+    given = ("backend", "evaluations", "progress", "timeout", "target")
+    options = with_settings(Options(acf=str(acf), globs=(unit,), backend=args.backend, evaluations=args.evaluations,
+                                    progress="lines", timeout=args.timeout, target=args.target,
+                                    command_line=given), opened.settings)
+    toolkit = load_toolkit(opened.real_nvcc())
+    options = decided(backend_resolved(options, resolve_backend(options.backend)))
+    if options.backend == "pycuda" and options.target is None:
+        options = replace(options, target=gpu_arch(options.device))
+    tasks, skipped, _ = find_tasks(load(acf), acf, toolkit, options, measuring_gpu(options), run_benches=True)
+    if len(tasks) != 1:
+        raise SystemExit(f"{unit}: {len(tasks)} searches to run, not one ({'; '.join(skipped)})")
+    return options, toolkit, tasks[0]
+
+
+def one_search(options: Options, toolkit, task, acf: Path, folder: Path, search_kind: str, seed: int,
+               evaluations: int, seconds: float) -> None:
+    """One search of the task into `folder`'s results store."""
+    sources = dict(options.sources, **{"retune.time-limit": "the benchmark's cap"})
+    run = replace(options, search=search_kind, seed=seed, evaluations=evaluations, seconds=seconds,
+                  sources=tuple(sources.items()))
+    folder.mkdir(parents=True, exist_ok=True)
+    retune = Retune(run, toolkit, Store(folder / "results.jsonl"), acf)
+    prepared = prepare(task, retune)
+    try:
+        search(prepared, retune, np.random.default_rng(seed))
+    finally:
+        if prepared.lanes is not None:
+            prepared.lanes.close()
+        prepared.evaluator.tally.stop()
 
 
 def speedups(store: Path, metric: str) -> list[float]:
-    """Each candidate's speedup over the run's baseline (its first record), in the order measured; 0 for
-    a failed or raced candidate (raced: clearly slower than the best so far)."""
+    """Each candidate's speedup over its search's baseline (its first record), in the order measured; 0 for
+    a failed or raced candidate (raced: timed only until clearly slower than the best so far)."""
     records = [json.loads(line) for line in store.read_text().splitlines()] if store.exists() else []
     if not records or records[0]["status"] != "ok":
         return []
@@ -61,8 +106,8 @@ def speedups(store: Path, metric: str) -> list[float]:
     out = []
     for record in records[1:]:
         value = record["metrics"].get(metric)
-        ok = record["status"] == "ok" and value and not record.get("detail", "").startswith("raced:")
-        out.append(baseline / value if ok else 0.0)
+        raced = record.get("raced", False) or record.get("detail", "").startswith("raced:")
+        out.append(baseline / value if record["status"] == "ok" and value and not raced else 0.0)
     return out
 
 
@@ -71,61 +116,124 @@ def to_best(found: list[float], best: float) -> int | None:
     return next((i + 1 for i, s in enumerate(found) if s >= best * (1 - WITHIN)), None)
 
 
+def plan_of(seeds: list[int], evaluations: int) -> list[tuple[str, int, int]]:
+    """(engine, seed, evaluations) in order: the reference, then old and new per seed in turns."""
+    plan = [("new", REFERENCE_SEED, 3 * evaluations)]
+    for seed in seeds:
+        plan += [(e, seed, evaluations) for e in (("old", "new") if seed % 2 == 0 else ("new", "old"))]
+    return plan
+
+
+def time_cap(left: float, per_candidate: float | None, evaluations: int, after: int) -> int | None:
+    """A run's time cap: the time left, for the reference (`per_candidate` None); for a later run, three
+    times what the reference took for as many candidates, less what the `after` runs after it are expected
+    to take; None where that leaves it less than half its expected time (skipped)."""
+    if per_candidate is None:
+        return int(left)
+    expected = per_candidate * evaluations
+    cap = min(3 * expected, left - after * expected)
+    return int(cap) if cap >= expected / 2 else None
+
+
+def run_all(args) -> dict:
+    old, new, note = engines(args.old, args.new)
+    kind = {"old": old, "new": new}
+    started = time.monotonic()
+    for made in [args.out / "project", *args.out.glob("*-seed*")]:      # (an earlier call's)
+        shutil.rmtree(made, ignore_errors=True)
+    acf = project(args.out / "project")
+    options, toolkit, task = set_up(acf, args.unit, args)
+    result = {"unit": args.unit, "backend": options.backend, "target": options.target, "old": old, "new": new,
+              "note": note, "evaluations": args.evaluations, "metric": args.metric, "within": WITHIN, "runs": []}
+    plan = plan_of(args.seeds, args.evaluations)
+    per_candidate = None                  # the reference's seconds per candidate: each later run's cap from it
+    for index, (engine, seed, evaluations) in enumerate(plan):
+        left = args.wall - (time.monotonic() - started)
+        cap = time_cap(left, per_candidate, evaluations, len(plan) - index - 1)
+        if cap is None:
+            print(f"{engine} seed {seed} skipped: {left:.0f} s of --wall left", file=sys.stderr, flush=True)
+            result["runs"].append({"engine": engine, "seed": seed, "evaluations": evaluations, "skipped": True})
+            continue
+        folder, began, error = args.out / f"{engine}-seed{seed}", time.monotonic(), ""
+        try:
+            one_search(options, toolkit, task, acf, folder, kind[engine], seed, evaluations, max(cap, 1))
+        except Exception as failed:         # (one run's failure is the table's, not the call's)
+            error = f"{type(failed).__name__}: {failed}"
+        wall = time.monotonic() - began
+        found = speedups(folder / "results.jsonl", args.metric)
+        if per_candidate is None:
+            per_candidate = wall / max(1, len(found) + 1)
+        result["runs"].append({"engine": engine, "search": kind[engine], "seed": seed, "evaluations": evaluations,
+                               "cap": cap, "wall": round(wall, 1), "speedups": found,
+                               **({"error": error} if error else {})})
+        write(args.out, result)
+        print(f"{engine} ({kind[engine]}) seed {seed}: {len(found)} measured in {wall:.0f} s" + (f"; {error}" if error
+              else ""), file=sys.stderr, flush=True)
+    return result
+
+
+def table(result: dict) -> str:
+    """The runs' counts to within WITHIN of the reference's best, per engine and seed, and their means."""
+    runs = [r for r in result["runs"] if not r.get("skipped")]
+    reference = max(runs[0]["speedups"], default=0.0) if runs else 0.0
+    evaluations = result["evaluations"]
+    lines = [f"## {result['unit']}: measurements to within {WITHIN:.0%} of the best a search of {3 * evaluations} "
+             f"finds ({result['backend']}, {result['target']}; old: {result['old']}, {result['note']})", "",
+             f"reference (new, seed {REFERENCE_SEED}): best {reference:.3f}x over its baseline, "
+             f"{len(runs[0]['speedups']) if runs else 0} measured", "",
+             "| engine | seed | measurements to the best | its best | measured | seconds |",
+             "|---|---|---|---|---|---|"]
+    counts: dict[str, list] = {"old": [], "new": []}
+    for run in result["runs"][1:]:
+        if run.get("skipped"):
+            lines.append(f"| {run['engine']} | {run['seed']} | skipped (out of time) | | | |")
+            continue
+        count = to_best(run["speedups"], reference)
+        counts[run["engine"]].append(count)
+        shown = str(count) if count else f">{len(run['speedups'])}"
+        lines.append(f"| {run['engine']} ({run['search']}) | {run['seed']} | {shown} | "
+                     f"{max(run['speedups'], default=0.0):.3f}x | {len(run['speedups'])} | {run['wall']:.0f} |"
+                     + (f" {run['error']}" if run.get("error") else ""))
+    lines.append("")
+    for engine, found in counts.items():
+        if found:
+            reached = [c for c in found if c]
+            mean = sum(c or evaluations + 1 for c in found) / len(found)
+            lines.append(f"- {engine}: reached in {len(reached)} of {len(found)} runs, mean {mean:.1f} measurements "
+                         f"(a run that did not reach it counted as {evaluations + 1})")
+    return "\n".join(lines) + "\n"
+
+
+def write(out: Path, result: dict) -> None:
+    (out / "results.json").write_text(json.dumps(result, indent=1))
+    (out / "table.md").write_text(table(result))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--unit", required=True, help="a unit of kernels/nvcc-evo.acf (its glob)")
     parser.add_argument("--evaluations", type=int, default=30, help="each run's budget (the reference: 3x)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--wall", type=float, default=520.0, help="seconds for every run of this call")
-    parser.add_argument("--backend", default="pycuda", help="pycuda (default); static: a smoke test without a GPU")
-    parser.add_argument("--metric", default="runtime", help="the metric compared (static: registers)")
-    parser.add_argument("--stall", type=float, default=90.0, help="seconds a retune may say nothing")
+    parser.add_argument("--wall", type=float, default=450.0, help="seconds for every search of this call")
+    parser.add_argument("--old", default="operators", help="the old engine's retune.search (default: operators)")
+    parser.add_argument("--new", default=None, help="the new engine's (default: the tree's default)")
+    parser.add_argument("--backend", default="pycuda", help="pycuda (default); static: a dry run without a GPU")
+    parser.add_argument("--target", default=None, help="the architecture (default: the GPU's; static: sm_90)")
+    parser.add_argument("--metric", default=None, help="the metric compared (default: runtime; static: registers)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds a compile or GPU run may take")
     parser.add_argument("--out", type=Path, default=Path("out/sample-efficiency"))
     args = parser.parse_args()
+    args.target = args.target or ("sm_90" if args.backend == "static" else None)
+    args.metric = args.metric or ("registers" if args.backend == "static" else "runtime")
+    args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
-    started, runs = time.monotonic(), []
-    plan = [("new", 100, 3 * args.evaluations)]
-    for seed in args.seeds:
-        plan += [(e, seed, args.evaluations) for e in (("old", "new") if seed % 2 == 0 else ("new", "old"))]
-    third = None                  # the reference's time for a third of its budget: what one run is given
-    for engine, seed, evaluations in plan:
-        left = args.wall - (time.monotonic() - started)
-        if third is not None and left < 1.2 * third:
-            print(f"{engine} seed {seed} skipped: {left:.0f} s left", file=sys.stderr, flush=True)
-            continue
-        args.run_timeout = max(30.0, left - 5)
-        folder = args.out / f"{engine}-seed{seed}"
-        shutil.rmtree(folder, ignore_errors=True)
-        wall = retune(project(folder), args.unit, seed, evaluations, engine, args)
-        third = third if third is not None else wall / 3
-        runs.append({"engine": engine, "seed": seed, "evaluations": evaluations, "wall": wall,
-                     "speedups": speedups(folder / ".nvcc-evo" / "results.jsonl", args.metric)})
-        (args.out / "results.json").write_text(json.dumps({"unit": args.unit, "runs": runs}))
-        print(f"{engine} seed {seed}: {len(runs[-1]['speedups'])} measured in {wall:.0f} s", file=sys.stderr,
-              flush=True)
-    print(table(args.unit, runs, args.evaluations))
+    faulthandler.dump_traceback_later(args.wall + 60, exit=True)     # a hang ends the call; results.json stays
+    try:
+        result = run_all(args)
+    finally:
+        close_pool()
+    print(table(result), end="")
     return 0
-
-
-def table(unit: str, runs: list[dict], evaluations: int) -> str:
-    reference = max(runs[0]["speedups"], default=0.0) if runs else 0.0
-    best = max([reference] + [max(r["speedups"], default=0.0) for r in runs])
-    lines = [f"{unit}: best {best:.3f}x over the baseline (the reference's {reference:.3f}x, "
-             f"{3 * evaluations} measured); candidates measured to within {WITHIN:.0%} of it"]
-    counts: dict[str, list] = {"old": [], "new": []}
-    for run in runs[1:]:
-        count = to_best(run["speedups"], best)
-        counts[run["engine"]].append(count)
-        shown = str(count) if count else ">" + str(len(run["speedups"]))
-        lines.append(f"  {run['engine']} seed {run['seed']}: {shown} (its best {max(run['speedups'], default=0.0):.3f}x, "
-                     f"{run['wall']:.0f} s)")
-    for engine, found in counts.items():
-        if found:
-            reached = [c for c in found if c]
-            lines.append(f"  {engine}: reached in {len(reached)} of {len(found)} runs, mean "
-                         f"{sum(c or evaluations + 1 for c in found) / len(found):.1f} measurements "
-                         f"(a run that did not reach it counted as {evaluations + 1})")
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":
