@@ -1,7 +1,8 @@
 """The injected run's overhead and the harness-free metric's noise, on one program.
 
 Runs COMMAND plain and with nvcc-evo's injection library in turn (P I, I P,
-...) --runs times each, in FOLDER. Prints the medians of the wall times and
+...) --runs times each, in FOLDER, after a warm-up run of each (not counted:
+the first run pays for caches a program fills, Triton's, the driver's). Prints the medians of the wall times and
 their ratio (the run must stay within 1.2x), and the relative spread
 (p20..p80 over the median) of three metrics of the same injected runs: the
 program's own printed figure (--metric REGEX, its first group), the GPU
@@ -54,6 +55,9 @@ def main() -> None:
     lib = library(os.environ, "nvcc")
     plain, injected, figure, every, hottest = [], [], [], [], []
     hot_name = None
+    one_run(command, args.folder, dict(os.environ))                 # (the warm-up runs)
+    with tempfile.TemporaryDirectory() as times:
+        one_run(command, args.folder, {**os.environ, **environment(times, lib)})
     for index in range(args.runs):
         for side in ("plain", "injected") if index % 2 == 0 else ("injected", "plain"):
             if side == "plain":

@@ -39,8 +39,7 @@ RUN="python3 torch_app.py $STEPS"
 step "hot (the first run: Triton compiles through nvcc-evo-ptxas, an empty cache of its own)"
 TRITON_PTXAS_PATH=nvcc-evo-ptxas TRITON_CACHE_DIR=$WORK/cache-hot nvcc-evo --hot -- $RUN > "$OUT/hot.txt" \
     2>> "$OUT/log.txt"; echo "exit $?"; cat "$OUT/hot.txt"; ls .nvcc-evo/kernels | tee -a "$OUT/log.txt"
-step "overhead (Triton's own ptxas, its cache warmed by a first run: plain and injected runs in turn)"
-TRITON_CACHE_DIR=$WORK/cache-plain $RUN >> "$OUT/log.txt" 2>&1
+step "overhead (Triton's own ptxas, its cache warmed by overhead.py's first runs: plain and injected in turn)"
 TRITON_CACHE_DIR=$WORK/cache-plain python3 "$ROOT/benchmarks/hot/overhead.py" --runs 5 --metric "$METRIC" \
     --out "$OUT/overhead.json" -- $RUN | tee "$OUT/overhead.txt"
 step write
