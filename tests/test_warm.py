@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from conftest import DATA, ROOT, evo_env, run_evo
 from nvcc_evo.acf.resolve import load
+from nvcc_evo.cubin.compile import CompileJob, compile_candidate
+from nvcc_evo.cubin.sass import find_disassembler, kernel_facts, with_mix
 from nvcc_evo.engine.space import Dimension, Genome, SearchSpace, build_space
 from nvcc_evo.execute.goal import Goal
 from nvcc_evo.execute.store import Context, StoredResult, Store
-from nvcc_evo.execute.warm import ProjectStores, project_stores, unlike_search, warm_starts
+from nvcc_evo.execute.warm import ProjectStores, project_stores, unlike_kernels, unlike_search, warm_starts
 from nvcc_evo.measure import Measurement
 from nvcc_evo.status import Status
 
@@ -44,7 +47,7 @@ def test_the_kernels_alike_are_those_of_one_source_tuned_per_shape():
 def test_compiler_knobs_alone_or_values_outside_the_domains_are_no_likeness():
     ptxas = SearchSpace((Dimension("ptxas.maxrregcount", (None, 32, 64), None),
                          Dimension("ptxas.opt_level", (1, 3), 3)))
-    assert "nothing says the kernels are alike" in unlike_search(ptxas, [ptxas.baseline()])
+    assert unlike_search(ptxas, [ptxas.baseline()]) == "no source parameter searched by both"
     blocks = SearchSpace((Dimension("define.BLOCK", (128, 256), 128), Dimension("define.VEC", (1, 2), 1),
                           Dimension("ptxas.opt_level", (1, 3), 3), Dimension("ptxas.dlcm", (None, "cg"), None)))
     unrolled = Genome((("define.BLOCK", 128), ("define.UNROLL", 2), ("ptxas.opt_level", 3), ("ptxas.dlcm", None)))
@@ -140,6 +143,46 @@ def test_stores_not_the_users_or_outside_the_project_or_of_another_projects_unit
     assert [g.origin for g in found] == ['"a.cu" (same knobs, same source parameters)']
 
 
+def _job(nvcc: Path, folder: Path, name: str, text: str) -> CompileJob:
+    (folder / name).write_text(text)
+    return CompileJob(str(nvcc), ("-c", name), str(folder), name, "sm_90")
+
+
+def _facts(job: CompileJob) -> tuple:
+    built = compile_candidate(job)
+    return with_mix(kernel_facts(built.stderr, built.cubin, "sm_90"), built.cubin, find_disassembler(job.nvcc))
+
+
+def test_units_of_compiler_knobs_alone_are_alike_by_their_kernels(tmp_path, real_nvcc):
+    """Real nvcc: where neither search names a source parameter, the two baselines' kernels (registers,
+    instructions, shared memory, instruction mix) decide; this unit's baseline compiled only then."""
+    regs, spill = (DATA / "cuda" / "regs.cu").read_text(), (DATA / "cuda" / "spill.cu").read_text()
+    theirs = _facts(_job(real_nvcc, tmp_path, "e.cu", regs))
+    assert theirs[0].mix                                            # (nvdisasm found: the mixes compared too)
+    space = SearchSpace((Dimension("ptxas.maxrregcount", (None, 32, 64), None),
+                         Dimension("ptxas.opt_level", (1, 3), 3)))
+    context = Context("13.0", "fp-f", "sm_90", "cpu", "static", '"f.cu"', "build-f")
+    records = [StoredResult(Genome((("ptxas.maxrregcount", cap), ("ptxas.opt_level", 3))), (),
+                            Measurement(Status.OK, (("registers", registers),)), "",
+                            Context("13.0", "fp-e", "sm_90", "cpu", "static", '"e.cu"', "build-e"))
+               for cap, registers in ((None, 56.0), (32, 32.0), (64, 56.0))]
+    own = Store(_store(tmp_path / "results.jsonl", records))
+    known = ProjectStores(frozenset({'"e.cu"', '"f.cu"', '"g.cu"'}),
+                          kernels_of=lambda unit, arch: theirs if (unit, arch) == ('"e.cu"', "sm_90") else None)
+    said: list[str] = []
+    alike = _job(real_nvcc, tmp_path, "f.cu", regs.replace("A kernel", "The same kernel"))
+    found = warm_starts(own, known, context, GOAL, space, said.append, alike)
+    assert [(g.origin, len(g.evaluations)) for g in found] == [('"e.cu" (same knobs, alike kernels)', 3)]
+    unlike = _job(real_nvcc, tmp_path, "g.cu", spill)
+    assert warm_starts(own, known, replace(context, unit='"g.cu"'), GOAL, space, said.append, unlike) == []
+    assert said[-1].startswith('"g.cu" [sm_90]: not started from units unlike this one: "e.cu" (no source parameter '
+                               "searched by both; kernels unlike: "), said
+    assert unlike_kernels(theirs, theirs) == "" and unlike_kernels(theirs, theirs * 2) == "2 kernel(s) against 1"
+    # without their kernels, or without a build of this unit's baseline: nothing compared, no warm start
+    assert warm_starts(own, ProjectStores(known.units), context, GOAL, space, said.append, alike) == []
+    assert said[-1].endswith('"e.cu" (no source parameter searched by both; their kernels not compared)')
+
+
 ACF = """acf 1
 unit "a.cu" {
     search {
@@ -159,17 +202,25 @@ unit "c.cu" {
         ptxas.opt_level in 1..3
     }
 }
+unit "e.cu" {
+    search {
+        ptxas.maxrregcount in {32, 40, 48, 64}
+        ptxas.opt_level in 1..3
+    }
+}
 """
 
 
 def test_a_retune_starts_from_a_similar_unit_of_the_project_and_says_so(tmp_path, evo_cache):
-    """Real nvcc, the static backend, one retune of three units in turn: b.cu (the same kernel as a.cu,
+    """Real nvcc, the static backend, one retune of four units in turn: b.cu (the same kernel as a.cu,
     another default) starts from a.cu's search; c.cu (compiler knobs alone) does not, nor does a.cu (nothing
-    before it); another user's store that the settings list is not read."""
+    before it), nor e.cu (c.cu's knobs, but c.cu's kernels, as its retune kept them, are unlike its own);
+    another user's store that the settings list is not read."""
     shutil.copy(DATA / "cuda" / "regs.cu", tmp_path / "a.cu")
     regs = (DATA / "cuda" / "regs.cu").read_text()
     (tmp_path / "b.cu").write_text(regs.replace("#define TERMS 32", "#define TERMS 24"))
     shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "c.cu")
+    shutil.copy(DATA / "cuda" / "regs.cu", tmp_path / "e.cu")
     (tmp_path / "nvcc-evo.acf").write_text(ACF)
     if os.geteuid() == 0:
         os.chown(_store(tmp_path / "theirs.jsonl", _records('"a.cu"')), STRANGER, STRANGER)
@@ -181,7 +232,9 @@ def test_a_retune_starts_from_a_similar_unit_of_the_project_and_says_so(tmp_path
     assert f'"b.cu" [sm_90]: warm start from 4 evaluations of {similar}' in done.stderr, done.stderr
     assert f"warm start 3 seed(s): 3 from {similar}" in done.stderr, done.stderr
     assert '"c.cu" [sm_90]: not started from units unlike this one: "a.cu" (1 of 3 knobs shared)' in done.stderr
-    for unit in ('"a.cu"', '"c.cu"'):
+    assert '"e.cu" [sm_90]: not started from units unlike this one: "a.cu" (1 of 3 knobs shared); "b.cu" (1 of 3 ' \
+        'knobs shared); "c.cu" (no source parameter searched by both; kernels unlike: ' in done.stderr, done.stderr
+    for unit in ('"a.cu"', '"c.cu"', '"e.cu"'):
         assert not [line for line in done.stderr.splitlines() if f"{unit} [sm_90]" in line and "warm start" in line]
     if os.geteuid() == 0:          # said once, before the searches
         assert done.stderr.count(f"nvcc-evo: results store {tmp_path / 'theirs.jsonl'} not read for warm starts: it "

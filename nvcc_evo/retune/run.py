@@ -15,6 +15,7 @@ import os
 from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -29,7 +30,9 @@ from nvcc_evo.execute.measurers import check_benches, close_pool, gpu_arch, meas
 from nvcc_evo.execute.store import Store
 from nvcc_evo.execute.together import Together, how_many, run_together
 from nvcc_evo.execute.warm import project_stores
+from nvcc_evo.cubin.sass import KernelFacts
 from nvcc_evo.retune.choice import Outcome
+from nvcc_evo.retune.kernels import STORE_NAME, KernelStore
 from nvcc_evo.retune.options import Options, backend_resolved, decided, say_settings, with_settings
 from nvcc_evo.retune.progress import board_for
 from nvcc_evo.retune.reach import ship_check
@@ -96,7 +99,8 @@ def run_retune(options: Options) -> int:
         store = _results_store(acf_path, options)
         listed = project.value("report.stores").value             # (a list of paths, or None)
         known = project_stores(acf_path.parent, (str(unit) for unit in file.units),
-                               [Path(p) for p in listed] if isinstance(listed, list) else [], store.path, log)
+                               [Path(p) for p in listed] if isinstance(listed, list) else [], store.path, log,
+                               _kernels_of(store.path.parent / STORE_NAME))
         outcomes = _retune_all(tasks, Retune(options, toolkit, store, acf_path, cluster, known))
     finally:
         close_pool()
@@ -170,6 +174,15 @@ def _results_store(acf_path: Path, options: Options) -> Store:
         log(f"{store.skipped} line(s) of the results store {store.path} skipped (cut short, or not results of "
             "this version's shape)")
     return store
+
+
+def _kernels_of(path: Path) -> Callable[[str, str], tuple[KernelFacts, ...] | None]:
+    """A unit's baseline kernels on an architecture as its latest retune compared them (kernels.jsonl,
+    read when asked: a search of this retune may have written them)."""
+    def latest(unit: str, arch: str) -> tuple[KernelFacts, ...] | None:
+        found = [c.baseline.kernels for c in KernelStore(path).read() if (c.unit, c.arch) == (unit, arch)]
+        return found[-1] if found else None
+    return latest
 
 
 def _exit_status(outcomes: list[Outcome], skipped: list[str]) -> int:

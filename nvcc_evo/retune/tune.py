@@ -10,9 +10,8 @@
 - `decide`: the ACF's selection rule, the backend's confirmation of the
   winner, the kernels of baseline and choice compared: `choice.Outcome`.
 
-What every search of one retune shares (options, toolkit, results store,
-the ACF's path, the cluster) travels as one `Retune`; what the searches
-running at once share, as execute.together's `Together`.
+What every search of one retune shares (options, toolkit, results store, the ACF's path, the cluster, the
+project's stores) travels as one `Retune`; what the searches at once share, as execute.together's `Together`.
 """
 from __future__ import annotations
 
@@ -233,9 +232,10 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
     history = [evaluator.evaluation(g, m) for g, m in evaluator.measured.items() if g in space]   # baseline known
     for evaluation in history:
         evaluator.offer_incumbent(evaluator.measured[evaluation.genome], evaluation)
+    known = warm_starts(retune.store, retune.project, evaluator.context, prepared.goal, space, log,
+                        prepared.candidates.job(baseline))      # (the baseline's kernels, compiled if asked)
     engine = Engine(space, rng, retune.options.population, seeds=_seeds(task, space), history=history,
-                    avoid=avoiding, guide=Guide() if retune.options.search == "guided" else None,
-                    warm=warm_starts(retune.store, retune.project, evaluator.context, prepared.goal, space, log))
+                    avoid=avoiding, guide=Guide() if retune.options.search == "guided" else None, warm=known)
     drift = None
     if not baseline_measurement.ok:      # every candidate would fail the same way: say why, search nothing
         log(f"{task}: the baseline (the build's own flags) failed, {baseline_measurement.status}:\n"
