@@ -281,6 +281,7 @@ def test_write_with_nothing_recorded_says_how_the_build_gets_recorded(tmp_path, 
     assert result.returncode == 1 and "nvcc-evo reaches 0.0% of the GPU time" in result.stdout
     assert f"no compile of {tmp_path} is recorded yet: unit \"**/*.cu\" {{}} records every compile" in result.stderr
     assert "rebuild from clean through nvcc-evo" in result.stderr and result.stderr.endswith(": nothing written\n")
+    assert "(Triton's kernels: unit kernel \"*\" {}, and the run with TRITON_PTXAS_PATH=nvcc-evo-ptxas" in result.stderr
     assert (tmp_path / "nvcc-evo.acf").read_text() == 'acf 1\n\nunit "**/*.cu" {\n}\n'
 
 
