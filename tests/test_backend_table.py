@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from nvcc_evo import backends
 from nvcc_evo.acf.parse import parse_text
-from nvcc_evo.driver import settings
+from nvcc_evo.driver import specs
 from nvcc_evo.execute import measurers
 from nvcc_evo.execute.store import Context, StoredResult, Store
 from nvcc_evo.measure import Measurement
@@ -27,7 +27,7 @@ unit "k.cu" {
 
 def test_every_row_is_a_setting_a_budget_and_a_factory_and_nothing_else_is():
     assert backends.CHOICES == ("auto", "pycuda", "static", "command", "replay")
-    key = next(k for k in settings.KEYS if k.name == "retune.backend")
+    key = next(k for k in specs.KEYS if k.name == "retune.backend")
     assert key.choices == backends.CHOICES
     assert set(backends.NAMES) == set(measurers.FACTORIES)
     assert all(row.budget_why and (row.seconds < math.inf or row.evaluations < math.inf) for row in backends.TABLE)

@@ -11,14 +11,15 @@ import sys
 
 REAL_NVCC_ENV = "NVCC_EVO_REAL_NVCC"
 REAL_PTXAS_ENV = "NVCC_EVO_REAL_PTXAS"        # the ptxas nvcc-evo-ptxas stands for
-REAL_PTXAS_BLACKWELL_ENV = "NVCC_EVO_REAL_PTXAS_BLACKWELL"    # the ptxas-blackwell nvcc-evo-ptxas-blackwell stands for
-# Triton's two ptxas programs (3.6: `ptxas` below sm_100, `ptxas-blackwell` from sm_100 on), the variables
-# naming them, and the one naming the real program each stand-in runs
+REAL_PTXAS_BLACKWELL_ENV = "NVCC_EVO_REAL_PTXAS_BLACKWELL"    # the ptxas-blackwell
+                                                              # nvcc-evo-ptxas-blackwell stands for
+# Triton's two ptxas programs (3.6: `ptxas` below sm_100, `ptxas-blackwell` from sm_100 on), the
+# variables naming them, and the one naming the real program each stand-in runs
 PLAIN_PTXAS, BLACKWELL_PTXAS = "ptxas", "ptxas-blackwell"
 TRITON_PTXAS_ENV = "TRITON_PTXAS_PATH"
 TRITON_PTXAS_BLACKWELL_ENV = "TRITON_PTXAS_BLACKWELL_PATH"
 REAL_PTXAS_OF = {PLAIN_PTXAS: REAL_PTXAS_ENV, BLACKWELL_PTXAS: REAL_PTXAS_BLACKWELL_ENV}
-TRITON_BIN = os.path.join("triton", "backends", "nvidia", "bin")    # where Triton keeps its own ptxas
+TRITON_BIN = os.path.join("triton", "backends", "nvidia", "bin")  # where Triton keeps its own ptxas
 GUARD_ENV = "NVCC_EVO_ACTIVE"
 ACF_ENV = "NVCC_EVO_ACF"
 ACF_NAME = "nvcc-evo.acf"
@@ -74,11 +75,13 @@ def append_log(path: str, cwd: str, argv: list[str], acf: str = "", added=(), pa
     import json
     import time
     line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "cwd": cwd, "argv": argv, "acf": acf,
-            "added": list(added), "passthrough": passthrough, "skipped": list(skipped), "problems": list(problems)}
+            "added": list(added), "passthrough": passthrough, "skipped": list(skipped),
+            "problems": list(problems)}
     if program:
         line["program"] = program
     if units:
-        line["units"] = [{"input": name, "arch": arch, "unit": list(globs)} for name, arch, globs in units]
+        line["units"] = [{"input": name, "arch": arch, "unit": list(globs)}
+                         for name, arch, globs in units]
     if per_step:
         line["ptxas_per_step"] = [{"input": name, "arch": arch, "options": list(options)}
                                   for (name, arch), options in per_step.items()]
@@ -95,8 +98,8 @@ def write_log_line(path: str, text: str) -> None:
         append(path, text + "\n")
     except OSError as error:
         from nvcc_evo.system.say import visible
-        print(visible(f"nvcc-evo: warning: cannot write the log {LOG_ENV}={path} ({error.strerror or error}); "
-                      "the build goes on"), file=sys.stderr)
+        print(visible(f"nvcc-evo: warning: cannot write the log {LOG_ENV}={path} "
+                      f"({error.strerror or error}); the build goes on"), file=sys.stderr)
 
 
 def replace_file(path, text: str | bytes) -> None:
@@ -184,9 +187,10 @@ def _runs_nvcc_evo(script: bytes) -> bool:
     return False
 
 
-# The guard that survives a wrapper clearing the environment (env -i, sudo): a compile that runs a script as
-# the real nvcc (a wrapper of it; nvcc itself is a binary) records its process (pid and start time, which an
-# exec keeps) in a folder of its user's; a compile in that process, or below it, was called by that wrapper.
+# The guard that survives a wrapper clearing the environment (env -i, sudo): a compile that runs a
+# script as the real nvcc (a wrapper of it; nvcc itself is a binary) records its process (pid and
+# start time, which an exec keeps) in a folder of its user's; a compile in that process, or below
+# it, was called by that wrapper.
 EXEC_RECORDS = "/tmp/nvcc-evo-exec-{uid}"
 
 
@@ -209,7 +213,8 @@ def _records_of(uid: int) -> str | None:
         info = os.lstat(folder)
     except OSError:
         return None
-    return folder if _is_dir(info.st_mode) and info.st_uid == uid and not info.st_mode & 0o022 else None
+    private = _is_dir(info.st_mode) and info.st_uid == uid and not info.st_mode & 0o022
+    return folder if private else None
 
 
 def _is_dir(mode: int) -> bool:
@@ -260,7 +265,8 @@ def note_wrapper(nvcc: str) -> None:
     if found is None or _records_of(uid) is None:     # another user's folder in the way: no record
         return
     try:
-        fd = os.open(os.path.join(folder, str(os.getpid())), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+        fd = os.open(os.path.join(folder, str(os.getpid())),
+                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
                      | os.O_CLOEXEC, 0o644)
         try:
             os.write(fd, str(found[1]).encode())
@@ -293,15 +299,19 @@ def find_real_nvcc(environ=os.environ) -> str:
     explicit = explicit_program(environ, REAL_NVCC_ENV, "nvcc-evo", NvccNotFound)
     if explicit:
         return explicit
-    places = [os.path.join(environ[v], "bin", "nvcc") for v in ("CUDA_HOME", "CUDA_PATH") if environ.get(v)]
-    places += [os.path.join(folder or ".", "nvcc") for folder in environ.get("PATH", "").split(os.pathsep)]
+    places = [os.path.join(environ[v], "bin", "nvcc")
+              for v in ("CUDA_HOME", "CUDA_PATH") if environ.get(v)]
+    places += [os.path.join(folder or ".", "nvcc")
+               for folder in environ.get("PATH", "").split(os.pathsep)]
     ours = []
     for path in places:
         if usable(path):
             return os.path.abspath(path)
         if os.path.isfile(path) and os.access(path, os.X_OK):
             ours.append(path)
-    said = f" ({', '.join(dict.fromkeys(ours))}: nvcc-evo itself, or a script that runs it)" if ours else ""
+    said = ""
+    if ours:
+        said = f" ({', '.join(dict.fromkeys(ours))}: nvcc-evo itself, or a script that runs it)"
     raise NvccNotFound(f"no real nvcc found{said}: set {REAL_NVCC_ENV}, CUDA_HOME or PATH")
 
 

@@ -51,7 +51,8 @@ class CompileRecord(NamedTuple):
     time: float
 
     def key(self, root: Path) -> str:
-        text = f"{_relative(self.cwd, root)}\0{_relative(self.input, root)}\0{self.output}\0{self.arch}"
+        parts = (_relative(self.cwd, root), _relative(self.input, root), self.output, self.arch)
+        text = "\0".join(parts)
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
     def compile_env(self) -> tuple[tuple[str, str], ...]:
@@ -120,9 +121,10 @@ def _check_types(entry: CompileRecord) -> None:
         if kind == "strings":
             ok = isinstance(value, tuple) and all(isinstance(v, str) for v in value)
         elif kind == "environment":
-            ok = isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+            ok = isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                 for k, v in value.items())
         else:
-            ok = (not isinstance(kind, str) and isinstance(value, kind)          # (a tuple of types)
+            ok = (not isinstance(kind, str) and isinstance(value, kind)  # (a tuple of types)
                   and not (kind == (int,) and isinstance(value, bool)))
         if not ok:
             raise TypeError(f"field '{name}' holds {value!r}")
@@ -132,11 +134,12 @@ def _decode(data: dict, root: Path) -> CompileRecord | str:
     """The record for the ACF folder `root`, or why it cannot be used."""
     old = data.pop("root", None)
     data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
-    missing, unknown = [f for f in CompileRecord._fields if f not in data], [k for k in data
-                                                                              if k not in CompileRecord._fields]
-    if missing or unknown:         # another nvcc-evo's, or no record at all: say which fields, not Python's words
-        raise TypeError(f"not a compile record of this nvcc-evo ({'missing ' + ', '.join(missing) if missing else ''}"
-                        f"{'; ' if missing and unknown else ''}{'unknown ' + ', '.join(unknown) if unknown else ''})")
+    missing = [f for f in CompileRecord._fields if f not in data]
+    unknown = [k for k in data if k not in CompileRecord._fields]
+    if missing or unknown:   # another nvcc-evo's, or no record at all: say which fields
+        said = [f"missing {', '.join(missing)}"] * bool(missing)
+        said += [f"unknown {', '.join(unknown)}"] * bool(unknown)
+        raise TypeError(f"not a compile record of this nvcc-evo ({'; '.join(said)})")
     entry = CompileRecord(**data)
     _check_types(entry)
     if old is not None and not isinstance(old, str):
@@ -163,7 +166,8 @@ def scan(acf_path: Path) -> tuple[list[CompileRecord], list[Unusable]]:
         try:
             data = json.loads(path.read_text())
             globs = data.get("unit_globs", []) if isinstance(data, dict) else []
-            globs = tuple(globs) if isinstance(globs, list) and all(isinstance(g, str) for g in globs) else ()
+            globs = tuple(globs) if isinstance(globs, list) and all(isinstance(g, str)
+                                                                    for g in globs) else ()
             if not isinstance(data, dict):
                 raise TypeError(f"not a compile record (JSON {type(data).__name__}, not an object)")
             found = _decode(dict(data), root)

@@ -7,7 +7,11 @@ from pathlib import Path
 
 from nvcc_evo.acf.edit.spelling import show_value
 from nvcc_evo.driver.cmdline.flags import DEFAULT_PASSES_NOTHING, ptxas_values
+from nvcc_evo.driver.match.builds import changed_sources, sources_read
 from nvcc_evo.driver.match.find import named_acf_problem
+from nvcc_evo.driver.match.stale import source_digests
+from nvcc_evo.driver.settings import load
+from nvcc_evo.driver.specs import BUILD_KEYS, REPORT_KEYS, RETUNE_KEYS
 from nvcc_evo.driver.wrapper import Decision, decide, find_real_nvcc
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.system.programs import said
@@ -15,7 +19,8 @@ from nvcc_evo.system.programs import said
 
 def report(decision: Decision) -> str:
     plan = decision.call_plan
-    lines = [f"real nvcc: {decision.nvcc}" + (f" (CUDA {decision.toolkit.version})" if decision.toolkit else "")]
+    toolkit = f" (CUDA {decision.toolkit.version})" if decision.toolkit else ""
+    lines = [f"real nvcc: {decision.nvcc}{toolkit}"]
     lines += [f"problem: {p}" for p in decision.problems]
     if plan.passthrough:
         lines.append(f"pass-through: {plan.passthrough}")
@@ -30,27 +35,33 @@ def report(decision: Decision) -> str:
         if match.unit is None:
             lines.append(f"{match.input} [{match.arch}]: {match.note}")
             continue
-        target = f"target {match.target} (line {match.target.line})" if match.target else "no target"
-        lines.append(f"{match.input} [{match.arch}]: unit {match.unit} (line {match.unit.line}), {target}")
+        target = "no target"
+        if match.target:
+            target = f"target {match.target} (line {match.target.line})"
+        lines.append(f"{match.input} [{match.arch}]: unit {match.unit} (line {match.unit.line}), "
+                     f"{target}")
         if match.note:
             lines.append(f"    {match.note}")
         for why in match.stale:
             lines.append(f"    stale: {why}{_changed_files(why, match, decision, plan.acf_path)}")
         lines.append(f"    fingerprint {match.fingerprint}")
-    lines.append("would add: " + (shlex.join(decision.extra_args) or "(nothing)"))    # (as a shell takes them)
+    # (as a shell takes them)
+    lines.append("would add: " + (shlex.join(decision.extra_args) or "(nothing)"))
     for knob, value in flags.applied:
         lines.append(f"    {knob} = {show_value(value)}")
     if decision.ptxas_options():           # (all empty: the user set them all, nothing runs split)
         lines.append("per input and architecture, at each ptxas step (nvcc's own steps run split):")
         programs = dict(decision.programs)
         for (name, arch), step in decision.per_step:
-            given = ", ".join(f"{knob} = {show_value(value)}" for knob, value in step.applied) or "(nothing)"
+            given = ", ".join(f"{knob} = {show_value(value)}"
+                              for knob, value in step.applied) or "(nothing)"
             ran_by = f"   (run by {programs[name, arch]})" if (name, arch) in programs else ""
-            lines.append(f"    {name} [{arch}]: {shlex.join(ptxas_values(step.flags)) or '(nothing)'}   [{given}]"
+            lines.append(f"    {name} [{arch}]: "
+                         f"{shlex.join(ptxas_values(step.flags)) or '(nothing)'}   [{given}]"
                          + ran_by)
     defaults = [(knob, why) for knob, why in flags.skipped if why == DEFAULT_PASSES_NOTHING]
     lost = [(knob, why) for knob, why in flags.skipped if why != DEFAULT_PASSES_NOTHING]
-    if lost:         # an entry's knob that this build does not pass: what was measured would not ship
+    if lost:  # an entry's knob that this build does not pass: what was measured would not ship
         lines.append("not reaching the binary (the ACF sets them, this build does not pass them):")
         lines += [f"    error: {knob}: {why}" for knob, why in lost]
     if defaults:
@@ -61,14 +72,15 @@ def report(decision: Decision) -> str:
 
 
 def _changed_files(why: str, match, decision: Decision, acf_path: Path | None) -> str:
-    """" (FILES)": the files that changed since the entry's fingerprint, where a retune kept what it read
-    (match.builds.keep_sources); "" for another reason, or where none was kept."""
-    if not why.startswith("source changed") or match.target is None or not match.target.fingerprint \
-            or decision.call is None or acf_path is None:
+    """" (FILES)": the files that changed since the entry's fingerprint, where a retune kept what it
+    read (match.builds.keep_sources); "" for another reason, or where none was kept."""
+    if not why.startswith("source changed") or match.target is None:
         return ""
-    from nvcc_evo.driver.match.builds import changed_sources, sources_read
+    if not match.target.fingerprint or decision.call is None or acf_path is None:
+        return ""
     cwd, root = str(Path.cwd()), acf_path.parent
-    now = sources_read(Path(cwd) / match.input, decision.call.argv, tuple(os.environ.items()), cwd, root)
+    now = sources_read(Path(cwd) / match.input, decision.call.argv, tuple(os.environ.items()), cwd,
+                       root)
     files = changed_sources(root, match.target.fingerprint, now)
     return f" ({', '.join(files[:4])}{' ...' if len(files) > 4 else ''})" if files else ""
 
@@ -77,27 +89,30 @@ REGISTER_CAPS = ("ptxas.maxrregcount", "nvcc.maxrregcount")
 
 
 def _reconfiguring(decision: Decision, cwd: Path) -> list[str]:
-    """A warning for each input given a register cap that overrides launch bounds whose sources (the unit and
-    the headers it includes with quotes, as its fingerprint reads them) use setmaxnreg: a kernel whose warp
-    groups move registers hangs under a cap below the registers it launches with, and ptxas says nothing.
-    Nothing is compiled here: `--sass` builds it and says whether a kernel is capped so (retune.reach.hangs)."""
-    from nvcc_evo.driver.match.stale import source_digests
+    """A warning for each input given a register cap that overrides launch bounds whose sources (the
+    unit and the headers it includes with quotes, as its fingerprint reads them) use setmaxnreg: a
+    kernel whose warp groups move registers hangs under a cap below the registers it launches with,
+    and ptxas says nothing. Nothing is compiled here: `--sass` builds it and says whether a kernel
+    is capped so (retune.reach.hangs)."""
     assert decision.flags is not None          # (a call that passes through returned before)
     steps = dict(decision.per_step)
     warned = []
     for match in dict.fromkeys(m.input for m in decision.call_plan.matches if m.unit is not None):
-        applied = dict(decision.flags.applied) | {k: v for (name, _), step in steps.items() if name == match
-                                                   for k, v in step.applied}
+        own = [step.applied for (name, _), step in steps.items() if name == match]
+        applied = dict(decision.flags.applied) | {k: v for pairs in own for k, v in pairs}
         caps = {k: v for k, v in applied.items() if k in REGISTER_CAPS}
         if not caps or applied.get("ptxas.override_directive_values") is not True:
-            continue           # (without the override, launch bounds keep their registers: no cap reaches it)
-        users = [p for p in source_digests(cwd / match, decision.call, cwd) if _mentions(p, b"setmaxnreg")]
+            continue           # (without the override, launch bounds keep their registers: no cap
+                               # reaches it)
+        sources = source_digests(cwd / match, decision.call, cwd)
+        users = [p for p in sources if _mentions(p, b"setmaxnreg")]
         if users:
             shown = ", ".join(f"{k} = {show_value(v)}" for k, v in caps.items())
-            warned.append(f"warning: {match}: {shown} with ptxas.override_directive_values, and its sources use "
-                          f"setmaxnreg ({users[0]}): a kernel whose warp groups move registers hangs under a cap "
-                          f"below the registers it launches with (ptxas says nothing); `nvcc-evo --sass` builds it "
-                          f"and says whether one does")
+            warned.append(f"warning: {match}: {shown} with ptxas.override_directive_values, and "
+                          f"its sources use setmaxnreg ({users[0]}): a kernel whose warp groups "
+                          "move registers hangs under a cap below the registers it launches with "
+                          "(ptxas says nothing); `nvcc-evo --sass` builds it and says whether "
+                          "one does")
     return warned
 
 
@@ -109,20 +124,23 @@ def _mentions(path: str, word: bytes) -> bool:
 
 
 def _no_file(acf_path):
-    from nvcc_evo.driver.settings import load
-    return load(acf_path, os.environ)         # (no file: every value from the environment or the defaults)
+    return load(acf_path, os.environ)  # (no file: every value from the environment or the defaults)
 
 
 def _settings_lines(settings, nvcc) -> list[str]:
-    """Each build setting with its value and where it came from (the retune's in --retune --dry-run)."""
+    """Each build setting with its value and where it came from (the retune's in --retune
+    --dry-run)."""
     if settings is None:
         return []
-    from nvcc_evo.driver.settings import BUILD_KEYS, REPORT_KEYS, RETUNE_KEYS
-    head = f"settings: {settings.path}" if settings.path else "settings: no nvcc-evo.toml beside the ACF, " \
-        "no [tool.nvcc-evo] in a pyproject.toml at or above it"
+    head = f"settings: {settings.path}"
+    if not settings.path:
+        head = ("settings: no nvcc-evo.toml beside the ACF, no [tool.nvcc-evo] in a pyproject.toml "
+                "at or above it")
     lines = settings.described(BUILD_KEYS)
-    lines[0] = lines[0].replace("(unset) (built-in default)", f"{nvcc} (built-in default: CUDA_HOME, CUDA_PATH, PATH)")
-    return [head] + [f"    {line}" for line in lines + settings.described(RETUNE_KEYS + REPORT_KEYS)]
+    lines[0] = lines[0].replace("(unset) (built-in default)", f"{nvcc} (built-in default: "
+                                                              "CUDA_HOME, CUDA_PATH, PATH)")
+    lines += settings.described(RETUNE_KEYS + REPORT_KEYS)
+    return [head] + [f"    {line}" for line in lines]
 
 
 def explain(argv: list[str]) -> str:
@@ -139,8 +157,10 @@ def explain(argv: list[str]) -> str:
     decision = decide(argv, nvcc, os.environ, Path.cwd())
     if decision.nvcc is None:
         raise missing or EnvironmentProblem(decision.problems[0])
-    ran = f"programs run: {said()}\n"     # (it compiles nothing, but probes the toolkit a settings file may name)
-    if decision.acf_error is not None:      # every located error, after the report (exit 1, like --acf-check)
+    ran = f"programs run: {said()}\n"     # (it compiles nothing, but probes the toolkit a settings
+                                          # file may name)
+    if decision.acf_error is not None:      # every located error, after the report (exit 1, like
+                                            # --acf-check)
         print(report(decision) + ran, end="", flush=True)
         raise decision.acf_error
     return report(decision) + ran

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from nvcc_evo.driver import settings
-from nvcc_evo.driver.common import ACF_NAME, NvccNotFound, find_real_nvcc, stale_problem
+from nvcc_evo.driver.common import (ACF_NAME, REAL_NVCC_ENV, NvccNotFound, find_real_nvcc,
+                                    stale_problem)
 from nvcc_evo.driver.match.find import acf_problem, find_acf, untrusted_acf
 from nvcc_evo.errors import EnvironmentProblem, UsageError
 from nvcc_evo.system.say import log
@@ -30,7 +31,8 @@ class Project(NamedTuple):
         return real_nvcc(self.settings)
 
 
-def open_project(verb: str, named: str | None, globs: tuple[str, ...] = (), environ=os.environ) -> Project:
+def open_project(verb: str, named: str | None, globs: tuple[str, ...] = (),
+                 environ=os.environ) -> Project:
     """The project `verb` works on: its ACF (`named` by --acf, else found from
     the files `globs` name and the working folder, and up), refused when
     another user's or no regular file; its settings (SettingsError when they
@@ -39,8 +41,9 @@ def open_project(verb: str, named: str | None, globs: tuple[str, ...] = (), envi
     if wrong:
         raise UsageError(wrong)
     here = Path.cwd()
-    files = [here / g for g in globs if (here / g).is_file()]      # as a build finds it: from the file
-    acf_path = Path(named).resolve() if named else find_acf([p.parent for p in files] + [here], environ)
+    files = [here / g for g in globs if (here / g).is_file()]  # as a build finds it: from the file
+    acf_path = Path(named).resolve() if named else find_acf([p.parent for p in files] + [here],
+                                                            environ)
     if acf_path is None:
         raise UsageError(f"no {ACF_NAME} here or above; name one with --acf")
     problem = (not named and untrusted_acf(acf_path, environ)) or acf_problem(acf_path, environ)
@@ -56,10 +59,11 @@ def real_nvcc(project: settings.Settings) -> Path:
     """NVCC_EVO_REAL_NVCC, else the project settings' `nvcc`, else CUDA_HOME, CUDA_PATH, PATH."""
     chosen = project.value("nvcc")
     try:
-        if chosen.source in (settings.DEFAULT, settings.REAL_NVCC_ENV):
+        if chosen.source in (settings.DEFAULT, REAL_NVCC_ENV):
             return Path(find_real_nvcc())
-        return Path(find_real_nvcc({settings.REAL_NVCC_ENV: str(chosen.value)}))
+        return Path(find_real_nvcc({REAL_NVCC_ENV: str(chosen.value)}))
     except NvccNotFound as missing:
-        if chosen.source in (settings.DEFAULT, settings.REAL_NVCC_ENV):
+        if chosen.source in (settings.DEFAULT, REAL_NVCC_ENV):
             raise EnvironmentProblem(str(missing)) from None
-        raise EnvironmentProblem(f"{chosen.source}: nvcc = {chosen.value} is not an executable nvcc") from None
+        raise EnvironmentProblem(f"{chosen.source}: nvcc = {chosen.value} is not an executable "
+                                 "nvcc") from None

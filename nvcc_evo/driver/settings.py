@@ -6,9 +6,9 @@ Precedence is written once, in `Settings.value`: command line > environment
 > the settings file > built-in default, and every value keeps where it came
 from (`Value.source`: `--evaluations`, `NVCC_EVO_EVALUATIONS`,
 `nvcc-evo.toml:4`, `default`), which `--explain` and `--retune --dry-run`
-print. Keys are one table (`KEYS`), where each setting is declared once: a
-retune's Options fields and its `--retune` flags are made from the same rows
-(nvcc_evo.retune.options). Unknown keys and wrong types are located errors
+print. Keys are one table (nvcc_evo.driver.specs.KEYS), where each setting is
+declared once: a retune's Options fields and its `--retune` flags are made
+from the same rows (nvcc_evo.retune.options). Unknown keys and wrong types are located errors
 like an ACF's (`nvcc-evo.toml:3:1: error: ...`): tomllib gives no
 positions for values, so nvcc_evo.driver.tomlplaces finds each key's line in the text.
 A path the file names for nvcc-evo's own data (the log, results stores, the
@@ -26,121 +26,15 @@ import os
 from typing import NamedTuple
 
 from nvcc_evo.acf.text import BOM
-from nvcc_evo.backends import CHOICES as BACKENDS, help_text as backend_help
-from nvcc_evo.driver.common import LOG_ENV, REAL_NVCC_ENV, STALE_CHOICES, STALE_ENV, find_settings_file
-from nvcc_evo.driver.specs import FORMS
+from nvcc_evo.driver.common import find_settings_file
+from nvcc_evo.driver.specs import BUILD_KEYS, BY_NAME, FORMS, RETUNE_KEYS, TABLES, Key
 from nvcc_evo.driver.tomlplaces import decode_error, places
 from nvcc_evo.errors import AcfError, Diagnostic, Location, UsageError
 from nvcc_evo.system.files import leaves
+from nvcc_evo.system.trust import untrusted
 
-TABLE = ("tool", "nvcc-evo")            # the table in pyproject.toml; nvcc-evo.toml holds its keys at top level
-SEARCHES = ("operators", "guided")      # retune.search: the operators alone, or a surrogate proposes a share
-
-
-class Key(NamedTuple):
-    """One setting, declared once: its name in the file (`retune.` keys in
-    the `[retune]` table), its type, the environment variable that overrides
-    the file, the built-in default, what it is for, the values it may take.
-    A `retune.` key is also a field of a retune's Options (`field_name`) and
-    a flag of `--retune` (`flag`, `metavar`, `help`): nvcc_evo.retune.options
-    builds both from this table."""
-
-    name: str
-    kind: str                 # "str", "path" (relative to the settings file), "int", "float", "choice",
-    #                           "paths" (a table of name = path), "pathlist" (an array of paths)
-    env: str
-    default: object
-    what: str
-    choices: tuple = ()
-    positive: bool = False
-    counted: bool = False     # 0 or more (a device number)
-    finite: bool = False      # a number of seconds a wait takes: inf (and nan) would never end, or crash it
-    form: str = ""            # a str's shape: a key of FORMS (driver.specs)
-    default_said: str = ""    # the default in words, where the value (None) does not say it
-    field: str = ""           # the Options field, where it is not the name's last part with - as _
-    metavar: str = ""         # the flag's value in usage lines (N, S, JSONL, ...)
-    inside: bool = False      # a path of nvcc-evo's own data: a file may name one inside the project only
-
-    @property
-    def flag(self) -> str:
-        return f"--{self.name.rpartition('.')[2]}"
-
-    @property
-    def field_name(self) -> str:
-        return self.field or self.name.rpartition(".")[2].replace("-", "_")
-
-    def help(self) -> str:
-        """What it is for, with its default (said here only)."""
-        said = self.default_said or ("" if self.default is None else
-                                     f"{self.default:g}" if isinstance(self.default, float) else str(self.default))
-        return f"{self.what} (default: {said})" if said else self.what
-
-    def usage(self) -> str:
-        """`[--flag VALUE]`, as usage lines show it."""
-        return f"[{self.flag} {self.metavar or '|'.join(self.choices)}]"
-
-
-KEYS = (
-    Key("nvcc", "path", REAL_NVCC_ENV, None, "the real nvcc (default: $CUDA_HOME/bin/nvcc, $CUDA_PATH/bin/nvcc, PATH)"),
-    Key("gpu", "str", "NVCC_EVO_GPU", None, "the GPU model builds are for: picks target blocks named for a GPU"),
-    Key("stale", "choice", STALE_ENV, "keep", "a stale entry builds with its knobs (keep) or with defaults",
-        STALE_CHOICES),
-    Key("log", "path", LOG_ENV, None, "a file the wrapper appends one JSON line per compile to", inside=True),
-    Key("ptxas", "pathlist", "NVCC_EVO_PTXAS", None, "ptxas binaries the ptxas.version knob chooses among"),
-    Key("real-ptxas", "path", "NVCC_EVO_REAL_PTXAS", None, "the ptxas nvcc-evo-ptxas stands for (default: Triton's "
-        "own when Triton calls it, else $CUDA_HOME/bin/ptxas, PATH)"),
-    Key("real-ptxas-blackwell", "path", "NVCC_EVO_REAL_PTXAS_BLACKWELL", None, "the ptxas-blackwell its stand-in runs"),
-    Key("retune.backend", "choice", "NVCC_EVO_BACKEND", "auto", backend_help(), BACKENDS),
-    Key("retune.evaluations", "int", "NVCC_EVO_EVALUATIONS", None, "evaluations per unit and target: a cap; alone, "
-        "the budget", positive=True, default_said="the backend's: 60 for static and replay",
-        metavar="N"),
-    Key("retune.generations", "int", "NVCC_EVO_GENERATIONS", None, "a cap on generations", positive=True,
-        default_said="none", metavar="N"),
-    Key("retune.patience", "int", "NVCC_EVO_PATIENCE", None, "stop after N generations without a new front point",
-        positive=True, default_said="never; a stagnant search diversifies until its budget ends", metavar="N"),
-    Key("retune.population", "int", "NVCC_EVO_POPULATION", 12, "candidates per generation", positive=True,
-        metavar="N"),
-    Key("retune.search", "choice", "NVCC_EVO_SEARCH", "operators", "how candidates are proposed: operators (the "
-        "evolutionary operators alone) or guided (a surrogate proposes half of each generation)", SEARCHES),
-    Key("retune.seed", "int", "NVCC_EVO_SEED", 0, "seed of the search (the same seed, the same search)",
-        metavar="N"),
-    Key("retune.jobs", "int", "NVCC_EVO_JOBS", None, "parallel compiles", positive=True, default_said="CPU cores",
-        metavar="N"),
-    Key("retune.timeout", "float", "NVCC_EVO_TIMEOUT", 300.0, "seconds before a compile or a GPU run counts as hung",
-        positive=True, finite=True, metavar="S"),
-    Key("retune.time-limit", "float", "NVCC_EVO_TIME_LIMIT", None, "seconds per unit and target", positive=True,
-        default_said="the backend's: 180 for pycuda, 300 for command, none for static and replay",
-        field="seconds", metavar="S"),
-    Key("retune.target", "str", "NVCC_EVO_TARGET", None, "the SASS architecture to tune for (sm_90, ...)",
-        form="target", metavar="sm_XX"),
-    Key("retune.device", "int", "NVCC_EVO_DEVICE", 0, "the CUDA device the pycuda backend measures on", counted=True,
-        metavar="N"),
-    Key("retune.gpus", "str", "NVCC_EVO_GPUS", None, "the GPUs the pycuda backend measures on, a process each: all "
-        "(those of --device's model), count:N (the first N) or device numbers (1, 0,2)", form="gpus",
-        default_said="all", metavar="all|count:N|0,2"),
-    Key("retune.cluster", "str", "NVCC_EVO_CLUSTER", None, "compile and measure on a Ray cluster (needs "
-        "nvcc-evo[cluster]): ray://HEAD:PORT through Ray Client, auto: the cluster `ray start` made this machine "
-        "a node of, local:N: a Ray of N workers on this machine", form="cluster",
-        metavar="ray://HEAD:PORT|auto|local[:N]"),
-    Key("retune.at-once", "int", "NVCC_EVO_AT_ONCE", None, "tune N (unit, target) pairs at once, sharing the "
-        "compile slots and the GPUs", positive=True,
-        default_said="1; on a cluster, as many as its CPUs keep compiling", metavar="N"),
-    Key("retune.replay", "path", "NVCC_EVO_REPLAY", None, "results store to answer from, with --backend replay",
-        metavar="JSONL", inside=True),
-    Key("retune.progress", "choice", "NVCC_EVO_PROGRESS", "auto", "a live bar (bar), one line per generation "
-        "(lines), or auto: a live bar when stderr is a terminal, else one line per generation",
-        ("auto", "bar", "lines")),
-    Key("lock.wait", "float", "NVCC_EVO_LOCK_WAIT", 600.0, "seconds a lock is waited for", positive=True, finite=True),
-    Key("report.stores", "pathlist", "", None, "results stores --report reads (default: .nvcc-evo/results.jsonl)",
-        inside=True),
-    Key("report.out", "path", "", None, "the HTML file --report writes (default: .nvcc-evo/report.html)",
-        inside=True),
-)
-BY_NAME = {key.name: key for key in KEYS}
-BUILD_KEYS = tuple(name for name in BY_NAME if "." not in name)
-RETUNE_KEYS = tuple(name for name in BY_NAME if name.startswith("retune."))
-REPORT_KEYS = tuple(name for name in BY_NAME if name.startswith("report."))
-TABLES = {name.rpartition(".")[0] for name in BY_NAME if "." in name}
+TABLE = ("tool", "nvcc-evo")            # the table in pyproject.toml; nvcc-evo.toml holds its keys
+                                        # at top level
 DEFAULT = "default"
 
 
@@ -149,7 +43,8 @@ class Value(NamedTuple):
     source: str                # "--flag", "NVCC_EVO_X", "nvcc-evo.toml:4", "default"
 
     def __str__(self) -> str:
-        return f"{_show(self.value)} ({'built-in default' if self.source == DEFAULT else self.source})"
+        source = "built-in default" if self.source == DEFAULT else self.source
+        return f"{_show(self.value)} ({source})"
 
 
 class SettingsError(AcfError):
@@ -161,7 +56,7 @@ class Settings(NamedTuple):
     values: dict                               # key name -> value as read from the file
     places: dict                               # key name -> "FILE:LINE"
     environ: dict
-    ignored: str = ""                          # why the file found is not used (another user's): a warning
+    ignored: str = ""  # why the file found is not used (another user's): a warning
 
     def value(self, name: str, command_line: dict | None = None) -> Value:
         """The one place precedence is decided: command line > environment > file > default."""
@@ -181,7 +76,8 @@ class Settings(NamedTuple):
     def for_build(self) -> dict:
         """The environment a build decides with: the file's values for the
         variables the environment leaves unset (the environment wins)."""
-        added = {BY_NAME[n].env: os.pathsep.join(v) if isinstance(v, list) else str(v) for n, v in self.values.items()
+        added = {BY_NAME[n].env: os.pathsep.join(v) if isinstance(v, list) else str(v)
+                 for n, v in self.values.items()
                  if BY_NAME[n].env and not self.environ.get(BY_NAME[n].env) and n in BUILD_KEYS}
         return {**self.environ, **added} if added else self.environ
 
@@ -205,26 +101,27 @@ def load(acf_path, environ) -> Settings:
     if found is None:
         return Settings(None, {}, {}, environ)
     path, in_pyproject = found
-    from nvcc_evo.system.trust import untrusted
     distrust = untrusted(path, environ)
-    if distrust:          # it could name the nvcc a build runs: only the user's own, or trusted on purpose
+    if distrust:  # it could name the nvcc a build runs: only the user's own, or trusted on purpose
         return Settings(None, {}, {}, environ, f"the project settings {distrust}")
     with open(path, "rb") as handle:
         data = handle.read()
-    data = data[len(BOM):] if data.startswith(BOM) else data     # (as an ACF's: a BOM accepted, columns after it)
+    data = data[len(BOM):] if data.startswith(BOM) else data     # (as an ACF's: a BOM accepted,
+                                                                 # columns after it)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:        # TOML is UTF-8: say where, as the ACF reader does
         before = data[:error.start]
         line, column = before.count(b"\n") + 1, len(before) - (before.rfind(b"\n") + 1) + 1
         shown = min(os.path.relpath(path), path, key=len)
-        raise SettingsError([Diagnostic(Location(shown, line, column), f"the file is not UTF-8 text: byte(s) "
-                                        f"0x{data[error.start]:02x} here (save it as UTF-8)")]) from None
+        said = (f"the file is not UTF-8 text: byte(s) 0x{data[error.start]:02x} here "
+                "(save it as UTF-8)")
+        raise SettingsError([Diagnostic(Location(shown, line, column), said)]) from None
     return parse(text, path, in_pyproject, environ)
 
 
 def parse(text: str, path: str, in_pyproject: bool, environ) -> Settings:
-    import tomllib
+    import tomllib                    # (lean: only where a settings file holds the table)
     shown = min(os.path.relpath(path), path, key=len)      # as a compiler names it: short
     try:
         document = tomllib.loads(text)
@@ -236,19 +133,21 @@ def parse(text: str, path: str, in_pyproject: bool, environ) -> Settings:
         table = table.get(part, {}) if isinstance(table, dict) else {}
     tool, name = TABLE
     if in_pyproject and not (isinstance(document.get(tool), dict) and name in document[tool]):
-        return Settings(None, {}, {}, environ)   # it names nvcc-evo (a dependency, its own name) but holds no table
+        return Settings(None, {}, {}, environ)   # it names nvcc-evo (a dependency, its own name)
+                                                 # but holds no table
     lines = text.splitlines()
-    if not isinstance(table, dict):          # `[tool]` with `nvcc-evo = 3`: a value where the table belongs
+    if not isinstance(table, dict):  # `[tool]` with `nvcc-evo = 3`: a value where the table belongs
         line, _, at_value = places(lines, prefix[:-1], TABLES).get(name, (1, 1, 1))
         source = lines[line - 1] if 0 < line <= len(lines) else ""
-        raise SettingsError([Diagnostic(Location(shown, line, at_value),
-                                        f"'{'.'.join(prefix)}' must be a table, got {_toml_type(table)}", source)])
+        said = f"'{'.'.join(prefix)}' must be a table, got {_toml_type(table)}"
+        raise SettingsError([Diagnostic(Location(shown, line, at_value), said, source)])
     where = places(lines, prefix, TABLES)
     values, problems = {}, []
     for name, raw in _flatten(table):
         line, column, at_value = where.get(name, where.get(name.rpartition(".")[0], (1, 1, 1)))
         problem = _problem(name, raw) or _outside(BY_NAME[name], raw, os.path.dirname(path))
-        at = Location(shown, line, at_value if problem.startswith("'") else column)  # a value's fault: at it
+        # a value's fault: at it
+        at = Location(shown, line, at_value if problem.startswith("'") else column)
         source = lines[line - 1] if 0 < line <= len(lines) else ""
         if problem:
             problems.append(Diagnostic(at, problem, source))
@@ -275,7 +174,8 @@ def _problem(name: str, raw) -> str:
     if key is None:
         known = sorted(n for n in BY_NAME if n.rpartition(".")[0] == name.rpartition(".")[0])
         table = f"[{name.rpartition('.')[0]}] " if "." in name else ""
-        names = [k.rpartition(".")[2] for k in known] + ([f"[{t}]" for t in sorted(TABLES)] if not table else [])
+        names = [k.rpartition(".")[2]
+                 for k in known] + ([f"[{t}]" for t in sorted(TABLES)] if not table else [])
         return f"unknown setting '{name}' (known {table}settings: {', '.join(names)})"
     expected = _expected(key)
     if key.kind in ("str", "path", "choice"):
@@ -321,17 +221,28 @@ def _outside(key: Key, raw, folder: str) -> str:
     for path in raw if isinstance(raw, list) else [raw]:
         why = leaves(path, folder)
         if why:
-            given = (f"with {key.flag} or {key.env}" if key.name in RETUNE_KEYS else f"in {key.env}" if key.env
-                     else "with --report's --store or --out")
-            return (f"'{key.name}' must name a file inside the project folder {folder}, got {path!r} ({why}): "
-                    f"a project's files are data from whoever wrote them; name a file elsewhere {given}")
+            given = _where_given(key)
+            return (f"'{key.name}' must name a file inside the project folder {folder}, got "
+                    f"{path!r} ({why}): a project's files are data from whoever wrote them; name a "
+                    f"file elsewhere {given}")
     return ""
 
 
+def _where_given(key: Key) -> str:
+    """Where a value of `key` may come from other than a settings file."""
+    if key.name in RETUNE_KEYS:
+        return f"with {key.flag} or {key.env}"
+    if key.env:
+        return f"in {key.env}"
+    return "with --report's --store or --out"
+
+
 def _expected(key: Key) -> str:
-    return {"str": "a string", "path": "a path (a string)", "choice": f"one of {', '.join(key.choices)}",
+    return {"str": "a string", "path": "a path (a string)",
+            "choice": f"one of {', '.join(key.choices)}",
             "int": "an integer", "float": "a number (seconds)",
-            "paths": "a table of paths ({name = \"path\"})", "pathlist": "an array of paths"}[key.kind]
+            "paths": "a table of paths ({name = \"path\"})",
+            "pathlist": "an array of paths"}[key.kind]
 
 
 def _toml_type(raw) -> str:
@@ -346,7 +257,8 @@ def _resolve_paths(key: Key, raw, folder: str):
     if key.kind == "path":
         return os.path.normpath(os.path.join(folder, os.path.expanduser(raw)))
     if key.kind == "paths":
-        return {n: os.path.normpath(os.path.join(folder, os.path.expanduser(p))) for n, p in raw.items()}
+        return {n: os.path.normpath(os.path.join(folder, os.path.expanduser(p)))
+                for n, p in raw.items()}
     if key.kind == "pathlist":
         return [os.path.normpath(os.path.join(folder, os.path.expanduser(p))) for p in raw]
     if key.kind == "float":
@@ -361,7 +273,8 @@ def _from_env(key: Key, text: str):
     except ValueError:
         value = None
     if value is None or (key.choices and value not in key.choices):
-        raise UsageError(f"{key.env}={text}: expected {_expected(key)}{', positive' if key.positive else ''}")
+        raise UsageError(f"{key.env}={text}: expected "
+                         f"{_expected(key)}{', positive' if key.positive else ''}")
     problem = value_problem(key, value)
     if problem:
         raise UsageError(f"{key.env}={text}: must be {problem}")

@@ -8,8 +8,10 @@ from __future__ import annotations
 import os
 import sys
 
-from nvcc_evo.driver.common import (ACF_ENV, ACF_NAME, ENVIRONMENT, GUARD_ENV, LOG_ENV, NO_ACF, REAL_NVCC_ENV,
-                                     NvccNotFound, append_log, called_by_a_wrapper_of_ours, find_real_nvcc,
+from nvcc_evo.driver.common import (ACF_ENV, ACF_NAME, ENVIRONMENT, GUARD_ENV, LOG_ENV, NO_ACF,
+                                    REAL_NVCC_ENV,
+                                     NvccNotFound, append_log, called_by_a_wrapper_of_ours,
+                                    find_real_nvcc,
                                      note_wrapper)
 
 GONE = "the working folder was removed"
@@ -21,12 +23,14 @@ def acf_may_apply(argv: list[str], environ, cwd: str) -> bool:
     properly; a False here means nvcc runs exactly as asked.)"""
     if environ.get(ACF_ENV):
         return True
-    folders = {cwd} | {os.path.dirname(os.path.join(cwd, a)) for a in argv if a and not a.startswith("-")}
+    folders = {cwd} | {os.path.dirname(os.path.join(cwd, a))
+                       for a in argv if a and not a.startswith("-")}
     seen = set()
     for folder in folders:
         while folder not in seen:
             seen.add(folder)
-            if os.path.lexists(os.path.join(folder, ACF_NAME)):   # unreadable too: the wrapper says why
+            if os.path.lexists(os.path.join(folder, ACF_NAME)):   # unreadable too: the wrapper says
+                                                                  # why
                 return True
             folder = os.path.dirname(folder)
     return False
@@ -43,15 +47,17 @@ def working_folder() -> str | None:
 
 def run(argv: list[str]) -> int:
     environ = os.environ
-    if environ.get(GUARD_ENV) or called_by_a_wrapper_of_ours():     # (the second survives `env -i` and sudo)
-        print(f"nvcc-evo: error: nvcc-evo called itself as nvcc (the nvcc it runs leads back to nvcc-evo); "
-              f"set {REAL_NVCC_ENV} to the real nvcc", file=sys.stderr)
+    if environ.get(GUARD_ENV) or called_by_a_wrapper_of_ours():     # (the second survives `env -i`
+                                                                    # and sudo)
+        print("nvcc-evo: error: nvcc-evo called itself as nvcc (the nvcc it runs leads back to "
+              f"nvcc-evo); set {REAL_NVCC_ENV} to the real nvcc", file=sys.stderr)
         return ENVIRONMENT
     nvcc: str | None
     try:
         nvcc, missing = find_real_nvcc(environ), None
     except NvccNotFound as problem:
-        if environ.get(REAL_NVCC_ENV):         # it wins over any settings file: say what is wrong with it
+        if environ.get(REAL_NVCC_ENV):         # it wins over any settings file: say what is wrong
+                                               # with it
             print(f"nvcc-evo: error: {problem}", file=sys.stderr)
             return ENVIRONMENT
         nvcc, missing = None, problem          # the project settings beside an ACF may name one
@@ -81,6 +87,7 @@ def run(argv: list[str]) -> int:
         if path == nvcc:
             raise
         # The split run could not start: never fail where nvcc would not.
-        print(f"nvcc-evo: warning: nvcc's steps could not run ({problem}); building without tuned flags",
+        print(f"nvcc-evo: warning: nvcc's steps could not run ({problem}); building without "
+              "tuned flags",
               file=sys.stderr)
         os.execve(nvcc, [nvcc, *argv], env)

@@ -18,10 +18,12 @@ def toolkit_archs(nvcc: str) -> tuple[str, ...]:
     """The SASS architectures `nvcc --list-gpu-code` names (() if it cannot say)."""
     note(nvcc, "its architectures")
     try:
-        listed = subprocess.run([nvcc, "--list-gpu-code"], capture_output=True, text=True, timeout=60)
+        listed = subprocess.run([nvcc, "--list-gpu-code"], capture_output=True, text=True,
+                                timeout=60)
     except (OSError, subprocess.SubprocessError):
         return ()
-    return tuple(line.strip() for line in listed.stdout.splitlines() if line.strip().startswith("sm_"))
+    return tuple(line.strip()
+                 for line in listed.stdout.splitlines() if line.strip().startswith("sm_"))
 
 
 def not_built(arch: str, nvcc: str, version: str) -> str:

@@ -10,7 +10,8 @@ import re
 from nvcc_evo.errors import Diagnostic, Location
 
 _HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
-_KEY = re.compile(r"""^(\s*)((?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*'))*)\s*=""")
+_PART = r"""(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')"""      # a bare, quoted or literal key
+_KEY = re.compile(rf"^(\s*)({_PART}(?:\s*\.\s*{_PART})*)\s*=")
 
 
 def _dotted(text: str) -> tuple[str, ...]:
@@ -46,8 +47,9 @@ def _ours(path: tuple[str, ...], prefix: tuple[str, ...], tables: set[str]) -> s
     if path[:len(prefix)] != prefix or len(path) == len(prefix):
         return ""
     rest = path[len(prefix):]
-    return ".".join(rest[:2]) if rest[0] in tables and len(rest) > 1 else (rest[0] if len(rest) == 1 else
-                                                                          ".".join(rest))
+    if rest[0] in tables and len(rest) > 1:
+        return ".".join(rest[:2])
+    return ".".join(rest)
 
 
 def decode_error(error, text: str, shown: str) -> Diagnostic:
@@ -56,4 +58,5 @@ def decode_error(error, text: str, shown: str) -> Diagnostic:
     message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(error)) or "not valid TOML"
     lines = text.splitlines()
     source = lines[line - 1] if 0 < line <= len(lines) else ""
-    return Diagnostic(Location(shown, line, column), f"{message[0].lower()}{message[1:]} (TOML)", source)
+    return Diagnostic(Location(shown, line, column), f"{message[0].lower()}{message[1:]} (TOML)",
+                      source)

@@ -40,7 +40,8 @@ class Toolkit(NamedTuple):
     def accepts(self, knob_name: str) -> bool:
         """(Which ptxas runs a step, and its controls file, are checked per
         step by nvcc_evo.driver.cmdline.ptxas, against the ptxas chosen.)"""
-        return knob_name in self.accepted or knobs.is_define(knob_name) or knob_name in knobs.STEP_ONLY
+        return (knob_name in self.accepted or knobs.is_define(knob_name)
+                or knob_name in knobs.STEP_ONLY)
 
     def why_rejected(self, knob_name: str) -> str:
         return dict(self.rejected).get(knob_name, f"not available in CUDA {self.version}")
@@ -100,7 +101,9 @@ def _probe_value(knob: knobs.Knob) -> str:
     """A flag with a value other than the default, to see it really taken."""
     if knob.kind is knobs.Kind.BOOL:
         value = not knob.default if knob.default is not None else True
-        return knob.spelling.format(str(value).lower()) if knob.form is knobs.Form.VALUE else knob.spelling
+        if knob.form is knobs.Form.VALUE:
+            return knob.spelling.format(str(value).lower())
+        return knob.spelling
     if knob.kind is knobs.Kind.ENUM:
         choice = next(c for c in knob.choices if c != knob.default)
         return knob.spelling.format(choice)
@@ -111,7 +114,8 @@ def _probe_knob(knob: knobs.Knob, tools: dict, arch: str, work: str) -> tuple[st
     flag = _probe_value(knob)
     if knob.family == "ptxas":
         relocatable = ["-c"] if knob.needs is knobs.Needs.RELOCATABLE else []
-        argv = [tools["ptxas"], f"-arch={arch}", *relocatable, flag, "probe.ptx", "-o", f"{knob.name}.cubin"]
+        argv = [tools["ptxas"], f"-arch={arch}", *relocatable, flag, "probe.ptx", "-o",
+                f"{knob.name}.cubin"]
     else:
         argv = [tools["nvcc"], f"-arch={arch}", "-ptx", flag, "probe.cu", "-o", f"{knob.name}.ptx"]
     code, out = _run(argv, work)
@@ -124,7 +128,8 @@ def _dryrun_facts(nvcc: str, work: str) -> tuple[str, str]:
     _, out = _run([nvcc, "--dryrun", "-c", "probe.cu", "-o", "probe.o"], work)
     arch = re.search(r"ptxas\S*\s.*?-arch=(sm_\w+)", out)
     here = re.search(r"^#\$ _HERE_=(.*)$", out, re.M)
-    return (arch.group(1) if arch else "sm_75"), (here.group(1).strip() if here else str(Path(nvcc).parent))
+    folder = here.group(1).strip() if here else str(Path(nvcc).parent)
+    return (arch.group(1) if arch else "sm_75"), folder
 
 
 EVERY_ARCH = ("all", "all-major")      # -arch values that stand for several SASS targets
@@ -147,13 +152,15 @@ def probe(nvcc: Path) -> Toolkit:
         Path(work, "probe.cu").write_text(PROBE_SOURCE)
         arch, bin_dir = _dryrun_facts(tools["nvcc"], work)
         tools["ptxas"] = str(Path(bin_dir) / "ptxas")
-        code, out = _run([tools["nvcc"], f"-arch={arch}", "-ptx", "probe.cu", "-o", "probe.ptx"], work)
+        code, out = _run([tools["nvcc"], f"-arch={arch}", "-ptx", "probe.cu", "-o", "probe.ptx"],
+                         work)
         if code != 0:
             raise OSError(f"{nvcc} cannot compile a probe kernel: {out}")
         with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
             results = list(pool.map(lambda k: _probe_knob(k, tools, arch, work),
                                     [k for k in knobs.KNOBS if k.name not in knobs.STEP_ONLY]))
-            every = tuple(pool.map(lambda spelling: _every_arch(tools["nvcc"], work, spelling), EVERY_ARCH))
+            every = tuple(pool.map(lambda spelling: _every_arch(tools["nvcc"], work, spelling),
+                                   EVERY_ARCH))
     accepted = frozenset(name for name, ok, _ in results if ok)
     rejected = tuple((name, why) for name, ok, why in results if not ok)
     return Toolkit(tools["nvcc"], tools["ptxas"], _version(nvcc), arch, accepted, rejected, every)

@@ -53,7 +53,8 @@ class CompilePlan(NamedTuple):
 
     @property
     def skipped(self) -> tuple[tuple[str, str], ...]:
-        return self.flags.skipped + tuple((f"{knob} ({name} [{arch}])", why) for (name, arch), plan in self.per_step
+        return self.flags.skipped + tuple((f"{knob} ({name} [{arch}])", why)
+                                          for (name, arch), plan in self.per_step
                                           for knob, why in plan.skipped)
 
     def step(self, key: Step) -> FlagPlan:
@@ -75,27 +76,33 @@ def plan_call(call: NvccCall, call_plan: CallPlan, policy: str, toolkit: Toolkit
     from nvcc_evo.acf.knobs import STEP_ONLY
     settings, dropped = common_settings(call_plan, policy)
     for name in STEP_ONLY & set(settings):
-        dropped.append((name, f"{name}={settings.pop(name)} is given to each ptxas step on its own"))
+        dropped.append((name, f"{name}={settings.pop(name)} is given to each ptxas step on "
+                              "its own"))
     facts = read_facts(call)
     if facts.werror and _checks_ptx(call):
         for name in knobs.CAPS_OF_KERNELS & set(settings):
-            dropped.append((name, f"{name}={settings.pop(name)} is given to each ptxas step on its own: nvcc's "
-                                  f"PTX check step (ptxas -arch=compute_XX, for -arch=sm_XXa) refuses a register cap "
-                                  f"(\"Too big maxrregcount value\"), an error with -Werror"))
-    steps_caps = {k: v for m in call_plan.matches for k, v in m.settings(policy).items()     # (what each ptxas
-                  if k in knobs.CAPS_OF_KERNELS and k not in settings}                       # step may add)
+            dropped.append((name, f"{name}={settings.pop(name)} is given to each ptxas step on its "
+                                  "own: nvcc's PTX check step (ptxas -arch=compute_XX, for "
+                                  "-arch=sm_XXa) refuses a register cap (\"Too big maxrregcount "
+                                  "value\"), an error with -Werror"))
+    steps_caps = {k: v for m in call_plan.matches for k, v in m.settings(policy).items()
+                  if k in knobs.CAPS_OF_KERNELS and k not in settings}   # (what each ptxas step
+                                                                         # may add)
     flags = plan_flags(settings, facts, toolkit, acf_dir, beside=steps_caps)
-    per_step, dropped = _per_step(call, call_plan, policy, dropped, facts, toolkit, acf_dir, settings)
+    per_step, dropped = _per_step(call, call_plan, policy, dropped, facts, toolkit, acf_dir,
+                                  settings)
     programs = []
     if any(name in STEP_ONLY for _, plan in per_step for name, _ in plan.applied):
-        from nvcc_evo.driver.cmdline.ptxas import settle      # (only for units that choose a ptxas or a controls file)
+        from nvcc_evo.driver.cmdline.ptxas import settle      # (only for units that choose a ptxas
+                                                              # or a controls file)
         settled = []
         for (name, arch), plan in per_step:
             program, plan = settle(plan, toolkit, environ, arch, acf_dir)
             settled.append(((name, arch), plan))
             programs += [((name, arch), program)] if program else []
         per_step = tuple(settled)
-    return CompilePlan(FlagPlan(flags.flags, flags.applied, tuple(dropped) + flags.skipped), per_step,
+    return CompilePlan(FlagPlan(flags.flags, flags.applied, tuple(dropped) + flags.skipped),
+                       per_step,
                        tuple(programs))
 
 
@@ -141,14 +148,17 @@ def _per_step(call: NvccCall, call_plan: CallPlan, policy: str, dropped: list[tu
     from nvcc_evo.acf import knobs
     ptxas = {name for name, _ in dropped if getattr(knobs.lookup(name), "family", "") == "ptxas"}
     if not ptxas:
-        return (), [(name, f"{reason}; compile them separately to tune each") for name, reason in dropped]
-    from nvcc_evo.driver.cmdline.split import why_not      # (subprocess and tempfile: only for calls that need them)
+        return (), [(name, f"{reason}; compile them separately to tune each")
+                    for name, reason in dropped]
+    from nvcc_evo.driver.cmdline.split import why_not      # (subprocess and tempfile: only for
+                                                           # calls that need them)
     why = why_not(call)
     per_step = []
     if not why:
         for match in call_plan.matches:
             chosen = {k: v for k, v in match.settings(policy).items() if k in ptxas}
-            per_step.append(((match.input, match.arch), plan_flags(chosen, facts, toolkit, acf_dir, common)))
+            per_step.append(((match.input, match.arch),
+                             plan_flags(chosen, facts, toolkit, acf_dir, common)))
     left = [(name, f"{reason}; not given per ptxas step: {why}" if name in ptxas else
              f"{reason}; compile them separately to tune each")
             for name, reason in dropped if not (per_step and name in ptxas)]
@@ -162,18 +172,22 @@ class RecordedBuild:
     once: `step(settings)` is what the build would pass to the target's
     step if the unit's entry for `arch` held `settings`."""
 
-    def __init__(self, argv, cwd: str, env: dict, source: str, arch: str, unit_globs: tuple[str, ...],
+    def __init__(self, argv, cwd: str, env: dict, source: str, arch: str,
+                 unit_globs: tuple[str, ...],
                  acf_path: Path, toolkit: Toolkit, environ):
         from nvcc_evo.driver.cmdline.nvcc_options import parse_call
         from nvcc_evo.driver.toolkit import cache_folder_if_any
         call = parse_call(list(argv), dict(env), cwd)
-        if not (call.has("--gpu-architecture") or call.has("--generate-code") or call.has("--gpu-code")):
-            call = parse_call([*argv, f"-arch={arch}"], dict(env), cwd)    # (no record: the candidates' architecture)
+        if not (call.has("--gpu-architecture") or call.has("--generate-code") or
+                call.has("--gpu-code")):
+            # (no record: the candidates' architecture)
+            call = parse_call([*argv, f"-arch={arch}"], dict(env), cwd)
         self.call, self.arch, self.globs = call, arch, tuple(unit_globs)
         self.acf_dir, self.toolkit, self.environ = str(acf_path.parent), toolkit, environ
         self.base = build_plan(call, Path(cwd), environ, toolkit, cache_folder_if_any(), acf_path)
         mine = [m for m in self.base.matches if m.unit is not None and m.unit.globs == self.globs]
-        named = [m.input for m in mine if (Path(cwd) / m.input).resolve() == (Path(cwd) / source).resolve()]
+        named = [m.input
+                 for m in mine if (Path(cwd) / m.input).resolve() == (Path(cwd) / source).resolve()]
         self.input = named[0] if named else source
         self.builds_arch = arch in self.base.archs
 
@@ -210,7 +224,8 @@ class RecordedBuild:
 
 
 # ---------------------------------------------------------------- a PTX's ptxas step
-def ptx_step(settings: dict, options, real: str, arch: str, environ, acf_dir: str) -> tuple[FlagPlan, str]:
+def ptx_step(settings: dict, options, real: str, arch: str, environ,
+             acf_dir: str) -> tuple[FlagPlan, str]:
     """The ptxas step of a PTX a program compiles itself (nvcc-evo-ptxas's
     command; a kernel unit's candidates): the entry's knobs as ptxas options
     with the call's own `options` winning (flags.ptxas_facts), the ptxas that

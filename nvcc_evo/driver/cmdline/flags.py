@@ -29,8 +29,10 @@ class CallFacts(NamedTuple):
     debug: bool
     spills_are_errors: bool
     relocatable: bool
-    lto: bool = False                # a compile for link-time optimisation (match.calls.is_lto_compile)
-    werror: bool = False             # ptxas's warnings are errors (-Werror, -Xptxas --warning-as-error)
+    lto: bool = False                # a compile for link-time optimisation
+                                     # (match.calls.is_lto_compile)
+    werror: bool = False             # ptxas's warnings are errors (-Werror, -Xptxas
+                                     # --warning-as-error)
 
 
 class FlagPlan(NamedTuple):
@@ -87,7 +89,8 @@ def user_macros(opt) -> list[tuple[str, str]]:
     if opt.name in ("--define-macro", "--undefine-macro"):
         items = [(item, f"-D/-U {item}") for item in opt.items()]
     elif opt.name == "--compiler-options":
-        held = [HOST_MACRO.fullmatch(word.strip('"')) for item in opt.items() for word in item.split()]
+        held = [HOST_MACRO.fullmatch(word.strip('"')) for item in opt.items()
+                for word in item.split()]
         items = [(m.group(1), f"-Xcompiler {m.group(0)}") for m in held if m]
     else:
         return []
@@ -129,7 +132,8 @@ def ptxas_facts(tokens) -> CallFacts:
     given = set(tokens)
     werror = bool(PTXAS_WERROR & given)
     spills = werror and bool(PTXAS_SPILL_WARNING & given)
-    return CallFacts(_owned(found), bool(PTXAS_DEBUG & given), spills, bool({"-c", "--compile-only"} & given),
+    return CallFacts(_owned(found), bool(PTXAS_DEBUG & given), spills,
+                     bool({"-c", "--compile-only"} & given),
                      werror=werror)
 
 
@@ -142,7 +146,8 @@ def flag_text(knob_name: str, value: Scalar, acf_dir: str | None = None) -> list
     knob = knobs.lookup(knob_name)
     assert knob is not None                    # (a checked ACF: every knob is known)
     value = knob.normalise(value)
-    if (knob.default is not None and value == knob.normalise(knob.default)) or knob.form is Form.TOOL:
+    if (knob.default is not None and
+        value == knob.normalise(knob.default)) or knob.form is Form.TOOL:
         return []
     if knob.kind is Kind.FILE:
         assert acf_dir is not None             # (plan_flags skips file knobs without it)
@@ -156,7 +161,8 @@ def flag_text(knob_name: str, value: Scalar, acf_dir: str | None = None) -> list
     return ["-Xptxas", spelled] if knob.family == "ptxas" else [spelled]
 
 
-def _skip_reason(knob_name: str, value: Scalar, facts: CallFacts, toolkit: Toolkit | None) -> str | None:
+def _skip_reason(knob_name: str, value: Scalar, facts: CallFacts,
+                 toolkit: Toolkit | None) -> str | None:
     if knob_name in facts.user_knobs:
         return f"the user sets it ({facts.user_knobs[knob_name]}); the user wins"
     if knobs.is_define(knob_name):
@@ -170,25 +176,30 @@ def _skip_reason(knob_name: str, value: Scalar, facts: CallFacts, toolkit: Toolk
     if knob.needs is Needs.RELOCATABLE and not facts.relocatable:
         return f"needs {knob.needs.value}"
     lto = _lto_reason(knob_name) if facts.lto else None
-    if lto and flag_text(knob_name, value):          # (at its default it passes nothing, and says so)
+    if lto and flag_text(knob_name, value):  # (at its default it passes nothing, and says so)
         return lto
     if toolkit is not None and not toolkit.accepts(knob_name):
-        return f"CUDA {toolkit.version} does not take it silently ({toolkit.why_rejected(knob_name)})"
+        why = toolkit.why_rejected(knob_name)
+        return f"CUDA {toolkit.version} does not take it silently ({why})"
     return None
 
 
 def _lto_reason(knob_name: str) -> str | None:
     """Why an nvcc option is not passed to a compile for link-time optimisation (knobs.LTO_*)."""
     flag = knobs.LTO_LINK_WIDE.get(knob_name)
-    wide = f"the device link takes {flag} for the whole link: objects whose {flag} differs fail it" + \
-        (", and one object's is given to all" if flag == "-maxrregcount" else "") if flag else ""
+    wide = ""
+    if flag:
+        wide = (f"the device link takes {flag} for the whole link: objects whose {flag} differs "
+                "fail it")
+        wide += ", and one object's is given to all" if flag == "-maxrregcount" else ""
     if knob_name in knobs.LTO_IGNORED:
-        return "with -dlto it reaches no linked code (CUDA 13.0's device link makes the same SASS without it)" + \
-            (f"; and {wide}" if wide else "")
+        return ("with -dlto it reaches no linked code (CUDA 13.0's device link makes the same SASS "
+                "without it)" + (f"; and {wide}" if wide else ""))
     return f"with -dlto {wide}" if wide else None
 
 
-def _conflict_reason(name: str, settings: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit | None,
+def _conflict_reason(name: str, settings: dict[str, Scalar], facts: CallFacts,
+                     toolkit: Toolkit | None,
                      beside: dict[str, Scalar]) -> str | None:
     """Pairs ptxas will not take together: a knob it ignores beside another
     (knobs.IGNORED_BESIDE, a warning, an error with -Werror) is left out where
@@ -198,9 +209,11 @@ def _conflict_reason(name: str, settings: dict[str, Scalar], facts: CallFacts, t
     both = {**beside, **settings}
     for ignored, others, at in knobs.IGNORED_BESIDE:
         if name == ignored:
-            given = next(filter(None, (_given(o, at, both, facts, toolkit) for o in sorted(others))), None)
+            given = next(filter(None, (_given(o, at, both, facts, toolkit)
+                                       for o in sorted(others))), None)
             if given:
-                return f"ptxas ignores it beside {given}, and warns of conflicting options (an error with -Werror)"
+                return (f"ptxas ignores it beside {given}, and warns of conflicting options "
+                        "(an error with -Werror)")
         elif name in others and (at is None or _given(name, at, both, facts, toolkit)):
             user = facts.user_knobs.get(ignored)
             if user:
@@ -222,7 +235,8 @@ def _given(knob_name: str, at: Scalar | None, both: dict[str, Scalar], facts: Ca
     return f"{knob_name} = {value}" if value is not None and (at is None or value == at) else None
 
 
-def _reaching(knob_name: str, both: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit | None) -> Scalar | None:
+def _reaching(knob_name: str, both: dict[str, Scalar], facts: CallFacts,
+              toolkit: Toolkit | None) -> Scalar | None:
     """The ACF's value of `knob_name` (normalised) where it reaches ptxas in this call and is not
     the knob's default; None otherwise."""
     value = both.get(knob_name)
@@ -231,7 +245,8 @@ def _reaching(knob_name: str, both: dict[str, Scalar], facts: CallFacts, toolkit
     return knobs.passed(knob_name, value)
 
 
-def _level_conflict(name: str, both: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit | None) -> str | None:
+def _level_conflict(name: str, both: dict[str, Scalar], facts: CallFacts,
+                    toolkit: Toolkit | None) -> str | None:
     """An explicit -O and an -Ofc level that ptxas refuses together (fatal): the
     ACF's -Ofc is left out beside its own -O, the ACF's either beside the user's."""
     def ours(knob_name: str) -> str | None:
@@ -241,16 +256,19 @@ def _level_conflict(name: str, both: dict[str, Scalar], facts: CallFacts, toolki
     def users(knob_name: str, pattern: str) -> tuple[str, str] | None:
         spelled = facts.user_knobs.get(knob_name)
         found = re.search(pattern, spelled) if spelled else None
-        return (spelled, found.group(1) if found else "?") if spelled else None     # (?: said without its value)
+        # (?: said without its value)
+        return (spelled, found.group(1) if found else "?") if spelled else None
 
     user_level = users("ptxas.opt_level", r"(?:-O|--opt-level[= ])([0-9])")
-    user_fast = next(filter(None, (users(k, r"=(0|min|mid|max)\b") for k in sorted(knobs.FAST_COMPILE))), None)
+    user_fast = next(filter(None, (users(k, r"=(0|min|mid|max)\b")
+                                   for k in sorted(knobs.FAST_COMPILE))), None)
     our_fast = next(filter(None, (ours(k) for k in sorted(knobs.FAST_COMPILE))), None)
     level = user_level[1] if user_level else ours("ptxas.opt_level")
     fast = user_fast[1] if user_fast else our_fast
     if not knobs.level_refused(level, fast):
         return None
-    refused = f"ptxas refuses -O{level} with " + (f"-Ofc={fast}" if fast != "?" else "most -Ofc levels")
+    refused = f"ptxas refuses -O{level} with "
+    refused += f"-Ofc={fast}" if fast != "?" else "most -Ofc levels"
     if name == "ptxas.opt_level" and user_fast:
         return f"the user sets {user_fast[0]}, and {refused}; the user wins"
     if name in knobs.FAST_COMPILE and user_level:
@@ -267,7 +285,8 @@ def plan_flags(settings: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit |
     flags: list[str] = []
     applied, skipped = [], []
     for name, value in settings.items():
-        reason = _skip_reason(name, value, facts, toolkit) or _conflict_reason(name, settings, facts, toolkit,
+        reason = _skip_reason(name, value, facts, toolkit) or _conflict_reason(name, settings,
+                                                                               facts, toolkit,
                                                                                  beside or {})
         knob = knobs.lookup(name)
         if reason is None and knob is not None and knob.kind is Kind.FILE and acf_dir is None \
@@ -277,7 +296,8 @@ def plan_flags(settings: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit |
             skipped.append((name, reason))
             continue
         if knob is not None and knob.form is Form.TOOL and value != knob.default:
-            applied.append((name, value))      # no flag: nvcc_evo.driver.cmdline.ptxas picks the program
+            applied.append((name, value))      # no flag: nvcc_evo.driver.cmdline.ptxas picks the
+                                               # program
             continue
         text = flag_text(name, value, acf_dir)
         if not text:

@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 from typing import Mapping, NamedTuple
 
-from nvcc_evo.driver.cmdline.nvcc_table import ATTACHED, FLAG, LIST, OPTIONAL, OPTIONAL_VALUES, OPTIONS, VALUE, Takes
+from nvcc_evo.driver.cmdline.nvcc_table import (ATTACHED, FLAG, LIST, OPTIONAL, OPTIONAL_VALUES,
+                                                OPTIONS, VALUE, Takes)
 
 
 _BY_SPELLING: dict[str, tuple[str, Takes]] = {}
@@ -154,10 +155,11 @@ OPTIONS_FILES_DEPTH = 16      # nvcc: "Too many options file opened" for a file 
 def _read_options_file(path: str, call: dict, cwd: str) -> None:
     depth = call.get("depth", 0) + 1
     if depth > OPTIONS_FILES_DEPTH:
-        call["problems"].append(f"options files nested more than {OPTIONS_FILES_DEPTH} deep ({path})")
+        call["problems"].append(f"options files nested more than {OPTIONS_FILES_DEPTH} deep "
+                                f"({path})")
         return
     try:
-        text = (Path(cwd) / path).read_text()       # relative to the call's folder, as nvcc reads it
+        text = (Path(cwd) / path).read_text()  # relative to the call's folder, as nvcc reads it
     except OSError as error:
         call["problems"].append(f"cannot read options file {path}: {error.strerror}")
         return
@@ -168,12 +170,14 @@ def _read_options_file(path: str, call: dict, cwd: str) -> None:
     call["extra"].extend(nested["options"])
 
 
-def parse_call(argv: list[str], environ: Mapping[str, str] | None = None, cwd: str | os.PathLike = "") -> NvccCall:
+def parse_call(argv: list[str], environ: Mapping[str, str] | None = None,
+               cwd: str | os.PathLike = "") -> NvccCall:
     """Read an nvcc command line (and options files, NVCC_PREPEND_FLAGS and
     NVCC_APPEND_FLAGS, which nvcc itself applies); a relative options file
     is read from `cwd`, the folder the call runs in (default: this process's)."""
     environ = os.environ if environ is None else environ
-    call: dict[str, list] = {"options": [], "inputs": [], "unknown": [], "problems": [], "extra": []}
+    call: dict[str, list] = {"options": [], "inputs": [], "unknown": [], "problems": [],
+                             "extra": []}
     _read_options(list(argv), "argv", call, os.fspath(cwd))
     for variable in ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"):
         env_call: dict[str, list] = {"options": [], "inputs": [], "unknown": call["unknown"],
@@ -187,7 +191,8 @@ def parse_call(argv: list[str], environ: Mapping[str, str] | None = None, cwd: s
                     tuple(call["problems"]), tuple(call["extra"]))
 
 
-def rebuild_argv(argv: list[str], drop: set[str], keep_input: str | None, cwd: str | os.PathLike = "") -> list[str]:
+def rebuild_argv(argv: list[str], drop: set[str], keep_input: str | None,
+                 cwd: str | os.PathLike = "") -> list[str]:
     """`argv` with the options named in `drop` (canonical long names) and
     every input but `keep_input` left out (None: every input stays); options
     files are expanded in place so that nothing in them can override what the
@@ -200,9 +205,11 @@ def rebuild_argv(argv: list[str], drop: set[str], keep_input: str | None, cwd: s
     return out
 
 
-# The host compiler's own options that run a program or load code (gcc's -B and -wrapper, plugins, spec
-# files; clang's -Xclang -load, its toolchain): given through -Xcompiler, they run what a project names.
-HOST_RUNS = ("-B", "-wrapper", "-fplugin", "-specs", "--specs", "-Xclang", "-load", "--gcc-toolchain", "-ccc-")
+# The host compiler's own options that run a program or load code (gcc's -B and -wrapper, plugins,
+# spec files; clang's -Xclang -load, its toolchain): given through -Xcompiler, they run what a
+# project names.
+HOST_RUNS = ("-B", "-wrapper", "-fplugin", "-specs", "--specs", "-Xclang", "-load",
+             "--gcc-toolchain", "-ccc-")
 
 
 def without_programs(argv: list[str], cwd: str | os.PathLike = "") -> tuple[list[str], list[str]]:

@@ -35,11 +35,13 @@ if TYPE_CHECKING:
 PTXAS_ENV = "NVCC_EVO_PTXAS"
 CACHE_VERSION = 1
 # The smallest kernel: any ptxas of CUDA 13 compiles it for any of its targets.
-PROBE_PTX = ".version 8.0\n.target sm_75\n.address_size 64\n.visible .entry nvcc_evo_probe()\n{\n\tret;\n}\n"
+PROBE_PTX = (".version 8.0\n.target sm_75\n.address_size 64\n"
+             ".visible .entry nvcc_evo_probe()\n{\n\tret;\n}\n")
 RELEASE = re.compile(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)")
 STEP = re.compile(r"ptxas(?=\s)")
 # A controls verdict is cached with this where ptxas named the file, so that it names the file asked
-# about; CONTROLS_FORMAT 2: the verdicts cached before held the path of the project that asked first.
+# about; CONTROLS_FORMAT 2: the verdicts cached before held the path of the project that asked
+# first.
 CONTROLS_FILE = "\0controls file\0"
 CONTROLS_FORMAT = 2
 
@@ -67,9 +69,18 @@ def toolkit_ptxas(toolkit: Toolkit | Program) -> Ptxas:
     return Ptxas(toolkit.ptxas, toolkit.version)
 
 
+def _first_line(code: int, out: str) -> str:
+    """What a probe's ptxas said: "" for a clean run, else its first line or its exit code."""
+    if code == 0 and not out:
+        return ""
+    return out.splitlines()[0] if out else f"ptxas exit {code}"
+
+
 def _cache(kind: str, key: str) -> Path:
-    from nvcc_evo.system.files import cache_folder      # (the toolkit's, without its module: a ptxas call's)
-    return Path(cache_folder()) / f"{kind}-{hashlib.sha256(f'{CACHE_VERSION}:{key}'.encode()).hexdigest()[:20]}.json"
+    from nvcc_evo.system.files import cache_folder      # (the toolkit's, without its module:
+                                                        # a ptxas call's)
+    digest = hashlib.sha256(f"{CACHE_VERSION}:{key}".encode()).hexdigest()[:20]
+    return Path(cache_folder()) / f"{kind}-{digest}.json"
 
 
 def _identity(path: str) -> str:
@@ -98,7 +109,8 @@ def run(argv: list[str], cwd: str, timeout: float = 120) -> tuple[int, str]:
     from nvcc_evo.system.programs import note
     note(argv[0], "ptxas probe")
     try:
-        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL,
                               timeout=timeout)
     except (OSError, subprocess.SubprocessError) as error:
         return 127, str(error)
@@ -139,8 +151,9 @@ def choose(wanted: str, toolkit: Toolkit | Program, environ) -> Ptxas:
             return found
         seen.append(str(found))
     there = "; ".join(seen) if seen else f"{PTXAS_ENV} lists none"
-    raise NoPtxas(f"no ptxas {wanted}: the toolkit's is {own.version}, and {there} (list ptxas binaries in "
-                  f"{PTXAS_ENV}, separated by '{os.pathsep}', or in the project setting `ptxas`)")
+    raise NoPtxas(f"no ptxas {wanted}: the toolkit's is {own.version}, and {there} (list ptxas "
+                  f"binaries in {PTXAS_ENV}, separated by '{os.pathsep}', or in the project "
+                  "setting `ptxas`)")
 
 
 def file_digest(path) -> str:
@@ -152,7 +165,8 @@ def _try_probe(argv_tail: list[str], ptxas: Ptxas, arch: str) -> tuple[int, str,
     import tempfile
     with tempfile.TemporaryDirectory(prefix="nvcc-evo-ptxas-") as work:
         Path(work, "probe.ptx").write_text(PROBE_PTX)
-        code, out = run([ptxas.path, f"-arch={arch}", *argv_tail, "probe.ptx", "-o", "probe.cubin"], work)
+        code, out = run([ptxas.path, f"-arch={arch}", *argv_tail, "probe.ptx", "-o", "probe.cubin"],
+                        work)
         cubin = Path(work, "probe.cubin")
         return code, out, cubin.read_bytes() if code == 0 and cubin.is_file() else b""
 
@@ -170,8 +184,9 @@ def controls_problem(ptxas: Ptxas, arch: str, path: str) -> str:
 
     def ask() -> str:
         code, out, _ = _try_probe([f"--apply-controls={path}"], ptxas, arch)
-        said = "" if code == 0 and not out else (out.splitlines()[0] if out else f"ptxas exit {code}")
-        for spelling in sorted({path, os.path.abspath(path), os.path.realpath(path)}, key=len, reverse=True):
+        said = _first_line(code, out)
+        for spelling in sorted({path, os.path.abspath(path), os.path.realpath(path)}, key=len,
+                               reverse=True):
             said = said.replace(spelling, CONTROLS_FILE)
         return said
     answer = _cached("controls", f"{CONTROLS_FORMAT}:{_identity(ptxas.path)}:{arch}:{digest}", ask)
@@ -183,7 +198,8 @@ def driver_problem(ptxas: Ptxas, arch: str) -> str | None:
     ("" when it loads it; None when there is no driver or GPU to ask)."""
     code, out, cubin = _try_probe([], ptxas, arch)
     if code != 0:
-        return f"{ptxas} cannot compile for {arch}: {out.splitlines()[0] if out else f'exit {code}'}"
+        said = out.splitlines()[0] if out else f"exit {code}"
+        return f"{ptxas} cannot compile for {arch}: {said}"
     from nvcc_evo.driver.cmdline.cuda_driver import load_problem
     problem = load_problem(cubin)
     if problem:
@@ -241,7 +257,7 @@ def option_problem(ptxas: Ptxas, arch: str, option: str) -> str:
     of complaint); "" when it does. Tried on the probe PTX once per binary."""
     def ask() -> str:
         code, out, _ = _try_probe([option], ptxas, arch)
-        return "" if code == 0 and not out else (out.splitlines()[0] if out else f"ptxas exit {code}")
+        return _first_line(code, out)
     return _cached("option", f"{_identity(ptxas.path)}:{arch}:{option}", ask)
 
 

@@ -36,7 +36,8 @@ from nvcc_evo.system.leftovers import private_folder, remove_private, sweep_temp
 # Calls whose steps are not a plain compile, or whose user wants to see or
 # keep nvcc's own steps: run as asked.
 NOT_SPLIT = ("--verbose", "--dryrun", "--keep", "--keep-dir", "--save-temps", "--preprocess",
-             "--generate-dependencies", "--generate-nonsystem-dependencies", "--dlink-time-opt", "--lto",
+             "--generate-dependencies", "--generate-nonsystem-dependencies", "--dlink-time-opt",
+             "--lto",
              "--device-link", "--run", "--ptx", "--optix-ir", "--lib")
 
 SHELL = "/bin/sh"          # what nvcc itself runs its steps with
@@ -85,7 +86,8 @@ def dependency_command(nvcc: str, call: NvccCall, extra: list[str]) -> list[str]
     if mode is None or output is None:         # (without -MF a call is not split: why_not)
         return []
     targets = call.values("--dependency-target-name") or call.values("--output-file")[-1:]
-    command = [nvcc, *rebuild_argv(list(call.argv), DEPENDENCY_OPTIONS | {"--output-file"}, call.inputs[0]),
+    command = [nvcc, *rebuild_argv(list(call.argv), DEPENDENCY_OPTIONS | {"--output-file"},
+                                   call.inputs[0]),
                *extra, mode, "-MF", output]
     for target in targets:
         command += ["-MT", target]
@@ -114,13 +116,15 @@ def step_input(command: str, keep_dir: str, inputs: tuple[str, ...]) -> str | No
     kept file nvcc named after the input (`NAME.ptx`, `NAME.compute_90.ptx`)."""
     try:
         words = shlex.split(command)
-    except ValueError:           # (a quote in a file's name: nvcc prints it unquoted, and its own run fails)
+    except ValueError:           # (a quote in a file's name: nvcc prints it unquoted, and its own
+                                 # run fails)
         return None
     ptx = next((word for word in words if word.endswith(".ptx")), None)
     if ptx is None:
         return None
     if os.path.dirname(ptx) != keep_dir:
-        return next((name for name in inputs if os.path.abspath(name) == os.path.abspath(ptx)), None)
+        return next((name for name in inputs if os.path.abspath(name) == os.path.abspath(ptx)),
+                    None)
     kept = os.path.basename(ptx)
     named = [name for name in inputs
              if kept == f"{Path(name).stem}.ptx" or kept.startswith(f"{Path(name).stem}.compute_")]
@@ -128,7 +132,8 @@ def step_input(command: str, keep_dir: str, inputs: tuple[str, ...]) -> str | No
 
 
 def with_options(steps: Steps, options: dict[tuple[str, str], tuple[str, ...]], keep_dir: str,
-                 inputs: tuple[str, ...], programs: dict[tuple[str, str], str] | None = None) -> Steps | str:
+                 inputs: tuple[str, ...],
+                 programs: dict[tuple[str, str], str] | None = None) -> Steps | str:
     """The steps with each ptxas run given the options of its (input, arch),
     and run by the ptxas `programs` names for it (else nvcc's own), or why
     that cannot be done. (`rm` of a file that is not there does not stop
@@ -143,8 +148,8 @@ def with_options(steps: Steps, options: dict[tuple[str, str], tuple[str, ...]], 
             continue
         key = (step_input(command, keep_dir, inputs), step.group(1))
         if key not in options:
-            return f"nvcc runs ptxas for {key[0] or 'an unknown input'} [{key[1]}], which the call was not seen to " \
-                "build"
+            return (f"nvcc runs ptxas for {key[0] or 'an unknown input'} [{key[1]}], which the "
+                    "call was not seen to build")
         seen.add(key)
         commands.append(step_command(command, (programs or {}).get(key), options[key]))
     if not seen:
@@ -157,7 +162,8 @@ def script(steps: Steps, keep_dir: str | None, first: list[str] | tuple = ()) ->
     steps in order, stops at the first failure with its exit status, and
     removes `keep_dir` in any case (None: its owner does)."""
     lines = ["set -e"] + ([f"trap 'rm -rf {shlex.quote(keep_dir)}' EXIT",
-                           "trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM"]   # then EXIT's
+                           # then EXIT's
+                           "trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM"]
                           if keep_dir else [])
     if first:
         lines.append(" ".join(shlex.quote(word) for word in first))
@@ -172,7 +178,8 @@ class Exec(NamedTuple):
     env: dict[str, str]
 
 
-def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[tuple[str, str], tuple[str, ...]],
+def plan_launch(nvcc: str, call: NvccCall, extra: list[str],
+                options: dict[tuple[str, str], tuple[str, ...]],
                 environ, programs: dict[tuple[str, str], str] | None = None) -> Exec | str | None:
     """The split run of the call (with the common flags `extra` added) with
     ptxas `options` and `programs` per (input, arch); else why there is none, or None when
@@ -182,7 +189,8 @@ def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[tuple
         return f"no {SHELL} to run nvcc's steps"
     temporary = environ.get("TMPDIR") or None
     sweep_temporary(temporary)          # what killed builds left (their locks are free)
-    keep_dir = private_folder("steps", temporary, across_exec=True)   # its lock held by the steps run
+    keep_dir = private_folder("steps", temporary, across_exec=True)   # its lock held by the steps
+                                                                      # run
     argv = [*rebuild_argv(list(call.argv), DEPENDENCY_OPTIONS, None), *extra]
     try:
         asked = subprocess.run([nvcc, *argv, "--dryrun", "--keep", "--keep-dir", keep_dir],
@@ -190,11 +198,14 @@ def plan_launch(nvcc: str, call: NvccCall, extra: list[str], options: dict[tuple
     except (OSError, subprocess.SubprocessError) as error:
         remove_private(keep_dir)
         return f"nvcc --dryrun failed to run ({error})"
-    steps = with_options(read_steps(asked.stderr), options, keep_dir, call.inputs, programs) if asked.returncode == 0 else None
+    steps = None
+    if asked.returncode == 0:
+        steps = with_options(read_steps(asked.stderr), options, keep_dir, call.inputs, programs)
     if not isinstance(steps, Steps):
         remove_private(keep_dir)
         return steps
-    env = {**environ, **steps.variables, "TMPDIR": keep_dir}    # the tools' own temporary files go too
+    env = {**environ, **steps.variables, "TMPDIR": keep_dir}    # the tools' own temporary files go
+                                                                # too
     # A file, not `sh -c TEXT`: the steps of a call with many inputs pass the
     # kernel's limit on one argument (128 KiB, E2BIG) that nvcc never meets.
     script_path = os.path.join(keep_dir, SCRIPT_NAME)

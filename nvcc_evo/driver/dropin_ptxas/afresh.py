@@ -25,7 +25,8 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from nvcc_evo.driver.common import (REAL_PTXAS_BLACKWELL_ENV, REAL_PTXAS_ENV, TRITON_PTXAS_BLACKWELL_ENV,
+from nvcc_evo.driver.common import (REAL_PTXAS_BLACKWELL_ENV, REAL_PTXAS_ENV,
+                                    TRITON_PTXAS_BLACKWELL_ENV,
                                     TRITON_PTXAS_ENV, is_self)
 from nvcc_evo.system.leftovers import private_folder, remove_private
 
@@ -34,7 +35,8 @@ STAND_INS = ((TRITON_PTXAS_ENV, "nvcc-evo-ptxas", REAL_PTXAS_ENV),
              (TRITON_PTXAS_BLACKWELL_ENV, "nvcc-evo-ptxas-blackwell", REAL_PTXAS_BLACKWELL_ENV))
 TRITON_CACHE_ENV = "TRITON_CACHE_DIR"
 INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
-INDUCTOR_REMOTE_OFF = {"TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE": "0"}
+INDUCTOR_REMOTE_OFF = {"TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "0",
+                       "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE": "0"}
 
 
 def stand_in(name: str) -> str:
@@ -50,7 +52,8 @@ def through_stand_ins(environ: dict, folder: str) -> dict:
     for variable, name, real in STAND_INS:
         named = env.get(variable, "")
         if named and os.path.isfile(named) and os.access(named, os.X_OK) and not is_self(named):
-            env.setdefault(real, os.path.abspath(named))       # the user's own real program: the stand-in runs it
+            env.setdefault(real, os.path.abspath(named))       # the user's own real program: the
+                                                               # stand-in runs it
         if not (named and is_self(named)):
             env[variable] = stand_in(name)
     env[TRITON_CACHE_ENV] = os.path.join(folder, "triton-cache")

@@ -29,8 +29,10 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.acf import kernelname
 from nvcc_evo.system.say import visible
-from nvcc_evo.driver.common import (BLACKWELL_PTXAS as BLACKWELL, GPU_ENV, LOG_ENV, PHASE_ENV, PLAIN_PTXAS as PLAIN,
-                                     REAL_PTXAS_BLACKWELL_ENV, REAL_PTXAS_ENV, REAL_PTXAS_OF as REAL_ENV, STALE_ENV,
+from nvcc_evo.driver.common import (BLACKWELL_PTXAS as BLACKWELL, GPU_ENV, LOG_ENV, PHASE_ENV,
+                                    PLAIN_PTXAS as PLAIN,
+                                     REAL_PTXAS_BLACKWELL_ENV, REAL_PTXAS_ENV,
+                                    REAL_PTXAS_OF as REAL_ENV, STALE_ENV,
                                      append_log, find_settings_file, replace_file, stale_problem)
 from nvcc_evo.driver.dropin_ptxas.untouched import entries as ptx_entries, split_argv
 
@@ -40,8 +42,10 @@ if TYPE_CHECKING:
 
 KERNELS_FOLDER = "kernels"
 VERSION_LINE = "nvcc-evo-ptxas: kernel entries {}"
-DIGEST_ENV = ("NVCC_EVO_GPU", "NVCC_EVO_STALE", "NVCC_EVO_PTXAS", REAL_PTXAS_ENV, REAL_PTXAS_BLACKWELL_ENV)
-SETTING = {PLAIN: "real-ptxas", BLACKWELL: "real-ptxas-blackwell"}     # the project setting naming each real program
+DIGEST_ENV = ("NVCC_EVO_GPU", "NVCC_EVO_STALE", "NVCC_EVO_PTXAS", REAL_PTXAS_ENV,
+              REAL_PTXAS_BLACKWELL_ENV)
+SETTING = {PLAIN: "real-ptxas", BLACKWELL: "real-ptxas-blackwell"}     # the project setting naming
+                                                                       # each real program
 
 
 class PtxasCall(NamedTuple):
@@ -81,7 +85,8 @@ def kernel_units(acf_path: Path):
 
 def serve(call: PtxasCall, units, acf_path: Path, environ, cwd: str) -> Served:
     if len(call.inputs) != 1 or not call.inputs[0].endswith(".ptx"):
-        return Served("", (), "", None, f"{len(call.inputs)} inputs, not one PTX: passed through untouched")
+        return Served("", (), "", None, f"{len(call.inputs)} inputs, not one PTX: passed through "
+                                        "untouched")
     name = call.inputs[0]
     try:
         data = Path(cwd, name).read_bytes()
@@ -90,21 +95,26 @@ def serve(call: PtxasCall, units, acf_path: Path, environ, cwd: str) -> Served:
     import hashlib
     entries = ptx_entries(data)
     digest = hashlib.sha256(data).hexdigest()
-    unit = next((u for u in units if any(kernelname.matches(g, entries, digest) for g in u.globs)), None)
+    unit = next((u for u in units if any(kernelname.matches(g, entries, digest) for g in u.globs)),
+                None)
     if unit is None:
         named = ", ".join(entries) or "it: it has no .entry (no kernel)"
-        return Served(name, entries, digest, None, f"no kernel unit of {acf_path.name} names {named}")
+        return Served(name, entries, digest, None, f"no kernel unit of {acf_path.name} names "
+                                                   f"{named}")
     if call.arch is None:
-        return Served(name, entries, digest, None, "no --gpu-name: ptxas's default target is tuned by no entry")
+        return Served(name, entries, digest, None, "no --gpu-name: ptxas's default target is tuned "
+                                                   "by no entry")
     from nvcc_evo.driver.match.stale import fingerprint, staleness
     from nvcc_evo.driver.match.units import Match, choose_target
     copy = keep_ptx(acf_path, entries, digest, data)
     unit_fingerprint = fingerprint(copy, None, "", unit.files, acf_path.parent)
     target, note = choose_target(unit, call.arch, environ.get(GPU_ENV))
     # (the toolkit that tuned it is not compared: the ptxas that runs is the program's own)
-    stale = staleness(target, unit_fingerprint, (target.toolkit or "") if target else "", unit.space_digest,
+    stale = staleness(target, unit_fingerprint, (target.toolkit or "") if target else "",
+                      unit.space_digest,
                       unit.tune_digest)
-    return Served(name, entries, digest, Match(str(copy), call.arch, unit, target, unit_fingerprint, stale, note))
+    return Served(name, entries, digest,
+                  Match(str(copy), call.arch, unit, target, unit_fingerprint, stale, note))
 
 
 def keep_ptx(acf_path: Path, entries, digest: str, data: bytes) -> Path:
@@ -142,7 +152,8 @@ def decide(argv: list[str], real: str, acf_path: Path, environ, cwd: str) -> Ptx
     if wrong:
         return PtxasDecision(real, (), served, problems=(f"{wrong}; compiling exactly as asked",))
     settings = served.match.settings(environ.get(STALE_ENV) or "keep")
-    flag_plan, program = ptx_step(settings, call.tokens, real, served.match.arch, environ, str(acf_path.parent))
+    flag_plan, program = ptx_step(settings, call.tokens, real, served.match.arch, environ,
+                                  str(acf_path.parent))
     return PtxasDecision(program, ptxas_values(flag_plan.flags), served, flag_plan)
 
 
@@ -158,7 +169,8 @@ def version_digest(acf_path: Path, environ) -> str:
         digest.update(b"unusable\0" + str(error).encode())
         return digest.hexdigest()[:16]
     for unit in units:
-        digest.update(json.dumps([unit.globs, unit.pins, [(t.arch, t.gpu, t.settings) for t in unit.targets]],
+        digest.update(json.dumps([unit.globs, unit.pins,
+                                  [(t.arch, t.gpu, t.settings) for t in unit.targets]],
                                  default=str).encode())
         for name in unit.files:
             try:
@@ -189,12 +201,15 @@ def record(decision: PtxasDecision, call: PtxasCall, acf_path: Path, environ) ->
     import time
     from nvcc_evo.driver import compiledb
     match = decision.served.match if decision.served is not None else None
-    assert match is not None and match.unit is not None and decision.flags is not None    # (a tuned compile)
+    # (a tuned compile)
+    assert match is not None and match.unit is not None and decision.flags is not None
     argv = tuple(a for token in call.kept for a in ("-Xptxas", token)) + (match.input,)
     compiledb.record(acf_path, compiledb.CompileRecord(
         argv, str(acf_path.parent), compiledb.relevant_env(environ), decision.program,
-        _version(decision.program), match.input, "", match.unit.position, match.unit.globs, match.arch,
-        str(match.target) if match.target else None, match.fingerprint, match.stale, decision.flags.flags,
+        _version(decision.program), match.input, "", match.unit.position, match.unit.globs,
+        match.arch,
+        str(match.target) if match.target else None, match.fingerprint, match.stale,
+        decision.flags.flags,
         time.time()), keep_existing=PHASE_ENV in environ)
 
 
@@ -206,21 +221,25 @@ def _version(program: str) -> str:
         return ""
 
 
-def log(decision: PtxasDecision, argv: list[str], acf_path: Path, environ, cwd: str, role: str = PLAIN) -> None:
+def log(decision: PtxasDecision, argv: list[str], acf_path: Path, environ, cwd: str,
+        role: str = PLAIN) -> None:
     """The log line: the call as the program it stands in for (`role`) was
     asked, the program that ran, what was added and why not more."""
     path = environ.get(LOG_ENV)
     if not path:
         return
     served, flags = decision.served, decision.flags
-    units = [(served.entries[0] if served.entries else served.ptx, served.match.arch, served.match.unit.globs)] \
+    units = [(served.entries[0] if served.entries else served.ptx, served.match.arch,
+              served.match.unit.globs)] \
         if served is not None and served.match is not None and served.match.unit is not None else []
     append_log(path, cwd, [role, *argv], str(acf_path), flags.flags if flags else (),
-               served.why if served else "", [f"{k}: {why}" for k, why in (flags.skipped if flags else ())],
+               served.why if served else "",
+               [f"{k}: {why}" for k, why in (flags.skipped if flags else ())],
                decision.problems, units=units, program=decision.program)
 
 
-def launch(argv: list[str], real: str | None, acf: str, environ, cwd: str, role: str = PLAIN) -> int:
+def launch(argv: list[str], real: str | None, acf: str, environ, cwd: str,
+           role: str = PLAIN) -> int:
     """Run the real program (`role`: ptxas or ptxas-blackwell) for this call,
     with a kernel unit's knobs where one applies; our own trouble never fails
     a compile ptxas would pass."""
@@ -231,7 +250,8 @@ def launch(argv: list[str], real: str | None, acf: str, environ, cwd: str, role:
         return 3
     refused = refused_acf(acf_path, environ)
     if refused:
-        print(visible(f"nvcc-evo-{role}: warning: {refused}; compiling without tuned flags"), file=sys.stderr)
+        print(visible(f"nvcc-evo-{role}: warning: {refused}; compiling without tuned flags"),
+              file=sys.stderr)
         os.execv(real, [real, *argv])
     if "--version" in argv:
         return answer_version(real, acf_path, environ)
@@ -250,19 +270,24 @@ def _decided(argv, real: str, acf_path: Path, environ, cwd: str, role: str) -> P
     from nvcc_evo.errors import AcfError
     try:
         decision = decide(argv, real, acf_path, environ, cwd)
-        if decision.served is not None and decision.served.match is not None:      # (decide serves always)
+        # (decide serves always)
+        if decision.served is not None and decision.served.match is not None:
             try:
                 record(decision, read_call(argv), acf_path, environ)
             except OSError as error:
-                decision = decision._replace(problems=(f"cannot record this compile for --retune ({error})",))
+                decision = decision._replace(problems=("cannot record this compile for --retune "
+                                                       f"({error})",))
     except AcfError as error:
         first = error.diagnostics[0]
-        decision = PtxasDecision(real, (), None, problems=(f"the ACF has errors; compiling without tuned flags: "
-                                                      f"{first.location}: {first.message}",))
-    except OSError as error:           # a program or file not what it should be (a ptxas that tells no release)
+        decision = PtxasDecision(real, (), None, problems=("the ACF has errors; compiling without "
+                                                      f"tuned flags: {first.location}: "
+                                                      f"{first.message}",))
+    except OSError as error:           # a program or file not what it should be (a ptxas that tells
+                                       # no release)
         decision = PtxasDecision(real, (), None, problems=(f"{error}; compiling exactly as asked",))
     except Exception as error:         # never fail a compile that ptxas would pass
-        decision = PtxasDecision(real, (), None, problems=(f"internal error ({error!r}); compiling exactly as asked",))
+        decision = PtxasDecision(real, (), None, problems=(f"internal error ({error!r}); compiling "
+                                                           "exactly as asked",))
     for problem in decision.problems:
         print(visible(f"nvcc-evo-{role}: warning: {problem}"), file=sys.stderr)
     log(decision, argv, acf_path, environ, cwd, role)
@@ -280,7 +305,8 @@ def with_settings(acf_path: Path, environ, real: str | None, role: str = PLAIN):
     try:
         found = project.load(acf_path, environ)
     except (project.SettingsError, OSError) as error:
-        print(visible(f"nvcc-evo-{role}: warning: the project settings cannot be used: {str(error).splitlines()[0]}"),
+        print(visible(f"nvcc-evo-{role}: warning: the project settings cannot be used: "
+                      f"{str(error).splitlines()[0]}"),
               file=sys.stderr)
         return environ, real, problem
     chosen = found.value(SETTING[role])

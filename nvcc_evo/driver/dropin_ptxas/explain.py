@@ -11,7 +11,10 @@ import shlex
 from pathlib import Path
 
 from nvcc_evo.driver.common import (ACF_ENV, BLACKWELL_PTXAS as BLACKWELL, PLAIN_PTXAS as PLAIN,
-                                    REAL_PTXAS_OF as REAL_ENV, TRITON_BIN, TRITON_PTXAS_BLACKWELL_ENV, TRITON_PTXAS_ENV)
+                                    REAL_PTXAS_OF as REAL_ENV, TRITON_BIN,
+                                    TRITON_PTXAS_BLACKWELL_ENV, TRITON_PTXAS_ENV)
+from nvcc_evo.driver.dropin_ptxas import decide as kernels
+from nvcc_evo.errors import AcfError
 
 TRITON_ENV = {PLAIN: TRITON_PTXAS_ENV, BLACKWELL: TRITON_PTXAS_BLACKWELL_ENV}
 
@@ -20,9 +23,12 @@ def _real_line(real: str | None, environ, problem: str, role: str) -> str:
     stands = f"stands in for: {role} (Triton's {TRITON_ENV[role]})"
     if real is None:
         return f"{stands}\nreal {role}: none ({problem})"
-    why = REAL_ENV[role] if environ.get(REAL_ENV[role]) else \
-        "Triton's own" if TRITON_BIN in real else \
-        "the toolkit's: $CUDA_HOME/bin, $CUDA_PATH/bin or PATH"
+    if environ.get(REAL_ENV[role]):
+        why = REAL_ENV[role]
+    elif TRITON_BIN in real:
+        why = "Triton's own"
+    else:
+        why = "the toolkit's: $CUDA_HOME/bin, $CUDA_PATH/bin or PATH"
     return f"{stands}\nreal {role}: {real} ({why})"
 
 
@@ -30,7 +36,8 @@ def _served_lines(decision) -> list[str]:
     served = decision.served
     if served is None or not served.ptx:
         return [f"nothing to tune: {served.why if served else 'no PTX'}"]
-    lines = [f"PTX {served.ptx}: entries {', '.join(served.entries) or '(none)'}; sha256 {served.digest}"]
+    lines = [f"PTX {served.ptx}: entries {', '.join(served.entries) or '(none)'}; sha256 "
+             f"{served.digest}"]
     match = served.match
     if match is None:
         return lines + [f"not tuned: {served.why}"]
@@ -45,12 +52,11 @@ def _served_lines(decision) -> list[str]:
     return lines
 
 
-def explain(argv: list[str], real: str | None, acf: str | None, environ, cwd: str, role: str = PLAIN) -> int:
-    from nvcc_evo.driver.dropin_ptxas import decide as kernels
-    from nvcc_evo.errors import AcfError
+def explain(argv: list[str], real: str | None, acf: str | None, environ, cwd: str,
+            role: str = PLAIN) -> int:
     if acf is None:
-        print(f"{_real_line(real, environ, 'none found', role)}\nno ACF ({ACF_ENV} unset, no nvcc-evo.acf at or above "
-              f"{cwd}): every call runs the real program as asked")
+        print(f"{_real_line(real, environ, 'none found', role)}\nno ACF ({ACF_ENV} unset, no "
+              f"nvcc-evo.acf at or above {cwd}): every call runs the real program as asked")
         return 0
     acf_path = Path(acf)
     environ, real, problem = kernels.with_settings(acf_path, environ, real, role)
@@ -67,7 +73,8 @@ def explain(argv: list[str], real: str | None, acf: str | None, environ, cwd: st
         except AcfError as error:
             lines += ["the ACF has errors; every call runs the real program as asked:", str(error)]
         digest = kernels.version_digest(acf_path, environ)
-        lines.append(f"--version answers the real {role}'s lines, then '{kernels.VERSION_LINE.format(digest)}'"
+        lines.append(f"--version answers the real {role}'s lines, then "
+                     f"'{kernels.VERSION_LINE.format(digest)}'"
                      if digest else f"--version answers the real {role}'s own (no kernel unit)")
     print("\n".join(lines))
     return 0

@@ -34,11 +34,12 @@ import sys
 
 from nvcc_evo.driver.common import (ACF_ENV, ACF_NAME, BLACKWELL_PTXAS as BLACKWELL, ENVIRONMENT,
                                     PLAIN_PTXAS as PLAIN, REAL_PTXAS_OF as REAL_ENV, TRITON_BIN,
-                                    TRITON_PTXAS_BLACKWELL_ENV, TRITON_PTXAS_ENV, explicit_program, usable)
+                                    TRITON_PTXAS_BLACKWELL_ENV, TRITON_PTXAS_ENV, explicit_program,
+                                    usable)
 
 TRITON_LIBRARY = os.sep + os.path.join("triton", "_C", "libtriton")
 EITHER = "ptxas or ptxas-blackwell"     # a `--version` asked of both at once
-FIRST_BLACKWELL = 100       # Triton's get_ptxas(arch): ptxas-blackwell from compute capability 10.0 on
+FIRST_BLACKWELL = 100  # Triton's get_ptxas(arch): ptxas-blackwell from compute capability 10.0 on
 
 
 class PtxasNotFound(Exception):
@@ -58,14 +59,16 @@ def stands_for(argv0: str, argv: list[str], environ) -> str:
     if not named or not _same_file(named, argv0, environ):
         return PLAIN
     if "--version" in argv:
-        return EITHER if _same_file(environ.get(TRITON_PTXAS_ENV, ""), argv0, environ) else BLACKWELL
+        plain_too = _same_file(environ.get(TRITON_PTXAS_ENV, ""), argv0, environ)
+        return EITHER if plain_too else BLACKWELL
     arch = _gpu_name(argv)
     digits = arch[3:].rstrip("af") if arch.startswith("sm_") else ""
     return BLACKWELL if digits.isdigit() and int(digits) >= FIRST_BLACKWELL else PLAIN
 
 
 def _same_file(path: str, other: str, environ) -> bool:
-    """Whether `path` (a bare name: looked up on PATH, as Triton's run of it is) is the file `other`."""
+    """Whether `path` (a bare name: looked up on PATH, as Triton's run of it is) is the file
+    `other`."""
     if not path:
         return False
     folders = environ.get("PATH", "").split(os.pathsep) if os.sep not in path else [""]
@@ -87,7 +90,8 @@ def older(environ) -> str:
     releases = []
     for role in (PLAIN, BLACKWELL):
         try:
-            said = subprocess.run([find_real_ptxas(environ, role=role), "--version"], capture_output=True,
+            said = subprocess.run([find_real_ptxas(environ, role=role), "--version"],
+                                  capture_output=True,
                                   text=True).stdout
         except (PtxasNotFound, OSError):
             continue
@@ -100,8 +104,10 @@ def _gpu_name(argv: list[str]) -> str:
     """The `--gpu-name` (`-arch`) of a ptxas command line, "" when none."""
     for index, word in enumerate(argv):
         name, eq, value = word.partition("=")
+        if name in ("--gpu-name", "-arch") and eq:
+            return value
         if name in ("--gpu-name", "-arch"):
-            return value if eq else (argv[index + 1] if index + 1 < len(argv) else "")
+            return argv[index + 1] if index + 1 < len(argv) else ""
     return ""
 
 
@@ -135,7 +141,8 @@ def find_real_ptxas(environ, ppid: int | None = None, role: str = PLAIN) -> str:
         return explicit
     folders = _triton_folders(os.getppid() if ppid is None else ppid)
     folders += _beside_us() if role == BLACKWELL else []      # (the toolkit has no ptxas-blackwell)
-    folders += [os.path.join(environ[v], "bin") for v in ("CUDA_HOME", "CUDA_PATH") if environ.get(v)]
+    folders += [os.path.join(environ[v], "bin")
+                for v in ("CUDA_HOME", "CUDA_PATH") if environ.get(v)]
     folders += [folder or "." for folder in environ.get("PATH", "").split(os.pathsep)]
     for folder in folders:
         path = os.path.join(folder, role)
@@ -183,11 +190,13 @@ def main(role: str | None = None) -> int:
         os.execv(real, [real, *argv])
     from nvcc_evo.driver.dropin_ptxas.untouched import certain
     if real is not None and certain(argv, acf, environ, cwd or "/"):
-        os.execv(real, [real, *argv])           # no kernel unit names this PTX: known from the cached index
+        os.execv(real, [real, *argv])           # no kernel unit names this PTX: known from the
+                                                # cached index
     from nvcc_evo.driver.dropin_ptxas.decide import launch
     return launch(argv, real, acf, environ, cwd or "/", role)
 
 
 def main_blackwell() -> int:
-    """`nvcc-evo-ptxas-blackwell`: stands in for Triton's ptxas-blackwell (TRITON_PTXAS_BLACKWELL_PATH)."""
+    """`nvcc-evo-ptxas-blackwell`: stands in for Triton's ptxas-blackwell
+    (TRITON_PTXAS_BLACKWELL_PATH)."""
     return main(BLACKWELL)

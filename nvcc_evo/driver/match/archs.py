@@ -33,7 +33,8 @@ def _native_archs() -> list[str]:
                              capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
         return []
-    return sorted({"sm_" + line.strip().replace(".", "") for line in out.splitlines() if line.strip()}, key=arch_order)
+    return sorted({"sm_" + line.strip().replace(".", "")
+                   for line in out.splitlines() if line.strip()}, key=arch_order)
 
 
 def no_sass_archs(call: NvccCall) -> list[str]:
@@ -45,7 +46,8 @@ def no_sass_archs(call: NvccCall) -> list[str]:
     if arch is not None and arch.startswith("compute_") and not call.values("--gpu-code"):
         codes.append(arch)                 # (-arch=compute_XX alone: PTX only, as sass_archs says)
     sass = {c for c in codes if c.startswith("sm_")}
-    return sorted({"sm_" + c.split("_", 1)[1] for c in codes if c.startswith(("compute_", "lto_"))} - sass)
+    return sorted({"sm_" + c.split("_", 1)[1]
+                   for c in codes if c.startswith(("compute_", "lto_"))} - sass)
 
 
 def sass_archs(call: NvccCall, toolkit: Toolkit) -> tuple[list[str], str]:
@@ -64,16 +66,20 @@ def sass_archs(call: NvccCall, toolkit: Toolkit) -> tuple[list[str], str]:
         codes += found
     elif arch in ("all", "all-major"):
         if not toolkit.archs_of(arch):
-            return [], f"-arch={arch}: CUDA {toolkit.version}'s nvcc did not say which architectures it builds"
+            return [], (f"-arch={arch}: CUDA {toolkit.version}'s nvcc did not say which "
+                        "architectures it builds")
         codes += toolkit.archs_of(arch)
     elif arch is not None:
         codes.append(arch)
     elif not codes:
         codes.append(toolkit.default_arch)
-    from nvcc_evo.acf.knobs import arch_order      # (imported when used: this module's imports stay few)
+    from nvcc_evo.acf.knobs import arch_order      # (imported when used: this module's imports stay
+                                                   # few)
     sass = sorted({c for c in codes if c.startswith("sm_")}, key=arch_order)
-    jit = sorted({c for c in codes if c.startswith("compute_") and c.replace("compute_", "sm_") not in sass},
+    jit = sorted({c for c in codes if c.startswith("compute_") and c.replace("compute_",
+                                                                             "sm_") not in sass},
                  key=lambda c: arch_order(c.replace("compute_", "sm_")))
     if jit:
-        return sass, f"{', '.join(jit)}: PTX only, compiled by the driver's JIT: no ptxas knob reaches it"
+        return sass, (f"{', '.join(jit)}: PTX only, compiled by the driver's JIT: no ptxas knob "
+                      "reaches it")
     return sass, ""

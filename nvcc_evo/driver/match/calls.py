@@ -46,7 +46,7 @@ def tunable_inputs(call: NvccCall) -> list[str]:
 
 def passthrough_reason(call: NvccCall, cwd: Path) -> str:
     """Why this call gets nothing, before any ACF is read ("" if it may)."""
-    if call.problems:        # (its own words: "cannot read options file X: No such file or directory")
+    if call.problems:  # (its own words: "cannot read options file X: No such file or directory")
         return f"{'; '.join(call.problems)}: passed through untouched"
     if call.unknown:
         return f"nvcc-evo does not understand {', '.join(call.unknown)}: passed through untouched"

@@ -17,8 +17,10 @@ def find_acf(start_dirs: list[Path], environ) -> Path | None:
     for start in start_dirs:
         for folder in [start, *start.parents]:
             candidate = folder / ACF_NAME
-            if os.path.lexists(candidate):      # a folder, FIFO or link loop of that name too: it is the
-                return candidate                # project's ACF, and acf_problem says why it cannot be read
+            if os.path.lexists(candidate):      # a folder, FIFO or link loop of that name too: it
+                                                # is the
+                return candidate                # project's ACF, and acf_problem says why it cannot
+                                                # be read
     return None
 
 

@@ -42,8 +42,10 @@ class UnitEntry(NamedTuple):
     pins: tuple[tuple[str, object], ...]
     targets: tuple[TargetEntry, ...]
     space_digest: str = ""             # of its pins and search block now (acf.Unit.space_digest)
-    files: tuple[str, ...] = ()        # the files its knobs name (acf.Unit.named_files), in its fingerprint
-    kind: str = "source"               # "kernel": its globs name PTX entries (nvcc_evo.driver.dropin_ptxas.decide)
+    files: tuple[str, ...] = ()        # the files its knobs name (acf.Unit.named_files), in its
+                                       # fingerprint
+    kind: str = "source"               # "kernel": its globs name PTX entries
+                                       # (nvcc_evo.driver.dropin_ptxas.decide)
     tune_digest: str = ""              # of its tune block now (acf.Unit.tune_digest)
 
     def __str__(self) -> str:
@@ -59,25 +61,31 @@ def index_units(file) -> tuple[UnitEntry, ...]:
             record = {r.key: r.value for r in target.provenance or ()}
             targets.append(TargetEntry(target.arch, target.gpu, target.span.line,
                                        tuple((s.knob, s.value) for s in target.settings),
-                                       record.get("fingerprint"), record.get("toolkit"), record.get("space_digest"),
+                                       record.get("fingerprint"), record.get("toolkit"),
+                                       record.get("space_digest"),
                                        target.more_archs, record.get("tune_digest")))
         units.append(UnitEntry(index, unit.globs, unit.span.line,
-                               tuple((p.knob, p.value) for p in unit.pins), tuple(targets), unit.space_digest,
+                               tuple((p.knob, p.value) for p in unit.pins), tuple(targets),
+                               unit.space_digest,
                                unit.named_files(), unit.kind, unit.tune_digest))
     return tuple(units)
 
 
 def _to_json(units: tuple[UnitEntry, ...]) -> list:
     return [[u.position, list(u.globs), u.line, [list(p) for p in u.pins],
-             [[t.arch, t.gpu, t.line, [list(s) for s in t.settings], t.fingerprint, t.toolkit, t.space_digest,
+             [[t.arch, t.gpu, t.line, [list(s) for s in t.settings], t.fingerprint, t.toolkit,
+               t.space_digest,
                list(t.more_archs), t.tune_digest]
-              for t in u.targets], u.space_digest, list(u.files), u.kind, u.tune_digest] for u in units]
+              for t in u.targets], u.space_digest, list(u.files), u.kind, u.tune_digest]
+            for u in units]
 
 
 def _from_json(data: list) -> tuple[UnitEntry, ...]:
     return tuple(UnitEntry(index, tuple(globs), line, tuple(tuple(p) for p in pins),
-                           tuple(TargetEntry(a, g, l, tuple(tuple(s) for s in st), f, tk, sd, tuple(more), td)
-                                 for a, g, l, st, f, tk, sd, more, td in targets), space, tuple(files), kind, tune)
+                           tuple(TargetEntry(a, g, l, tuple(tuple(s) for s in st), f, tk, sd,
+                                             tuple(more), td)
+                                 for a, g, l, st, f, tk, sd, more, td in targets), space,
+                           tuple(files), kind, tune)
                  for index, globs, line, pins, targets, space, files, kind, tune in data)
 
 
@@ -110,9 +118,11 @@ def _checked(data: bytes, path: str) -> dict:
         file = parse_text(text, path)
         files = check(file, text)
     except AcfError as error:
-        return {"errors": [[d.location.path, d.location.line, d.location.column, d.message, d.source_line,
+        return {"errors": [[d.location.path, d.location.line, d.location.column, d.message,
+                            d.source_line,
                             d.severity] for d in error.diagnostics],
                 "files": indexfile.looked_at(error.files, path)}
     units = index_units(file)
-    return {"units": _to_json(units), "kernel_globs": [list(u.globs) for u in units if u.kind == "kernel"],
+    return {"units": _to_json(units),
+            "kernel_globs": [list(u.globs) for u in units if u.kind == "kernel"],
             "files": indexfile.looked_at(files, path)}

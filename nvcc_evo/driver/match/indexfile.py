@@ -55,7 +55,8 @@ def read(cache_dir: str, data: bytes, acf_path: str) -> dict | None:
         with open(cache_path(cache_dir, data, acf_path), "rb") as handle:
             entry = json.loads(handle.read())
         seen = entry["files"]
-        if entry["key"] != _key(data, acf_path) or seen and facts([name for name, _, _ in seen]) != seen:
+        if entry["key"] != _key(data,
+                                acf_path) or seen and facts([name for name, _, _ in seen]) != seen:
             return None
         return entry if "units" in entry or "errors" in entry else None
     except BROKEN_FILE:
@@ -65,7 +66,8 @@ def read(cache_dir: str, data: bytes, acf_path: str) -> dict | None:
 def write(cache_dir: str, data: bytes, acf_path: str, entry: dict) -> None:
     """Keep `entry` for this ACF (a new one: those of older texts go in time)."""
     try:
-        replace_file(cache_path(cache_dir, data, acf_path), json.dumps({**entry, "key": _key(data, acf_path)}))
+        replace_file(cache_path(cache_dir, data, acf_path),
+                     json.dumps({**entry, "key": _key(data, acf_path)}))
         prune(cache_dir)
     except OSError:
         pass

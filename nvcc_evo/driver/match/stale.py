@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from nvcc_evo.driver.cmdline.nvcc_options import NvccCall
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
-SPACE_CHANGED = "pins or search space changed"     # the same words in --explain and --retune --dry-run
+SPACE_CHANGED = "pins or search space changed"  # the same words in --explain and --retune --dry-run
 TUNE_CHANGED = "tune block changed (objectives, require, select)"
 
 
@@ -32,7 +32,7 @@ def fingerprint(source: Path, call: NvccCall | None = None, cwd: str | os.PathLi
     here, from the compile they know (the call, its compile-database record)."""
     digest = _sources_digest(source, _include_dirs(call, cwd))
     for name in files:
-        assert acf_dir is not None             # (the files a unit's knobs name are in its ACF's folder)
+        assert acf_dir is not None  # (the files a unit's knobs name are in its ACF's folder)
         try:
             data = (acf_dir / name).read_bytes()
         except OSError:
@@ -48,19 +48,23 @@ def _sources_digest(source: Path, include_dirs: list[str]):
     return digest
 
 
-def source_digests(source: Path, call: NvccCall | None = None, cwd: str | os.PathLike = "") -> dict[str, str]:
-    """{path: sha256} of each file `fingerprint` reads of the unit's sources (the unit, its quoted includes
-    as `call` finds them): what tells two builds' sources apart, file by file."""
-    return {str(path): hashlib.sha256(data).hexdigest() for path, data in _sources(source, _include_dirs(call, cwd))}
+def source_digests(source: Path, call: NvccCall | None = None,
+                   cwd: str | os.PathLike = "") -> dict[str, str]:
+    """{path: sha256} of each file `fingerprint` reads of the unit's sources (the unit, its quoted
+    includes as `call` finds them): what tells two builds' sources apart, file by file."""
+    return {str(path): hashlib.sha256(data).hexdigest()
+            for path, data in _sources(source, _include_dirs(call, cwd))}
 
 
 def _include_dirs(call: NvccCall | None, cwd: str | os.PathLike) -> list[str]:
-    """The -I folders of a compile, relative to the folder it runs in (a PTX's call: None, no folders)."""
+    """The -I folders of a compile, relative to the folder it runs in (a PTX's call: None, no
+    folders)."""
     return [os.path.join(cwd, d) for d in call.values("--include-path")] if call is not None else []
 
 
 def _sources(source: Path, include_dirs: list[str]):
-    """(path, bytes) of the unit and each header it includes with quotes, found as the preprocessor would."""
+    """(path, bytes) of the unit and each header it includes with quotes, found as the preprocessor
+    would."""
     seen, todo = set(), [source.resolve()]
     while todo:
         path = todo.pop()
@@ -80,7 +84,8 @@ def _sources(source: Path, include_dirs: list[str]):
                     break
 
 
-def staleness(target: TargetEntry | None, unit_fingerprint: str, toolkit_version: str, space_digest: str = "",
+def staleness(target: TargetEntry | None, unit_fingerprint: str, toolkit_version: str,
+              space_digest: str = "",
               tune_digest: str = "") -> tuple[str, ...]:
     """Why a target's entry is out of date. A provenance without a key (an
     entry written before it existed) is not stale for that key."""

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from nvcc_evo.driver.compiledb import CompileRecord
     from nvcc_evo.driver.toolkit import Toolkit
 
-LTO_NOTE = ("a compile for link-time optimisation: no ptxas runs here, so its ptxas knobs reach no linked "
-            "SASS; the device link (-dlink -dlto) through nvcc-evo gives them where every object's entry agrees")
+LTO_NOTE = ("a compile for link-time optimisation: no ptxas runs here, so its ptxas knobs reach no "
+            "linked SASS; the device link (-dlink -dlto) through nvcc-evo gives them where every "
+            "object's entry agrees")
 
 
 class Match(NamedTuple):
@@ -68,7 +69,8 @@ def match_unit(units: tuple[UnitEntry, ...], acf_dir: Path, source: Path) -> Uni
 
 
 class Block(Protocol):
-    """A unit's target block as the rule below reads it: acf.model.Target (the retune's) or TargetEntry (a build's)."""
+    """A unit's target block as the rule below reads it: acf.model.Target (the retune's) or
+    TargetEntry (a build's)."""
 
     @property
     def gpu(self) -> str | None: ...
@@ -86,19 +88,23 @@ class HasBlocks(Protocol[B_co]):
 
 
 def entry_for(unit: HasBlocks[B], arch: str) -> B | None:
-    """The block a retune reads for `arch`: the one a build that names no GPU chooses (`choose_target`)."""
+    """The block a retune reads for `arch`: the one a build that names no GPU chooses
+    (`choose_target`)."""
     return choose_target(unit, arch, None)[0]
 
 
 def choose_target(unit: HasBlocks[B], arch: str, gpu: str | None) -> tuple[B | None, str]:
-    """The unit's entry for `arch` (for the GPU named, else the plain one), and a note where it is not plain
-    to see; an `a`/`f` variant (sm_90a) with no entry of its own is served by its architecture's (sm_90:
-    the same knobs, on a superset of its instructions), as the drop-in ptxas serves Triton's sm_90a."""
+    """The unit's entry for `arch` (for the GPU named, else the plain one), and a note where it is
+    not plain
+    to see; an `a`/`f` variant (sm_90a) with no entry of its own is served by its architecture's
+    (sm_90: the same knobs, on a superset of its instructions), as the drop-in ptxas serves Triton's
+    sm_90a."""
     for_arch = [t for t in unit.targets if t.serves(arch)]
     family = arch[:-1] if arch[-1:] in ("a", "f") else ""
     if not for_arch and family and any(t.serves(family) for t in unit.targets):
         found, note = choose_target(unit, family, gpu)
-        return found, f"no entry for {arch}: the entry for {family} serves it" + (f" ({note})" if note else "")
+        said = f"no entry for {arch}: the entry for {family} serves it"
+        return found, said + (f" ({note})" if note else "")
     if gpu:
         named = [t for t in for_arch if t.gpu == gpu]
         if named:
@@ -111,11 +117,17 @@ def choose_target(unit: HasBlocks[B], arch: str, gpu: str | None) -> tuple[B | N
     if for_arch:
         names = ", ".join(repr(t.gpu) for t in for_arch)
         return None, f"several entries for {arch} ({names}): set {GPU_ENV} to choose"
-    return None, f"no entry for {arch}: defaults (a build through nvcc-evo records the compile, for --retune)"
+    return None, (f"no entry for {arch}: defaults (a build through nvcc-evo records the compile, "
+                  "for --retune)")
 
 
-def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_dir: Path | None, acf_path: Path,
-                    compiled: dict[str, CompileRecord]) -> CallPlan:
+def _ptxas_knobs(settings: tuple[tuple[str, object], ...]) -> tuple[tuple[str, object], ...]:
+    """The ptxas.* knobs of a unit's pins or a target's settings: all an LTO link's ptxas takes."""
+    return tuple(s for s in settings if s[0].startswith("ptxas."))
+
+
+def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_dir: Path | None,
+                    acf_path: Path, compiled: dict[str, CompileRecord]) -> CallPlan:
     """For an LTO device link: each object's unit comes from the compile
     database (how the build compiled it); its target from the link's archs.
     Only ptxas knobs apply here: the sources were compiled already."""
@@ -129,15 +141,16 @@ def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_
             unit = None
         for arch in archs:
             if unit is None or record is None:          # (a unit only where there is a record)
-                matches.append(Match(name, arch, None, note="not compiled through nvcc-evo for this ACF"))
+                matches.append(Match(name, arch, None, note="not compiled through nvcc-evo for "
+                                                            "this ACF"))
                 continue
             target, note = choose_target(unit, arch, environ.get(GPU_ENV))
-            ptxas_only = unit._replace(pins=tuple(p for p in unit.pins if p[0].startswith("ptxas.")))
+            ptxas_only = unit._replace(pins=_ptxas_knobs(unit.pins))
             if target is not None:
-                target = target._replace(settings=tuple(s for s in target.settings if s[0].startswith("ptxas.")))
-            matches.append(Match(name, arch, ptxas_only, target, record.fingerprint,
-                                 staleness(target, record.fingerprint, toolkit.version, unit.space_digest,
-                                           unit.tune_digest), note))
+                target = target._replace(settings=_ptxas_knobs(target.settings))
+            stale = staleness(target, record.fingerprint, toolkit.version, unit.space_digest,
+                              unit.tune_digest)
+            matches.append(Match(name, arch, ptxas_only, target, record.fingerprint, stale, note))
     return CallPlan(acf_path, tuple(matches), tuple(archs), notes=(arch_note,) if arch_note else ())
 
 
@@ -148,7 +161,8 @@ def build_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_dir: 
     units = load_units(acf_path, cache_dir)
     archs, arch_note = sass_archs(call, toolkit)
     matches, no_sass = [], []
-    unbuilt = [] if archs else no_sass_archs(call)     # (with SASS too, the record of a SASS step stands for the call)
+    unbuilt = [] if archs else no_sass_archs(call)     # (with SASS too, the record of a SASS step
+                                                       # stands for the call)
     for name in inputs:
         source = cwd / name
         unit = match_unit(units, acf_path.parent, source)
@@ -158,11 +172,13 @@ def build_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_dir: 
                     for arch in unbuilt if unit is not None]
         for arch in archs:
             if unit is None:
-                matches.append(Match(name, arch, None, note=f"no unit in {acf_path.name} covers it"))
+                matches.append(Match(name, arch, None, note=f"no unit in {acf_path.name} "
+                                                            "covers it"))
                 continue
             target, note = choose_target(unit, arch, environ.get(GPU_ENV))
             matches.append(Match(name, arch, unit, target, unit_fingerprint,
-                                 staleness(target, unit_fingerprint, toolkit.version, unit.space_digest,
+                                 staleness(target, unit_fingerprint, toolkit.version,
+                                           unit.space_digest,
                                            unit.tune_digest), note))
     notes = ((arch_note,) if arch_note else ()) + ((LTO_NOTE,) if is_lto_compile(call) else ())
     return CallPlan(acf_path, tuple(matches), tuple(archs), notes=notes, no_sass=tuple(no_sass))
