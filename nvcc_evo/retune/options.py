@@ -7,7 +7,7 @@ came from (`say_settings`), the ptxas binaries its candidates choose among
 of backends; `describe`).
 
 A search setting is declared once, in the settings' table
-(nvcc_evo.driver.settings.KEYS): its key, environment variable, type,
+(nvcc_evo.driver.specs.KEYS): its key, environment variable, type,
 default, checks and help. Its Options field takes the default from there
 (`_default`), `SETTING_FIELDS` pairs keys and fields, and `add_flags` makes
 the `--retune` flags from the same rows. The fields are written out (not
@@ -102,7 +102,7 @@ def with_settings(options: Options, project: settings.Settings) -> Options:
     listed = project.value("ptxas", {"ptxas": list(options.ptxas)} if options.ptxas else None)
     value = listed.value                       # a path list: text (the environment) or a list (file, code)
     paths = value.split(os.pathsep) if isinstance(value, str) else value if isinstance(value, list) else []
-    # Each value has its key's type (settings.KEYS checks it; tests/test_settings.py checks the fields).
+    # Each value has its key's type (specs.KEYS checks it; tests/test_settings.py checks the fields).
     decided: dict[str, Any] = {SETTING_FIELDS[key]: value.value for key, value in chosen.items()}
     return replace(options, **decided,
                    sources=tuple((key, value.source) for key, value in chosen.items()),
