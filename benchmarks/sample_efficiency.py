@@ -65,7 +65,7 @@ def engines(old: str, new: str | None) -> tuple[str, str, str]:
 def set_up(acf: Path, unit: str, args) -> tuple[Options, object, object]:
     """The options, toolkit and task of the unit's search, as a retune decides them (retune.run)."""
     opened = open_project("the benchmark", str(acf), (unit,))
-    given = ("backend", "evaluations", "progress", "timeout", "target")
+    given = ("backend", "evaluations", "progress", "timeout") + (("target",) if args.target else ())
     options = with_settings(Options(acf=str(acf), globs=(unit,), backend=args.backend, evaluations=args.evaluations,
                                     progress="lines", timeout=args.timeout, target=args.target,
                                     command_line=given), opened.settings)
