@@ -9,17 +9,17 @@ For one unit of kernels/ (a copy, its target blocks emptied: no run starts from 
 seven searches in one process, sharing the measuring process and the toolkit: first a reference search of
 three times the budget (the new engine, seed 100), then per seed (`--seeds`, 0 1 2) the old and the new
 engine, in turns (old first for even seeds, so a drift of the GPU favours neither). The old engine is the
-evolutionary operators alone (`retune.search = operators`, `--old`), the new the tree's default
-(`--new`; where the default is the old engine itself, the guided search, said). Each search is a
-retune's search (retune.tune: prepare, then baseline and engine) of `--evaluations` candidates from its
-own empty results store, without the steps after it (confirmation, kernels compared, write-back): what
-is counted is the engine's measurements. A candidate's speedup is its runtime over its own search's
+evolutionary operators alone (`retune.search = operators`, `--old`), the new the tree's default (`--new`;
+where the default is the old engine itself, the guided search, said). Each search is a retune's search
+(retune.tune: prepare, then baseline and engine) of `--evaluations` candidates from its own empty results
+store, without the steps after it (confirmation, kernels compared, write-back; no time kept back for them):
+what is counted is the engine's measurements. A candidate's speedup is its runtime over its own search's
 baseline's (both timed in the same process; a failed or raced candidate counts 0); the best point is the
-reference's best speedup; a run's count is the candidates it measured, in order, until one came within
-1% of it (">N" where none did). Each run after the reference is given a time cap (three times what the
-reference took for as many candidates, less what the runs after it are expected to take; a run left less
-than half its expected time is skipped, said), so the call ends within `--wall`; results.json (every
-run's speedups in order) and table.md are written to `--out` after each run.
+reference's best speedup; a run's count is the candidates it measured, in order, until one came within 1% of
+it (">N" where none did). Each run after the reference is given a time cap (three times what the reference
+took for as many candidates, less what the runs after it are expected to take; a run left less than half its
+expected time is skipped, said), so the call ends within `--wall`; results.json (every run's speedups in
+order) and table.md are written to `--out` after each run.
 """
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ from nvcc_evo.driver.project import open_project  # noqa: E402
 from nvcc_evo.driver.toolkit import load_toolkit  # noqa: E402
 from nvcc_evo.execute.measurers import close_pool, gpu_arch, measuring_gpu, resolve_backend  # noqa: E402
 from nvcc_evo.execute.store import Store  # noqa: E402
+from nvcc_evo.measure.backend import composed  # noqa: E402
 from nvcc_evo.retune.options import Options, backend_resolved, decided, with_settings  # noqa: E402
 from nvcc_evo.retune.tasks import find_tasks  # noqa: E402
 from nvcc_evo.retune.tune import Retune, prepare, search  # noqa: E402
@@ -79,6 +80,11 @@ def set_up(acf: Path, unit: str, args) -> tuple[Options, object, object]:
     return options, toolkit, tasks[0]
 
 
+def no_reserve() -> float:
+    """The time kept back for the steps after a search: none, as none runs here."""
+    return 0.0
+
+
 def one_search(options: Options, toolkit, task, acf: Path, folder: Path, search_kind: str, seed: int,
                evaluations: int, seconds: float) -> None:
     """One search of the task into `folder`'s results store."""
@@ -88,6 +94,7 @@ def one_search(options: Options, toolkit, task, acf: Path, folder: Path, search_
     folder.mkdir(parents=True, exist_ok=True)
     retune = Retune(run, toolkit, Store(folder / "results.jsonl"), acf)
     prepared = prepare(task, retune)
+    prepared.measurer = composed(prepared.measurer, reserve=no_reserve)     # no step after the search here
     try:
         search(prepared, retune, np.random.default_rng(seed))
     finally:
