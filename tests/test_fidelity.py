@@ -16,6 +16,7 @@ import pytest
 from conftest import EVO, ROOT, cmake_build, cmake_configure, cuobjdump, evo_env, run_evo, sass
 from test_ptxas_choice import FIXTURES, PTXAS133, needs_133, needs_fixtures
 
+from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.cubin.sass import sass_hash
 
 KERNEL = """\
@@ -139,21 +140,24 @@ def test_a_knob_the_users_flags_override_is_left_out_of_the_search_and_said(tmp_
 
 
 # ------------------------------------------------------------ the ship check
-def test_the_ship_check_writes_nothing_when_the_build_would_read_another_entry(tmp_path, evo_cache):
-    """The build is recorded for a named GPU (NVCC_EVO_GPU), whose own entry
-    it reads; a retune writes the plain entry, which that build never reads:
-    the ship check finds the difference and nothing is written."""
+@pytest.mark.parametrize("named", [True, False])
+def test_the_retune_reads_and_writes_the_block_the_build_reads_for_its_gpu(tmp_path, evo_cache, named):
+    """A unit with a block named for a GPU and a plain one: the build recorded with NVCC_EVO_GPU naming that
+    GPU reads the named block, without it the plain one (driver.match.units.choose_target), and the retune
+    reads and writes that same block, which the ship check then finds in the build's SASS. It read and wrote
+    the plain block whatever the build named: for the named build the ship check found the difference and
+    nothing was written."""
     _project(tmp_path, '    search {\n        define.TILE in {2, 4, 8}\n    }\n    tune {\n        minimize registers\n'
-                       '    }\n    target sm_90 "NVIDIA H200" {\n        define.TILE = 8\n    }')   # (registers: a choice to write)
-    built = run_evo("-arch=sm_90", "-c", "k.cu", "-o", "k.o", cwd=tmp_path,
-                    env=evo_env(evo_cache, NVCC_EVO_GPU="NVIDIA H200"))
+                       '    }\n    target sm_90 "NVIDIA H200" {\n        define.TILE = 8\n    }\n'
+                       '    target sm_90 {\n        define.TILE = 2\n    }')
+    env = evo_env(evo_cache, **({"NVCC_EVO_GPU": "NVIDIA H200"} if named else {}))
+    built = run_evo("-arch=sm_90", "-c", "k.cu", "-o", "k.o", cwd=tmp_path, env=env)
     assert built.returncode == 0, built.stderr
-    before = (tmp_path / "nvcc-evo.acf").read_text()
     tuned = _retune(tmp_path, evo_cache)
-    assert re.search(r"ship check: \"k\.cu\" \[sm_90\]: the build would not pass define\.TILE = \d", tuned.stderr) \
-        or "the build's SASS for sm_90 differs" in tuned.stderr, tuned.stderr
-    assert (tmp_path / "nvcc-evo.acf").read_text() == before
-    assert tuned.returncode != 0
+    assert tuned.returncode == 0 and "ship check" not in tuned.stderr, tuned.stderr
+    (unit,) = parse_text((tmp_path / "nvcc-evo.acf").read_text()).units
+    written = {target.gpu: target.provenance is not None for target in unit.targets}
+    assert written == {"NVIDIA H200": named, None: not named}, tuned.stderr
 
 
 def test_the_ship_check_passes_a_unit_whose_module_id_names_the_compiling_process(tmp_path, evo_cache):

@@ -135,7 +135,7 @@ def test_fewer_knobs_moved_is_said_only_when_fewer_moved():
     goal = Goal(("spills", "registers"))
     outcome = lambda chosen, front: SimpleNamespace(
         goal=goal, space=space, chosen=chosen, chosen_measurement=Measurement("ok", (("spills", 0.0), ("registers", 32.0))),
-        front=[Evaluation(front, (0.0, 32.0))], task=SimpleNamespace(arch="sm_90", unit=SimpleNamespace(targets=())))
+        front=[Evaluation(front, (0.0, 32.0))], task=SimpleNamespace(arch="sm_90", entry=None))
     assert _off_front(outcome(genome("ca", None), genome("cg", None))) == \
         "the same scores as a front point, as many knobs moved (1): the first in a fixed order"
     assert _off_front(outcome(genome("ca", None), genome("cg", False))) == \

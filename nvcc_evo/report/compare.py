@@ -25,7 +25,6 @@ from nvcc_evo.retune.options import Options, with_settings
 from nvcc_evo.driver.project import open_project
 from nvcc_evo.retune.reach import REGISTER_CAPS, hangs, not_shipped, recorded_build
 from nvcc_evo.driver.targets import check_target
-from nvcc_evo.driver.match.units import entry_for
 from nvcc_evo.retune.tasks import Task, find_tasks
 from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import baseline_defines, build_space
@@ -51,7 +50,7 @@ def run_sass(acf: str | None, globs: tuple[str, ...], target: str | None, run_re
             task = _own_programs(task)
         space = build_space(task.unit, task.source, toolkit.accepts)
         build = recorded_build(task, acf_path, toolkit, options)      # the compile plan the wrapper builds with
-        entry = entry_for(task.unit, task.arch)
+        entry = task.entry
         baseline = {**fixed_settings(task, space), **space.baseline().settings()}
         held = {s.knob: s.value for s in entry.settings} if entry is not None else baseline
         sides = [_side(task, build, settings) for settings in (baseline, held)]

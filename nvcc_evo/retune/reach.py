@@ -14,17 +14,18 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 from nvcc_evo.driver.cmdline.compileplan import RecordedBuild
 from nvcc_evo.driver.cmdline.flags import DEFAULT_PASSES_NOTHING
-from nvcc_evo.driver.match.units import entry_for
+from nvcc_evo.driver.match.units import written_for
 from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import Dimension, SearchSpace
 
 SHIP_CHECK_TIMEOUT = 900.0      # seconds: the ship check's one compile (see ship_check)
 
 if TYPE_CHECKING:
+    from nvcc_evo.driver.cmdline.flags import FlagPlan
     from nvcc_evo.driver.toolkit import Toolkit
     from nvcc_evo.cubin.compile import CompileJob
     from nvcc_evo.cubin.sass import KernelFacts
@@ -32,11 +33,20 @@ if TYPE_CHECKING:
     from nvcc_evo.retune.options import Options
 
 
+class BuildStep(Protocol):
+    """What a retune asks of a unit's build (RecordedBuild: an nvcc call; KernelBuild: a kernel unit's ptxas step):
+    `step`, the flags and ptxas program (None: nvcc's) that reach the target's code with `settings` as its
+    entry; `call_values`, what every other architecture's entry of the call sets to one value ({}: none)."""
+
+    def step(self, settings: dict) -> tuple[FlagPlan, str | None]: ...
+
+    def call_values(self) -> dict: ...
+
+
 class KernelBuild:
-    """A kernel unit's build (a PTX its program hands nvcc-evo-ptxas,
-    nvcc_evo.driver.dropin_ptxas.decide): its one ptxas step, asked of the
-    function the drop-in ptxas asks (compileplan.ptx_step), with the record's
-    own ptxas options and the ptxas it ran."""
+    """A kernel unit's build (a PTX its program hands nvcc-evo-ptxas, driver.dropin_ptxas.decide): its one
+    ptxas step, asked of the function the drop-in ptxas asks (compileplan.ptx_step), with the record's own
+    ptxas options and the ptxas it ran."""
 
     builds_arch = True
 
@@ -46,7 +56,7 @@ class KernelBuild:
         self.real, self.arch = task.job.ptxas or toolkit.ptxas, task.arch
         self.acf_dir, self.environ = acf_dir, environ
 
-    def step(self, settings: dict):
+    def step(self, settings: dict) -> tuple[FlagPlan, str | None]:
         from nvcc_evo.driver.cmdline.compileplan import ptx_step
         return ptx_step(settings, self.options, self.real, self.arch, self.environ, self.acf_dir)
 
@@ -54,7 +64,7 @@ class KernelBuild:
         return {}
 
 
-def recorded_build(task, acf_path: Path, toolkit: Toolkit, options: Options) -> "RecordedBuild | KernelBuild":
+def recorded_build(task, acf_path: Path, toolkit: Toolkit, options: Options) -> BuildStep:
     """The unit's build as the compile plan sees it (the record the task compiles as)."""
     from nvcc_evo.driver.cmdline.ptxas import PTXAS_ENV
     environ = {**dict(task.job.env), **dict(task.build_env), PTXAS_ENV: os.pathsep.join(options.ptxas)}
@@ -64,7 +74,7 @@ def recorded_build(task, acf_path: Path, toolkit: Toolkit, options: Options) -> 
                          task.unit.globs, acf_path, toolkit, environ)
 
 
-def why_left_out(build: RecordedBuild | KernelBuild, settings: dict, knob: str) -> str:
+def why_left_out(build: BuildStep, settings: dict, knob: str) -> str:
     """Why `settings[knob]` would not reach the target's code ("" when it would)."""
     plan, _ = build.step(settings)
     if knob in dict(plan.applied):
@@ -75,10 +85,9 @@ def why_left_out(build: RecordedBuild | KernelBuild, settings: dict, knob: str) 
     return reasons[0] if reasons else "the build passes nothing for it"
 
 
-def _reaches_somewhere(build: RecordedBuild | KernelBuild, base: dict, space: SearchSpace, dim: Dimension, value) -> str:
-    """Why `dim = value` reaches the target's code at no point of the space
-    near the baseline ("" when it reaches at the baseline or with one other
-    knob changed: a controls file needs the ptxas release it was made for)."""
+def _reaches_somewhere(build: BuildStep, base: dict, space: SearchSpace, dim: Dimension, value) -> str:
+    """Why `dim = value` reaches the target's code at no point of the space near the baseline ("" when it
+    reaches at the baseline or with one other knob changed: a controls file needs its ptxas release)."""
     why = why_left_out(build, {**base, dim.knob: value}, dim.knob)
     for other in (d for d in space.dimensions if d is not dim and not d.pinned and why):
         for choice in (c for c in other.choices if c is not None and c != other.baseline):
@@ -102,7 +111,7 @@ def not_shipped(step, settings: dict) -> str:
 
 
 def reachable(task, space: SearchSpace, fixed: dict,
-              build: RecordedBuild | KernelBuild) -> tuple[SearchSpace, dict, list[str]]:
+              build: BuildStep) -> tuple[SearchSpace, dict, list[str]]:
     """The space with only values the build passes (a dimension left with
     its baseline alone is dropped), the fixed settings the build passes, and
     a line for each knob left out (its values, the reason)."""
@@ -147,7 +156,7 @@ def reachable(task, space: SearchSpace, fixed: dict,
 REGISTER_CAPS = ("ptxas.maxrregcount", "nvcc.maxrregcount")
 
 
-def link_safe(space: SearchSpace, build: RecordedBuild | KernelBuild, compiled) -> tuple[SearchSpace, list[str]]:
+def link_safe(space: SearchSpace, build: BuildStep, compiled) -> tuple[SearchSpace, list[str]]:
     """The space without register caps where the device link would refuse them: a relocatable compile (-dc,
     -rdc=true) whose code calls functions other objects define (the device runtime's, another unit's), as the
     baseline compiles (`compiled()`: its CompileResult, asked only then). nvlink refuses a kernel whose cap is
@@ -233,16 +242,15 @@ def say(task, notes: list[str]) -> None:
 
 # ---------------------------------------------------------------- the ship check
 def ship_check(outcome: Outcome, acf_path: Path, toolkit: Toolkit, options: Options,
-               build: RecordedBuild | KernelBuild, measured_job: CompileJob) -> str:
-    """Why the entry about to be written would not give the build the code
-    that was measured ("" when it would): the wrapper's own decision for the
-    recorded call, with that entry in a copy of the ACF beside it (where the
-    unit's globs mean the same), compiled for the target; its SASS compared
-    with the measured candidate's (`measured_job`: how it was built), as
-    stored, else as that candidate compiles now. Names the knob and the difference."""
+               build: BuildStep, measured_job: CompileJob) -> str:
+    """Why the entry about to be written would not give the build the code that was measured ("" when it
+    would): the wrapper's own decision for the recorded call, with that entry in a copy of the ACF beside it
+    (where the unit's globs mean the same), compiled for the target; its SASS compared with the measured
+    candidate's (`measured_job`: how it was built), as stored, else as that candidate compiles now. Names
+    the knob and the difference."""
     from nvcc_evo.cubin.compile import compile_candidate
     from nvcc_evo.cubin.sass import sass_hash
-    if isinstance(build, KernelBuild):      # (its build is the program's own ptxas call: nvcc_evo.driver.dropin_ptxas.decide)
+    if not isinstance(build, RecordedBuild):    # (a kernel unit's: the program's own ptxas call, dropin_ptxas.decide)
         return ""
     task, chosen = outcome.task, outcome.chosen
     measured = outcome.evaluator.digests.get(chosen, "")
@@ -326,7 +334,7 @@ def _compiles_now_to(job: CompileJob, code: str) -> bool:
 
 def _entry_now(task) -> dict:
     """The knobs of the unit's entry for the target as the ACF held it when the search began."""
-    current = entry_for(task.unit, task.arch)
+    current = task.entry
     return {s.knob: s.value for s in current.settings} if current is not None else {}
 
 
@@ -344,9 +352,8 @@ def _skipped(step, knob: str, value) -> str:
 
 
 def _as_built(task, written: dict, acf_path: Path, build: RecordedBuild, options):
-    """The wrapper's decision (nvcc_evo.driver.wrapper.decide) for the
-    recorded call with `written` as the unit's entry for the target: the
-    target step's FlagPlan and ptxas program."""
+    """The wrapper's decision (nvcc_evo.driver.wrapper.decide) for the recorded call with `written` as the
+    unit's entry for the target: the target step's FlagPlan and ptxas program."""
     from nvcc_evo.acf import model
     from nvcc_evo.acf.edit.retarget import update_target
     from nvcc_evo.acf.text import read_text
@@ -354,7 +361,8 @@ def _as_built(task, written: dict, acf_path: Path, build: RecordedBuild, options
     from nvcc_evo.driver.cmdline.compileplan import CompilePlan
     from nvcc_evo.driver.cmdline.ptxas import PTXAS_ENV
     from nvcc_evo.driver.wrapper import decide
-    target = model.Target(task.arch, None, tuple(model.Setting(k, v) for k, v in written.items()))
+    gpu = written_for(task.unit, task.arch, task.built_for)        # (the block write_back writes)
+    target = model.Target(task.arch, gpu, tuple(model.Setting(k, v) for k, v in written.items()))
     copy = acf_path.parent / f".nvcc-evo-candidate-{os.getpid()}.acf"
     copy.write_text(update_target(read_text(acf_path), task.unit.globs, target, str(acf_path)))
     try:

@@ -1,9 +1,7 @@
-"""What a retune covers: the units the command line names (by their globs
-or by a file they cover: `--retune 'sgemm*'`, `--retune kernels/a.cu`), the
-`--target` architecture, which (unit, target) pairs are stale and why, and
-how each is built (its compile-database record, or `-c SOURCE`). A name
-that matches no unit, or an architecture the toolkit does not build, is a
-usage error before anything is compiled."""
+"""What a retune covers: the units the command line names (by their globs or by a file they cover:
+`--retune 'sgemm*'`, `--retune kernels/a.cu`), the `--target` architecture, which (unit, target) pairs
+are stale and why, and how each is built (its compile-database record, or `-c SOURCE`). A name that
+matches no unit, or an architecture the toolkit does not build, is a usage error before anything is compiled."""
 from __future__ import annotations
 
 import difflib
@@ -26,6 +24,7 @@ from nvcc_evo.driver.match.builds import (build_key, changed_sources, compiled, 
 from nvcc_evo.driver.match.calls import is_lto_compile
 from nvcc_evo.driver.match.index import index_units
 from nvcc_evo.driver.match.stale import SPACE_CHANGED, TUNE_CHANGED, fingerprint
+from nvcc_evo.driver.common import GPU_ENV
 from nvcc_evo.driver.match.units import entry_for, match_unit
 from nvcc_evo.driver.targets import not_built
 from nvcc_evo.errors import UsageError
@@ -42,7 +41,7 @@ LTO_BUILD = ("its build compiles it for link-time optimisation (-dlto): ptxas ne
              "candidate compiled alone is what the binary holds: not tuned (an entry written by hand still "
              "applies: its defines at this compile, its ptxas knobs at the link where every object's entry gives "
              "the same; of nvcc's options only some reach the linked code, see docs/wrapper.md)")
-CHOOSING_ENV = ("NVCC_EVO_GPU", "NVCC_EVO_STALE")      # a build's environment that chooses its entries
+CHOOSING_ENV = (GPU_ENV, "NVCC_EVO_STALE")      # a build's environment that chooses its entries
 
 
 @dataclass(frozen=True)
@@ -58,6 +57,16 @@ class Task:
     build: str = ""                                # build_identity: what the entry is tuned for
     release: str = ""     # the ptxas release a kernel unit's program runs ("": the toolkit's; see served_release)
     gpu: str = ""         # the GPU model the retune measures on ("": none)
+
+    @property
+    def built_for(self) -> str | None:
+        """The GPU model the recorded build names (NVCC_EVO_GPU), which chooses the block it reads."""
+        return dict(self.build_env).get(GPU_ENV)
+
+    @property
+    def entry(self) -> model.Target | None:
+        """The unit's target block the build reads for `arch`: the retune's and the build's one rule."""
+        return entry_for(self.unit, self.arch, self.built_for)
 
     def toolkit(self, toolkit: Toolkit) -> str:
         """The release its entry's `toolkit` names, its results are kept under and a change of makes it stale."""
@@ -145,11 +154,11 @@ def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list,
 
 
 def stale_reasons(unit: model.Unit, arch: str, unit_fingerprint: str, toolkit_version: str, build: str = "",
-                  gpu: str = "", also_builds: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """Why the unit's entry for `arch` is not what a retune here would write ("" each: it is), `gpu` the model
-    this retune measures on ("" where it measures on none: the static and command backends); `also_builds`:
-    the same build as older nvcc-evo named it (builds.older_keys)."""
-    target = entry_for(unit, arch)
+                  gpu: str = "", also_builds: tuple[str, ...] = (), built_for: str | None = None) -> tuple[str, ...]:
+    """Why the unit's entry for `arch` (the block a build for the GPU `built_for` reads) is not what a retune
+    here would write ("" each: it is), `gpu` the model this retune measures on ("" where it measures on none:
+    the static and command backends); `also_builds`: the same build as older nvcc-evo named it."""
+    target = entry_for(unit, arch, built_for)
     if target is None:
         return (f"no entry for {arch}",)
     if target.provenance is None:
@@ -249,22 +258,24 @@ def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, tool
             found.skipped.append(f"{unit} [{arch}]")
             continue
         job, source, chooses = job_found
+        built_for = dict(chooses).get(GPU_ENV)
+        entry = entry_for(unit, arch, built_for)           # (the block the build reads)
         unit_fingerprint = source_fingerprint(unit, source, job.argv, job.env, job.cwd, acf_path.parent)
         build = build_identity(job, acf_path.parent, bool(mine))
         older = tuple(f"recorded compile {key}" for key in older_keys(job, acf_path.parent)) if mine else ()
         release = served_release(job)
         reasons = ("asked",) if asked else stale_reasons(unit, arch, unit_fingerprint, release or toolkit.version,
-                                                         build, gpu, older)
-        reasons = _named(reasons, unit, arch, source, job, mine, acf_path.parent, toolkit.nvcc)
+                                                         build, gpu, older, built_for)
+        reasons = _named(reasons, entry, arch, source, job, mine, acf_path.parent, toolkit.nvcc)
         _say_other_builds(unit, arch, mine, acf_path.parent, toolkit.nvcc)
-        measured = None if asked else _measured_on(unit, arch)
+        measured = None if asked else _measured_on(entry)
         if reasons and options.backend == "static" and measured:
             log(f"{unit} [{arch}]: {'; '.join(reasons)}, but its entry was measured ({measured}); static "
                 f"objectives cannot judge runtime, so it stays until a retune on a GPU (name the unit or "
                 f"use --all to overwrite it anyway)")
             found.kept += 1
             continue
-        if not reasons and options.backend in MEASURING_BACKENDS and _static_only(unit, arch):
+        if not reasons and options.backend in MEASURING_BACKENDS and entry is not None and entry.backend == "static":
             reasons = (STATIC_ONLY,)
         if reasons:
             found.tasks.append(Task(index, unit, arch, source, job, unit_fingerprint, reasons, chooses, build, release,
@@ -290,11 +301,10 @@ def current_fingerprints(unit: model.Unit, acf_path: Path, records: list) -> set
             for source in unit_sources(unit, acf_path.parent)}
 
 
-def _named(reasons: tuple[str, ...], unit: model.Unit, arch: str, source: Path, job: CompileJob, mine: list,
-           root: Path, nvcc: str) -> tuple[str, ...]:
+def _named(reasons: tuple[str, ...], target: model.Target | None, arch: str, source: Path, job: CompileJob,
+           mine: list, root: Path, nvcc: str) -> tuple[str, ...]:
     """The reasons in words that name what changed: the files of "source changed" (where the fingerprint's
     files were kept, builds.keep_sources), the folder and the difference of "tuned for another build"."""
-    target = entry_for(unit, arch)
     if target is None or not reasons:
         return reasons
     named = []
@@ -374,16 +384,8 @@ def served_release(job: CompileJob) -> str:
 STATIC_ONLY = "its entry holds static objectives only (compiler facts): never measured"
 
 
-def _static_only(unit: model.Unit, arch: str) -> bool:
-    """The unit's entry for `arch` was chosen by the static backend: up to date for it, not judged by a measurement."""
-    target = entry_for(unit, arch)
-    return target is not None and target.backend == "static"
-
-
-def _measured_on(unit: model.Unit, arch: str) -> str | None:
-    """Where the unit's current entry for `arch` was measured (runtime, not
-    compiler facts), or None."""
-    target = entry_for(unit, arch)
+def _measured_on(target: model.Target | None) -> str | None:
+    """Where the unit's current entry was measured (runtime, not compiler facts), or None."""
     if target is None or target.backend not in MEASURING_BACKENDS:
         return None
     gpu, date = target.record("gpu"), target.record("date")

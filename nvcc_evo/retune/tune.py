@@ -24,10 +24,8 @@ from typing import Callable
 import numpy as np
 
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
-from nvcc_evo.driver.cmdline.compileplan import RecordedBuild
 from nvcc_evo.driver.match.builds import build_key
 from nvcc_evo.driver.toolkit import Toolkit
-from nvcc_evo.driver.match.units import entry_for
 from nvcc_evo.engine import budget
 from nvcc_evo.engine.boosters import family_of
 from nvcc_evo.engine.evolve import Engine, Progress, run_search
@@ -49,7 +47,7 @@ from nvcc_evo.retune.choice import Outcome, Verification, choose, confirm, end_d
 from nvcc_evo.retune.kernels import after_search
 from nvcc_evo.retune.options import Options, decided, describe, ptxas_programs
 from nvcc_evo.retune.progress import Board, progress_line, reporter
-from nvcc_evo.retune.reach import (KernelBuild, link_safe, not_shipped, reachable, recorded_build, reconfigure_safe,
+from nvcc_evo.retune.reach import (BuildStep, link_safe, not_shipped, reachable, recorded_build, reconfigure_safe,
                                    same_code, say)
 from nvcc_evo.retune.speedsafe import guard_for, guarded_goal, narrowed
 from nvcc_evo.retune.tasks import Task, stale_reasons
@@ -78,7 +76,7 @@ class Candidates:
     and why its knobs would not all reach the build ("" when they do)."""
 
     task: Task
-    build: RecordedBuild | KernelBuild
+    build: BuildStep
     fixed: dict
     programs: dict
     at_baseline: dict                    # the baseline's values: the build's own, never lost
@@ -348,11 +346,11 @@ def _searched(evaluator: Evaluator, space: SearchSpace) -> int:
 def _entry_is_current(task: Task, toolkit: Toolkit, options: Options, unrunnable: frozenset = frozenset()) -> bool:
     """The unit's entry for the task's architecture is up to date, was written by this backend (a static
     search never settles for a GPU's entry) and holds no value whose binary could not run (`unrunnable`)."""
-    target = entry_for(task.unit, task.arch)
+    target = task.entry
     return (target is not None and target.backend == options.backend
             and not any((s.knob, s.value) in unrunnable for s in target.settings)
             and not stale_reasons(task.unit, task.arch, task.fingerprint, task.toolkit(toolkit), task.build,
-                                  task.gpu))
+                                  task.gpu, built_for=task.built_for))
 
 
 def _first_lines(detail: str, count: int = 8) -> str:

@@ -20,7 +20,7 @@ from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.edit.write import rewrite, writable
 from nvcc_evo.driver.match.builds import keep_sources, sources_read
 from nvcc_evo.driver.match.stale import SPACE_CHANGED
-from nvcc_evo.driver.match.units import entry_for
+from nvcc_evo.driver.match.units import written_for
 from nvcc_evo.errors import AcfChanged, EnvironmentProblem
 from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import Genome, SearchSpace
@@ -36,13 +36,13 @@ if TYPE_CHECKING:
 def fixed_settings(task, space: SearchSpace) -> dict:
     """Knobs set in the current target but outside the search space stay set."""
     searched = {d.knob for d in space.dimensions}
-    current = entry_for(task.unit, task.arch)
+    current = task.entry
     return {s.knob: s.value for s in (current.settings if current else ()) if s.knob not in searched}
 
 
 def current_genome(task, space: SearchSpace) -> Genome | None:
     """The unit's entry for the task's architecture as a genome of `space`."""
-    current = entry_for(task.unit, task.arch)
+    current = task.entry
     return space.genome({s.knob: s.value for s in current.settings}) if current is not None else None
 
 
@@ -101,14 +101,15 @@ def write_back(acf_path: Path, outcome: Outcome, toolkit: Toolkit, options: Opti
     its pins or search space are not those the search ran with: the result
     would be stale."""
     task = outcome.task
-    target = model.Target(task.arch, None, settings_of(outcome), provenance(outcome, toolkit, options))
+    settings, records = settings_of(outcome), provenance(outcome, toolkit, options)
 
     def update(text: str) -> str:
         file = parse_text(text, str(acf_path))
         unit = find_unit(file, task.unit.globs)
         if unit.space_digest != task.unit.space_digest:
             raise AcfChanged(f"its {SPACE_CHANGED} since the search began: the result is stale")
-        return replace_target(text, file, unit, target)
+        gpu = written_for(unit, task.arch, task.built_for)      # (the block the recorded build reads)
+        return replace_target(text, file, unit, model.Target(task.arch, gpu, settings, records))
 
     rewrite(acf_path, update, Wait(options.lock_wait, log))
     outcome.written = True
@@ -120,7 +121,7 @@ def write_back(acf_path: Path, outcome: Outcome, toolkit: Toolkit, options: Opti
 def knobs_changed(outcome: Outcome) -> bool:
     """Whether the entry written gives a build other knobs than the entry it
     replaced (none: an empty one); provenance alone changes no binary."""
-    before = entry_for(outcome.task.unit, outcome.task.arch)
+    before = outcome.task.entry
     held = {s.knob: s.value for s in before.settings} if before is not None else {}
     return {s.knob: s.value for s in settings_of(outcome)} != held
 

@@ -87,10 +87,18 @@ class HasBlocks(Protocol[B_co]):
     def targets(self) -> tuple[B_co, ...]: ...
 
 
-def entry_for(unit: HasBlocks[B], arch: str) -> B | None:
-    """The block a retune reads for `arch`: the one a build that names no GPU chooses
-    (`choose_target`)."""
-    return choose_target(unit, arch, None)[0]
+def entry_for(unit: HasBlocks[B], arch: str, gpu: str | None = None) -> B | None:
+    """The block a build for `gpu` (its NVCC_EVO_GPU; None: it names none) compiles `arch` with,
+    by `choose_target`: what the retune reads, and writes its choice into."""
+    return choose_target(unit, arch, gpu)[0]
+
+
+def written_for(unit: HasBlocks[B], arch: str, gpu: str | None) -> str | None:
+    """The GPU name of the block a retune writes `arch`'s choice into, for a build for `gpu`: that
+    of the block the build reads (`entry_for`), else `gpu` (None: a plain block), so that the build
+    reads it from then on."""
+    read = entry_for(unit, arch, gpu)
+    return read.gpu if read is not None else gpu
 
 
 def choose_target(unit: HasBlocks[B], arch: str, gpu: str | None) -> tuple[B | None, str]:
