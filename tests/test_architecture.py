@@ -88,6 +88,18 @@ def test_the_engine_imports_only_the_language_and_the_base():
     assert not against, "\n".join(against)
 
 
+# --sass's view reaches the project through its front doors only: driver.project (found, trusted, read) and the
+# retune's public functions (the builds compared); what the terminal shows is its own.
+FRONT_DOORS = {"nvcc_evo.report.compare": {"nvcc_evo.driver.project", "nvcc_evo.retune.run",
+                                           "nvcc_evo.retune.kernelview", "nvcc_evo.errors"}}
+
+
+def test_the_sass_view_opens_the_project_and_asks_the_retune_through_their_front_doors():
+    modules = graph()
+    beyond = {name: sorted({t for t, _ in modules[name]} - doors) for name, doors in FRONT_DOORS.items()}
+    assert not any(beyond.values()), beyond
+
+
 def test_no_import_cycle():
     edges = {name: {t for t, _ in targets if t != name} for name, targets in graph().items()}
     for name in edges:                       # a package's __init__ is imported before any of its modules

@@ -7,13 +7,16 @@ nvcc_evo.retune.tasks; one search, as prepare -> search -> decide, from
 nvcc_evo.retune.tune; the write into the ACF (by identity, under its lock)
 from nvcc_evo.retune.writeback. Here: the ACF and its settings, the tasks,
 every search (one after another or several at once), the ship check and
-the write, the end report and exit status.
+the write, the end report and exit status; and `--sass`'s builds
+(`compare_entries`: each unit's entry against its build's own flags, kernel
+by kernel, no search), which report.compare shows.
 """
 from __future__ import annotations
 
 import os
+import shlex
 from contextlib import nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -21,6 +24,7 @@ import numpy as np
 
 from nvcc_evo.driver import settings, specs
 from nvcc_evo.driver.cache import prune
+from nvcc_evo.driver.cmdline.nvcc_options import tokenize, without_programs
 from nvcc_evo.driver.project import Project, open_project
 from nvcc_evo.driver.toolkit import Toolkit, cache_folder_if_any
 from nvcc_evo.errors import AcfChanged, AcfError, ExitCode, Interrupted
@@ -31,16 +35,17 @@ from nvcc_evo.execute.store import Store
 from nvcc_evo.execute.together import Together, how_many, run_together
 from nvcc_evo.execute.warm import project_stores
 from nvcc_evo.cubin.sass import KernelFacts
+from nvcc_evo.engine.space import baseline_defines, build_space
 from nvcc_evo.retune.choice import Outcome
-from nvcc_evo.retune.kernels import STORE_NAME, KernelStore
+from nvcc_evo.retune.kernels import STORE_NAME, Comparison, KernelStore, SassUnavailable, compare
 from nvcc_evo.retune.options import Options, backend_resolved, decided, say_settings, with_settings
 from nvcc_evo.retune.progress import board_for
-from nvcc_evo.retune.reach import ship_check
+from nvcc_evo.retune.reach import REGISTER_CAPS, hangs, not_shipped, recorded_build, ship_check
 from nvcc_evo.retune.speedsafe import say_waiting, set_aside
 from nvcc_evo.driver.targets import check_target
 from nvcc_evo.retune.tasks import Task, find_tasks
 from nvcc_evo.retune.tune import Candidates, Retune, decide, prepare, search
-from nvcc_evo.retune.writeback import one_retune_at_a_time, say_rebuild, verdict_of, write_back
+from nvcc_evo.retune.writeback import fixed_settings, one_retune_at_a_time, say_rebuild, verdict_of, write_back
 from nvcc_evo.system.leftovers import sweep_for
 from nvcc_evo.system.locks import Wait
 from nvcc_evo.system.programs import said
@@ -235,3 +240,101 @@ def _retune_all(tasks: list[Task], retune: Retune) -> list[Outcome]:
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted: every finished evaluation is kept in {retune.store.path}; "
                           "the same command resumes from there") from None
+
+
+# ---------------------------------------------------------------- --sass: an entry's kernels against the build's own
+@dataclass(frozen=True)
+class EntryCompared:
+    """One unit and target of --sass: the kernels of its build's own flags against those of its ACF entry
+    (`held`: it has one; else the baseline twice); None where they could not be built (said on stderr)."""
+
+    task: Task
+    held: bool
+    comparison: Comparison | None
+
+
+def compare_entries(opened: Project, globs: tuple[str, ...], target: str | None,
+                    run_recorded: bool) -> tuple[list[EntryCompared], list[str]]:
+    """Each unit's entry and baseline built as the wrapper builds them (the compile plan of its recorded build)
+    and compared kernel by kernel, and the (unit, target) pairs that could not be; no program a compile record
+    names is run unless `run_recorded`."""
+    from nvcc_evo.acf.resolve import load
+    from nvcc_evo.driver.toolkit import load_toolkit
+    acf_path = opened.acf_path
+    toolkit = load_toolkit(opened.real_nvcc())
+    check_target(target, toolkit)
+    options = Options(globs=globs, target=target, all=True, backend="static")
+    listed = with_settings(options, opened.settings)    # the ptxas binaries ptxas.version chooses among, as a build
+    options = replace(options, ptxas=listed.ptxas, ptxas_source=listed.ptxas_source)
+    tasks, skipped, _ = find_tasks(load(acf_path), acf_path, toolkit, options)
+    return [_entry_compared(task if run_recorded else _own_programs(task), acf_path, toolkit, options)
+            for task in tasks], skipped
+
+
+def _entry_compared(task: Task, acf_path: Path, toolkit: Toolkit, options: Options) -> EntryCompared:
+    space = build_space(task.unit, task.source, toolkit.accepts)
+    build = recorded_build(task, acf_path, toolkit, options)      # the compile plan the wrapper builds with
+    entry = task.entry
+    baseline = {**fixed_settings(task, space), **space.baseline().settings()}
+    held = {s.knob: s.value for s in entry.settings} if entry is not None else baseline
+    sides = [_side(task, build, settings) for settings in (baseline, held)]
+    lost = not_shipped(sides[1][2], held)
+    if lost:
+        log(f"{task}: not built here, as the build passes none of it: {lost}")
+    try:
+        comparison = compare(task.unit, task.arch, "cpu", "static", sides[0][:2], sides[1][:2],
+                             baseline_defines(task.source, space), task.job.nvcc)
+    except SassUnavailable as error:
+        log(f"{task}: {error}")
+        return EntryCompared(task, entry is not None, None)
+    plain = {k: v for k, v in held.items() if k not in REGISTER_CAPS}
+    hang = hangs(held, comparison.chosen.kernels, lambda: _side(task, build, plain)[1](), task.arch)
+    if hang:
+        log(f"{task}: warning: its entry's {hang}")
+    return EntryCompared(task, entry is not None, comparison)
+
+
+def _side(task, build, settings: dict):
+    """One side of the comparison: the knob values that reach the target's
+    code, how to build it (the flags and ptxas program the compile plan
+    gives that step), and the step's FlagPlan."""
+    from nvcc_evo.cubin.compile import compile_candidate
+    step, program = build.step(settings)
+    job = replace(task.job, flags=step.flags, ptxas=program or task.job.ptxas)
+    return dict(step.applied), lambda: compile_candidate(job), step
+
+
+# A compile record's environment that names programs or code its compile runs: the host compiler, the libraries
+# nvcc's tools load; and the flags nvcc reads from the environment (kept, less what names a program).
+PROGRAM_ENV = ("NVCC_CCBIN", "CUDAHOSTCXX", "LD_LIBRARY_PATH")
+FLAGS_ENV = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
+
+
+def _own_programs(task: Task) -> Task:
+    """`task` built with none of the programs its compile record names (a
+    cloned repository's record may name its own `-ccbin tools/g++`): the
+    record's options less `-ccbin` and the host compiler's options that run
+    or load code, its environment less the host compiler and libraries it
+    names (where they differ from this environment's), and nvcc's own ptxas
+    for a kernel's; what is left out is said."""
+    job = task.job
+    argv, left = without_programs(list(job.argv), job.cwd)
+    env = []
+    for name, value in job.env:
+        if os.environ.get(name) == value:            # the user's own setting, not the record's
+            env.append((name, value))
+        elif name in PROGRAM_ENV:
+            left.append(f"{name}={value}")
+        elif name in FLAGS_ENV:
+            kept, dropped = without_programs(tokenize(value))
+            left += [f"{name}: {' '.join(dropped)}"] if dropped else []
+            env.append((name, " ".join(shlex.quote(word) for word in kept)))
+        else:
+            env.append((name, value))
+    if job.ptxas is not None:
+        left.append(f"the ptxas {job.ptxas}")
+    if not left:
+        return task
+    log(f"{task}: --sass runs no program a compile record names; left out: {'; '.join(left)} (--run-recorded "
+        f"runs them, as the build did)")
+    return replace(task, job=replace(job, argv=tuple(argv), env=tuple(env), ptxas=None))
