@@ -4,6 +4,7 @@ runs only one way, from the command line down to the language."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -177,3 +178,19 @@ def test_no_two_classes_share_a_name():
                 where.setdefault(node.name, []).append(f"{path.relative_to(ROOT)}:{node.lineno}")
     shared = {name: places for name, places in where.items() if len(places) > 1}
     assert not shared, f"classes that share a name (rename them for what they are): {shared}"
+
+
+MAP = ROOT / "ARCHITECTURE.md"
+
+
+def test_every_path_the_map_names_exists_and_every_module_is_on_it():
+    """ARCHITECTURE.md stays current: each `nvcc_evo/...` path it names is in the tree, and each module of the
+    tree (but `__init__.py` and `__main__.py`, which the package's own docstring and the layers cover) has a row."""
+    text = MAP.read_text()
+    named = set(re.findall(r"`(nvcc_evo/[\w/.]+)`", text))
+    gone = sorted(path for path in named if not (ROOT / path.rstrip("/")).exists())
+    modules = {str(path.relative_to(ROOT)) for path in PACKAGE.rglob("*.py")
+               if path.name not in ("__init__.py", "__main__.py")}
+    missing = sorted(modules - named)
+    assert not gone, f"ARCHITECTURE.md names paths the tree does not have: {gone}"
+    assert not missing, f"modules ARCHITECTURE.md has no row for: {missing}"
