@@ -112,6 +112,7 @@ def test_no_warm_start_from_another_backend_target_or_knobs(tmp_path):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a store of another uid takes root to make (chown)")
 def test_stores_not_the_users_or_outside_the_project_or_of_another_projects_units_are_not_read(tmp_path):
+    """Listed stores, and the retune's own, for other units' evaluations."""
     project, elsewhere = tmp_path / "project", tmp_path / "other-project"
     own = Store(project / ".nvcc-evo" / "results.jsonl")
     theirs = _store(project / "theirs.jsonl", _records('"a.cu"'))
@@ -136,11 +137,22 @@ def test_stores_not_the_users_or_outside_the_project_or_of_another_projects_unit
     assert warm_starts(own, known, CONTEXT, GOAL, SPACE, said.append) == []
     assert said == ["\"b.cu\" [sm_90]: 5 evaluations of units this ACF does not have left aside (another project's "
                     "results)"]
-    # the same store, the user's own: read
+    # the retune's own store, another user's: the same unit's other contexts read, no other unit's
+    shutil.copy(theirs, own.path)
+    _store(own.path, _records('"b.cu"', "sm_80"))
+    os.chown(own.path, STRANGER, STRANGER)
+    said.clear()
+    known = project_stores(project, ['"a.cu"', '"b.cu"'], [], own.path, said.append)
+    assert said == [f"results store {own.path} not read for other units' warm starts: it is owned by uid "
+                    f"{STRANGER}, not by you (uid 0): another user's file is not trusted"]
+    assert [g.origin for g in warm_starts(own, known, CONTEXT, GOAL, SPACE, said.append)] == \
+        ["this unit (sm_80, another source, another build)"]
+    # the listed store, the user's own: read (its a.cu, though the own store, not trusted, holds the same)
     os.chown(theirs, 0, 0)
     known = project_stores(project, ['"a.cu"', '"b.cu"'], [theirs], own.path, said.append)
     found = warm_starts(own, known, CONTEXT, GOAL, SPACE, said.append)
-    assert [g.origin for g in found] == ['"a.cu" (same knobs, same source parameters)']
+    assert [g.origin for g in found] == ["this unit (sm_80, another source, another build)",
+                                         '"a.cu" (same knobs, same source parameters)']
 
 
 def _job(nvcc: Path, folder: Path, name: str, text: str) -> CompileJob:

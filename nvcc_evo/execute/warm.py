@@ -24,11 +24,11 @@ space's baseline, as one the other search lacked does) and ranked on its own
 constraints relative to a baseline read): its best seed the first generation
 and all of them start the surrogate (engine.evolve, `Known`).
 
-What is trusted: a store read besides the retune's own is a regular file of
-the user's, inside the project folder (no link followed; another user's
-file, or a store outside the project, is not read, and that is said); a
-record of a unit the ACF does not have (a store from another project) is
-left aside.
+What is trusted: a store read for other units' evaluations (the retune's
+own among them) is a regular file of the user's, inside the project folder
+(no link followed; another user's file, or a store outside the project, is
+not read, and that is said); a record of a unit the ACF does not have (a
+store from another project) is left aside.
 """
 from __future__ import annotations
 
@@ -81,12 +81,16 @@ class ProjectStores:
     units: frozenset[str]
     stores: tuple[Path, ...] = ()
     kernels_of: KernelsOf = _unknown
+    own: bool = True          # the retune's own store may be read for other units' (it is the user's)
 
 
 def project_stores(folder: Path, units: Iterable[str], listed: Iterable[Path], own: Path,
                    say: Callable[[str], None], kernels_of: KernelsOf = _unknown) -> ProjectStores:
-    """The project's units and the listed stores that may be read for other units' evaluations (not
-    the retune's own, read already); each one that may not, said once with why."""
+    """The project's units and the stores that may be read for other units' evaluations: the retune's
+    own, and those listed; each one that may not, said once with why."""
+    mine = _untrusted(own, folder) if os.path.lexists(own) else ""
+    if mine:
+        say(f"results store {own} not read for other units' warm starts: {mine}")
     readable = []
     for path in dict.fromkeys(listed):
         if os.path.abspath(path) == os.path.abspath(own):
@@ -96,7 +100,7 @@ def project_stores(folder: Path, units: Iterable[str], listed: Iterable[Path], o
             say(f"results store {path} not read for warm starts: {why}")
         else:
             readable.append(path)
-    return ProjectStores(frozenset(units), tuple(readable), kernels_of)
+    return ProjectStores(frozenset(units), tuple(readable), kernels_of, not mine)
 
 
 def warm_starts(store: Store, project: ProjectStores | None, context: Context, goal: Goal, space: SearchSpace,
@@ -112,8 +116,8 @@ def warm_starts(store: Store, project: ProjectStores | None, context: Context, g
     others: dict[str, list[StoredResult]] = {}
     if project is not None:
         for path in project.stores:
-            others.update(_by_context(Store(path).read(), exclude=groups))
-        others.update(groups)
+            others.update(_by_context(Store(path).read(), exclude=groups if project.own else None))
+        others.update(groups if project.own else {})
     found = [WarmStart(_origin(context, group[0].context), _mapped(group, goal, space))
              for group in groups.values() if _same_unit(context, group[0].context)]
     if project is not None:
