@@ -1,14 +1,18 @@
-"""The table of measurement backends: one row per backend, read by the
-settings (the values `retune.backend` takes), the command line's help, the
-retune (which backends time running code, the bench block each needs) and
-the search (execute.measurers makes each row's backend; a test checks that
-every row has a factory and that what it makes has the capabilities the row
-says).
+"""The table of measurement backends: one row per backend, the one place a
+backend is defined. Code asks a backend's row what it does (`row(name)`:
+whether it needs a GPU, rebuilds the project, measures compiler facts only,
+its default budget, ...) and never compares its name
+(tests/test_architecture.py reads the sources for such a comparison); the
+row names its factory (`factory`, "module:function", imported by
+execute.measurers.backend_for when a retune makes the backend), so that
+adding a backend is one row and the function that makes it.
 
-A row says what a backend is, not how it runs: the names, the words for
-them, and the optional capabilities of measure.backend's `Backend` protocol
-it has. Kept at the bottom layer (the standard library only), so that the
-drop-in driver's settings may read it without importing the backends.
+Read by the settings (the values `retune.backend` takes), the command line's
+help, the retune (which backends time running code, the bench block each
+needs, its budget) and the search (a test checks that every row's factory
+makes a backend with the capabilities the row says). Kept at the bottom
+layer, so that the drop-in driver's settings may read it without importing
+the backends.
 
 Imports: the standard library only.
 """
@@ -26,10 +30,22 @@ AUTO_WHAT = "pycuda when PyCUDA and a GPU are there, else static"
 class Row(NamedTuple):
     name: str
     what: str                 # in `retune.backend`'s help (`--retune --help`)
+    factory: str              # "module:function" that makes it from what a retune knows (execute.measurers.Wanted)
     bench: str = ""           # the bench block's form it runs (the model's field), "" when it needs none
     bench_form: str = ""      # that form, as it is written
     times: bool = False       # it measures running code (a static entry is not up to date for it)
     compiles: bool = True     # candidates are compiled before they are measured
+    # Compiler facts are its only objectives (registers, spills): they cannot rank speed, so its goal is guarded
+    # (retune.speedsafe), an entry a timing backend measured stays, and its own entries wait for one.
+    facts_only: bool = False
+    # It loads candidates' cubins and times their kernels alone on a GPU (this machine's or the cluster's): the
+    # target is what that GPU runs, a ptxas release the GPU's driver cannot load is refused, each GPU is a lane.
+    needs_gpu: bool = False
+    # It rebuilds the project and runs a whole program per candidate (the unit's bench command), on whichever GPU
+    # the machine shows: one search at a time, a unit never built is built by its command first, and the
+    # outputs it rebuilt are left to be built again.
+    rebuilds: bool = False
+    auto: str = ""            # why `auto` stands for it ("" where it never does)
     # Its optional capabilities (measure.backend.Backend): None or False where a backend has none.
     confirm: bool = False     # re-measures winner and baseline, interleaved, and judges
     drift: bool = False       # the baseline measured again between generations
@@ -43,20 +59,35 @@ class Row(NamedTuple):
     budget_why: str = "compiler facts, the same on any machine: a count reproduces the run"
 
 
+_FACTORIES = "nvcc_evo.execute.measurers:"
 TABLE = (
-    Row("pycuda", "kernel time and energy on the GPU", "kernel", "bench { kernel ... }", times=True,
+    Row("pycuda", "kernel time and energy on the GPU", _FACTORIES + "make_pycuda", "kernel", "bench { kernel ... }",
+        times=True, needs_gpu=True, auto="PyCUDA and a GPU found",
         confirm=True, drift=True, race=True, fresh_baseline=True,
         seconds=180.0, evaluations=INF, budget_why="kernels timed on the GPU: hundreds of binaries a minute"),
-    Row("static", "ptxas facts, no GPU"),
-    Row("command", "the unit's bench command", "command", "bench { command ...; metric ... }", times=True,
+    Row("static", "ptxas facts, no GPU", _FACTORIES + "make_static", facts_only=True, auto="no PyCUDA GPU here"),
+    Row("command", "the unit's bench command", _FACTORIES + "make_command", "command",
+        "bench { command ...; metric ... }", times=True, rebuilds=True,
         confirm=True, end_drift=True,
         seconds=300.0, evaluations=INF, budget_why="a build and a run of the project's command per candidate"),
-    Row("replay", "a recorded results store: --replay", compiles=False, budget_why="recorded answers: a count reproduces the run"),
+    Row("replay", "a recorded results store: --replay", _FACTORIES + "make_replay", compiles=False,
+        budget_why="recorded answers: a count reproduces the run"),
 )
 BACKENDS = {row.name: row for row in TABLE}
 NAMES = tuple(BACKENDS)
 CHOICES = (AUTO,) + NAMES          # what `retune.backend` and `--backend` take
-TIMING = tuple(row.name for row in TABLE if row.times)
+# What a name no row has answers (`auto` before it is resolved, an entry another version wrote): no capability.
+UNKNOWN = Row("", "", "")
+
+
+def row(name: str | None) -> Row:
+    """The row of the backend named `name`; UNKNOWN for a name no row has (None: an entry never tuned)."""
+    return BACKENDS.get(name or "", UNKNOWN)
+
+
+def auto_choice(gpu: bool) -> str:
+    """The backend `auto` stands for: the one that needs a GPU where one is there, else the one that needs none."""
+    return next(row.name for row in TABLE if row.auto and row.needs_gpu == gpu)
 
 
 def help_text() -> str:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from conftest import ROOT
+from nvcc_evo import backends
 
 PACKAGE = ROOT / "nvcc_evo"
 # Each part may import the parts of lower layers, and itself; nothing else.
@@ -194,3 +195,45 @@ def test_every_path_the_map_names_exists_and_every_module_is_on_it():
     missing = sorted(modules - named)
     assert not gone, f"ARCHITECTURE.md names paths the tree does not have: {gone}"
     assert not missing, f"modules ARCHITECTURE.md has no row for: {missing}"
+
+
+# A backend is one place (nvcc_evo/backends.py): code asks its row what it can do (`backends.row(name).needs_gpu`)
+# and never compares its name. The ACF's run check `check command "..."` is spelled as the command backend:
+# a comparison with a `.kind` is the check's word, not a backend's.
+BACKEND_NAMES = frozenset(backends.NAMES)      # (not `auto`: the progress setting has one too)
+
+
+def _names_a_backend(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value in BACKEND_NAMES
+    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(_names_a_backend(e) for e in node.elts)
+
+
+def backend_name_comparisons(text: str, path: str = "<text>") -> list[int]:
+    """The lines of `text` that compare something with a backend's name (`==`, `!=`, `in` a tuple of
+    them, a `case` of one)."""
+    found = []
+    for node in ast.walk(ast.parse(text, path)):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(map(_names_a_backend, sides)) and not any(isinstance(s, ast.Attribute) and s.attr == "kind"
+                                                             for s in sides):
+                found.append(node.lineno)
+        elif isinstance(node, ast.MatchValue) and _names_a_backend(node.value):
+            found.append(node.lineno)
+    return found
+
+
+def test_the_backend_name_check_finds_what_it_looks_for():
+    code = ('a = options.backend == "pycuda"\nb = name in ("static", "replay")\nc = check.kind == "command"\n'
+            'd = "replay" != backend\nmatch x:\n    case "command":\n        pass\ne = mode == "full"\n')
+    assert backend_name_comparisons(code) == [1, 2, 4, 6]
+
+
+def test_no_code_compares_a_backend_name():
+    """Behaviour that differs between backends is a question to the table's row, so that a backend is one
+    row and its factory."""
+    against = [f"{path.relative_to(ROOT)}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
+               if path != PACKAGE / "backends.py"
+               for line in backend_name_comparisons(path.read_text(), str(path))]
+    assert not against, "backend names compared (ask the row of nvcc_evo.backends instead): " + ", ".join(against)

@@ -1,15 +1,19 @@
 """The table of backends (nvcc_evo.backends) is the one list: the settings,
-the command line, the budgets and the factories read it, and each backend a
-factory makes (those that run without a GPU) has the capabilities its row says."""
+the command line, the budgets and the factories read it, each row names the
+factory that makes its backend, and each backend a factory makes (those that
+run without a GPU) has the capabilities its row says."""
 from __future__ import annotations
 
 import math
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from nvcc_evo import backends
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.driver import specs
+from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.execute import measurers
 from nvcc_evo.execute.store import Context, StoredResult, Store
 from nvcc_evo.measure import Measurement
@@ -29,9 +33,8 @@ def test_every_row_is_a_setting_a_budget_and_a_factory_and_nothing_else_is():
     assert backends.CHOICES == ("auto", "pycuda", "static", "command", "replay")
     key = next(k for k in specs.KEYS if k.name == "retune.backend")
     assert key.choices == backends.CHOICES
-    assert set(backends.NAMES) == set(measurers.FACTORIES)
     assert all(row.budget_why and (row.seconds < math.inf or row.evaluations < math.inf) for row in backends.TABLE)
-    assert backends.TIMING == ("pycuda", "command")
+    assert tuple(row.name for row in backends.TABLE if row.times) == ("pycuda", "command")
     for row in backends.TABLE:
         assert (row.bench == "") == (row.bench_form == ""), row
     assert backends.help_text() == (
@@ -71,3 +74,27 @@ def test_replay_answers_a_measurement_with_the_recorded_sass_hash(tmp_path):
     assert answer.get("registers") == 8.0
     missing = replay.measure(Genome((("ptxas.opt_level", 1),)), (), None)
     assert missing.status == "not-recorded" and missing.sass_hash == ""
+
+
+def test_each_row_names_the_factory_that_makes_it_and_nothing_else_does():
+    """A backend is one row and its factory: the row names it ("module:function"), in the layer that makes
+    backends (execute, which imports what every factory needs), and a name no row has is no backend."""
+    for row in backends.TABLE:
+        module, _, function = row.factory.partition(":")
+        assert module == "nvcc_evo.execute.measurers" and function, row
+        assert measurers.factory_of(row.name) is getattr(measurers, function), row
+    made = {row.factory for row in backends.TABLE}
+    assert len(made) == len(backends.TABLE)
+    assert sorted(name for name in vars(measurers) if name.startswith("make_")) == \
+        sorted(row.factory.partition(":")[2] for row in backends.TABLE)
+    with pytest.raises(EnvironmentProblem, match="backend 'cuda' is not available"):
+        measurers.factory_of("cuda")
+
+
+def test_auto_stands_for_the_gpu_row_with_a_gpu_else_the_one_that_needs_none():
+    assert backends.auto_choice(gpu=True) == "pycuda" and backends.row("pycuda").needs_gpu
+    assert backends.auto_choice(gpu=False) == "static" and backends.row("static").facts_only
+    assert backends.row("auto") is backends.UNKNOWN and backends.row(None) is backends.UNKNOWN
+    unknown = backends.UNKNOWN
+    assert not (unknown.times or unknown.facts_only or unknown.needs_gpu or unknown.rebuilds or unknown.confirm
+                or unknown.drift or unknown.end_drift or unknown.race or unknown.fresh_baseline or unknown.bench)

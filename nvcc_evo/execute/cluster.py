@@ -29,6 +29,7 @@ import warnings
 from dataclasses import replace
 from typing import Any
 
+from nvcc_evo import backends
 from nvcc_evo.driver.specs import RayPlace
 from nvcc_evo.cubin.compile import CompileResult, compile_candidate, front_end, ptxas_only
 from nvcc_evo.errors import EnvironmentProblem
@@ -159,8 +160,8 @@ class Cluster:
         return int(self.resources().get("GPU", 0))
 
     def backend(self, backend: str) -> str:
-        """`auto`: pycuda where the cluster has GPUs, else static."""
-        return backend if backend != "auto" else ("pycuda" if self.gpus else "static")
+        """`auto`: the GPU backend where the cluster has GPUs, else the one that needs none."""
+        return backend if backend != backends.AUTO else backends.auto_choice(gpu=bool(self.gpus))
 
     def gpu_actors(self) -> list:
         """(actor, its GPU's hello) for each GPU of the cluster, made once for
@@ -191,19 +192,19 @@ class Cluster:
         from nvcc_evo.execute import measurers
         from nvcc_evo.measure.backend import composed
         task = wanted.task
-        if backend != "pycuda":          # static, replay, command: measured here (see the module's docstring)
+        if not backends.row(backend).needs_gpu:    # static, replay, command: measured here (the module's docstring)
             made = measurers.backend_for(backend, replace(wanted, device=0))
             return LaneSet([Lane(0, composed(made, describe=f"{made.describe}; compiles on {self.workers} Ray "
                                                                f"worker(s)"), "this machine")])
         if not self.gpus:
-            raise EnvironmentProblem(f"the cluster {self.spec} has no GPU for the pycuda backend")
+            raise EnvironmentProblem(f"the cluster {self.spec} has no GPU for the {backend} backend")
         everyone = self.gpu_actors()
         try:
             mine = [everyone[i] for i in gpus_for(task.arch, [hello for _, hello in everyone])]
         except EnvironmentProblem as missing:
             raise EnvironmentProblem(f"{task}: the cluster {self.spec} {missing}") from None
         key = f"{task} #{next(_SEARCHES)}"
-        factory = _gpu_factory(replace(wanted, replay=None, flags_for=None, device=0))
+        factory = _gpu_factory(backend, replace(wanted, replay=None, flags_for=None, device=0))
         lanes = []
         for i, (handle, hello) in enumerate(mine):
             described = self._get(handle.add.remote(key, factory))
@@ -238,11 +239,11 @@ def gpus_for(arch: str, hellos: list[dict]) -> list[int]:
     return [i for i in matching if hellos[i].get("name") == model]
 
 
-def _gpu_factory(wanted):
+def _gpu_factory(backend: str, wanted):
     """What an actor calls to make its GPU's Backend (device 0: Ray gives each actor its own GPU)."""
     def make():
         from nvcc_evo.execute.measurers import backend_for
-        return backend_for("pycuda", wanted)
+        return backend_for(backend, wanted)
     return make
 
 

@@ -1,7 +1,7 @@
 """Which backend measures a retune's candidates: each row of the table of
-backends (nvcc_evo.backends) made by its factory (`FACTORIES`, one per row,
-from what a retune knows: `Wanted`), and, with several GPUs or a cluster,
-the lanes it measures on.
+backends (nvcc_evo.backends) made by the factory its row names (`make_*`
+here, given what a retune knows: `Wanted`; `backend_for`), and, with
+several GPUs or a cluster, the lanes it measures on.
 
 Returns a Backend (measure.backend): the function the Evaluator calls per
 candidate, the objectives it can answer, whether candidates must be
@@ -11,6 +11,7 @@ the optional capabilities the table says it has.
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any, Callable
 from nvcc_evo.acf import model, unitpath
 from nvcc_evo.acf.bench.command import identity
 from nvcc_evo.acf.sources import define_values
-from nvcc_evo.backends import BACKENDS
+from nvcc_evo import backends
 from nvcc_evo.driver import specs
 from nvcc_evo.driver.specs import Gpus
 from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
@@ -55,7 +56,7 @@ class Wanted:
 STATIC_AFTER_COMPILES = 3
 
 
-def _static(wanted: Wanted) -> Backend:
+def make_static(wanted: Wanted) -> Backend:
     arch = wanted.task.arch
     first: list[float] = []                       # the baseline's compile seconds (the first measured)
 
@@ -129,8 +130,8 @@ def _primary(bench: model.Bench, tune: model.Tune | None) -> str:
 
 def bench_problem(unit: model.Unit, backend: str) -> str | None:
     """Why `backend` cannot run `unit` (no bench block of the form its row of the table names), or None."""
-    row = BACKENDS.get(backend)
-    if row is None or not row.bench or (unit.bench is not None and getattr(unit.bench, row.bench) is not None):
+    row = backends.row(backend)
+    if not row.bench or (unit.bench is not None and getattr(unit.bench, row.bench) is not None):
         return None
     return f"unit {unit} has no `{row.bench_form}` block for the {backend} backend"
 
@@ -143,14 +144,12 @@ def check_benches(tasks, backend: str) -> None:
         raise UsageError("; ".join(missing) + " (name the units to retune, or write their bench blocks)")
 
 
-def _command(wanted: Wanted) -> Backend:
+def make_command(wanted: Wanted) -> Backend:
     from nvcc_evo.acf.text import read_text
     from nvcc_evo.measure.command import CommandBench
     from nvcc_evo.measure.profile.clock import KernelClock
     task, acf_path, timeout, flags_for = wanted.task, wanted.acf_path, wanted.timeout, wanted.flags_for
     bench = task.unit.bench
-    if bench_problem(task.unit, "command"):
-        raise UsageError(bench_problem(task.unit, "command"))
     at_start = read_text(acf_path)
     assert flags_for is not None               # (a retune's: measuring hands it one)
     timed = any(m.kernels for m in bench.metrics)
@@ -192,7 +191,7 @@ def _command(wanted: Wanted) -> Backend:
                              f"{runner.timeout:g} s a run at most)")
 
 
-def _replay(wanted: Wanted) -> Backend:
+def make_replay(wanted: Wanted) -> Backend:
     from nvcc_evo.measure.replay import Replay
     path, context = wanted.replay, wanted.context
     if not path:
@@ -238,12 +237,10 @@ def uses_energy(tune: model.Tune | None) -> bool:
     return bool(named & set(ENERGY_METRICS))
 
 
-def _pycuda(wanted: Wanted) -> Backend:
+def make_pycuda(wanted: Wanted) -> Backend:
     from nvcc_evo.measure.gpu import OBJECTIVES, POOLS, GpuBench
     task, acf_folder, full, space_defaults = wanted.task, wanted.acf_path.parent, wanted.full, wanted.space_defaults or {}
     bench = task.unit.bench
-    if bench_problem(task.unit, "pycuda"):
-        raise UsageError(bench_problem(task.unit, "pycuda"))
     pool = POOLS.get(wanted.device)
     defines = lambda genome: {**space_defaults, **define_values(genome.settings())}
     with_energy = full or uses_energy(task.unit.tune)
@@ -268,9 +265,10 @@ def measuring_gpu(options, cluster=None) -> str:
     "" for a backend that measures on none (an entry measured on another model is stale:
     retune.tasks.stale_reasons). Asked in a child, as gpu_available does (a dry run starts no measuring
     process), or of the cluster's first GPU."""
-    if options.backend == "command":
+    row = backends.row(options.backend)
+    if row.rebuilds:                 # a whole program runs, on whichever GPU it finds
         return command_gpu()
-    if options.backend != "pycuda":
+    if not row.needs_gpu:
         return ""
     if cluster is not None:
         return "" if options.dry_run else str(cluster.gpu_actors()[0][1].get("name", ""))
@@ -301,24 +299,31 @@ def command_gpu() -> str:
 def resolve_backend(backend: str, cluster=None) -> str:
     """`auto`: the GPU when PyCUDA and a device are there (on the cluster, a
     GPU), else static."""
-    if backend != "auto":
+    if backend != backends.AUTO:
         return backend
     if cluster is not None:
         return cluster.backend(backend)
     from nvcc_evo.measure.gpu import gpu_available
-    return "pycuda" if gpu_available() else "static"
+    return backends.auto_choice(gpu=gpu_available())
 
 
-# Each row of the table of backends (nvcc_evo.backends), made.
-FACTORIES: dict[str, Callable[[Wanted], Backend]] = {"pycuda": _pycuda, "static": _static, "command": _command,
-                                                     "replay": _replay}
+def factory_of(backend: str) -> Callable[[Wanted], Backend]:
+    """The function that makes the backend named `backend`: the one its row of the table names."""
+    row = backends.row(backend)
+    module, _, name = row.factory.partition(":")
+    factory = getattr(importlib.import_module(module), name, None) if module else None
+    if factory is None:
+        raise EnvironmentProblem(f"backend '{backend}' is not available in this build of nvcc-evo")
+    return factory
 
 
 def backend_for(backend: str, wanted: Wanted) -> Backend:
-    """The backend named `backend` (a row of the table), made by its factory."""
-    factory = FACTORIES.get(backend)
-    if factory is None:
-        raise EnvironmentProblem(f"backend '{backend}' is not available in this build of nvcc-evo")
+    """The backend named `backend` (a row of the table), made by its factory, for a unit that has the bench
+    block its row runs."""
+    factory = factory_of(backend)
+    problem = bench_problem(wanted.task.unit, backend)
+    if problem:
+        raise UsageError(problem)
     return factory(wanted)
 
 
@@ -356,10 +361,11 @@ def measuring(options, task, acf_path: Path, context: Context, space_defaults: d
     if cluster is not None:
         lanes = cluster.lanes(options.backend, wanted)
         return lanes.measurer(), lanes
-    devices = pycuda_devices(specs.gpus(options.gpus), options.device) if options.backend == "pycuda" else []
+    on_gpu = backends.row(options.backend).needs_gpu
+    devices = pycuda_devices(specs.gpus(options.gpus), options.device) if on_gpu else []
     if not devices or (len(devices) == 1 and options.gpus is None):   # no GPU backend, or one GPU: as always
         return backend_for(options.backend, replace(wanted, device=devices[0] if devices else options.device)), None
-    lanes = LaneSet([Lane(i, _pycuda(replace(wanted, device=device)), f"GPU {device}")
+    lanes = LaneSet([Lane(i, backend_for(options.backend, replace(wanted, device=device)), f"GPU {device}")
                      for i, device in enumerate(devices)])
     return lanes.measurer(), lanes
 

@@ -20,7 +20,7 @@ and the cluster have.
 
 Each search is the serial one (the same seed, the same genomes): with a
 deterministic backend the records and choices are those of a serial run.
-The command backend builds and runs the project's own bench in the project:
+A backend that rebuilds the project (the command backend) runs its bench there:
 its searches run one at a time.
 """
 from __future__ import annotations
@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from nvcc_evo import backends
 from nvcc_evo.execute.evaluate import Stopped
 from nvcc_evo.system.leftovers import kill_running
 
@@ -51,10 +52,10 @@ def how_many(asked: int | None, tasks: int, backend: str, population: int, clust
              say: Callable[[str], None] = lambda _: None) -> int:
     """How many searches run at once: `asked` (retune.at-once), at most the
     tasks; by default one, on a cluster as many as its CPUs keep compiling
-    (a generation's compiles each); the command backend one."""
-    if backend == "command":
+    (a generation's compiles each); one for a backend that rebuilds the project."""
+    if backends.row(backend).rebuilds:
         if asked and asked > 1:
-            say(f"--at-once {asked}: the command backend builds and runs the project's own bench, "
+            say(f"--at-once {asked}: the {backend} backend builds and runs the project's own bench, "
                 "so its searches run one at a time")
         return 1
     if asked is None:

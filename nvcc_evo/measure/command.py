@@ -55,7 +55,6 @@ from nvcc_evo.system.clock import NONE, Deadline
 from nvcc_evo.system.leftovers import SHELL, private_folder, remove_private, run_in_group
 from nvcc_evo.status import Status
 
-NAME = "command"
 LONG_AGO = 86400.0          # what re-dated outputs are stamped with (1970-01-02): older than any source
 TAIL_LINES = 12
 NOT_REBUILT = ("no compile of unit {} for {} went through nvcc-evo during the run: the build skipped it (nvcc-evo "

@@ -10,8 +10,6 @@ from typing import Generic, Hashable, Iterable, Protocol, TypeVar
 from nvcc_evo.measure import Measurement
 from nvcc_evo.status import Status
 
-NAME = "replay"
-
 
 class Recorded(Protocol):
     """What a record of the store (execute.store.StoredResult) gives the replay."""

@@ -16,7 +16,6 @@ from nvcc_evo.cubin.occupancy import occupancy, warps_by_registers
 from nvcc_evo.cubin.sass import KernelFacts, resources, shown_name
 from nvcc_evo.status import Status
 
-NAME = "static"
 OBJECTIVES = ("registers", "spills", "stack", "shared", "instructions", "binary_size", "compile_time")
 
 

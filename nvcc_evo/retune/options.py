@@ -127,11 +127,11 @@ def usage() -> list[str]:
 def backend_resolved(options: Options, backend: str) -> Options:
     """`options` with `auto` resolved to `backend`, its source saying so (a
     dry run showed "backend = 'static' (built-in default)": the default is auto)."""
-    if options.backend != "auto" or backend == "auto":
+    if options.backend != backends.AUTO or backend == backends.AUTO:
         return replace(options, backend=backend)
     sources = dict(options.sources)
     asked = sources.get("retune.backend", settings.DEFAULT)
-    why = "PyCUDA and a GPU found" if backend == "pycuda" else "no PyCUDA GPU here" if backend == "static" else "the cluster's"
+    why = backends.row(backend).auto or "the cluster's"
     said = f"auto, {'built-in default' if asked == settings.DEFAULT else asked}: {why}"
     return replace(options, backend=backend, sources=tuple({**sources, "retune.backend": said}.items()))
 
@@ -171,7 +171,7 @@ def ptxas_programs(space: SearchSpace, toolkit: Toolkit, acf_path: Path, options
         except ptxas.NoPtxas as missing:
             raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {missing}"
                                      + (f" (the list: {options.ptxas_source})" if options.ptxas else "")) from None
-        if options.backend == "pycuda":
+        if backends.row(options.backend).needs_gpu:
             problem = ptxas.driver_problem(found, arch)
             if problem:
                 raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {problem}")
@@ -180,7 +180,8 @@ def ptxas_programs(space: SearchSpace, toolkit: Toolkit, acf_path: Path, options
 
 
 INF = math.inf
-FALLBACK = backends.BACKENDS["static"]        # a backend not resolved yet ("auto" in code that skips run_retune)
+# The budget of a backend not resolved yet ("auto" in code that skips run_retune): auto's choice without a GPU.
+FALLBACK = backends.row(backends.auto_choice(gpu=False))
 
 
 def _given(options: Options, name: str) -> bool:

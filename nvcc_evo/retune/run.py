@@ -22,6 +22,7 @@ from typing import Callable
 
 import numpy as np
 
+from nvcc_evo import backends
 from nvcc_evo.driver import settings, specs
 from nvcc_evo.driver.cache import prune
 from nvcc_evo.driver.cmdline.nvcc_options import tokenize, without_programs
@@ -89,12 +90,13 @@ def run_retune(options: Options) -> int:
     try:
         file = load(acf_path)
         cluster = open_cluster(specs.ray_place(options.cluster), options.dry_run)
-        auto = options.backend == "auto"
+        auto = options.backend == backends.AUTO
         options = _decided(options, cluster, acf_path, toolkit)
+        row = backends.row(options.backend)
         say_settings(project, options)
         tasks, skipped, kept = find_tasks(file, acf_path, toolkit, options, measuring_gpu(options, cluster),
                                           run_benches=True)
-        tasks, waiting = set_aside(tasks, log) if auto and options.backend == "static" else (tasks, [])
+        tasks, waiting = set_aside(tasks, log) if auto and row.facts_only else (tasks, [])
         if not options.dry_run:          # (a dry run lists what is stale, whatever would measure it)
             check_benches(tasks, options.backend)
         if not tasks:
@@ -113,7 +115,7 @@ def run_retune(options: Options) -> int:
             cluster.close()
         held.close()
     print(render(outcomes), end="")
-    say_rebuild(acf_path, outcomes, redated=options.backend == "command")
+    say_rebuild(acf_path, outcomes, redated=row.rebuilds)
     say_waiting(waiting, log)
     return _exit_status(outcomes, skipped)
 
@@ -141,11 +143,12 @@ def _decided(options: Options, cluster: Cluster | None, acf_path: Path, toolkit:
     """The backend (auto: what it resolves to here or on the cluster), its
     budget, the pycuda backend's default target (what this GPU runs); said."""
     options = decided(backend_resolved(options, resolve_backend(options.backend, cluster)))
-    if options.backend == "pycuda" and options.target is None and not options.dry_run:
+    row = backends.row(options.backend)
+    if row.needs_gpu and options.target is None and not options.dry_run:
         options = replace(options, target=gpu_arch(options.device, cluster))   # what this GPU runs
     log(f"{acf_path}: {toolkit}; backend {options.backend}"
         + (" (no GPU timing: registers, spills and other compiler facts are the objectives)"
-           if options.backend == "static" else ""))
+           if row.facts_only else ""))
     return options
 
 

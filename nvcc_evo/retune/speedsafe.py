@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from nvcc_evo import backends
 from nvcc_evo.acf import model
 from nvcc_evo.measure import static
 from nvcc_evo.measure.static import REGISTER_WARPS, register_warps
@@ -79,6 +80,12 @@ def guard_for(tune: model.Tune | None, arch: str) -> Guard:
     if tune is not None and tune.minimize and all(m in static.OBJECTIVES for m in tune.minimize):
         return Guard(levels=False, occupancy=False)
     return Guard(levels=True, occupancy=register_warps(0, arch) is not None)
+
+
+def search_guard(tune: model.Tune | None, arch: str, backend: str) -> Guard | None:
+    """The guard of a search measured by `backend`: guard_for's where compiler facts are all it measures
+    (its row of the table says so), else None."""
+    return guard_for(tune, arch) if backends.row(backend).facts_only else None
 
 
 def narrowed(space: SearchSpace, guard: Guard) -> SearchSpace:

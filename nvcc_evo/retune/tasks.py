@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nvcc_evo.acf import model
-from nvcc_evo.backends import TIMING as MEASURING_BACKENDS
+from nvcc_evo import backends
 from nvcc_evo.acf.knobs import arch_order
 from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.driver import compiledb
@@ -239,7 +239,7 @@ def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, tool
                 gpu: str, records: list, unusable: list, unreadable: list) -> None:
     """One unit's searches (each architecture its records, its target blocks or --target name), into `found`."""
     mine = [r for r in records if r.unit_globs == unit.globs]
-    asked = options.all or bool(options.globs)
+    asked, measures = options.all or bool(options.globs), backends.row(options.backend)
     known = [options.target] if options.target else sorted(
         {r.arch for r in mine} | set(unit.archs), key=arch_order)
     archs = known or [DEFAULT_ARCH]
@@ -269,13 +269,13 @@ def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, tool
         reasons = _named(reasons, entry, arch, source, job, mine, acf_path.parent, toolkit.nvcc)
         _say_other_builds(unit, arch, mine, acf_path.parent, toolkit.nvcc)
         measured = None if asked else _measured_on(entry)
-        if reasons and options.backend == "static" and measured:
+        if reasons and measures.facts_only and measured:
             log(f"{unit} [{arch}]: {'; '.join(reasons)}, but its entry was measured ({measured}); static "
                 f"objectives cannot judge runtime, so it stays until a retune on a GPU (name the unit or "
                 f"use --all to overwrite it anyway)")
             found.kept += 1
             continue
-        if not reasons and options.backend in MEASURING_BACKENDS and entry is not None and entry.backend == "static":
+        if not reasons and measures.times and backends.row(entry.backend if entry else None).facts_only:
             reasons = (STATIC_ONLY,)
         if reasons:
             found.tasks.append(Task(index, unit, arch, source, job, unit_fingerprint, reasons, chooses, build, release,
@@ -338,9 +338,9 @@ def _say_other_builds(unit: model.Unit, arch: str, mine: list, root: Path, nvcc:
 
 
 def _built_by_bench(unit: model.Unit, options: Options) -> bool:
-    """A unit the command backend's bench command builds, for a retune that runs it (not a dry run)."""
+    """A unit the bench command of a backend that rebuilds the project builds, in a retune that runs it."""
     bench = unit.bench
-    return options.backend == "command" and not options.dry_run and bench is not None and bench.command is not None
+    return backends.row(options.backend).rebuilds and not options.dry_run and bool(bench and bench.command)
 
 
 def _bench_builds_it(unit: model.Unit, acf_path: Path, options: Options) -> None:
@@ -386,7 +386,7 @@ STATIC_ONLY = "its entry holds static objectives only (compiler facts): never me
 
 def _measured_on(target: model.Target | None) -> str | None:
     """Where the unit's current entry was measured (runtime, not compiler facts), or None."""
-    if target is None or target.backend not in MEASURING_BACKENDS:
+    if target is None or not backends.row(target.backend).times:
         return None
     gpu, date = target.record("gpu"), target.record("date")
     return f"backend {target.backend}" + (f" on {gpu.value}" if gpu else "") + (f", {date.value}" if date else "")

@@ -49,7 +49,7 @@ from nvcc_evo.retune.options import Options, decided, describe, ptxas_programs
 from nvcc_evo.retune.progress import Board, progress_line, reporter
 from nvcc_evo.retune.reach import (BuildStep, link_safe, not_shipped, reachable, recorded_build, reconfigure_safe,
                                    same_code, say)
-from nvcc_evo.retune.speedsafe import guard_for, guarded_goal, narrowed
+from nvcc_evo.retune.speedsafe import guarded_goal, narrowed, search_guard
 from nvcc_evo.retune.tasks import Task, stale_reasons
 from nvcc_evo.retune.writeback import current_genome, fixed_settings
 from nvcc_evo.system.clock import Deadline
@@ -139,7 +139,7 @@ def prepare(task: Task, retune: Retune, together: Together | None = None) -> Pre
     build = recorded_build(task, retune.acf_path, toolkit, options)      # the compile plan the wrapper builds with
     space, fixed, left_out = reachable(task, space, fixed_settings(task, space), build)
     say(task, left_out)
-    guard = guard_for(task.unit.tune, task.arch) if options.backend == "static" else None
+    guard = search_guard(task.unit.tune, task.arch, options.backend)
     space = narrowed(space, guard) if guard else space      # registers and spills cannot rank speed
     programs = ptxas_programs(space, toolkit, retune.acf_path, options, task.arch, fixed.get("ptxas.version"))
     candidates = Candidates(task, build, fixed, programs, space.baseline().settings())
