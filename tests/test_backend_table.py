@@ -5,6 +5,7 @@ run without a GPU) has the capabilities its row says."""
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -98,3 +99,31 @@ def test_auto_stands_for_the_gpu_row_with_a_gpu_else_the_one_that_needs_none():
     unknown = backends.UNKNOWN
     assert not (unknown.times or unknown.facts_only or unknown.needs_gpu or unknown.rebuilds or unknown.confirm
                 or unknown.drift or unknown.end_drift or unknown.race or unknown.fresh_baseline or unknown.bench)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("full", [False, True], ids=["fast", "full"])
+def test_the_gpu_backend_has_the_capabilities_its_row_says(tmp_path, full):
+    """The pycuda row, made on a GPU: what it says, and no racing in the full protocol (every candidate timed
+    the whole way)."""
+    from conftest import DATA, FAULTY_BENCH
+    from nvcc_evo.measure.gpu import POOLS
+    shutil.copy(DATA / "cuda" / "faulty.cu", tmp_path / "faulty.cu")
+    text = 'acf 1\nunit "faulty.cu" {' + FAULTY_BENCH + '}\n'
+    acf = tmp_path / "nvcc-evo.acf"
+    acf.write_text(text)
+    unit = parse_text(text, str(acf)).units[0]
+    try:
+        arch = POOLS.get(0).hello["arch"]
+        context = Context("13.0", "print", arch, "cpu", "pycuda", str(unit), "build")
+        wanted = measurers.Wanted(SimpleNamespace(arch=arch, unit=unit), acf, context, None, 30.0, {},
+                                  lambda genome: (), full=full)
+        made, row = measurers.backend_for("pycuda", wanted), backends.row("pycuda")
+        said = {"confirm": made.confirm is not None, "drift": made.drift is not None,
+                "end_drift": made.end_drift is not None, "race": made.race is not None,
+                "fresh_baseline": made.fresh_baseline}
+        assert made.compiles is row.compiles and made.hello is not None and made.device == made.hello["name"]
+        assert said == {capability: getattr(row, capability) and not (full and capability == "race")
+                        for capability in said}
+    finally:
+        measurers.close_pool()
