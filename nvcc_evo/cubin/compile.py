@@ -10,6 +10,7 @@ exception.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import threading
 import time
@@ -32,6 +33,28 @@ REPLACED = {"--output-file", "--generate-code", "--gpu-architecture", "--gpu-cod
             "--keep", "--keep-dir", "--save-temps", "--dryrun", "--link", "--lib", "--run", "--run-args",
             "--preprocess", "--cuda", "--ptx", "--cubin", "--fatbin", "--device-link", "--output-directory",
             "--time", "--fdevice-time-trace"}
+
+
+# ptxas's words for a kernel whose static shared memory is over the architecture's limit (bytes in
+# decimal or hex): read here, where its message arrives, into a SharedOverflow.
+TOO_MUCH_SHARED = re.compile(r"uses too much shared data \((0x[0-9a-fA-F]+|\d+) bytes, (0x[0-9a-fA-F]+|\d+) max\)")
+
+
+class SharedOverflow(NamedTuple):
+    """ptxas refused the candidate for its static shared memory, as a fact: `used` bytes, `most`
+    allowed; str() says it for people."""
+
+    used: int
+    most: int
+
+    def __str__(self) -> str:
+        return f"{self.used} bytes of static shared memory, ptxas's limit {self.most}"
+
+
+def shared_overflow(stderr: str) -> SharedOverflow | None:
+    """ptxas's message of static shared memory over its limit as a SharedOverflow (None: not that)."""
+    found = TOO_MUCH_SHARED.search(stderr)
+    return SharedOverflow(int(found.group(1), 0), int(found.group(2), 0)) if found else None
 
 
 @dataclass(frozen=True)
@@ -66,6 +89,7 @@ class CompileResult:
     cubin: bytes = b""
     ptx: bytes = field(default=b"", repr=False)     # the PTX ptxas compiled (PtxCache keeps it)
     module_id: str = ""           # nvcc's module id of that PTX (sass_hash)
+    shared: SharedOverflow | None = None   # compile-error: ptxas refused its static shared memory
 
     @property
     def ok(self) -> bool:
@@ -84,7 +108,8 @@ def _finished(job: CompileJob, done, seconds: float, work: str, what: str = "com
         return CompileResult(Status.TIMEOUT, seconds, f"{what} exceeded {job.timeout:.0f} s\n{done.stderr}")
     if done.returncode != 0:
         kept = _front_end_ptx(work, done.stderr)
-        return CompileResult(Status.COMPILE_ERROR, seconds, done.stderr, ptx=kept, module_id=_module_id(work) if kept else "")
+        return CompileResult(Status.COMPILE_ERROR, seconds, done.stderr, ptx=kept,
+                             module_id=_module_id(work) if kept else "", shared=shared_overflow(done.stderr))
     # One architecture: nvcc names it SOURCE.cubin; several: SOURCE.sm_XX.cubin.
     cubins = sorted(Path(work).glob(f"*.{job.arch}.cubin")) or sorted(Path(work).glob("*.cubin"))
     if not cubins:

@@ -153,7 +153,7 @@ class Evaluator:
     stopping: threading.Event | None = None           # set: the retune is interrupted (Stopped, nothing recorded)
     deadline: Deadline = NONE                         # the search's (system.clock): no candidate measured past it
     paces: list = field(default_factory=list)         # seconds each candidate measured so far took (not reused)
-    refusals: dict = field(default_factory=dict)      # genome -> the compiler's words, known before it is measured
+    refusals: dict = field(default_factory=dict)      # genome -> its failed compile's Measurement, before measured
     keep: set = field(default_factory=set)            # genomes whose compile is kept (`kept`): the baseline's
     kept: dict = field(default_factory=dict)          # genome -> its CompileResult, of the genomes in `keep`
 
@@ -255,15 +255,16 @@ class Evaluator:
     def refused(self, started: "Started") -> list[Evaluation]:
         """The candidates of a started batch whose compile failed, once the whole batch has compiled (the
         same for a given seed, whichever compile ended first): what they teach (execute.learned) reaches the
-        batch asked next instead of the one after it. Their words are kept for the learners (`refusals`)."""
+        batch asked next instead of the one after it. Their measurements are kept for the learners (`refusals`)."""
         if not self.compiles:
             return []
         refused = []
         for index, genome in enumerate(started.genomes):
             result = self.compiled(started, index)
             if result is not None and result.status == Status.COMPILE_ERROR:
-                self.refusals[genome] = result.stderr
-                refused.append(self.evaluation(genome, failed(result.status, result.stderr)))
+                refusal = failed(result.status, result.stderr, shared=result.shared)
+                self.refusals[genome] = refusal
+                refused.append(self.evaluation(genome, refusal))
         return refused
 
     def compiled(self, started: "Started", index: int) -> CompileResult | None:

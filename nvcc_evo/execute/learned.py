@@ -51,7 +51,6 @@ The avoided genomes are counted (the progress line, the end report).
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -63,12 +62,13 @@ from nvcc_evo.engine.evolve import Engine, Evaluation
 from nvcc_evo.engine.space import Genome, SearchSpace, baseline_defines
 from nvcc_evo.execute.evaluate import Evaluator
 from nvcc_evo.cubin.occupancy import AXES, LaunchRefusal
-from nvcc_evo.measure import Wrong
+from nvcc_evo.cubin.compile import SharedOverflow
+from nvcc_evo.measure import Measurement, Wrong
 from nvcc_evo.status import BUILT, Status
 
 REFUSED = Status.LAUNCH_REFUSED
 REGISTER_CAPS = ("ptxas.maxrregcount", "nvcc.maxrregcount")
-TOO_MUCH_SHARED = re.compile(r"uses too much shared data \((0x[0-9a-fA-F]+|\d+) bytes, (0x[0-9a-fA-F]+|\d+) max\)")
+NOTHING = Measurement(Status.OK)          # (a genome neither measured nor refused: no fact)
 
 
 class LaunchShape(NamedTuple):
@@ -139,11 +139,12 @@ class LaunchLimits:
 
 
 class SharedData:
-    """Static shared memory over ptxas's limit, learned from refused compiles
-    of one unit (see the module's words)."""
+    """Static shared memory over ptxas's limit, learned from refused compiles of one unit (see the
+    module's words); `shared_of` says what a genome's compile was refused for (cubin.compile's fact)."""
 
-    def __init__(self, defines_for: Callable[[Genome], dict], details: Callable[[Genome], str]):
-        self.defines_for, self.details = defines_for, details
+    def __init__(self, defines_for: Callable[[Genome], dict],
+                 shared_of: Callable[[Genome], SharedOverflow | None]):
+        self.defines_for, self.shared_of = defines_for, shared_of
         self.refused: list[tuple[tuple, dict]] = []   # (other knobs, defines) of the genomes ptxas refused
         self.built: list[tuple[tuple, dict]] = []     # the same, of genomes that compiled
         self.growing = True                           # more of every define never needs less shared memory
@@ -158,13 +159,13 @@ class SharedData:
         if evaluation.status in BUILT:
             self.built.append(key)
             contradicted = self.growing and any(_covers(key, r) for r in self.refused)
-        elif evaluation.status == Status.COMPILE_ERROR and (found := TOO_MUCH_SHARED.search(self.details(evaluation.genome))):
+        elif evaluation.status == Status.COMPILE_ERROR and (found := self.shared_of(evaluation.genome)):
             if key in self.refused:
                 return                    # (learned before its batch was told: engine.evolve's overlap)
             self.refused.append(key)
             if not self.said:
-                self.said.append(f"e.g. {int(found.group(1), 0)} bytes with {_shown(evaluation.genome)}, "
-                                 f"ptxas's limit {int(found.group(2), 0)}")
+                self.said.append(f"e.g. {found.used} bytes with {_shown(evaluation.genome)}, "
+                                 f"ptxas's limit {found.most}")
             contradicted = self.growing and any(_covers(b, key) for b in self.built)
         else:
             return
@@ -307,8 +308,11 @@ def limits_for(bench: Bench | None, source: Path, space: SearchSpace, evaluator:
 
 
 def shared_for(source: Path, space: SearchSpace, evaluator: Evaluator) -> SharedData:
-    """The learner of refused compiles (every backend compiles)."""
-    return SharedData(_defines_for(source, space), _details(evaluator))
+    """The learner of refused compiles (every backend compiles): a compile's `shared` fact, measured or
+    refused before its batch was measured (`refusals`)."""
+    measured, refusals = evaluator.measured, evaluator.refusals
+    return SharedData(_defines_for(source, space),
+                      lambda genome: (measured.get(genome) or refusals.get(genome) or NOTHING).shared)
 
 
 def wrong_for(source: Path, space: SearchSpace, evaluator: Evaluator) -> WrongAnswers:
@@ -321,11 +325,6 @@ def wrong_for(source: Path, space: SearchSpace, evaluator: Evaluator) -> WrongAn
 def _defines_for(source: Path, space: SearchSpace) -> Callable[[Genome], dict]:
     defaults = baseline_defines(source, space)
     return lambda genome: {**defaults, **define_values(genome.settings())}
-
-
-def _details(evaluator: Evaluator) -> Callable[[Genome], str]:
-    return lambda genome: evaluator.measured[genome].detail if genome in evaluator.measured else \
-        evaluator.refusals.get(genome, "")
 
 
 def said(engine: Engine, avoiding: Avoiding) -> str:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from nvcc_evo.status import Status
 
 if TYPE_CHECKING:
+    from nvcc_evo.cubin.compile import SharedOverflow
     from nvcc_evo.cubin.occupancy import LaunchRefusal
     from nvcc_evo.measure.stats import Verdict
 
@@ -62,6 +63,7 @@ class Measurement:
     refusal: "LaunchRefusal | None" = None        # launch-refused: why the driver would refuse it, as a fact
     raced: bool = False                           # timed only until it was clearly slower than the incumbent
     wrong: Wrong | None = None                    # wrong-answer: what the outputs' check found (None: not said)
+    shared: "SharedOverflow | None" = None        # compile-error: ptxas refused its static shared memory
 
     @property
     def ok(self) -> bool:
@@ -109,5 +111,5 @@ class Clock:
 
 
 def failed(status: Status, detail: str, refusal: "LaunchRefusal | None" = None,
-           wrong: Wrong | None = None) -> Measurement:
-    return Measurement(status, detail=detail[-4000:], refusal=refusal, wrong=wrong)
+           wrong: Wrong | None = None, shared: "SharedOverflow | None" = None) -> Measurement:
+    return Measurement(status, detail=detail[-4000:], refusal=refusal, wrong=wrong, shared=shared)
