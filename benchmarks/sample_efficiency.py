@@ -41,10 +41,11 @@ from nvcc_evo.acf.resolve import load  # noqa: E402
 from nvcc_evo.driver import settings  # noqa: E402
 from nvcc_evo.driver.project import open_project  # noqa: E402
 from nvcc_evo.driver.toolkit import load_toolkit  # noqa: E402
-from nvcc_evo.execute.measurers import close_pool, gpu_arch, measuring_gpu, resolve_backend  # noqa: E402
+from nvcc_evo.execute.measurers import close_pool, measuring_gpu  # noqa: E402
 from nvcc_evo.execute.store import Store  # noqa: E402
 from nvcc_evo.measure.backend import composed  # noqa: E402
-from nvcc_evo.retune.options import Options, backend_resolved, decided, with_settings  # noqa: E402
+from nvcc_evo.retune.options import Options, Request, choose_settings, decide_options  # noqa: E402
+from nvcc_evo.retune.run import Where  # noqa: E402
 from nvcc_evo.retune.tasks import find_tasks  # noqa: E402
 from nvcc_evo.retune.tune import Retune, prepare, search  # noqa: E402
 
@@ -66,15 +67,12 @@ def engines(old: str, new: str | None) -> tuple[str, str, str]:
 def set_up(acf: Path, unit: str, args) -> tuple[Options, object, object]:
     """The options, toolkit and task of the unit's search, as a retune decides them (retune.run)."""
     opened = open_project("the benchmark", str(acf), (unit,))
-    given = ("backend", "evaluations", "progress", "timeout") + (("target",) if args.target else ())
-    options = with_settings(Options(acf=str(acf), globs=(unit,), backend=args.backend, evaluations=args.evaluations,
-                                    progress="lines", timeout=args.timeout, target=args.target,
-                                    command_line=given), opened.settings)
+    request = Request(acf=str(acf), globs=(unit,), backend=args.backend, evaluations=args.evaluations,
+                      progress="lines", timeout=args.timeout, target=args.target)      # (no target: the GPU's)
     toolkit = load_toolkit(opened.real_nvcc())
-    options = decided(backend_resolved(options, resolve_backend(options.backend)))
-    if options.backend == "pycuda" and options.target is None:
-        options = replace(options, target=gpu_arch(options.device))
-    tasks, skipped, _ = find_tasks(load(acf), acf, toolkit, options, measuring_gpu(options), run_benches=True)
+    options = decide_options(request, choose_settings(request, opened.settings), Where(None))
+    tasks, skipped, _ = find_tasks(load(acf), acf, toolkit, options.selection(),
+                                   measuring_gpu(options.measuring(), options.dry_run), run_benches=True)
     if len(tasks) != 1:
         raise SystemExit(f"{unit}: {len(tasks)} searches to run, not one ({'; '.join(skipped)})")
     return options, toolkit, tasks[0]

@@ -228,7 +228,7 @@ def _formatted(text: str, path: str) -> str:
 
 def retune(rest: list[str]) -> int:
     import argparse
-    from nvcc_evo.retune.options import Options, add_flags
+    from nvcc_evo.retune.options import Request, add_flags
     from nvcc_evo.retune.run import run_retune
     parser = argparse.ArgumentParser(prog="nvcc-evo --retune")
     parser.add_argument("globs", nargs="*", metavar="UNIT-GLOB", help="retune units whose globs match, stale or not")
@@ -243,8 +243,7 @@ def retune(rest: list[str]) -> int:
     _readable_acf(args["acf"])
     args["protocol"] = "full" if args.pop("full_protocol") else "fast"
     given = {name: value for name, value in args.items() if value is not None and name not in ("globs", "all")}
-    return run_retune(Options(globs=tuple(args["globs"]), all=args["all"], **given,
-                              command_line=tuple(given)))   # (defaults: project settings, nvcc-evo.toml)
+    return run_retune(Request(globs=tuple(args["globs"]), all=args["all"], **given))   # (the rest: run_retune decides)
 
 
 def report(rest: list[str]) -> int:

@@ -13,15 +13,24 @@ import pytest
 from conftest import DATA, evo_env, run_evo
 from nvcc_evo.driver import settings
 from nvcc_evo.engine import budget
-from nvcc_evo.retune.options import Options, decided, describe, with_settings
+from nvcc_evo.retune.options import Request, choose_settings, decide_options, describe
 from nvcc_evo.retune.progress import ProgressLine
 from nvcc_evo.system.clock import Deadline
 
 
+class Here:
+    """Where a retune measures (retune.options.Machine), as a test says: auto is static, no GPU asked."""
+
+    def backend(self, asked: str) -> str:
+        return "static" if asked == "auto" else asked
+
+    def gpu_target(self, device: int) -> str:
+        raise AssertionError("no GPU target is asked where one is given")
+
+
 def _decided(backend: str, **given):
-    options = with_settings(Options(backend=backend, command_line=tuple(given), **given),
-                            settings.Settings(None, {}, {}, {}))
-    return decided(options)
+    request = Request(backend=backend, target="sm_90", **given)
+    return decide_options(request, choose_settings(request, settings.Settings(None, {}, {}, {})), Here())
 
 
 @pytest.mark.parametrize("backend, seconds, evaluations", [

@@ -159,8 +159,8 @@ def test_a_killed_worker_loses_only_its_candidate(tmp_path, evo_cache, real_nvcc
 
 def test_ray_is_imported_only_when_a_cluster_is_named(tmp_path, evo_cache):
     probe = ("import sys\nfrom nvcc_evo import cli\nfrom nvcc_evo.retune import run\nfrom nvcc_evo.execute import measurers, lanes\n"
-             "from nvcc_evo.retune.run import Options, run_retune\n"
-             "run_retune(Options(acf=sys.argv[1], globs=('scale.cu',), backend='static', evaluations=2))\n"
+             "from nvcc_evo.retune.run import Request, run_retune\n"
+             "run_retune(Request(acf=sys.argv[1], globs=('scale.cu',), backend='static', evaluations=2))\n"
              "assert 'ray' not in sys.modules, 'ray imported without --cluster'\n")
     folder = _project(tmp_path)
     import subprocess

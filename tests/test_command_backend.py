@@ -410,14 +410,14 @@ def test_finding_a_retune_s_tasks_runs_no_bench_unless_the_retune_asks(tmp_path,
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.driver.toolkit import load_toolkit
     from nvcc_evo.driver.wrapper import find_real_nvcc
-    from nvcc_evo.retune.options import Options
+    from nvcc_evo.retune.options import Selection
     from nvcc_evo.retune.tasks import find_tasks
     acf = _spill_project(tmp_path, f"{sys.executable} -c 'print(1)'", ['metric time "([0-9]+)"'])
     acf.write_text(acf.read_text().replace('command "', 'command "touch ran && '))
     monkeypatch.chdir(tmp_path)
     for key, value in evo_env(evo_cache).items():
         monkeypatch.setenv(key, value)
-    found = lambda **asked: find_tasks(load(acf), acf, load_toolkit(find_real_nvcc()), Options(backend="command"),
+    found = lambda **asked: find_tasks(load(acf), acf, load_toolkit(find_real_nvcc()), Selection(backend="command"),
                                        **asked)
     found()
     assert not (tmp_path / "ran").exists()

@@ -233,22 +233,24 @@ def test_the_compile_path_reads_settings_only_where_a_file_is(project, real_nvcc
     assert probe() == "True True"
 
 
-# Options fields that are no project setting: what to retune, how, and the record of where values came from.
-NOT_SETTINGS = {"acf", "globs", "all", "dry_run", "protocol", "ptxas", "ptxas_source", "lock_wait", "command_line", "sources"}
+# Request fields that are no project setting: what to retune and how; Options fields besides: the backend was
+# auto, the build settings a retune reads, where values came from.
+NOT_SETTINGS = {"acf", "globs", "all", "dry_run", "protocol", "ptxas"}
+DECIDED_TOO = {"auto", "lock_wait", "sources"}
 
 
-def test_a_search_setting_is_declared_once_and_is_an_options_field_and_a_flag():
-    """Each `retune.` key of the settings' table is an Options field with the
-    table's default and a --retune flag that fills it; every other Options
-    field is named above (a new search setting goes into the table)."""
+def test_a_search_setting_is_declared_once_and_is_a_request_and_options_field_and_a_flag():
+    """Each `retune.` key of the settings' table is a Request field (None: not given, the table decides)
+    and a --retune flag that fills it, and a field of the decided Options; every other field is named
+    above (a new search setting goes into the table)."""
     import argparse
     from dataclasses import fields
 
-    from nvcc_evo.driver import settings
-    from nvcc_evo.retune.options import SETTING_FIELDS, Options, add_flags
-    defaults = {field.name: field.default for field in fields(Options)}
+    from nvcc_evo.retune.options import SETTING_FIELDS, Options, Request, add_flags
+    defaults = {field.name: field.default for field in fields(Request)}
     assert set(defaults) - NOT_SETTINGS == set(SETTING_FIELDS.values())
-    assert all(defaults[field] == settings.BY_NAME[key].default for key, field in SETTING_FIELDS.items())
+    assert all(defaults[field] is None for field in SETTING_FIELDS.values())
+    assert {field.name for field in fields(Options)} - NOT_SETTINGS - DECIDED_TOO == set(SETTING_FIELDS.values())
     parser = argparse.ArgumentParser()
     add_flags(parser)
     given = vars(parser.parse_args(["--time-limit", "5", "--at-once", "2", "--backend", "static", "--target", "sm_80"]))

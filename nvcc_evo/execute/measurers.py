@@ -15,13 +15,12 @@ import importlib
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from nvcc_evo.acf import model, unitpath
 from nvcc_evo.acf.bench.command import identity
 from nvcc_evo.acf.sources import define_values
 from nvcc_evo import backends
-from nvcc_evo.driver import specs
 from nvcc_evo.driver.specs import Gpus
 from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
 from nvcc_evo.measure import Measurement, static
@@ -49,6 +48,19 @@ class Wanted:
     flags_for: Callable | None = None
     full: bool = False
     device: int = 0
+
+
+class Measuring(NamedTuple):
+    """What a retune's options say of how its candidates are measured (retune.options.Options.measuring):
+    the backend (resolved), the CUDA device and the GPUs, the replay's store, a run's timeout, the protocol
+    (`full`: every candidate measured the whole way)."""
+
+    backend: str
+    device: int = 0
+    gpus: Gpus | None = None
+    replay: str | None = None
+    timeout: float = 300.0
+    full: bool = False
 
 
 # The static backend's steps after its search: the ship check's build of the choice and the comparison's
@@ -260,21 +272,21 @@ def gpu_arch(device: int, cluster=None) -> str:
     return cluster.gpu_arch() if cluster is not None else POOLS.get(device).hello["arch"]
 
 
-def measuring_gpu(options, cluster=None) -> str:
+def measuring_gpu(asked: Measuring, dry_run: bool, cluster=None) -> str:
     """The GPU model the pycuda backend measures on (lane 0's), or a bench command runs on (command_gpu);
     "" for a backend that measures on none (an entry measured on another model is stale:
     retune.tasks.stale_reasons). Asked in a child, as gpu_available does (a dry run starts no measuring
     process), or of the cluster's first GPU."""
-    row = backends.row(options.backend)
+    row = backends.row(asked.backend)
     if row.rebuilds:                 # a whole program runs, on whichever GPU it finds
         return command_gpu()
     if not row.needs_gpu:
         return ""
     if cluster is not None:
-        return "" if options.dry_run else str(cluster.gpu_actors()[0][1].get("name", ""))
+        return "" if dry_run else str(cluster.gpu_actors()[0][1].get("name", ""))
     from nvcc_evo.measure.gpu import gpu_names
     names = gpu_names()
-    return names[options.device] if 0 <= options.device < len(names) else ""
+    return names[asked.device] if 0 <= asked.device < len(names) else ""
 
 
 @functools.lru_cache(maxsize=1)
@@ -346,26 +358,27 @@ def pycuda_devices(gpus: Gpus | None, first: int) -> list[int]:
     return chosen
 
 
-def wanted_by(options, task, acf_path: Path, context: Context, space_defaults: dict | None, flags_for) -> Wanted:
-    """What a retune's `options` give a backend's factory."""
-    return Wanted(task, acf_path, context, options.replay, options.timeout, space_defaults, flags_for,
-                  options.protocol == "full", options.device)
+def wanted_by(asked: Measuring, task, acf_path: Path, context: Context, space_defaults: dict | None,
+              flags_for) -> Wanted:
+    """What a retune's options give a backend's factory."""
+    return Wanted(task, acf_path, context, asked.replay, asked.timeout, space_defaults, flags_for, asked.full,
+                  asked.device)
 
 
-def measuring(options, task, acf_path: Path, context: Context, space_defaults: dict, flags_for,
+def measuring(asked: Measuring, task, acf_path: Path, context: Context, space_defaults: dict, flags_for,
               cluster=None) -> tuple[Backend, LaneSet | None]:
     """The retune's Backend and, with several GPUs (or `retune.gpus` named,
     even one) or a cluster, the lanes it measures on (their `measure` is the
     Backend's)."""
-    wanted = wanted_by(options, task, acf_path, context, space_defaults, flags_for)
+    wanted = wanted_by(asked, task, acf_path, context, space_defaults, flags_for)
     if cluster is not None:
-        lanes = cluster.lanes(options.backend, wanted)
+        lanes = cluster.lanes(asked.backend, wanted)
         return lanes.measurer(), lanes
-    on_gpu = backends.row(options.backend).needs_gpu
-    devices = pycuda_devices(specs.gpus(options.gpus), options.device) if on_gpu else []
-    if not devices or (len(devices) == 1 and options.gpus is None):   # no GPU backend, or one GPU: as always
-        return backend_for(options.backend, replace(wanted, device=devices[0] if devices else options.device)), None
-    lanes = LaneSet([Lane(i, backend_for(options.backend, replace(wanted, device=device)), f"GPU {device}")
+    on_gpu = backends.row(asked.backend).needs_gpu
+    devices = pycuda_devices(asked.gpus, asked.device) if on_gpu else []
+    if not devices or (len(devices) == 1 and asked.gpus is None):   # no GPU backend, or one GPU: as always
+        return backend_for(asked.backend, replace(wanted, device=devices[0] if devices else asked.device)), None
+    lanes = LaneSet([Lane(i, backend_for(asked.backend, replace(wanted, device=device)), f"GPU {device}")
                      for i, device in enumerate(devices)])
     return lanes.measurer(), lanes
 

@@ -1,32 +1,42 @@
-"""What one `--retune` does: its Options, each search setting decided once
-from the command line, the environment, the project settings and the
-built-in defaults (`with_settings`, the settings' own precedence), where each
-came from (`say_settings`), the ptxas binaries its candidates choose among
-(the build setting `ptxas`, as a build decides it), and the budget
-(`decided`: the user's as given, else the backend's default from the table
-of backends; `describe`).
+"""What one `--retune` does, decided once.
+
+`Request` is what the command line (or code) asks: each search setting
+given, None where it is not. `run_retune` makes the retune's one `Options`
+of it, after the project is opened, in two calls: `choose_settings` (each setting by
+the settings' precedence, `driver.settings.Settings.value`: command line >
+environment > settings file > built-in default, with where it came from:
+`Chosen`), then `decide_options` (`auto` resolved where candidates are measured,
+`Machine`; the budget: the user's as given, else the backend's default from
+the table of backends; the pycuda backend's default target, the GPU's). The
+Options is frozen: nothing below `run_retune` decides a setting again, and a
+stage takes the Options or the few of its values it needs (`selection`:
+which units and how their tasks are found; `measuring`: what makes the
+backend; `ptxas`: the binaries ptxas.version chooses among, as a build
+decides them, `PtxasList`). `say_settings` and `describe` say them.
 
 A search setting is declared once, in the settings' table
 (nvcc_evo.driver.specs.KEYS): its key, environment variable, type,
-default, checks and help. Its Options field takes the default from there
-(`_default`), `SETTING_FIELDS` pairs keys and fields, and `add_flags` makes
-the `--retune` flags from the same rows. The fields are written out (not
-made from the table at run time) so that a type checker can follow them;
-tests/test_settings.py checks that they and the table agree.
+default, checks and help. `SETTING_FIELDS` pairs keys and the fields of
+Request and Options, and `add_flags` makes the `--retune` flags from the
+same rows. The fields are written out (not made from the table at run time)
+so that a type checker can follow them; tests/test_settings.py checks that
+they and the table agree.
 """
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, NamedTuple, Protocol, cast
 
 from nvcc_evo import backends
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
-from nvcc_evo.driver import settings
+from nvcc_evo.driver import settings, specs
+from nvcc_evo.driver.specs import Gpus, RayPlace
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.engine.space import SearchSpace
+from nvcc_evo.execute.measurers import Measuring
 from nvcc_evo.system.say import log
 
 if TYPE_CHECKING:
@@ -38,76 +48,182 @@ if TYPE_CHECKING:
 # every candidate the whole way (energy, every timed launch), as before
 # racing, for comparisons. The confirmation is the same in both.
 PROTOCOLS = ("fast", "full")
+INF = math.inf
 
-
-# Options field of each project setting of the search, in the table's order.
+# Request's and Options' field of each project setting of the search, in the table's order.
 SETTING_FIELDS = {name: settings.BY_NAME[name].field_name for name in settings.RETUNE_KEYS}
 _KEY_OF = {field: settings.BY_NAME[name] for name, field in SETTING_FIELDS.items()}
 FLAG_TYPES = {"int": int, "float": float}       # other kinds: the text as given
 
 
-def _default(field: str):
-    """The table's default of the setting an Options field holds."""
-    return _KEY_OF[field].default
+@dataclass(frozen=True)
+class Request:
+    """What one retune is asked: the units, a dry run or not, the protocol,
+    and each search setting given on the command line (or in code); None:
+    not given (the environment, the settings file or the default decides)."""
+    acf: str | None = None
+    globs: tuple[str, ...] = ()
+    all: bool = False
+    dry_run: bool = False
+    protocol: str = "fast"      # PROTOCOLS
+    backend: str | None = None
+    evaluations: int | None = None
+    generations: int | None = None
+    seconds: float | None = None
+    patience: int | None = None
+    population: int | None = None
+    search: str | None = None
+    seed: int | None = None
+    jobs: int | None = None
+    timeout: float | None = None
+    replay: str | None = None
+    target: str | None = None
+    device: int | None = None
+    gpus: str | None = None
+    cluster: str | None = None
+    at_once: int | None = None
+    progress: str | None = None
+    ptxas: tuple[str, ...] = ()     # ptxas binaries set in code: they win over NVCC_EVO_PTXAS and the file
+
+    def given(self) -> dict[str, object]:
+        """{setting key: value} of the search settings given."""
+        return {key: getattr(self, name) for key, name in SETTING_FIELDS.items() if getattr(self, name) is not None}
 
 
-def _setting(name: str):
-    """The table's default of a setting that is no search setting."""
-    return settings.BY_NAME[name].default
+class PtxasList(NamedTuple):
+    """The ptxas binaries ptxas.version chooses among, as a build chooses
+    (the project setting `ptxas`: NVCC_EVO_PTXAS over the settings file),
+    and where the list came from."""
+    paths: tuple[str, ...] = ()
+    source: str = settings.DEFAULT
+
+
+def ptxas_listed(project: settings.Settings, given: tuple[str, ...] = ()) -> PtxasList:
+    """The project's `ptxas` list (`given`, set in code, wins)."""
+    listed = project.value("ptxas", {"ptxas": list(given)} if given else None)
+    value = listed.value                       # a path list: text (the environment) or a list (file, code)
+    paths = value.split(os.pathsep) if isinstance(value, str) else value if isinstance(value, list) else []
+    return PtxasList(tuple(p for p in paths if p), listed.source)
+
+
+class Chosen(NamedTuple):
+    """Each setting of a retune as the settings' precedence chose it, with
+    its source; what `decide_options` makes the Options of, and what `run_retune`
+    reads before it can (the cluster to connect to, the lock's wait, the
+    target to check)."""
+    values: dict                      # setting key -> settings.Value
+    ptxas: PtxasList
+    lock_wait: float
+    cluster: RayPlace | None          # retune.cluster, parsed
+
+    def value(self, key: str) -> object:
+        return self.values[key].value
+
+    def source(self, key: str) -> str:
+        return self.values[key].source
+
+
+def choose_settings(request: Request, project: settings.Settings) -> Chosen:
+    """Each search setting by the settings' precedence (command line >
+    environment > settings file > default), and the build settings a retune
+    reads too (`ptxas`, `lock.wait`)."""
+    given = request.given()
+    values = {key: project.value(key, given) for key in SETTING_FIELDS}
+    return Chosen(values, ptxas_listed(project, request.ptxas), cast(float, project.value("lock.wait").value),
+                  specs.ray_place(cast("str | None", values["retune.cluster"].value)))
+
+
+class Machine(Protocol):
+    """What deciding the options asks of where candidates are measured (this machine, or the cluster)."""
+
+    def backend(self, asked: str) -> str: ...       # `auto` resolved (another backend: itself)
+
+    def gpu_target(self, device: int) -> str: ...   # the SASS architecture of the GPU measured on
 
 
 @dataclass(frozen=True)
 class Options:
-    """What one retune does. The search's settings come from the command line,
-    the environment, the project settings and the built-in defaults, in that
-    order (`with_settings`, at the start of `run_retune`)."""
-    acf: str | None = None
+    """What one retune does, every setting decided (`decide_options`, once, at the
+    start of `run_retune`): the backend resolved (never `auto`), the budget
+    (inf where there is no limit), where each setting came from (`sources`)."""
+    globs: tuple[str, ...]
+    all: bool
+    dry_run: bool
+    protocol: str                     # PROTOCOLS
+    backend: str
+    auto: bool                        # the backend was `auto`, resolved here (retune.speedsafe: what waits for a GPU)
+    evaluations: float                # a cap (inf: none)
+    generations: int | None
+    seconds: float                    # the time per unit and target (inf: none)
+    patience: int | None
+    population: int
+    search: str                       # operators, or guided (a surrogate proposes a share)
+    seed: int
+    jobs: int | None
+    timeout: float
+    replay: str | None
+    target: str | None
+    device: int                       # the CUDA device the pycuda backend measures on
+    gpus: Gpus | None                 # the GPUs it measures on, one lane each (execute.lanes)
+    cluster: RayPlace | None          # a Ray cluster (execute.cluster), or None: this machine
+    at_once: int | None               # searches run at once (execute.together; None: 1, or the cluster's)
+    progress: str                     # auto (a live bar on a terminal), bar, lines
+    ptxas: PtxasList
+    lock_wait: float                  # seconds a wait for another's lock lasts (system.locks)
+    sources: tuple[tuple[str, str], ...]    # (setting, where its value came from)
+
+    def selection(self) -> Selection:
+        return Selection(self.globs, self.all, self.target, self.backend, self.timeout, self.dry_run)
+
+    def measuring(self) -> Measuring:
+        return Measuring(self.backend, self.device, self.gpus, self.replay, self.timeout, self.protocol == "full")
+
+
+class Selection(NamedTuple):
+    """Which units and targets a retune asks for (globs, all, a target) and
+    what finding their tasks needs of how they are measured (the backend,
+    the bench's timeout, a dry run runs no bench)."""
     globs: tuple[str, ...] = ()
-    target: str | None = _default("target")
     all: bool = False
-    backend: str = _default("backend")
-    evaluations: float = _default("evaluations")     # a cap (inf: none, once decided)
-    generations: int = _default("generations")
-    seconds: float = _default("seconds")
-    patience: int = _default("patience")
-    population: int = _default("population")
-    search: str = _default("search")              # operators, or guided (a surrogate proposes a share)
-    seed: int = _default("seed")
-    jobs: int | None = _default("jobs")
-    timeout: float = _default("timeout")
-    replay: str | None = _default("replay")
+    target: str | None = None
+    backend: str = "static"
+    timeout: float = cast(float, settings.BY_NAME["retune.timeout"].default)
     dry_run: bool = False
-    protocol: str = "fast"      # PROTOCOLS
-    device: int = _default("device")              # the CUDA device the pycuda backend measures on
-    gpus: str | None = _default("gpus")           # the GPUs it measures on, one lane each (execute.lanes)
-    cluster: str | None = _default("cluster")     # a Ray cluster (execute.cluster), or None: this machine
-    at_once: int | None = _default("at_once")     # searches run at once (execute.together; None: 1, or the cluster's)
-    progress: str = _default("progress")          # auto (a live bar on a terminal), bar, lines
-    # The ptxas binaries ptxas.version chooses among, as for a build: the project setting `ptxas`
-    # (NVCC_EVO_PTXAS over the settings file; set here in code, it wins), decided by with_settings.
-    ptxas: tuple[str, ...] = ()
-    ptxas_source: str = settings.DEFAULT
-    lock_wait: float = _setting("lock.wait")      # seconds a wait for another's lock lasts (system.locks)
-    command_line: tuple[str, ...] = ()            # the fields given on the command line (they win)
-    sources: tuple[tuple[str, str], ...] = ()     # (setting, where its value came from), by with_settings
 
 
-def with_settings(options: Options, project: settings.Settings) -> Options:
-    """The options with each search setting decided once (command line >
-    environment > settings file > default) and where each came from. A field
-    set in code to other than its default counts as given on the command line."""
-    given = {key: getattr(options, name) for key, name in SETTING_FIELDS.items()
-             if name in options.command_line or getattr(options, name) != settings.BY_NAME[key].default}
-    chosen = {key: project.value(key, given) for key in SETTING_FIELDS}
-    listed = project.value("ptxas", {"ptxas": list(options.ptxas)} if options.ptxas else None)
-    value = listed.value                       # a path list: text (the environment) or a list (file, code)
-    paths = value.split(os.pathsep) if isinstance(value, str) else value if isinstance(value, list) else []
-    # Each value has its key's type (specs.KEYS checks it; tests/test_settings.py checks the fields).
-    decided: dict[str, Any] = {SETTING_FIELDS[key]: value.value for key, value in chosen.items()}
-    return replace(options, **decided,
-                   sources=tuple((key, value.source) for key, value in chosen.items()),
-                   ptxas=tuple(p for p in paths if p), ptxas_source=listed.source,
-                   lock_wait=cast(float, project.value("lock.wait").value))
+def decide_options(request: Request, chosen: Chosen, machine: Machine) -> Options:
+    """The retune's Options: the chosen settings, `auto` resolved by
+    `machine`, the budget (the user's as given: `--evaluations N` alone is N
+    evaluations and no time limit, `--time-limit S` alone S seconds and no
+    cap, both are both; else the backend's default, its row in the table of
+    backends, its source saying so), the pycuda backend's target where none
+    is given (the GPU's; not in a dry run, which starts no GPU process)."""
+    value, sources = chosen.value, {key: chosen.source(key) for key in SETTING_FIELDS}
+    asked = cast(str, value("retune.backend"))
+    backend = machine.backend(asked)
+    row = backends.row(backend)
+    if asked == backends.AUTO and backend != backends.AUTO:
+        why = row.auto or "the cluster's"
+        source = sources["retune.backend"]
+        sources["retune.backend"] = f"auto, {'built-in default' if source == settings.DEFAULT else source}: {why}"
+    evaluations = cast("float | None", value("retune.evaluations"))
+    seconds = cast("float | None", value("retune.time-limit"))
+    if evaluations is None and seconds is None:
+        evaluations, seconds = row.evaluations, row.seconds
+        sources["retune.evaluations"] = sources["retune.time-limit"] = f"built-in default for the {backend} backend"
+    device, target = cast(int, value("retune.device")), cast("str | None", value("retune.target"))
+    if row.needs_gpu and target is None and not request.dry_run:
+        target = machine.gpu_target(device)          # what this GPU runs
+    return Options(
+        request.globs, request.all, request.dry_run, request.protocol, backend, asked == backends.AUTO,
+        evaluations if evaluations is not None else INF, cast("int | None", value("retune.generations")),
+        seconds if seconds is not None else INF, cast("int | None", value("retune.patience")),
+        cast(int, value("retune.population")), cast(str, value("retune.search")), cast(int, value("retune.seed")),
+        cast("int | None", value("retune.jobs")), cast(float, value("retune.timeout")),
+        cast("str | None", value("retune.replay")), target, device,
+        specs.gpus(cast("str | None", value("retune.gpus"))), chosen.cluster,
+        cast("int | None", value("retune.at-once")), cast(str, value("retune.progress")), chosen.ptxas,
+        chosen.lock_wait, tuple(sources.items()))
 
 
 def add_flags(parser) -> None:
@@ -124,54 +240,46 @@ def usage() -> list[str]:
     return [key.usage() for key in _KEY_OF.values()]
 
 
-def backend_resolved(options: Options, backend: str) -> Options:
-    """`options` with `auto` resolved to `backend`, its source saying so (a
-    dry run showed "backend = 'static' (built-in default)": the default is auto)."""
-    if options.backend != backends.AUTO or backend == backends.AUTO:
-        return replace(options, backend=backend)
-    sources = dict(options.sources)
-    asked = sources.get("retune.backend", settings.DEFAULT)
-    why = backends.row(backend).auto or "the cluster's"
-    said = f"auto, {'built-in default' if asked == settings.DEFAULT else asked}: {why}"
-    return replace(options, backend=backend, sources=tuple({**sources, "retune.backend": said}.items()))
-
-
 def say_settings(project: settings.Settings, options: Options) -> None:
     """Where the search's settings came from: every one in a dry run, else
     those not left at their defaults."""
     where = f"project settings {project.path}" if project.path else "no project settings file"
     sources = dict(options.sources)
     shown = [key for key in SETTING_FIELDS if options.dry_run or sources[key] != settings.DEFAULT]
-    values = [f"{key.partition('.')[2]} = {settings.Value(getattr(options, SETTING_FIELDS[key]), sources[key])}"
-              for key in shown]
-    if options.dry_run or options.ptxas_source != settings.DEFAULT:      # a build setting the candidates use too
-        values.append(f"ptxas = {settings.Value(list(options.ptxas) or None, options.ptxas_source)}")
+    values = [f"{key.partition('.')[2]} = "
+              f"{settings.Value(_as_given(getattr(options, SETTING_FIELDS[key])), sources[key])}" for key in shown]
+    if options.dry_run or options.ptxas.source != settings.DEFAULT:      # a build setting the candidates use too
+        values.append(f"ptxas = {settings.Value(list(options.ptxas.paths) or None, options.ptxas.source)}")
     if not values:
         return
     log(f"settings ({where}):\n    " + "\n    ".join(values))
 
 
-def ptxas_programs(space: SearchSpace, toolkit: Toolkit, acf_path: Path, options: Options, arch: str,
+def _as_given(value: object) -> object:
+    """A setting's value as the user wrote it (a parsed form: its text)."""
+    return value.text if isinstance(value, (Gpus, RayPlace)) else value
+
+
+def ptxas_programs(space: SearchSpace, toolkit: Toolkit, acf_path: Path, listed: PtxasList, backend: str, arch: str,
                    fixed=None) -> dict[str, str | None]:
     """{ptxas.version value: the ptxas binary} for the releases the space
     names (and `fixed`, the unit's value outside it) besides the toolkit's,
-    chosen among the binaries a build chooses among (`options.ptxas`: the
-    project setting `ptxas`, NVCC_EVO_PTXAS over the settings file). One that
+    chosen among the binaries a build chooses among (`listed`). One that
     is not listed, or whose cubins the driver here does not load (asked where
-    the backend runs them on this machine's GPU), is an error before anything
-    is searched, saying which."""
+    the `backend` runs them on this machine's GPU), is an error before
+    anything is searched, saying which."""
     from nvcc_evo.driver.cmdline import ptxas
     dimension = next((d for d in space.dimensions if d.knob == "ptxas.version"), None)
     wanted = [str(v) for v in (*(dimension.choices if dimension else ()), fixed) if v not in (None, TOOLKIT_TOOL)]
-    listed = {ptxas.PTXAS_ENV: os.pathsep.join(options.ptxas)}
+    environ = {ptxas.PTXAS_ENV: os.pathsep.join(listed.paths)}
     programs = {}
     for version in dict.fromkeys(wanted):
         try:
-            found = ptxas.choose(version, toolkit, listed)
+            found = ptxas.choose(version, toolkit, environ)
         except ptxas.NoPtxas as missing:
             raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {missing}"
-                                     + (f" (the list: {options.ptxas_source})" if options.ptxas else "")) from None
-        if backends.row(options.backend).needs_gpu:
+                                     + (f" (the list: {listed.source})" if listed.paths else "")) from None
+        if backends.row(backend).needs_gpu:
             problem = ptxas.driver_problem(found, arch)
             if problem:
                 raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {problem}")
@@ -179,40 +287,9 @@ def ptxas_programs(space: SearchSpace, toolkit: Toolkit, acf_path: Path, options
     return programs
 
 
-INF = math.inf
-# The budget of a backend not resolved yet ("auto" in code that skips run_retune): auto's choice without a GPU.
-FALLBACK = backends.row(backends.auto_choice(gpu=False))
-
-
-def _given(options: Options, name: str) -> bool:
-    """The setting came from the user (command line, environment, a settings
-    file), or was set in code: not left to the built-in default."""
-    sources = dict(options.sources)
-    key = f"retune.{name}"
-    if key in sources:
-        return sources[key] != settings.DEFAULT
-    return getattr(options, settings.BY_NAME[key].field_name) is not None
-
-
-def decided(options: Options) -> Options:
-    """`options` with the budget filled in: the user's as given (`--evaluations N` alone is N evaluations
-    and no time limit, `--time-limit S` alone S seconds and no cap, both are both), else the backend's
-    default (its row in the table of backends), its source saying so."""
-    evaluations, seconds = _given(options, "evaluations"), _given(options, "time-limit")
-    if evaluations or seconds:
-        return replace(options, evaluations=options.evaluations if evaluations else INF,
-                       seconds=options.seconds if seconds else INF)
-    default = backends.BACKENDS.get(options.backend, FALLBACK)
-    said = f"built-in default for the {options.backend} backend"
-    sources = {**dict(options.sources), "retune.evaluations": said, "retune.time-limit": said}
-    return replace(options, evaluations=default.evaluations, seconds=default.seconds,
-                   sources=tuple(sources.items()))
-
-
 def describe(options: Options) -> str:
     """The budget in words, said before the search: `budget 180 s (built-in
     default for the pycuda backend)`."""
-    options = decided(options) if options.evaluations is None or options.seconds is None else options
     parts = []
     if math.isfinite(options.seconds):
         parts.append(f"{options.seconds:g} s")

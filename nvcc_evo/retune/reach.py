@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from nvcc_evo.cubin.compile import CompileJob
     from nvcc_evo.cubin.sass import KernelFacts
     from nvcc_evo.retune.choice import Outcome
-    from nvcc_evo.retune.options import Options
 
 
 class BuildStep(Protocol):
@@ -64,10 +63,10 @@ class KernelBuild:
         return {}
 
 
-def recorded_build(task, acf_path: Path, toolkit: Toolkit, options: Options) -> BuildStep:
-    """The unit's build as the compile plan sees it (the record the task compiles as)."""
+def recorded_build(task, acf_path: Path, toolkit: Toolkit, ptxas: tuple[str, ...]) -> BuildStep:
+    """The unit's build as the compile plan sees it (the record the task compiles as; `ptxas`: PtxasList.paths)."""
     from nvcc_evo.driver.cmdline.ptxas import PTXAS_ENV
-    environ = {**dict(task.job.env), **dict(task.build_env), PTXAS_ENV: os.pathsep.join(options.ptxas)}
+    environ = {**dict(task.job.env), **dict(task.build_env), PTXAS_ENV: os.pathsep.join(ptxas)}
     if task.unit.is_kernel:
         return KernelBuild(task, toolkit, str(acf_path.parent), environ)
     return RecordedBuild(task.job.argv, task.job.cwd, dict(task.job.env), task.job.source, task.arch,
@@ -241,7 +240,7 @@ def say(task, notes: list[str]) -> None:
 
 
 # ---------------------------------------------------------------- the ship check
-def ship_check(outcome: Outcome, acf_path: Path, toolkit: Toolkit, options: Options,
+def ship_check(outcome: Outcome, acf_path: Path, toolkit: Toolkit, ptxas: tuple[str, ...],
                build: BuildStep, measured_job: CompileJob) -> str:
     """Why the entry about to be written would not give the build the code that was measured ("" when it
     would): the wrapper's own decision for the recorded call, with that entry in a copy of the ACF beside it
@@ -255,12 +254,12 @@ def ship_check(outcome: Outcome, acf_path: Path, toolkit: Toolkit, options: Opti
     task, chosen = outcome.task, outcome.chosen
     measured = outcome.evaluator.digests.get(chosen, "")
     written = {s.knob: s.value for s in _settings(outcome)}
-    step, program = _as_built(task, written, acf_path, build, options)
+    step, program = _as_built(task, written, acf_path, build, ptxas)
     missing = [f"{knob} = {value} ({why})" for knob, value in written.items()
                if (why := _skipped(step, knob, value))]
     if missing:
         return "the build would not pass " + "; ".join(missing)
-    hang = _never_ends(outcome, written, acf_path, build, options)
+    hang = _never_ends(outcome, written, acf_path, build, ptxas)
     if hang:
         return hang
     if not measured:
@@ -284,7 +283,7 @@ def ship_check(outcome: Outcome, acf_path: Path, toolkit: Toolkit, options: Opti
             f"{' '.join(added) or 'nothing more'}, and lacks {' '.join(lost) or 'nothing'} of the measured flags)")
 
 
-def _never_ends(outcome: Outcome, written: dict, acf_path: Path, build: RecordedBuild, options) -> str:
+def _never_ends(outcome: Outcome, written: dict, acf_path: Path, build: RecordedBuild, ptxas: tuple[str, ...]) -> str:
     """Why the entry's register cap would hang a kernel ("" where it would not: `hangs`). A cap the search
     left out can still come from a hand-written entry: the chosen build (retune.kernels' comparison) is
     looked at, and only where it has a kernel that moves registers, the build without the caps compiled."""
@@ -295,7 +294,7 @@ def _never_ends(outcome: Outcome, written: dict, acf_path: Path, build: Recorded
 
     def uncapped():
         plain = {k: v for k, v in written.items() if k not in REGISTER_CAPS}
-        step, program = _as_built(task, plain, acf_path, build, options)
+        step, program = _as_built(task, plain, acf_path, build, ptxas)
         return compile_candidate(replace(task.job, flags=step.flags, ptxas=program,
                                          timeout=max(task.job.timeout, SHIP_CHECK_TIMEOUT)))
     return hangs(written, compared.chosen.kernels, uncapped, task.arch)
@@ -351,7 +350,7 @@ def _skipped(step, knob: str, value) -> str:
     return reasons[0] if reasons else f"it passes {applied[knob]!r}" if knob in applied else "it passes nothing"
 
 
-def _as_built(task, written: dict, acf_path: Path, build: RecordedBuild, options):
+def _as_built(task, written: dict, acf_path: Path, build: RecordedBuild, ptxas: tuple[str, ...]):
     """The wrapper's decision (nvcc_evo.driver.wrapper.decide) for the recorded call with `written` as the
     unit's entry for the target: the target step's FlagPlan and ptxas program."""
     from nvcc_evo.acf import model
@@ -367,7 +366,7 @@ def _as_built(task, written: dict, acf_path: Path, build: RecordedBuild, options
     copy.write_text(update_target(read_text(acf_path), task.unit.globs, target, str(acf_path)))
     try:
         environ = {**{k: v for k, v in os.environ.items() if not k.startswith("NVCC_EVO_")}, **dict(task.job.env),
-                   **dict(task.build_env), ACF_ENV: str(copy), PTXAS_ENV: os.pathsep.join(options.ptxas)}
+                   **dict(task.build_env), ACF_ENV: str(copy), PTXAS_ENV: os.pathsep.join(ptxas)}
         decision = decide(list(build.call.argv), Path(task.job.nvcc), environ, Path(task.job.cwd))
     finally:
         copy.unlink(missing_ok=True)

@@ -5,9 +5,10 @@ What one retune does and the settings it runs with come from
 nvcc_evo.retune.options; what is stale and how each unit is built from
 nvcc_evo.retune.tasks; one search, as prepare -> search -> decide, from
 nvcc_evo.retune.tune; the write into the ACF (by identity, under its lock)
-from nvcc_evo.retune.writeback. Here: the ACF and its settings, the tasks,
-every search (one after another or several at once), the ship check and
-the write, the end report and exit status; and `--sass`'s builds
+from nvcc_evo.retune.writeback. Here: the ACF and its settings, the one
+Options decided from them (retune.options), the tasks, every search (one
+after another or several at once), the ship check and the write, the end
+report and exit status; and `--sass`'s builds
 (`compare_entries`: each unit's entry against its build's own flags, kernel
 by kernel, no search), which report.compare shows.
 """
@@ -18,12 +19,11 @@ import shlex
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, cast
 
 import numpy as np
 
 from nvcc_evo import backends
-from nvcc_evo.driver import settings, specs
 from nvcc_evo.driver.cache import prune
 from nvcc_evo.driver.cmdline.nvcc_options import tokenize, without_programs
 from nvcc_evo.driver.project import Project, open_project
@@ -39,7 +39,8 @@ from nvcc_evo.cubin.sass import KernelFacts
 from nvcc_evo.engine.space import baseline_defines, build_space
 from nvcc_evo.retune.choice import Outcome
 from nvcc_evo.retune.kernels import STORE_NAME, Comparison, KernelStore, SassUnavailable, compare
-from nvcc_evo.retune.options import Options, backend_resolved, decided, say_settings, with_settings
+from nvcc_evo.retune.options import (Chosen, Request, Selection, choose_settings, decide_options, ptxas_listed,
+                                     say_settings)
 from nvcc_evo.retune.progress import board_for
 from nvcc_evo.retune.reach import REGISTER_CAPS, hangs, not_shipped, recorded_build, ship_check
 from nvcc_evo.retune.speedsafe import say_waiting, set_aside
@@ -59,7 +60,8 @@ def _write_or_say_why(retune: Retune, outcome: Outcome, candidates: Candidates) 
     ACF that does not parse now) is reported on stderr and in the summary."""
     acf_path, toolkit, options = retune.acf_path, retune.toolkit, retune.options
     try:
-        shipped = ship_check(outcome, acf_path, toolkit, options, candidates.build, candidates.job(outcome.chosen))
+        shipped = ship_check(outcome, acf_path, toolkit, options.ptxas.paths, candidates.build,
+                             candidates.job(outcome.chosen))
         if shipped:
             raise AcfChanged(f"ship check: {outcome.task.unit} [{outcome.task.arch}]: {shipped}")
         write_back(acf_path, outcome, toolkit, options)
@@ -79,31 +81,35 @@ def _write_or_say_why(retune: Retune, outcome: Outcome, candidates: Candidates) 
 
 
 # ---------------------------------------------------------------- entry point
-def run_retune(options: Options) -> int:
+def run_retune(request: Request) -> int:
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.retune.summary import render
-    opened = open_project("the retune", options.acf, options.globs)      # found, trusted, readable; settings
-    acf_path = opened.acf_path
-    options, project, toolkit = _set_up(options, opened)
-    held = one_retune_at_a_time(acf_path, options.dry_run, Wait(options.lock_wait, log))
+    opened = open_project("the retune", request.acf, request.globs)      # found, trusted, readable; settings
+    acf_path, project = opened.acf_path, opened.settings
+    chosen = choose_settings(request, project)          # each setting by the settings' precedence, once
+    toolkit = _set_up(request.dry_run, chosen, opened)
+    held = one_retune_at_a_time(acf_path, request.dry_run, Wait(chosen.lock_wait, log))
     cluster = None
     try:
         file = load(acf_path)
-        cluster = open_cluster(specs.ray_place(options.cluster), options.dry_run)
-        auto = options.backend == backends.AUTO
-        options = _decided(options, cluster, acf_path, toolkit)
+        cluster = open_cluster(chosen.cluster, request.dry_run)
+        options = decide_options(request, chosen, Where(cluster))   # the retune's one Options, never decided again
         row = backends.row(options.backend)
+        log(f"{acf_path}: {toolkit}; backend {options.backend}"
+            + (" (no GPU timing: registers, spills and other compiler facts are the objectives)"
+               if row.facts_only else ""))
         say_settings(project, options)
-        tasks, skipped, kept = find_tasks(file, acf_path, toolkit, options, measuring_gpu(options, cluster),
+        tasks, skipped, kept = find_tasks(file, acf_path, toolkit, options.selection(),
+                                          measuring_gpu(options.measuring(), options.dry_run, cluster),
                                           run_benches=True)
-        tasks, waiting = set_aside(tasks, log) if auto and row.facts_only else (tasks, [])
+        tasks, waiting = set_aside(tasks, log) if options.auto and row.facts_only else (tasks, [])
         if not options.dry_run:          # (a dry run lists what is stale, whatever would measure it)
             check_benches(tasks, options.backend)
         if not tasks:
             return _nothing_to_retune(skipped, waiting, kept)
         if options.dry_run:
             return _dry_run(tasks, skipped)
-        store = _results_store(acf_path, options)
+        store = _results_store(acf_path, Wait(options.lock_wait, log))
         listed = project.value("report.stores").value             # (a list of paths, or None)
         known = project_stores(acf_path.parent, (str(unit) for unit in file.units),
                                [Path(p) for p in listed] if isinstance(listed, list) else [], store.path, log,
@@ -120,36 +126,33 @@ def run_retune(options: Options) -> int:
     return _exit_status(outcomes, skipped)
 
 
-def _set_up(options: Options, opened: Project) -> tuple[Options, settings.Settings, Toolkit]:
-    """The project settings beside the ACF decide the options; the cache kept
-    bounded, what killed runs left swept (not by a dry run); the toolkit, and
-    `--target` checked against it."""
+def _set_up(dry_run: bool, chosen: Chosen, opened: Project) -> Toolkit:
+    """The cache kept bounded, what killed runs left swept (not by a dry
+    run); the toolkit, and the target chosen checked against it."""
     from nvcc_evo.driver.toolkit import load_toolkit
-    project, acf_path = opened.settings, opened.acf_path
-    options = with_settings(options, project)
-    if not options.dry_run:         # (a dry run removes nothing: it lists)
+    if not dry_run:                 # (a dry run removes nothing: it lists)
         cache = cache_folder_if_any()   # (none where a link or a file is in its place)
         if cache is not None:
             prune(cache)                # the cache folder kept bounded (driver.cache)
-        swept = sweep_for(acf_path)
+        swept = sweep_for(opened.acf_path)
         if swept:
             log(f"removed {len(swept)} folder(s) and file(s) that killed runs left: {', '.join(swept)}")
     toolkit = load_toolkit(opened.real_nvcc())
-    check_target(options.target, toolkit, dict(options.sources).get("retune.target", "--target"))
-    return options, project, toolkit
+    check_target(cast("str | None", chosen.value("retune.target")), toolkit, chosen.source("retune.target"))
+    return toolkit
 
 
-def _decided(options: Options, cluster: Cluster | None, acf_path: Path, toolkit: Toolkit) -> Options:
-    """The backend (auto: what it resolves to here or on the cluster), its
-    budget, the pycuda backend's default target (what this GPU runs); said."""
-    options = decided(backend_resolved(options, resolve_backend(options.backend, cluster)))
-    row = backends.row(options.backend)
-    if row.needs_gpu and options.target is None and not options.dry_run:
-        options = replace(options, target=gpu_arch(options.device, cluster))   # what this GPU runs
-    log(f"{acf_path}: {toolkit}; backend {options.backend}"
-        + (" (no GPU timing: registers, spills and other compiler facts are the objectives)"
-           if row.facts_only else ""))
-    return options
+class Where:
+    """Where candidates are measured (retune.options.Machine): this machine, or the cluster."""
+
+    def __init__(self, cluster: Cluster | None):
+        self.cluster = cluster
+
+    def backend(self, asked: str) -> str:
+        return resolve_backend(asked, self.cluster)
+
+    def gpu_target(self, device: int) -> str:
+        return gpu_arch(device, self.cluster)
 
 
 def _nothing_to_retune(skipped: list[str], waiting: list, kept: int) -> int:
@@ -175,8 +178,8 @@ def _dry_run(tasks: list[Task], skipped: list[str]) -> int:
     return ExitCode.INVALID_INPUT if skipped else ExitCode.OK
 
 
-def _results_store(acf_path: Path, options: Options) -> Store:
-    store = Store(acf_path.parent / ".nvcc-evo" / "results.jsonl", Wait(options.lock_wait, log))
+def _results_store(acf_path: Path, wait: Wait) -> Store:
+    store = Store(acf_path.parent / ".nvcc-evo" / "results.jsonl", wait)
     store.read()
     if store.skipped:
         log(f"{store.skipped} line(s) of the results store {store.path} skipped (cut short, or not results of "
@@ -266,17 +269,15 @@ def compare_entries(opened: Project, globs: tuple[str, ...], target: str | None,
     acf_path = opened.acf_path
     toolkit = load_toolkit(opened.real_nvcc())
     check_target(target, toolkit)
-    options = Options(globs=globs, target=target, all=True, backend="static")
-    listed = with_settings(options, opened.settings)    # the ptxas binaries ptxas.version chooses among, as a build
-    options = replace(options, ptxas=listed.ptxas, ptxas_source=listed.ptxas_source)
-    tasks, skipped, _ = find_tasks(load(acf_path), acf_path, toolkit, options)
-    return [_entry_compared(task if run_recorded else _own_programs(task), acf_path, toolkit, options)
+    listed = ptxas_listed(opened.settings)      # the ptxas binaries ptxas.version chooses among, as a build
+    tasks, skipped, _ = find_tasks(load(acf_path), acf_path, toolkit, Selection(globs, True, target))
+    return [_entry_compared(task if run_recorded else _own_programs(task), acf_path, toolkit, listed.paths)
             for task in tasks], skipped
 
 
-def _entry_compared(task: Task, acf_path: Path, toolkit: Toolkit, options: Options) -> EntryCompared:
+def _entry_compared(task: Task, acf_path: Path, toolkit: Toolkit, ptxas: tuple[str, ...]) -> EntryCompared:
     space = build_space(task.unit, task.source, toolkit.accepts)
-    build = recorded_build(task, acf_path, toolkit, options)      # the compile plan the wrapper builds with
+    build = recorded_build(task, acf_path, toolkit, ptxas)      # the compile plan the wrapper builds with
     entry = task.entry
     baseline = {**fixed_settings(task, space), **space.baseline().settings()}
     held = {s.knob: s.value for s in entry.settings} if entry is not None else baseline

@@ -32,7 +32,7 @@ from nvcc_evo.system.say import log
 
 if TYPE_CHECKING:
     from nvcc_evo.driver.toolkit import Toolkit
-    from nvcc_evo.retune.options import Options
+    from nvcc_evo.retune.options import Selection
 
 DEFAULT_ARCH = "sm_90"
 # What a compile for link-time optimisation ships (measured with CUDA 13.0: tests/test_fidelity.py).
@@ -186,7 +186,7 @@ def stale_reasons(unit: model.Unit, arch: str, unit_fingerprint: str, toolkit_ve
     return tuple(reasons)
 
 
-def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit, options: Options, gpu: str = "",
+def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit, selection: Selection, gpu: str = "",
                run_benches: bool = False) -> tuple[list[Task], list[str], int]:
     """The (unit, target) searches to run, those that cannot be, and how many stale entries a static retune
     keeps for a GPU (both said on stderr); `gpu`: the model the pycuda backend measures on ("": none). A unit
@@ -200,25 +200,25 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit, options: O
     for broken in unreadable:
         log(f"compile database {broken}: cannot be used (a unit with no other record is not tuned)")
     found = Found([], [], 0)
-    selected = select_units(file, acf_path, options.globs, Path.cwd())
+    selected = select_units(file, acf_path, selection.globs, Path.cwd())
     built_by_bench, records_only = [], []
     for index, unit in enumerate(file.units):
         if index not in selected:
             continue
-        if not (unit.space or unit.requires or unit.bench) and bench_problem(unit, options.backend):
-            records_only.append(str(bench_problem(unit, options.backend)))    # (it records the build's compiles)
+        if not (unit.space or unit.requires or unit.bench) and bench_problem(unit, selection.backend):
+            records_only.append(str(bench_problem(unit, selection.backend)))    # (it records the build's compiles)
             continue
-        if run_benches and not any(r.unit_globs == unit.globs for r in records) and _built_by_bench(unit, options):
+        if run_benches and not any(r.unit_globs == unit.globs for r in records) and _built_by_bench(unit, selection):
             built_by_bench.append((index, unit))
             continue
-        _unit_tasks(found, index, unit, acf_path, toolkit, options, gpu, records, unusable, unreadable)
+        _unit_tasks(found, index, unit, acf_path, toolkit, selection, gpu, records, unusable, unreadable)
     if built_by_bench:
-        check_benches(found.tasks, options.backend)
+        check_benches(found.tasks, selection.backend)
         for index, unit in built_by_bench:
-            _bench_builds_it(unit, acf_path, options)
+            _bench_builds_it(unit, acf_path, selection)
         records, unusable = compiledb.scan(acf_path)            # with what the benches' builds recorded
         for index, unit in built_by_bench:
-            _unit_tasks(found, index, unit, acf_path, toolkit, options, gpu, records, unusable, unreadable)
+            _unit_tasks(found, index, unit, acf_path, toolkit, selection, gpu, records, unusable, unreadable)
     if records_only and len(records_only) == len(selected):
         raise UsageError("; ".join(records_only) + " (nor a search block: it records the build's compiles)")
     for problem in records_only:
@@ -235,15 +235,15 @@ class Found:
     kept: int
 
 
-def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, toolkit: Toolkit, options: Options,
+def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, toolkit: Toolkit, selection: Selection,
                 gpu: str, records: list, unusable: list, unreadable: list) -> None:
     """One unit's searches (each architecture its records, its target blocks or --target name), into `found`."""
     mine = [r for r in records if r.unit_globs == unit.globs]
-    asked, measures = options.all or bool(options.globs), backends.row(options.backend)
-    known = [options.target] if options.target else sorted(
+    asked, measures = selection.all or bool(selection.globs), backends.row(selection.backend)
+    known = [selection.target] if selection.target else sorted(
         {r.arch for r in mine} | set(unit.archs), key=arch_order)
     archs = known or [DEFAULT_ARCH]
-    for arch in [a for a in archs if a in unit.archs and not options.target]:
+    for arch in [a for a in archs if a in unit.archs and not selection.target]:
         why = not_built(arch, toolkit.nvcc, toolkit.version)
         if why:
             log(f"unit {unit} [{arch}]: its target block names {arch}: {why}; skipped")
@@ -252,7 +252,7 @@ def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, tool
     _say_records(unit, mine, [u for u in unusable if u.unit_globs == unit.globs], unreadable, acf_path.parent,
                  not known)
     for arch in archs:
-        job_found = _job_for(unit, arch, acf_path, mine, unreadable, toolkit.nvcc, options.timeout)
+        job_found = _job_for(unit, arch, acf_path, mine, unreadable, toolkit.nvcc, selection.timeout)
         if isinstance(job_found, str):
             log(f"unit {unit} [{arch}]: {job_found}; skipped")
             found.skipped.append(f"{unit} [{arch}]")
@@ -337,13 +337,13 @@ def _say_other_builds(unit: model.Unit, arch: str, mine: list, root: Path, nvcc:
         f"the latest, in {latest.cwd}")
 
 
-def _built_by_bench(unit: model.Unit, options: Options) -> bool:
+def _built_by_bench(unit: model.Unit, selection: Selection) -> bool:
     """A unit the bench command of a backend that rebuilds the project builds, in a retune that runs it."""
     bench = unit.bench
-    return backends.row(options.backend).rebuilds and not options.dry_run and bool(bench and bench.command)
+    return backends.row(selection.backend).rebuilds and not selection.dry_run and bool(bench and bench.command)
 
 
-def _bench_builds_it(unit: model.Unit, acf_path: Path, options: Options) -> None:
+def _bench_builds_it(unit: model.Unit, acf_path: Path, selection: Selection) -> None:
     """A command-backend retune of a unit never built through nvcc-evo (a kernel unit: never compiled as this
     unit, as after --hot --write) runs its bench command once first, as a user's build would run (the ACF as
     it is; Triton's compiles through the stand-ins, its caches fresh, as for a candidate), so that the build
@@ -360,7 +360,7 @@ def _bench_builds_it(unit: model.Unit, acf_path: Path, options: Options) -> None
     plain = {k: v for k, v in os.environ.items() if k != GUARD_ENV}
     with afresh(plain) if unit.is_kernel else nullcontext(plain) as env:
         done = run_in_group([SHELL, "-c", command], cwd=acf_path.parent, env=env,
-                            timeout=bench.timeout.seconds if bench.timeout else options.timeout)
+                            timeout=bench.timeout.seconds if bench.timeout else selection.timeout)
     if done.returncode != 0:
         said = (done.stdout + done.stderr).strip().splitlines()[-3:]
         log(f"{unit}: its bench command " + ("ran past its timeout" if done.returncode is None else

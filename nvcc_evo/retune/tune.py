@@ -4,14 +4,13 @@
   (`Candidates`), the backend and its lanes, the goal, and the evaluator,
   built complete by one factory (`evaluator_for`) and resumed from the
   results store: `Prepared`;
-- `search`: the baseline, then the engine until the budget (stored
-  evaluations of the space count), the baseline's drift after it:
-  `Searched`;
+- `search`: the baseline, then the engine until its Deadline or cap (stored
+  evaluations of the space count), the baseline's drift after: `Searched`;
 - `decide`: the ACF's selection rule, the backend's confirmation of the
   winner, the kernels of baseline and choice compared: `choice.Outcome`.
 
-What every search of one retune shares (options, toolkit, results store, the ACF's path, the cluster, the
-project's stores) travels as one `Retune`; what the searches at once share, as execute.together's `Together`.
+What every search of one retune shares (the decided options, toolkit, results store, the ACF's path, the
+cluster, the project's stores) travels as one `Retune`; what the searches at once share, as `Together`.
 """
 from __future__ import annotations
 
@@ -45,7 +44,7 @@ from nvcc_evo.measure.backend import Backend
 from nvcc_evo.cubin.compile import CompileJob, CompileResult, PtxCache, compile_candidate
 from nvcc_evo.retune.choice import Outcome, Verification, choose, confirm, end_drift, front_chosen_from
 from nvcc_evo.retune.kernels import after_search
-from nvcc_evo.retune.options import Options, decided, describe, ptxas_programs
+from nvcc_evo.retune.options import Options, describe, ptxas_programs
 from nvcc_evo.retune.progress import Board, progress_line, reporter
 from nvcc_evo.retune.reach import (BuildStep, link_safe, not_shipped, reachable, recorded_build, reconfigure_safe,
                                    same_code, say)
@@ -136,19 +135,20 @@ def prepare(task: Task, retune: Retune, together: Together | None = None) -> Pre
     from the store (`together`: what it shares with the searches beside it)."""
     options, toolkit = retune.options, retune.toolkit
     space = build_space(task.unit, task.source, toolkit.accepts)
-    build = recorded_build(task, retune.acf_path, toolkit, options)      # the compile plan the wrapper builds with
+    build = recorded_build(task, retune.acf_path, toolkit, options.ptxas.paths)   # the plan the wrapper builds with
     space, fixed, left_out = reachable(task, space, fixed_settings(task, space), build)
     say(task, left_out)
     guard = search_guard(task.unit.tune, task.arch, options.backend)
     space = narrowed(space, guard) if guard else space      # registers and spills cannot rank speed
-    programs = ptxas_programs(space, toolkit, retune.acf_path, options, task.arch, fixed.get("ptxas.version"))
+    programs = ptxas_programs(space, toolkit, retune.acf_path, options.ptxas, options.backend, task.arch,
+                              fixed.get("ptxas.version"))
     candidates = Candidates(task, build, fixed, programs, space.baseline().settings())
     space, unlinkable = link_safe(space, build, lambda: candidates.compiled(space.baseline()))
     say(task, unlinkable)
     context = Context(task.toolkit(toolkit), task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
                       build_key(task.job, retune.acf_path.parent))
-    measurer, lanes = measuring(options, task, retune.acf_path, context, baseline_defines(task.source, space),
-                                candidates.flags, retune.cluster)
+    measurer, lanes = measuring(options.measuring(), task, retune.acf_path, context,
+                                baseline_defines(task.source, space), candidates.flags, retune.cluster)
     # the unit's time starts with its backend ready: the GPU's measuring process starts once for the
     # whole retune (about 5 s on the H200, which the first searches at once had taken from their budget)
     started = time.monotonic()
@@ -301,7 +301,7 @@ def _shown_search(prepared: Prepared, retune: Retune, engine: Engine,
         reporter("lines" if together else options.progress, str(task), options.evaluations, log, done=done)
     prepared.listeners.append(shown.advance)
     try:
-        deadline = Deadline(prepared.started, decided(options).seconds, measurer.reserve())   # the search's one clock
+        deadline = Deadline(prepared.started, options.seconds, measurer.reserve())   # the search's one clock
         measurer.finish_by(deadline)
         return _search(task, options, retune.toolkit, engine, evaluator, prepared.space, lambda p, e, b: shown.update(
             progress_line(str(task), prepared.goal, p, e, evaluator, measurer.drift, b)), deadline, prepared.unrunnable)
@@ -311,13 +311,13 @@ def _shown_search(prepared: Prepared, retune: Retune, engine: Engine,
 
 
 def _search(task: Task, options: Options, toolkit: Toolkit, engine: Engine, evaluator: Evaluator,
-            space: SearchSpace, report, deadline: Deadline, unrunnable: frozenset = frozenset()) -> tuple[Progress, str]:
+            space: SearchSpace, report, deadline: Deadline, unrunnable: frozenset) -> tuple[Progress, str]:
     """Search until the budget is reached, counting the evaluations of this
     search space read back from the store (the baseline aside, as in a first
     run), so a rerun or a resumed run only reaches the budget. Returns the
     progress and, when there is nothing to search and the unit's entry is up
     to date, why nothing is to be written either ("" otherwise)."""
-    limit = budget.budget_of(decided(options), deadline, log=lambda said: log(f"{task}: {said}"))
+    limit = budget.budget_of(options, deadline, log=lambda said: log(f"{task}: {said}"))
     searched = _searched(evaluator, space)
     left = space.size - 1 - searched               # a space searched whole has nothing left, whatever the budget
     if searched < limit.evaluations and left > 0:
