@@ -127,3 +127,27 @@ def test_the_gpu_backend_has_the_capabilities_its_row_says(tmp_path, full):
                         for capability in said}
     finally:
         measurers.close_pool()
+
+
+def test_a_row_under_another_name_is_made_and_answered_as_the_original(tmp_path, monkeypatch):
+    """Adding a backend is one row and its factory: each row copied under another name is made by the same
+    factory and asked the same questions with the same answers (no code keys on a backend's name)."""
+    from nvcc_evo.execute.together import how_many
+    from nvcc_evo.retune.options import Options, decided
+    from nvcc_evo.retune.speedsafe import search_guard
+    copies = {f"{row.name}-copy": row._replace(name=f"{row.name}-copy") for row in backends.TABLE}
+    monkeypatch.setattr(backends, "BACKENDS", {**backends.BACKENDS, **copies})
+    unit = parse_text(ACF, str(tmp_path / "nvcc-evo.acf")).units[0]
+    for name in ("static", "command", "replay"):
+        copy, original = _made(f"{name}-copy", tmp_path), _made(name, tmp_path)
+        assert (copy.describe, copy.objectives, copy.compiles) == (original.describe, original.objectives,
+                                                                   original.compiles), name
+        same = lambda ask: ask(f"{name}-copy") == ask(name)
+        assert same(lambda backend: search_guard(unit.tune, "sm_90", backend)), name
+        assert same(lambda backend: how_many(4, 8, backend, 20)), name
+        assert same(lambda backend: measurers.measuring_gpu(Options(backend=backend))), name
+        assert same(lambda backend: measurers.bench_problem(unit, backend)), name
+        assert same(lambda backend: (decided(Options(backend=backend)).seconds,
+                                     decided(Options(backend=backend)).evaluations)), name
+    assert search_guard(unit.tune, "sm_90", "static-copy") is not None        # (the answers are not all None)
+    assert how_many(4, 8, "command-copy", 20) == 1 and how_many(4, 8, "static-copy", 20) == 4
