@@ -133,7 +133,6 @@ def test_a_row_under_another_name_is_made_and_answered_as_the_original(tmp_path,
     """Adding a backend is one row and its factory: each row copied under another name is made by the same
     factory and asked the same questions with the same answers (no code keys on a backend's name)."""
     from nvcc_evo.execute.together import how_many
-    from nvcc_evo.retune.options import Options, decided
     from nvcc_evo.retune.speedsafe import search_guard
     copies = {f"{row.name}-copy": row._replace(name=f"{row.name}-copy") for row in backends.TABLE}
     monkeypatch.setattr(backends, "BACKENDS", {**backends.BACKENDS, **copies})
@@ -145,9 +144,7 @@ def test_a_row_under_another_name_is_made_and_answered_as_the_original(tmp_path,
         same = lambda ask: ask(f"{name}-copy") == ask(name)
         assert same(lambda backend: search_guard(unit.tune, "sm_90", backend)), name
         assert same(lambda backend: how_many(4, 8, backend, 20)), name
-        assert same(lambda backend: measurers.measuring_gpu(Options(backend=backend))), name
+        assert same(lambda backend: measurers.measuring_gpu(measurers.Measuring(backend), dry_run=False)), name
         assert same(lambda backend: measurers.bench_problem(unit, backend)), name
-        assert same(lambda backend: (decided(Options(backend=backend)).seconds,
-                                     decided(Options(backend=backend)).evaluations)), name
     assert search_guard(unit.tune, "sm_90", "static-copy") is not None        # (the answers are not all None)
     assert how_many(4, 8, "command-copy", 20) == 1 and how_many(4, 8, "static-copy", 20) == 4
