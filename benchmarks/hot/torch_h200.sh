@@ -30,7 +30,7 @@ unset TRITON_PTXAS_PATH TRITON_PTXAS_BLACKWELL_PATH TRITON_CACHE_DIR
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; } | tee "$OUT/gpu.txt"
 WORK=/tmp/work/torch
-rm -rf "$WORK" && mkdir -p "$WORK" && cp "$ROOT/benchmarks/hot/torch_app.py" "$WORK/" && cd "$WORK" || exit 1
+rm -rf "$WORK" && mkdir -p "$WORK" && cp "$ROOT/benchmarks/hot/torch_app.py" "$ROOT/benchmarks/triton/matmul.py" "$ROOT/benchmarks/triton/common.py" "$WORK/" && cd "$WORK" || exit 1
 # a kernel unit naming every kernel: each PTX Triton compiles through nvcc-evo-ptxas is kept and recorded (a
 # compile adds nothing for it); it stays: the retune passes it by (no search, no bench) and tunes the written unit
 printf 'acf 1\n\nunit kernel "*" {\n}\n' > nvcc-evo.acf
