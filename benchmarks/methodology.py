@@ -91,6 +91,9 @@ class SpaceResult:
     def score(self, strategy: str) -> float:
         return next(r.score for r in self.rows if r.strategy == strategy)
 
+    def lacks(self, strategies) -> list[str]:
+        return [s for s in strategies if all(r.strategy != s for r in self.rows)]
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -99,6 +102,7 @@ class Plan:
     seed: int
     settings: tuple[tuple[str, EngineSettings], ...]     # (row name, the engine's settings) each run
     store: Path | None = None       # Kernel Tuner's rows kept (`Store`)
+    stored_only: bool = False       # a Kernel Tuner row not in the store is left out, not replayed
 
 
 class Store:
@@ -158,6 +162,8 @@ def evaluate_space(job: tuple[Path, Path, Plan]) -> SpaceResult:
             chosen = seeds[:1] if strategy in DETERMINISTIC else seeds
             key = store.key(space.name, strategy, chosen, budget)
             row = store.read(key)
+            if row is None and plan.stored_only:
+                continue
             if row is None:
                 row = _row(strategy, [autotune_runs.run_kernel_tuner(cache, strategy, budget, s) for s in chosen],
                            space, started)
@@ -207,6 +213,12 @@ def summary(label: str, results: list[SpaceResult], strategies) -> str:
     return f"mean over {len(results)} spaces {label}: {shown}"
 
 
+def ahead_line(results: list[SpaceResult], strategies) -> str:
+    others = [s for s in strategies if s != NVCC_EVO]
+    ahead = [r.name for r in results if all(r.score(NVCC_EVO) > r.score(s) for s in others)]
+    return f"nvcc-evo ahead of every Kernel Tuner strategy on {len(ahead)} of {len(results)} spaces"
+
+
 def score_line(results: list[SpaceResult], strategies) -> str:
     scores = mean_scores(results, strategies)
     others = [s for s in strategies if s != NVCC_EVO]
@@ -244,6 +256,9 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--guided", action="store_true", help="the engine with its surrogate (engine.surrogate.Guide())")
     p.add_argument("--store", type=Path, help="a JSON-lines file that keeps Kernel Tuner's rows: read back where "
                                               "the space, strategy, seeds and budget are the same")
+    p.add_argument("--stored-only", action="store_true",
+                   help="Kernel Tuner's rows from --store alone (none replayed); a space without every strategy's "
+                        "row is left out of the means, said")
     return p.parse_args(argv)
 
 
@@ -267,8 +282,14 @@ def run(args: argparse.Namespace) -> list[SpaceResult]:
     else:
         settings = ((NVCC_EVO, EngineSettings(args.population, args.local_share,
                                               Guide() if args.guided else None)),)
-    plan = Plan(tuple(args.strategies), repeats, args.seed, settings, args.store and args.store.resolve())
-    jobs = [(path, hub, plan) for path in sorted(paths, key=lambda p: -p.stat().st_size)]   # the largest first
+    plan = Plan(tuple(args.strategies), repeats, args.seed, settings, args.store and args.store.resolve(),
+                args.stored_only)
+    named = {name: i for i, name in enumerate(args.only)}
+
+    def order(path: Path) -> int:
+        """As --only names them (a run that may not end: the first named finish first), else the largest first."""
+        return named[str(path.relative_to(hub)).removesuffix(".json.gz")] if named else -path.stat().st_size
+    jobs = [(path, hub, plan) for path in sorted(paths, key=order)]
     results = []
     with get_context("spawn").Pool(max(1, min(args.jobs, len(jobs)))) as pool:
         for result in pool.imap_unordered(evaluate_space, jobs):     # each table as its space ends
@@ -288,6 +309,10 @@ def main(argv=None) -> int:
             print(f"{kernel}: scored with {choice}, the best on the other kernels' spaces")
         for result in results:
             print(table(result, True))
+    for result in results:
+        if result.lacks(strategies):
+            print(f"{result.name}: left out of the means, no row of {', '.join(result.lacks(strategies))}")
+    results = [r for r in results if not r.lacks(strategies)]
     tuned = [r for r in results if r.name in TUNED_ON and not args.loko]
     held = [r for r in results if r.name not in TUNED_ON or args.loko]
     for label, group in (("the defaults were tuned on", tuned), ("held out", held)):
@@ -298,6 +323,7 @@ def main(argv=None) -> int:
         print(summary("held out, and outside TUNED_ON too", held, strategies))
     cpu = sum(r.cpu_seconds for r in results)
     print(f"({time.monotonic() - started:.0f} s wall, {cpu:.0f} s CPU in the replaying processes)")
+    print(ahead_line(held or results, strategies))
     print(score_line(held or results, strategies))
     return 0
 

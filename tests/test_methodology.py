@@ -198,6 +198,9 @@ def test_kernel_tuners_rows_are_kept_and_read_back(tmp_path, monkeypatch):
     with pytest.raises(AssertionError, match="replayed again"):     # other seeds: replayed
         methodology.evaluate_space((HUB / f"{SMALL}.json.gz", HUB, methodology.Plan(
             ("random_sample",), 2, 5, (), tmp_path / "kt.jsonl")))
+    unstored = methodology.evaluate_space((HUB / f"{SMALL}.json.gz", HUB, methodology.Plan(   # --stored-only
+        ("random_sample",), 2, 5, (), tmp_path / "kt.jsonl", stored_only=True)))
+    assert unstored.lacks(["random_sample"]) == ["random_sample"] and first.lacks(["random_sample"]) == []
 
 
 @needs_hub
