@@ -36,7 +36,7 @@ class Row(NamedTuple):
     times: bool = False       # it measures running code (a static entry is not up to date for it)
     compiles: bool = True     # candidates are compiled before they are measured
     # Compiler facts are its only objectives (registers, spills): they cannot rank speed, so its goal is guarded
-    # (retune.speedsafe), an entry a timing backend measured stays, and its own entries wait for one.
+    # (retune.search.speedsafe), an entry a timing backend measured stays, and its own entries wait for one.
     facts_only: bool = False
     # It loads candidates' cubins and times their kernels alone on a GPU (this machine's or the cluster's): the
     # target is what that GPU runs, a ptxas release the GPU's driver cannot load is refused, each GPU is a lane.
@@ -52,7 +52,7 @@ class Row(NamedTuple):
     end_drift: bool = False   # ... or once, after the search (a rebuild and a run)
     race: bool = False        # stops timing clearly slower candidates (the fast protocol)
     fresh_baseline: bool = False   # the baseline is measured in every retune, before any candidate
-    # Its default budget per unit and target, where the user gives none (retune.options.decided): a time where
+    # Its default budget per unit and target, where the user gives none (retune.scope.options.decided): a time where
     # candidates are timed, a count where the answers do not depend on the machine's load; and why.
     seconds: float = INF
     evaluations: float = 60   # a cap (inf: none)

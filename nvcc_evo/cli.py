@@ -80,7 +80,7 @@ def help_text() -> str:
     """HELP with the search settings' flags (from the settings' table), then
     one line per knob of the table: its name, flag and values."""
     from nvcc_evo.acf.knobs import KNOBS
-    from nvcc_evo.retune.options import usage
+    from nvcc_evo.retune.scope.options import usage
     lines: list[str] = []
     for item in usage():          # `[--flag VALUE]` items, none broken, lines of at most 110 characters
         if lines and len(lines[-1]) + 1 + len(item) <= 110:
@@ -228,7 +228,7 @@ def _formatted(text: str, path: str) -> str:
 
 def retune(rest: list[str]) -> int:
     import argparse
-    from nvcc_evo.retune.options import Request, add_flags
+    from nvcc_evo.retune.scope.options import Request, add_flags
     from nvcc_evo.retune.run import run_retune
     parser = argparse.ArgumentParser(prog="nvcc-evo --retune")
     parser.add_argument("globs", nargs="*", metavar="UNIT-GLOB", help="retune units whose globs match, stale or not")

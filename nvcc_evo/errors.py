@@ -7,7 +7,7 @@ compiles untuned and warns (driver.wrapper, driver.dropin_ptxas, and
 driver.explain, which says so), a retune skips the write-back of an ACF that
 changed under it (retune.run) or builds a candidate from the ACF it started
 with (execute.measurers), a kernel comparison goes without a bench it cannot
-plan (retune.kernels); and where one is raised again with more said (which
+plan (kerneldiff.compare); and where one is raised again with more said (which
 file named an nvcc, which verb, which cluster).
 """
 from __future__ import annotations

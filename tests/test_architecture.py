@@ -23,9 +23,10 @@ LAYERS = {
     "driver": 2,                                # the drop-in nvcc
     "cubin": 3,                                 # a candidate's compile, what its machine code holds
     "measure": 4,                               # the backends
+    "kerneldiff": 4,                            # why a build is faster, kernel by kernel (retune's and report's)
     "engine": 5,                                # the search engine: spaces, NSGA-II, budgets
     "execute": 6,                               # candidates compiled, measured, stored; lanes, cluster
-    "retune": 7,                                # one retune: tasks, choice, write-back, summary
+    "retune": 7,                                # one retune: its scope, one search, its outcome
     "report": 8,                                # --report and --sass
     "hot": 8,                                   # --hot: the kernels a run loads the GPU with, their units
     "cli": 9, "__main__": 10,
@@ -93,7 +94,7 @@ def test_the_engine_imports_only_the_language_and_the_base():
 # --sass's view reaches the project through its front doors only: driver.project (found, trusted, read) and the
 # retune's public functions (the builds compared); what the terminal shows is its own.
 FRONT_DOORS = {"nvcc_evo.report.compare": {"nvcc_evo.driver.project", "nvcc_evo.retune.run",
-                                           "nvcc_evo.retune.kernelview", "nvcc_evo.errors"}}
+                                           "nvcc_evo.kerneldiff.view", "nvcc_evo.errors"}}
 
 
 def test_the_sass_view_opens_the_project_and_asks_the_retune_through_their_front_doors():

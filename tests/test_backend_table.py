@@ -133,7 +133,7 @@ def test_a_row_under_another_name_is_made_and_answered_as_the_original(tmp_path,
     """Adding a backend is one row and its factory: each row copied under another name is made by the same
     factory and asked the same questions with the same answers (no code keys on a backend's name)."""
     from nvcc_evo.execute.together import how_many
-    from nvcc_evo.retune.speedsafe import search_guard
+    from nvcc_evo.retune.search.speedsafe import search_guard
     copies = {f"{row.name}-copy": row._replace(name=f"{row.name}-copy") for row in backends.TABLE}
     monkeypatch.setattr(backends, "BACKENDS", {**backends.BACKENDS, **copies})
     unit = parse_text(ACF, str(tmp_path / "nvcc-evo.acf")).units[0]

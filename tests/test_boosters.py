@@ -10,8 +10,8 @@ import pytest
 from nvcc_evo.acf import knobs
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.engine import boosters
-from nvcc_evo.retune.tune import _seeds
-from nvcc_evo.retune.tasks import Task
+from nvcc_evo.retune.search.tune import _seeds
+from nvcc_evo.retune.scope.tasks import Task
 from nvcc_evo.engine.space import build_space
 
 KERNELS = Path(__file__).resolve().parent.parent / "kernels"

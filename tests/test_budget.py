@@ -13,13 +13,13 @@ import pytest
 from conftest import DATA, evo_env, run_evo
 from nvcc_evo.driver import settings
 from nvcc_evo.engine import budget
-from nvcc_evo.retune.options import Request, choose_settings, decide_options, describe
-from nvcc_evo.retune.progress import ProgressLine
+from nvcc_evo.retune.scope.options import Request, choose_settings, decide_options, describe
+from nvcc_evo.retune.search.progress import ProgressLine
 from nvcc_evo.system.clock import Deadline
 
 
 class Here:
-    """Where a retune measures (retune.options.Machine), as a test says: auto is static, no GPU asked."""
+    """Where a retune measures (retune.scope.options.Machine), as a test says: auto is static, no GPU asked."""
 
     def backend(self, asked: str) -> str:
         return "static" if asked == "auto" else asked

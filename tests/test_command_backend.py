@@ -282,8 +282,8 @@ def test_the_confirmation_compiles_nothing_the_command_rebuilds_itself(tmp_path,
     assert "verification of ptxas.opt_level=1 against the baseline: mannwhitneyu" in result.stderr, result.stderr
     stored = (tmp_path / ".nvcc-evo" / "results.jsonl").read_text().splitlines()
     built = [line for line in calls.read_text().splitlines() if "--keep-dir" in line]
-    # the baseline (-O3) and -O1 once each, the ship check's build of the entry written (retune.reach), and
-    # the per-kernel comparison of the two (retune.kernels: their PTX kept, only ptxas run again)
+    # the baseline (-O3) and -O1 once each, the ship check's build of the entry written (retune.scope.reach), and
+    # the per-kernel comparison of the two (kerneldiff.compare: their PTX kept, only ptxas run again)
     assert len(stored) == 2 and len(built) == len(stored) + 1 + 2, built
     rebuilt = [line for line in calls.read_text().splitlines() if "spill.cubin" in line]
     rounds = _provenance((tmp_path / "nvcc-evo.acf").read_text())["rounds"]
@@ -410,8 +410,8 @@ def test_finding_a_retune_s_tasks_runs_no_bench_unless_the_retune_asks(tmp_path,
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.driver.toolkit import load_toolkit
     from nvcc_evo.driver.wrapper import find_real_nvcc
-    from nvcc_evo.retune.options import Selection
-    from nvcc_evo.retune.tasks import find_tasks
+    from nvcc_evo.retune.scope.options import Selection
+    from nvcc_evo.retune.scope.tasks import find_tasks
     acf = _spill_project(tmp_path, f"{sys.executable} -c 'print(1)'", ['metric time "([0-9]+)"'])
     acf.write_text(acf.read_text().replace('command "', 'command "touch ran && '))
     monkeypatch.chdir(tmp_path)

@@ -14,7 +14,7 @@ from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.backend import Composed
 from nvcc_evo.execute.evaluate import Evaluator
 from nvcc_evo.execute.goal import Goal
-from nvcc_evo.retune.tune import measure_baseline
+from nvcc_evo.retune.search.tune import measure_baseline
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.execute.store import Context, Store
 

@@ -12,8 +12,8 @@ from nvcc_evo.execute.store import Context, StoredResult, Store
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.measure import Measurement
 from nvcc_evo.cubin.sass import KernelFacts
-from nvcc_evo.retune.kernels import BuiltKernels, Comparison, KernelStore
-from nvcc_evo.retune.kernelview import change
+from nvcc_evo.kerneldiff.compare import BuiltKernels, Comparison, KernelStore
+from nvcc_evo.kerneldiff.view import change
 
 HERE = Context("13.0.88", "sha256:a", "sm_90", "cpu", "static", '"k.cu"', "b1")
 

@@ -21,9 +21,9 @@ from conftest import evo_env, run_evo
 from nvcc_evo.cubin.sass import instruction_count
 from nvcc_evo.cubin import sass
 from nvcc_evo.cubin.occupancy import occupancy
-from nvcc_evo.retune.kernels import BuiltKernels, Comparison, KernelLaunch, KernelStore
+from nvcc_evo.kerneldiff.compare import BuiltKernels, Comparison, KernelLaunch, KernelStore
 from nvcc_evo.report.page import kernel_tables
-from nvcc_evo.retune.kernelview import lines
+from nvcc_evo.kerneldiff.view import lines
 
 SOURCE = r"""
 #ifndef BLOCK

@@ -1,5 +1,5 @@
 """A retune's options are decided once (issue 39 point 4): the command line,
-the environment, the settings file and the defaults chosen (retune.options
+the environment, the settings file and the defaults chosen (retune.scope.options
 .choose_settings) and decided (decide_options: auto resolved, the budget, the GPU's
 target) into one frozen Options at the start of run_retune, which every
 search reads as it is; no stage decides a setting again."""
@@ -13,15 +13,15 @@ import pytest
 
 from conftest import ROOT, evo_env
 from nvcc_evo.driver import settings
-from nvcc_evo.retune import options as retune_options
-from nvcc_evo.retune.options import Options, Request, choose_settings, decide_options
+from nvcc_evo.retune.scope import options as retune_options
+from nvcc_evo.retune.scope.options import Options, Request, choose_settings, decide_options
 
 KERNEL = "__global__ void scale(float *x, float a, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n" \
          "    if (i < n) x[i] *= a;\n}\n"
 
 
 class Here:
-    """Where a retune measures (retune.options.Machine): auto is static here, or pycuda on a GPU of sm_80."""
+    """Where a retune measures (retune.scope.options.Machine): auto is static here, or pycuda on a GPU of sm_80."""
 
     def __init__(self, gpu: bool = False):
         self.gpu, self.asked = gpu, []
@@ -82,7 +82,8 @@ def test_nothing_but_run_retune_decides_the_options_and_nothing_replaces_them():
 def test_a_retune_decides_its_options_once_and_every_search_reads_that_value(tmp_path, evo_cache, monkeypatch):
     """A real static retune, in this process: decide_options runs once, and the Options it made is the one
     the search's stages are given (the same object: never decided again, never replaced)."""
-    from nvcc_evo.retune import run, tune
+    from nvcc_evo.retune import run
+    from nvcc_evo.retune.search import tune
     (tmp_path / "scale.cu").write_text(KERNEL)
     (tmp_path / "nvcc-evo.acf").write_text('acf 1\nunit "scale.cu" {\n}\n')
     monkeypatch.chdir(tmp_path)

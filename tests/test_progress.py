@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from conftest import DATA, EVO_COMMAND, evo_env
-from nvcc_evo.retune.progress import Lines, ProgressLine, reporter
+from nvcc_evo.retune.search.progress import Lines, ProgressLine, reporter
 from test_retune import ACF           # spill.cu's two-knob search
 
 LINE = ProgressLine('"spill.cu" [sm_90]', 2, 8, 20, 3, (("compile-error", 2, "ptxas error : bad"),), 1,

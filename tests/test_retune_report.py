@@ -108,7 +108,7 @@ def test_a_choice_that_gives_up_one_objective_is_not_called_an_improvement():
 
     from nvcc_evo.measure import Measurement
     from nvcc_evo.execute.goal import Goal
-    from nvcc_evo.retune.writeback import verdict_of
+    from nvcc_evo.retune.outcome.writeback import verdict_of
     base = Genome((("ptxas.maxrregcount", None),))
     space = SimpleNamespace(baseline=lambda: base)
     outcome = lambda after: SimpleNamespace(
@@ -128,7 +128,7 @@ def test_fewer_knobs_moved_is_said_only_when_fewer_moved():
     from nvcc_evo.measure import Measurement
     from nvcc_evo.execute.goal import Goal
     from nvcc_evo.engine.evolve import Evaluation
-    from nvcc_evo.retune.summary import _off_front
+    from nvcc_evo.retune.outcome.summary import _off_front
     from nvcc_evo.engine.space import Dimension, SearchSpace
     space = SearchSpace((Dimension("ptxas.dlcm", (None, "ca", "cg"), None), Dimension("ptxas.fmad", (None, False), None)))
     genome = lambda dlcm, fmad: Genome((("ptxas.dlcm", dlcm), ("ptxas.fmad", fmad)))

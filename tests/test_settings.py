@@ -246,7 +246,7 @@ def test_a_search_setting_is_declared_once_and_is_a_request_and_options_field_an
     import argparse
     from dataclasses import fields
 
-    from nvcc_evo.retune.options import SETTING_FIELDS, Options, Request, add_flags
+    from nvcc_evo.retune.scope.options import SETTING_FIELDS, Options, Request, add_flags
     defaults = {field.name: field.default for field in fields(Request)}
     assert set(defaults) - NOT_SETTINGS == set(SETTING_FIELDS.values())
     assert all(defaults[field] is None for field in SETTING_FIELDS.values())

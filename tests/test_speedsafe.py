@@ -1,4 +1,4 @@
-"""A retune without a GPU must not make kernels slower (nvcc_evo.retune.speedsafe):
+"""A retune without a GPU must not make kernels slower (nvcc_evo.retune.search.speedsafe):
 the auto backend writes no unit that asks for runtime, and the static
 backend leaves out lower -O levels and register caps that buy no occupancy.
 Real nvcc and ptxas; a machine without a GPU (CUDA_VISIBLE_DEVICES empty)."""
@@ -11,12 +11,12 @@ import subprocess
 from conftest import DATA, evo_env, run_evo
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.measure import Measurement, static
-from nvcc_evo.retune.choice import choose
+from nvcc_evo.retune.outcome.choice import choose
 from nvcc_evo.execute.goal import Goal, goal_for
 from nvcc_evo.engine.evolve import Evaluation
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.measure.static import REGISTER_WARPS, register_warps, with_register_warps
-from nvcc_evo.retune.speedsafe import guard_for, guarded_goal
+from nvcc_evo.retune.search.speedsafe import guard_for, guarded_goal
 
 SEARCH = "    search {\n        ptxas.opt_level in 1..3\n        ptxas.register_usage_level in {0, 5, 10}\n    }\n"
 
@@ -185,7 +185,7 @@ def test_warps_per_sm_count_whole_resident_blocks_of_the_kernels_block(tmp_path)
 def test_the_front_printed_is_the_one_the_choice_was_made_from():
     """The engine's front can hold a twin of the chosen point (the same scores, more knobs moved) and leave out
     the baseline the choice was made among: the summary listed a point that was not the one chosen."""
-    from nvcc_evo.retune.choice import front_chosen_from
+    from nvcc_evo.retune.outcome.choice import front_chosen_from
     unit = parse_text('acf 1\nunit "k.cu" {\n    tune {\n        minimize spills, registers\n    }\n}\n').units[0]
     goal = goal_for(unit.tune, ("registers", "spills"))
     points = {"base": (0.0, 40.0), "32": (0.0, 32.0), "32 twin": (0.0, 32.0), "24": (8.0, 24.0), "48": (0.0, 48.0)}

@@ -8,7 +8,7 @@ from (`Value.source`: `--evaluations`, `NVCC_EVO_EVALUATIONS`,
 `nvcc-evo.toml:4`, `default`), which `--explain` and `--retune --dry-run`
 print. Keys are one table (nvcc_evo.driver.specs.KEYS), where each setting is
 declared once: a retune's Options fields and its `--retune` flags are made
-from the same rows (nvcc_evo.retune.options). Unknown keys and wrong types are located errors
+from the same rows (nvcc_evo.retune.scope.options). Unknown keys and wrong types are located errors
 like an ACF's (`nvcc-evo.toml:3:1: error: ...`): tomllib gives no
 positions for values, so nvcc_evo.driver.tomlplaces finds each key's line in the text.
 A path the file names for nvcc-evo's own data (the log, results stores, the

@@ -2,7 +2,7 @@
 
 The key table (`KEYS`): each setting declared once, with its environment
 variable, type, default, checks and help; driver.settings reads a file and
-the environment by it, and nvcc_evo.retune.options makes a retune's Options
+the environment by it, and nvcc_evo.retune.scope.options makes a retune's Options
 fields and `--retune` flags from its `retune.` rows. The settings whose
 values are specs (`retune.gpus`, `retune.cluster`, a target): their forms,
 which driver.settings checks wherever a value comes from (so that a bad one
@@ -38,7 +38,7 @@ class Key(NamedTuple):
     the `[retune]` table), its type, the environment variable that overrides
     the file, the built-in default, what it is for, the values it may take.
     A `retune.` key is also a field of a retune's Options (`field_name`) and
-    a flag of `--retune` (`flag`, `metavar`, `help`): nvcc_evo.retune.options
+    a flag of `--retune` (`flag`, `metavar`, `help`): nvcc_evo.retune.scope.options
     builds both from this table."""
 
     name: str

@@ -1,6 +1,6 @@
 """A search's budget: a time, a count of evaluations, or both, and what is left of it.
 
-What the user asked for, decided (retune.options: the user's budget as
+What the user asked for, decided (retune.scope.options: the user's budget as
 given, else the backend's default), reaches the engine as an `Asked` (any
 value with the caps: evaluations, generations, patience) and a
 `system.clock.Deadline` (the time). Patience (stop after N generations
@@ -28,7 +28,7 @@ INF = math.inf
 
 
 class Asked(Protocol):
-    """The budget a retune decided (retune.options.Options is one): inf where there is no cap."""
+    """The budget a retune decided (retune.scope.options.Options is one): inf where there is no cap."""
 
     @property
     def evaluations(self) -> float: ...

@@ -147,7 +147,7 @@ class Evaluator:
     lanes: Lanes | None = None                        # several measuring lanes (execute.lanes.LaneSet), if any
     guard: threading.Lock = field(default_factory=threading.Lock)   # the lanes' threads record one at a time
     # Why a genome's knobs would not all reach the build ("" when they do): such a candidate is a
-    # failure (not-shipped), never measured, so it can be neither chosen nor reported (retune.reach).
+    # failure (not-shipped), never measured, so it can be neither chosen nor reported (retune.scope.reach).
     not_shipped: Callable[[Genome], str] = lambda genome: ""
     slots: threading.Semaphore | None = None          # compile slots shared with other searches at once
     stopping: threading.Event | None = None           # set: the retune is interrupted (Stopped, nothing recorded)

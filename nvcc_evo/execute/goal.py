@@ -23,7 +23,7 @@ class Goal:
     note: str = ""
     maximize: tuple[str, ...] = ()     # of the objectives, those where higher is better (scored negated)
     # No kernel's registers may allow fewer warps per SM than the baseline's (a speed-safe static search:
-    # retune.speedsafe; the unit's worst kernel alone is `register_warps`).
+    # retune.search.speedsafe; the unit's worst kernel alone is `register_warps`).
     kernels_keep_warps: bool = False
 
     def __str__(self) -> str:

@@ -42,7 +42,7 @@ an assumption checked as SharedData's is (a genome as small whose output was
 right ends it, and that is said).
 
 Known before any compile, and avoided the same way: a genome whose knobs
-the user's build would not all take (retune.reach.not_shipped: a controls
+the user's build would not all take (retune.scope.reach.not_shipped: a controls
 file under a ptxas that refuses it, say) is never proposed, instead of
 spending an evaluation on a `not-shipped` failure.
 

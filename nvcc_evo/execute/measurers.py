@@ -39,7 +39,7 @@ class Wanted:
     name a backend's inputs (the replay's store, a run's timeout), the space's defaults, the flags of a genome,
     the protocol (`full`: every candidate measured the whole way) and the CUDA device."""
 
-    task: Any                          # retune.tasks.Task (a layer above: its unit, arch and source)
+    task: Any                          # retune.scope.tasks.Task (a layer above: its unit, arch and source)
     acf_path: Path
     context: Context
     replay: str | None = None
@@ -51,7 +51,7 @@ class Wanted:
 
 
 class Measuring(NamedTuple):
-    """What a retune's options say of how its candidates are measured (retune.options.Options.measuring):
+    """What a retune's options say of how its candidates are measured (retune.scope.options.Options.measuring):
     the backend (resolved), the CUDA device and the GPUs, the replay's store, a run's timeout, the protocol
     (`full`: every candidate measured the whole way)."""
 
@@ -64,7 +64,7 @@ class Measuring(NamedTuple):
 
 
 # The static backend's steps after its search: the ship check's build of the choice and the comparison's
-# builds of baseline and choice (retune.kernels.compare), each about as long as the baseline's compile.
+# builds of baseline and choice (kerneldiff.compare.compare), each about as long as the baseline's compile.
 STATIC_AFTER_COMPILES = 3
 
 
@@ -275,7 +275,7 @@ def gpu_arch(device: int, cluster=None) -> str:
 def measuring_gpu(asked: Measuring, dry_run: bool, cluster=None) -> str:
     """The GPU model the pycuda backend measures on (lane 0's), or a bench command runs on (command_gpu);
     "" for a backend that measures on none (an entry measured on another model is stale:
-    retune.tasks.stale_reasons). Asked in a child, as gpu_available does (a dry run starts no measuring
+    retune.scope.tasks.stale_reasons). Asked in a child, as gpu_available does (a dry run starts no measuring
     process), or of the cluster's first GPU."""
     row = backends.row(asked.backend)
     if row.rebuilds:                 # a whole program runs, on whichever GPU it finds

@@ -45,7 +45,7 @@ class Together:
     slots: threading.Semaphore                      # the retune's compile slots
     stopping: threading.Event = field(default_factory=threading.Event)
     writing: threading.Lock = field(default_factory=threading.Lock)   # one write into the ACF at a time
-    board: object | None = None                     # the searches' progress bars (retune.progress.Board), if shown
+    board: object | None = None             # the searches' progress bars (retune.search.progress.Board), if shown
 
 
 def how_many(asked: int | None, tasks: int, backend: str, population: int, cluster=None,

@@ -76,7 +76,7 @@ def _unknown(unit: str, arch: str) -> Facts | None:
 class ProjectStores:
     """Where a search finds similar units' evaluations: the ACF's units (as a results store names them),
     the results stores the settings list besides the retune's own that may be read (`project_stores`), and
-    each unit's baseline kernels as its latest retune compared them (retune.kernels' kernels.jsonl)."""
+    each unit's baseline kernels as its latest retune compared them (kerneldiff.compare's kernels.jsonl)."""
 
     units: frozenset[str]
     stores: tuple[Path, ...] = ()

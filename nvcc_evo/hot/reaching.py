@@ -3,7 +3,7 @@
 The block is put first in a copy of the ACF beside it (the wrapper takes the
 first unit that matches), the record's call is planned against that copy
 (driver.cmdline.compileplan.RecordedBuild) and each value of each knob is asked
-whether the build would pass it (retune.reach.why_left_out): a user's own
+whether the build would pass it (retune.scope.reach.why_left_out): a user's own
 `-maxrregcount` or `-G` in the build keeps a knob out, as it keeps it out of
 a retune's search.
 """
@@ -24,7 +24,7 @@ def reaching(acf_path: Path, origin: Origin, globs: tuple[str, ...], wanted: lis
     from nvcc_evo.acf.text import read_text
     from nvcc_evo.driver.cmdline.compileplan import RecordedBuild
     from nvcc_evo.driver.toolkit import load_toolkit
-    from nvcc_evo.retune.reach import why_left_out
+    from nvcc_evo.retune.scope.reach import why_left_out
     from nvcc_evo.system.leftovers import held_file
     record = origin.record
     text = read_text(acf_path)

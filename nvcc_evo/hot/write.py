@@ -3,7 +3,7 @@
 A unit is hot when its kernels take at least `least` of the GPU time
 (5% by default); units are written most time first. Each block is spelled as
 the formatter spells it (acf.edit.format) and holds a search block of the
-knobs that reach its recorded build (retune.reach asked, as a retune asks,
+knobs that reach its recorded build (retune.scope.reach asked, as a retune asks,
 with the block in a copy of the ACF) sized for its kernels (register caps
 around the most registers they use now), `tune { minimize time }`, and a
 bench of no harness: the command that rebuilds through nvcc-evo and runs the

@@ -70,7 +70,7 @@ def unknown_blocks(result: CompileResult, arch: str, launches: dict | None = Non
 
 
 # Registers judged by what they buy: the resident warps per SM they allow (a speed-safe static
-# search maximises it, nvcc_evo.retune.speedsafe).
+# search maximises it, nvcc_evo.retune.search.speedsafe).
 REGISTER_WARPS = "register_warps"
 
 

@@ -7,7 +7,7 @@ unless built as Markup), plots (matplotlib figures for it, the `report` extra) a
 (`--sass`: each unit's baseline against its ACF entry, kernel by kernel, in
 the terminal).
 
-Imports: nvcc_evo.retune, nvcc_evo.execute, nvcc_evo.engine,
+Imports: nvcc_evo.retune, nvcc_evo.kerneldiff, nvcc_evo.execute, nvcc_evo.engine,
 nvcc_evo.measure, nvcc_evo.driver, nvcc_evo.acf, nvcc_evo.errors and
 nvcc_evo.system; only the cli imports it.
 """

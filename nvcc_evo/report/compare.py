@@ -1,8 +1,8 @@
 """`nvcc-evo --sass [UNIT-GLOB...] [--target sm_XX]`: each unit's baseline
 (the build's own flags) and its ACF entry built as the wrapper builds them
-(the compile plan of the unit's recorded build, retune.reach.recorded_build:
+(the compile plan of the unit's recorded build, retune.scope.reach.recorded_build:
 what a retune's candidates compile with) and compared kernel by kernel in
-the terminal (retune.kernels, retune.kernelview): registers, occupancy at
+the terminal (kerneldiff.compare, kerneldiff.view): registers, occupancy at
 the bench's block size, spills, shared memory, instructions and the
 instruction mix. A knob of the entry that the build would not pass is not
 built, and said. No search, no GPU; nothing the ACF names is run, and no
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from nvcc_evo.driver.project import open_project
 from nvcc_evo.errors import ExitCode
-from nvcc_evo.retune.kernelview import lines, notes
+from nvcc_evo.kerneldiff.view import lines, notes
 from nvcc_evo.retune.run import compare_entries
 
 

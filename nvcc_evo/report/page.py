@@ -24,8 +24,8 @@ from nvcc_evo.report.markup import Markup, join, table, tag, text
 from nvcc_evo.report.plots import MISSING, available, convergence_figure, front_figure, svg
 from nvcc_evo.report.sections import Section, sections
 from nvcc_evo.execute.store import StoredResult
-from nvcc_evo.retune.kernels import STORE_NAME, Comparison, KernelStore
-from nvcc_evo.retune.kernelview import change, demangled, rows
+from nvcc_evo.kerneldiff.compare import STORE_NAME, Comparison, KernelStore
+from nvcc_evo.kerneldiff.view import change, demangled, rows
 
 UNITS_OF = {"runtime": "us", "energy": "mJ", "power": "W", "spills": "bytes"}
 
@@ -85,7 +85,7 @@ def _kernels(section: Section, chosen: StoredResult | None, stores: list[Path]) 
 
 
 def kernel_tables(comparison: Comparison) -> Markup:
-    """A comparison's table per kernel (retune.kernelview's rows), as the terminal shows them."""
+    """A comparison's table per kernel (kerneldiff.view's rows), as the terminal shows them."""
     pairs = comparison.pairs()
     names = demangled([name for name, _, _ in pairs])
     parts = [table(["", "baseline", "chosen", "change"], [list(row) for row in rows(comparison, base, mine)],
@@ -222,7 +222,7 @@ def run_report(acf: str | None, globs: tuple[str, ...], stores: list[str], out: 
     from nvcc_evo.driver.common import replace_file
     from nvcc_evo.system.files import folders
     from nvcc_evo.errors import EnvironmentProblem, ExitCode, UsageError
-    from nvcc_evo.retune.tasks import select_units
+    from nvcc_evo.retune.scope.tasks import select_units
     opened = open_project("the report", acf, globs)                # found, trusted, readable; settings
     acf_path, project = opened.acf_path, opened.settings         # ([report] stores, out: the command line wins)
     file = load(acf_path)

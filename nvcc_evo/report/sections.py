@@ -14,7 +14,7 @@ from nvcc_evo.acf.edit.spelling import show_value
 from nvcc_evo.acf.knobs import arch_order
 from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.driver import compiledb
-from nvcc_evo.retune.tasks import current_fingerprints, stale_reasons
+from nvcc_evo.retune.scope.tasks import current_fingerprints, stale_reasons
 from nvcc_evo.execute.store import StoredResult, Store
 
 SECOND_AXES = ("energy", "registers", "instructions", "spills")     # the front's other axis, for one objective

@@ -2,11 +2,11 @@
 written back into the ACF.
 
 What one retune does and the settings it runs with come from
-nvcc_evo.retune.options; what is stale and how each unit is built from
-nvcc_evo.retune.tasks; one search, as prepare -> search -> decide, from
-nvcc_evo.retune.tune; the write into the ACF (by identity, under its lock)
-from nvcc_evo.retune.writeback. Here: the ACF and its settings, the one
-Options decided from them (retune.options), the tasks, every search (one
+nvcc_evo.retune.scope.options; what is stale and how each unit is built from
+nvcc_evo.retune.scope.tasks; one search, as prepare -> search -> decide, from
+nvcc_evo.retune.search.tune; the write into the ACF (by identity, under its lock)
+from nvcc_evo.retune.outcome.writeback. Here: the ACF and its settings, the one
+Options decided from them (retune.scope.options), the tasks, every search (one
 after another or several at once), the ship check and the write, the end
 report and exit status; and `--sass`'s builds
 (`compare_entries`: each unit's entry against its build's own flags, kernel
@@ -37,17 +37,17 @@ from nvcc_evo.execute.together import Together, how_many, run_together
 from nvcc_evo.execute.warm import project_stores
 from nvcc_evo.cubin.sass import KernelFacts
 from nvcc_evo.engine.space import baseline_defines, build_space
-from nvcc_evo.retune.choice import Outcome
-from nvcc_evo.retune.kernels import STORE_NAME, Comparison, KernelStore, SassUnavailable, compare
-from nvcc_evo.retune.options import (Chosen, Request, Selection, choose_settings, decide_options, ptxas_listed,
+from nvcc_evo.retune.outcome.choice import Outcome
+from nvcc_evo.kerneldiff.compare import STORE_NAME, Comparison, KernelStore, SassUnavailable, compare
+from nvcc_evo.retune.scope.options import (Chosen, Request, Selection, choose_settings, decide_options, ptxas_listed,
                                      say_settings)
-from nvcc_evo.retune.progress import board_for
-from nvcc_evo.retune.reach import REGISTER_CAPS, hangs, not_shipped, recorded_build, ship_check
-from nvcc_evo.retune.speedsafe import say_waiting, set_aside
+from nvcc_evo.retune.search.progress import board_for
+from nvcc_evo.retune.scope.reach import REGISTER_CAPS, hangs, not_shipped, recorded_build, ship_check
+from nvcc_evo.retune.search.speedsafe import say_waiting, set_aside
 from nvcc_evo.driver.targets import check_target
-from nvcc_evo.retune.tasks import Task, find_tasks
-from nvcc_evo.retune.tune import Candidates, Retune, decide, prepare, search
-from nvcc_evo.retune.writeback import fixed_settings, one_retune_at_a_time, say_rebuild, verdict_of, write_back
+from nvcc_evo.retune.scope.tasks import Task, find_tasks
+from nvcc_evo.retune.search.tune import Candidates, Retune, decide, prepare, search
+from nvcc_evo.retune.outcome.writeback import fixed_settings, one_retune_at_a_time, say_rebuild, verdict_of, write_back
 from nvcc_evo.system.leftovers import sweep_for
 from nvcc_evo.system.locks import Wait
 from nvcc_evo.system.programs import said
@@ -83,7 +83,7 @@ def _write_or_say_why(retune: Retune, outcome: Outcome, candidates: Candidates) 
 # ---------------------------------------------------------------- entry point
 def run_retune(request: Request) -> int:
     from nvcc_evo.acf.resolve import load
-    from nvcc_evo.retune.summary import render
+    from nvcc_evo.retune.outcome.summary import render
     opened = open_project("the retune", request.acf, request.globs)      # found, trusted, readable; settings
     acf_path, project = opened.acf_path, opened.settings
     chosen = choose_settings(request, project)          # each setting by the settings' precedence, once
@@ -143,7 +143,7 @@ def _set_up(dry_run: bool, chosen: Chosen, opened: Project) -> Toolkit:
 
 
 class Where:
-    """Where candidates are measured (retune.options.Machine): this machine, or the cluster."""
+    """Where candidates are measured (retune.scope.options.Machine): this machine, or the cluster."""
 
     def __init__(self, cluster: Cluster | None):
         self.cluster = cluster
@@ -210,7 +210,7 @@ def _exit_status(outcomes: list[Outcome], skipped: list[str]) -> int:
 
 
 def _one(task: Task, retune: Retune, together: Together | None = None) -> Outcome:
-    """One search, prepare -> search -> decide (retune.tune), and its choice
+    """One search, prepare -> search -> decide (retune.search.tune), and its choice
     written into the ACF (one write at a time)."""
     rng = np.random.default_rng(retune.options.seed)
     prepared = prepare(task, retune, together)

@@ -1,5 +1,5 @@
 """Append-only JSON-lines files: the results store (execute.store) and the
-kernels' store (retune.kernels) both write and read through `JsonLines`.
+kernels' store (kerneldiff.compare) both write and read through `JsonLines`.
 
 An append takes the file's lock (system.locks: one appender at a time, so
 that the torn-line check and the write are one step), ends a last line cut

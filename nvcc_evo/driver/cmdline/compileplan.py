@@ -10,7 +10,7 @@ the flags a candidate is compiled with are the flags that step of the build
 gets, and a knob the build would not pass is known before it is searched.
 A PTX that a program compiles itself (Triton's kernels, through the
 drop-in ptxas nvcc_evo.driver.dropin_ptxas) has one ptxas step, `ptx_step`:
-the drop-in's command and a kernel unit's candidates (retune.reach) both
+the drop-in's command and a kernel unit's candidates (retune.scope.reach) both
 come from it.
 
 Rules of the plan, each in one place:

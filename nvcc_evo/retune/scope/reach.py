@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from nvcc_evo.driver.toolkit import Toolkit
     from nvcc_evo.cubin.compile import CompileJob
     from nvcc_evo.cubin.sass import KernelFacts
-    from nvcc_evo.retune.choice import Outcome
+    from nvcc_evo.retune.outcome.choice import Outcome
 
 
 class BuildStep(Protocol):
@@ -285,7 +285,7 @@ def ship_check(outcome: Outcome, acf_path: Path, toolkit: Toolkit, ptxas: tuple[
 
 def _never_ends(outcome: Outcome, written: dict, acf_path: Path, build: RecordedBuild, ptxas: tuple[str, ...]) -> str:
     """Why the entry's register cap would hang a kernel ("" where it would not: `hangs`). A cap the search
-    left out can still come from a hand-written entry: the chosen build (retune.kernels' comparison) is
+    left out can still come from a hand-written entry: the chosen build (kerneldiff.compare's comparison) is
     looked at, and only where it has a kernel that moves registers, the build without the caps compiled."""
     from nvcc_evo.cubin.compile import compile_candidate
     compared, task = outcome.kernels, outcome.task
@@ -338,7 +338,7 @@ def _entry_now(task) -> dict:
 
 
 def _settings(outcome: Outcome):
-    from nvcc_evo.retune.writeback import settings_of
+    from nvcc_evo.retune.outcome.writeback import settings_of
     return settings_of(outcome)
 
 

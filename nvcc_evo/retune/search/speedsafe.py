@@ -33,7 +33,7 @@ from nvcc_evo.execute.goal import Goal
 from nvcc_evo.engine.space import Dimension, SearchSpace
 
 if TYPE_CHECKING:
-    from nvcc_evo.retune.tasks import Task
+    from nvcc_evo.retune.scope.tasks import Task
 
 # Values of the knobs that lower the optimisation level which a speed-safe static search keeps
 # (None: the flag not passed, the toolkit's -O3).

@@ -101,7 +101,7 @@ class ProgressLine:
 
 def progress_line(unit: str, goal, progress, engine, evaluator, baseline_drift=None,
                   budget=None) -> ProgressLine:
-    """One generation's line of a search (retune.tune): the engine's front,
+    """One generation's line of a search (retune.search.tune): the engine's front,
     the evaluator's tally and baseline, the budget's time left."""
     front = engine.front()
     t = evaluator.tally

@@ -4,9 +4,9 @@ winner against the baseline (`confirm`: a `Verification`), and the
 baseline's drift once the search is over (`end_drift`), where the backend
 has them.
 
-`Outcome` is what one search ends with (retune.tune's decide stage): the
-choice and every fact the write into the ACF (retune.writeback) and the
-end-of-retune table (retune.summary) read, each a typed field.
+`Outcome` is what one search ends with (retune.search.tune's decide stage): the
+choice and every fact the write into the ACF (retune.outcome.writeback) and the
+end-of-retune table (retune.outcome.summary) read, each a typed field.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from nvcc_evo.measure.stats import Verdict
 from nvcc_evo.execute.evaluate import Evaluator
 from nvcc_evo.execute.goal import Goal, holds
 from nvcc_evo.engine.evolve import Evaluation, Progress
-from nvcc_evo.retune.kernels import Comparison
-from nvcc_evo.retune.tasks import Task
+from nvcc_evo.kerneldiff.compare import Comparison
+from nvcc_evo.retune.scope.tasks import Task
 from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import Genome, SearchSpace
 
@@ -47,7 +47,7 @@ class Outcome:
     rejected: str = ""                      # why the baseline was kept over the winner ("" when it was not)
     drift: float | None = None              # the baseline's drift after the search (command backend)
     learned: str = ""                       # what refused launches taught the engine (execute.learned)
-    kernels: Comparison | None = None       # baseline and choice compared kernel by kernel (retune.kernels)
+    kernels: Comparison | None = None       # baseline and choice compared kernel by kernel (kerneldiff.compare)
     verdict: str = ""                       # the choice in words (writeback.verdict_of)
     written: bool = False
     not_written: str | None = None          # why the choice was not written into the ACF

@@ -42,15 +42,15 @@ from nvcc_evo.execute.warm import ProjectStores, warm_starts
 from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.backend import Backend
 from nvcc_evo.cubin.compile import CompileJob, CompileResult, PtxCache, compile_candidate
-from nvcc_evo.retune.choice import Outcome, Verification, choose, confirm, end_drift, front_chosen_from
-from nvcc_evo.retune.kernels import after_search
-from nvcc_evo.retune.options import Options, describe, ptxas_programs
-from nvcc_evo.retune.progress import Board, progress_line, reporter
-from nvcc_evo.retune.reach import (BuildStep, link_safe, not_shipped, reachable, recorded_build, reconfigure_safe,
-                                   same_code, say)
-from nvcc_evo.retune.speedsafe import guarded_goal, narrowed, search_guard
-from nvcc_evo.retune.tasks import Task, stale_reasons
-from nvcc_evo.retune.writeback import current_genome, fixed_settings
+from nvcc_evo.retune.outcome.choice import Outcome, Verification, choose, confirm, end_drift, front_chosen_from
+from nvcc_evo.kerneldiff.compare import after_search
+from nvcc_evo.retune.scope.options import Options, describe, ptxas_programs
+from nvcc_evo.retune.search.progress import Board, progress_line, reporter
+from nvcc_evo.retune.scope.reach import (BuildStep, link_safe, not_shipped, reachable, recorded_build,
+                                         reconfigure_safe, same_code, say)
+from nvcc_evo.retune.search.speedsafe import guarded_goal, narrowed, search_guard
+from nvcc_evo.retune.scope.tasks import Task, stale_reasons
+from nvcc_evo.retune.outcome.writeback import current_genome, fixed_settings
 from nvcc_evo.system.clock import Deadline
 from nvcc_evo.system.say import log
 
@@ -364,7 +364,7 @@ def decide(prepared: Prepared, searched: Searched, retune: Retune, together: Tog
     """The choice: the selection rule over the front and the baseline; an
     up-to-date entry stands (`settled`); else the backend's confirmation,
     where it has one, of a winner that is not the baseline. Then the lanes
-    closed, the search's time, the kernels compared (retune.kernels)."""
+    closed, the search's time, the kernels compared (kerneldiff.compare)."""
     task, space, evaluator, measurer = prepared.task, prepared.space, prepared.evaluator, prepared.measurer
     base, current = searched.baseline_measurement, current_genome(task, space)
     best = choose(list(searched.engine.seen.values()), searched.engine.front(),
@@ -391,7 +391,7 @@ def decide(prepared: Prepared, searched: Searched, retune: Retune, together: Tog
                       measurer.hello, searched.settled, verification.verdict, verification.rejected,
                       searched.drift, searched.learned)
     evaluator.tally.stop()
-    if base.ok:         # why the choice is faster, kernel by kernel (retune.kernels)
+    if base.ok:         # why the choice is faster, kernel by kernel (kerneldiff.compare)
         outcome.kernels = after_search(outcome, prepared.candidates.job, retune.store.path.parent,
                                        baseline_defines(task.source, space), log, evaluator.ptx,
                                        together.slots if together else None)

@@ -1,4 +1,4 @@
-"""A comparison of two builds' kernels (nvcc_evo.retune.kernels) as words:
+"""A comparison of two builds' kernels (nvcc_evo.kerneldiff.compare) as words:
 a table per kernel, baseline against chosen, for the terminal (`lines`:
 the end-of-retune summary, `--sass`); the report (nvcc_evo.report.page)
 draws the same `rows` as HTML: registers, occupancy, spills, stack, shared
@@ -12,7 +12,7 @@ import subprocess
 
 from nvcc_evo.cubin.occupancy import Occupancy
 from nvcc_evo.cubin.sass import CLASS_ORDER, KernelFacts
-from nvcc_evo.retune.kernels import Comparison
+from nvcc_evo.kerneldiff.compare import Comparison
 
 FACTS = (("registers", "registers"), ("spills (bytes)", "spills"), ("stack (bytes)", "stack"),
          ("shared (bytes)", "shared"), ("barriers", "barriers"), ("instructions", "instructions"))

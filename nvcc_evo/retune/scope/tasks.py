@@ -32,7 +32,7 @@ from nvcc_evo.system.say import log
 
 if TYPE_CHECKING:
     from nvcc_evo.driver.toolkit import Toolkit
-    from nvcc_evo.retune.options import Selection
+    from nvcc_evo.retune.scope.options import Selection
 
 DEFAULT_ARCH = "sm_90"
 # What a compile for link-time optimisation ships (measured with CUDA 13.0: tests/test_fidelity.py).

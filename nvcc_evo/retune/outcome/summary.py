@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nvcc_evo.retune.kernelview import change
+from nvcc_evo.kerneldiff.view import change
 
 if TYPE_CHECKING:
-    from nvcc_evo.retune.choice import Outcome
+    from nvcc_evo.retune.outcome.choice import Outcome
 
 
 def _cell(value: float) -> str:
@@ -26,7 +26,7 @@ def render(outcomes: list[Outcome]) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     for o in outcomes:
         lines += _summary(o)
-    from nvcc_evo.retune.kernelview import notes
+    from nvcc_evo.kerneldiff.view import notes
     said = notes([o.kernels for o in outcomes])
     return "\n".join(lines + ([""] + said if said else [])) + "\n"
 
@@ -58,7 +58,7 @@ def _summary(o: Outcome) -> list[str]:
     if t.evaluated:
         lines.append(f"  cost: {t.costs_text()}")
     if o.kernels is not None:
-        from nvcc_evo.retune.kernelview import lines as kernel_lines
+        from nvcc_evo.kerneldiff.view import lines as kernel_lines
         lines += kernel_lines(o.kernels, note=False)
     if len(o.goal.minimize) > 1 and o.front:
         lines.append("  Pareto front (" + ", ".join(o.goal.minimize) + "):")
@@ -71,7 +71,7 @@ def _summary(o: Outcome) -> list[str]:
 def _written(o) -> str:
     """The chosen values as the ACF gets them (defaults and pins left out)."""
     from nvcc_evo.acf.edit.spelling import show_value
-    from nvcc_evo.retune.writeback import settings_of
+    from nvcc_evo.retune.outcome.writeback import settings_of
     shown = lambda settings: " ".join(f"{s.knob}={show_value(s.value)}" for s in settings)
     written = settings_of(o)
     searched, kept = [s for s in written if s.knob not in o.fixed], [s for s in written if s.knob in o.fixed]
@@ -99,7 +99,7 @@ def _off_front(o) -> str:
 
 def _why_the_twin_lost(o, twin) -> str:
     """The chosen point and a front point score the same: why this one (choice.choose's tie rules)."""
-    from nvcc_evo.retune.writeback import current_genome
+    from nvcc_evo.retune.outcome.writeback import current_genome
     base = dict(o.space.baseline().items)
     moved = lambda genome: sum(value != base.get(knob) for knob, value in genome.items)
     if o.chosen == current_genome(o.task, o.space):

@@ -151,7 +151,7 @@ class Options:
     dry_run: bool
     protocol: str                     # PROTOCOLS
     backend: str
-    auto: bool                        # the backend was `auto`, resolved here (retune.speedsafe: what waits for a GPU)
+    auto: bool                        # the backend was `auto`, resolved here (search.speedsafe: what waits for a GPU)
     evaluations: float                # a cap (inf: none)
     generations: int | None
     seconds: float                    # the time per unit and target (inf: none)

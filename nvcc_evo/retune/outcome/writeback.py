@@ -29,8 +29,8 @@ from nvcc_evo.system.locks import Wait, lock_file, locked
 
 if TYPE_CHECKING:
     from nvcc_evo.driver.toolkit import Toolkit
-    from nvcc_evo.retune.choice import Outcome
-    from nvcc_evo.retune.options import Options
+    from nvcc_evo.retune.outcome.choice import Outcome
+    from nvcc_evo.retune.scope.options import Options
 
 
 def fixed_settings(task, space: SearchSpace) -> dict:
@@ -193,10 +193,10 @@ KERNEL_METRICS = ("registers", "spills", "stack", "shared", "instructions")     
 
 def kernels_made_worse(outcome: Outcome) -> str:
     """Each kernel the choice makes worse on a minimised objective, as the comparison of the two builds
-    (retune.kernels) and the per-kernel warps per SM say it ("" where none): the unit's number alone (its
+    (kerneldiff.compare) and the per-kernel warps per SM say it ("" where none): the unit's number alone (its
     worst kernel's, or a sum) can hide one kernel's loss ("registers 168 -> 96" while another went 34 -> 56)."""
     from nvcc_evo.measure.static import KERNEL_WARPS, REGISTER_WARPS
-    from nvcc_evo.retune.kernelview import demangled
+    from nvcc_evo.kerneldiff.view import demangled
     found: dict[str, list[str]] = {}
     if outcome.kernels is not None:
         for name, base, mine in outcome.kernels.pairs():
