@@ -296,8 +296,13 @@ def test_the_confirmation_compiles_nothing_the_command_rebuilds_itself(tmp_path,
 def test_what_is_searched_is_said_before_the_baseline_runs(tmp_path, evo_cache):
     """A bench command's baseline runs take a while (30 s for a third-party GEMM benchmark on the H200)
     and print their own line: the unit's header (why it is retuned, the backend, the space) comes
-    first. (It came after the baseline's line, as if the baseline belonged to the unit before.)"""
-    _spill_project(tmp_path, "echo 'time 2 ms'", ['metric time "([0-9]+) ms"'])
+    first. (It came after the baseline's line, as if the baseline belonged to the unit before.)
+
+    Beside it `unit "*.cu" {}` (no search, no bench: what `--hot` asks for so that a build is recorded):
+    the retune stopped with a usage error until it was removed by hand. Passed by now, said once."""
+    acf = _spill_project(tmp_path, "echo 'time 2 ms'", ['metric time "([0-9]+) ms"'])
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "other.cu")
+    acf.write_text(acf.read_text() + '\n# records every other compile\nunit "*.cu" {\n}\n')
     done = run_evo("--retune", "--target", "sm_90", "--backend", "command", "--evaluations", "2", cwd=tmp_path,
                    env=evo_env(evo_cache))
     assert done.returncode == 0, done.stderr
@@ -305,6 +310,12 @@ def test_what_is_searched_is_said_before_the_baseline_runs(tmp_path, evo_cache):
     header = next(i for i, line in enumerate(lines) if "space 2 points, 1 knobs" in line)
     baseline = next(i for i, line in enumerate(lines) if "(baseline): time 2" in line)
     assert header < baseline, done.stderr
+    said = [line for line in lines if '"*.cu"' in line]
+    assert len(said) == 1 and "unit \"*.cu\" has no `bench { command ...; metric ... }` block for the command " \
+        "backend, nor a search block: it records the build's compiles (for --hot, other units): not retuned" \
+        in said[0], done.stderr
+    assert done.stdout.splitlines()[2].startswith('"spill.cu" ') and "other.cu" not in done.stdout
+    assert acf.read_text().endswith('# records every other compile\nunit "*.cu" {\n}\n')
 
 
 def test_a_unit_without_a_bench_command_is_a_usage_error_before_any_bench_runs(tmp_path, evo_cache):
@@ -318,22 +329,11 @@ def test_a_unit_without_a_bench_command_is_a_usage_error_before_any_bench_runs(t
     assert not (tmp_path / "ran").exists() and not (tmp_path / ".nvcc-evo" / "results.jsonl").exists()
 
 
-def test_a_unit_that_only_records_the_build_is_passed_by_said_once(tmp_path, evo_cache):
-    """`unit "*.cu" {}` (no search, no bench: what `--hot` asks for so that a build is recorded) stood beside a
-    unit with a bench command: the retune stopped with a usage error until it was removed by hand. Passed by
-    now, said once; named alone, it is still a usage error."""
+def test_a_unit_that_only_records_the_build_named_alone_is_a_usage_error(tmp_path, evo_cache):
+    """`unit "*.cu" {}` is passed by beside units a retune tunes (above); named alone, it is a usage error."""
     acf = _spill_project(tmp_path, "echo 'time 1 ms'", ['metric time "([0-9]+) ms"'])
     shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "other.cu")
-    acf.write_text(acf.read_text() + '\n# records every other compile\nunit "*.cu" {\n}\n')
-    done = run_evo("--retune", "--target", "sm_90", "--backend", "command", "--evaluations", "1", cwd=tmp_path,
-                   env=evo_env(evo_cache))
-    assert done.returncode == 0, done.stderr
-    said = [line for line in done.stderr.splitlines() if '"*.cu"' in line]
-    assert len(said) == 1 and "unit \"*.cu\" has no `bench { command ...; metric ... }` block for the command " \
-        "backend, nor a search block: it records the build's compiles (for --hot, other units): not retuned" \
-        in said[0], done.stderr
-    assert done.stdout.splitlines()[2].startswith('"spill.cu" ') and "other.cu" not in done.stdout
-    assert acf.read_text().endswith('# records every other compile\nunit "*.cu" {\n}\n')
+    acf.write_text(acf.read_text() + '\nunit "*.cu" {\n}\n')
     alone = run_evo("--retune", "other.cu", "--target", "sm_90", "--backend", "command", cwd=tmp_path,
                     env=evo_env(evo_cache))
     assert alone.returncode == 2 and "(nor a search block: it records the build's compiles)" in alone.stderr
