@@ -11,7 +11,7 @@ import numpy as np
 
 from nvcc_evo.acf.bench.spec import plan_bench
 from nvcc_evo.acf.parse import parse_text
-from nvcc_evo.cubin.compile import SharedOverflow, shared_overflow
+from nvcc_evo.cubin.compile import SharedOverflow, overflow_of
 from nvcc_evo.cubin.occupancy import LaunchRefusal, launch_problem
 from nvcc_evo.engine.evolve import Budget, Engine, Evaluation, run_search
 from nvcc_evo.execute.learned import LaunchLimits
@@ -172,8 +172,8 @@ def test_a_compile_refused_for_static_shared_memory_teaches_the_same_and_larger_
     from nvcc_evo.execute.learned import SharedData
     refused = SHARED_SPACE.genome({"define.BM": 128, "define.BK": 64, "define.STAGES": 2, "ptxas.opt_level": 3})
     status, detail = _compiled(tmp_path, real_nvcc, refused)
-    assert status == "compile-error" and shared_overflow(detail) == SharedOverflow(65536, 49152), detail
-    learner = SharedData(_only_defines, lambda genome: shared_overflow(detail))
+    assert status == "compile-error" and overflow_of(detail) == SharedOverflow(65536, 49152), detail
+    learner = SharedData(_only_defines, lambda genome: overflow_of(detail))
     learner.learn(Evaluation(refused, (float("inf"),), float("inf"), status))
     larger = [{"define.BM": 128, "define.BK": 64, "define.STAGES": 2, "ptxas.opt_level": 1},
               {"define.BM": 256, "define.BK": 64, "define.STAGES": 2, "ptxas.opt_level": 3},
@@ -198,7 +198,7 @@ def test_ptxas_refusing_static_shared_memory_is_a_fact_of_the_compile_kept_by_th
     flags = ("-DBM=128", "-DBK=64", "-DSTAGES=2")
     result = compile_candidate(CompileJob(str(real_nvcc), ("-c", "tiled.cu"), str(tmp_path), "tiled.cu", "sm_90",
                                           flags))
-    assert result.status == "compile-error" and result.shared == SharedOverflow(65536, 49152), result.stderr
+    assert result.status == "compile-error" and result.overflow == SharedOverflow(65536, 49152), result.stderr
     refused = SHARED_SPACE.genome({"define.BM": 128, "define.BK": 64, "define.STAGES": 2})
     worded = SHARED_SPACE.genome({"define.BM": 32, "define.BK": 16, "define.STAGES": 1})
     store = Store(tmp_path / "results.jsonl")
@@ -207,14 +207,14 @@ def test_ptxas_refusing_static_shared_memory_is_a_fact_of_the_compile_kept_by_th
     store.append(StoredResult(worded, (), failed("compile-error", "echo 'uses too much shared data (9 bytes, "
                                                                   "8 max)'"), "", context))
     measured = {r.genome: r.measurement for r in store.read()}
-    assert [m.shared for m in measured.values()] == [SharedOverflow(65536, 49152), None]
+    assert [m.overflow for m in measured.values()] == [SharedOverflow(65536, 49152), None]
     learner = shared_for(tmp_path / "tiled.cu", SHARED_SPACE, SimpleNamespace(measured=measured, refusals={}))
     for genome in (refused, worded):
         learner.learn(Evaluation(genome, (float("inf"),), float("inf"), "compile-error"))
     assert learner.refused == [learner._key(refused)] and "65536 bytes" in learner.said[0]
     old = Store(tmp_path / "old.jsonl")
-    old.path.write_text(re.sub(r', "shared": (null|\[\d+, \d+\])', "", store.path.read_text()))
-    assert [r.measurement.shared for r in old.read()] == [SharedOverflow(65536, 49152), SharedOverflow(9, 8)]
+    old.path.write_text(re.sub(r', "overflow": (null|\[\d+, \d+\])', "", store.path.read_text()))
+    assert [r.measurement.overflow for r in old.read()] == [SharedOverflow(65536, 49152), SharedOverflow(9, 8)]
 
 
 def test_a_compile_that_contradicts_larger_defines_failing_leaves_only_the_same_defines_forbidden():
@@ -224,7 +224,7 @@ def test_a_compile_that_contradicts_larger_defines_failing_leaves_only_the_same_
     from nvcc_evo.execute.learned import SharedData
     said = "ptxas error   : Entry function 'k' uses too much shared data (0x10000 bytes, 0xc000 max)"
     refused = SHARED_SPACE.genome({"define.BM": 64, "define.BK": 32, "define.STAGES": 2})
-    learner = SharedData(_only_defines, lambda genome: shared_overflow(said))
+    learner = SharedData(_only_defines, lambda genome: overflow_of(said))
     learner.learn(Evaluation(refused, (float("inf"),), float("inf"), "compile-error"))
     larger = SHARED_SPACE.genome({"define.BM": 128, "define.BK": 32, "define.STAGES": 2})
     assert learner.forbids(larger)
@@ -240,7 +240,7 @@ def _shared_search(learn: bool, said: str, seed: int):
     TILED's (`said`: its words, from a real compile): over 48 KiB of floats."""
     from nvcc_evo.execute.learned import SharedData
     details: dict = {}
-    learner = SharedData(_only_defines, lambda g: shared_overflow(details.get(g, ""))) if learn else None
+    learner = SharedData(_only_defines, lambda g: overflow_of(details.get(g, ""))) if learn else None
     generations: list = []
 
     def evaluate(genomes):
@@ -435,7 +435,7 @@ def test_with_overlap_a_refused_compile_teaches_the_batch_asked_next_not_the_one
         refused[early] = 0
         for seed in range(6):
             evaluate = Compiling(said, early)
-            learner = SharedData(_only_defines, lambda g, e=evaluate: shared_overflow(e.details.get(g, "")))
+            learner = SharedData(_only_defines, lambda g, e=evaluate: overflow_of(e.details.get(g, "")))
             engine = Engine(SHARED_SPACE, np.random.default_rng(seed), population=8, seeds=[SHARED_SPACE.baseline()],
                             avoid=learner)
             run_search(engine, evaluate, Budget(evaluations=60), overlap=True)

@@ -51,7 +51,7 @@ class SharedOverflow(NamedTuple):
         return f"{self.used} bytes of static shared memory, ptxas's limit {self.most}"
 
 
-def shared_overflow(stderr: str) -> SharedOverflow | None:
+def overflow_of(stderr: str) -> SharedOverflow | None:
     """ptxas's message of static shared memory over its limit as a SharedOverflow (None: not that)."""
     found = TOO_MUCH_SHARED.search(stderr)
     return SharedOverflow(int(found.group(1), 0), int(found.group(2), 0)) if found else None
@@ -89,7 +89,7 @@ class CompileResult:
     cubin: bytes = b""
     ptx: bytes = field(default=b"", repr=False)     # the PTX ptxas compiled (PtxCache keeps it)
     module_id: str = ""           # nvcc's module id of that PTX (sass_hash)
-    shared: SharedOverflow | None = None   # compile-error: ptxas refused its static shared memory
+    overflow: SharedOverflow | None = None   # compile-error: ptxas refused its static shared memory
 
     @property
     def ok(self) -> bool:
@@ -109,7 +109,7 @@ def _finished(job: CompileJob, done, seconds: float, work: str, what: str = "com
     if done.returncode != 0:
         kept = _front_end_ptx(work, done.stderr)
         return CompileResult(Status.COMPILE_ERROR, seconds, done.stderr, ptx=kept,
-                             module_id=_module_id(work) if kept else "", shared=shared_overflow(done.stderr))
+                             module_id=_module_id(work) if kept else "", overflow=overflow_of(done.stderr))
     # One architecture: nvcc names it SOURCE.cubin; several: SOURCE.sm_XX.cubin.
     cubins = sorted(Path(work).glob(f"*.{job.arch}.cubin")) or sorted(Path(work).glob("*.cubin"))
     if not cubins:

@@ -262,7 +262,7 @@ class Evaluator:
         for index, genome in enumerate(started.genomes):
             result = self.compiled(started, index)
             if result is not None and result.status == Status.COMPILE_ERROR:
-                refusal = failed(result.status, result.stderr, shared=result.shared)
+                refusal = failed(result.status, result.stderr, overflow=result.overflow)
                 self.refusals[genome] = refusal
                 refused.append(self.evaluation(genome, refusal))
         return refused

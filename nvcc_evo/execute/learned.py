@@ -140,11 +140,11 @@ class LaunchLimits:
 
 class SharedData:
     """Static shared memory over ptxas's limit, learned from refused compiles of one unit (see the
-    module's words); `shared_of` says what a genome's compile was refused for (cubin.compile's fact)."""
+    module's words); `overflow_of` says what a genome's compile was refused for (cubin.compile's fact)."""
 
     def __init__(self, defines_for: Callable[[Genome], dict],
-                 shared_of: Callable[[Genome], SharedOverflow | None]):
-        self.defines_for, self.shared_of = defines_for, shared_of
+                 overflow_of: Callable[[Genome], SharedOverflow | None]):
+        self.defines_for, self.overflow_of = defines_for, overflow_of
         self.refused: list[tuple[tuple, dict]] = []   # (other knobs, defines) of the genomes ptxas refused
         self.built: list[tuple[tuple, dict]] = []     # the same, of genomes that compiled
         self.growing = True                           # more of every define never needs less shared memory
@@ -159,7 +159,7 @@ class SharedData:
         if evaluation.status in BUILT:
             self.built.append(key)
             contradicted = self.growing and any(_covers(key, r) for r in self.refused)
-        elif evaluation.status == Status.COMPILE_ERROR and (found := self.shared_of(evaluation.genome)):
+        elif evaluation.status == Status.COMPILE_ERROR and (found := self.overflow_of(evaluation.genome)):
             if key in self.refused:
                 return                    # (learned before its batch was told: engine.evolve's overlap)
             self.refused.append(key)
@@ -312,7 +312,7 @@ def shared_for(source: Path, space: SearchSpace, evaluator: Evaluator) -> Shared
     refused before its batch was measured (`refusals`)."""
     measured, refusals = evaluator.measured, evaluator.refusals
     return SharedData(_defines_for(source, space),
-                      lambda genome: (measured.get(genome) or refusals.get(genome) or NOTHING).shared)
+                      lambda genome: (measured.get(genome) or refusals.get(genome) or NOTHING).overflow)
 
 
 def wrong_for(source: Path, space: SearchSpace, evaluator: Evaluator) -> WrongAnswers:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from nvcc_evo.errors import EnvironmentProblem, EvoError
 from nvcc_evo.measure import Measurement, Wrong
-from nvcc_evo.cubin.compile import SharedOverflow, shared_overflow
+from nvcc_evo.cubin.compile import SharedOverflow, overflow_of
 from nvcc_evo.cubin.occupancy import LaunchRefusal
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.status import Status
@@ -70,7 +70,7 @@ def _encode(record: StoredResult) -> str:
         **({"refusal": [list(m.refusal.block), *m.refusal[1:]]} if m.refusal is not None else {}),
         **({"raced": True} if m.raced else {}),
         **({"wrong": m.wrong and m.wrong.value} if m.status == Status.WRONG_ANSWER else {}),   # (null: not said)
-        **({"shared": m.shared and list(m.shared)} if m.status == Status.COMPILE_ERROR else {}),  # (null: not that)
+        **({"overflow": m.overflow and list(m.overflow)} if m.status == Status.COMPILE_ERROR else {}),  # (null: none)
     })
 
 
@@ -142,21 +142,21 @@ def _decode(line: str) -> StoredResult:
         raise OtherShape("raced is not this version's")
     measurement = Measurement(Status(status), metrics, _numbers(data.get("spreads"), "spreads"), detail,
                               costs=_numbers(data.get("costs", {}), "costs"), refusal=_refusal(data.get("refusal")),
-                              raced=raced, wrong=_wrong(data, status, detail), shared=_shared(data, status, detail))
+                              raced=raced, wrong=_wrong(data, status, detail), overflow=_overflow(data, status, detail))
     return StoredResult(_genome(data.get("genome")), _strings(data.get("flags"), "flags"), measurement, sass,
                         _context(data.get("context")), float(data.get("time", 0.0)))
 
 
-def _shared(data: dict, status: str, detail: str) -> SharedOverflow | None:
+def _overflow(data: dict, status: str, detail: str) -> SharedOverflow | None:
     """What ptxas refused a compile for, as stored; a store written before the field has ptxas's own
     words in a compile error's detail."""
-    if "shared" not in data:
-        return shared_overflow(detail) if status == Status.COMPILE_ERROR else None
-    given = data["shared"]
+    if "overflow" not in data:
+        return overflow_of(detail) if status == Status.COMPILE_ERROR else None
+    given = data["overflow"]
     if given is None:
         return None
     if not (isinstance(given, list) and len(given) == 2 and all(isinstance(v, int) for v in given)):
-        raise OtherShape("shared is not this version's")
+        raise OtherShape("overflow is not this version's")
     return SharedOverflow(*given)
 
 

@@ -63,7 +63,7 @@ class Measurement:
     refusal: "LaunchRefusal | None" = None        # launch-refused: why the driver would refuse it, as a fact
     raced: bool = False                           # timed only until it was clearly slower than the incumbent
     wrong: Wrong | None = None                    # wrong-answer: what the outputs' check found (None: not said)
-    shared: "SharedOverflow | None" = None        # compile-error: ptxas refused its static shared memory
+    overflow: "SharedOverflow | None" = None      # compile-error: ptxas refused its static shared memory
 
     @property
     def ok(self) -> bool:
@@ -111,5 +111,5 @@ class Clock:
 
 
 def failed(status: Status, detail: str, refusal: "LaunchRefusal | None" = None,
-           wrong: Wrong | None = None, shared: "SharedOverflow | None" = None) -> Measurement:
-    return Measurement(status, detail=detail[-4000:], refusal=refusal, wrong=wrong, shared=shared)
+           wrong: Wrong | None = None, overflow: "SharedOverflow | None" = None) -> Measurement:
+    return Measurement(status, detail=detail[-4000:], refusal=refusal, wrong=wrong, overflow=overflow)

@@ -27,7 +27,7 @@ def measure(result: CompileResult, arch: str, each_kernel: bool = False,
     `kernel_warps`; `launches`: a kernel's (threads, dynamic shared bytes) as its bench launches it) and the
     fewest of them (REGISTER_WARPS)."""
     if not result.ok:
-        return failed(result.status, result.stderr, shared=result.shared)
+        return failed(result.status, result.stderr, overflow=result.overflow)
     kernels = resources(result.stderr, arch, result.cubin)
     if not kernels:
         return failed(Status.NO_KERNEL, f"ptxas reported no entry function for {arch}\n{result.stderr}")
