@@ -113,8 +113,9 @@ def how_to_record(acf_path: Path | None) -> str:
               "entry: a build adds nothing for it, and a retune that runs benches passes it by)")
     again = ("rebuild from clean through nvcc-evo (make clean && make NVCC=nvcc-evo, cmake "
              "-DCMAKE_CUDA_COMPILER=nvcc-evo: objects built before are not recorded) and run --hot again (Triton's "
-             "kernels: unit kernel \"*\" {}, and the run with TRITON_PTXAS_PATH=nvcc-evo-ptxas and empty "
-             "TRITON_CACHE_DIR and TORCHINDUCTOR_CACHE_DIR: a cached kernel runs no ptxas)")
+             "kernels: unit kernel \"*\" {}, and the run with TRITON_PTXAS_PATH=nvcc-evo-ptxas, for sm_100 and "
+             "later TRITON_PTXAS_BLACKWELL_PATH=nvcc-evo-ptxas-blackwell too, and empty TRITON_CACHE_DIR and "
+             "TORCHINDUCTOR_CACHE_DIR: a cached kernel runs no ptxas)")
     if acf_path is None:
         return f"no ACF here or above: no kernel maps to a recorded build; write an nvcc-evo.acf ({record}), {again}"
     if not any(db_folder(acf_path).glob("*.json")):

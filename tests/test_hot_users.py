@@ -1,0 +1,158 @@
+"""`nvcc-evo --hot` as a user meets it, beyond tests/test_hot.py: a
+launcher that starts two CUDA processes at once (an MPI-like pair), no
+CUPTI through the console script, the Triton advice naming both of
+Triton's ptxas variables (Blackwell), and the harness-free bench
+(`metric time kernels`) judging a candidate by its exit status and the
+user's `check` as the command backend does. No GPU here: the processes add
+their kernels to the real injection library themselves, as the driver's
+CUPTI records would."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from conftest import DATA, EVO, evo_env, run_evo
+
+ROOT = Path(__file__).resolve().parents[1]
+
+RANK = """\
+import ctypes, os, sys, time
+# One rank of a pair the launcher starts at once: both are up before either records a kernel.
+lib = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])
+rank = int(sys.argv[1])
+open(f"up{rank}", "w").close()
+for _ in range(1000):
+    if os.path.exists(f"up{1 - rank}"):
+        break
+    time.sleep(0.01)
+else:
+    sys.exit(f"rank {rank}: the other rank never started")
+# the same kernel at the same shape in both ranks (its times add up), one more in rank 1
+lib.nvcc_evo_add(b"_Z4tilePf", 8, 1, 1, 256, 1, 1, 40, 0, ctypes.c_ulonglong(2000000 + 1000000 * rank))
+if rank == 1:
+    lib.nvcc_evo_add(b"_Z5scalePffi", 4, 1, 1, 128, 1, 1, 16, 0, ctypes.c_ulonglong(500000))
+print(f"rank {rank} done", file=sys.stderr)
+raise SystemExit(lib.nvcc_evo_write())
+"""
+
+
+def test_a_launcher_script_s_two_processes_are_both_profiled_and_their_files_merged(tmp_path, monkeypatch, capfd):
+    """`sh launch.sh` starts two ranks side by side and waits (as mpirun does): the injection reaches both
+    through the environment, each writes its own file, the table adds them up and the profile is saved."""
+    from nvcc_evo.hot import run
+    monkeypatch.setattr(run, "gpu_problem", lambda: "")            # (the GPU check stood aside: no GPU here)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rank.py").write_text(RANK)
+    (tmp_path / "launch.sh").write_text(f"#!/bin/sh\n{sys.executable} rank.py 0 &\n{sys.executable} rank.py 1 &\n"
+                                        "wait\n")
+    assert run.run_hot(None, None, ["sh", "launch.sh"], False, 0.05, None, None) == 0
+    shown = capfd.readouterr()
+    assert "rank 0 done" in shown.err and "rank 1 done" in shown.err and "done" not in shown.out
+    assert "2 kernel(s), 5.500 ms on the GPU" in shown.out, shown.out
+    assert "  90.9%       5.000        2     2500.00  tile(float*)\n" in shown.out, shown.out    # 2 + 3 ms, 2 calls
+    assert "   9.1%       0.500        1      500.00  scale(float*, float, int)\n" in shown.out, shown.out
+    saved = (tmp_path / ".nvcc-evo" / "hot" / "profile.json").read_text()
+    assert '"command": [\n  "sh",\n  "launch.sh"\n ]' in saved and '"calls": 2' in saved, saved
+
+
+def test_no_cupti_and_no_gpu_exit_3_saying_both_and_how_to_get_cupti(tmp_path, evo_cache):
+    """The console script in a fresh folder, with a toolkit that holds no CUPTI (and no cupti wheel): exit 3,
+    what is missing and how to get it, nothing on stdout, no traceback, nothing saved."""
+    from nvcc_evo.hot.run import gpu_problem
+    toolkit = tmp_path / "toolkit"
+    (toolkit / "bin").mkdir(parents=True)
+    nvcc = toolkit / "bin" / "nvcc"                  # (answers the dry run with a TOP of no CUPTI)
+    nvcc.write_text(f'#!/bin/sh\necho "#\\$ TOP={toolkit}" >&2\n')
+    nvcc.chmod(0o755)
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    env = evo_env(evo_cache, nvcc)
+    from nvcc_evo.errors import EnvironmentProblem
+    from nvcc_evo.measure.profile.library import find_cupti
+    try:
+        find_cupti({}, None)                        # (a wheel of CUPTI, where one is installed: found first)
+        has_wheel = True
+    except EnvironmentProblem:
+        has_wheel = False
+    result = run_evo("--hot", "--", "./app", cwd=fresh, env=env)
+    assert result.returncode == 3 and result.stdout == "", result
+    if not has_wheel:
+        assert "no CUPTI found: kernel times need NVIDIA's CUPTI library: pip install 'nvcc-evo[profile]' (or " \
+               "name a folder holding include/cupti.h and lib/libcupti.so in NVCC_EVO_CUPTI)" in result.stderr
+    if gpu_problem():
+        assert "no CUDA driver" in result.stderr and "use --hot --from FILE" in result.stderr
+    assert result.stderr.startswith("nvcc-evo: error: --hot cannot record kernel times here: ")
+    assert "Traceback" not in result.stderr and list(fresh.iterdir()) == []
+
+
+def test_the_triton_advice_and_docs_name_both_of_triton_s_ptxas_variables(tmp_path, evo_cache):
+    """Triton 3.6 runs TRITON_PTXAS_BLACKWELL_PATH from sm_100 on: what --hot prints when nothing is recorded,
+    and the docs' --hot and Triton pages, name it beside TRITON_PTXAS_PATH (before: the advice and
+    docs/retune.md's --hot section named TRITON_PTXAS_PATH alone)."""
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\n\nunit kernel "*" {\n}\n')
+    shutil.copy(DATA / "hot" / "profile.json", tmp_path / "profile.json")
+    result = run_evo("--hot", "--from", "profile.json", cwd=tmp_path, env=evo_env(evo_cache))
+    assert result.returncode == 0, result.stderr
+    assert "TRITON_PTXAS_PATH=nvcc-evo-ptxas, for sm_100 and later " \
+           "TRITON_PTXAS_BLACKWELL_PATH=nvcc-evo-ptxas-blackwell too" in result.stderr, result.stderr
+    retune = (ROOT / "docs" / "retune.md").read_text()
+    hot = retune[retune.index("## From an application to its hot kernels"):retune.index("## Worked example")]
+    triton = (ROOT / "docs" / "triton.md").read_text()
+    for page in (hot, triton):
+        assert "TRITON_PTXAS_PATH=$(which nvcc-evo-ptxas)" in page
+        assert "TRITON_PTXAS_BLACKWELL_PATH=$(which nvcc-evo-ptxas-blackwell)" in page
+
+
+STAND_IN = """\
+import ctypes, os, sys
+# A CUDA program's kernels as the injection library records them (no GPU here: the program adds them itself).
+# -O1 and -O0 make `mix` faster, but -O1's program fails (exit 7) and -O0's answer fails the user's check.
+if "CUDA_INJECTION64_PATH" not in os.environ:
+    sys.exit(0)                                     # (the run that records the build first: no kernel times)
+lib = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])
+flags = os.environ["NVCC_EVO_CANDIDATE_FLAGS"]
+mine = 3.0e6 if "-O1" in flags or "-O0" in flags else 5.0e6
+for _ in range(10):
+    lib.nvcc_evo_add(b"mix", 64, 1, 1, 1024, 1, 1, 32, 0, ctypes.c_ulonglong(int(mine)))
+open("answer", "w").write("wrong\\n" if "-O0" in flags else "right\\n")
+lib.nvcc_evo_write()
+sys.exit(7 if "-O1" in flags else 0)
+"""
+
+
+def test_the_kernel_metric_bench_judges_by_the_exit_status_and_the_user_s_check(tmp_path, evo_cache):
+    """`metric time kernels` takes the command backend's checks: a candidate whose run exits non-zero is
+    command-failed and one that fails `check command` a wrong answer, however fast its kernels; the
+    baseline stays."""
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+    (tmp_path / "app.py").write_text(STAND_IN)
+    acf = f"""acf 1
+unit "spill.cu" {{
+    search {{
+        ptxas.opt_level in {{0, 1, 3}}
+    }}
+    tune {{
+        minimize time
+    }}
+    bench {{
+        command "{EVO} -arch=sm_90 -cubin spill.cu -o spill.cubin && {sys.executable} app.py"
+        check command "grep -q right answer"
+        metric time kernels
+    }}
+}}
+"""
+    (tmp_path / "nvcc-evo.acf").write_text(acf)
+    result = run_evo("--retune", "--target", "sm_90", "--backend", "command", "--evaluations", "3", cwd=tmp_path,
+                     env=evo_env(evo_cache))
+    assert result.returncode == 0, result.stderr
+    assert "candidate -Xptxas -O1: command-failed after" in result.stderr, result.stderr
+    assert "candidate -Xptxas -O0: wrong-answer after" in result.stderr
+    assert "failures: command-failed 1 (e.g. \"exit 7: " in result.stdout
+    assert "wrong-answer 1 (e.g. \"`check command \"grep -q right answer\"` exited 1" in result.stdout
+    assert "baseline kept: no candidate beat it" in result.stdout
+    from nvcc_evo.acf.parse import parse_text
+    target = parse_text((tmp_path / "nvcc-evo.acf").read_text()).units[0].targets[0]
+    assert {s.knob: s.value for s in target.settings} == {}, result.stdout      # the baseline, not -O1 or -O0
