@@ -10,7 +10,7 @@ import os
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.acf import model
 from nvcc_evo import backends
@@ -106,9 +106,8 @@ def select_units(file: model.AcfFile, acf_path: Path, patterns: tuple[str, ...],
 
 def _job_for(unit: model.Unit, arch: str, acf_path: Path, mine: list, unreadable: list, nvcc: str,
              timeout: float) -> tuple[CompileJob, Path, tuple] | str:
-    """How the build compiles this unit: its latest usable compile-database
-    record (`mine`), else `-c SOURCE`; or why it cannot be built as the build
-    does (`unreadable`: records of no known unit, maybe this one's)."""
+    """How the build compiles this unit: its latest usable compile-database record (`mine`), else
+    `-c SOURCE`; or why it cannot be built as the build does (`unreadable`: records of no known unit)."""
     if mine:
         record = max(mine, key=lambda r: (r.arch == arch, r.time))
         real = os.path.realpath(record.input)
@@ -138,9 +137,8 @@ def _job_for(unit: model.Unit, arch: str, acf_path: Path, mine: list, unreadable
 
 def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list, folder: Path,
                  defaulted: bool) -> None:
-    """Each compile-database record of `unit` that is not used and what happens instead, or that it has none at
-    all (and so what it is built as: `-c SOURCE`, for the built-in DEFAULT_ARCH unless `--target` or a target
-    block says). A source unit whose globs match no file is said to be that first."""
+    """Each unused compile-database record of `unit` and what happens instead, or that it has none (so it is
+    built as `-c SOURCE`, for DEFAULT_ARCH unless `--target` or a block says); globs matching no file first."""
     if not (mine or not_used or unit.is_kernel) and not unit_sources(unit, folder):
         log(f"unit {unit}: its globs match no file under {folder}")
         return
@@ -154,10 +152,12 @@ def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list,
 
 
 def stale_reasons(unit: model.Unit, arch: str, unit_fingerprint: str, toolkit_version: str, build: str = "",
-                  gpu: str = "", also_builds: tuple[str, ...] = (), built_for: str | None = None) -> tuple[str, ...]:
+                  gpu: str = "", also_builds: tuple[str, ...] = (), built_for: str | None = None,
+                  namer: Namer | None = None) -> tuple[str, ...]:
     """Why the unit's entry for `arch` (the block a build for the GPU `built_for` reads) is not what a retune
     here would write ("" each: it is), `gpu` the model this retune measures on ("" where it measures on none:
-    the static and command backends); `also_builds`: the same build as older nvcc-evo named it."""
+    the static and command backends); `also_builds`: the same build as older nvcc-evo named it; `namer`
+    names what changed (the files, the other build) where the retune knows how it builds the unit."""
     target = entry_for(unit, arch, built_for)
     if target is None:
         return (f"no entry for {arch}",)
@@ -166,7 +166,7 @@ def stale_reasons(unit: model.Unit, arch: str, unit_fingerprint: str, toolkit_ve
     reasons = []
     recorded = target.record("fingerprint")
     if recorded is None or recorded.value != unit_fingerprint:
-        reasons.append("source changed")
+        reasons.append(namer.source_changed(str(recorded.value)) if namer and recorded else "source changed")
     toolkit = target.record("toolkit")
     if toolkit is None or toolkit.value != toolkit_version:
         reasons.append(f"toolkit {toolkit.value if toolkit else '?'} -> {toolkit_version}")
@@ -178,7 +178,8 @@ def stale_reasons(unit: model.Unit, arch: str, unit_fingerprint: str, toolkit_ve
         reasons.append(TUNE_CHANGED)
     tuned_for = target.record("build")        # (likewise absent in older entries)
     if build and tuned_for is not None and tuned_for.value not in (build, *also_builds):
-        reasons.append(f"tuned for another build ({tuned_for.value}; now {build})")
+        words = f"tuned for another build ({tuned_for.value}; now {build})"
+        reasons.append((namer.another_build(str(tuned_for.value)) or words) if namer else words)
     measured_on = target.record("gpu")        # (entries the GPU backend measured)
     if gpu and measured_on is not None and measured_on.value != gpu:
         reasons.append(f"measured on {measured_on.value}; this GPU is {gpu} (for an entry of each, name the GPU "
@@ -264,9 +265,9 @@ def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, tool
         build = build_identity(job, acf_path.parent, bool(mine))
         older = tuple(f"recorded compile {key}" for key in older_keys(job, acf_path.parent)) if mine else ()
         release = served_release(job)
+        namer = Namer(arch, source, job, mine, acf_path.parent, toolkit.nvcc)
         reasons = ("asked",) if asked else stale_reasons(unit, arch, unit_fingerprint, release or toolkit.version,
-                                                         build, gpu, older, built_for)
-        reasons = _named(reasons, entry, arch, source, job, mine, acf_path.parent, toolkit.nvcc)
+                                                         build, gpu, older, built_for, namer)
         _say_other_builds(unit, arch, mine, acf_path.parent, toolkit.nvcc)
         measured = None if asked else _measured_on(entry)
         if reasons and measures.facts_only and measured:
@@ -284,9 +285,8 @@ def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, tool
 
 def source_fingerprint(unit: model.Unit, source: Path, argv: tuple[str, ...], env: tuple[tuple[str, str], ...],
                        cwd: str, acf_dir: Path) -> str:
-    """The unit's fingerprint as the build that compiles it (its argv, environment and folder: a compile-database
-    record, or `-c SOURCE` in the ACF's folder) reads its sources now: --retune's and --report's, made as the
-    build's own (match.stale.fingerprint, its -I folders included)."""
+    """The unit's fingerprint as the build that compiles it (a compile-database record, or `-c SOURCE` in the
+    ACF's folder) reads its sources now, made as the build's own (match.stale.fingerprint, -I folders too)."""
     return fingerprint(source, parse_call(list(argv), dict(env), cwd), cwd, unit.named_files(), acf_dir)
 
 
@@ -301,29 +301,30 @@ def current_fingerprints(unit: model.Unit, acf_path: Path, records: list) -> set
             for source in unit_sources(unit, acf_path.parent)}
 
 
-def _named(reasons: tuple[str, ...], target: model.Target | None, arch: str, source: Path, job: CompileJob,
-           mine: list, root: Path, nvcc: str) -> tuple[str, ...]:
-    """The reasons in words that name what changed: the files of "source changed" (where the fingerprint's
-    files were kept, builds.keep_sources), the folder and the difference of "tuned for another build"."""
-    if target is None or not reasons:
-        return reasons
-    named = []
-    for reason in reasons:
-        recorded, tuned_for = target.record("fingerprint"), target.record("build")
-        if reason == "source changed" and recorded is not None:
-            files = changed_sources(root, str(recorded.value), sources_read(source, job.argv, job.env, job.cwd, root))
-            reason += f" ({', '.join(files[:4])}{' ...' if len(files) > 4 else ''})" if files else ""
-        elif reason.startswith("tuned for another build") and tuned_for is not None:
-            records = sorted((r for r in mine if r.arch == arch), key=lambda r: r.time, reverse=True)
-            reason = named_build(str(tuned_for.value), records, root, nvcc) or reason
-        named.append(reason)
-    return tuple(named)
+class Namer(NamedTuple):
+    """How a retune builds a unit for `arch`, which names what changed: a source's files (those a written entry's
+    fingerprint read were kept: builds.keep_sources), another build's folder and difference (None: unknown)."""
+
+    arch: str
+    source: Path
+    job: CompileJob
+    mine: list
+    root: Path
+    nvcc: str
+
+    def source_changed(self, recorded: str) -> str:
+        job, root = self.job, self.root
+        files = changed_sources(root, recorded, sources_read(self.source, job.argv, job.env, job.cwd, root))
+        return "source changed" + (f" ({', '.join(files[:4])}{' ...' if len(files) > 4 else ''})" if files else "")
+
+    def another_build(self, tuned_for: str) -> str | None:
+        records = sorted((r for r in self.mine if r.arch == self.arch), key=lambda r: r.time, reverse=True)
+        return named_build(tuned_for, records, self.root, self.nvcc)
 
 
 def _say_other_builds(unit: model.Unit, arch: str, mine: list, root: Path, nvcc: str) -> None:
-    """Where the unit's records for `arch` compile it in more than one way (a Debug and a Release folder; not
-    the outputs' names alone, nor another build folder whose sources read the same), which one the retune
-    tunes for: the latest, and what the others do differently."""
+    """Where the unit's records for `arch` compile it in more than one way (a Debug and a Release folder, not
+    output names alone), which one the retune tunes for (the latest) and what the others do differently."""
     ways: dict[tuple[str, str], compiledb.CompileRecord] = {}     # (build_key, fingerprint) -> its latest record
     for record in sorted((r for r in mine if r.arch == arch), key=lambda r: r.time, reverse=True):
         unit_fingerprint = source_fingerprint(unit, Path(record.input), record.argv, record.compile_env(), record.cwd,
@@ -369,9 +370,8 @@ def _bench_builds_it(unit: model.Unit, acf_path: Path, selection: Selection) -> 
 
 
 def served_release(job: CompileJob) -> str:
-    """The release of the ptxas a kernel unit's program runs (Triton's own, recorded by nvcc-evo-ptxas), not the
-    toolkit's nvcc: a Triton upgrade that brings another ptxas makes its entries stale and sets its stored results
-    aside. "" for a unit nvcc compiles (or a ptxas that cannot say)."""
+    """The release of the ptxas a kernel unit's program runs (Triton's own), not the toolkit's: another ptxas
+    makes its entries stale and sets its results aside. "" for a unit nvcc compiles (or a ptxas that cannot say)."""
     if not job.ptxas:
         return ""
     from nvcc_evo.driver.cmdline.ptxas import probe
