@@ -9,11 +9,16 @@ CUPTI records would."""
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
-from conftest import DATA, EVO, evo_env, run_evo
+import pytest
+
+from conftest import DATA, EVO, EVO_COMMAND, evo_env, run_evo
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,6 +63,34 @@ def test_a_launcher_script_s_two_processes_are_both_profiled_and_their_files_mer
     assert '"command": [\n  "sh",\n  "launch.sh"\n ]' in saved and '"calls": 2' in saved, saved
 
 
+@pytest.mark.gpu
+def test_on_the_gpu_a_launcher_s_two_real_processes_are_profiled_and_bad_runs_are_said(tmp_path, evo_cache):
+    """The real thing (run on the H200): a launcher script runs the nvcc-built app twice at once (2 and 3
+    repeats: tile_gemm<32> runs 5 times in all, one row, both processes' CUPTI records merged); a command
+    that ran CUDA and then fails is said with its status and stderr, nothing saved; one that runs no kernel
+    is said."""
+    folder = tmp_path / "app"
+    shutil.copytree(DATA / "projects" / "hot", folder)
+    env = evo_env(evo_cache)
+    built = subprocess.run(["make", "-s", f"NVCC={shlex.join(EVO_COMMAND)}"], cwd=folder, env=env,
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    (folder / "launch.sh").write_text("#!/bin/sh\n./app 256 2 &\n./app 256 3 &\nwait\n")
+    result = run_evo("--hot", "--", "sh", "launch.sh", cwd=folder, env=env)
+    assert result.returncode == 0, result.stderr
+    row = next(line for line in result.stdout.splitlines() if "tile_gemm<32>" in line)
+    assert re.match(r"\s+[\d.]+%\s+[\d.]+\s+5\s", row), result.stdout          # 2 + 3 calls
+    assert result.stderr.count("time ") >= 2                                    # (both apps' own output)
+    saved = folder / ".nvcc-evo" / "hot" / "profile.json"
+    assert saved.is_file()
+    saved.unlink()
+    failed = run_evo("--hot", "--", "sh", "-c", "./app 64 1 && echo broken >&2 && exit 5", cwd=folder, env=env)
+    assert failed.returncode == 1 and "exited with status 5: no profile saved, nothing written" in failed.stderr
+    assert "    | broken" in failed.stderr and not saved.exists() and failed.stdout == ""
+    idle = run_evo("--hot", "--", "true", cwd=folder, env=env)
+    assert idle.returncode == 1 and "ran no kernel on the GPU" in idle.stderr and not saved.exists()
+
+
 def test_no_cupti_and_no_gpu_exit_3_saying_both_and_how_to_get_cupti(tmp_path, evo_cache):
     """The console script in a fresh folder, with a toolkit that holds no CUPTI (and no cupti wheel): exit 3,
     what is missing and how to get it, nothing on stdout, no traceback, nothing saved."""
@@ -86,6 +119,20 @@ def test_no_cupti_and_no_gpu_exit_3_saying_both_and_how_to_get_cupti(tmp_path, e
         assert "no CUDA driver" in result.stderr and "use --hot --from FILE" in result.stderr
     assert result.stderr.startswith("nvcc-evo: error: --hot cannot record kernel times here: ")
     assert "Traceback" not in result.stderr and list(fresh.iterdir()) == []
+
+
+def test_a_cupti_folder_named_without_cupti_is_said_not_passed_by(tmp_path, evo_cache):
+    """NVCC_EVO_CUPTI names a folder of no CUPTI: exit 3 saying so (before: the wheel's or the toolkit's
+    CUPTI was taken in its place, silently, and only the GPU was said missing)."""
+    empty = tmp_path / "cupti"
+    empty.mkdir()
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    result = run_evo("--hot", "--", "./app", cwd=fresh, env=evo_env(evo_cache, NVCC_EVO_CUPTI=empty))
+    assert result.returncode == 3 and result.stdout == "" and "Traceback" not in result.stderr
+    assert f"NVCC_EVO_CUPTI={empty} holds no include/cupti.h and lib/libcupti.so (or lib64/): name a folder " \
+           "that does, or unset it to use the nvidia-cuda-cupti wheel (pip install 'nvcc-evo[profile]') or the " \
+           "toolkit's CUPTI" in result.stderr, result.stderr
 
 
 def test_the_triton_advice_and_docs_name_both_of_triton_s_ptxas_variables(tmp_path, evo_cache):

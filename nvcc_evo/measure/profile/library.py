@@ -1,10 +1,12 @@
 """The injection library: found or built once per CUPTI release and C source.
 
-CUPTI comes from the nvidia-cuda-cupti wheel (`pip install
-'nvcc-evo[profile]'`: its include/cupti.h and lib/libcupti.so.N under the
-`nvidia` namespace package), else the folder NVCC_EVO_CUPTI names (one with
-include/ and lib/ or lib64/), else the toolkit's extras/CUPTI. cupti.h
-includes cuda.h: the toolkit's include folder, as nvcc's dry run names it.
+CUPTI comes from the folder NVCC_EVO_CUPTI names (one with include/ and
+lib/ or lib64/: a named folder that holds none is an error, never passed
+by), else the nvidia-cuda-cupti wheel (`pip install 'nvcc-evo[profile]'`:
+its include/cupti.h and lib/libcupti.so.N under the `nvidia` namespace
+package), else the toolkit's extras/CUPTI or its own include/ and lib64/.
+cupti.h includes cuda.h: the toolkit's include folder, as nvcc's dry run
+names it.
 The library is compiled by the system's C compiler (CC, else cc, else gcc)
 into the user's cache folder as `inject-DIGEST.so` (the digest of the source,
 the CUPTI release and where it lies), linked to that libcupti by its path
@@ -62,7 +64,7 @@ def _in_folder(root: Path) -> Cupti | None:
 
 
 def _roots(environ, toolkit: str | None) -> list[Path]:
-    roots = [Path(environ[CUPTI_ENV])] if environ.get(CUPTI_ENV) else []
+    roots: list[Path] = []
     try:
         import nvidia             # the namespace package pip's CUDA wheels install into
         roots += sorted(p for base in getattr(nvidia, "__path__", ()) for p in Path(base).iterdir() if p.is_dir())
@@ -74,14 +76,21 @@ def _roots(environ, toolkit: str | None) -> list[Path]:
 
 
 def find_cupti(environ, toolkit: str | None) -> Cupti:
-    """The first CUPTI of NVCC_EVO_CUPTI, the wheels, the toolkit; EnvironmentProblem when there is none."""
+    """The CUPTI NVCC_EVO_CUPTI names, else the first of the wheels and the toolkit; EnvironmentProblem when
+    there is none, or the named folder holds none (another CUPTI is not taken in its place silently)."""
+    named = environ.get(CUPTI_ENV)
+    if named:
+        found = _in_folder(Path(named))
+        if found is None:
+            raise EnvironmentProblem(f"{CUPTI_ENV}={named} holds no include/cupti.h and lib/libcupti.so (or "
+                                     f"lib64/): name a folder that does, or unset it to use the nvidia-cuda-cupti "
+                                     f"wheel ({INSTALL}) or the toolkit's CUPTI")
+        return found
     for root in _roots(environ, toolkit):
         found = _in_folder(root)
         if found is not None:
             return found
-    named = f" ({CUPTI_ENV}={environ[CUPTI_ENV]} holds no include/cupti.h and lib/libcupti.so)" \
-        if environ.get(CUPTI_ENV) else ""
-    raise EnvironmentProblem(f"no CUPTI found{named}: kernel times need NVIDIA's CUPTI library: {INSTALL} "
+    raise EnvironmentProblem(f"no CUPTI found: kernel times need NVIDIA's CUPTI library: {INSTALL} "
                              f"(or name a folder holding include/cupti.h and lib/libcupti.so in {CUPTI_ENV})")
 
 
