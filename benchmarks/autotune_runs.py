@@ -50,10 +50,12 @@ class EngineSettings:
     population: int | None = None
     local_share: float | None = None
     guide: Guide | None = None             # the surrogate's settings (None: the operators alone, the default)
+    spread: bool | None = None             # the first generation far apart (None: the engine's default)
 
     def kwargs(self) -> dict:
         return {"guide": self.guide, **{k: v for k, v in (("population", self.population),
-                                                          ("local_share", self.local_share)) if v is not None}}
+                                                          ("local_share", self.local_share),
+                                                          ("spread", self.spread)) if v is not None}}
 
 
 def run_engine(hub: HubSpace, budget: float, seed: int, settings: EngineSettings = EngineSettings()) -> Trajectory:

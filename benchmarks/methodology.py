@@ -58,13 +58,13 @@ TUNED_ON = frozenset({
     "dedispersion_milo/A100", "dedispersion_milo/A4000",
 })
 REPEATS, QUICK_REPEATS = 25, 10        # five runs are too few to rank strategies (their scores swap)
-# The engine's settings --loko chooses among, per kernel left out: the operators alone, and the
-# surrogate (engine.surrogate.Guide) proposing a share of each batch with narrower or wider kernels.
+# The engine's settings --loko chooses among, per kernel left out: the operators with a first generation
+# drawn far apart (engine.space.spread, the default) or at random. (The surrogate's settings, engine.surrogate.
+# Guide, lost to the operators alone in the leave-one-kernel-out of 2026-12-06, BENCHMARKS.md, and cost
+# several times their CPU: `--guided` runs the guide.)
 CHOICES = {
-    "unguided": EngineSettings(guide=None),
-    "guide": EngineSettings(guide=Guide(share=0.5, bandwidth=2.0)),
-    "guide-wide": EngineSettings(guide=Guide(share=0.5, bandwidth=4.0)),
-    "guide-quarter": EngineSettings(guide=Guide(share=0.25, bandwidth=2.0)),
+    "spread": EngineSettings(spread=True),
+    "random-start": EngineSettings(spread=False),
 }
 DETERMINISTIC = {"brute_force"}          # one run says it all
 

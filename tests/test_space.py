@@ -227,3 +227,25 @@ def test_the_engine_never_asks_for_an_excluded_genome_and_a_seed_reproduces_it()
     asked = run(3)
     assert len(asked) == 80 and all(_allowed_by_hand(g) for g in asked)
     assert run(3) == asked
+
+
+def test_spread_draws_a_first_generation_farther_apart_than_samples():
+    """space.spread: fresh points only, none twice, reproduced by a seed, and farther apart than as many
+    samples (the least distance between two of them, in choice positions summed over the dimensions)."""
+    from nvcc_evo.engine.space import Dimension, SearchSpace, spread
+    space = SearchSpace(tuple(Dimension(f"define.X{i}", tuple(range(8)), 0) for i in range(5)))
+
+    def closest(points: list[Genome]) -> float:
+        where = np.array([[v for _, v in g.items] for g in points])
+        return min(np.abs(a - b).sum() for a, b in itertools.combinations(where, 2))
+
+    taken = {space.genome({"define.X0": 1})}
+    spread_, sampled = [], []
+    for seed in range(20):
+        points = spread(space, np.random.default_rng(seed), 12, lambda g: g not in taken)
+        assert len(set(points)) == 12 and not taken & set(points)
+        assert points == spread(space, np.random.default_rng(seed), 12, lambda g: g not in taken)
+        rng = np.random.default_rng(seed)
+        spread_.append(closest(points))
+        sampled.append(closest([sample(space, rng) for _ in range(12)]))
+    assert np.mean(spread_) > 1.5 * np.mean(sampled), (np.mean(spread_), np.mean(sampled))

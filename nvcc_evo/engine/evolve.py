@@ -22,7 +22,7 @@ import numpy as np
 # The Pareto machinery (engine.fronts), by the names the engine's users have always imported from here.
 from nvcc_evo.engine.fronts import (Evaluation, crowding_distance, dominates, hypervolume_2d, non_dominated_sort,
                                     pareto_front, survivors)
-from nvcc_evo.engine.space import Genome, SearchSpace, crossover, mutate, sample, step, unseen
+from nvcc_evo.engine.space import Genome, SearchSpace, crossover, mutate, sample, spread, step, unseen
 from nvcc_evo.engine.surrogate import Guide, Surrogate, ranked
 from nvcc_evo.system.clock import NONE
 
@@ -90,8 +90,12 @@ class Engine:
 
     def __init__(self, space: SearchSpace, rng: np.random.Generator, population: int = 12,
                  seeds: Sequence[Genome] = (), history: Sequence[Evaluation] = (), local_share: float = 0.5,
-                 avoid: "Avoid | None" = None, guide: Guide | None = None, warm: Sequence[Known] = ()):
+                 avoid: "Avoid | None" = None, guide: Guide | None = None, warm: Sequence[Known] = (),
+                 spread: bool = True):
         self.space, self.rng, self.size, self.local_share = space, rng, population, local_share
+        # The first generation (after the seeds) drawn far apart (space.spread), not at random, where no
+        # warm start says where to look: chosen by leave-one-kernel-out on brute-forced spaces (BENCHMARKS.md).
+        self.spread = spread and not warm
         # The surrogate (None: unguided); `warm`: groups of evaluations known before (the same unit on
         # another GPU or toolkit, a similar unit), each ranked on its own: their WARM_SEEDS best seed the
         # first generation, after `seeds`, and they start the surrogate.
@@ -148,6 +152,8 @@ class Engine:
         wanted = count - len(batch)
         if wanted > 0 and self._fitted():
             batch += self._modelled(wanted, batch)
+        if len(batch) < count and self.spread and not self.seen and not self.pending:
+            batch += spread(self.space, self.rng, count - len(batch), lambda g: self._fresh(g, batch))
         if len(batch) < count:
             batch += self._offspring(count - len(batch), batch, tries=50 * count)
         if len(batch) < count:                         # random draws find nothing new: the rest, in order

@@ -186,6 +186,26 @@ def sample(space: SearchSpace, rng: np.random.Generator) -> Genome:
     return _allowed(space, draw, space.baseline())
 
 
+def spread(space: SearchSpace, rng: np.random.Generator, count: int, fresh: Callable[[Genome], bool],
+           draws: int = 16) -> list[Genome]:
+    """Up to `count` fresh points far apart, a first generation that covers
+    the space: of `draws` times as many samples, greedily the one farthest
+    from those taken (the distance: each dimension's choices as positions in
+    [0, 1], summed over the dimensions)."""
+    pool = list(dict.fromkeys(g for g in (sample(space, rng) for _ in range(draws * count)) if fresh(g)))
+    if len(pool) <= count:
+        return pool
+    scale = [max(1, len(d.choices) - 1) for d in space.dimensions]
+    where = np.array([[d.choices.index(v) / n for (_, v), d, n in zip(g.items, space.dimensions, scale)]
+                      for g in pool])
+    taken = [int(rng.integers(len(pool)))]
+    nearest = np.abs(where - where[taken[0]]).sum(axis=1)
+    while len(taken) < count:
+        taken.append(int(np.argmax(nearest)))
+        nearest = np.minimum(nearest, np.abs(where - where[taken[-1]]).sum(axis=1))
+    return [pool[i] for i in taken]
+
+
 def crossover(a: Genome, b: Genome, rng: np.random.Generator, space: SearchSpace | None = None) -> Genome:
     """Uniform crossover: each gene from either parent (a child the space's
     requires exclude is drawn again, else parent `a`)."""
