@@ -269,6 +269,32 @@ def test_write_adds_the_hot_units_once_before_the_unit_that_only_records(project
         acf.write_text(before)
 
 
+def test_write_leaves_out_a_unit_under_the_least_share_and_says_so(project, tmp_path):
+    """vector.cu's kernels take 3.3% of this profile's GPU time: under the default 5% it is left out, and
+    said (before: in silence); --min-share 3 adds it, and gemm.cu, added already, is not added again."""
+    folder, env = project
+    acf = folder / "nvcc-evo.acf"
+    before = acf.read_text()
+    text = (HOT / "profile.json").read_text()
+    for old, new in (('"total_ns": 50000000', '"total_ns": 10000000'), ('"total_ns": 40000000', '"total_ns": '
+                     '10000000'), ('"total_ns": 30000000', '"total_ns": 10000000')):
+        assert text.count(old) == 1
+        text = text.replace(old, new)
+    (tmp_path / "small.json").write_text(text)
+    try:
+        result, _ = _hot(project, "--from", str(tmp_path / "small.json"), "--write")
+        assert result.returncode == 0, result.stderr
+        assert "--write: src/vector.cu left out: 3.3% of the GPU time, under --min-share 5\n" in result.stderr
+        written = acf.read_text()
+        assert 'unit "src/gemm.cu" {' in written and 'unit "src/vector.cu" {' not in written
+        assert "# nvcc-evo --hot: 89.0% of the GPU time" in written
+        more, _ = _hot(project, "--from", str(tmp_path / "small.json"), "--write", "--min-share", "3")
+        assert more.returncode == 0 and "left out" not in more.stderr, more.stderr
+        assert acf.read_text().count('unit "src/gemm.cu" {') == 1 and 'unit "src/vector.cu" {' in acf.read_text()
+    finally:
+        acf.write_text(before)
+
+
 def test_write_with_nothing_recorded_says_how_the_build_gets_recorded(tmp_path, evo_cache):
     """No ACF, then an ACF whose compiles were never recorded: --write writes nothing and says how (a unit
     that records every compile, a rebuild from clean through nvcc-evo); it said "no unit to add" before."""

@@ -108,7 +108,11 @@ def write_units(acf_path: Path, units: list[HotUnit], profile: Profile, least: f
                 run: str | None) -> None:
     from nvcc_evo.acf.edit.write import rewrite
     whole = profile.total_ns
-    hot = [u for u in units if whole and u.total_ns / whole >= least and not any(o.tuned for o in u.origins)]
+    untuned = [u for u in units if whole and not any(o.tuned for o in u.origins)]
+    hot = [u for u in untuned if u.total_ns / whole >= least]
+    for unit in (u for u in untuned if u not in hot):
+        log(f"--write: {unit.source} left out: {unit.total_ns / whole:.1%} of the GPU time, under --min-share "
+            f"{least * 100:g}")
     if not hot:
         log(f"--write: no unit to add: none untuned takes {least:.0%} of the GPU time or more")
         return
