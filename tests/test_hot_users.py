@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, EVO, EVO_COMMAND, evo_env, run_evo
+from conftest import DATA, EVO, EVO_COMMAND, cmake_build, cmake_configure, evo_env, run_evo
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,6 +89,47 @@ def test_on_the_gpu_a_launcher_s_two_real_processes_are_profiled_and_bad_runs_ar
     assert "    | broken" in failed.stderr and not saved.exists() and failed.stdout == ""
     idle = run_evo("--hot", "--", "true", cwd=folder, env=env)
     assert idle.returncode == 1 and "ran no kernel on the GPU" in idle.stderr and not saved.exists()
+
+
+CMAKE = """cmake_minimum_required(VERSION 3.18)
+project(hot LANGUAGES CXX CUDA)
+set(CMAKE_CUDA_ARCHITECTURES 90)
+add_library(kernels OBJECT src/gemm.cu src/vector.cu)
+target_compile_options(kernels PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda>)
+"""
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="CMake is not installed")
+def test_a_cmake_project_s_kernels_map_to_its_units_and_write_asks_how_it_rebuilds(tmp_path, evo_cache):
+    """The hot project's gemm.cu and vector.cu built by CMake (CMAKE_CUDA_COMPILER=nvcc-evo, absolute
+    paths, CMake's own object names): the same units as Make's build (templates, a lambda, extern "C", the
+    static kernel of one name in both); --write asks for --build where no Makefile is, and with it writes
+    CMake's build command into the bench."""
+    folder = tmp_path / "app"
+    shutil.copytree(DATA / "projects" / "hot", folder)
+    (folder / "Makefile").unlink()
+    (folder / "CMakeLists.txt").write_text(CMAKE)
+    env = evo_env(evo_cache)
+    cmake_configure(folder, folder / "build", env)
+    cmake_build(folder / "build", env)
+    result = run_evo("--hot", "--from", str(DATA / "hot" / "profile.json"), cwd=folder, env=env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    origin = {line.split("  ")[-1].strip(): lines[i + 1].strip() for i, line in enumerate(lines[:-1])
+              if line.startswith("  ") and "%" in line}
+    assert origin["void app::tile_gemm<32>(float const*, float const*, float*, int)"].startswith(
+        "from src/gemm.cu [sm_90]; unit \"src/*.cu\""), result.stdout
+    assert origin["saxpy"].startswith("from src/vector.cu [sm_90]"), result.stdout
+    assert origin["scale(float*, float, int)"].startswith("defined by 2 units"), result.stdout
+    assert "nvcc-evo reaches 92.0% of the GPU time through 2 recorded unit(s)" in result.stdout  # (not reduce.cu)
+    asked = run_evo("--hot", "--from", str(DATA / "hot" / "profile.json"), "--write", cwd=folder, env=env)
+    assert asked.returncode == 2 and "--write needs --build 'COMMAND'" in asked.stderr, asked.stderr
+    written = run_evo("--hot", "--from", str(DATA / "hot" / "profile.json"), "--write", "--build",
+                      "cmake --build build", "--run", "./build/app 1024 20", cwd=folder, env=env)
+    assert written.returncode == 0, written.stderr
+    acf = (folder / "nvcc-evo.acf").read_text()
+    assert acf.count('command "cmake --build build && ./build/app 1024 20"') == 2, acf
+    assert run_evo("--acf-check", "nvcc-evo.acf", cwd=folder, env=env).returncode == 0
 
 
 def test_no_cupti_and_no_gpu_exit_3_saying_both_and_how_to_get_cupti(tmp_path, evo_cache):
