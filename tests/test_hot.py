@@ -321,6 +321,11 @@ def test_write_with_nothing_recorded_says_how_the_build_gets_recorded(tmp_path, 
                                                               "the column(s) Avg (ns), Med (ns), Min (ns)"),
     ("other.json", '{"kernels": []}\n', "other.json:1:1: error: not a kernel profile of nvcc-evo"),
     ("broken.json", '{"format": \n', "broken.json:2:1: error: not a kernel profile: Expecting value"),
+    # (before: an empty table and exit 0)
+    ("header.csv", "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n",
+     "header.csv:1:1: error: the profile holds no kernel: nothing to rank"),
+    ("none.json", '{"format": "nvcc-evo kernel profile", "version": 1, "kernels": []}\n',
+     "none.json:1:1: error: the profile holds no kernel: nothing to rank"),
 ])
 def test_a_profile_of_another_shape_is_a_located_error(tmp_path, evo_cache, name, text, said):
     (tmp_path / name).write_text(text)
@@ -328,6 +333,15 @@ def test_a_profile_of_another_shape_is_a_located_error(tmp_path, evo_cache, name
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith(said), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_profile_that_cannot_be_read_is_said_as_bad_input(tmp_path, evo_cache):
+    """A missing file, a folder: exit 1 naming --from and the file (before: `[Errno 2] No such file or
+    directory: 'missing.csv'` and exit 3, the code of a machine that lacks something)."""
+    for name, said in (("missing.csv", "No such file or directory"), (".", "Is a directory")):
+        result = run_evo("--hot", "--from", name, cwd=tmp_path, env=evo_env(evo_cache))
+        assert (result.returncode, result.stdout) == (1, "")
+        assert result.stderr == f"nvcc-evo: error: --hot --from {name}: {said}\n", result.stderr
 
 
 # ---------------------------------------------------------------- the bench that needs no harness

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nvcc_evo.errors import Diagnostic, Location, LocatedError
+from nvcc_evo.errors import Diagnostic, EvoError, Location, LocatedError
 from nvcc_evo.measure.profile.records import KernelTime
 
 FORMAT = "nvcc-evo kernel profile"
@@ -74,12 +74,18 @@ def _error(path: str, text: str, line: int, column: int, message: str) -> Locate
 
 
 def read_profile(path: str) -> Profile:
-    """A saved profile of ours or an nsys kernel-summary CSV (LocatedError: neither)."""
+    """A saved profile of ours or an nsys kernel-summary CSV (LocatedError: neither, or one of no kernel;
+    EvoError: it cannot be read)."""
     from nvcc_evo.system.files import read_regular
-    text = read_regular(path).decode("utf-8", errors="replace").lstrip("\ufeff")
-    if text.lstrip().startswith("{"):
-        return _ours(path, text)
-    return _nsys(path, text)
+    try:
+        text = read_regular(path).decode("utf-8", errors="replace").lstrip("\ufeff")
+    except OSError as error:
+        raise EvoError(f"--hot --from {path}: {error.strerror or error}") from None
+    profile = _ours(path, text) if text.lstrip().startswith("{") else _nsys(path, text)
+    if not profile.kernels:
+        raise _error(path, text, 1, 1, "the profile holds no kernel: nothing to rank (was it made of a run that "
+                                       "launched none?)")
+    return profile
 
 
 def _ours(path: str, text: str) -> Profile:
