@@ -132,6 +132,28 @@ def test_a_cmake_project_s_kernels_map_to_its_units_and_write_asks_how_it_rebuil
     assert run_evo("--acf-check", "nvcc-evo.acf", cwd=folder, env=env).returncode == 0
 
 
+ANONYMOUS = "namespace {\n__global__ void k(float *x) { x[threadIdx.x] += 1.0f; }\n}\nvoid run_NAME(float *x) { k<<<1, 32>>>(x); }\n"
+
+
+def test_an_anonymous_namespace_kernel_of_two_files_is_listed_with_each_unit(tmp_path, evo_cache):
+    """Nsight Systems writes `<unnamed>::k(float *)` for the kernel of either file (only the mangled symbol
+    tells them apart): the kernel is listed with both units, its time shown together."""
+    env = evo_env(evo_cache)
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\n\nunit "*.cu" {\n}\n')
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.cu").write_text(ANONYMOUS.replace("NAME", name))
+        built = run_evo("-arch=sm_90", "-c", f"{name}.cu", "-o", f"{name}.o", cwd=tmp_path, env=env)
+        assert built.returncode == 0, built.stderr
+    (tmp_path / "k.csv").write_text("Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),"
+                                    'StdDev (ns),Name\n100.0,4000,4,1000.0,1000.0,900,1100,5.0,"<unnamed>::k(float *)"\n')
+    result = run_evo("--hot", "--from", "k.csv", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "  <unnamed>::k(float *)\n" \
+           "                                 defined by 2 units (one name in each: their time is shown together):\n" \
+           "                                   a.cu [sm_90]; unit \"*.cu\"" in result.stdout, result.stdout
+    assert "\n                                   b.cu [sm_90]; unit \"*.cu\"" in result.stdout
+
+
 def test_no_cupti_and_no_gpu_exit_3_saying_both_and_how_to_get_cupti(tmp_path, evo_cache):
     """The console script in a fresh folder, with a toolkit that holds no CUPTI (and no cupti wheel): exit 3,
     what is missing and how to get it, nothing on stdout, no traceback, nothing saved."""
