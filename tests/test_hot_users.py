@@ -132,7 +132,8 @@ def test_a_cmake_project_s_kernels_map_to_its_units_and_write_asks_how_it_rebuil
     assert run_evo("--acf-check", "nvcc-evo.acf", cwd=folder, env=env).returncode == 0
 
 
-ANONYMOUS = "namespace {\n__global__ void k(float *x) { x[threadIdx.x] += 1.0f; }\n}\nvoid run_NAME(float *x) { k<<<1, 32>>>(x); }\n"
+ANONYMOUS = ("namespace {\n__global__ void k(float *x) { x[threadIdx.x] += 1.0f; }\n}\n"
+             "void run_NAME(float *x) { k<<<1, 32>>>(x); }\n")
 
 
 def test_an_anonymous_namespace_kernel_of_two_files_is_listed_with_each_unit(tmp_path, evo_cache):
@@ -145,7 +146,8 @@ def test_an_anonymous_namespace_kernel_of_two_files_is_listed_with_each_unit(tmp
         built = run_evo("-arch=sm_90", "-c", f"{name}.cu", "-o", f"{name}.o", cwd=tmp_path, env=env)
         assert built.returncode == 0, built.stderr
     (tmp_path / "k.csv").write_text("Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),"
-                                    'StdDev (ns),Name\n100.0,4000,4,1000.0,1000.0,900,1100,5.0,"<unnamed>::k(float *)"\n')
+                                    "StdDev (ns),Name\n"
+                                    '100.0,4000,4,1000.0,1000.0,900,1100,5.0,"<unnamed>::k(float *)"\n')
     result = run_evo("--hot", "--from", "k.csv", cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
     assert "  <unnamed>::k(float *)\n" \
