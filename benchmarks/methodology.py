@@ -309,6 +309,7 @@ def main(argv=None) -> int:
             print(f"{kernel}: scored with {choice}, the best on the other kernels' spaces")
         for result in results:
             print(table(result, True))
+    cpu = sum(r.cpu_seconds for r in results)
     for result in results:
         if result.lacks(strategies):
             print(f"{result.name}: left out of the means, no row of {', '.join(result.lacks(strategies))}")
@@ -321,7 +322,6 @@ def main(argv=None) -> int:
     if args.loko:       # the operators' own settings (population, local share) were chosen on TUNED_ON
         held = [r for r in results if r.name not in TUNED_ON] or results
         print(summary("held out, and outside TUNED_ON too", held, strategies))
-    cpu = sum(r.cpu_seconds for r in results)
     print(f"({time.monotonic() - started:.0f} s wall, {cpu:.0f} s CPU in the replaying processes)")
     print(ahead_line(held or results, strategies))
     print(score_line(held or results, strategies))
