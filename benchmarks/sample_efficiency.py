@@ -98,7 +98,7 @@ def one_search(options: Options, toolkit, task, acf: Path, folder: Path, search_
     finally:
         if prepared.lanes is not None:
             prepared.lanes.close()
-        prepared.evaluator.tally.stop()
+        prepared.evaluator.measured.tally.stop()
 
 
 def speedups(store: Path, metric: str) -> list[float]:

@@ -73,7 +73,8 @@ def test_no_candidate_is_started_that_the_typical_one_says_would_end_past_the_de
     one and starts no second (one begun at 0.3 s would end at 0.6 s, past the deadline: on the H200 a Triton
     kernel's retune, 8-15 s a candidate, ended 10 s past its 235 s budget)."""
     from nvcc_evo.engine.space import Genome
-    from nvcc_evo.execute.evaluate import Evaluator
+    from nvcc_evo.execute.evaluate import Builds, Evaluator
+    from nvcc_evo.execute.measured import Measured
     from nvcc_evo.execute.goal import goal_for
     from nvcc_evo.execute.store import Context, Store
     from nvcc_evo.measure import Measurement
@@ -83,12 +84,13 @@ def test_no_candidate_is_started_that_the_typical_one_says_would_end_past_the_de
         time.sleep(0.3)
         return Measurement("ok", (("runtime", 1.0),))
 
-    evaluator = Evaluator(None, goal_for(None, ("runtime",), ("runtime",)),
-                          Context("13.0", "f", "sm_90", "cpu", "command", "a.cu", "b"), Store(tmp_path / "r.jsonl"),
-                          lambda genome: (), measure, compiles=False)
+    measured = Measured(goal_for(None, ("runtime",), ("runtime",)),
+                        Context("13.0", "f", "sm_90", "cpu", "command", "a.cu", "b"))
+    evaluator = Evaluator(measured, Store(tmp_path / "r.jsonl"), Builds(None, lambda genome: ()), measure,
+                          None)
     genomes = [Genome((("define.STEP", step),)) for step in range(5)]
     began = time.monotonic()
-    evaluator.deadline = Deadline(began, 0.5)
+    evaluator.measure_until(Deadline(began, 0.5))
     assert len(evaluator(genomes)) == 1 and time.monotonic() - began < 0.5
-    evaluator.deadline = Deadline.from_now(0.65)               # room for two of 0.3 s, not a third
+    evaluator.measure_until(Deadline.from_now(0.65))           # room for two of 0.3 s, not a third
     assert len(evaluator(genomes[1:])) == 2

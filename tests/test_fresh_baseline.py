@@ -12,7 +12,8 @@ from pathlib import Path
 from nvcc_evo.cubin.compile import CompileJob
 from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.backend import Composed
-from nvcc_evo.execute.evaluate import Evaluator
+from nvcc_evo.execute.evaluate import Builds, Compiling, Evaluator
+from nvcc_evo.execute.measured import Measured
 from nvcc_evo.execute.goal import Goal
 from nvcc_evo.retune.search.tune import measure_baseline
 from nvcc_evo.engine.space import Genome
@@ -32,8 +33,8 @@ def evaluator(real_nvcc, folder: Path, store: Store, asked: list) -> Evaluator:
         return Measurement("ok", (("runtime", 10.0 + len(asked)),))
 
     flags = lambda g: tuple(f"-Xptxas=-O{v}" for k, v in g.items if v is not None)
-    return Evaluator(job, Goal(("runtime",)), Context("13.0", "f", "sm_90", "H200", "pycuda", "scale.cu", "b"),
-                     store, flags, measure)
+    return Evaluator(Measured(Goal(("runtime",)), Context("13.0", "f", "sm_90", "H200", "pycuda", "scale.cu", "b")),
+                     store, Builds(job, flags), measure, Compiling())
 
 
 def test_a_resumed_search_measures_the_baseline_again_where_the_backend_keeps_its_run(real_nvcc, tmp_path):
@@ -46,12 +47,12 @@ def test_a_resumed_search_measures_the_baseline_again_where_the_backend_keeps_it
     assert sorted(map(str, first)) == sorted(map(str, [SAME_BINARY, OTHER]))   # the baseline's binary: known
     resumed: list = []
     again = evaluator(real_nvcc, tmp_path, store, resumed)
-    again.resume(store.read())
+    again.measured.resume(store.read())
     keeps = Composed(lambda *a: None, ("runtime",), fresh_baseline=True)
     measurement = measure_baseline(again, keeps, BASELINE)
     assert resumed == [BASELINE] and not measurement.reused
     plain: list = []
     other = evaluator(real_nvcc, tmp_path, store, plain)
-    other.resume(store.read())
+    other.measured.resume(store.read())
     measure_baseline(other, Composed(lambda *a: None, ("runtime",)), BASELINE)
     assert plain == []                                # read back from the store

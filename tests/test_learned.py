@@ -5,7 +5,6 @@ genomes known to break it are not proposed again; the avoided count is kept."""
 from __future__ import annotations
 
 import re
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -191,7 +190,9 @@ def test_ptxas_refusing_static_shared_memory_is_a_fact_of_the_compile_kept_by_th
     measurement and the results store keep it, and the learner reads that fact: it searched the
     detail's words before. A store written before the field reads ptxas's words from the detail."""
     from nvcc_evo.cubin.compile import CompileJob, compile_candidate
+    from nvcc_evo.execute.goal import Goal
     from nvcc_evo.execute.learned import shared_for
+    from nvcc_evo.execute.measured import Measured
     from nvcc_evo.execute.store import Context, StoredResult, Store
     from nvcc_evo.measure import static
     (tmp_path / "tiled.cu").write_text(TILED)
@@ -206,9 +207,10 @@ def test_ptxas_refusing_static_shared_memory_is_a_fact_of_the_compile_kept_by_th
     store.append(StoredResult(refused, (), static.measure(result, "sm_90"), "", context))
     store.append(StoredResult(worded, (), failed("compile-error", "echo 'uses too much shared data (9 bytes, "
                                                                   "8 max)'"), "", context))
-    measured = {r.genome: r.measurement for r in store.read()}
-    assert [m.overflow for m in measured.values()] == [SharedOverflow(65536, 49152), None]
-    learner = shared_for(tmp_path / "tiled.cu", SHARED_SPACE, SimpleNamespace(measured=measured, refusals={}))
+    measured = Measured(Goal(("runtime",)), context)
+    measured.resume(store.read())
+    assert [measured.overflow(g) for g in measured] == [SharedOverflow(65536, 49152), None]
+    learner = shared_for(tmp_path / "tiled.cu", SHARED_SPACE, measured)
     for genome in (refused, worded):
         learner.learn(Evaluation(genome, (float("inf"),), float("inf"), "compile-error"))
     assert learner.refused == [learner._key(refused)] and "65536 bytes" in learner.said[0]
@@ -341,7 +343,9 @@ def test_what_a_wrong_output_teaches_is_the_checks_fact_kept_by_the_store_not_it
     """The learner reads the measurement's `wrong` (measure.check's finding), through the results store as a
     resumed search does; it read the detail's words before, so a bench command's output that printed them
     taught 'unwritten' and an unwritten output told in other words taught nothing."""
+    from nvcc_evo.execute.goal import Goal
     from nvcc_evo.execute.learned import wrong_for
+    from nvcc_evo.execute.measured import Measured
     from nvcc_evo.execute.store import Context, StoredResult, Store
     (tmp_path / "softmax.cu").write_text("#define BLOCK 256\n")
     echoed, unwritten = _point(256), _point(128)
@@ -350,9 +354,10 @@ def test_what_a_wrong_output_teaches_is_the_checks_fact_kept_by_the_store_not_it
     store.append(StoredResult(echoed, (), failed(WRONG, "check failed: y: 7 NaN or unwritten elements (the "
                                                         "command's own words)"), "", context))
     store.append(StoredResult(unwritten, (), failed(WRONG, "y: wrong", wrong=_unwritten()), "", context))
-    measured = {r.genome: r.measurement for r in store.read()}
-    assert [m.wrong for m in measured.values()] == [None, Wrong.UNWRITTEN]
-    learner = wrong_for(tmp_path / "softmax.cu", SOFTMAX_EXACT, SimpleNamespace(measured=measured))
+    measured = Measured(Goal(("runtime",)), context)
+    measured.resume(store.read())
+    assert [measured.wrong(g) for g in measured] == [None, Wrong.UNWRITTEN]
+    learner = wrong_for(tmp_path / "softmax.cu", SOFTMAX_EXACT, measured)
     for genome in (echoed, unwritten):
         learner.learn(Evaluation(genome, (float("inf"),), float("inf"), WRONG))
     assert learner.broken == [_only_defines(unwritten)]

@@ -19,7 +19,8 @@ from nvcc_evo.cubin.compile import CompileJob
 from nvcc_evo.errors import UsageError
 from nvcc_evo.measure import Measurement, static
 from nvcc_evo.measure.backend import Composed
-from nvcc_evo.execute.evaluate import Evaluator
+from nvcc_evo.execute.evaluate import Builds, Compiling, Evaluator
+from nvcc_evo.execute.measured import Measured
 from nvcc_evo.execute.goal import goal_for
 from nvcc_evo.driver import settings, specs
 from nvcc_evo.execute.lanes import Lane, LaneLost, LaneSet, choose_gpus, scale_to, scaled
@@ -131,8 +132,8 @@ class SlowStatic:
 def _evaluate(suite, store_path: Path, lanes: LaneSet | None, measure) -> tuple[list, Evaluator]:
     folder, space, job = suite
     context = Context("13.0", "f", "sm_90", "cpu", "static", UNIT_GLOB, "b")
-    evaluator = Evaluator(job, goal_for(None, ("runtime",) + static.OBJECTIVES, ("runtime",)), context,
-                          Store(store_path), _flags, measure, lanes=lanes)
+    evaluator = Evaluator(Measured(goal_for(None, ("runtime",) + static.OBJECTIVES, ("runtime",)), context),
+                          Store(store_path), Builds(job, _flags), measure, Compiling(), lanes=lanes)
     points = [space.genome(dict(zip([d.knob for d in space.dimensions], values)))
               for values in [(128, "ca"), (256, "ca"), (512, "cg"), (128, "cs"), (256, "cg"), (512, "ca")]]
     baseline = space.baseline()
@@ -160,7 +161,7 @@ def test_two_lanes_give_the_records_and_evaluations_of_one_in_genome_order(suite
     assert _records(tmp_path / "two.jsonl") == _records(tmp_path / "one.jsonl")
     assert lanes.lanes[1].scale == {"runtime": 0.5}
     assert fast.calls and slow.calls[1:], "both lanes measured candidates"
-    assert evaluator.tally.reused == 2           # the repeated genomes' binaries: measured once, on either lane
+    assert evaluator.measured.tally.reused == 2           # the repeated genomes' binaries: measured once, on either lane
 
 
 def test_a_lost_lane_hands_its_candidate_to_another_and_the_last_one_lost_is_a_failed_evaluation(suite):

@@ -1,7 +1,10 @@
 """Running candidates: a generation's genomes compiled, measured and stored.
 
-evaluate (genomes -> compile -> dedupe by SASS -> measure -> store ->
-Evaluation, the goal and its constraints, racing's incumbent, the tally),
+evaluate (the Evaluator: genomes -> compile -> dedupe by SASS -> measure ->
+store -> Evaluation; racing's incumbent, the stop event, the deadline),
+measured (what a search has measured, the record the Evaluator writes and
+the learners, the choice and the summary read; the tally), goal (what a
+search minimises and what must hold),
 measurers (which backend answers for a retune's candidates: a factory per
 row of the table of backends, nvcc_evo.backends), lanes (several measuring lanes, one per GPU or Ray worker),
 cluster (the Ray backend), together (several searches at once, sharing

@@ -1,29 +1,30 @@
 """From genomes to evaluations: compile, deduplicate, measure, store.
 
-The Evaluator is the `evaluate` the search engine calls. Each candidate is
-compiled (in parallel), its SASS hashed, and a binary already measured gets
-that measurement again instead of a new one; every result is appended to the
-results store as soon as it exists. Failures are results with infinite
-objectives and their stderr kept.
+The Evaluator is the `evaluate` the search engine calls: the machinery that
+produces what a search has measured (execute.measured.Measured, the record
+it writes). Each candidate is compiled (in parallel: `Compiling`), its SASS
+hashed, and a binary already measured gets that measurement again instead
+of a new one; every result is appended to the results store as soon as it
+exists. Failures are results with infinite objectives and their stderr kept.
 """
 from __future__ import annotations
 
 import math
-import statistics
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
-from typing import Callable, Protocol
+from dataclasses import dataclass, replace
+from typing import Callable, Iterable, Protocol
 
 from nvcc_evo.cubin.compile import CompileJob, CompileResult, Compiler, PtxCache, compile_each
 from nvcc_evo.cubin.sass import sass_hash
-from nvcc_evo.measure import COST_STAGES, Measurement, failed
+from nvcc_evo.measure import Measurement, failed
 from nvcc_evo.measure.backend import Race
 from nvcc_evo.engine.evolve import Evaluation
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.execute.goal import Goal
-from nvcc_evo.execute.store import Context, StoredResult, Store
+from nvcc_evo.execute.measured import Measured
+from nvcc_evo.execute.store import Store, StoredResult
 from nvcc_evo.status import Status
 from nvcc_evo.system.clock import NONE, Deadline
 
@@ -34,73 +35,36 @@ class Stopped(Exception):
     not a failed candidate."""
 
 
-def first_problem(detail: str, width: int = 160) -> str:
-    """The line of a failure's stderr a user reads first: the first that says
-    error (or fatal), else the last non-empty one."""
-    lines = [line.strip() for line in detail.splitlines() if line.strip()]
-    said = next((line for line in lines if "error" in line.lower() or "fatal" in line.lower()),
-                lines[-1] if lines else "(no message)")
-    return said if len(said) <= width else said[:width - 3] + "..."
+NOT_SHIPPED = Status.NOT_SHIPPED     # the build would drop one of the candidate's knobs
+
+Measure = Callable[[Genome, tuple[str, ...], CompileResult | None], Measurement]
+Take = Callable[[Genome, tuple[str, ...], CompileResult | None], Evaluation]
 
 
-@dataclass
-class Tally:
-    evaluated: int = 0
-    reused: int = 0          # same SASS as an earlier candidate: its measurement reused
-    resumed: int = 0         # read back from the results store
-    failed: int = 0
-    failures: dict = field(default_factory=dict)    # status -> [count, first message]
-    raced: int = 0           # timing stopped early: clearly slower than the incumbent
-    ptxas_only: int = 0      # built from an earlier candidate's PTX: only ptxas ran
-    costs: dict = field(default_factory=dict)       # stage -> seconds, summed over this run's candidates
-    started: float = field(default_factory=time.monotonic)
-    stopped: float | None = None     # when this unit's search and verification ended (`stop`)
+@dataclass(frozen=True)
+class Builds:
+    """How a genome is built: the build's job without candidate flags, the
+    genome's flags, the ptxas it asks for (None: the job's) and why its knobs
+    would not all reach the build ("" when they do: such a candidate is a
+    failure, not-shipped, never measured, so it can be neither chosen nor
+    reported; retune.scope.reach)."""
 
-    def stop(self) -> None:
-        """The unit's own work is done: its pace is over its own time, not
-        the whole retune's (a summary printed after every unit's search)."""
-        self.stopped = time.monotonic()
+    job: CompileJob
+    flags: Callable[[Genome], tuple[str, ...]]
+    program: Callable[[Genome], str | None] = lambda genome: None
+    lost: Callable[[Genome], str] = lambda genome: ""
 
-    def count_costs(self, measurement: Measurement) -> None:
-        for stage, seconds in measurement.costs:
-            self.costs[stage] = self.costs.get(stage, 0.0) + seconds
-
-    def costs_text(self) -> str:
-        """`1.8 binaries/min; per candidate: compile 1.05 s, load 0.01 s, ...`: the
-        mean seconds of each stage over this run's candidates (compiles run in
-        parallel, so the stages add up to more than the wall time)."""
-        count = max(1, self.evaluated)
-        ended = self.stopped if self.stopped is not None else time.monotonic()
-        rate = self.evaluated / max(1e-9, ended - self.started) * 60
-        shown = ", ".join(f"{stage} {self.costs[stage] / count:.3g} s" for stage in COST_STAGES
-                          if self.costs.get(stage, 0.0) > 0)
-        return f"{rate:.1f} candidates/min" + (f"; per candidate: {shown}" if shown else "") + \
-            (f"; {self.ptxas_only} ptxas only" if self.ptxas_only else "") + \
-            (f"; {self.raced} raced out" if self.raced else "")
-
-    def count_failure(self, measurement: Measurement) -> None:
-        self.failed += 1
-        seen = self.failures.setdefault(measurement.status, [0, first_problem(measurement.detail)])
-        seen[0] += 1
-
-    def failures_text(self) -> str:
-        """`compile-error 14 (e.g. "ptxas error : ..."); timeout 1 (...)`, or ""."""
-        return "; ".join(f'{status} {count} (e.g. "{example}")'
-                         for status, (count, example) in sorted(self.failures.items(), key=lambda s: -s[1][0]))
+    def jobs(self, genomes: list[Genome], flags: list[tuple[str, ...]]) -> list[CompileJob]:
+        return [replace(self.job, flags=f, ptxas=self.program(g) or self.job.ptxas) for g, f in zip(genomes, flags)]
 
 
 @dataclass(frozen=True)
 class Started:
     """A batch whose compiles are under way."""
 
-    genomes: list
-    flags: list
+    genomes: list[Genome]
+    flags: list[tuple[str, ...]]
     futures: list
-
-
-NOT_SHIPPED = Status.NOT_SHIPPED     # the build would drop one of the candidate's knobs
-
-Take = Callable[[Genome, tuple[str, ...], CompileResult | None], Evaluation]
 
 
 class Compiles(Protocol):
@@ -124,75 +88,110 @@ class Lanes(Protocol):
                result: CompileResult | None) -> Future[Evaluation]: ...
 
 
+class Compiling:
+    """A search's compiles: a batch at once (`each`), or started and read
+    later from a pool that outlives a batch (`start`, `result`); in compile
+    slots shared with the searches beside it (`slots`), reusing PTX across
+    candidates of one front end (`ptx`)."""
+
+    def __init__(self, workers: int | None = None, ptx: PtxCache | None = None, pool: Compiles | None = None,
+                 slots: threading.Semaphore | None = None):
+        self.workers, self.ptx, self.slots = workers, ptx, slots
+        self._pool = pool                       # made on the first `start` where none is given
+
+    def each(self, jobs: list[CompileJob]) -> Iterable[tuple[int, CompileResult]]:
+        """(index, result) of each job as its compile ends."""
+        return compile_each(jobs, self.workers, self.ptx, self.slots)
+
+    def start(self, jobs: list[CompileJob]) -> list:
+        if self._pool is None:
+            self._pool = Compiler(self.workers, self.ptx, self.slots)
+        return self._pool.submit(jobs)
+
+    def result(self, future) -> CompileResult:
+        assert self._pool is not None       # (start made it)
+        return self._pool.result(future)
+
+    def ptxas_only(self) -> int:
+        """How many candidates were built from an earlier one's PTX, only ptxas run."""
+        return self.ptx.reused if self.ptx is not None else 0
+
+    def close(self) -> None:
+        """Compiles still running (a batch started but not measured) are killed."""
+        if self._pool is not None:
+            self._pool.close(cancel=True)
+            self._pool = None
+
+
 @dataclass
-class Evaluator:
-    job: CompileJob                                   # the build, without candidate flags
+class Racing:
+    """The backend's racing (Backend.race): the best feasible, fully timed
+    runtime so far is the incumbent later candidates are timed against."""
+
+    race: Race | None
     goal: Goal
-    context: Context
-    store: Store
-    flags_for: Callable[[Genome], tuple[str, ...]]
-    measure: Callable[[Genome, tuple[str, ...], CompileResult | None], Measurement]
-    compiles: bool = True                             # replay answers without compiling
-    workers: int | None = None
-    baseline: dict = field(default_factory=dict)
-    by_hash: dict = field(default_factory=dict)
-    measured: dict = field(default_factory=dict)      # genome -> Measurement
-    digests: dict = field(default_factory=dict)       # genome -> its binary's SASS hash ("" if none)
-    tally: Tally = field(default_factory=Tally)
-    race: Race | None = None                          # the backend's racing (Backend.race), if it races
-    ptx: PtxCache | None = None                       # PTX reuse across candidates of one front end
-    compiler: Compiles | None = None                  # the compile pool of start/finish (made on first use)
-    incumbent: float = math.inf                       # the best feasible runtime raced against
-    program_for: Callable[[Genome], str | None] = lambda genome: None   # the ptxas it asks for (None: the job's)
-    lanes: Lanes | None = None                        # several measuring lanes (execute.lanes.LaneSet), if any
-    guard: threading.Lock = field(default_factory=threading.Lock)   # the lanes' threads record one at a time
-    # Why a genome's knobs would not all reach the build ("" when they do): such a candidate is a
-    # failure (not-shipped), never measured, so it can be neither chosen nor reported (retune.scope.reach).
-    not_shipped: Callable[[Genome], str] = lambda genome: ""
-    slots: threading.Semaphore | None = None          # compile slots shared with other searches at once
-    stopping: threading.Event | None = None           # set: the retune is interrupted (Stopped, nothing recorded)
-    deadline: Deadline = NONE                         # the search's (system.clock): no candidate measured past it
-    paces: list = field(default_factory=list)         # seconds each candidate measured so far took (not reused)
-    refusals: dict = field(default_factory=dict)      # genome -> its failed compile's Measurement, before measured
-    keep: set = field(default_factory=set)            # genomes whose compile is kept (`kept`): the baseline's
-    kept: dict = field(default_factory=dict)          # genome -> its CompileResult, of the genomes in `keep`
+    incumbent: float = math.inf
 
-    def resume(self, records: list[StoredResult]) -> list[Evaluation]:
-        """Evaluations read back from the store, so no genome is redone."""
-        evaluations = []
-        for record in records:
-            self.measured[record.genome] = record.measurement
-            self.digests[record.genome] = record.sass_hash
-            if record.sass_hash and record.measurement.ok:
-                self.by_hash.setdefault(record.sass_hash, record.measurement)
-            evaluations.append(self.evaluation(record.genome, record.measurement))
-        self.tally.resumed += len(records)
-        return evaluations
+    def offer(self, measurement: Measurement, evaluation: Evaluation) -> None:
+        """A better runtime becomes the incumbent (runtime as the one objective
+        only: with several, a slower candidate may still be on the front)."""
+        if self.race is None or self.goal.minimize != ("runtime",) or not evaluation.feasible or measurement.raced:
+            return
+        runtime = measurement.get("runtime")
+        if runtime < self.incumbent:
+            self.incumbent = runtime
+            self.race(runtime, dict(measurement.spreads).get("runtime", 0.0))
 
-    def forget(self, genome: Genome) -> None:
-        """A genome read back from the store, to be measured again: its
-        measurement, and its binary's, no longer stand in for a new one."""
-        self.measured.pop(genome, None)
-        self.by_hash.pop(self.digests.pop(genome, ""), None)
 
-    def evaluation(self, genome: Genome, measurement: Measurement) -> Evaluation:
-        if not measurement.ok:
-            return Evaluation(genome, tuple(math.inf for _ in self.goal.minimize), math.inf, measurement.status)
-        metrics = dict(measurement.metrics)
-        violation = self.goal.violation(metrics, self.baseline)
-        return Evaluation(genome, self.goal.scores(metrics), violation)
+class Evaluator:
+    """Compiles, measures and stores candidates into `measured` (see the module's docstring)."""
+
+    def __init__(self, measured: Measured, store: Store, builds: Builds, measure: Measure,
+                 compiling: Compiling | None, *, race: Race | None = None, lanes: Lanes | None = None,
+                 stopping: threading.Event | None = None):
+        self.measured, self.store, self.builds, self.measure = measured, store, builds, measure
+        self.compiling = compiling               # None: the backend answers without a compile (replay)
+        self.racing = Racing(race, measured.goal)
+        self.lanes = lanes                       # several measuring lanes (execute.lanes.LaneSet), if any
+        self.stopping = stopping                 # set: the retune is interrupted (Stopped, nothing recorded)
+        self.deadline = NONE                     # the search's (system.clock): no candidate measured past it
+        self._guard = threading.Lock()           # the lanes' threads record one at a time
+        self._kept: dict[Genome, CompileResult | None] = {}     # genomes whose compile is kept (`keep_compile`)
+
+    @property
+    def compiles(self) -> bool:
+        return self.compiling is not None
+
+    @property
+    def ptx(self) -> PtxCache | None:
+        return self.compiling.ptx if self.compiling is not None else None
+
+    def measure_until(self, deadline: Deadline) -> None:
+        """No candidate is measured past the search's time (`deadline`)."""
+        self.deadline = deadline
+
+    def keep_compile(self, genome: Genome) -> None:
+        """The genome's compile is kept once it is measured (`kept_compile`): the baseline's."""
+        self._kept.setdefault(genome, None)
+
+    def kept_compile(self, genome: Genome) -> CompileResult | None:
+        """The kept compile of a genome measured by this evaluator (None: not compiled here), handed over."""
+        return self._kept.pop(genome, None)
+
+    def offer_incumbent(self, genome: Genome) -> None:
+        """A measured genome (read back from the store) offered as the incumbent candidates race against."""
+        measurement = self.measured[genome]
+        self.racing.offer(measurement, self.measured.evaluation(genome, measurement))
 
     def __call__(self, genomes: list[Genome]) -> list[Evaluation]:
         """Evaluate a batch; each result is stored the moment it is measured,
         so an interruption loses only what is still compiling."""
         if self.lanes is not None:               # measured on the lanes, in order (see finish)
             return self.finish(self.start(genomes), 0, len(genomes))
-        flags = [self.flags_for(g) for g in genomes]
-        if self.compiles:
-            finished = compile_each([replace(self.job, flags=f, ptxas=self.program_for(g) or self.job.ptxas)
-                                     for g, f in zip(genomes, flags)], self.workers, self.ptx, self.slots)
-        else:
-            finished = ((i, None) for i in range(len(genomes)))
+        flags = [self.builds.flags(g) for g in genomes]
+        finished: Iterable[tuple[int, CompileResult | None]] = \
+            self.compiling.each(self.builds.jobs(genomes, flags)) if self.compiling is not None else \
+            ((i, None) for i in range(len(genomes)))
         done = {}
         for index, result in finished:
             if self.out_of_time():
@@ -204,21 +203,17 @@ class Evaluator:
         """No time left for one more candidate: a candidate is started only where one as long as the typical
         one so far (the median) ends by the deadline, so a slow bench (a program run per candidate, 6-15 s
         for a Triton kernel) does not overrun the search's time, and with it the confirmation's."""
-        typical = statistics.median(self.paces) if self.paces else 0.0
-        return self.deadline.search_left() <= typical
+        return self.deadline.search_left() <= self.measured.typical_pace()
 
-    def start(self, genomes: list[Genome]) -> "Started":
+    def start(self, genomes: list[Genome]) -> Started:
         """Start compiling a batch and return at once, so that it compiles
         while the batch before it is measured (finish measures it)."""
-        flags = [self.flags_for(g) for g in genomes]
-        if not self.compiles:
+        flags = [self.builds.flags(g) for g in genomes]
+        if self.compiling is None:
             return Started(genomes, flags, [None] * len(genomes))
-        if self.compiler is None:
-            self.compiler = Compiler(self.workers, self.ptx, self.slots)
-        return Started(genomes, flags, self.compiler.submit([replace(self.job, flags=f, ptxas=self.program_for(g) or self.job.ptxas)
-                                                             for g, f in zip(genomes, flags)]))
+        return Started(genomes, flags, self.compiling.start(self.builds.jobs(genomes, flags)))
 
-    def finish(self, started: "Started", begin: int, end: int) -> list[Evaluation]:
+    def finish(self, started: Started, begin: int, end: int) -> list[Evaluation]:
         """Measure candidates begin..end-1 of a started batch, in order (the
         racing incumbent, and so the measurements, do not depend on which
         compile ended first); with lanes, on whichever lane is free."""
@@ -231,7 +226,7 @@ class Evaluator:
             taken.append(self.take(started.genomes[i], started.flags[i], self.compiled(started, i)))
         return taken
 
-    def _finish_on(self, lanes: Lanes, started: "Started", begin: int, end: int) -> list[Evaluation]:
+    def _finish_on(self, lanes: Lanes, started: Started, begin: int, end: int) -> list[Evaluation]:
         """Candidates begin..end-1 of a started batch measured on the lanes,
         their evaluations in genome order: a binary the same as one in flight
         waits for it and reuses its measurement, as in one lane, so that a
@@ -240,7 +235,7 @@ class Evaluator:
         for i in range(begin, end):
             genome, flags = started.genomes[i], started.flags[i]
             result = self.compiled(started, i)
-            digest = self.digest(result)
+            digest = digest_of(result)
             if digest and digest in flying:             # the same binary is being measured: reuse it after
                 waiting.append((i, genome, flags, result))
                 continue
@@ -252,93 +247,69 @@ class Evaluator:
             done[i] = self.take(genome, flags, result)
         return [done[i] for i in range(begin, end)]
 
-    def refused(self, started: "Started") -> list[Evaluation]:
+    def refused(self, started: Started) -> list[Evaluation]:
         """The candidates of a started batch whose compile failed, once the whole batch has compiled (the
         same for a given seed, whichever compile ended first): what they teach (execute.learned) reaches the
-        batch asked next instead of the one after it. Their measurements are kept for the learners (`refusals`)."""
-        if not self.compiles:
-            return []
+        batch asked next instead of the one after it. Their measurements are kept for the learners (`refuse`)."""
         refused = []
         for index, genome in enumerate(started.genomes):
             result = self.compiled(started, index)
             if result is not None and result.status == Status.COMPILE_ERROR:
                 refusal = failed(result.status, result.stderr, overflow=result.overflow)
-                self.refusals[genome] = refusal
-                refused.append(self.evaluation(genome, refusal))
+                self.measured.refuse(genome, refusal)
+                refused.append(self.measured.evaluation(genome, refusal))
         return refused
 
-    def compiled(self, started: "Started", index: int) -> CompileResult | None:
-        if not self.compiles:
-            return None
-        assert self.compiler is not None       # (start made it)
-        return self.compiler.result(started.futures[index])
-
-    @staticmethod
-    def digest(result: CompileResult | None) -> str:
-        return sass_hash(result.cubin, result.module_id) if result is not None and result.ok else ""
+    def compiled(self, started: Started, index: int) -> CompileResult | None:
+        return self.compiling.result(started.futures[index]) if self.compiling is not None else None
 
     def close(self) -> None:
         """Compiles still running (a batch started but not measured) are killed."""
-        if self.compiler is not None:
-            self.compiler.close(cancel=True)
-            self.compiler = None
+        if self.compiling is not None:
+            self.compiling.close()
 
     def take(self, genome: Genome, flag_list: tuple[str, ...], result: CompileResult | None) -> Evaluation:
         """One compiled candidate measured (or its binary's measurement reused), stored, counted
-        (from several lanes' threads at once: the bookkeeping under `guard`)."""
-        if self.stopping is not None and self.stopping.is_set():
-            raise Stopped()
-        if genome in self.keep and result is not None:
-            self.kept[genome] = result
-        lost = self.not_shipped(genome)
+        (from several lanes' threads at once: the bookkeeping under the guard)."""
+        self._unless_stopping()
+        if genome in self._kept and result is not None:
+            self._kept[genome] = result
+        lost = self.builds.lost(genome)
         measurement, digest = (Measurement(NOT_SHIPPED, detail=lost), "") if lost else \
             self._measure_once(genome, flag_list, result)
-        with self.guard:
-            return self._record(genome, flag_list, measurement, digest)
+        with self._guard:
+            self._unless_stopping()      # its compile may have been killed: not a result to keep
+            self.store.append(StoredResult(genome, flag_list, measurement, digest, self.measured.context))
+            ptxas_only = self.compiling.ptxas_only() if self.compiling is not None else 0
+            evaluation = self.measured.record(genome, measurement, digest, ptxas_only)
+            self.racing.offer(measurement, evaluation)
+            return evaluation
 
-    def _record(self, genome, flag_list, measurement: Measurement, digest: str) -> Evaluation:
+    def _unless_stopping(self) -> None:
         if self.stopping is not None and self.stopping.is_set():
-            raise Stopped()              # its compile may have been killed: not a result to keep
-        self.measured[genome] = measurement
-        self.digests[genome] = digest
-        self.store.append(StoredResult(genome, flag_list, measurement, digest, self.context))
-        self.tally.evaluated += 1
-        self.tally.ptxas_only = self.ptx.reused if self.ptx is not None else 0
-        self.tally.count_costs(measurement)
-        self.tally.raced += measurement.raced and not measurement.reused
-        if not measurement.ok:
-            self.tally.count_failure(measurement)
-        evaluation = self.evaluation(genome, measurement)
-        self.offer_incumbent(measurement, evaluation)
-        return evaluation
+            raise Stopped()
 
-    def offer_incumbent(self, measurement: Measurement, evaluation: Evaluation) -> None:
-        """A feasible, fully timed runtime better than the incumbent becomes
-        the one later candidates race against (runtime as the one objective
-        only: with several, a slower candidate may still be on the front)."""
-        if self.race is None or self.goal.minimize != ("runtime",) or not evaluation.feasible or measurement.raced:
-            return
-        runtime = measurement.get("runtime")
-        if runtime < self.incumbent:
-            self.incumbent = runtime
-            self.race(runtime, dict(measurement.spreads).get("runtime", 0.0))
-
-    def _measure_once(self, genome, flag_list, result) -> tuple[Measurement, str]:
-        digest = self.digest(result)
+    def _measure_once(self, genome: Genome, flag_list: tuple[str, ...],
+                      result: CompileResult | None) -> tuple[Measurement, str]:
+        digest = digest_of(result)
         compiled = (("compile", result.seconds),) if result is not None else ()
-        with self.guard:
-            if digest and digest in self.by_hash:
-                self.tally.reused += 1
-                return replace(self.by_hash[digest], reused=True, costs=compiled), digest
+        with self._guard:
+            reused = self.measured.reused(digest, compiled)
+        if reused is not None:
+            return reused, digest
         started = time.perf_counter()
         measurement = self.measure(genome, flag_list, result)
-        with self.guard:
-            self.paces.append(time.perf_counter() - started)
+        with self._guard:
+            self.measured.paced(time.perf_counter() - started)
         digest = measurement.sass_hash or digest    # replay's recorded hash (it compiles nothing)
         if not measurement.costs:                   # a backend that does not say where its time went
             measurement = replace(measurement, costs=(("other", time.perf_counter() - started),))
         measurement = replace(measurement, costs=compiled + measurement.costs)
-        if digest and measurement.ok:
-            with self.guard:
-                self.by_hash[digest] = measurement
+        with self._guard:
+            self.measured.remember_binary(digest, measurement)
         return measurement, digest
+
+
+def digest_of(result: CompileResult | None) -> str:
+    """The SASS hash of a compiled binary ("" where it did not compile, or nothing was)."""
+    return sass_hash(result.cubin, result.module_id) if result is not None and result.ok else ""

@@ -4,6 +4,7 @@ condition's distance from holding (`holds`, 0 where it does)."""
 from __future__ import annotations
 
 import math
+from typing import Mapping
 from dataclasses import dataclass
 
 from nvcc_evo.acf import model
@@ -42,7 +43,7 @@ class Goal:
     def better(self, metric: str, after: float, before: float) -> bool:
         return after > before if metric in self.maximize else after < before
 
-    def violation(self, metrics: dict, baseline: dict) -> float:
+    def violation(self, metrics: Mapping[str, float], baseline: Mapping[str, float]) -> float:
         """How far from feasible: the requires' distances, and (kernels_keep_warps) one for each kernel
         whose registers allow fewer warps per SM than they do in the baseline."""
         broken = sum(holds(c, metrics, baseline) for c in self.require)
@@ -69,7 +70,7 @@ def goal_for(tune: model.Tune | None, available: tuple[str, ...], primary: tuple
     return Goal(usable, require, select, where, note, tuple(m for m in usable if m in maximize))
 
 
-def holds(condition: model.Condition, metrics: dict, baseline: dict) -> float:
+def holds(condition: model.Condition, metrics: Mapping[str, float], baseline: Mapping[str, float]) -> float:
     """How far `metrics` is from meeting the condition (0: it holds)."""
     value = metrics.get(condition.metric, math.inf)
     bound = condition.bound * baseline.get(condition.metric, math.inf) if condition.relative else condition.bound

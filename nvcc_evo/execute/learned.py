@@ -60,15 +60,14 @@ from nvcc_evo.acf.model import Bench
 from nvcc_evo.acf.sources import define_values
 from nvcc_evo.engine.evolve import Engine, Evaluation
 from nvcc_evo.engine.space import Genome, SearchSpace, baseline_defines
-from nvcc_evo.execute.evaluate import Evaluator
+from nvcc_evo.execute.measured import Measured
 from nvcc_evo.cubin.occupancy import AXES, LaunchRefusal
 from nvcc_evo.cubin.compile import SharedOverflow
-from nvcc_evo.measure import Measurement, Wrong
+from nvcc_evo.measure import Wrong
 from nvcc_evo.status import BUILT, Status
 
 REFUSED = Status.LAUNCH_REFUSED
 REGISTER_CAPS = ("ptxas.maxrregcount", "nvcc.maxrregcount")
-NOTHING = Measurement(Status.OK)          # (a genome neither measured nor refused: no fact)
 
 
 class LaunchShape(NamedTuple):
@@ -297,29 +296,23 @@ class Avoiding:
         return [why for why in self.reasons.values() if why]
 
 
-def limits_for(bench: Bench | None, source: Path, space: SearchSpace, evaluator: Evaluator) -> LaunchLimits | None:
+def limits_for(bench: Bench | None, source: Path, space: SearchSpace, measured: Measured) -> LaunchLimits | None:
     """The learner of a unit with a kernel bench (the backends that launch
     it say `launch-refused`); None for a bench command or no bench."""
     if bench is None or bench.kernel is None:
         return None
-    measured = evaluator.measured
-    return LaunchLimits(bench, _defines_for(source, space),
-                        lambda genome: measured[genome].refusal if genome in measured else None)
+    return LaunchLimits(bench, _defines_for(source, space), measured.refusal)
 
 
-def shared_for(source: Path, space: SearchSpace, evaluator: Evaluator) -> SharedData:
-    """The learner of refused compiles (every backend compiles): a compile's `shared` fact, measured or
-    refused before its batch was measured (`refusals`)."""
-    measured, refusals = evaluator.measured, evaluator.refusals
-    return SharedData(_defines_for(source, space),
-                      lambda genome: (measured.get(genome) or refusals.get(genome) or NOTHING).overflow)
+def shared_for(source: Path, space: SearchSpace, measured: Measured) -> SharedData:
+    """The learner of refused compiles (every backend compiles): a compile's `overflow` fact, measured or
+    refused before its batch was measured (Measured.refuse)."""
+    return SharedData(_defines_for(source, space), measured.overflow)
 
 
-def wrong_for(source: Path, space: SearchSpace, evaluator: Evaluator) -> WrongAnswers:
+def wrong_for(source: Path, space: SearchSpace, measured: Measured) -> WrongAnswers:
     """The learner of wrong outputs (every backend that checks them)."""
-    measured = evaluator.measured
-    return WrongAnswers(_defines_for(source, space), lambda genome: measured[genome].wrong if genome in measured
-                        else None)
+    return WrongAnswers(_defines_for(source, space), measured.wrong)
 
 
 def _defines_for(source: Path, space: SearchSpace) -> Callable[[Genome], dict]:

@@ -140,10 +140,9 @@ def after_search(outcome, job_for, folder: Path, defaults: dict, say: Callable[[
     """The end of one search: its baseline and its choice built once more
     and compared, for the summary (the outcome's `kernels`) and the report
     (kernels.jsonl in `folder`); a build that fails is said, not raised (None)."""
-    task, context = outcome.task, outcome.evaluator.context
-    digests = outcome.evaluator.digests
-    kept = KernelStore(folder / STORE_NAME).latest(str(task.unit), task.arch, digests.get(outcome.space.baseline(), ""),
-                                                   digests.get(outcome.chosen, ""))
+    task, context, measured = outcome.task, outcome.measured.context, outcome.measured
+    kept = KernelStore(folder / STORE_NAME).latest(str(task.unit), task.arch, measured.digest(outcome.space.baseline()),
+                                                   measured.digest(outcome.chosen))
     if kept is not None:                     # these two binaries were compared before: nothing to build
         return kept
     def build(genome):                   # in one of the retune's compile slots, as its candidates are

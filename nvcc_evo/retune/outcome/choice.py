@@ -11,12 +11,12 @@ end-of-retune table (retune.outcome.summary) read, each a typed field.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import Callable, Mapping, NamedTuple
 
 from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.backend import Backend
 from nvcc_evo.measure.stats import Verdict
-from nvcc_evo.execute.evaluate import Evaluator
+from nvcc_evo.execute.measured import Measured
 from nvcc_evo.execute.goal import Goal, holds
 from nvcc_evo.engine.evolve import Evaluation, Progress
 from nvcc_evo.kerneldiff.compare import Comparison
@@ -37,7 +37,7 @@ class Outcome:
     chosen: Genome
     chosen_measurement: Measurement
     front: list[Evaluation]
-    evaluator: Evaluator
+    measured: Measured                      # what the search measured (its tally, the baseline's metrics)
     progress: Progress
     seconds: float                          # search and verification, this run
     fixed: dict                             # knobs outside the space the build passes: written too
@@ -63,7 +63,8 @@ class Verification(NamedTuple):
 
 
 def choose(evaluations: list[Evaluation], front: list[Evaluation], baseline: Evaluation, goal: Goal,
-           measured: dict, base: dict, current: Genome | None = None) -> Evaluation:
+           measured: Mapping[Genome, Measurement], base: Mapping[str, float],
+           current: Genome | None = None) -> Evaluation:
     """The ACF's selection rule over the front and the baseline: the lowest
     `select` objective among points meeting `where`, ties by the others."""
     index = goal.minimize.index(goal.select)
@@ -80,7 +81,7 @@ def choose(evaluations: list[Evaluation], front: list[Evaluation], baseline: Eva
 
 
 def _pool(evaluations: list[Evaluation], front: list[Evaluation], baseline: Evaluation, goal: Goal,
-          measured: dict, base: dict) -> list[Evaluation]:
+          measured: Mapping[Genome, Measurement], base: Mapping[str, float]) -> list[Evaluation]:
     """What the choice is made among: the feasible points scoring as a front point does, and the
     baseline, those that meet the select rule's `where`."""
     on_front = {e.objectives for e in front}
@@ -90,7 +91,8 @@ def _pool(evaluations: list[Evaluation], front: list[Evaluation], baseline: Eval
 
 
 def front_chosen_from(evaluations: list[Evaluation], front: list[Evaluation], baseline: Evaluation, goal: Goal,
-                      measured: dict, base: dict, chosen: Genome) -> list[Evaluation]:
+                      measured: Mapping[Genome, Measurement], base: Mapping[str, float],
+                      chosen: Genome) -> list[Evaluation]:
     """The Pareto front the choice was made from, as the summary prints it: the points of `choose`'s
     pool that no other point of it dominates, one per scores (the chosen point on its own), sorted; the
     engine's front alone can hold a twin of the chosen point and leave out the baseline it was chosen over."""

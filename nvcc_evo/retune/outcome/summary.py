@@ -33,7 +33,7 @@ def render(outcomes: list[Outcome]) -> str:
 
 def _summary(o: Outcome) -> list[str]:
     """One unit and target: verdict, choice, counts, its own time, the front."""
-    t = o.evaluator.tally
+    t = o.measured.tally
     lines = ["", f"{o.task.unit} [{o.task.arch}]: {o.verdict}"]
     if o.baseline.ok:
         why = _off_front(o)
@@ -117,5 +117,5 @@ def _select_rule(o) -> str:
 
 def _meets_rule(o, genome) -> bool:
     from nvcc_evo.execute.goal import holds
-    metrics = dict(o.evaluator.measured[genome].metrics)
-    return all(holds(c, metrics, o.evaluator.baseline) == 0 for c in o.goal.select_where)
+    metrics = dict(o.measured[genome].metrics)
+    return all(holds(c, metrics, o.measured.baseline) == 0 for c in o.goal.select_where)

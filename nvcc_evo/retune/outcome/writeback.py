@@ -57,7 +57,7 @@ def settings_of(outcome: Outcome) -> tuple[model.Setting, ...]:
 
 
 def provenance(outcome: Outcome, toolkit: Toolkit, options: Options) -> tuple[model.Record, ...]:
-    t = outcome.evaluator.tally
+    t = outcome.measured.tally
     records = [model.Record("fingerprint", outcome.task.fingerprint), model.Record("toolkit", outcome.task.toolkit(toolkit)),
                model.Record("space_digest", outcome.task.unit.space_digest),
                model.Record("tune_digest", outcome.task.unit.tune_digest),

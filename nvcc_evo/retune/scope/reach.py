@@ -14,13 +14,13 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
 from nvcc_evo.driver.cmdline.compileplan import RecordedBuild
 from nvcc_evo.driver.cmdline.flags import DEFAULT_PASSES_NOTHING
 from nvcc_evo.driver.match.units import written_for
 from nvcc_evo.system.say import log
-from nvcc_evo.engine.space import Dimension, SearchSpace
+from nvcc_evo.engine.space import Dimension, Genome, SearchSpace
 
 SHIP_CHECK_TIMEOUT = 900.0      # seconds: the ship check's one compile (see ship_check)
 
@@ -252,7 +252,7 @@ def ship_check(outcome: Outcome, acf_path: Path, toolkit: Toolkit, ptxas: tuple[
     if not isinstance(build, RecordedBuild):    # (a kernel unit's: the program's own ptxas call, dropin_ptxas.decide)
         return ""
     task, chosen = outcome.task, outcome.chosen
-    measured = outcome.evaluator.digests.get(chosen, "")
+    measured = outcome.measured.digest(chosen)
     written = {s.knob: s.value for s in _settings(outcome)}
     step, program = _as_built(task, written, acf_path, build, ptxas)
     missing = [f"{knob} = {value} ({why})" for knob, value in written.items()
@@ -378,7 +378,7 @@ def _as_built(task, written: dict, acf_path: Path, build: RecordedBuild, ptxas: 
     return planned.step(key), planned.program(key)
 
 
-def same_code(space: SearchSpace, digests: dict) -> list[str]:
+def same_code(space: SearchSpace, digests: Mapping[Genome, str]) -> list[str]:
     """A line for each dimension whose values gave the same SASS wherever
     two evaluations differ in it alone (`digests`: genome -> SASS hash): a
     knob that changes nothing here (a define the source fixes, say)."""

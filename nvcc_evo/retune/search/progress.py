@@ -99,18 +99,17 @@ class ProgressLine:
         return " | ".join(p for p in parts if p)
 
 
-def progress_line(unit: str, goal, progress, engine, evaluator, baseline_drift=None,
+def progress_line(unit: str, goal, progress, engine, measured, baseline_drift=None,
                   budget=None) -> ProgressLine:
     """One generation's line of a search (retune.search.tune): the engine's front,
-    the evaluator's tally and baseline, the budget's time left."""
+    what was measured (execute.measured.Measured: its tally and the baseline), the budget's time left."""
     front = engine.front()
-    t = evaluator.tally
-    base = evaluator.baseline
+    t = measured.tally
+    base = measured.baseline
     return ProgressLine(
         unit, progress.generation, progress.evaluations,
         budget.evaluations if budget is not None else float("inf"), t.reused,
-        tuple((status, count, example) for status, (count, example) in
-              sorted(t.failures.items(), key=lambda s: -s[1][0])),
+        tuple((status, seen.count, seen.example) for status, seen in t.most_failures()),
         len(front), tuple(zip(goal.minimize, goal.values(front[0].objectives))) if front else (),
         tuple((m, float(base[m])) for m in goal.minimize if m in base),
         progress.elapsed(), max(1, progress.evaluations - progress.resumed),       # this run's pace, not the store's

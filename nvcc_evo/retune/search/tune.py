@@ -32,9 +32,10 @@ from nvcc_evo.engine.surrogate import Guide
 from nvcc_evo.engine.space import Genome, SearchSpace, baseline_defines, build_space
 from nvcc_evo.execute.cluster import Cluster
 from nvcc_evo.execute import learned
-from nvcc_evo.execute.evaluate import Evaluator, Stopped
+from nvcc_evo.execute.evaluate import Builds, Compiling, Evaluator, Stopped
 from nvcc_evo.execute.goal import Goal, goal_for
 from nvcc_evo.execute.lanes import LaneSet
+from nvcc_evo.execute.measured import Measured
 from nvcc_evo.execute.measurers import calibrate, measuring
 from nvcc_evo.execute.store import Context, Store
 from nvcc_evo.execute.together import Together
@@ -158,8 +159,8 @@ def prepare(task: Task, retune: Retune, together: Together | None = None) -> Pre
     goal = goal_for(task.unit.tune, measurer.objectives, measurer.primary, measurer.maximize)
     goal = guarded_goal(goal, guard) if guard else goal
     listeners: list[Callable[[], None]] = []
-    evaluator = evaluator_for(retune, task, goal, context, candidates, measurer, lanes, listeners, together)
-    stored = _resume(task, retune.store, context, evaluator, space, goal)
+    evaluator = evaluator_for(retune, task, Measured(goal, context), candidates, measurer, lanes, listeners, together)
+    stored = _resume(task, retune.store, context, evaluator.measured, space, goal)
     # (said before the baseline is measured: a bench command's baseline runs take a while and say their own line)
     log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, "
         f"{len(space.dimensions)} knobs; {describe(options)}"
@@ -167,30 +168,30 @@ def prepare(task: Task, retune: Retune, together: Together | None = None) -> Pre
     return Prepared(task, started, space, candidates, measurer, lanes, goal, evaluator, listeners)
 
 
-def evaluator_for(retune: Retune, task: Task, goal: Goal, context: Context, candidates: Candidates,
+def evaluator_for(retune: Retune, task: Task, measured: Measured, candidates: Candidates,
                   measurer: Backend, lanes: LaneSet | None, listeners: list[Callable[[], None]],
                   together: Together | None = None) -> Evaluator:
-    """The search's Evaluator, complete: the backend's measure (each measured
+    """The search's Evaluator, complete, writing into `measured`: the backend's measure (each measured
     candidate told to `listeners`), its racing and PTX reuse in the fast
     protocol, the lanes, the compile pool (the cluster's CPUs with one), the
     compile slots and stop event it shares, the not-shipped check."""
     options, fast = retune.options, retune.options.protocol == "fast"
 
     def measure(genome: Genome, flags: tuple[str, ...], result: CompileResult | None) -> Measurement:
-        measured = measurer.measure(genome, flags, result)
+        measurement = measurer.measure(genome, flags, result)
         for told in listeners:
             told()
-        return measured
+        return measurement
 
-    return Evaluator(task.job, goal, context, retune.store, candidates.flags, measure, measurer.compiles,
-                     workers=options.jobs, program_for=candidates.program,
-                     race=measurer.race if fast else None, ptx=PtxCache() if fast else None,
-                     compiler=retune.cluster.compiler(fast) if retune.cluster is not None else None,
-                     lanes=lanes, not_shipped=candidates.lost,
-                     slots=together.slots if together else None, stopping=together.stopping if together else None)
+    compiling = Compiling(options.jobs, PtxCache() if fast else None,
+                          retune.cluster.compiler(fast) if retune.cluster is not None else None,
+                          together.slots if together else None) if measurer.compiles else None
+    return Evaluator(measured, retune.store, Builds(task.job, candidates.flags, candidates.program, candidates.lost),
+                     measure, compiling=compiling, race=measurer.race if fast else None, lanes=lanes,
+                     stopping=together.stopping if together else None)
 
 
-def _resume(task: Task, store: Store, context: Context, evaluator: Evaluator, space: SearchSpace,
+def _resume(task: Task, store: Store, context: Context, measured: Measured, space: SearchSpace,
             goal: Goal) -> int:
     """Read back this context's evaluations of the current search space from
     the store; how many. (Genomes of an earlier space, before an edit of the
@@ -205,7 +206,7 @@ def _resume(task: Task, store: Store, context: Context, evaluator: Evaluator, sp
                and (not record.measurement.ok or all(m in dict(record.measurement.metrics) for m in goal.minimize))]
     if len(fitting) < len(mine):
         log(f"{task}: {len(mine) - len(fitting)} stored evaluation(s) of an earlier search space left aside")
-    evaluator.resume(fitting)
+    measured.resume(fitting)
     return len(fitting)
 
 
@@ -216,21 +217,22 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
     engine until the budget; the backend's drift of the baseline after it."""
     task, space, evaluator, measurer = prepared.task, prepared.space, prepared.evaluator, prepared.measurer
     baseline = space.baseline()
-    evaluator.keep.add(baseline)
+    measured = evaluator.measured
+    evaluator.keep_compile(baseline)
     baseline_measurement = measure_baseline(evaluator, measurer, baseline)
     if baseline_measurement.ok and measurer.compiles:    # (a value whose binary cannot run is never searched;
         space = prepared.space = _runnable(prepared, baseline)     # replay's answers compile nothing)
     # never proposed: what the build would not take whole, what a refused launch teaches
     avoiding = learned.Avoiding(prepared.candidates.lost,
-                                learned.limits_for(task.unit.bench, task.source, space, evaluator),
-                                learned.shared_for(task.source, space, evaluator),
-                                learned.wrong_for(task.source, space, evaluator))
+                                learned.limits_for(task.unit.bench, task.source, space, measured),
+                                learned.shared_for(task.source, space, measured),
+                                learned.wrong_for(task.source, space, measured))
     calibrate(prepared.lanes, measurer, baseline, prepared.candidates.job(baseline))
-    evaluator.baseline = dict(baseline_measurement.metrics)
-    history = [evaluator.evaluation(g, m) for g, m in evaluator.measured.items() if g in space]   # baseline known
+    measured.set_baseline(dict(baseline_measurement.metrics))
+    history = measured.evaluations(space)          # (scored once the baseline is known)
     for evaluation in history:
-        evaluator.offer_incumbent(evaluator.measured[evaluation.genome], evaluation)
-    known = warm_starts(retune.store, retune.project, evaluator.context, prepared.goal, space, log,
+        evaluator.offer_incumbent(evaluation.genome)
+    known = warm_starts(retune.store, retune.project, measured.context, prepared.goal, space, log,
                         prepared.candidates.job(baseline))      # (the baseline's kernels, compiled if asked)
     engine = Engine(space, rng, retune.options.population, seeds=_seeds(task, space), history=history,
                     avoid=avoiding, guide=Guide() if retune.options.search == "guided" else None, warm=known)
@@ -243,7 +245,7 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
         progress, settled = _shown_search(prepared, retune, engine, together)
         if progress.generation and measurer.end_drift is not None:
             drift = end_drift(task, measurer, baseline, baseline_measurement)
-    say(task, same_code(space, evaluator.digests))
+    say(task, same_code(space, measured.digests))
     return Searched(baseline, baseline_measurement, engine, progress, settled, drift,
                     learned.said(engine, avoiding))
 
@@ -252,7 +254,7 @@ def _runnable(prepared: Prepared, baseline: Genome) -> SearchSpace:
     """The space without the values whose binaries could not run, as the baseline's compile shows them
     (reach.reconfigure_safe), said once; the baseline's compile kept by the evaluator, else compiled again
     (read back from the store)."""
-    kept = prepared.evaluator.kept.pop(baseline, None)
+    kept = prepared.evaluator.kept_compile(baseline)
     space, notes = reconfigure_safe(prepared.space, prepared.task.arch,
                                     lambda: kept if kept is not None else prepared.candidates.compiled(baseline))
     say(prepared.task, notes)
@@ -266,7 +268,7 @@ def measure_baseline(evaluator: Evaluator, measurer: Backend, genome: Genome) ->
     (always, before any candidate, for a backend that keeps what its run
     left: the GPU compares every candidate's outputs with the baseline's)."""
     if measurer.fresh_baseline:
-        evaluator.forget(genome)
+        evaluator.measured.forget(genome)
     if genome not in evaluator.measured:
         evaluator([genome])
     return evaluator.measured[genome]
@@ -295,7 +297,7 @@ def _shown_search(prepared: Prepared, retune: Retune, engine: Engine,
     """The search with its progress shown (a bar or lines; a row of the
     searches' board when several run at once), moved per measured candidate."""
     task, options, evaluator, measurer = prepared.task, retune.options, prepared.evaluator, prepared.measurer
-    done = _searched(evaluator, prepared.space)
+    done = evaluator.measured.searched(prepared.space)
     board = together.board if together else None       # (a Board, where searches run at once on a terminal)
     shown = board.row(str(task), options.evaluations, done) if isinstance(board, Board) else \
         reporter("lines" if together else options.progress, str(task), options.evaluations, log, done=done)
@@ -304,7 +306,8 @@ def _shown_search(prepared: Prepared, retune: Retune, engine: Engine,
         deadline = Deadline(prepared.started, options.seconds, measurer.reserve())   # the search's one clock
         measurer.finish_by(deadline)
         return _search(task, options, retune.toolkit, engine, evaluator, prepared.space, lambda p, e, b: shown.update(
-            progress_line(str(task), prepared.goal, p, e, evaluator, measurer.drift, b)), deadline, prepared.unrunnable)
+            progress_line(str(task), prepared.goal, p, e, evaluator.measured, measurer.drift, b)), deadline,
+            prepared.unrunnable)
     finally:
         prepared.listeners.clear()
         shown.close()
@@ -318,11 +321,11 @@ def _search(task: Task, options: Options, toolkit: Toolkit, engine: Engine, eval
     progress and, when there is nothing to search and the unit's entry is up
     to date, why nothing is to be written either ("" otherwise)."""
     limit = budget.budget_of(options, deadline, log=lambda said: log(f"{task}: {said}"))
-    searched = _searched(evaluator, space)
+    searched = evaluator.measured.searched(space)
     left = space.size - 1 - searched               # a space searched whole has nothing left, whatever the budget
     if searched < limit.evaluations and left > 0:
         overlap = options.protocol == "fast" and evaluator.compiles
-        evaluator.deadline = deadline              # no candidate measured past it
+        evaluator.measure_until(deadline)          # no candidate measured past it
         try:
             return run_search(engine, evaluator, limit, lambda p, e: report(p, e, limit), done=searched,
                               overlap=overlap), ""
@@ -336,11 +339,6 @@ def _search(task: Task, options: Options, toolkit: Toolkit, engine: Engine, eval
         return Progress(), ""
     log(f"{task}: {within}: nothing to search; its entry is up to date: nothing to write")
     return Progress(), f"{within}; the entry is up to date, not rewritten"
-
-
-def _searched(evaluator: Evaluator, space: SearchSpace) -> int:
-    """Evaluations of this search space made so far, the baseline aside (the budget's count)."""
-    return sum(1 for genome in evaluator.measured if genome in space and genome != space.baseline())
 
 
 def _entry_is_current(task: Task, toolkit: Toolkit, options: Options, unrunnable: frozenset = frozenset()) -> bool:
@@ -366,15 +364,16 @@ def decide(prepared: Prepared, searched: Searched, retune: Retune, together: Tog
     where it has one, of a winner that is not the baseline. Then the lanes
     closed, the search's time, the kernels compared (kerneldiff.compare)."""
     task, space, evaluator, measurer = prepared.task, prepared.space, prepared.evaluator, prepared.measurer
+    measured = evaluator.measured
     base, current = searched.baseline_measurement, current_genome(task, space)
     best = choose(list(searched.engine.seen.values()), searched.engine.front(),
-                  evaluator.evaluation(searched.baseline, base), prepared.goal, evaluator.measured,
-                  evaluator.baseline, current)
-    chosen, chosen_measurement = best.genome, evaluator.measured[best.genome]
+                  measured.evaluation(searched.baseline, base), prepared.goal, measured.measurements,
+                  measured.baseline, current)
+    chosen, chosen_measurement = best.genome, measured[best.genome]
     verification = Verification(None, "")
     if searched.settled:          # the ACF's entry stands (it may be a verified baseline): report it, not a new choice
-        if current is not None and current in evaluator.measured:
-            chosen, chosen_measurement = current, evaluator.measured[current]
+        if current is not None and current in measured:
+            chosen, chosen_measurement = current, measured[current]
     elif measurer.confirm is not None and chosen != searched.baseline and base.ok:
         if together is not None and together.stopping.is_set():
             raise Stopped()
@@ -384,13 +383,13 @@ def decide(prepared: Prepared, searched: Searched, retune: Retune, together: Tog
     if prepared.lanes is not None:
         prepared.lanes.close()
     front = front_chosen_from(list(searched.engine.seen.values()), searched.engine.front(),
-                              evaluator.evaluation(searched.baseline, base), prepared.goal, evaluator.measured,
-                              evaluator.baseline, chosen)
+                              measured.evaluation(searched.baseline, base), prepared.goal, measured.measurements,
+                              measured.baseline, chosen)
     outcome = Outcome(task, prepared.goal, space, base, chosen, chosen_measurement, front,
-                      evaluator, searched.progress, time.monotonic() - prepared.started, prepared.candidates.fixed,
+                      measured, searched.progress, time.monotonic() - prepared.started, prepared.candidates.fixed,
                       measurer.hello, searched.settled, verification.verdict, verification.rejected,
                       searched.drift, searched.learned)
-    evaluator.tally.stop()
+    measured.tally.stop()
     if base.ok:         # why the choice is faster, kernel by kernel (kerneldiff.compare)
         outcome.kernels = after_search(outcome, prepared.candidates.job, retune.store.path.parent,
                                        baseline_defines(task.source, space), log, evaluator.ptx,
