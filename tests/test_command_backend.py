@@ -15,7 +15,7 @@ import pytest
 from conftest import DATA, EVO, evo_env, run_evo
 from nvcc_evo.acf import model
 from nvcc_evo.acf.bench.command import wrong_answer
-from nvcc_evo.measure.command import LONG_AGO, flags_problem
+from nvcc_evo.measure.command.rebuilt import LONG_AGO, flags_problem
 
 
 def _harness(tmp_path, evo_cache, space: str):

@@ -253,7 +253,7 @@ def test_write_adds_the_hot_units_once_before_the_unit_that_only_records(project
         result, _ = _hot(project, "--from", str(HOT / "profile.json"), "--write")
         assert result.returncode == 0, result.stderr
         golden("written.acf", acf.read_text())
-        from nvcc_evo.measure.command import LONG_AGO      # the written units' objects: built again next time
+        from nvcc_evo.measure.command.rebuilt import LONG_AGO      # the written units' objects: built again next time
         assert [(folder / "src" / f"{n}.o").stat().st_mtime for n in ("gemm", "vector", "reduce")][:2] == \
             [LONG_AGO, LONG_AGO] and (folder / "src" / "reduce.o").stat().st_mtime != LONG_AGO
         assert acf.read_text().startswith(before[:before.index("# every other")])      # existing units untouched

@@ -158,7 +158,9 @@ def check_benches(tasks, backend: str) -> None:
 
 def make_command(wanted: Wanted) -> Backend:
     from nvcc_evo.acf.text import read_text
-    from nvcc_evo.measure.command import CommandBench
+    from nvcc_evo.measure.command.bench import CommandBench
+    from nvcc_evo.measure.command.metrics import CommandUnit
+    from nvcc_evo.measure.command.run import Runner
     from nvcc_evo.measure.profile.clock import KernelClock
     task, acf_path, timeout, flags_for = wanted.task, wanted.acf_path, wanted.timeout, wanted.flags_for
     bench = task.unit.bench
@@ -166,10 +168,10 @@ def make_command(wanted: Wanted) -> Backend:
     assert flags_for is not None               # (a retune's: measuring hands it one)
     timed = any(m.kernels for m in bench.metrics)
     clock = KernelClock(task.job.nvcc if timed else "", active=timed)
-    runner = CommandBench(bench, acf_path, task.unit.globs, task.arch,
-                          CandidateAcf(acf_path, task, at_start), flags_for,
-                          bench.timeout.seconds if bench.timeout else timeout, _primary(bench, task.unit.tune),
-                          triton=task.unit.is_kernel, clock=clock)
+    unit = CommandUnit(bench, task.unit.globs, task.arch, bench.timeout.seconds if bench.timeout else timeout,
+                       triton=task.unit.is_kernel)
+    runner = CommandBench(Runner(unit, acf_path, _primary(bench, task.unit.tune), clock=clock),
+                          CandidateAcf(acf_path, task, at_start), flags_for)
 
     def measure(genome: Genome, flags, result) -> Measurement:
         compiled = static.measure(result, task.arch)
@@ -181,12 +183,7 @@ def make_command(wanted: Wanted) -> Backend:
         return replace(ran, metrics=compiled.metrics + ran.metrics) if ran.ok else ran
 
     names = tuple(m.name for m in bench.metrics)
-    shown = "; ".join(f"{m.name} " + ("the unit's kernels' GPU time" if m.kernels else f"/{m.regex}/")
-                      + (f" {m.take}" if m.take != "first" else "")
-                      + (" maximized" if m.maximize else "") for m in bench.metrics)
-    repeat = bench.repeat
-    runs = f"{repeat.low}..{repeat.high} runs" if repeat and repeat.high > repeat.low else \
-        f"{repeat.low if repeat else 1} run(s)"
+
     def confirm(baseline: Genome, chosen: Genome, build):
         for genome in (baseline, chosen) if clock.active else ():
             if not clock.knows(genome):              # (a genome of the store, never compiled by this run)
@@ -198,9 +195,7 @@ def make_command(wanted: Wanted) -> Backend:
                     device=gpu or "cpu", hello={"name": gpu} if gpu else None,
                     end_drift=runner.drift, primary=(runner.primary,), maximize=runner.maximized,
                     reserve=runner.reserve, finish_by=runner.finish_by,
-                    build=identity(bench),
-                    describe=f"command `{bench.command.text}` ({shown}; {runs} per candidate, "
-                             f"{runner.timeout:g} s a run at most)")
+                    build=identity(bench), describe=runner.describe())
 
 
 def make_replay(wanted: Wanted) -> Backend:

@@ -133,7 +133,7 @@ def write_units(acf_path: Path, units: list[HotUnit], profile: Profile, least: f
     if not written:
         log("--write: nothing added: each hot unit has its unit already")
         return
-    from nvcc_evo.measure.command import redate
+    from nvcc_evo.measure.command.rebuilt import redate
     # The next build compiles them as their new units (and records that): a bench's first build, a retune's.
     redate([Path(o.record.cwd) / o.record.output for unit, _ in blocks for o in unit.origins
             if o.record.output and not o.is_kernel])

@@ -1,0 +1,143 @@
+"""The command backend's answer for one unit: a candidate's repeated runs
+(the first builds it; `repeat N`, or `LOW..HIGH` adaptive: stats.enough)
+summarised, the baseline's drift after the search, the confirmation, and
+what the steps after the search are expected to take (`reserve`)."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from nvcc_evo.acf import model
+from nvcc_evo.acf.bench import command as benchcommand
+from nvcc_evo.measure import Confirmation, Measurement, failed
+from nvcc_evo.measure.command.confirm import interleaved
+from nvcc_evo.measure.command.metrics import Run, summary
+from nvcc_evo.measure.command.rebuilt import leave_stale
+from nvcc_evo.measure.command.run import Runner, tail
+from nvcc_evo.measure.stats import Summary, enough, summarize
+from nvcc_evo.system.clock import NONE, Deadline
+
+
+@dataclass
+class CommandBench:
+    """Runs one unit's bench command for its candidates (through `runner`)."""
+
+    runner: Runner
+    candidate_acf: Callable[..., Path]  # genome -> Path of a copy of the ACF holding the candidate
+    flags_for: Callable                 # genome -> the flags the wrapper must add for it
+    best: Summary | None = None         # the primary metric's best so far (adaptive repeats stop early)
+    first: float = 0.0                  # seconds of the first candidate's (the baseline's) measurement
+    deadline: Deadline = NONE           # the search's, which the confirmation ends by (finish_by)
+
+    @property
+    def bench(self) -> model.Bench:
+        return self.runner.unit.bench
+
+    @property
+    def primary(self) -> str:
+        return self.runner.primary
+
+    @property
+    def timeout(self) -> float:
+        return self.runner.unit.timeout
+
+    @property
+    def command(self) -> str:
+        """The bench command (resolve: a command backend's bench has one)."""
+        assert self.bench.command is not None
+        return self.bench.command.text
+
+    @property
+    def maximized(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.bench.metrics if m.maximize)
+
+    def describe(self) -> str:
+        """The backend in words: the command, its metrics, runs per candidate, a run's timeout."""
+        shown = "; ".join(f"{m.name} " + ("the unit's kernels' GPU time" if m.kernels else f"/{m.regex}/")
+                          + (f" {m.take}" if m.take != "first" else "")
+                          + (" maximized" if m.maximize else "") for m in self.bench.metrics)
+        repeat = self.bench.repeat
+        runs = f"{repeat.low}..{repeat.high} runs" if repeat and repeat.high > repeat.low else \
+            f"{repeat.low if repeat else 1} run(s)"
+        return f"command `{self.command}` ({shown}; {runs} per candidate, {self.timeout:g} s a run at most)"
+
+    def measure(self, genome, flags: tuple[str, ...], phase: str = "search") -> Measurement:
+        """`repeat` runs (the first builds), medians and relative spreads."""
+        low, high = (self.bench.repeat.low, self.bench.repeat.high) if self.bench.repeat else (1, 1)
+        acf = self.candidate_acf(genome)
+        self.runner.clock.use(genome)
+        started = time.monotonic()
+        runs: list[Run] = []
+        try:
+            while len(runs) < high:
+                run = self.runner.run(self.command, acf, flags, phase, must_build=not runs)
+                if not run.ok:
+                    self.runner.say(f"{self.runner.unit} candidate {' '.join(flags) or '(baseline)'}: "
+                                    f"{run.status} after {run.seconds:.1f} s; the last lines:\n{tail(run.detail)}")
+                    return failed(run.status, run.detail)
+                runs.append(run)
+                if enough([r.value(self.primary) for r in runs], low, high, self.best, self.primary in self.maximized):
+                    break
+        finally:
+            acf.unlink(missing_ok=True)
+            self._leave_stale()
+        measurement = summary(self.bench, runs, time.monotonic() - started)
+        self._keep_best(summarize([r.value(self.primary) for r in runs]))
+        self.first = self.first or time.monotonic() - started
+        self._note(measurement, flags, len(runs))
+        return measurement
+
+    def reserve(self) -> float:
+        """Seconds the end drift and the confirmation's least rounds are expected to take, with a margin of a
+        fifth: kept back from a time budget (further rounds only as the time left allows: `finish_by`)."""
+        return 1.2 * (benchcommand.LEAST_ROUNDS * self.runner.round_cost() + self.first)
+
+    def finish_by(self, deadline: Deadline) -> None:   # the steps after the search end by its end
+        self.deadline = deadline
+
+    def _keep_best(self, primary: Summary) -> None:
+        if self.best is None or (primary.median > self.best.median if self.primary in self.maximized
+                                 else primary.median < self.best.median):
+            self.best = primary
+
+    def _note(self, measurement: Measurement, flags, count: int) -> None:
+        """The progress of a slow search: one line per candidate, with its cost."""
+        units = {m.name: m.unit for m in self.bench.metrics}
+        shown = ", ".join(f"{name} {value:.5g}{(' ' + units[name]) if units.get(name) else ''}"
+                          + (f" ±{dict(measurement.spreads)[name]:.1%}" if name in dict(measurement.spreads) else "")
+                          for name, value in measurement.metrics if name in units)
+        self.runner.say(f"{self.runner.unit} {' '.join(flags) or '(baseline)'}: {shown} "
+                        f"({count} run{'s' if count > 1 else ''}, {measurement.get('command_time'):.1f} s)")
+
+    def drift(self, genome, first: Measurement) -> float | None:
+        """The baseline (`genome`) rebuilt and run again after the search, as
+        a candidate is (its `repeat` runs): the relative change of its primary
+        metric against `first`, its measurement when the search began; None
+        when either has no such metric."""
+        before = first.get(self.primary, math.nan)
+        if not math.isfinite(before) or before == 0:
+            return None
+        again = self.measure(genome, self.flags_for(genome), "drift")
+        return again.get(self.primary) / before - 1 if again.ok else None
+
+    def confirm(self, baseline, chosen, build=None) -> Confirmation:
+        """Winner and baseline (genomes) rebuilt by the project's command and
+        run in turn for `confirm rounds` rounds with the confirmation command
+        (command.confirm). `build` (the Backend's compile of a genome) is not
+        used: the command builds each side itself."""
+        spec = self.bench.confirm or model.Confirm()
+        rounds = spec.rounds or benchcommand.DEFAULT_ROUNDS
+        command = spec.command or self.command
+        try:
+            return Confirmation(*interleaved(self.runner, command, rounds, {"baseline": baseline, "chosen": chosen},
+                                             self.candidate_acf, self.flags_for, self.deadline))
+        finally:
+            self._leave_stale()
+
+    def _leave_stale(self) -> None:
+        """The project's build outputs now hold some candidate: re-dated, so
+        that the user's next build compiles what the ACF says."""
+        leave_stale(self.runner.acf_path, self.runner.unit.globs, self.runner.unit.arch)

@@ -1,0 +1,93 @@
+"""The build step of a candidate's run: the project's outputs re-dated so
+that its build compiles the candidate again, and the wrapper's log of the
+run read to see that the unit was compiled with the candidate's flags."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from nvcc_evo.driver.cmdline.flags import ptxas_values
+from nvcc_evo.driver.compiledb import outputs_of
+from nvcc_evo.status import Status
+from nvcc_evo.system.files import append
+
+LONG_AGO = 86400.0          # what re-dated outputs are stamped with (1970-01-02): older than any source
+NOT_REBUILT = ("no compile of unit {} for {} went through nvcc-evo during the run: the build skipped it (nvcc-evo "
+               "re-dates the outputs the compile database knows: build it once through nvcc-evo first), or does not "
+               "use nvcc-evo as its compiler (NVCC=nvcc-evo, CMAKE_CUDA_COMPILER)")
+KERNEL_NOT_REBUILT = ("no compile of kernel unit {} for {} went through nvcc-evo-ptxas during the run: the program "
+                      "took the kernel from a cache it sets itself (TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR; the "
+                      "run is given empty ones), names another ptxas (TRITON_PTXAS_PATH, "
+                      "TRITON_PTXAS_BLACKWELL_PATH), or no longer compiles that kernel for this architecture")
+
+
+def redate(paths: list[Path]) -> None:
+    """Make a build system see these outputs as older than their sources."""
+    for path in paths:
+        try:
+            os.utime(path, (LONG_AGO, LONG_AGO))
+        except FileNotFoundError:
+            pass
+
+
+def leave_stale(acf_path: Path, globs: tuple[str, ...], arch: str) -> None:
+    """The unit's outputs the compile database knows re-dated: the next build
+    compiles them again (a candidate's, or the user's, from what the ACF says)."""
+    redate(outputs_of(acf_path, globs, arch))
+
+
+def _tokens(flags) -> set[str]:
+    """A flag list as comparable options: each -Xptxas value on its own."""
+    flags = tuple(flags)
+    rest = [f for i, f in enumerate(flags) if f != "-Xptxas" and not (i and flags[i - 1] == "-Xptxas")]
+    return set(ptxas_values(flags)) | set(rest)
+
+
+def flags_problem(log_lines: list[dict], globs: tuple[str, ...], arch: str, flags: tuple[str, ...],
+                  must_build: bool, kernel: bool = False) -> tuple[Status | None, str]:
+    """(status, why) when the wrapper's log of a run does not show the unit
+    compiled with the candidate's flags; (None, "") when it does. A run that
+    need not build may compile nothing, but what it compiles must be the candidate.
+    `kernel`: a kernel unit, compiled by the program's Triton through the drop-in ptxas."""
+    mine = []
+    for line in log_lines:
+        for unit in line.get("units", ()):
+            if tuple(unit.get("unit", ())) == tuple(globs) and unit.get("arch") == arch:
+                mine.append((line, unit.get("input")))
+    if not mine:
+        if not must_build:
+            return None, ""
+        return Status.NOT_REBUILT, (KERNEL_NOT_REBUILT if kernel else NOT_REBUILT).format(' '.join(globs), arch)
+    wanted = _tokens(flags)
+    for line, name in mine:
+        got = _tokens(line.get("added", ()))
+        for step in line.get("ptxas_per_step", ()):
+            if step.get("input") == name and step.get("arch") == arch:
+                got |= set(step.get("options", ()))
+        missing = sorted(wanted - got)
+        if missing:
+            skipped = "; ".join(line.get("skipped", ())) or "nothing"
+            return Status.FLAGS_NOT_APPLIED, (f"the candidate's flags did not reach the compile of {name}: missing "
+                                         f"{' '.join(missing)} (the wrapper added: {' '.join(line.get('added', ()))}"
+                                         f"; skipped: {skipped})")
+    return None, ""
+
+
+def read_log(path: Path) -> list[dict]:
+    """The wrapper's log of one run, a JSON value per line (a line of another shape skipped)."""
+    lines: list[dict] = []
+    text = path.read_text() if path.exists() else ""      # (a private folder: a run that compiled nothing has none)
+    for line in text.splitlines():
+        try:
+            lines.append(json.loads(line))
+        except (ValueError, RecursionError):
+            continue
+    return lines
+
+
+def copy_to_users_log(path: Path) -> None:
+    """The user's own NVCC_EVO_LOG gets the run's compiles too."""
+    users = os.environ.get("NVCC_EVO_LOG")
+    if users and path.exists():
+        append(users, path.read_text())         # never through a link
