@@ -57,7 +57,7 @@ EVALUATIONS ?= 36
 STATIC := $(OUT)/static
 tune: $(VENV)/.base
 	$(EVO) --acf-check kernels/nvcc-evo.acf
-	@if $(BIN)/python -c "from nvcc_evo.measure.gpu import gpu_available as g; raise SystemExit(not g())" 2>/dev/null; then \
+	@if $(BIN)/python -c "from nvcc_evo.measure.pycuda.devices import gpu_available as g; raise SystemExit(not g())" 2>/dev/null; then \
 	    $(MAKE) --no-print-directory kernels NVCC=$(EVO) && \
 	    $(EVO) --retune --acf kernels/nvcc-evo.acf --backend pycuda --evaluations $(EVALUATIONS) && \
 	    $(MAKE) --no-print-directory kernels NVCC=$(EVO) && \

@@ -146,8 +146,9 @@ def builds(toolkit, unit, arch: str) -> dict:
 
 
 def bench_shape(pool, unit, built: dict, shape: dict, rounds: int, copy_rate: float) -> dict:
-    from nvcc_evo.measure.gpu import outputs_match, reference_outputs
-    from nvcc_evo.measure.gpu_worker import RunRequest
+    from nvcc_evo.measure.check import outputs_match
+    from nvcc_evo.measure.pycuda.references import reference_outputs
+    from nvcc_evo.measure.pycuda.pipe import RunRequest
     from nvcc_evo.measure.stats import faster, summarize
     from nvcc_evo.execute.measurers import load_reference
     plans = {side: plan_bench(unit.bench, defines, lets=shape) for side, (_, defines) in built["sides"].items()}
@@ -239,8 +240,8 @@ def run_gpu(out: Path, rounds: int, only: list[str]) -> dict:
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.driver.toolkit import load_toolkit
     from nvcc_evo.driver.wrapper import find_real_nvcc
-    from nvcc_evo.measure.gpu import WorkerPool
-    from nvcc_evo.measure.gpu_worker import CopyRate
+    from nvcc_evo.measure.pycuda.pool import WorkerPool
+    from nvcc_evo.measure.pycuda.pipe import CopyRate
     toolkit = load_toolkit(find_real_nvcc())
     units = [u for u in load(ACF).units if u.bench is not None and u.bench.kernel is not None
              and (not only or u.globs[0] in only)]

@@ -30,8 +30,10 @@ from nvcc_evo.driver.common import find_real_nvcc  # noqa: E402
 from nvcc_evo.driver.cmdline.flags import plan_flags, read_facts  # noqa: E402
 from nvcc_evo.driver.cmdline.nvcc_options import parse_call  # noqa: E402
 from nvcc_evo.driver.toolkit import load_toolkit  # noqa: E402
-from nvcc_evo.measure.gpu import WorkerPool, outputs_match, reference_outputs  # noqa: E402
-from nvcc_evo.measure.gpu_worker import RunRequest  # noqa: E402
+from nvcc_evo.measure.check import outputs_match  # noqa: E402
+from nvcc_evo.measure.pycuda.pool import WorkerPool  # noqa: E402
+from nvcc_evo.measure.pycuda.references import reference_outputs  # noqa: E402
+from nvcc_evo.measure.pycuda.pipe import RunRequest  # noqa: E402
 from nvcc_evo.measure.stats import faster, summarize  # noqa: E402
 from nvcc_evo.execute.measurers import load_reference  # noqa: E402
 from softmax_bench import BENCH  # noqa: E402  (beside this script)

@@ -74,7 +74,8 @@ def record_gpu(store: Store, glob: str, min_seconds: float) -> None:
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.acf.sources import define_values
     from nvcc_evo.cubin.compile import CompileJob, compile_candidate, compile_each
-    from nvcc_evo.measure.gpu import POOLS, GpuBench
+    from nvcc_evo.measure.pycuda.bench import GpuBench
+    from nvcc_evo.measure.pycuda.pool import POOLS
     from nvcc_evo.execute.measurers import load_reference
     from nvcc_evo.engine.space import baseline_defines
     kernels = ROOT / "kernels"

@@ -64,8 +64,8 @@ def time_cubin(cubin: Path, acf: Path, with_entry: bool) -> None:
     from nvcc_evo.acf.bench.spec import plan_bench
     from nvcc_evo.acf.resolve import load
     from nvcc_evo.acf.sources import define_values, source_defines
-    from nvcc_evo.measure.gpu import WorkerPool
-    from nvcc_evo.measure.gpu_worker import RunRequest
+    from nvcc_evo.measure.pycuda.pool import WorkerPool
+    from nvcc_evo.measure.pycuda.pipe import RunRequest
     from nvcc_evo.measure.stats import summarize
     unit = load(acf).units[0]
     entry = {s.knob: s.value for t in unit.targets if with_entry and t.arch == "sm_90" for s in t.settings}

@@ -107,7 +107,7 @@ def test_the_gpu_backend_has_the_capabilities_its_row_says(tmp_path, full):
     """The pycuda row, made on a GPU: what it says, and no racing in the full protocol (every candidate timed
     the whole way)."""
     from conftest import DATA, FAULTY_BENCH
-    from nvcc_evo.measure.gpu import POOLS
+    from nvcc_evo.measure.pycuda.pool import POOLS
     shutil.copy(DATA / "cuda" / "faulty.cu", tmp_path / "faulty.cu")
     text = 'acf 1\nunit "faulty.cu" {' + FAULTY_BENCH + '}\n'
     acf = tmp_path / "nvcc-evo.acf"

@@ -122,8 +122,8 @@ class FakePool:
         self.cubins = []
 
     def request(self, message):
-        from nvcc_evo.measure.gpu import reference_outputs
-        from nvcc_evo.measure.gpu_worker import Answer, CopyRate
+        from nvcc_evo.measure.pycuda.references import reference_outputs
+        from nvcc_evo.measure.pycuda.pipe import Answer, CopyRate
         if isinstance(message, CopyRate):
             return Answer("ok", copy_bytes_per_s=4e12)
         if message.cubin not in self.cubins:
@@ -142,7 +142,7 @@ class FakePool:
 
 def test_the_bench_wiring_with_a_stand_in_for_the_gpu(tmp_path, monkeypatch):
     runs = iter([[30.0, 20.0, 40.0], [15.0, None, 45.0]])                # library before and after our kernels
-    monkeypatch.setattr("nvcc_evo.measure.gpu.WorkerPool", FakePool)
+    monkeypatch.setattr("nvcc_evo.measure.pycuda.pool.WorkerPool", FakePool)
     monkeypatch.setattr(bench, "library_times", lambda cases: next(runs))
     result = bench.run_gpu(tmp_path, rounds=3, only=["hgemm_decode.cu"])
     rows = result["rows"]

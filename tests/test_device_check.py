@@ -1,4 +1,4 @@
-"""The outputs' check on the GPU (measure.device_check), its CPU side: the
+"""The outputs' check on the GPU (measure.pycuda.device_check), its CPU side: the
 comparison kernels compile with the real nvcc, one per bench dtype, and are
 cached; without nvcc the host check is used. (On the GPU:
 tests/test_gpu_check.py.)"""
@@ -9,7 +9,7 @@ import re
 import subprocess
 
 from nvcc_evo.acf.bench.spec import DTYPES
-from nvcc_evo.measure import device_check
+from nvcc_evo.measure.pycuda import device_check
 
 
 def kernel_symbols(cubin: bytes) -> set[str]:

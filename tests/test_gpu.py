@@ -20,7 +20,8 @@ pytestmark = pytest.mark.gpu
 def gpu(tmp_path_factory):
     from nvcc_evo.driver.toolkit import load_toolkit
     from nvcc_evo.driver.wrapper import find_real_nvcc
-    from nvcc_evo.measure.gpu import GpuBench, WorkerPool
+    from nvcc_evo.measure.pycuda.bench import GpuBench
+    from nvcc_evo.measure.pycuda.pool import WorkerPool
     folder = tmp_path_factory.mktemp("gpu")
     shutil.copy(DATA / "cuda" / "faulty.cu", folder / "faulty.cu")
     pool = WorkerPool()
@@ -47,7 +48,7 @@ def test_a_correct_kernel_is_timed_with_energy(gpu):
     assert dict(measurement.spreads)["runtime"] < 0.1
     if gpu[0].hello["nvml"]:
         assert measurement.get("energy") > 0 and 50 < measurement.get("power") < 1500
-    assert bench.reference is not None
+    assert bench.references.baseline is not None
 
 
 def test_energy_between_the_counters_steps_is_quick_and_repeats(gpu):
@@ -67,11 +68,11 @@ def test_energy_between_the_counters_steps_is_quick_and_repeats(gpu):
 
 def test_wrong_and_unwritten_outputs_are_caught(gpu):
     _, baseline = measure(gpu, {})
-    wrong, _ = measure(gpu, {"BUG": 1}, reference=baseline.reference)
+    wrong, _ = measure(gpu, {"BUG": 1}, reference=baseline.references.baseline)
     assert wrong.status == "wrong-answer" and "outside rtol" in wrong.detail and wrong.wrong == Wrong.OUTSIDE
     # saxpy reads y and writes it back: an element SKIP leaves keeps its random input, not the poison, so
     # the check finds it outside the tolerance (a NaN, unwritten output: tests/test_gpu_check.py)
-    skipped, _ = measure(gpu, {"SKIP": 1, "BLOCK": 256}, reference=baseline.reference)
+    skipped, _ = measure(gpu, {"SKIP": 1, "BLOCK": 256}, reference=baseline.references.baseline)
     assert skipped.status == "wrong-answer" and skipped.wrong == Wrong.OUTSIDE, skipped
 
 
@@ -138,7 +139,7 @@ def test_a_clearly_slower_candidate_is_raced_out_and_a_faster_one_is_timed_in_fu
 def test_two_runs_of_one_binary_agree_within_their_spread(gpu):
     pool, bench, job, _ = gpu
     from nvcc_evo.acf.bench.spec import plan_bench
-    from nvcc_evo.measure.gpu_worker import RunRequest
+    from nvcc_evo.measure.pycuda.pipe import RunRequest
     result = compile_candidate(job)
     plan = plan_bench(bench, {"BLOCK": 256})
     runs = [summarize(pool.request(RunRequest(result.cubin, plan, time=True)).times_us)

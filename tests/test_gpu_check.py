@@ -9,7 +9,7 @@ import pytest
 
 from nvcc_evo.acf.bench.spec import DTYPES, ArrayPlan, BenchPlan, CheckPlan
 from nvcc_evo.measure.check import as_reference, outputs_match
-from nvcc_evo.measure.gpu_worker import POISON, to_storage
+from nvcc_evo.measure.pycuda.data import POISON, to_storage
 
 pytestmark = pytest.mark.gpu
 
@@ -19,7 +19,7 @@ INTEGERS = {d for d in DTYPES if not d.startswith(("f", "bf"))}      # checked e
 
 @pytest.fixture(scope="module")
 def device():
-    from nvcc_evo.measure.gpu_worker import Device
+    from nvcc_evo.measure.pycuda.worker import Device
     device = Device(0)
     yield device
     device.context.pop()

@@ -12,14 +12,15 @@ from conftest import ROOT
 from nvcc_evo.acf.bench.spec import plan_bench
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.cubin.compile import CompileJob, compile_candidate
-from nvcc_evo.measure.gpu_worker import RunRequest, host_array
+from nvcc_evo.measure.pycuda.data import host_array
+from nvcc_evo.measure.pycuda.pipe import RunRequest
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
 def pool():
-    from nvcc_evo.measure.gpu import WorkerPool
+    from nvcc_evo.measure.pycuda.pool import WorkerPool
     pool = WorkerPool()
     yield pool
     pool.close()

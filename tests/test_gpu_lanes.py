@@ -59,7 +59,8 @@ def test_two_lanes_calibrate_to_one_baseline_and_share_the_candidates(tmp_path):
     from nvcc_evo.driver.toolkit import load_toolkit
     from nvcc_evo.driver.wrapper import find_real_nvcc
     from nvcc_evo.measure.backend import Composed
-    from nvcc_evo.measure.gpu import GpuBench, WorkerPool
+    from nvcc_evo.measure.pycuda.bench import GpuBench
+    from nvcc_evo.measure.pycuda.pool import WorkerPool
     from nvcc_evo.execute.lanes import Lane, LaneSet
     shutil.copy(DATA / "cuda" / "faulty.cu", tmp_path / "faulty.cu")
     bench = parse_text('acf 1\nunit "faulty.cu" {' + BENCH + '}\n').units[0].bench

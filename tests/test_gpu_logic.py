@@ -15,9 +15,12 @@ from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.measure import Wrong
 from nvcc_evo.measure.check import Mismatch
-from nvcc_evo.measure.gpu import WorkerPool, outputs_match
-from nvcc_evo.measure.gpu_worker import (Answer, CopyRate, Device, Hello, Incumbent, NoGpu, RunRequest, classify,
-                                         host_array, poison, to_storage, worker_main)
+from nvcc_evo.measure.check import outputs_match
+from nvcc_evo.measure.pycuda.pool import WorkerPool
+from nvcc_evo.measure.pycuda.data import host_array, poison, to_storage
+from nvcc_evo.measure.pycuda.pipe import Answer, CopyRate, Hello, NoGpu, RunRequest
+from nvcc_evo.measure.pycuda.timing import Incumbent
+from nvcc_evo.measure.pycuda.worker import classify, Device, worker_main
 from nvcc_evo.cubin.occupancy import launch_problem
 
 BENCH = parse_text('''acf 1
@@ -116,7 +119,7 @@ def test_cuda_errors_are_classified():
 
 
 # Stand-ins for the GPU, top-level so that a spawned process can import them: the measuring
-# process's own loop (gpu_worker.worker_main) runs with them, over a real pipe.
+# process's own loop (pycuda.worker.worker_main) runs with them, over a real pipe.
 FAKE = Hello("fake", "0.0", "sm_00", "0", 0, False)
 
 
@@ -177,7 +180,7 @@ class StandInCuda:
 
 
 class StandInDevice(Device):
-    """gpu_worker.Device without a GPU: its own `run` (the request's type decides
+    """pycuda.worker.Device without a GPU: its own `run` (the request's type decides
     what is done), the copy rate and the module load answered here."""
 
     def __init__(self, index: int):
@@ -222,7 +225,7 @@ def test_the_pipes_values_cross_a_real_pipe_as_they_are():
 def test_the_measuring_process_answers_each_request_type_and_a_cuda_error_in_its_words():
     """The measuring process's own loop and Device.run, over a real pipe: a copy
     rate asked is measured; a candidate whose load fails is answered with the
-    error's status (gpu_worker.classify), the process kept after a recoverable
+    error's status (pycuda.worker.classify), the process kept after a recoverable
     error and replaced after a fatal one; its hello is the pool's `hello`."""
     plan = plan_bench(BENCH, {"TILE": 1})
     pool = WorkerPool(target=stand_in_worker, timeout=30)
@@ -304,16 +307,16 @@ class CountingPool:
 
 
 def test_the_reference_is_sent_to_the_measuring_process_once_and_again_after_a_replacement():
-    from nvcc_evo.measure.gpu import GpuBench
-    pool = CountingPool()
-    bench = GpuBench(BENCH, pool, "sm_90", lambda g: {"TILE": 1}, energy=False)
-    plan = bench.plan(None)
-    asked = [bench._comparison(plan, first=True)]
-    bench.reference = {"y": np.ones(1000)}
-    asked += [bench._comparison(plan, first=False) for _ in range(2)]
-    pool.replaced += 1                                       # the worker died and was replaced
-    asked.append(bench._comparison(plan, first=False))
-    key = f"{id(bench)}:baseline"
+    from nvcc_evo.measure.pycuda.references import References
+    references = References("unit:")
+    plan = plan_bench(BENCH, {"TILE": 1})
+    process = 0
+    asked = [references.comparison(plan, True, process)]
+    references.baseline = {"y": np.ones(1000)}              # (the baseline's run kept its outputs)
+    asked += [references.comparison(plan, False, process) for _ in range(2)]
+    process += 1                                             # the worker died and was replaced
+    asked.append(references.comparison(plan, False, process))
+    key = "unit:baseline"
     assert asked[0] == {"keep": key}                         # the baseline's own outputs kept there
     assert asked[1] == asked[2] == {"compare": key}          # ...so nothing is sent for the next ones
     assert asked[3]["compare"] == key and asked[3]["reference"][0] == key   # a new process gets it once
@@ -341,7 +344,7 @@ def test_the_gpu_confirmation_builds_its_own_pair_and_stops_at_a_failed_build(tm
     anything is sent to the measuring process, in the backend's words."""
     from dataclasses import replace
     from nvcc_evo.cubin.compile import CompileJob, compile_candidate
-    from nvcc_evo.measure.gpu import GpuBench
+    from nvcc_evo.measure.pycuda.bench import GpuBench
     (tmp_path / "k.cu").write_text('extern "C" __global__ void k(float* y) { y[0] = BROKEN; }\n')
     job = CompileJob(str(real_nvcc), ("-c", "k.cu"), str(tmp_path), "k.cu", "sm_90")
     built = []
@@ -382,7 +385,7 @@ def test_a_confirmation_holds_the_gpu_for_each_pair_and_lets_another_search_take
     """verify's A B pairs are adjacent on the GPU; another search at once
     asking meanwhile is served between pairs, not after the whole confirmation
     (before, its candidates waited for all the rounds)."""
-    from nvcc_evo.measure.gpu import verify
+    from nvcc_evo.measure.pycuda.confirm import verify
     plan = plan_bench(BENCH, {"TILE": 1})
     pool = WorkerPool(target=logging_worker, timeout=30)
     done = threading.Event()
@@ -419,7 +422,7 @@ def test_the_numpy_reference_is_computed_while_another_search_measures(tmp_path,
     the GPU is held: another search at once is measured meanwhile (before, it
     waited for the reference, and its own budget ran out waiting)."""
     from nvcc_evo.cubin.compile import CompileJob, compile_candidate
-    from nvcc_evo.measure.gpu import GpuBench
+    from nvcc_evo.measure.pycuda.bench import GpuBench
     (tmp_path / "k.cu").write_text('extern "C" __global__ void saxpy(int n, float a, const float* x, '
                                    'const unsigned short* h, const int* c, float* y) { y[0] = a; }\n')
     built = compile_candidate(CompileJob(str(real_nvcc), ("-c", "k.cu"), str(tmp_path), "k.cu", "sm_90"))
@@ -467,7 +470,7 @@ def test_the_time_kept_for_the_confirmation_covers_it(tmp_path, real_nvcc):
     pairs on a measuring process whose runs take their windows, without
     keeping back more than twice what it takes (before, nothing was kept)."""
     from nvcc_evo.cubin.compile import CompileJob, compile_candidate
-    from nvcc_evo.measure.gpu import GpuBench
+    from nvcc_evo.measure.pycuda.bench import GpuBench
     (tmp_path / "k.cu").write_text('extern "C" __global__ void saxpy(int n, float a, const float* x, '
                                    'const unsigned short* h, const int* c, float* y) { y[0] = a; }\n')
     build = lambda genome: compile_candidate(CompileJob(str(real_nvcc), ("-c", "k.cu"), str(tmp_path), "k.cu", "sm_90"))
@@ -533,7 +536,7 @@ def test_a_thread_that_stops_waiting_for_the_gpu_does_not_stop_those_behind_it()
     where it waits) gives the turn up: the next search still gets the GPU
     (before, its turn was never served, and every search after it waited for ever)."""
     import signal
-    from nvcc_evo.measure.gpu import TurnLock
+    from nvcc_evo.measure.pycuda.pool import TurnLock
     lock, served = TurnLock(), threading.Event()
     holding, release = threading.Event(), threading.Event()
 
@@ -575,7 +578,7 @@ def test_the_numpy_reference_is_started_before_the_baseline_is_built(tmp_path, r
     reference run at once: its first measurement waits only for what is left
     of the reference (before, for all of it, after the compile)."""
     from nvcc_evo.cubin.compile import CompileJob, compile_candidate
-    from nvcc_evo.measure.gpu import GpuBench
+    from nvcc_evo.measure.pycuda.bench import GpuBench
     (tmp_path / "k.cu").write_text('extern "C" __global__ void saxpy(int n, float a, const float* x, '
                                    'const unsigned short* h, const int* c, float* y) { y[0] = a; }\n')
     calls = []
@@ -621,7 +624,7 @@ def test_a_candidate_that_never_ends_is_stopped_within_the_retunes_timeout_and_t
     next candidate, the baseline's outputs sent to it again. Before, the backend waited the pool's own 120 s
     whatever --timeout said."""
     from nvcc_evo.cubin.compile import CompileResult
-    from nvcc_evo.measure.gpu import GpuBench
+    from nvcc_evo.measure.pycuda.bench import GpuBench
     pool = WorkerPool(target=spinning_worker, timeout=30)
     try:
         bench = GpuBench(BENCH, pool, "sm_90", lambda g: {"TILE": 1}, energy=False, timeout=3)

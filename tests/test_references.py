@@ -16,8 +16,9 @@ from nvcc_evo.acf.resolve import check, load
 from nvcc_evo.cubin.compile import CompileJob, compile_candidate
 from nvcc_evo.errors import AcfError
 from nvcc_evo.measure.check import checked, take_reference
-from nvcc_evo.measure.gpu import GpuBench
-from nvcc_evo.measure.gpu_worker import Answer, host_array
+from nvcc_evo.measure.pycuda.bench import GpuBench
+from nvcc_evo.measure.pycuda.data import host_array
+from nvcc_evo.measure.pycuda.pipe import Answer
 from nvcc_evo.execute.measurers import load_reference
 
 ACF = load(ROOT / "kernels" / "nvcc-evo.acf")

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import EVO_COMMAND, ROOT, evo_env, interruptible, kernels_project, run_evo, searched
 from nvcc_evo.cubin.compile import CompileJob, Compiler
-from nvcc_evo.measure.gpu import WorkerPool
+from nvcc_evo.measure.pycuda.pool import WorkerPool
 from nvcc_evo.execute.store import Store
 from nvcc_evo.execute.together import how_many
 from test_leftovers import processes_naming, wait_until
@@ -117,23 +117,23 @@ class EchoDevice:
         pass
 
     def hello(self):
-        from nvcc_evo.measure.gpu_worker import Hello
+        from nvcc_evo.measure.pycuda.pipe import Hello
         return Hello("echo", "0.0", "sm_00", "none", 0, False)
 
     def run(self, request):
         import random
-        from nvcc_evo.measure.gpu_worker import Answer
+        from nvcc_evo.measure.pycuda.pipe import Answer
         time.sleep(random.random() * 0.004)
         return Answer("ok", request.cubin.decode())
 
 
 def echo_worker(connection, device: int) -> None:
-    from nvcc_evo.measure.gpu_worker import worker_main
+    from nvcc_evo.measure.pycuda.worker import worker_main
     worker_main(connection, device, EchoDevice)
 
 
 def test_a_measuring_process_answers_each_thread_its_own_request():
-    from nvcc_evo.measure.gpu_worker import RunRequest
+    from nvcc_evo.measure.pycuda.pipe import RunRequest
     pool = WorkerPool(target=echo_worker, timeout=30)
     wrong = []
 

@@ -74,7 +74,7 @@ def _connect_problem(error: Exception) -> str:
 
 
 def _local_gpus() -> int:
-    from nvcc_evo.measure.gpu import gpu_names
+    from nvcc_evo.measure.pycuda.devices import gpu_names
     return len(gpu_names())
 
 
@@ -103,7 +103,7 @@ def reuse_remote(job, first: list) -> CompileResult:
 
 class MeasuringActor:
     """One GPU of the cluster for the whole retune: its measuring process
-    (measure.gpu.POOLS: Ray gives the actor its own GPU) and a Backend per search
+    (measure.pycuda.pool.POOLS: Ray gives the actor its own GPU) and a Backend per search
     measuring there, by key. Several searches at once share the GPU; an actor
     runs one call at a time, so no two candidates are ever timed together."""
 
@@ -111,7 +111,7 @@ class MeasuringActor:
         self.measurers: dict = {}
 
     def hello(self) -> dict:
-        from nvcc_evo.measure.gpu import POOLS
+        from nvcc_evo.measure.pycuda.pool import POOLS
         return dict(POOLS.get(0).hello)
 
     def add(self, key: str, factory) -> tuple:

@@ -213,8 +213,8 @@ def make_replay(wanted: Wanted) -> Backend:
 
 
 def close_pool() -> None:
-    """The retune's measuring processes ended (measure.gpu.POOLS)."""
-    from nvcc_evo.measure.gpu import POOLS
+    """The retune's measuring processes ended (measure.pycuda.pool.POOLS)."""
+    from nvcc_evo.measure.pycuda.pool import POOLS
     POOLS.close()
 
 
@@ -245,7 +245,8 @@ def uses_energy(tune: model.Tune | None) -> bool:
 
 
 def make_pycuda(wanted: Wanted) -> Backend:
-    from nvcc_evo.measure.gpu import OBJECTIVES, POOLS, GpuBench
+    from nvcc_evo.measure.pycuda.bench import GpuBench, OBJECTIVES
+    from nvcc_evo.measure.pycuda.pool import POOLS
     task, acf_folder, full, space_defaults = wanted.task, wanted.acf_path.parent, wanted.full, wanted.space_defaults or {}
     bench = task.unit.bench
     pool = POOLS.get(wanted.device)
@@ -263,7 +264,7 @@ def make_pycuda(wanted: Wanted) -> Backend:
 
 def gpu_arch(device: int, cluster=None) -> str:
     """The SASS architecture of the GPU measured on (lane 0's)."""
-    from nvcc_evo.measure.gpu import POOLS
+    from nvcc_evo.measure.pycuda.pool import POOLS
     return cluster.gpu_arch() if cluster is not None else POOLS.get(device).hello["arch"]
 
 
@@ -279,7 +280,7 @@ def measuring_gpu(asked: Measuring, dry_run: bool, cluster=None) -> str:
         return ""
     if cluster is not None:
         return "" if dry_run else str(cluster.gpu_actors()[0][1].get("name", ""))
-    from nvcc_evo.measure.gpu import gpu_names
+    from nvcc_evo.measure.pycuda.devices import gpu_names
     names = gpu_names()
     return names[asked.device] if 0 <= asked.device < len(names) else ""
 
@@ -289,7 +290,7 @@ def command_gpu() -> str:
     """The GPU model a bench command runs on, where that is plain: every visible GPU one model (PyCUDA's
     names, which follow CUDA_VISIBLE_DEVICES, else nvidia-smi's); "" with none, or several models (which
     one the command takes is its own affair). Its results are kept under it, its entries name it."""
-    from nvcc_evo.measure.gpu import gpu_names
+    from nvcc_evo.measure.pycuda.devices import gpu_names
     names = gpu_names()
     if not names:
         import subprocess
@@ -310,7 +311,7 @@ def resolve_backend(backend: str, cluster=None) -> str:
         return backend
     if cluster is not None:
         return cluster.backend(backend)
-    from nvcc_evo.measure.gpu import gpu_available
+    from nvcc_evo.measure.pycuda.devices import gpu_available
     return backends.auto_choice(gpu=gpu_available())
 
 
@@ -338,7 +339,7 @@ def pycuda_devices(gpus: Gpus | None, first: int) -> list[int]:
     """The CUDA devices a pycuda retune measures on: `retune.gpus` among the
     visible ones (default: every one of the model of `retune.device`, which
     is lane 0)."""
-    from nvcc_evo.measure.gpu import gpu_names
+    from nvcc_evo.measure.pycuda.devices import gpu_names
     names = gpu_names()
     if not names:
         return [first]

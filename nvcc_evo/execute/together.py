@@ -5,7 +5,7 @@ and the cluster have.
 - The compiles of all of them take the retune's compile slots (`jobs`, the
   CPU cores by default): one semaphore, so N searches never run N times as
   many nvcc processes as there are cores; each search cancels only its own.
-- The GPUs: a measuring process per device (measure.gpu.POOLS) or an
+- The GPUs: a measuring process per device (measure.pycuda.pool.POOLS) or an
   actor per GPU of the cluster, shared, one request at a time: no two
   candidates are ever timed at once on one GPU; each search keeps its own
   baseline and references there.

@@ -9,9 +9,10 @@ the table of backends. The search engine never knows which backend answered.
 
 - static: ptxas's resource report and the cubin (no GPU)
 - command: a user command that builds with the candidate and prints a metric
+  (the package nvcc_evo.measure.command)
 - replay: answers recorded in a results store (tests, comparisons)
-- pycuda: real kernel timing on the GPU (nvcc_evo.measure.gpu, its worker
-  process in gpu_worker, the statistics in stats)
+- pycuda: real kernel timing on the GPU (the package nvcc_evo.measure.pycuda:
+  its measuring processes, their pipe; the statistics in stats)
 
 What every backend measures is a candidate compiled as the build compiles
 it (nvcc_evo.cubin: the compile, the SASS hash, the kernels' facts).

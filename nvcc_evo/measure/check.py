@@ -54,7 +54,7 @@ def as_reference(outputs: dict, plan: BenchPlan) -> dict:
 
 
 def take_reference(request, references: dict) -> None:
-    """A reference a request (gpu_worker.RunRequest) hands the measuring process, kept by its key
+    """A reference a request (pycuda.pipe.RunRequest) hands the measuring process, kept by its key
     (before the candidate runs, so that it is kept whatever the candidate does)."""
     if request.reference:
         key, given = request.reference
@@ -63,7 +63,7 @@ def take_reference(request, references: dict) -> None:
 
 def checked(request, outputs: dict, references: dict) -> dict:
     """The measuring process's answer about a run's outputs (the fields of
-    its gpu_worker.Answer, by name): kept as a reference (`keep`), compared
+    its pycuda.pipe.Answer, by name): kept as a reference (`keep`), compared
     with one (`compare`: "wrong" is None or a Mismatch), sent back (`outputs`)."""
     plan = request.plan
     if request.keep:
