@@ -109,7 +109,8 @@ class Origins:
         symbols = self.by_normal.get(normal(name)) or self._shaped(name) or self.by_base.get(base(name)) or []
         if name in self.by_symbol:            # (extern "C", a PTX entry: spelled as it is)
             symbols = [name]
-        found = list({(o.source, o.arch): o for s in symbols for o in self.by_symbol[s]}.values())
+        found = sorted({(o.source, o.arch): o for s in symbols for o in self.by_symbol[s]}.values(),
+                       key=lambda o: (o.source, o.arch))     # (symbols of files' anonymous namespaces: any order)
         return (symbols[0] if len(symbols) == 1 else " | ".join(symbols)), found
 
 
