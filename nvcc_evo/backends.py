@@ -30,20 +30,24 @@ AUTO_WHAT = "pycuda when PyCUDA and a GPU are there, else static"
 class Row(NamedTuple):
     name: str
     what: str                 # in `retune.backend`'s help (`--retune --help`)
-    factory: str              # "module:function" that makes it from what a retune knows (execute.measurers.Wanted)
-    bench: str = ""           # the bench block's form it runs (the model's field), "" when it needs none
+    factory: str              # "module:function" that makes it from what a retune knows
+                              # (execute.measurers.Wanted)
+    bench: str = ""           # the bench block's form it runs (the model's field), "" when it needs
+                              # none
     bench_form: str = ""      # that form, as it is written
     times: bool = False       # it measures running code (a static entry is not up to date for it)
     compiles: bool = True     # candidates are compiled before they are measured
-    # Compiler facts are its only objectives (registers, spills): they cannot rank speed, so its goal is guarded
-    # (retune.search.speedsafe), an entry a timing backend measured stays, and its own entries wait for one.
+    # Compiler facts are its only objectives (registers, spills): they cannot rank speed, so its
+    # goal is guarded (retune.search.speedsafe), an entry a timing backend measured stays, and its
+    # own entries wait for one.
     facts_only: bool = False
-    # It loads candidates' cubins and times their kernels alone on a GPU (this machine's or the cluster's): the
-    # target is what that GPU runs, a ptxas release the GPU's driver cannot load is refused, each GPU is a lane.
+    # It loads candidates' cubins and times their kernels alone on a GPU (this machine's or the
+    # cluster's): the target is what that GPU runs, a ptxas release the GPU's driver cannot load is
+    # refused, each GPU is a lane.
     needs_gpu: bool = False
-    # It rebuilds the project and runs a whole program per candidate (the unit's bench command), on whichever GPU
-    # the machine shows: one search at a time, a unit never built is built by its command first, and the
-    # outputs it rebuilt are left to be built again.
+    # It rebuilds the project and runs a whole program per candidate (the unit's bench command), on
+    # whichever GPU the machine shows: one search at a time, a unit never built is built by its
+    # command first, and the outputs it rebuilt are left to be built again.
     rebuilds: bool = False
     auto: str = ""            # why `auto` stands for it ("" where it never does)
     # Its optional capabilities (measure.backend.Backend): None or False where a backend has none.
@@ -52,8 +56,9 @@ class Row(NamedTuple):
     end_drift: bool = False   # ... or once, after the search (a rebuild and a run)
     race: bool = False        # stops timing clearly slower candidates (the fast protocol)
     fresh_baseline: bool = False   # the baseline is measured in every retune, before any candidate
-    # Its default budget per unit and target, where the user gives none (retune.scope.options.decided): a time where
-    # candidates are timed, a count where the answers do not depend on the machine's load; and why.
+    # Its default budget per unit and target, where the user gives none
+    # (retune.scope.options.decided): a time where candidates are timed, a count where the answers
+    # do not depend on the machine's load; and why.
     seconds: float = INF
     evaluations: float = 60   # a cap (inf: none)
     budget_why: str = "compiler facts, the same on any machine: a count reproduces the run"
@@ -61,37 +66,43 @@ class Row(NamedTuple):
 
 _FACTORIES = "nvcc_evo.execute.measurers:"
 TABLE = (
-    Row("pycuda", "kernel time and energy on the GPU", _FACTORIES + "make_pycuda", "kernel", "bench { kernel ... }",
-        times=True, needs_gpu=True, auto="PyCUDA and a GPU found",
+    Row("pycuda", "kernel time and energy on the GPU", _FACTORIES + "make_pycuda", "kernel",
+        "bench { kernel ... }", times=True, needs_gpu=True, auto="PyCUDA and a GPU found",
         confirm=True, drift=True, race=True, fresh_baseline=True,
-        seconds=180.0, evaluations=INF, budget_why="kernels timed on the GPU: hundreds of binaries a minute"),
-    Row("static", "ptxas facts, no GPU", _FACTORIES + "make_static", facts_only=True, auto="no PyCUDA GPU here"),
+        seconds=180.0, evaluations=INF, budget_why="kernels timed on the GPU: hundreds of binaries "
+                                                   "a minute"),
+    Row("static", "ptxas facts, no GPU", _FACTORIES + "make_static", facts_only=True,
+        auto="no PyCUDA GPU here"),
     Row("command", "the unit's bench command", _FACTORIES + "make_command", "command",
         "bench { command ...; metric ... }", times=True, rebuilds=True,
         confirm=True, end_drift=True,
-        seconds=300.0, evaluations=INF, budget_why="a build and a run of the project's command per candidate"),
+        seconds=300.0, evaluations=INF, budget_why="a build and a run of the project's command per "
+                                                   "candidate"),
     Row("replay", "a recorded results store: --replay", _FACTORIES + "make_replay", compiles=False,
         budget_why="recorded answers: a count reproduces the run"),
 )
 BACKENDS = {row.name: row for row in TABLE}
 NAMES = tuple(BACKENDS)
 CHOICES = (AUTO,) + NAMES          # what `retune.backend` and `--backend` take
-# What a name no row has answers (`auto` before it is resolved, an entry another version wrote): no capability.
+# What a name no row has answers (`auto` before it is resolved, an entry another version wrote): no
+# capability.
 UNKNOWN = Row("", "", "")
 
 
 def row(name: str | None) -> Row:
-    """The row of the backend named `name`; UNKNOWN for a name no row has (None: an entry never tuned)."""
+    """The row of the backend named `name`; UNKNOWN for a name no row has (None: an entry never
+    tuned)."""
     return BACKENDS.get(name or "", UNKNOWN)
 
 
 def auto_choice(gpu: bool) -> str:
-    """The backend `auto` stands for: the one that needs a GPU where one is there, else the one that needs none."""
+    """The backend `auto` stands for: the one that needs a GPU where one is there, else the one that
+    needs none."""
     return next(row.name for row in TABLE if row.auto and row.needs_gpu == gpu)
 
 
 def help_text() -> str:
-    """What `retune.backend` says of its values (the settings' table, `--backend`'s help): each row in the
-    table's order, then auto."""
+    """What `retune.backend` says of its values (the settings' table, `--backend`'s help): each row
+    in the table's order, then auto."""
     return ("what measures a candidate: " + ", ".join(f"{row.name} ({row.what})" for row in TABLE)
             + f", or {AUTO} ({AUTO_WHAT})")

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:          # (the compile path imports neither typing nor argparse)
+    import argparse
 
-VERBS = ("--acf-check", "--acf-fmt", "--explain", "--retune", "--report", "--sass", "--hot", "--evo-help",
-         "--evo-version")
+
+VERBS = ("--acf-check", "--acf-fmt", "--explain", "--retune", "--report", "--sass", "--hot",
+         "--evo-help", "--evo-version")
 
 HELP = """\
 usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's tuned flags
@@ -24,23 +28,27 @@ usage: nvcc-evo [nvcc options and files]       compile as nvcc, with the ACF's t
                                                what compiling would add, and why (compiles nothing)
        nvcc-evo --retune [UNIT-GLOB...] [--all] [--acf FILE] [--dry-run] [--full-protocol]
 {retune flags}
-                                               search each stale unit's knobs and write them to the ACF
-                                               (defaults: nvcc-evo.toml beside the ACF, or pyproject.toml's
-                                               [tool.nvcc-evo]; the environment and the command line win)
+                                               search each stale unit's knobs and write them to
+                                               the ACF (defaults: nvcc-evo.toml beside the ACF,
+                                               or pyproject.toml's [tool.nvcc-evo]; the
+                                               environment and the command line win)
        nvcc-evo --report [UNIT-GLOB...] [--acf FILE] [--store JSONL...] [--out FILE]
-                                               an HTML page of the results: chosen knobs against the
-                                               baseline, fronts, convergence, failures, what is stale
+                                               an HTML page of the results: chosen knobs against
+                                               the baseline, fronts, convergence, failures, what
+                                               is stale
                                                (no GPU, no compile; plots need nvcc-evo[report])
        nvcc-evo --sass [UNIT-GLOB...] [--target sm_XX] [--acf FILE] [--run-recorded]
-                                               per kernel, the build's own flags against the ACF entry:
-                                               registers, occupancy, spills, instructions, the mix
+                                               per kernel, the build's own flags against the ACF
+                                               entry: registers, occupancy, spills, instructions,
+                                               the mix
                                                (compiles; the mix needs nvdisasm: nvcc-evo[sass])
        nvcc-evo --hot [--acf FILE] [--write [--min-share PCT] [--build CMD]] -- COMMAND [ARGS...]
        nvcc-evo --hot --from FILE [--acf FILE] [--write [--min-share PCT] [--build CMD] [--run CMD]]
-                                               run the command once recording its kernels (CUPTI:
-                                               nvcc-evo[profile]), or read a saved profile or nsys's kernel
-                                               summary CSV: kernels by GPU time, each with the unit that
-                                               builds it; --write adds unit blocks for the hot ones
+                                               run the command once recording its kernels
+                                               (CUPTI: nvcc-evo[profile]), or read a saved profile
+                                               or nsys's kernel summary CSV: kernels by GPU time,
+                                               each with the unit that builds it; --write adds
+                                               unit blocks for the hot ones
        nvcc-evo --evo-version                  print nvcc-evo's version
        nvcc-evo --evo-help                     this help (--help is nvcc's own)
 
@@ -82,7 +90,7 @@ def help_text() -> str:
     from nvcc_evo.acf.knobs import KNOBS
     from nvcc_evo.retune.scope.options import usage
     lines: list[str] = []
-    for item in usage():          # `[--flag VALUE]` items, none broken, lines of at most 110 characters
+    for item in usage():  # `[--flag VALUE]` items, none broken, lines of at most 110 characters
         if lines and len(lines[-1]) + 1 + len(item) <= 110:
             lines[-1] += " " + item
         else:
@@ -90,11 +98,12 @@ def help_text() -> str:
     width = max(len(knob.name) for knob in KNOBS)
     spelled = max(len(knob.flag_text()) for knob in KNOBS)
     rows = [f"    {k.name:<{width}}  {k.flag_text():<{spelled}}  {k.values_text()}" for k in KNOBS]
-    rows.append(f"    {'define.NAME':<{width}}  {'-DNAME=V':<{spelled}}  C identifiers and number literals")
+    rows.append(f"    {'define.NAME':<{width}}  {'-DNAME=V':<{spelled}}  C identifiers and number "
+                "literals")
     return HELP.replace("{retune flags}", "\n".join(lines)) + "\n".join(rows) + "\n"
 
 
-def _files_parser(verb: str, with_check: bool = False):
+def _files_parser(verb: str, with_check: bool = False) -> argparse.ArgumentParser:
     import argparse   # verbs only: the compile path stays lean
     parser = argparse.ArgumentParser(prog=f"nvcc-evo {verb}")
     if with_check:
@@ -104,157 +113,43 @@ def _files_parser(verb: str, with_check: bool = False):
     return parser
 
 
-def acf_check(paths: list[str]) -> int:
-    from nvcc_evo.acf.resolve import load
-    from nvcc_evo.errors import AcfError, ExitCode
-    failed = 0
-    for path in paths:
-        try:
-            file = load(path)
-        except AcfError as error:
-            print(error, file=sys.stderr)
-            failed += 1
-        except OSError as error:
-            print(visible(f"{path}: error: {error.strerror}"), file=sys.stderr)
-            failed += 1
-        else:
-            _say_hidden(path)
-            _say_unmatched(path, file)
-            _say_unbuilt(path, file)
-            _say_edited(path, file)
-            print(visible(f"{path}: ok ({len(file.units)} unit(s))"))
-    return ExitCode.INVALID_INPUT if failed else ExitCode.OK
-
-
-def _say_hidden(path: str) -> None:
-    """A warning for each hidden character in a string or comment (those
-    elsewhere are errors of the check): bidi controls, zero-width characters,
-    controls, as compilers' -Wbidi-chars."""
-    from nvcc_evo.acf.text import hidden_characters, read_text
-    for diagnostic in hidden_characters(read_text(path), path):
-        print(diagnostic, file=sys.stderr)
-
-
-def _say_unmatched(path: str, file) -> None:
-    """A warning for each unit whose globs name no file beside the ACF: a
-    build would never match it (a mistyped path, or sources yet to be made)."""
-    import os
-    from pathlib import Path
-    from nvcc_evo.acf.sources import unit_sources
-    folder = Path(os.path.abspath(path)).parent      # (a linked ACF's own folder, as a build and --retune read it)
-    for unit in file.units:
-        if not unit.is_kernel and not unit_sources(unit, folder):
-            print(visible(f"{path}:{unit.span.line}:{unit.span.column}: warning: unit {unit} matches no file under "
-                          f"{folder}: a build applies nothing of it"), file=sys.stderr)
-
-
-def _say_edited(path: str, file) -> None:
-    """A warning for each target whose knobs were edited since a retune wrote and measured them: its
-    provenance (tuned values, verdict) describes other knobs."""
-    for unit in file.units:
-        for target in unit.targets:
-            if target.edited():
-                print(visible(f"{path}:{target.span.line}:{target.span.column}: warning: unit {unit}: target "
-                              f"{', '.join(target.archs)}: its knobs are not those its provenance measured (edited "
-                              f"since the retune wrote them), so its tuned values and verdict describe other knobs; "
-                              f"retune it to measure these (name the unit: --retune {unit.globs[0]})"), file=sys.stderr)
-
-
-def _say_unbuilt(path: str, file) -> None:
-    """A warning for each target block naming an architecture this nvcc does
-    not build (`target sm_999`): a retune skips it, a build never uses it."""
-    import os
-    from pathlib import Path
-    from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc
-    from nvcc_evo.driver.targets import not_built
-    from nvcc_evo.driver.toolkit import toolkit_version
-    named = [(u, t, a) for u in file.units for t in u.targets for a in (t.arch, *t.more_archs)]
-    if not named:
-        return
-    try:
-        nvcc = find_real_nvcc(os.environ)
-    except NvccNotFound:
-        return
-    version = toolkit_version(Path(nvcc))
-    for unit, target, arch in named:
-        why = not_built(arch, nvcc, version)
-        if why:
-            print(visible(f"{path}:{target.span.line}:{target.span.column}: warning: unit {unit}: target {arch}: "
-                          f"{why}: a build never uses it, a retune skips it"), file=sys.stderr)
-
-
-def acf_fmt(paths: list[str], check_only: bool) -> int:
-    import os
-    from typing import cast
-    from nvcc_evo.acf.text import read_text
-    from nvcc_evo.acf.edit.write import rewrite
-    from nvcc_evo.driver import settings
-    from nvcc_evo.errors import AcfError, ExitCode, NotWritable
-    from nvcc_evo.system.locks import Wait
-    from nvcc_evo.system.say import log
-    status = ExitCode.OK
-    for path in paths:
-        try:
-            if check_only:
-                text = read_text(path)
-                if _formatted(text, path) != text:
-                    print(visible(f"{path}: would reformat"))
-                    status = max(status, ExitCode.INVALID_INPUT)
-                continue
-            wait = Wait(cast(float, settings.load(path, os.environ).value("lock.wait").value), log)
-            if rewrite(path, lambda text: _formatted(text, path), wait):   # locked, the file's spelling kept
-                print(visible(f"{path}: formatted"))
-        except AcfError as error:
-            print(error, file=sys.stderr)
-            status = max(status, ExitCode.INVALID_INPUT)
-        except (NotWritable, TimeoutError) as error:         # (TimeoutError: another's lock held on and on)
-            print(visible(f"nvcc-evo: error: {error}"), file=sys.stderr)
-            status = max(status, ExitCode.ENVIRONMENT)
-        except OSError as error:
-            print(visible(f"{path}: error: {error.strerror}"), file=sys.stderr)
-            status = max(status, ExitCode.INVALID_INPUT)
-    return status
-
-
-def _formatted(text: str, path: str) -> str:
-    """`text` in canonical form, if it parses and checks (AcfError if not)."""
-    from nvcc_evo.acf.edit.format import format_file
-    from nvcc_evo.acf.parse import parse_text
-    from nvcc_evo.acf.resolve import check
-    file = parse_text(text, path)
-    check(file, text, with_sources=True)
-    return format_file(file)
-
-
 def retune(rest: list[str]) -> int:
     import argparse
     from nvcc_evo.retune.scope.options import Request, add_flags
     from nvcc_evo.retune.run import run_retune
     parser = argparse.ArgumentParser(prog="nvcc-evo --retune")
-    parser.add_argument("globs", nargs="*", metavar="UNIT-GLOB", help="retune units whose globs match, stale or not")
+    parser.add_argument("globs", nargs="*", metavar="UNIT-GLOB", help="retune units whose globs "
+                                                                      "match, stale or not")
     parser.add_argument("--all", action="store_true", help="retune every unit, stale or not")
     parser.add_argument("--acf", help="the ACF (default: nearest nvcc-evo.acf here or above)")
     add_flags(parser)            # one per search setting, from the settings' table
-    parser.add_argument("--dry-run", action="store_true", help="list what would be retuned, and why; tune nothing")
+    parser.add_argument("--dry-run", action="store_true", help="list what would be retuned, and "
+                                                               "why; tune nothing")
     parser.add_argument("--full-protocol", action="store_true",
-                        help="measure every candidate the whole way (energy, every timed launch, each compiled "
-                             "from source): no racing, no PTX reuse, no overlap; for comparisons")
+                        help="measure every candidate the whole way (energy, every timed launch, "
+                             "each compiled from source): no racing, no PTX reuse, no overlap; for "
+                             "comparisons")
     args = vars(parser.parse_args(rest))
     _readable_acf(args["acf"])
     args["protocol"] = "full" if args.pop("full_protocol") else "fast"
-    given = {name: value for name, value in args.items() if value is not None and name not in ("globs", "all")}
-    return run_retune(Request(globs=tuple(args["globs"]), all=args["all"], **given))   # (the rest: run_retune decides)
+    given = {name: value
+             for name, value in args.items() if value is not None and name not in ("globs", "all")}
+    # (the rest: run_retune decides)
+    return run_retune(Request(globs=tuple(args["globs"]), all=args["all"], **given))
 
 
 def report(rest: list[str]) -> int:
     import argparse
     from nvcc_evo.report.page import run_report
     parser = argparse.ArgumentParser(prog="nvcc-evo --report")
-    parser.add_argument("globs", nargs="*", metavar="UNIT-GLOB", help="report these units (default: all)")
+    parser.add_argument("globs", nargs="*", metavar="UNIT-GLOB", help="report these units "
+                                                                      "(default: all)")
     parser.add_argument("--acf", help="the ACF (default: nearest nvcc-evo.acf here or above)")
     parser.add_argument("--store", action="append", default=[], metavar="JSONL",
-                        help="results store(s) to read (default: .nvcc-evo/results.jsonl beside the ACF)")
-    parser.add_argument("--out", metavar="FILE", help="the HTML file (default: .nvcc-evo/report.html beside the ACF)")
+                        help="results store(s) to read (default: .nvcc-evo/results.jsonl beside "
+                             "the ACF)")
+    parser.add_argument("--out", metavar="FILE", help="the HTML file (default: "
+                                                      ".nvcc-evo/report.html beside the ACF)")
     args = parser.parse_args(rest)
     _readable_acf(args.acf)
     return run_report(args.acf, tuple(args.globs), args.store, args.out)
@@ -265,11 +160,13 @@ def sass(rest: list[str]) -> int:
     from nvcc_evo.report.compare import run_sass
     parser = argparse.ArgumentParser(prog="nvcc-evo --sass")
     parser.add_argument("globs", nargs="*", metavar="UNIT-GLOB", help="these units (default: all)")
-    parser.add_argument("--target", help="the SASS architecture (default: those built or in the ACF)")
+    parser.add_argument("--target", help="the SASS architecture (default: those built or in "
+                                         "the ACF)")
     parser.add_argument("--acf", help="the ACF (default: nearest nvcc-evo.acf here or above)")
     parser.add_argument("--run-recorded", action="store_true",
-                        help="run the programs the compile records name (-ccbin, the host compiler's plugins, a "
-                             "kernel's ptxas), as the build did (default: left out, said)")
+                        help="run the programs the compile records name (-ccbin, the host "
+                             "compiler's plugins, a kernel's ptxas), as the build did (default: "
+                             "left out, said)")
     args = parser.parse_args(rest)
     _readable_acf(args.acf)
     return run_sass(args.acf, tuple(args.globs), args.target, args.run_recorded)
@@ -280,25 +177,31 @@ def hot(rest: list[str]) -> int:
     from nvcc_evo.hot.run import run_hot
     split = rest.index("--") if "--" in rest else len(rest)
     options, command = rest[:split], rest[split + 1:]
-    parser = argparse.ArgumentParser(prog="nvcc-evo --hot", usage="nvcc-evo --hot [options] -- COMMAND [ARGS...] | "
-                                                                  "nvcc-evo --hot --from FILE [options]")
+    parser = argparse.ArgumentParser(prog="nvcc-evo --hot", usage="nvcc-evo --hot [options] -- "
+                                                                  "COMMAND [ARGS...] | nvcc-evo "
+                                                                  "--hot --from FILE [options]")
     parser.add_argument("--from", dest="source", metavar="FILE",
-                        help="a saved profile (.nvcc-evo/hot/profile.json) or an Nsight Systems kernel summary "
-                             "(nsys stats --report cuda_gpu_kern_sum --format csv), instead of a run")
+                        help="a saved profile (.nvcc-evo/hot/profile.json) or an Nsight Systems "
+                             "kernel summary (nsys stats --report cuda_gpu_kern_sum --format csv), "
+                             "instead of a run")
     parser.add_argument("--acf", help="the ACF (default: nearest nvcc-evo.acf here or above)")
     parser.add_argument("--write", action="store_true",
-                        help="add unit blocks (search, tune, a bench of the unit's kernels' time) for the hot units "
-                             "no ACF unit tunes yet")
+                        help="add unit blocks (search, tune, a bench of the unit's kernels' time) "
+                             "for the hot units no ACF unit tunes yet")
     parser.add_argument("--min-share", type=float, default=5.0, metavar="PCT",
-                        help="--write: the least share of the GPU time a unit's kernels must take (default 5)")
+                        help="--write: the least share of the GPU time a unit's kernels must take "
+                             "(default 5)")
     parser.add_argument("--build", metavar="CMD",
-                        help="--write: how the project rebuilds through nvcc-evo before each candidate's run "
-                             "(default: make -s NVCC=nvcc-evo, where a Makefile is here)")
+                        help="--write: how the project rebuilds through nvcc-evo before each "
+                             "candidate's run (default: make -s NVCC=nvcc-evo, where a Makefile "
+                             "is here)")
     parser.add_argument("--run", metavar="CMD",
-                        help="--write with --from an nsys summary: the command that runs the program")
+                        help="--write with --from an nsys summary: the command that runs the "
+                             "program")
     args = parser.parse_args(options)
     _readable_acf(args.acf)
-    return run_hot(args.acf, args.source, command, args.write, args.min_share / 100, args.build, args.run)
+    return run_hot(args.acf, args.source, command, args.write, args.min_share / 100, args.build,
+                   args.run)
 
 
 def _readable_acf(named: str | None) -> None:
@@ -316,14 +219,16 @@ def _readable_acf(named: str | None) -> None:
 
 
 def _working_folder() -> None:
-    """A verb run from a removed folder says which folder (was `[Errno 2] No such file or directory`)."""
+    """A verb run from a removed folder says which folder, in words (not Python's `[Errno 2]
+    No such file or directory`)."""
     import os
     from nvcc_evo.errors import EnvironmentProblem
     try:
         os.getcwd()
     except FileNotFoundError:
         shown = f" ({os.environ['PWD']})" if os.environ.get("PWD") else ""
-        raise EnvironmentProblem(f"the working folder{shown} was removed: cd to a folder that exists") from None
+        raise EnvironmentProblem(f"the working folder{shown} was removed: cd to a folder that "
+                                 "exists") from None
 
 
 def run_verb(verb: str, rest: list[str]) -> int:
@@ -352,6 +257,7 @@ def run_verb(verb: str, rest: list[str]) -> int:
         return sass(rest)
     if verb == "--hot":
         return hot(rest)
+    from nvcc_evo.acfverbs import acf_check, acf_fmt
     if verb == "--acf-check":
         return acf_check(_files_parser(verb).parse_args(rest).files)
     args = _files_parser(verb, with_check=True).parse_args(rest)
@@ -360,7 +266,7 @@ def run_verb(verb: str, rest: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from nvcc_evo.driver.common import guard_stderr
-    guard_stderr()           # stderr closed or unwritable: our messages are dropped, never put on stdout
+    guard_stderr()  # stderr closed or unwritable: our messages are dropped, never put on stdout
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in VERBS:
         from nvcc_evo.driver.shim import run      # the compile path: nothing else imported
@@ -377,6 +283,6 @@ def main(argv: list[str] | None = None) -> int:
         return ExitCode.ENVIRONMENT
     except KeyboardInterrupt as stop:     # (Interrupted: with what was kept, said once here)
         from nvcc_evo.system.leftovers import kill_running
-        kill_running()           # compiles in groups of their own, which the terminal's Ctrl-C missed
+        kill_running()  # compiles in groups of their own, which the terminal's Ctrl-C missed
         print(visible(f"nvcc-evo: {stop or 'interrupted'}"), file=sys.stderr)
         return ExitCode.INTERRUPTED

@@ -37,9 +37,9 @@ class Location:
     def __init__(self, path: str, line: int, column: int):
         self.path, self.line, self.column = path, line, column
 
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Location) and (self.path, self.line, self.column) == \
-            (other.path, other.line, other.column)
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Location)
+                and (self.path, self.line, self.column) == (other.path, other.line, other.column))
 
     def __hash__(self) -> int:
         return hash((self.path, self.line, self.column))
@@ -56,10 +56,12 @@ class Diagnostic:
 
     __slots__ = ("location", "message", "source_line", "severity")
 
-    def __init__(self, location: Location, message: str, source_line: str = "", severity: str = "error"):
-        self.location, self.message, self.source_line, self.severity = location, message, source_line, severity
+    def __init__(self, location: Location, message: str, source_line: str = "",
+                 severity: str = "error"):
+        self.location, self.message = location, message
+        self.source_line, self.severity = source_line, severity
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, Diagnostic) and str(self) == str(other)
 
     def __hash__(self) -> int:
@@ -75,11 +77,13 @@ class Diagnostic:
         source, column = self.source_line, self.location.column
         line, column = _shown_line(visible(source), len(visible(source[:column - 1])) + 1)
         pad = "".join("\t" if c == "\t" else " " for c in line[:column - 1]).ljust(column - 1)
-        return f"{head}\n{line}\n{pad}^"        # (the line's tabs kept: the caret stands where a terminal shows it)
+        return f"{head}\n{line}\n{pad}^"        # (the line's tabs kept: the caret stands where a
+                                                # terminal shows it)
 
 
-SHOWN_LINE = 160          # a source line longer than this is shown around its column (a minified file:
-#                           the whole of a 1 MB line, and a caret line as long, was the message)
+# A source line longer than this is shown around its column: a minified file's whole 1 MB line,
+# and a caret line as long, would otherwise be the message.
+SHOWN_LINE = 160
 
 
 def _shown_line(line: str, column: int) -> tuple[str, int]:

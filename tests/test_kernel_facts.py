@@ -19,7 +19,7 @@ import pytest
 
 from conftest import evo_env, run_evo
 from nvcc_evo.cubin.sass import instruction_count
-from nvcc_evo.cubin import sass
+from nvcc_evo.cubin import mix, sass
 from nvcc_evo.cubin.occupancy import occupancy
 from nvcc_evo.kerneldiff.compare import BuiltKernels, Comparison, KernelLaunch, KernelStore
 from nvcc_evo.report.page import kernel_tables
@@ -145,8 +145,8 @@ extern "C" __global__ void calls(const float* x, float* y) {
 
 def test_the_instruction_mix_comes_from_nvdisasm(built):
     stderr, cubin = built
-    tool = sass.find_disassembler()
-    assert tool, sass.MISSING                      # (make test installs nvidia-cuda-nvdisasm)
+    tool = mix.find_disassembler()
+    assert tool, mix.MISSING                      # (make test installs nvidia-cuda-nvdisasm)
     kernels = {k.name: k for k in sass.with_mix(sass.kernel_facts(stderr, cubin, "sm_90"), cubin, tool)}
     for k in kernels.values():
         assert sum(count for _, count in k.mix) == k.instructions, k.name     # every instruction, once
@@ -163,17 +163,17 @@ def test_without_a_disassembler_the_facts_stay_and_the_page_says_how_to_get_it(b
     beside = nvcc.parent / "nvdisasm"
     beside.write_text("#!/bin/sh\n")
     beside.chmod(beside.stat().st_mode | stat.S_IXUSR)
-    assert sass.find_disassembler(str(nvcc)) == str(beside)          # the toolkit's own first
+    assert mix.find_disassembler(str(nvcc)) == str(beside)          # the toolkit's own first
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.setitem(sys.modules, "nvidia", types.SimpleNamespace(__path__=[str(tmp_path / "none")]))
-    assert sass.find_disassembler("/nowhere/nvcc") is None
+    assert mix.find_disassembler("/nowhere/nvcc") is None
     kernels = sass.kernel_facts(stderr, cubin, "sm_90")
     assert sass.with_mix(kernels, cubin, None) == kernels
     build = BuiltKernels("h", kernels, KernelLaunch("axpy", 256))
-    said = "\n".join(lines(Comparison('"multi.cu"', "sm_90", "cpu", "static", build, build, sass.MISSING)))
+    said = "\n".join(lines(Comparison('"multi.cu"', "sm_90", "cpu", "static", build, build, mix.MISSING)))
     assert "pip install nvidia-cuda-nvdisasm" in said and "registers" in said and "fp32" not in said
     assert "pip install nvidia-cuda-nvdisasm" in kernel_tables(Comparison("u", "sm_90", "cpu", "static", build, build,
-                                                                          sass.MISSING))
+                                                                          mix.MISSING))
 
 
 def test_the_end_of_a_retune_compares_each_kernel_with_its_occupancy(retuned, built):

@@ -14,7 +14,8 @@ import pytest
 from conftest import DATA, ROOT, evo_env, run_evo
 from nvcc_evo.acf.resolve import load
 from nvcc_evo.cubin.compile import CompileJob, compile_candidate
-from nvcc_evo.cubin.sass import find_disassembler, kernel_facts, with_mix
+from nvcc_evo.cubin.mix import find_disassembler
+from nvcc_evo.cubin.sass import kernel_facts, with_mix
 from nvcc_evo.engine.space import Dimension, Genome, SearchSpace, build_space
 from nvcc_evo.execute.goal import Goal
 from nvcc_evo.execute.store import Context, StoredResult, Store

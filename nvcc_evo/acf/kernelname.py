@@ -11,6 +11,10 @@ from __future__ import annotations
 import fnmatch
 import re
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:          # (the compile path imports neither typing nor collections.abc)
+    from collections.abc import Iterable
+
 NAME_GLOB = re.compile(r"[A-Za-z0-9_$*?\[\]!-]+")
 DIGEST = re.compile(r"[0-9a-f]{8,64}")
 MIN_DIGEST = 8
@@ -34,7 +38,7 @@ def glob_problem(glob: str) -> str | None:
     return None
 
 
-def matches(glob: str, entries, digest: str) -> bool:
+def matches(glob: str, entries: Iterable[str], digest: str) -> bool:
     """Does the glob name one of a PTX's `.entry` names (and its sha256 hex `digest`)?"""
     name, prefix = split(glob)
     if prefix and not digest.startswith(prefix):

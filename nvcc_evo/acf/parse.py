@@ -9,11 +9,12 @@ from __future__ import annotations
 import functools
 import sys
 from importlib import resources
+from typing import Iterable, Iterator
 
 import lark
 
 from nvcc_evo.acf import model
-from nvcc_evo.acf.expressions import Binary, Call, Unary
+from nvcc_evo.acf.expressions import Binary, Call, Expr, Unary
 from nvcc_evo.acf.syntax import parse_reporting_all, source_line
 from nvcc_evo.acf.text import char_places, check_limits
 from nvcc_evo.acf.transform import Build
@@ -97,7 +98,7 @@ def parse_text(text: str, path: str = "<acf>") -> model.AcfFile:
 MAX_EXPR_DEPTH = 100  # later stages walk expressions recursively; keep them far from Python's limit
 
 
-def _expr_depth(expr) -> int:
+def _expr_depth(expr: Expr) -> int:
     """Levels of an expression, counted without recursion."""
     deepest, todo = 0, [(expr, 1)]
     while todo:
@@ -109,19 +110,19 @@ def _expr_depth(expr) -> int:
     return deepest
 
 
-def _deep_expressions(units):
+def _deep_expressions(units: Iterable[model.Unit]) -> Iterator[tuple[Expr, int]]:
     """(expression, depth) of each bench expression deeper than the limit."""
     for unit in units:
-        exprs = [side for r in unit.requires for side in (r.left, r.right)]
+        exprs: list[Expr | None] = [side for r in unit.requires for side in (r.left, r.right)]
         bench = unit.bench
         if bench is not None:
-            exprs += [let.expr for let in bench.lets] + [d for launch in bench.launch
-                                                         for d in launch.dims]
+            exprs += [let.expr for let in bench.lets]
+            exprs += [d for launch in bench.launch for d in launch.dims]
             exprs += [a.count if a.is_array else a.value for a in bench.args]
             exprs += [p.expr for a in bench.args for p in a.params]
         for expr in exprs:
             depth = _expr_depth(expr) if expr is not None else 0
-            if depth > MAX_EXPR_DEPTH:
+            if expr is not None and depth > MAX_EXPR_DEPTH:
                 yield expr, depth
 
 

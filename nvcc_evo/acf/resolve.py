@@ -9,7 +9,7 @@ import difflib
 import os
 import re
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 from nvcc_evo.acf import kernelname, knobs, model, unitpath
 from nvcc_evo.acf.expressions import Binary, Span
@@ -157,7 +157,7 @@ class Checker(BenchChecks, ObjectiveChecks):
             self.error(span, f"unknown knob '{name}'{hint} (known: {known})")
         return knob
 
-    def check_value(self, name: str, value, span: Span) -> None:
+    def check_value(self, name: str, value: model.Scalar, span: Span) -> None:
         """A knob's value in its domain; a define's, a C macro value that no
         shell reads anything into (nvcc runs its steps through /bin/sh)."""
         knob = knobs.lookup(name)
@@ -170,7 +170,8 @@ class Checker(BenchChecks, ObjectiveChecks):
             if problem is not None:
                 self.error(span, f"{name} {problem}")
 
-    def check_settings(self, settings, what: str) -> dict[str, model.Setting]:
+    def check_settings(self, settings: Iterable[model.Setting],
+                       what: str) -> dict[str, model.Setting]:
         seen: dict[str, model.Setting] = {}
         for setting in settings:
             if setting.knob in seen:
@@ -198,7 +199,7 @@ class Checker(BenchChecks, ObjectiveChecks):
                            f"{macro} without an #ifndef guard, so every value gives the same code "
                            f"(wrap it in #ifndef {macro} ... #endif)")
 
-    def check_space(self, entries) -> dict[str, model.Space]:
+    def check_space(self, entries: Iterable[model.Space]) -> dict[str, model.Space]:
         seen: dict[str, model.Space] = {}
         for space in entries:
             if space.knob in seen:
@@ -321,7 +322,7 @@ def _all_settings(unit: model.Unit) -> Iterator[_Named]:
             yield _Named(setting.knob, setting.value, setting.span)
 
 
-def _in_domain(value, domain: model.Domain, knob: knobs.Knob | None) -> bool:
+def _in_domain(value: model.Scalar, domain: model.Domain, knob: knobs.Knob | None) -> bool:
     if isinstance(domain, model.BoolDomain):
         return isinstance(value, bool)
     if isinstance(domain, model.RangeDomain):
@@ -330,7 +331,7 @@ def _in_domain(value, domain: model.Domain, knob: knobs.Knob | None) -> bool:
     return norm(value) in {norm(v) for v in domain.values}
 
 
-def _listable(domain) -> bool:
+def _listable(domain: model.Domain) -> bool:
     """A domain check_domain accepts the size of (the others are its errors)."""
     if not isinstance(domain, model.RangeDomain):
         return True
@@ -353,7 +354,7 @@ def check(file: model.AcfFile, text: str, with_sources: bool = False) -> tuple[s
     return tuple(checker.looked_at)
 
 
-def load(path) -> model.AcfFile:
+def load(path: str | os.PathLike[str]) -> model.AcfFile:
     """Parse and check one ACF file, sources included (--acf-check, --retune);
     AcfError lists every problem."""
     text = read_text(path)

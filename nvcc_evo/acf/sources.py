@@ -34,7 +34,7 @@ def source_text(source: Path, _seen: frozenset = frozenset()) -> str:
     return INCLUDE.sub(inline, text)
 
 
-def source_default(source: Path, name: str):
+def source_default(source: Path, name: str) -> int | float | str | None:
     """The value a source gives a parameter itself (`#define NAME value`);
     the first definition wins, as behind an #ifndef guard."""
     match = re.search(rf"^\s*#\s*define\s+{re.escape(name)}\s+(\S+)", source_text(source), re.M)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Collection
+from typing import Any, Collection, Iterator
 
 import lark
 from lark import Token
@@ -114,7 +114,7 @@ def _describe_token(tok: Token) -> str:
     return f"'{tok}'"
 
 
-def _expected_words(parser: lark.Lark, names) -> str:
+def _expected_words(parser: lark.Lark, names: Collection[str]) -> str:
     patterns = {t.name: t.pattern for t in parser.terminals}
     words = set()
     for name in names:
@@ -171,7 +171,7 @@ def _syntax_message(parser: lark.Lark, error: lark.UnexpectedInput) -> str:
     return f"{found}; expected {_expected_words(parser, expected)}"
 
 
-def _code_chars(text: str):
+def _code_chars(text: str) -> Iterator[tuple[int, str]]:
     """(offset, char) of every character outside strings and comments."""
     return ((offset, ch) for offset, ch, place in char_places(text) if place == "code")
 
@@ -277,7 +277,8 @@ def _statement_extent(text: str, offset: int) -> tuple[int, int]:
 
 
 
-def parse_reporting_all(parser: lark.Lark, text: str, path: str):
+def parse_reporting_all(parser: lark.Lark, text: str,
+                        path: str) -> tuple[Any, list[Diagnostic]]:
     """(tree, []) for good text; (None, diagnostics) listing every syntax error."""
     diagnostics: list[Diagnostic] = []
     working, seen = text, set()

@@ -13,9 +13,10 @@ and comments. Only os-level imports: this module is on the compile path.
 """
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 from nvcc_evo.errors import AcfError, Diagnostic, Location
 from nvcc_evo.system.files import read_regular       # (a folder, FIFO or device is no ACF)
@@ -178,7 +179,7 @@ def _said(line: str, number: int, path: str, column: int, message: str) -> Diagn
                       shown + ("..." if len(shown) < len(line) else ""))
 
 
-def char_places(text: str):
+def char_places(text: str) -> Iterator[tuple[int, str, str]]:
     """(offset, char, place) for every character, place being "code",
     "string" (quotes included) or "comment" (from '#' to the line's end):
     the one reading of strings and comments, for comments, braces and
@@ -203,10 +204,10 @@ def char_places(text: str):
         yield offset, ch, place
 
 
-def read(path) -> AcfText:
+def read(path: str | os.PathLike[str]) -> AcfText:
     """The ACF at `path`; OSError if it cannot be read, AcfError if it is not UTF-8."""
     return decode(read_regular(path), str(path))
 
 
-def read_text(path) -> str:
+def read_text(path: str | os.PathLike[str]) -> str:
     return read(path).text

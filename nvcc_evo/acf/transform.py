@@ -9,14 +9,17 @@ from __future__ import annotations
 import math
 import re
 import sys
+from typing import Any, Callable
 
 from lark import Token, Transformer, v_args
+from lark.tree import Meta
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.expressions import NO_SPAN, Binary, Call, Literal, Ref, Span, Unary
 
 
-def _span(meta) -> Span:
+def _span(meta: Any) -> Span:
+    """Where a rule's meta (or a lexed token) stands (lark types their positions Optional)."""
     return Span(meta.line, meta.column, meta.end_line, meta.end_column,
                     meta.start_pos, meta.end_pos)
 
@@ -33,11 +36,11 @@ def unquote(token: str) -> str:
     return re.sub(r'\\(["\\])', r"\1", token[1:-1])
 
 
-def _binary(op: str):
+def _binary(op: str) -> Callable:
     return v_args(meta=True)(lambda self, meta, items: Binary(op, items[0], items[1], _span(meta)))
 
 
-def _run_check(kind: str, read):
+def _run_check(kind: str, read: Callable[[Any], str | int]) -> Callable:
     return v_args(meta=True)(lambda self, meta, items: model.RunCheck(kind, read(items[0]),
                                                                       _span(meta)))
 
@@ -60,7 +63,7 @@ class Build(Transformer):
         super().__init__()
         self.problems: list[tuple[Span, str]] = []
 
-    def _float(self, token) -> float:
+    def _float(self, token: Token | str) -> float:
         """A float literal; one too large for a double (1e400) is a located error,
         not an infinity the formatter could not write back."""
         value = float(token)
@@ -69,7 +72,8 @@ class Build(Transformer):
                                                      f"largest is {sys.float_info.max:.6g})"))
         return value
 
-    def _once(self, parts, kinds: tuple[str, ...], where: str):
+    def _once(self, parts: list[tuple[str, object, Span]], kinds: tuple[str, ...],
+              where: str) -> None:
         """Note every repeat of a once-only part, given (kind, value, span)."""
         for kind in kinds:
             for _, _, span in [p for p in parts if p[0] == kind][1:]:
@@ -77,110 +81,110 @@ class Build(Transformer):
                                             "repeats it"))
 
     # values
-    def signed_int(self, items):
+    def signed_int(self, items: list) -> int:
         return int(items[0])
 
-    def signed_float(self, items):
+    def signed_float(self, items: list) -> float:
         return self._float(items[0])
 
-    def true(self, _):
+    def true(self, _: list) -> bool:
         return True
 
-    def false(self, _):
+    def false(self, _: list) -> bool:
         return False
 
-    def symbol(self, items):
+    def symbol(self, items: list) -> str:
         return str(items[0])
 
-    def string(self, items):
+    def string(self, items: list) -> str:
         return unquote(items[0])
 
     # expressions
     @v_args(meta=True)
-    def int_literal(self, meta, items):
+    def int_literal(self, meta: Meta, items: list) -> Literal:
         return Literal(int(items[0]), _span(meta))
 
     @v_args(meta=True)
-    def float_literal(self, meta, items):
+    def float_literal(self, meta: Meta, items: list) -> Literal:
         return Literal(self._float(items[0]), _span(meta))
 
     @v_args(meta=True)
-    def ref(self, meta, items):
+    def ref(self, meta: Meta, items: list) -> Ref:
         return Ref(str(items[0]), _span(meta))
 
     @v_args(meta=True)
-    def neg(self, meta, items):
+    def neg(self, meta: Meta, items: list) -> Unary:
         return Unary("-", items[0], _span(meta))
 
     @v_args(meta=True)
-    def call(self, meta, items):
+    def call(self, meta: Meta, items: list) -> Call:
         return Call(str(items[0]), tuple(items[1:]), _span(meta))
 
     add, sub, mul, div, mod = (_binary(op) for op in "+-*/%")
 
     # units
-    def header(self, items):
+    def header(self, items: list) -> tuple:
         return (int(items[0]), _token_span(items[0]))
 
     @v_args(meta=True)
-    def pin(self, meta, items):
+    def pin(self, meta: Meta, items: list) -> tuple:
         return ("pin", model.Setting(str(items[0]), items[1], _span(meta)), _span(meta))
 
     @v_args(meta=True)
-    def setting(self, meta, items):
+    def setting(self, meta: Meta, items: list) -> model.Setting:
         return model.Setting(str(items[0]), items[1], _span(meta))
 
     @v_args(meta=True)
-    def space(self, meta, items):
+    def space(self, meta: Meta, items: list) -> model.Space:
         return model.Space(str(items[0]), items[1], _span(meta))
 
-    def set_domain(self, items):
+    def set_domain(self, items: list) -> model.SetDomain:
         return model.SetDomain(tuple(items))
 
-    def range_domain(self, items):
+    def range_domain(self, items: list) -> model.RangeDomain:
         return model.RangeDomain(items[0], items[1], int(items[2]) if items[2] is not None else 1)
 
-    def bool_domain(self, _):
+    def bool_domain(self, _: list) -> model.BoolDomain:
         return model.BoolDomain()
 
     @v_args(meta=True)
-    def space_require(self, meta, items):
+    def space_require(self, meta: Meta, items: list) -> model.SpaceRequire:
         return model.SpaceRequire(items[0], str(items[1]), items[2], _span(meta))
 
     @v_args(meta=True)
-    def search(self, meta, items):
+    def search(self, meta: Meta, items: list) -> tuple:
         return ("search", tuple(items), _span(meta))
 
     # tune
     @v_args(meta=True)
-    def condition(self, meta, items):
+    def condition(self, meta: Meta, items: list) -> model.Condition:
         bound, relative = items[2]
         return model.Condition(str(items[0]), str(items[1]), bound, relative, _span(meta))
 
-    def absolute(self, items):
+    def absolute(self, items: list) -> tuple:
         return (items[0], False)
 
-    def relative(self, items):
+    def relative(self, items: list) -> tuple:
         return (items[0], True)
 
-    def at_baseline(self, _):
+    def at_baseline(self, _: list) -> tuple:
         return (1.0, True)
 
     @v_args(meta=True)
-    def minimize(self, meta, items):
+    def minimize(self, meta: Meta, items: list) -> tuple:
         return ("minimize", tuple(str(i) for i in items), _span(meta))
 
     @v_args(meta=True)
-    def require(self, meta, items):
+    def require(self, meta: Meta, items: list) -> tuple:
         return ("require", items[0], _span(meta))
 
     @v_args(meta=True)
-    def select(self, meta, items):
+    def select(self, meta: Meta, items: list) -> tuple:
         return ("select", (str(items[0]), tuple(i for i in items[1:] if i is not None)),
                 _span(meta))
 
     @v_args(meta=True)
-    def tune(self, meta, items):
+    def tune(self, meta: Meta, items: list) -> tuple:
         minimize = tuple(m for kind, value, _ in items if kind == "minimize" for m in value)
         require = tuple(value for kind, value, _ in items if kind == "require")
         selects = [value for kind, value, _ in items if kind == "select"]
@@ -191,21 +195,21 @@ class Build(Transformer):
 
     # bench
     @v_args(meta=True)
-    def kernel(self, meta, items):
+    def kernel(self, meta: Meta, items: list) -> model.Text:
         tok = items[0]
         text = unquote(tok) if tok.type == "STRING" else str(tok)
         return model.Text("kernel", text, _span(meta))
 
     @v_args(meta=True)
-    def reference(self, meta, items):
+    def reference(self, meta: Meta, items: list) -> model.Text:
         return model.Text("reference", unquote(items[0]), _span(meta))
 
     @v_args(meta=True)
-    def command(self, meta, items):
+    def command(self, meta: Meta, items: list) -> model.Text:
         return model.Text("command", unquote(items[0]), _span(meta))
 
     @v_args(meta=True)
-    def metric(self, meta, items):
+    def metric(self, meta: Meta, items: list) -> model.Metric:
         name, regex, options = items[0], unquote(items[1]), dict(items[2:])
         group = _group(options.get("group"))
         return model.Metric(str(name) if name is not None else "metric", regex,
@@ -214,19 +218,19 @@ class Build(Transformer):
                             _span(meta))
 
     @v_args(meta=True)
-    def kernel_metric(self, meta, items):
+    def kernel_metric(self, meta: Meta, items: list) -> model.Metric:
         return model.Metric.of_kernels(str(items[0]), _span(meta))
 
-    def take(self, items):
+    def take(self, items: list) -> tuple:
         return ("take", str(items[0]))
 
-    def group(self, items):
+    def group(self, items: list) -> tuple:
         return ("group", items[0])
 
-    def metric_unit(self, items):
+    def metric_unit(self, items: list) -> tuple:
         return ("unit", unquote(items[0]))
 
-    def maximize(self, _):
+    def maximize(self, _: list) -> tuple:
         return ("maximize", True)
 
     check_exit = _run_check("exit", int)
@@ -235,72 +239,72 @@ class Build(Transformer):
     check_command = _run_check("command", unquote)
 
     @v_args(meta=True)
-    def confirm(self, meta, items):
+    def confirm(self, meta: Meta, items: list) -> model.Confirm:
         command, rounds = items
         return model.Confirm(unquote(command) if command is not None else None,
                              int(rounds) if rounds is not None else None, _span(meta))
 
     @v_args(meta=True)
-    def repeat(self, meta, items):
+    def repeat(self, meta: Meta, items: list) -> model.Repeat:
         low, high = int(items[0]), int(items[1]) if items[1] is not None else int(items[0])
         return model.Repeat(low, high, _span(meta))
 
     @v_args(meta=True)
-    def timeout(self, meta, items):
+    def timeout(self, meta: Meta, items: list) -> model.Timeout:
         return model.Timeout(items[0], _span(meta))
 
     @v_args(meta=True)
-    def let(self, meta, items):
+    def let(self, meta: Meta, items: list) -> model.Let:
         return model.Let(str(items[0]), items[1], _span(meta))
 
     @v_args(meta=True)
-    def array_arg(self, meta, items):
+    def array_arg(self, meta: Meta, items: list) -> model.Arg:
         init, params = items[3]
         return model.Arg(str(items[0]), str(items[1]), count=items[2], init=init,
                        params=params, span=_span(meta))
 
     @v_args(meta=True)
-    def scalar_arg(self, meta, items):
+    def scalar_arg(self, meta: Meta, items: list) -> model.Arg:
         return model.Arg(str(items[0]), str(items[1]), value=items[2], span=_span(meta))
 
-    def output_init(self, _):
+    def output_init(self, _: list) -> tuple:
         return ("output", ())
 
-    def call_init(self, items):
+    def call_init(self, items: list) -> tuple:
         return (str(items[0]), tuple(i for i in items[1:] if i is not None))
 
-    def init_param(self, items):
+    def init_param(self, items: list) -> model.InitParam:
         return model.InitParam(str(items[0]) if items[0] is not None else None, items[1])
 
     @v_args(meta=True)
-    def grid(self, meta, items):
+    def grid(self, meta: Meta, items: list) -> model.Launch:
         return model.Launch("grid", tuple(items), _span(meta))
 
     @v_args(meta=True)
-    def block(self, meta, items):
+    def block(self, meta: Meta, items: list) -> model.Launch:
         return model.Launch("block", tuple(items), _span(meta))
 
     @v_args(meta=True)
-    def shared(self, meta, items):
+    def shared(self, meta: Meta, items: list) -> model.Launch:
         return model.Launch("shared", tuple(items), _span(meta))
 
     @v_args(meta=True)
-    def check(self, meta, items):
+    def check(self, meta: Meta, items: list) -> model.Check:
         tolerances = dict(items[1:])
         return model.Check(str(items[0]), tolerances.get("rtol"), tolerances.get("atol"),
                          "exact" in tolerances, _span(meta))
 
-    def rtol(self, items):
+    def rtol(self, items: list) -> tuple:
         return ("rtol", self._float(items[0]))
 
-    def atol(self, items):
+    def atol(self, items: list) -> tuple:
         return ("atol", self._float(items[0]))
 
-    def exact(self, _):
+    def exact(self, _: list) -> tuple:
         return ("exact", True)
 
     @v_args(meta=True)
-    def bench(self, meta, items):
+    def bench(self, meta: Meta, items: list) -> tuple:
         of = lambda cls: tuple(i for i in items if isinstance(i, cls))
         self._once([(t.what, t, t.span) for t in of(model.Text)],
                    ("kernel", "reference", "command"), "bench")
@@ -321,16 +325,16 @@ class Build(Transformer):
 
     # targets
     @v_args(meta=True)
-    def record(self, meta, items):
+    def record(self, meta: Meta, items: list) -> model.Record:
         spread = self._float(items[2]) if items[2] is not None else None
         return model.Record(str(items[0]), items[1], spread, _span(meta))
 
     @v_args(meta=True)
-    def provenance(self, meta, items):
+    def provenance(self, meta: Meta, items: list) -> tuple:
         return ("provenance", tuple(items), _span(meta))
 
     @v_args(meta=True)
-    def target(self, meta, items):
+    def target(self, meta: Meta, items: list) -> tuple:
         count = next(i
                      for i, item in enumerate(items) if not (isinstance(item,
                                                                         Token) and
@@ -344,11 +348,11 @@ class Build(Transformer):
                               records, _span(meta), prov_span, tuple(archs[1:]))
         return ("target", target, _span(meta))
 
-    def unit_kernel(self, items):
+    def unit_kernel(self, items: list) -> Any:
         return model.KERNEL
 
     @v_args(meta=True)
-    def unit(self, meta, items):
+    def unit(self, meta: Meta, items: list) -> model.Unit:
         kind = items[0] or model.SOURCE
         globs = tuple(unquote(i) for i in items if isinstance(i, Token))
         parts = [i for i in items if isinstance(i, tuple)]

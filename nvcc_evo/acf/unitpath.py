@@ -16,6 +16,10 @@ import fnmatch
 import os
 import re
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:          # (the compile path imports neither typing nor collections.abc)
+    from collections.abc import Iterable, Iterator
+
 ANY_FOLDERS = "**"
 MAGIC = re.compile(r"[*?\[]")
 # Characters a shell still reads inside double quotes, where nvcc puts a
@@ -46,7 +50,7 @@ def glob_problem(glob: str) -> str | None:
     return problem
 
 
-def inside(path, folder) -> tuple[str, ...] | None:
+def inside(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> tuple[str, ...] | None:
     """`path`'s segments relative to `folder`, both by their real paths;
     None when it lies outside (or is the folder itself)."""
     try:
@@ -82,13 +86,14 @@ def matches(glob: str, parts: tuple[str, ...] | None) -> bool:
     return parts is not None and glob_problem(glob) is None and _matches(segments(glob), parts)
 
 
-def covers(globs, path, folder) -> bool:
+def covers(globs: Iterable[str], path: str | os.PathLike[str],
+           folder: str | os.PathLike[str]) -> bool:
     """Whether any of `globs` (relative to `folder`) names the file at `path`."""
     parts = inside(path, folder)
     return any(matches(glob, parts) for glob in globs)
 
 
-def _walk(folder: str, pattern: tuple[str, ...]):
+def _walk(folder: str, pattern: tuple[str, ...]) -> Iterator[str]:
     """Files under `folder` whose relative path matches `pattern`, found
     segment by segment (a literal segment is looked up, not listed)."""
     head, rest = pattern[0], pattern[1:]
@@ -124,7 +129,7 @@ def _entries(folder: str) -> list:
         return []
 
 
-def files(globs, folder) -> list[str]:
+def files(globs: Iterable[str], folder: str | os.PathLike[str]) -> list[str]:
     """The files inside `folder` that `globs` name, as the build matches
     them (real paths inside the folder), sorted; none with a name a shell
     would read into (inside the folder: the folder's own name is the user's)."""

@@ -14,30 +14,35 @@ import re
 import shlex
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 from nvcc_evo.driver.cmdline.nvcc_options import rebuild_argv
-from nvcc_evo.driver.cmdline.split import PTXAS_STEP, read_steps
-from nvcc_evo.system.leftovers import OWNER, kill_running, private_folder, remove_private, run_in_group
+from nvcc_evo.driver.cmdline.split import (PTXAS_STEP, SCRIPT_NAME, SHELL, Steps, read_steps,
+                                           script, with_options)
+from nvcc_evo.system.leftovers import (OWNER, Finished, kill_running, private_folder,
+                                       remove_private, run_in_group)
 from nvcc_evo.status import Status
 
-# Options of the build's command line that a candidate compile replaces, or leaves out: what the build writes
-# besides its output (a record's `--time ../../.bashrc` would append there) and what it runs after it.
+# Options of the build's command line that a candidate compile replaces, or leaves out: what the
+# build writes besides its output (a record's `--time ../../.bashrc` would append there) and what it
+# runs after it.
 REPLACED = {"--output-file", "--generate-code", "--gpu-architecture", "--gpu-code",
             "--generate-dependencies", "--generate-nonsystem-dependencies",
-            "--generate-dependencies-with-compile", "--generate-nonsystem-dependencies-with-compile",
+            "--generate-dependencies-with-compile",
+            "--generate-nonsystem-dependencies-with-compile",
             "--dependency-output", "--dependency-target-name", "--generate-dependency-targets",
-            "--keep", "--keep-dir", "--save-temps", "--dryrun", "--link", "--lib", "--run", "--run-args",
-            "--preprocess", "--cuda", "--ptx", "--cubin", "--fatbin", "--device-link", "--output-directory",
-            "--time", "--fdevice-time-trace"}
+            "--keep", "--keep-dir", "--save-temps", "--dryrun", "--link", "--lib", "--run",
+            "--run-args", "--preprocess", "--cuda", "--ptx", "--cubin", "--fatbin", "--device-link",
+            "--output-directory", "--time", "--fdevice-time-trace"}
 
 
 # ptxas's words for a kernel whose static shared memory is over the architecture's limit (bytes in
 # decimal or hex): read here, where its message arrives, into a SharedOverflow.
-TOO_MUCH_SHARED = re.compile(r"uses too much shared data \((0x[0-9a-fA-F]+|\d+) bytes, (0x[0-9a-fA-F]+|\d+) max\)")
+TOO_MUCH_SHARED = re.compile(r"uses too much shared data \((0x[0-9a-fA-F]+|\d+) bytes, "
+                             r"(0x[0-9a-fA-F]+|\d+) max\)")
 
 
 class SharedOverflow(NamedTuple):
@@ -52,7 +57,8 @@ class SharedOverflow(NamedTuple):
 
 
 def overflow_of(stderr: str) -> SharedOverflow | None:
-    """ptxas's message of static shared memory over its limit as a SharedOverflow (None: not that)."""
+    """ptxas's message of static shared memory over its limit as a SharedOverflow (None: not
+    that)."""
     found = TOO_MUCH_SHARED.search(stderr)
     return SharedOverflow(int(found.group(1), 0), int(found.group(2), 0)) if found else None
 
@@ -67,13 +73,17 @@ class CompileJob:
     flags: tuple[str, ...] = ()   # the candidate's additions
     env: tuple[tuple[str, str], ...] = ()
     timeout: float = 300.0
-    ptxas: str | None = None      # a ptxas other than nvcc's own for the ptxas step (nvcc_evo.driver.cmdline.ptxas)
+    ptxas: str | None = None      # a ptxas other than nvcc's own for the ptxas step
+                                  # (nvcc_evo.driver.cmdline.ptxas)
 
     def command(self, work: str) -> list[str]:
         base = rebuild_argv(list(self.argv), REPLACED, self.source, self.cwd)
-        if self.source.endswith(".ptx"):       # a kernel unit's PTX (nvcc_evo.driver.dropin_ptxas.decide): ptxas alone, as
-            return [self.nvcc, *base, "-cubin", f"-arch={self.arch}", "-Xptxas", "-v",   # Triton runs it
-                    "--keep", "--keep-dir", work, "-o", os.path.join(work, "candidate.cubin"), *self.flags]
+        if self.source.endswith(".ptx"):
+            # A kernel unit's PTX (nvcc_evo.driver.dropin_ptxas.decide): ptxas alone, as Triton
+            # runs it.
+            return [self.nvcc, *base, "-cubin", f"-arch={self.arch}", "-Xptxas", "-v",
+                    "--keep", "--keep-dir", work, "-o", os.path.join(work, "candidate.cubin"),
+                    *self.flags]
         if not any(a in ("-c", "--compile", "-dc", "--device-c") for a in base):
             base.append("-c")
         compute = self.arch.replace("sm_", "compute_")
@@ -103,24 +113,28 @@ def _environment(job: CompileJob, work: str) -> dict[str, str]:
     return env
 
 
-def _finished(job: CompileJob, done, seconds: float, work: str, what: str = "compile") -> CompileResult:
+def _finished(job: CompileJob, done: Finished, seconds: float, work: str,
+              what: str = "compile") -> CompileResult:
     if done.returncode is None:
-        return CompileResult(Status.TIMEOUT, seconds, f"{what} exceeded {job.timeout:.0f} s\n{done.stderr}")
+        return CompileResult(Status.TIMEOUT, seconds, f"{what} exceeded {job.timeout:.0f} "
+                                                      f"s\n{done.stderr}")
     if done.returncode != 0:
         kept = _front_end_ptx(work, done.stderr)
         return CompileResult(Status.COMPILE_ERROR, seconds, done.stderr, ptx=kept,
-                             module_id=_module_id(work) if kept else "", overflow=overflow_of(done.stderr))
+                             module_id=_module_id(work) if kept else "",
+                             overflow=overflow_of(done.stderr))
     # One architecture: nvcc names it SOURCE.cubin; several: SOURCE.sm_XX.cubin.
     cubins = sorted(Path(work).glob(f"*.{job.arch}.cubin")) or sorted(Path(work).glob("*.cubin"))
     if not cubins:
         return CompileResult(Status.NO_CUBIN, seconds, done.stderr + "\nno cubin for " + job.arch)
     ptx = sorted(Path(work).glob("*.ptx"))
-    return CompileResult(Status.OK, seconds, done.stderr, cubins[0].read_bytes(), ptx[0].read_bytes() if ptx else b"",
-                         _module_id(work))
+    return CompileResult(Status.OK, seconds, done.stderr, cubins[0].read_bytes(),
+                         ptx[0].read_bytes() if ptx else b"", _module_id(work))
 
 
 def _module_id(work: str) -> str:
-    """The module id nvcc's front end wrote (SOURCE.module_id, kept): "" for a PTX input, which has none."""
+    """The module id nvcc's front end wrote (SOURCE.module_id, kept): "" for a PTX input, which has
+    none."""
     found = sorted(Path(work).glob("*.module_id"))
     return found[0].read_text(errors="replace").strip() if found else ""
 
@@ -163,7 +177,6 @@ def _with_program(job: CompileJob, program: str, command: list[str], work: str,
     step, as a split build runs it (nvcc_evo.driver.cmdline.split): a script in
     `work`, for /bin/sh; else why not. (nvcc refusing the call leaves it as
     it was: it fails as nvcc would, saying why.)"""
-    from nvcc_evo.driver.cmdline.split import SCRIPT_NAME, SHELL, Steps, read_steps, script, with_options
     asked = run_in_group([*command, "--dryrun"], cwd=job.cwd, env=env, timeout=job.timeout)
     if asked.returncode != 0:
         return command, env
@@ -219,7 +232,8 @@ class PtxCache:
         with lock:
             if key not in self.ptx:
                 result = compile_candidate(job)
-                if result.ptx:             # also a compile whose ptxas failed: its front end's PTX is sound
+                if result.ptx:             # also a compile whose ptxas failed: its front end's PTX
+                                           # is sound
                     self.ptx[key] = MadePtx(result.ptx, result.module_id)
                 return result
         made = self.ptx[key]
@@ -228,7 +242,7 @@ class PtxCache:
             with self.guard:
                 self.reused += 1
             return result
-        return compile_candidate(job)          # nvcc's steps were not as expected: the whole pipeline
+        return compile_candidate(job)  # nvcc's steps were not as expected: the whole pipeline
 
 
 def ptxas_only(job: CompileJob, ptx: bytes, module_id: str = "") -> CompileResult:
@@ -239,16 +253,18 @@ def ptxas_only(job: CompileJob, ptx: bytes, module_id: str = "") -> CompileResul
     started = time.monotonic()
     env = _environment(job, work)
     try:
-        asked = run_in_group([*job.command(work), "--dryrun"], cwd=job.cwd, env=env, timeout=job.timeout)
+        asked = run_in_group([*job.command(work), "--dryrun"], cwd=job.cwd, env=env,
+                             timeout=job.timeout)
         step = ptxas_step(asked.stderr, work) if asked.returncode == 0 else None
         if step is None:
             return CompileResult(Status.NO_PTXAS_STEP, time.monotonic() - started, asked.stderr)
         command, ptx_path, variables = step
         if job.ptxas:
-            command[0] = job.ptxas             # the unit's own ptxas (nvcc_evo.driver.cmdline.ptxas)
+            command[0] = job.ptxas  # the unit's own ptxas (nvcc_evo.driver.cmdline.ptxas)
         Path(ptx_path).write_bytes(ptx)
         done = run_ptxas(command, job.cwd, {**env, **variables}, job.timeout)
-        return replace(_finished(job, done, time.monotonic() - started, work, "ptxas"), module_id=module_id)
+        return replace(_finished(job, done, time.monotonic() - started, work, "ptxas"),
+                       module_id=module_id)
     finally:
         remove_private(work)
 
@@ -268,13 +284,14 @@ def ptxas_step(dryrun: str, work: str) -> tuple[list[str], str, dict[str, str]] 
     return command, ptx[0], steps.variables
 
 
-def run_ptxas(command: list[str], cwd: str, env: dict[str, str], timeout: float):
+def run_ptxas(command: list[str], cwd: str, env: dict[str, str], timeout: float) -> Finished:
     """The ptxas step alone: `command` is ptxas's argv (its program first,
     found on the PATH nvcc sets for its steps)."""
     return run_in_group(command, cwd=cwd, env=env, timeout=timeout)
 
 
-def _compile_as(owner, job: CompileJob, ptx: "PtxCache | None", slots) -> CompileResult:
+def _compile_as(owner: _Batch | Compiler, job: CompileJob, ptx: PtxCache | None,
+                slots: threading.Semaphore | None) -> CompileResult:
     """One candidate compiled as `owner`'s (the groups it starts are killed
     by `kill_running(owner)`), in one of `slots` (a semaphore the compiles of
     several searches at once share: no more of them run than the retune's
@@ -296,7 +313,8 @@ class _Batch:
     closed = False
 
 
-def compile_each(jobs: list[CompileJob], workers: int | None = None, ptx: PtxCache | None = None, slots=None):
+def compile_each(jobs: list[CompileJob], workers: int | None = None, ptx: PtxCache | None = None,
+                 slots: threading.Semaphore | None = None) -> Iterator[tuple[int, CompileResult]]:
     """Candidates compile in parallel on the CPU cores; yields (index, result)
     as each finishes, so the caller can store it before the next one. An
     interrupt kills the compiles still running (they are in groups of their
@@ -305,7 +323,8 @@ def compile_each(jobs: list[CompileJob], workers: int | None = None, ptx: PtxCac
     pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2)
     batch = _Batch()
     try:
-        futures = {pool.submit(_compile_as, batch, job, ptx, slots): i for i, job in enumerate(jobs)}
+        futures = {pool.submit(_compile_as, batch, job, ptx, slots): i
+                   for i, job in enumerate(jobs)}
         for future in as_completed(futures):
             yield futures[future], future.result()
     except BaseException:
@@ -323,14 +342,15 @@ class Compiler:
     waiting kills the compiles still running (this pool's: several searches
     at once each have one, sharing `slots`)."""
 
-    def __init__(self, workers: int | None = None, ptx: PtxCache | None = None, slots=None):
+    def __init__(self, workers: int | None = None, ptx: PtxCache | None = None,
+                 slots: threading.Semaphore | None = None):
         self.pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2)
         self.ptx, self.slots, self.closed = ptx, slots, False
 
     def submit(self, jobs: list[CompileJob]) -> list:
         return [self.pool.submit(_compile_as, self, job, self.ptx, self.slots) for job in jobs]
 
-    def result(self, future) -> CompileResult:
+    def result(self, future: Future[CompileResult]) -> CompileResult:
         """The compile's result, once it is done."""
         try:
             return future.result()

@@ -36,7 +36,8 @@ class Sm:
     reserved: int = KIB          # bytes the driver keeps per block
     registers: int = 64 * KIB
     registers_per_block: int = 64 * KIB
-    barriers_per_block_slot: int = 2    # barriers per block slot (sm_90 on); 0: barriers limit nothing
+    barriers_per_block_slot: int = 2    # barriers per block slot (sm_90 on); 0: barriers limit
+                                        # nothing
 
 
 SMS = {
@@ -65,7 +66,8 @@ class Occupancy:
         return self.warps / self.max_warps
 
     def __str__(self) -> str:
-        return f"{self.blocks} blocks, {self.warps}/{self.max_warps} warps ({self.fraction:.0%}; {self.limiter})"
+        return (f"{self.blocks} blocks, {self.warps}/{self.max_warps} warps "
+                f"({self.fraction:.0%}; {self.limiter})")
 
 
 def compute_capability(arch: str) -> str:
@@ -84,12 +86,12 @@ def occupancy(arch: str, threads: int, registers: int, shared: int = 0, dynamic_
     if sm is None or threads <= 0:
         return None
     warps_per_block = -(-threads // WARP)
-    limits = {"warps": sm.max_warps // warps_per_block if threads <= 1024 else 0, "blocks": sm.max_blocks,
-              "registers": _by_registers(sm, registers, warps_per_block),
+    limits = {"warps": sm.max_warps // warps_per_block if threads <= 1024 else 0,
+              "blocks": sm.max_blocks, "registers": _by_registers(sm, registers, warps_per_block),
               "shared": _by_shared(sm, shared + dynamic_shared),
               "barriers": sm.max_blocks * sm.barriers_per_block_slot // barriers
               if barriers and sm.barriers_per_block_slot else sm.max_blocks}
-    limiter = min(limits, key=lambda name: limits[name])      # the first named of the least, on ties
+    limiter = min(limits, key=lambda name: limits[name])  # the first named of the least, on ties
     blocks = limits[limiter]
     return Occupancy(blocks, blocks * warps_per_block, sm.max_warps, limiter)
 
@@ -107,7 +109,8 @@ def _by_registers(sm: Sm, registers: int, warps_per_block: int) -> int:
     per_warp = -(-registers * WARP // REGISTER_UNIT) * REGISTER_UNIT
     if per_warp == 0:
         return sm.max_blocks
-    assumed = per_warp * -(-warps_per_block // SUB_PARTITIONS) * SUB_PARTITIONS   # as the hardware checks
+    # as the hardware checks
+    assumed = per_warp * -(-warps_per_block // SUB_PARTITIONS) * SUB_PARTITIONS
     if registers > MAX_REGISTERS_PER_THREAD or assumed > sm.registers_per_block:
         return 0
     warps = sm.registers // SUB_PARTITIONS // per_warp * SUB_PARTITIONS
@@ -128,7 +131,8 @@ class LaunchRefusal(NamedTuple):
 
     block: tuple[int, int, int]
     limit: str
-    most: int                   # the limit: threads per block or along the axis, threads the kernel may launch, bytes
+    most: int                   # the limit: threads per block or along the axis, threads the kernel
+                                # may launch, bytes
     registers: int = 0          # per thread (registers)
     block_registers: int = 0    # the device's registers per block (registers)
     static: int = 0             # shared bytes the kernel declares (shared)
@@ -141,21 +145,24 @@ class LaunchRefusal(NamedTuple):
     def __str__(self) -> str:
         shown = "x".join(str(b) for b in self.block)
         if self.limit == "threads":
-            return f"block {shown} is {self.threads} threads; the device allows at most {self.most} per block"
+            return (f"block {shown} is {self.threads} threads; the device allows at most "
+                    f"{self.most} per block")
         if self.limit in AXES:
-            return f"block {shown}: {self.block[AXES.index(self.limit)]} threads in {self.limit}; " \
-                   f"the device allows at most {self.most}"
+            return (f"block {shown}: {self.block[AXES.index(self.limit)]} threads in {self.limit}; "
+                    f"the device allows at most {self.most}")
         if self.limit == "registers":
-            return (f"block {shown} is {self.threads} threads; with {self.registers} registers per thread this "
-                    f"kernel launches at most {self.most} ({self.block_registers} registers per block)")
-        return (f"{self.static + self.dynamic} bytes of shared memory per block ({self.static} static + "
-                f"{self.dynamic} dynamic); the device allows at most {self.most}")
+            return (f"block {shown} is {self.threads} threads; with {self.registers} registers per "
+                    f"thread this kernel launches at most {self.most} ({self.block_registers} "
+                    "registers per block)")
+        return (f"{self.static + self.dynamic} bytes of shared memory per block ({self.static} "
+                f"static + {self.dynamic} dynamic); the device allows at most {self.most}")
 
 
 AXES = "xyz"
 
 
-def launch_problem(block: tuple[int, ...], dynamic_shared: int, kernel: dict, device: dict) -> LaunchRefusal | None:
+def launch_problem(block: tuple[int, ...], dynamic_shared: int, kernel: dict,
+                   device: dict) -> LaunchRefusal | None:
     """Why the driver would refuse this launch (None if it would not): more
     threads than the device or this kernel's registers allow, a block
     dimension over its limit, more shared memory than a block may have."""
@@ -167,7 +174,9 @@ def launch_problem(block: tuple[int, ...], dynamic_shared: int, kernel: dict, de
         if size > most:
             return LaunchRefusal(shape, axis, most)
     if threads > kernel["threads"]:
-        return LaunchRefusal(shape, "registers", kernel["threads"], kernel["registers"], device["registers"])
+        return LaunchRefusal(shape, "registers", kernel["threads"], kernel["registers"],
+                             device["registers"])
     if kernel["shared"] + dynamic_shared > device["shared"]:
-        return LaunchRefusal(shape, "shared", device["shared"], static=kernel["shared"], dynamic=dynamic_shared)
+        return LaunchRefusal(shape, "shared", device["shared"], static=kernel["shared"],
+                             dynamic=dynamic_shared)
     return None

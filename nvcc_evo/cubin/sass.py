@@ -1,68 +1,35 @@
 """What a build's machine code holds, per kernel: registers, spills, stack,
 shared memory and barriers from ptxas's resource report (`-v`), instruction
 counts from the cubin's `.text.KERNEL` sections, and, where a disassembler
-is found, the instruction mix (FFMA, HMMA, global and shared loads and
-stores, local memory, branches, ...) from nvdisasm's listing.
-
-nvdisasm is looked for beside the toolkit's nvcc, then on PATH, then in the
-pip package (`pip install nvidia-cuda-nvdisasm`, the `sass` extra). Without
-it the facts are all there but the mix, and `MISSING` says how to get it.
+is found, the instruction mix (nvcc_evo.cubin.mix) from nvdisasm's listing;
+without one the facts are all there but the mix. The cubin's ELF read
+(`cubin_sections`, `launch_bounds`, `instruction_count`, `cubin_registers`)
+and the machine code's identity (`sass_hash`).
 """
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import shutil
 import struct
-import subprocess
-import tempfile
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from typing import Callable, Iterator
+
+from nvcc_evo.cubin.mix import CLASS_ORDER, class_of, disassemble, mixes
 
 TOOL_NOTE = ".note.nv.tkinfo"     # the section where ptxas writes its own command line
 DEBUG_PTX = re.compile(rb"\.nv_debug_ptx_txt\.\d+")
 NOT_CODE = ("debug", "nv_debug", "rel.debug", "rela.debug", "rel.nv_debug", "rela.nv_debug")
-SYMBOL = struct.Struct("<IBBHQQ")      # an ELF64 symbol: name's offset, info, other, section, value, size
-# nvcc's module id (CUDA 13.0) where it ends with the compiling process's id: _HASH_LEN_NAME_HASH_PID, NAME the
-# source's file name of LEN characters with its dots as underscores.
+SYMBOL = struct.Struct("<IBBHQQ")      # an ELF64 symbol: name's offset, info, other, section,
+                                       # value, size
+# nvcc's module id (CUDA 13.0) where it ends with the compiling process's id:
+# _HASH_LEN_NAME_HASH_PID, NAME the source's file name of LEN characters with its dots as
+# underscores.
 PID_MODULE_ID = re.compile(r"_[0-9a-f]{8}_(?P<length>\d+)_(?P<name>\w+)_[0-9a-f]{8}_(?P<pid>\d+)")
-MISSING = ("no nvdisasm (looked beside nvcc, on PATH and in the nvidia-cuda-nvdisasm package): the instruction "
-           "mix is not shown; `pip install nvidia-cuda-nvdisasm` (or nvcc-evo's `sass` extra) brings it")
-
 ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(\w+)'")
 FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 USED = re.compile(r"Used (\d+) registers")
 BARRIERS = re.compile(r"used (\d+) barriers")
 SMEM = re.compile(r"(\d+) bytes smem")
-INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)")
-SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
-
-# The classes of the mix a reader compares, each a set of opcodes (without
-# their modifiers); `tensor` is every opcode that ends in MMA (HMMA, IMMA,
-# HGMMA, UTCHMMA, ...). Opcodes of no class count as `other`.
-CLASSES = {
-    "fp32": {"FFMA", "FADD", "FMUL", "FMNMX", "FSETP", "FSEL", "FSET", "FCHK", "FRND", "FFMA2", "FADD2", "FMUL2"},
-    "fp16": {"HFMA2", "HADD2", "HMUL2", "HMNMX2", "HSETP2", "HSET2"},
-    "fp64": {"DFMA", "DADD", "DMUL", "DSETP", "DMNMX"},
-    "special": {"MUFU"},
-    "integer": {"IMAD", "IADD3", "IADD", "LOP3", "SHF", "LEA", "ISETP", "IMNMX", "IABS", "POPC", "FLO", "BREV",
-                "BMSK", "IDP", "VIADD", "VIMNMX", "UIMAD", "UIADD3", "ULOP3", "USHF", "ULEA", "UISETP"},
-    "moves": {"MOV", "UMOV", "SEL", "USEL", "PRMT", "UPRMT", "S2R", "S2UR", "CS2R", "R2UR", "LDC", "ULDC", "SHFL",
-              "F2I", "I2F", "F2F", "I2FP", "F2FP"},
-    "global load": {"LDG"},
-    "global store": {"STG"},
-    "shared load": {"LDS", "LDSM"},
-    "shared store": {"STS"},
-    "local (spills)": {"LDL", "STL"},
-    "async copy": {"LDGSTS", "LDGDEPBAR", "UBLKCP", "UTMALDG", "UTMASTG", "UTMAPF"},
-    "atomics": {"ATOM", "ATOMG", "ATOMS", "RED", "REDG"},
-    "branches": {"BRA", "BRX", "JMP", "JMX", "CALL", "RET", "BSSY", "BSYNC", "WARPSYNC"},
-    "barriers": {"BAR", "SYNCS", "MEMBAR", "DEPBAR"},
-}
-CLASS_ORDER = ("tensor", *CLASSES, "other")
-
-
 @dataclass(frozen=True)
 class KernelFacts:
     """One kernel of one build."""
@@ -75,9 +42,11 @@ class KernelFacts:
     shared: int = 0                   # static shared memory, bytes
     barriers: int = 0
     instructions: int = 0
-    mix: tuple[tuple[str, int], ...] = field(default=())     # opcode -> count; () without a disassembler
-    # From the cubin's .nv.info: the most threads a block may have (.maxntid or __launch_bounds__, .reqntid;
-    # 0: not bounded), whether its warp groups move registers between them (setmaxnreg), its cluster's blocks.
+    mix: tuple[tuple[str, int], ...] = field(default=())     # opcode -> count; () without a
+                                                             # disassembler
+    # From the cubin's .nv.info: the most threads a block may have (.maxntid or __launch_bounds__,
+    # .reqntid; 0: not bounded), whether its warp groups move registers between them (setmaxnreg),
+    # its cluster's blocks.
     threads: int = 0
     reconfigures: bool = False
     cluster: int = 0
@@ -102,14 +71,9 @@ class KernelFacts:
 
 
 def shown_name(name: str, width: int = 72) -> str:
-    """A kernel's name as a line of words shows it: a template's (CUTLASS's run to 1,500 characters) cut."""
+    """A kernel's name as a line of words shows it: a template's (CUTLASS's run to 1,500 characters)
+    cut."""
     return name if len(name) <= width else name[:width - 3] + "..."
-
-
-def class_of(opcode: str) -> str:
-    if opcode.endswith("MMA"):
-        return "tensor"
-    return next((name for name, members in CLASSES.items() if opcode in members), "other")
 
 
 def resources(stderr: str, arch: str, cubin: bytes = b"") -> tuple[KernelFacts, ...]:
@@ -154,16 +118,23 @@ def kernel_facts(stderr: str, cubin: bytes, arch: str) -> tuple[KernelFacts, ...
     """ptxas's report of each kernel with its instruction count from the cubin."""
     sizes = {name[len(".text."):]: len(body) for name, body in cubin_sections(cubin).items()
              if name.startswith(".text.")} if cubin else {}
-    return tuple(replace(k, instructions=sizes.get(k.name, 0) // 16) for k in resources(stderr, arch, cubin))
+    return tuple(replace(k, instructions=sizes.get(k.name, 0) // 16)
+                 for k in resources(stderr, arch, cubin))
 
 
 ET_REL, SHT_SYMTAB, SHT_RELA, STT_FUNC, STT_CUDA_SHARED, SHN_UNDEF = 1, 2, 4, 2, 13, 0
 
 
-def _relocatable_symbols(cubin: bytes):
-    """Of a relocatable cubin (ET_REL): its section headers, its symbols (ELF64's fields) and a function from
-    a name's offset to the name; None for linked code, (headers, [], None) with no symbol table."""
-    if len(cubin) < 0x40 or cubin[:4] != b"\x7fELF" or struct.unpack_from("<H", cubin, 0x10)[0] != ET_REL:
+_Relocatable = tuple[list[tuple], list[tuple], Callable[[int], str] | None]
+
+
+def _relocatable_symbols(cubin: bytes) -> _Relocatable | None:
+    """Of a relocatable cubin (ET_REL): its section headers, its symbols (ELF64's fields) and a
+    function from a name's offset to the name; None for linked code, (headers, [], None) with no
+    symbol table."""
+    if len(cubin) < 0x40 or cubin[:4] != b"\x7fELF":
+        return None
+    if struct.unpack_from("<H", cubin, 0x10)[0] != ET_REL:
         return None
     shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
     entsize, count = struct.unpack_from("<HH", cubin, 0x3A)
@@ -172,26 +143,35 @@ def _relocatable_symbols(cubin: bytes):
     if symtab is None:
         return headers, [], None
     names_at = headers[symtab[6]][4]                       # its sh_link: the string table
-    name = lambda at: cubin[names_at + at:cubin.index(b"\0", names_at + at)].decode(errors="replace")
-    symbols = [struct.unpack_from("<IBBHQQ", cubin, symtab[4] + i * 24) for i in range(symtab[5] // 24)]
+
+    def name(at: int) -> str:
+        start = names_at + at
+        return cubin[start:cubin.index(b"\0", start)].decode(errors="replace")
+
+    symbols = [struct.unpack_from("<IBBHQQ", cubin, symtab[4] + i * 24)
+               for i in range(symtab[5] // 24)]
     return headers, symbols, name
 
 
-# The device's system calls, undefined in every relocatable cubin that calls them: no object defines them, and
-# the device link takes a register cap of 16 on their callers (measured, CUDA 13.0, sm_90).
+# The device's system calls, undefined in every relocatable cubin that calls them: no object defines
+# them, and the device link takes a register cap of 16 on their callers (measured, CUDA 13.0,
+# sm_90).
 SYSTEM_CALLS = frozenset({"vprintf", "malloc", "free", "__assertfail"})
 
 
 def external_functions(cubin: bytes) -> tuple[str, ...]:
-    """The functions a relocatable cubin calls and other objects define (undefined function symbols: another
-    translation unit's `__device__` function, the device runtime's; not the SYSTEM_CALLS): the device link
-    refuses a kernel whose register cap is under such a callee's registers. () for linked code."""
+    """The functions a relocatable cubin calls and other objects define (undefined function symbols:
+    another translation unit's `__device__` function, the device runtime's; not the SYSTEM_CALLS):
+    the device link refuses a kernel whose register cap is under such a callee's registers. () for
+    linked code."""
     found = _relocatable_symbols(cubin)
-    if found is None or found[2] is None:
+    if found is None:
         return ()
     _, symbols, name = found
-    return tuple(sorted(n for n in (name(s[0]) for s in symbols if s[1] & 0xF == STT_FUNC and s[3] == SHN_UNDEF)
-                        if n not in SYSTEM_CALLS))
+    if name is None:
+        return ()
+    called = (name(s[0]) for s in symbols if s[1] & 0xF == STT_FUNC and s[3] == SHN_UNDEF)
+    return tuple(sorted(n for n in called if n not in SYSTEM_CALLS))
 
 
 def relocatable_shared(cubin: bytes) -> dict[str, int] | None:
@@ -205,14 +185,17 @@ def relocatable_shared(cubin: bytes) -> dict[str, int] | None:
     headers, symbols, name = found
     if name is None:
         return {}
-    named: dict[int, set[int]] = {}                        # section index -> the symbols its relocations name
+    named: dict[int, set[int]] = {}                        # section index -> the symbols its
+                                                           # relocations name
     for _, kind, _, _, offset, size, _, target, _, _ in headers:
         if kind == SHT_RELA:
             named.setdefault(target, set()).update(
-                struct.unpack_from("<Q", cubin, offset + i * 24 + 8)[0] >> 32 for i in range(size // 24))
+                struct.unpack_from("<Q", cubin, offset + i * 24 + 8)[0] >> 32
+                for i in range(size // 24))
     shared = {i for i, s in enumerate(symbols) if s[1] & 0xF == STT_CUDA_SHARED}
     calls = {i: named.get(s[3], set()) for i, s in enumerate(symbols) if s[1] & 0xF == STT_FUNC}
-    return {name(symbols[f][0]): sum(symbols[v][5] for v in _reached(f, calls) & shared) for f in calls}
+    return {name(symbols[f][0]): sum(symbols[v][5] for v in _reached(f, calls) & shared)
+            for f in calls}
 
 
 def _reached(start: int, calls: dict[int, set[int]]) -> set[int]:
@@ -226,56 +209,8 @@ def _reached(start: int, calls: dict[int, set[int]]) -> set[int]:
     return seen
 
 
-def find_disassembler(nvcc: str | None = None) -> str | None:
-    """nvdisasm beside nvcc (the toolkit's bin), on PATH, or in the pip package."""
-    if nvcc:
-        beside = Path(nvcc).parent / "nvdisasm"
-        if beside.is_file() and os.access(beside, os.X_OK):
-            return str(beside)
-    found = shutil.which("nvdisasm")
-    if found:
-        return found
-    try:
-        import nvidia             # the namespace package pip's CUDA wheels install into
-    except ImportError:
-        return None
-    for root in getattr(nvidia, "__path__", ()):
-        for candidate in sorted(Path(root).glob("*/bin/nvdisasm")):
-            if os.access(candidate, os.X_OK):
-                return str(candidate)
-    return None
-
-
-def disassemble(cubin: bytes, nvdisasm: str, timeout: float = 120) -> str:
-    """nvdisasm's listing of the cubin's code; '' when it fails."""
-    with tempfile.TemporaryDirectory(prefix="nvcc-evo-sass-") as folder:
-        path = Path(folder) / "code.cubin"
-        path.write_bytes(cubin)
-        try:
-            done = subprocess.run([nvdisasm, "--print-code", "--no-dataflow", str(path)], capture_output=True,
-                                  text=True, timeout=timeout)
-        except (OSError, subprocess.SubprocessError):
-            return ""
-    return done.stdout if done.returncode == 0 else ""
-
-
-def mixes(listing: str) -> dict[str, dict[str, int]]:
-    """Kernel name -> opcode -> count, from nvdisasm's listing."""
-    found: dict[str, dict[str, int]] = {}
-    current = None
-    for line in listing.splitlines():
-        section = SECTION.match(line)
-        if section:
-            current = found.setdefault(section.group(1), {})
-            continue
-        instruction = INSTRUCTION.search(line)
-        if instruction and current is not None:
-            opcode = instruction.group(1).split(".")[0]
-            current[opcode] = current.get(opcode, 0) + 1
-    return found
-
-
-def with_mix(kernels: tuple[KernelFacts, ...], cubin: bytes, nvdisasm: str | None) -> tuple[KernelFacts, ...]:
+def with_mix(kernels: tuple[KernelFacts, ...], cubin: bytes,
+             nvdisasm: str | None) -> tuple[KernelFacts, ...]:
     """The kernels with their instruction mix (unchanged without a disassembler)."""
     if not nvdisasm or not cubin:
         return kernels
@@ -312,14 +247,17 @@ def sass_hash(cubin: bytes, module_id: str = "") -> str:
     sections = cubin_sections(cubin)
     digest = hashlib.sha256()
     for name, content in sorted(sections.items()):
-        if name == TOOL_NOTE or name in (".strtab", ".shstrtab") or name.lstrip(".").startswith(NOT_CODE):
+        if name in (TOOL_NOTE, ".strtab", ".shstrtab") or name.lstrip(".").startswith(NOT_CODE):
             continue
-        content = _symbols(content, sections.get(".strtab", b""), named) if name == ".symtab" else named(content)
+        if name == ".symtab":
+            content = _symbols(content, sections.get(".strtab", b""), named)
+        else:
+            content = named(content)
         digest.update(named(name.encode()) + b"\0" + hashlib.sha256(content).digest())
     return digest.hexdigest()[:32]
 
 
-def _symbols(table: bytes, strings: bytes, named) -> bytes:
+def _symbols(table: bytes, strings: bytes, named: Callable[[bytes], bytes]) -> bytes:
     """An ELF64 symbol table with each symbol's name in place of its offset in the string table."""
     out = []
     for at in range(0, len(table) - SYMBOL.size + 1, SYMBOL.size):
@@ -342,16 +280,19 @@ def _module_id_spellings(module_id: str) -> tuple[bytes, bytes]:
 
 def instruction_count(cubin: bytes) -> int:
     """SASS instructions: every instruction is 16 bytes on sm_70 and later."""
-    return sum(len(body) for name, body in cubin_sections(cubin).items() if name.startswith(".text.")) // 16
+    return sum(len(body)
+               for name, body in cubin_sections(cubin).items() if name.startswith(".text.")) // 16
 
 
-# .nv.info attributes (EIATTR_*): a kernel's registers, its launch bounds, its cluster, setmaxnreg's mark.
+# .nv.info attributes (EIATTR_*): a kernel's registers, its launch bounds, its cluster, setmaxnreg's
+# mark.
 MAX_THREADS, REQNTID, REGCOUNT, CTA_PER_CLUSTER, REG_RECONFIG = 0x05, 0x10, 0x2f, 0x3d, 0x54
 
 
-def _attributes(info: bytes):
-    """(attribute, value) of each record of an .nv.info section: on a 4-byte grid, a format byte and an
-    attribute byte, then 2 bytes (no value, a byte, a half word), or a size and a value that long."""
+def _attributes(info: bytes) -> Iterator[tuple[int, bytes]]:
+    """(attribute, value) of each record of an .nv.info section: on a 4-byte grid, a format byte and
+    an attribute byte, then 2 bytes (no value, a byte, a half word), or a size and a value that
+    long."""
     at = 0
     while at + 4 <= len(info):
         form, attribute = info[at], info[at + 1]
@@ -361,10 +302,10 @@ def _attributes(info: bytes):
 
 
 def launch_bounds(cubin: bytes) -> dict[str, dict]:
-    """Per kernel, what its .nv.info section says of how it may launch (KernelFacts' fields): `threads` (its
-    .maxntid, from __launch_bounds__, or .reqntid: X*Y*Z), `reconfigures` (setmaxnreg moves registers between
-    its warp groups: ptxas marks it only where the launch bounds fix the entry's count) and `cluster` (the
-    blocks of its .reqnctapercluster, __cluster_dims__)."""
+    """Per kernel, what its .nv.info section says of how it may launch (KernelFacts' fields):
+    `threads` (its .maxntid, from __launch_bounds__, or .reqntid: X*Y*Z), `reconfigures` (setmaxnreg
+    moves registers between its warp groups: ptxas marks it only where the launch bounds fix the
+    entry's count) and `cluster` (the blocks of its .reqnctapercluster, __cluster_dims__)."""
     found: dict[str, dict] = {}
     for name, info in cubin_sections(cubin).items():
         if not name.startswith(".nv.info."):
@@ -380,7 +321,9 @@ def launch_bounds(cubin: bytes) -> dict[str, dict]:
 
 
 def cubin_registers(cubin: bytes) -> int:
-    """The most registers any kernel of the cubin uses, as its .nv.info says ((symbol, registers) each)."""
-    counts = [struct.unpack_from("<I", value, 4)[0] for attribute, value in
-              _attributes(cubin_sections(cubin).get(".nv.info", b"")) if attribute == REGCOUNT and len(value) == 8]
+    """The most registers any kernel of the cubin uses, as its .nv.info says ((symbol, registers)
+    each)."""
+    info = _attributes(cubin_sections(cubin).get(".nv.info", b""))
+    counts = [struct.unpack_from("<I", value, 4)[0] for attribute, value in info
+              if attribute == REGCOUNT and len(value) == 8]
     return max(counts, default=0)

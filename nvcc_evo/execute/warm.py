@@ -43,7 +43,8 @@ import numpy as np
 
 from nvcc_evo.acf.knobs import DEFINE_PREFIX
 from nvcc_evo.cubin.compile import CompileJob, compile_candidate
-from nvcc_evo.cubin.sass import KernelFacts, find_disassembler, kernel_facts, with_mix
+from nvcc_evo.cubin.mix import find_disassembler
+from nvcc_evo.cubin.sass import KernelFacts, kernel_facts, with_mix
 from nvcc_evo.engine.fronts import Evaluation
 from nvcc_evo.engine.space import Genome, SearchSpace
 from nvcc_evo.execute.goal import Goal

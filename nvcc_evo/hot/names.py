@@ -23,12 +23,15 @@ import re
 import shutil
 import subprocess
 
-CASTS = re.compile(r"\((?:unsigned |signed )?(?:int|long|long long|short|char|unsigned|__int128)\)\s*(-?\d+)")
+CASTS = re.compile(r"\((?:unsigned |signed )?"
+                   r"(?:int|long|long long|short|char|unsigned|__int128)\)\s*(-?\d+)")
 SUFFIXED = re.compile(r"\b(-?\d+)(?:ull|ul|ll|u|l)\b", re.I)
 BOOLS = {"(bool)1": "true", "(bool)0": "false"}
 LAMBDA = re.compile(r"\[lambda\((.*?)\) \(instance (\d+)\)\]")
-ANONYMOUS = ("(anonymous namespace)", "<unnamed>")   # an anonymous namespace: c++filt's, Nsight Systems'
-TEMPLATE_PARAMETER = re.compile(r"\bT\d+\b")      # Nsight Systems' name of a template's parameter, for its type
+ANONYMOUS = ("(anonymous namespace)", "<unnamed>")   # an anonymous namespace: c++filt's, Nsight
+                                                     # Systems'
+TEMPLATE_PARAMETER = re.compile(r"\bT\d+\b")      # Nsight Systems' name of a template's parameter,
+                                                  # for its type
 OPENING, CLOSING = "(<[{", ")>]}"
 TYPE = r"(?:(?:unsigned|signed|long|short)\s+)*[A-Za-z_][\w:]*(?:<[^<>]*>)?"
 LEADING_CONST = re.compile(rf"\b(const|volatile)\s+({TYPE})")
@@ -44,7 +47,8 @@ def demangled(symbols: list[str]) -> dict[str, str]:
     spelled = dict(zip(symbols, symbols))
     if tool and cxx:
         try:
-            done = subprocess.run([tool], input="\n".join(cxx) + "\n", capture_output=True, text=True, timeout=60)
+            done = subprocess.run([tool], input="\n".join(cxx) + "\n", capture_output=True,
+                                  text=True, timeout=60)
             lines = done.stdout.splitlines()
             if done.returncode == 0 and len(lines) == len(cxx):
                 spelled.update(zip(cxx, lines))
@@ -68,7 +72,8 @@ def normal(name: str) -> str:
 
 
 def base(name: str) -> str:
-    """The qualified name alone: `app::tile_gemm` of `void app::tile_gemm<32>(float const*, ...)`."""
+    """The qualified name alone: `app::tile_gemm` of `void app::tile_gemm<32>(float const*,
+    ...)`."""
     text = normal(name)
     depth, cut = 0, len(text)
     for index, char in enumerate(text):
@@ -80,8 +85,8 @@ def base(name: str) -> str:
 
 
 def shape(name: str) -> str:
-    """`normal` with every parameter list emptied: `for_each<app::run()::{lambda()#1}>()`, the same for a
-    name that writes a template's parameter for its type and for one that writes the type."""
+    """`normal` with every parameter list emptied: `for_each<app::run()::{lambda()#1}>()`, the same
+    for a name that writes a template's parameter for its type and for one that writes the type."""
     kept, depth = [], 0
     for char in normal(name):
         depth -= char == ")"
@@ -92,15 +97,17 @@ def shape(name: str) -> str:
 
 
 def fits(profiled: str, symbol: str) -> bool:
-    """Whether `profiled` (normal) names `symbol` (normal, c++filt's), each `T1`, `T2` in it standing for one
-    type: a piece of `symbol` whose brackets balance and that holds no comma outside them."""
+    """Whether `profiled` (normal) names `symbol` (normal, c++filt's), each `T1`, `T2` in it
+    standing for one type: a piece of `symbol` whose brackets balance and that holds no comma
+    outside them."""
     pieces = [p.replace(" ", "") for p in TEMPLATE_PARAMETER.split(profiled)]
-    symbol = symbol.replace(" ", "")        # (`T1 const&` for `float>const&`: no space after a bracket)
+    symbol = symbol.replace(" ", "")  # (`T1 const&` for `float>const&`: no space after a bracket)
     if len(pieces) == 1:
         return pieces[0] == symbol
     seen: set[tuple[int, int]] = set()
 
-    def rest(index: int, at: int) -> bool:          # pieces[index:] from symbol[at:], a type before each but the first
+    def rest(index: int, at: int) -> bool:          # pieces[index:] from symbol[at:], a type before
+                                                    # each but the first
         if (index, at) in seen:
             return False
         seen.add((index, at))
@@ -110,8 +117,10 @@ def fits(profiled: str, symbol: str) -> bool:
             depth += (char in OPENING) - (char in CLOSING)
             if depth < 0 or (depth == 0 and char == ","):
                 return False
-            if depth == 0 and symbol.startswith(piece, end) and (
-                    rest(index + 1, end + len(piece)) if index + 1 < len(pieces) else end + len(piece) == len(symbol)):
+            if depth != 0 or not symbol.startswith(piece, end):
+                continue
+            after = end + len(piece)
+            if rest(index + 1, after) if index + 1 < len(pieces) else after == len(symbol):
                 return True
         return False
 

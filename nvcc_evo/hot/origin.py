@@ -1,4 +1,5 @@
-"""Where a kernel comes from: the recorded build whose code defines it, and the ACF unit that covers that.
+"""Where a kernel comes from: the recorded build whose code defines it, and the ACF unit that covers
+that.
 
 The compile database (driver.compiledb) records every compile an ACF unit
 covers. For each recorded input (its latest record) the kernels it defines
@@ -20,19 +21,25 @@ from typing import NamedTuple
 from nvcc_evo.acf import model
 from nvcc_evo.acf.kernelname import matches as kernel_matches
 from nvcc_evo.acf.unitpath import inside, matches as path_matches
+from nvcc_evo.cubin.compile import CompileJob, compile_each
+from nvcc_evo.cubin.sass import kernel_facts
+from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc
 from nvcc_evo.driver.compiledb import CompileRecord, scan
+from nvcc_evo.driver.dropin_ptxas.untouched import entries
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.hot.names import base, demangled, fits, normal, shape
+from nvcc_evo.system.files import folders, open_regular, replace
 from nvcc_evo.system.say import log
 
-
-SYMBOLS_FORM = 2     # the cache's form: a symbol's name, registers and launch bounds (a key of another form misses)
+SYMBOLS_FORM = 2     # the cache's form: a symbol's name, registers and launch bounds (a key of
+                     # another form misses)
 
 
 class Symbol(NamedTuple):
     name: str                 # mangled (a PTX entry's name as it is)
     registers: int            # ptxas's count for the recorded build (0: not known)
-    bounded: bool = False     # launch bounds fix its block (__launch_bounds__, .maxntid, .reqntid): a register
+    bounded: bool = False     # launch bounds fix its block (__launch_bounds__, .maxntid, .reqntid):
+                              # a register
                               # cap reaches it only with ptxas.override_directive_values
 
 
@@ -53,19 +60,23 @@ class Origin(NamedTuple):
 
     @property
     def tuned(self) -> bool:
-        """Whether its unit tunes it (a search block, or an entry): a build adds nothing for a unit of neither."""
+        """Whether its unit tunes it (a search block, or an entry): a build adds nothing for a unit
+        of neither."""
         return self.unit is not None and bool(self.unit.space or self.unit.targets)
 
 
 def covering(units: tuple[model.Unit, ...], acf_dir: Path, record: CompileRecord,
              entries: tuple[str, ...], digest: str) -> model.Unit | None:
-    """The unit a build matches for this record: the first source unit whose globs name its input (as the wrapper
-    matches), or the first kernel unit naming one of its PTX's entries."""
+    """The unit a build matches for this record: the first source unit whose globs name its input
+    (as the wrapper matches), or the first kernel unit naming one of its PTX's entries."""
     if entries:
-        return next((u for u in units if u.is_kernel and any(kernel_matches(g, entries, digest) for g in u.globs)),
+        return next((u for u in units if u.is_kernel and any(kernel_matches(g, entries, digest)
+                                                             for g in u.globs)),
                     None)
     parts = inside(record.input, acf_dir)
-    return next((u for u in units if not u.is_kernel and any(path_matches(g, parts) for g in u.globs)), None)
+    return next((u for u in units if not u.is_kernel and any(path_matches(g,
+                                                                          parts) for g in u.globs)),
+                None)
 
 
 class Origins:
@@ -85,12 +96,16 @@ class Origins:
         for record in latest.values():
             symbols, entries, digest = found[record.input]
             unit = covering(units, self.folder, record, entries, digest)
-            shown = os.path.relpath(record.input, self.folder) if inside(record.input, self.folder) else record.input
+            shown = record.input
+            if inside(record.input, self.folder):
+                shown = os.path.relpath(record.input, self.folder)
             for symbol in symbols:
                 self.by_symbol.setdefault(symbol.name, []).append(
-                    Origin(shown, record.arch, record, unit, symbol.registers, entries, symbol.bounded))
+                    Origin(shown, record.arch, record, unit, symbol.registers, entries,
+                           symbol.bounded))
         for origins in self.by_symbol.values():
-            origins.sort(key=lambda o: (o.source, o.arch))     # (records come in the order the build wrote them)
+            origins.sort(key=lambda o: (o.source, o.arch))     # (records come in the order the
+                                                               # build wrote them)
         cache.save()
         spelled = demangled(sorted(self.by_symbol))
         self.spelling = spelled
@@ -103,10 +118,12 @@ class Origins:
             self.by_base.setdefault(base(text), []).append(name)
 
     def find(self, name: str, mangled: bool) -> tuple[str, list[Origin]]:
-        """(the symbol, the builds defining it) for a profile's kernel name; ("", []) for none of them."""
+        """(the symbol, the builds defining it) for a profile's kernel name; ("", []) for none of
+        them."""
         if mangled:
             return (name, self.by_symbol[name]) if name in self.by_symbol else ("", [])
-        symbols = self.by_normal.get(normal(name)) or self._shaped(name) or self.by_base.get(base(name)) or []
+        symbols = (self.by_normal.get(normal(name)) or self._shaped(name)
+                   or self.by_base.get(base(name)) or [])
         if name in self.by_symbol:            # (extern "C", a PTX entry: spelled as it is)
             symbols = [name]
         found = sorted({(o.source, o.arch): o for s in symbols for o in self.by_symbol[s]}.values(),
@@ -115,8 +132,8 @@ class Origins:
 
 
     def _shaped(self, name: str) -> list[str]:
-        """The symbols of the same name and template arguments (parameters aside), those whose parameters the
-        name's `T1`, `T2` stand for first (Nsight Systems' spelling)."""
+        """The symbols of the same name and template arguments (parameters aside), those whose
+        parameters the name's `T1`, `T2` stand for first (Nsight Systems' spelling)."""
         found = self.by_shape.get(shape(name), [])
         return [s for s in found if fits(normal(name), normal(self.spelling[s]))] or found
 
@@ -126,9 +143,9 @@ class _Cache:
 
     def __init__(self, folder: Path):
         self.path = folder / ".nvcc-evo" / "hot" / "symbols.json"
-        from nvcc_evo.system.files import open_regular
         try:
-            with os.fdopen(open_regular(self.path, os.O_RDONLY), "rb") as handle:     # (never through a link)
+            # (never through a link)
+            with os.fdopen(open_regular(self.path, os.O_RDONLY), "rb") as handle:
                 self.data = json.loads(handle.read())
             assert isinstance(self.data, dict)
         except (OSError, ValueError, AssertionError):
@@ -138,7 +155,8 @@ class _Cache:
     def get(self, key: str) -> list[Symbol] | None:
         found = self.data.get(key)
         try:
-            return [Symbol(str(n), int(r), bool(b)) for n, r, b in found] if isinstance(found, list) else None
+            return [Symbol(str(n), int(r), bool(b))
+                    for n, r, b in found] if isinstance(found, list) else None
         except (TypeError, ValueError):
             return None
 
@@ -148,14 +166,14 @@ class _Cache:
 
     def save(self) -> None:
         if self.changed:
-            from nvcc_evo.system.files import folders, replace
             folders(self.path.parents[2], ".nvcc-evo", "hot")
             replace(self.path, json.dumps(self.data))
 
 
-def _symbols(records: list[CompileRecord], cache: _Cache) -> dict[str, tuple[list[Symbol], tuple[str, ...], str]]:
-    """Per record's input: the kernels its build defines; for a kernel unit's PTX also its entries and
-    digest. Records the cache does not hold are compiled again, in parallel."""
+def _symbols(records: list[CompileRecord],
+             cache: _Cache) -> dict[str, tuple[list[Symbol], tuple[str, ...], str]]:
+    """Per record's input: the kernels its build defines; for a kernel unit's PTX also its entries
+    and digest. Records the cache does not hold are compiled again, in parallel."""
     found: dict[str, tuple[list[Symbol], tuple[str, ...], str]] = {}
     wanted: list[tuple[CompileRecord, str, str]] = []
     for record in records:
@@ -167,18 +185,18 @@ def _symbols(records: list[CompileRecord], cache: _Cache) -> dict[str, tuple[lis
             continue
         digest = hashlib.sha256(content).hexdigest()
         if record.input.endswith(".ptx"):
-            from nvcc_evo.driver.dropin_ptxas.untouched import entries
             names = entries(content)
             found[record.input] = ([Symbol(n, 0) for n in names], names, digest)
             continue
-        key = hashlib.sha256(json.dumps([SYMBOLS_FORM, digest, record.argv, record.flags, record.arch,
-                                         record.cwd]).encode()).hexdigest()
+        key = hashlib.sha256(json.dumps([SYMBOLS_FORM, digest, record.argv, record.flags,
+                                         record.arch, record.cwd]).encode()).hexdigest()
         known = cache.get(key)
         found[record.input] = (known or [], (), digest)
         if known is None:
             wanted.append((record, key, digest))
     if wanted:
-        log(f"reading the kernels of {len(wanted)} recorded compile(s) (once: kept in {cache.path})")
+        log(f"reading the kernels of {len(wanted)} recorded compile(s) (once: kept in "
+            f"{cache.path})")
     for (record, key, digest), symbols in zip(wanted, _compiled([r for r, _, _ in wanted])):
         if symbols is not None:
             cache.put(key, symbols)
@@ -187,11 +205,8 @@ def _symbols(records: list[CompileRecord], cache: _Cache) -> dict[str, tuple[lis
 
 
 def _compiled(records: list[CompileRecord]) -> list[list[Symbol] | None]:
-    """Each record compiled again to a cubin, as the build compiles it (in parallel): its kernels and their
-    registers; None for one that does not compile now (said)."""
-    from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc
-    from nvcc_evo.cubin.compile import CompileJob, compile_each
-    from nvcc_evo.cubin.sass import kernel_facts
+    """Each record compiled again to a cubin, as the build compiles it (in parallel): its kernels
+    and their registers; None for one that does not compile now (said)."""
     jobs = []
     for record in records:
         nvcc = record.nvcc if os.path.isfile(record.nvcc) else None
@@ -200,9 +215,11 @@ def _compiled(records: list[CompileRecord]) -> list[list[Symbol] | None]:
         except NvccNotFound as error:
             raise EnvironmentProblem(f"--hot: {error}") from None
         real = os.path.realpath(record.input)
-        token = next((a for a in record.argv if os.path.realpath(os.path.join(record.cwd, a)) == real), record.input)
-        jobs.append(CompileJob(nvcc, tuple(record.argv), record.cwd, token, record.arch, tuple(record.flags),
-                               record.compile_env(), 300.0))
+        token = next((a for a in record.argv if os.path.realpath(os.path.join(record.cwd,
+                                                                              a)) == real),
+                     record.input)
+        jobs.append(CompileJob(nvcc, tuple(record.argv), record.cwd, token, record.arch,
+                               tuple(record.flags), record.compile_env(), 300.0))
     symbols: list[list[Symbol] | None] = [None] * len(jobs)
     for index, done in compile_each(jobs):
         if done.ok:
@@ -210,6 +227,6 @@ def _compiled(records: list[CompileRecord]) -> list[list[Symbol] | None]:
                               for k in kernel_facts(done.stderr, done.cubin, records[index].arch)]
         else:
             said = done.stderr.strip().splitlines()[-1:] or [done.status]
-            log(f"{records[index].input}: its recorded compile fails now ({said[0][:200]}): its kernels are "
-                "not known")
+            log(f"{records[index].input}: its recorded compile fails now ({said[0][:200]}): its "
+                "kernels are not known")
     return symbols

@@ -14,10 +14,21 @@ import os
 import shlex
 import time
 from pathlib import Path
+from typing import Mapping
 
+from nvcc_evo.acf.resolve import load
+from nvcc_evo.driver.cmdline.cuda_driver import device_count
+from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc
+from nvcc_evo.driver.compiledb import db_folder
+from nvcc_evo.driver.match.find import find_acf as nearest, unreadable, untrusted_acf
 from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
+from nvcc_evo.hot.origin import Origins
 from nvcc_evo.hot.profile import Profile, read_profile, save
 from nvcc_evo.hot.table import attribute, render
+from nvcc_evo.hot.write import write_units
+from nvcc_evo.measure.profile.library import find_cupti, library, toolkit_paths
+from nvcc_evo.measure.profile.records import environment, read_run
+from nvcc_evo.system.leftovers import private_folder, remove_private, run_in_group
 from nvcc_evo.system.say import log
 
 TAIL = 12
@@ -25,20 +36,19 @@ TAIL = 12
 
 def gpu_problem() -> str:
     """Why kernels cannot be recorded on this machine's GPU ("" when they can)."""
-    from nvcc_evo.driver.cmdline.cuda_driver import device_count
     count = device_count()
     if count is None:
-        return "no CUDA driver (libcuda.so.1 cannot be loaded, or it does not start): --hot runs the command on an " \
-               "NVIDIA GPU; use --hot --from FILE with a profile made on a machine with one"
+        return ("no CUDA driver (libcuda.so.1 cannot be loaded, or it does not start): --hot runs "
+                "the command on an NVIDIA GPU; use --hot --from FILE with a profile made on a "
+                "machine with one")
     if count == 0:
         return "no CUDA device visible (the driver sees none; CUDA_VISIBLE_DEVICES?)"
     return ""
 
 
-def injection(environ) -> str:
-    """The injection library, after the GPU and CUPTI are known to be there (EnvironmentProblem: both said)."""
-    from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc
-    from nvcc_evo.measure.profile.library import find_cupti, library, toolkit_paths
+def injection(environ: Mapping[str, str]) -> str:
+    """The injection library, after the GPU and CUPTI are known to be there (EnvironmentProblem:
+    both said)."""
     problems = [gpu_problem()]
     try:
         nvcc = find_real_nvcc(environ)
@@ -50,14 +60,14 @@ def injection(environ) -> str:
         problems.append(str(error))
     problems = [p for p in problems if p]
     if problems:
-        raise EnvironmentProblem("--hot cannot record kernel times here: " + "; and ".join(problems))
+        raise EnvironmentProblem("--hot cannot record kernel times here: "
+                                 + "; and ".join(problems))
     return library(environ, nvcc)
 
 
 def profiled(command: list[str]) -> Profile:
-    """The command run once with the injection library; its kernels (EvoError: it failed, or ran no kernel)."""
-    from nvcc_evo.measure.profile.records import environment, read_run
-    from nvcc_evo.system.leftovers import private_folder, remove_private, run_in_group
+    """The command run once with the injection library; its kernels (EvoError: it failed, or ran no
+    kernel)."""
     lib = injection(os.environ)
     folder = private_folder("hot")
     shown = shlex.join(command)
@@ -65,8 +75,8 @@ def profiled(command: list[str]) -> Profile:
         os.chmod(folder, 0o700)
         env = {**os.environ, **environment(folder, lib)}
         if os.environ.get("CUDA_INJECTION64_PATH"):
-            log(f"CUDA_INJECTION64_PATH={os.environ['CUDA_INJECTION64_PATH']} is replaced for this run (one "
-                "injection library a process)")
+            log(f"CUDA_INJECTION64_PATH={os.environ['CUDA_INJECTION64_PATH']} is replaced for this "
+                "run (one injection library a process)")
         log(f"running {shown} with kernel recording (CUPTI activity, no counters)")
         started = time.monotonic()
         done = run_in_group(command, cwd=os.getcwd(), env=env)
@@ -76,24 +86,26 @@ def profiled(command: list[str]) -> Profile:
         remove_private(folder)
     for stream in (done.stdout, done.stderr):
         if stream:
-            os.write(2, stream.encode(errors="replace"))     # the program's own output: stderr (stdout is the report's)
+            os.write(2, stream.encode(errors="replace"))     # the program's own output: stderr
+                                                             # (stdout is the report's)
     if done.returncode != 0:
         said = [line for line in done.stderr.splitlines() if line.strip()][-TAIL:]
         tail = "\n".join(f"    | {line}" for line in said) or "    | (nothing on stderr)"
-        raise EvoError(f"{shown} exited with status {done.returncode}: no profile saved, nothing written; the last "
-                       f"lines of its stderr:\n{tail}")
+        raise EvoError(f"{shown} exited with status {done.returncode}: no profile saved, nothing "
+                       f"written; the last lines of its stderr:\n{tail}")
     for problem in problems:
         log(f"kernel times: {problem}")
     if not rows:
-        raise EvoError(f"{shown} ran no kernel on the GPU (no process of it launched one, or none reached the driver "
-                       f"through CUDA_INJECTION64_PATH): nothing to rank, no profile saved")
-    return Profile(tuple(rows), True, f"the run of {shown}", tuple(command), os.getcwd(), done.returncode,
-                   round(seconds, 3), tuple(problems))
+        raise EvoError(f"{shown} ran no kernel on the GPU (no process of it launched one, or none "
+                       "reached the driver through CUDA_INJECTION64_PATH): nothing to rank, no "
+                       "profile saved")
+    return Profile(tuple(rows), True, f"the run of {shown}", tuple(command), os.getcwd(),
+                   done.returncode, round(seconds, 3), tuple(problems))
 
 
 def find_acf(named: str | None) -> Path | None:
-    """The ACF --acf names, else the nearest nvcc-evo.acf here or above (None: none; its kernels map nowhere)."""
-    from nvcc_evo.driver.match.find import find_acf as nearest, unreadable, untrusted_acf
+    """The ACF --acf names, else the nearest nvcc-evo.acf here or above (None: none; its kernels map
+    nowhere)."""
     if named:
         why = unreadable(named)
         if why:
@@ -106,38 +118,41 @@ def find_acf(named: str | None) -> Path | None:
 
 
 def how_to_record(acf_path: Path | None) -> str:
-    """Why no kernel maps to a recorded build, and how the build gets recorded: only the compiles an ACF unit
-    covers are, when they run through nvcc-evo (a build whose objects are up to date compiles nothing)."""
-    from nvcc_evo.driver.compiledb import db_folder
-    record = ("unit \"**/*.cu\" {} records every compile under its folder (a unit of no search block and no "
-              "entry: a build adds nothing for it, and a retune that runs benches passes it by)")
+    """Why no kernel maps to a recorded build, and how the build gets recorded: only the compiles an
+    ACF unit covers are, when they run through nvcc-evo (a build whose objects are up to date
+    compiles nothing)."""
+    record = ("unit \"**/*.cu\" {} records every compile under its folder (a unit of no search "
+              "block and no entry: a build adds nothing for it, and a retune that runs benches "
+              "passes it by)")
     again = ("rebuild from clean through nvcc-evo (make clean && make NVCC=nvcc-evo, cmake "
-             "-DCMAKE_CUDA_COMPILER=nvcc-evo: objects built before are not recorded) and run --hot again (Triton's "
-             "kernels: unit kernel \"*\" {}, and the run with TRITON_PTXAS_PATH=nvcc-evo-ptxas, for sm_100 and "
-             "later TRITON_PTXAS_BLACKWELL_PATH=nvcc-evo-ptxas-blackwell too, and empty TRITON_CACHE_DIR and "
-             "TORCHINDUCTOR_CACHE_DIR: a cached kernel runs no ptxas)")
+             "-DCMAKE_CUDA_COMPILER=nvcc-evo: objects built before are not recorded) and run --hot "
+             "again (Triton's kernels: unit kernel \"*\" {}, and the run with "
+             "TRITON_PTXAS_PATH=nvcc-evo-ptxas, for sm_100 and later "
+             "TRITON_PTXAS_BLACKWELL_PATH=nvcc-evo-ptxas-blackwell too, and empty TRITON_CACHE_DIR "
+             "and TORCHINDUCTOR_CACHE_DIR: a cached kernel runs no ptxas)")
     if acf_path is None:
-        return f"no ACF here or above: no kernel maps to a recorded build; write an nvcc-evo.acf ({record}), {again}"
+        return (f"no ACF here or above: no kernel maps to a recorded build; write an nvcc-evo.acf "
+                f"({record}), {again}")
     if not any(db_folder(acf_path).glob("*.json")):
         return f"no compile of {acf_path.parent} is recorded yet: {record}; {again}"
-    return (f"no kernel of the profile comes from a compile recorded beside {acf_path} (were they built by "
-            f"a unit of it, through nvcc-evo?): {record}; {again}")
+    return (f"no kernel of the profile comes from a compile recorded beside {acf_path} (were they "
+            f"built by a unit of it, through nvcc-evo?): {record}; {again}")
 
 
 def run_hot(acf: str | None, source: str | None, command: list[str], write: bool, least: float,
             build: str | None, run: str | None) -> int:
-    from nvcc_evo.acf.resolve import load
-    from nvcc_evo.hot.origin import Origins
     acf_path = find_acf(acf)
     if source and command:
         raise UsageError("--hot: either --from FILE or -- COMMAND, not both")
     if not source and not command:
-        raise UsageError("--hot needs a command to run (nvcc-evo --hot -- ./app ARGS) or --from FILE")
+        raise UsageError("--hot needs a command to run (nvcc-evo --hot -- ./app ARGS) or "
+                         "--from FILE")
     profile = read_profile(source) if source else profiled(command)
     file = load(str(acf_path)) if acf_path is not None else None
     origins = Origins(acf_path, file.units) if acf_path is not None and file is not None else None
     hot, units = attribute(profile, origins)
-    print(render(profile, hot, units, str(acf_path.parent) if acf_path else None), end="", flush=True)
+    print(render(profile, hot, units, str(acf_path.parent) if acf_path else None), end="",
+          flush=True)
     if not source:
         log(f"profile saved as {save(acf_path.parent if acf_path else Path.cwd(), profile)} "
             "(nvcc-evo --hot --from FILE reads it again)")
@@ -145,6 +160,5 @@ def run_hot(acf: str | None, source: str | None, command: list[str], write: bool
         log(how_to_record(acf_path) + (": nothing written" if write else ""))
         return 1 if write else 0
     if write:
-        from nvcc_evo.hot.write import write_units
         write_units(acf_path, units, profile, least, build, run)
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from nvcc_evo.acf import model
 from nvcc_evo.hot.names import demangled
 from nvcc_evo.hot.origin import Origin, Origins
 from nvcc_evo.hot.profile import Profile
@@ -36,7 +37,7 @@ class HotUnit(NamedTuple):
     origins: tuple[Origin, ...]    # its origins (one per kernel), for its record and ACF unit
 
     @property
-    def unit(self):
+    def unit(self) -> model.Unit | None:
         return self.origins[0].unit
 
     @property
@@ -47,14 +48,16 @@ class HotUnit(NamedTuple):
 
     @property
     def bounded(self) -> bool:
-        """Whether launch bounds fix the block of any of its kernels (a register cap needs the override)."""
+        """Whether launch bounds fix the block of any of its kernels (a register cap needs the
+        override)."""
         return any(o.bounded for o in self.origins)
 
 
 def attribute(profile: Profile, origins: Origins | None) -> tuple[list[Hot], list[HotUnit]]:
     """The kernels by time, each with its origins; and the units by their kernels' time."""
     rows = profile.by_name()
-    spelled = demangled([name for name, *_ in rows])      # (nsys's `:mangled` summary has the symbols too)
+    spelled = demangled([name for name, *_ in rows])      # (nsys's `:mangled` summary has the
+                                                          # symbols too)
     hot = []
     for name, calls, total, shapes in rows:
         found = origins.find(name, profile.mangled)[1] if origins is not None else []
@@ -63,7 +66,8 @@ def attribute(profile: Profile, origins: Origins | None) -> tuple[list[Hot], lis
     for kernel in hot:
         for origin in kernel.origins:
             units.setdefault(origin.source, []).append((kernel, origin))
-    summed = [HotUnit(source, sum(k.total_ns for k, _ in pairs), tuple({k.name: k for k, _ in pairs}.values()),
+    summed = [HotUnit(source, sum(k.total_ns for k, _ in pairs),
+                      tuple({k.name: k for k, _ in pairs}.values()),
                       tuple(o for _, o in pairs)) for source, pairs in units.items()]
     return hot, sorted(summed, key=lambda u: (-u.total_ns, u.source))
 
@@ -71,7 +75,9 @@ def attribute(profile: Profile, origins: Origins | None) -> tuple[list[Hot], lis
 def _unit_words(origin: Origin) -> str:
     if origin.unit is None:
         return "no ACF unit covers it"
-    return f"unit {origin.unit}" + ("" if origin.tuned else " (no search block, no entry: a build adds nothing)")
+    if origin.tuned:
+        return f"unit {origin.unit}"
+    return f"unit {origin.unit} (no search block, no entry: a build adds nothing)"
 
 
 def _origin_lines(kernel: Hot) -> list[str]:
@@ -81,7 +87,8 @@ def _origin_lines(kernel: Hot) -> list[str]:
         origin = kernel.origins[0]
         what = "PTX entry of" if origin.is_kernel else "from"
         return [f"{'':>33}{what} {origin.source} [{origin.arch}]; {_unit_words(origin)}"]
-    lines = [f"{'':>33}defined by {len(kernel.origins)} units (one name in each: their time is shown together):"]
+    lines = [f"{'':>33}defined by {len(kernel.origins)} units (one name in each: their time is "
+             "shown together):"]
     lines += [f"{'':>35}{o.source} [{o.arch}]; {_unit_words(o)}" for o in kernel.origins]
     return lines
 
@@ -89,13 +96,15 @@ def _origin_lines(kernel: Hot) -> list[str]:
 def _kernel_line(kernel: Hot, whole: int) -> str:
     share = kernel.total_ns / whole if whole else 0.0
     mean = kernel.total_ns / kernel.calls / 1e3 if kernel.calls else 0.0
-    return f"{share:7.1%} {kernel.total_ns / 1e6:11.3f} {kernel.calls:8d} {mean:11.2f}  {kernel.shown}"
+    total_ms = kernel.total_ns / 1e6
+    return f"{share:7.1%} {total_ms:11.3f} {kernel.calls:8d} {mean:11.2f}  {kernel.shown}"
 
 
 def render(profile: Profile, hot: list[Hot], units: list[HotUnit], folder: str | None) -> str:
     whole = profile.total_ns
     ran = f" (exit {profile.exit}, {profile.seconds:.2f} s)" if profile.seconds is not None else ""
-    lines = [f"kernels by GPU time: {profile.source}{ran}: {len(hot)} kernel(s), {whole / 1e6:.3f} ms on the GPU", "",
+    lines = [f"kernels by GPU time: {profile.source}{ran}: {len(hot)} kernel(s), "
+             f"{whole / 1e6:.3f} ms on the GPU", "",
              f"{'share':>7} {'total ms':>11} {'calls':>8} {'mean us':>11}  kernel"]
     mapped = [k for k in hot if k.origins]
     for kernel in mapped:
@@ -105,17 +114,20 @@ def render(profile: Profile, hot: list[Hot], units: list[HotUnit], folder: str |
     others = [k for k in hot if not k.origins]
     if others:
         share = (whole - reached) / whole if whole else 0.0
-        lines += ["", f"of no recorded build (libraries, the framework's own, or builds no ACF unit covers): "
-                      f"{share:.1%} of the GPU time"]
+        lines += ["", "of no recorded build (libraries, the framework's own, or builds no ACF "
+                      f"unit covers): {share:.1%} of the GPU time"]
         lines += [_kernel_line(k, whole) for k in others]
-    lines += ["", f"nvcc-evo reaches {reached / whole if whole else 0.0:.1%} of the GPU time through "
-                  f"{len(units)} recorded unit(s)" + (" (compile database beside "
-                                                       f"{folder})" if folder else " (no ACF found)")]
+    beside = f" (compile database beside {folder})" if folder else " (no ACF found)"
+    lines += ["", f"nvcc-evo reaches {reached / whole if whole else 0.0:.1%} of the GPU time "
+                  f"through {len(units)} recorded unit(s){beside}"]
     for unit in units:
         words = _unit_words(unit.origins[0])
         shared = sum(k.total_ns for k in unit.kernels if len(k.origins) > 1)
-        also = f" ({shared / whole:.1%} of it in kernels of a name other units define too)" if shared else ""
-        lines.append(f"{unit.total_ns / whole if whole else 0.0:7.1%}  {unit.source}: {len(unit.kernels)} "
-                     f"kernel(s), {unit.registers} registers at most{also}; {words}")
+        also = ""
+        if shared:
+            also = f" ({shared / whole:.1%} of it in kernels of a name other units define too)"
+        lines.append(f"{unit.total_ns / whole if whole else 0.0:7.1%}  {unit.source}: "
+                     f"{len(unit.kernels)} kernel(s), {unit.registers} registers at most{also}; "
+                     f"{words}")
     return "\n".join(lines) + "\n"
 

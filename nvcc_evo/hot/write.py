@@ -21,6 +21,7 @@ checked before the write as --acf-check checks.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 from pathlib import Path
@@ -28,11 +29,15 @@ from pathlib import Path
 from nvcc_evo.acf import model
 from nvcc_evo.acf.edit.format import format_text
 from nvcc_evo.acf.edit.spelling import show_domain, show_string
+from nvcc_evo.acf.edit.write import rewrite
 from nvcc_evo.acf.parse import parse_text
+from nvcc_evo.acf.resolve import check
 from nvcc_evo.errors import UsageError
 from nvcc_evo.hot.origin import Origin, covering
 from nvcc_evo.hot.profile import Profile
+from nvcc_evo.hot.reaching import reaching
 from nvcc_evo.hot.table import HotUnit
+from nvcc_evo.measure.command.rebuilt import redate
 from nvcc_evo.system.say import log
 
 REPEAT = 3
@@ -42,8 +47,9 @@ GLOB_CHARACTERS = "*?["
 
 
 def register_caps(registers: int) -> model.RangeDomain | None:
-    """Register caps from about half of `registers` up to it (a cap above what a kernel uses changes nothing),
-    in steps of 8, 16 or 32; None where they use too few for a cap to matter (ptxas raises one under 24)."""
+    """Register caps from about half of `registers` up to it (a cap above what a kernel uses changes
+    nothing), in steps of 8, 16 or 32; None where they use too few for a cap to matter (ptxas raises
+    one under 24)."""
     low, high = max(24, registers // 2 // 8 * 8), min(255, -(-registers // 8) * 8)
     if registers <= 24:
         return None
@@ -56,12 +62,14 @@ def _glob(source: str) -> str:
     return "".join(f"[{c}]" if c in GLOB_CHARACTERS else c for c in source)
 
 
-def bench_command(profile: Profile, folder: Path, build: str | None, run: str | None, is_kernel: bool) -> str:
-    """The bench's command, run in the ACF's folder: into the run's folder, the build (not for a kernel unit:
-    Triton compiles it in the run), the run."""
+def bench_command(profile: Profile, folder: Path, build: str | None, run: str | None,
+                  is_kernel: bool) -> str:
+    """The bench's command, run in the ACF's folder: into the run's folder, the build (not for a
+    kernel unit: Triton compiles it in the run), the run."""
     if run is None:
         if not profile.command:
-            raise UsageError("--write from an Nsight Systems summary needs --run 'COMMAND': how the program runs")
+            raise UsageError("--write from an Nsight Systems summary needs --run 'COMMAND': how "
+                             "the program runs")
         run = shlex.join(profile.command)
     parts = []
     where = os.path.relpath(profile.cwd or os.getcwd(), folder)
@@ -71,30 +79,34 @@ def bench_command(profile: Profile, folder: Path, build: str | None, run: str | 
         if build is None:
             if not any((Path(profile.cwd or os.getcwd()) / name).is_file()
                        for name in ("GNUmakefile", "makefile", "Makefile")):
-                raise UsageError("--write needs --build 'COMMAND': how the project rebuilds through nvcc-evo before "
-                                 "each candidate's run (a bench command builds the candidate: docs/retune.md)")
+                raise UsageError("--write needs --build 'COMMAND': how the project rebuilds "
+                                 "through nvcc-evo before each candidate's run (a bench command "
+                                 "builds the candidate: docs/retune.md)")
             build = "make -s NVCC=nvcc-evo"
-            log(f"--write: the bench builds with `{build}` (--build names another way; its compiles must go "
-                "through nvcc-evo)")
+            log(f"--write: the bench builds with `{build}` (--build names another way; its "
+                "compiles must go through nvcc-evo)")
         parts.append(build)
     return " && ".join(parts + [run])
 
 
-def unit_text(unit: HotUnit, share: float, command: str, space: list[tuple[str, model.Domain]]) -> str:
+def unit_text(unit: HotUnit, share: float, command: str,
+              space: list[tuple[str, model.Domain]]) -> str:
     """The block, in the formatter's spelling, with a comment saying why it was written."""
     origin = unit.origins[0]
     globs = " ".join(show_string(g) for g in _globs(unit))
-    lines = ["acf 1", f"# nvcc-evo --hot: {share:.1%} of the GPU time, {len(unit.kernels)} kernel(s), "
-                      f"{unit.registers} registers at most", "# the bench checks the exit status alone: add a "
-                      "check before searching knobs that change results",
+    lines = ["acf 1", f"# nvcc-evo --hot: {share:.1%} of the GPU time, {len(unit.kernels)} "
+                      f"kernel(s), {unit.registers} registers at most", "# the bench checks the "
+                      "exit status alone: add a check before searching knobs that change results",
              f"unit {'kernel ' if origin.is_kernel else ''}{globs} {{"]
     if origin.is_kernel and any(knob == "ptxas.maxrregcount" for knob, _ in space):
-        lines.append("pin ptxas.override_directive_values = true")    # (Triton's PTX states its block size)
+        lines.append("pin ptxas.override_directive_values = true")    # (Triton's PTX states its
+                                                                      # block size)
     lines.append("search {")
     lines += [f"{knob} in {show_domain(domain)}" for knob, domain in space]
     lines += ["}", "tune {", "minimize time", "}", "bench {", f"command {show_string(command)}",
               "metric time kernels", f"repeat {REPEAT}", "}", "}"]
-    return format_text("\n".join(lines) + "\n").split("\n", 2)[2]     # (the header and its blank line left out)
+    return format_text("\n".join(lines) + "\n").split("\n", 2)[2]     # (the header and its blank
+                                                                      # line left out)
 
 
 def _globs(unit: HotUnit) -> tuple[str, ...]:
@@ -104,15 +116,14 @@ def _globs(unit: HotUnit) -> tuple[str, ...]:
     return (_glob(unit.source),)
 
 
-def write_units(acf_path: Path, units: list[HotUnit], profile: Profile, least: float, build: str | None,
-                run: str | None) -> None:
-    from nvcc_evo.acf.edit.write import rewrite
+def write_units(acf_path: Path, units: list[HotUnit], profile: Profile, least: float,
+                build: str | None, run: str | None) -> None:
     whole = profile.total_ns
     untuned = [u for u in units if whole and not any(o.tuned for o in u.origins)]
     hot = [u for u in untuned if u.total_ns / whole >= least]
     for unit in (u for u in untuned if u not in hot):
-        log(f"--write: {unit.source} left out: {unit.total_ns / whole:.1%} of the GPU time, under --min-share "
-            f"{least * 100:g}")
+        log(f"--write: {unit.source} left out: {unit.total_ns / whole:.1%} of the GPU time, under "
+            f"--min-share {least * 100:g}")
     if not hot:
         log(f"--write: no unit to add: none untuned takes {least:.0%} of the GPU time or more")
         return
@@ -133,16 +144,16 @@ def write_units(acf_path: Path, units: list[HotUnit], profile: Profile, least: f
     if not written:
         log("--write: nothing added: each hot unit has its unit already")
         return
-    from nvcc_evo.measure.command.rebuilt import redate
-    # The next build compiles them as their new units (and records that): a bench's first build, a retune's.
+    # The next build compiles them as their new units (and records that): a bench's first build, a
+    # retune's.
     redate([Path(o.record.cwd) / o.record.output for unit, _ in blocks for o in unit.origins
             if o.record.output and not o.is_kernel])
 
 
-def _inserted(text: str, acf_path: Path, blocks: list[tuple[HotUnit, str]], written: list[str]) -> str:
-    """`text` with each block that is not there yet placed before the unit covering its source now (else at
-    the end), checked as --acf-check checks."""
-    from nvcc_evo.acf.resolve import check
+def _inserted(text: str, acf_path: Path, blocks: list[tuple[HotUnit, str]],
+              written: list[str]) -> str:
+    """`text` with each block that is not there yet placed before the unit covering its source now
+    (else at the end), checked as --acf-check checks."""
     file = parse_text(text, str(acf_path))
     places: dict[int, list[str]] = {}
     for unit, block in blocks:
@@ -155,7 +166,8 @@ def _inserted(text: str, acf_path: Path, blocks: list[tuple[HotUnit, str]], writ
             continue                      # (a unit that tunes it came meanwhile)
         at = _before(text, now.span.start) if now is not None else len(text)
         places.setdefault(at, []).append(block)
-        written.append(f"unit {'kernel ' if origin.is_kernel else ''}{' '.join(show_string(g) for g in globs)} added"
+        named = " ".join(show_string(g) for g in globs)
+        written.append(f"unit {'kernel ' if origin.is_kernel else ''}{named} added"
                        + (f" before unit {now}" if now is not None else ""))
     new = text
     for at in sorted(places, reverse=True):
@@ -168,15 +180,17 @@ def _inserted(text: str, acf_path: Path, blocks: list[tuple[HotUnit, str]], writ
 
 
 def _digest(origin: Origin) -> str:
-    import hashlib
     try:
-        return hashlib.sha256(Path(origin.record.input).read_bytes()).hexdigest() if origin.entries else ""
+        if not origin.entries:
+            return ""
+        return hashlib.sha256(Path(origin.record.input).read_bytes()).hexdigest()
     except OSError:
         return ""
 
 
 def _before(text: str, start: int) -> int:
-    """Where a block goes before the unit starting at `start`: above the comment lines right over it."""
+    """Where a block goes before the unit starting at `start`: above the comment lines right over
+    it."""
     at = text.rfind("\n", 0, start) + 1
     while at > 0:
         above = text.rfind("\n", 0, at - 1) + 1
@@ -187,13 +201,15 @@ def _before(text: str, start: int) -> int:
 
 
 def _space(acf_path: Path, unit: HotUnit, command: str) -> list[tuple[str, model.Domain]]:
-    """The search block's knobs and domains, each kept where some value of it reaches the recorded build."""
+    """The search block's knobs and domains, each kept where some value of it reaches the recorded
+    build."""
     caps = register_caps(unit.registers)
     wanted: list[tuple[str, model.Domain]] = [("ptxas.maxrregcount", caps)] if caps else []
     if caps and unit.bounded and not unit.origins[0].is_kernel:
-        wanted.append(("ptxas.override_directive_values", model.BoolDomain()))    # (else ptxas keeps the bounds')
+        # (else ptxas keeps the bounds')
+        wanted.append(("ptxas.override_directive_values", model.BoolDomain()))
     wanted += list(SPACE)
     if unit.origins[0].is_kernel:
-        return wanted                 # (Triton's ptxas takes each; its own options win: driver.dropin_ptxas)
-    from nvcc_evo.hot.reaching import reaching
-    return reaching(acf_path, unit.origins[0], _globs(unit), wanted, unit_text(unit, 0.0, command, wanted))
+        return wanted  # (Triton's ptxas takes each; its own options win: driver.dropin_ptxas)
+    return reaching(acf_path, unit.origins[0], _globs(unit), wanted,
+                    unit_text(unit, 0.0, command, wanted))

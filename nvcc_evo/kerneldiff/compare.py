@@ -27,7 +27,8 @@ from nvcc_evo.cubin.compile import CompileResult, compile_candidate
 from nvcc_evo.cubin.sass import sass_hash
 from nvcc_evo.errors import EvoError
 from nvcc_evo.cubin.occupancy import Occupancy, occupancy
-from nvcc_evo.cubin.sass import MISSING, KernelFacts, find_disassembler, kernel_facts, with_mix
+from nvcc_evo.cubin.mix import MISSING, find_disassembler
+from nvcc_evo.cubin.sass import KernelFacts, kernel_facts, with_mix
 from nvcc_evo.system.jsonlines import JsonLines
 
 STORE_NAME = "kernels.jsonl"
@@ -51,18 +52,20 @@ class BuiltKernels:
     launch: KernelLaunch | None = None
 
     def occupancy(self, kernel: KernelFacts, arch: str) -> Occupancy | None:
-        """At the bench's block size for the bench's kernel, else at the block its launch bounds name
-        (`threads`: .maxntid, .reqntid, from the cubin); unknown for the others."""
+        """At the bench's block size for the bench's kernel, else at the block its launch bounds
+        name (`threads`: .maxntid, .reqntid, from the cubin); unknown for the others."""
         if self.launch is not None and kernel.name == self.launch.kernel:
             return occupancy(arch, self.launch.threads, kernel.registers, kernel.shared,
                              self.launch.dynamic_shared, kernel.barriers)
-        return occupancy(arch, kernel.threads, kernel.registers, kernel.shared, 0, kernel.barriers) \
+        return occupancy(arch, kernel.threads, kernel.registers, kernel.shared, 0,
+                         kernel.barriers) \
             if kernel.threads else None
 
     def threads(self, kernel: KernelFacts) -> int:
         """The block size `occupancy` counts for the kernel (0: none)."""
-        return self.launch.threads if self.launch is not None and kernel.name == self.launch.kernel else \
-            kernel.threads
+        if self.launch is not None and kernel.name == self.launch.kernel:
+            return self.launch.threads
+        return kernel.threads
 
     def to_json(self) -> dict:
         return {"sass_hash": self.sass_hash, "kernels": [k.to_json() for k in self.kernels],
@@ -99,7 +102,8 @@ class SassUnavailable(EvoError):
     """A build to compare failed: its compiler's words."""
 
 
-def build_of(result: CompileResult, arch: str, launch: KernelLaunch | None, nvdisasm: str | None) -> BuiltKernels:
+def build_of(result: CompileResult, arch: str, launch: KernelLaunch | None,
+             nvdisasm: str | None) -> BuiltKernels:
     if not result.ok:
         raise SassUnavailable(f"the build failed ({result.status}): {result.stderr.strip()[-600:]}")
     facts = with_mix(kernel_facts(result.stderr, result.cubin, arch), result.cubin, nvdisasm)
@@ -131,27 +135,29 @@ def compare(unit: model.Unit, arch: str, device: str, backend: str, baseline: Si
     for settings, build in (baseline, chosen):
         launch = launch_of(unit.bench, {**defaults, **define_values(settings)})
         sides.append(build_of(build(), arch, launch, nvdisasm))
-    return Comparison(str(unit), arch, device, backend, sides[0], sides[1], "" if nvdisasm else MISSING,
-                      time.time())
+    return Comparison(str(unit), arch, device, backend, sides[0], sides[1],
+                      "" if nvdisasm else MISSING, time.time())
 
 
-def after_search(outcome, job_for, folder: Path, defaults: dict, say: Callable[[str], None], ptx=None,
-                 slots=None) -> Comparison | None:
+def after_search(outcome, job_for, folder: Path, defaults: dict, say: Callable[[str], None],
+                 ptx=None, slots=None) -> Comparison | None:
     """The end of one search: its baseline and its choice built once more
     and compared, for the summary (the outcome's `kernels`) and the report
     (kernels.jsonl in `folder`); a build that fails is said, not raised (None)."""
     task, context, measured = outcome.task, outcome.measured.context, outcome.measured
-    kept = KernelStore(folder / STORE_NAME).latest(str(task.unit), task.arch, measured.digest(outcome.space.baseline()),
+    kept = KernelStore(folder / STORE_NAME).latest(str(task.unit), task.arch,
+                                                   measured.digest(outcome.space.baseline()),
                                                    measured.digest(outcome.chosen))
-    if kept is not None:                     # these two binaries were compared before: nothing to build
+    if kept is not None:  # these two binaries were compared before: nothing to build
         return kept
-    def build(genome):                   # in one of the retune's compile slots, as its candidates are
+    def build(genome):  # in one of the retune's compile slots, as its candidates are
         with slots if slots is not None else nullcontext():
             return compile_candidate(job_for(genome), ptx)
 
     side = lambda genome: (genome.settings(), lambda: build(genome))
     try:
-        comparison = compare(task.unit, task.arch, context.device, context.backend, side(outcome.space.baseline()),
+        comparison = compare(task.unit, task.arch, context.device, context.backend,
+                             side(outcome.space.baseline()),
                              side(outcome.chosen), defaults, task.job.nvcc)
         KernelStore(folder / STORE_NAME).append(comparison)
     except (SassUnavailable, OSError) as error:
@@ -178,7 +184,8 @@ class KernelStore:
         """Every comparison stored; a line cut short or of another shape is skipped."""
         return self.lines.read(_comparison)
 
-    def latest(self, unit: str, arch: str, baseline_hash: str, chosen_hash: str) -> Comparison | None:
+    def latest(self, unit: str, arch: str, baseline_hash: str,
+               chosen_hash: str) -> Comparison | None:
         """The last comparison of these two builds of this unit and target
         (the machine code, whichever device or backend measured it)."""
         mine = [c for c in self.read() if (c.unit, c.arch, c.baseline.sass_hash, c.chosen.sass_hash)
@@ -189,5 +196,6 @@ class KernelStore:
 def _comparison(line: str) -> Comparison:
     data = json.loads(line)
     return Comparison(data["unit"], data["arch"], data["device"], data["backend"],
-                      BuiltKernels.from_json(data["baseline"]), BuiltKernels.from_json(data["chosen"]),
+                      BuiltKernels.from_json(data["baseline"]),
+                      BuiltKernels.from_json(data["chosen"]),
                       data.get("note", ""), float(data.get("time", 0)))

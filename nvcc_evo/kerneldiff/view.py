@@ -11,7 +11,8 @@ import shutil
 import subprocess
 
 from nvcc_evo.cubin.occupancy import Occupancy
-from nvcc_evo.cubin.sass import CLASS_ORDER, KernelFacts
+from nvcc_evo.cubin.mix import CLASS_ORDER
+from nvcc_evo.cubin.sass import KernelFacts
 from nvcc_evo.kerneldiff.compare import Comparison
 
 FACTS = (("registers", "registers"), ("spills (bytes)", "spills"), ("stack (bytes)", "stack"),
@@ -25,9 +26,9 @@ def _occupancy(found: Occupancy | None, threads: int) -> str:
 
 
 def change(before: float | None, after: float | None) -> str:
-    """The change cell of every table (the end-of-retune summary, the kernels' view, the report): the relative
-    change in percent; nothing where a side is missing or the two are the same; '—' where a side
-    failed (not finite); 'new' where the baseline's is 0."""
+    """The change cell of every table (the end-of-retune summary, the kernels' view, the report):
+    the relative change in percent; nothing where a side is missing or the two are the same; '—'
+    where a side failed (not finite); 'new' where the baseline's is 0."""
     if before is None or after is None or before == after:
         return ""
     if not (math.isfinite(before) and math.isfinite(after)):
@@ -40,17 +41,22 @@ def _fact_row(label: str, before, after) -> tuple[str, ...]:
     return label, shown(before), shown(after), change(before, after)
 
 
-def rows(comparison: Comparison, base: KernelFacts | None, mine: KernelFacts | None) -> list[tuple[str, ...]]:
+def rows(comparison: Comparison, base: KernelFacts | None,
+         mine: KernelFacts | None) -> list[tuple[str, ...]]:
     """(what, baseline, chosen, change) for one kernel."""
     value = lambda facts, name: getattr(facts, name) if facts is not None else None
     table = [_fact_row(label, value(base, name), value(mine, name)) for label, name in FACTS]
     sides = ((comparison.baseline, base), (comparison.chosen, mine))
-    occupancy = [build.occupancy(facts, comparison.arch) if facts else None for build, facts in sides]
+    occupancy = [build.occupancy(facts, comparison.arch) if facts else None
+                 for build, facts in sides]
     if any(occupancy):
-        cells = [_occupancy(o, build.threads(facts) if facts else 0) for o, (build, facts) in zip(occupancy, sides)]
-        table.insert(1, ("occupancy (warps/SM)", *cells, change(*(o.warps if o else None for o in occupancy))))
+        cells = [_occupancy(o, build.threads(facts) if facts else 0)
+                 for o, (build, facts) in zip(occupancy, sides)]
+        table.insert(1, ("occupancy (warps/SM)", *cells,
+                         change(*(o.warps if o else None for o in occupancy))))
     classes = [facts.classes() if facts is not None and facts.mix else {} for facts in (base, mine)]
-    table += [_fact_row(f"  {name}", classes[0].get(name), classes[1].get(name)) for name in CLASS_ORDER
+    table += [_fact_row(f"  {name}", classes[0].get(name), classes[1].get(name))
+              for name in CLASS_ORDER
               if classes[0].get(name) or classes[1].get(name)]
     return table
 
@@ -61,7 +67,8 @@ def demangled(names: list[str]) -> dict[str, str]:
     if not tool or not any(n.startswith("_Z") for n in names):
         return {n: n for n in names}
     try:
-        done = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=30)
+        done = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True,
+                              timeout=30)
         said = done.stdout.splitlines()
     except (OSError, subprocess.SubprocessError):
         said = []
@@ -79,7 +86,8 @@ def lines(comparison: Comparison, indent: str = "  ", note: bool = True) -> list
         widths = [max(len(r[i]) for r in table) for i in range(4)]
         out.append(f"{indent}  {names[name]}" + ("" if names[name] == name else f"  ({name})"))
         for row in table:
-            cells = [row[0].ljust(widths[0])] + [cell.rjust(w) for cell, w in zip(row[1:], widths[1:])]
+            cells = [row[0].ljust(widths[0])] + [cell.rjust(w) for cell, w in zip(row[1:],
+                                                                                  widths[1:])]
             out.append((f"{indent}    " + "  ".join(cells)).rstrip())
     if not pairs:
         out.append(f"{indent}  (ptxas reported no kernel)")
@@ -90,5 +98,6 @@ def lines(comparison: Comparison, indent: str = "  ", note: bool = True) -> list
 
 def notes(comparisons) -> list[str]:
     """The comparisons' notes, each once (no nvdisasm: the same words for every unit)."""
-    return [f"note: {n}" for n in dict.fromkeys(c.note for c in comparisons if c is not None and c.note)]
+    noted = dict.fromkeys(c.note for c in comparisons if c is not None and c.note)
+    return [f"note: {n}" for n in noted]
 

@@ -20,7 +20,8 @@ from nvcc_evo.kerneldiff.view import lines, notes
 from nvcc_evo.retune.run import compare_entries
 
 
-def run_sass(acf: str | None, globs: tuple[str, ...], target: str | None, run_recorded: bool = False) -> int:
+def run_sass(acf: str | None, globs: tuple[str, ...], target: str | None,
+             run_recorded: bool = False) -> int:
     """Each unit's two builds compared in the terminal; programs a compile
     record names run only with `run_recorded` (`--run-recorded`)."""
     opened = open_project("--sass", acf, globs)              # found, trusted, readable; settings

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import re
+from typing import Iterable
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -36,7 +37,7 @@ def tag(name: str, *children: object, **attributes: object) -> Markup:
     return Markup(f"<{name}{said}>{join(children)}</{name}>")
 
 
-def join(parts, between: str = "") -> Markup:
+def join(parts: Iterable[object], between: str = "") -> Markup:
     """Parts side by side, each escaped unless it is Markup."""
     return Markup(text(between).join(text(part) for part in parts))
 

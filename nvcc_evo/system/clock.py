@@ -44,7 +44,8 @@ class Deadline:
         return max(0.0, self.origin + self.search_seconds - time.monotonic())
 
     def left(self) -> float:
-        """Seconds left of the whole budget, the reserve included: what the steps after the search end by."""
+        """Seconds left of the whole budget, the reserve included: what the steps after the search
+        end by."""
         if not self.limited:
             return math.inf
         return max(0.0, self.origin + self.seconds - time.monotonic())

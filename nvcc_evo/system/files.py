@@ -24,22 +24,23 @@ NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 class Refused(OSError):
     """A link, or something not a regular file (a folder, a FIFO), where nvcc-evo writes."""
 
-    def __init__(self, path, what: str):
-        super().__init__(errno.ELOOP, f"{path} {what}", str(path))    # (the path: a folder above the file, too)
+    def __init__(self, path: str | os.PathLike[str], what: str):
+        super().__init__(errno.ELOOP, f"{path} {what}", str(path))    # (the path: a folder above
+                                                                      # the file, too)
 
     def __str__(self) -> str:
         return self.strerror or ""             # (always the message given)
 
 
-def _refuse(path, mode: int, wanted: str = "a regular file") -> Refused:
+def _refuse(path: str | os.PathLike[str], mode: int, wanted: str = "a regular file") -> Refused:
     """Why what is at `path` (of this mode) is refused where `wanted` belongs."""
     if stat.S_ISLNK(mode):
         try:
             target = f" to {os.readlink(path)}"
         except OSError:
             target = ""
-        return Refused(path, f"is a symbolic link{target}; nvcc-evo writes through no link (its target is "
-                             "left as it is): remove the link")
+        return Refused(path, f"is a symbolic link{target}; nvcc-evo writes through no link (its "
+                             "target is left as it is): remove the link")
     if stat.S_ISDIR(mode) and wanted != "a folder":
         return Refused(path, "is a folder")
     return Refused(path, f"is not {wanted} ({kind_of(mode)})")
@@ -47,13 +48,20 @@ def _refuse(path, mode: int, wanted: str = "a regular file") -> Refused:
 
 def kind_of(mode: int) -> str:
     """What a file of this mode is, in words."""
-    return ("a regular file" if stat.S_ISREG(mode) else "a folder" if stat.S_ISDIR(mode) else
-            "a FIFO" if stat.S_ISFIFO(mode) else
-            "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
-            "a FIFO, device or socket")
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a FIFO, device or socket"
 
 
-def not_regular(path) -> str | None:
+def not_regular(path: str | os.PathLike[str]) -> str | None:
     """What is at `path` (links followed) when it is there and no regular file
     ("a FIFO", "a folder", ...); None for a regular file or nothing there."""
     try:
@@ -63,7 +71,7 @@ def not_regular(path) -> str | None:
     return None if stat.S_ISREG(mode) else kind_of(mode)
 
 
-def folder(path, private: bool = False) -> str:
+def folder(path: str | os.PathLike[str], private: bool = False) -> str:
     """The folder at `path`, made if missing (its parent must exist; 0700 when
     `private`); a link or a file there is Refused. Returns `path` as a str."""
     path = os.fspath(path)
@@ -77,7 +85,7 @@ def folder(path, private: bool = False) -> str:
     return path
 
 
-def folders(root, *names: str, private: bool = False) -> str:
+def folders(root: str | os.PathLike[str], *names: str, private: bool = False) -> str:
     """`root/names...`, each folder below `root` made and checked by `folder`
     (`root` itself is the user's: made with its parents if missing, links allowed)."""
     path = os.fspath(root)
@@ -87,7 +95,7 @@ def folders(root, *names: str, private: bool = False) -> str:
     return path
 
 
-def open_regular(path, flags: int, mode: int = 0o644) -> int:
+def open_regular(path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
     """os.open with O_NOFOLLOW; the file must be a regular one (a FIFO is
     opened without blocking first, so that it is refused, not waited on)."""
     path = os.fspath(path)
@@ -108,7 +116,7 @@ def open_regular(path, flags: int, mode: int = 0o644) -> int:
     return fd
 
 
-def check_regular(path) -> None:
+def check_regular(path: str | os.PathLike[str]) -> None:
     """Refused when something other than a regular file is at `path` (nothing there is fine)."""
     try:
         mode = os.lstat(path).st_mode
@@ -118,7 +126,7 @@ def check_regular(path) -> None:
         raise _refuse(path, mode)
 
 
-def require_regular_file(path) -> None:
+def require_regular_file(path: str | os.PathLike[str]) -> None:
     """OSError unless `path` is a regular file: a folder, or a FIFO or device
     (a read would hang, or /dev/zero never end), is not an input (an ACF)."""
     mode = os.stat(path).st_mode
@@ -128,14 +136,14 @@ def require_regular_file(path) -> None:
         raise OSError(errno.EINVAL, "not a regular file", str(path))
 
 
-def read_regular(path) -> bytes:
+def read_regular(path: str | os.PathLike[str]) -> bytes:
     """The bytes of the regular file at `path` (see require_regular_file)."""
     require_regular_file(path)
     with open(path, "rb") as handle:
         return handle.read()
 
 
-def replace(path, data: str | bytes, mode: int = 0o644) -> None:
+def replace(path: str | os.PathLike[str], data: str | bytes, mode: int = 0o644) -> None:
     """Write a whole file by a new temporary beside it (O_EXCL: never an
     existing name) and one rename, so readers see the old file or the new one;
     a link or a non-regular file at `path` is Refused; the temporary goes if
@@ -162,12 +170,15 @@ def replace(path, data: str | bytes, mode: int = 0o644) -> None:
         raise
 
 
-def append(path, data: str | bytes, mode: int = 0o644, whole_lines: bool = False, sync: bool = False) -> None:
+def append(path: str | os.PathLike[str], data: str | bytes, mode: int = 0o644,
+           whole_lines: bool = False,
+           sync: bool = False) -> None:
     """Append `data` to the regular file at `path` (made if missing), never through a link.
     `whole_lines`: a last line cut short (kill -9, a full disk) is ended first, so that it never
     swallows this one (a single step only under the caller's lock: system.jsonlines);
     `sync`: on disk before this returns."""
-    fd = open_regular(path, (os.O_RDWR if whole_lines else os.O_WRONLY) | os.O_APPEND | os.O_CREAT, mode)
+    fd = open_regular(path, (os.O_RDWR if whole_lines else os.O_WRONLY) | os.O_APPEND | os.O_CREAT,
+                      mode)
     try:
         view = memoryview(data.encode() if isinstance(data, str) else data)
         if whole_lines and _ends_torn(fd):
@@ -208,8 +219,8 @@ def cache_folder() -> str:
         raise Refused(path, f"is not a private folder of uid {uid} (owner {info.st_uid}, mode "
                             f"{info.st_mode & 0o7777:04o})")
     if made:
-        print(f"nvcc-evo: note: no home folder (HOME unset, no passwd entry for uid {uid}): caches are kept "
-              f"in {path}; set XDG_CACHE_HOME to keep them elsewhere", file=sys.stderr)
+        print(f"nvcc-evo: note: no home folder (HOME unset, no passwd entry for uid {uid}): caches "
+              f"are kept in {path}; set XDG_CACHE_HOME to keep them elsewhere", file=sys.stderr)
     return path
 
 

@@ -17,7 +17,8 @@ from nvcc_evo.system.files import append, folders
 from nvcc_evo.system.locks import Wait, lock_for, locked
 
 T = TypeVar("T")
-NOT_A_LINE = (ValueError, LookupError, TypeError, AttributeError, RecursionError)   # what a decoder may raise
+# what a decoder may raise
+NOT_A_LINE = (ValueError, LookupError, TypeError, AttributeError, RecursionError)
 
 
 class JsonLines:
@@ -28,16 +29,19 @@ class JsonLines:
 
     def append(self, line: str) -> None:
         """One line (JSON text without its newline), locked, repaired before and synced; OSError
-        (Refused for a link or a non-regular file, Busy after the wait) where it cannot be written."""
+        (Refused for a link or a non-regular file, Busy after the wait) where it cannot be
+        written."""
         folders(self.path.parent.parent, self.path.parent.name)
-        with locked(self.path, lock_for(self.path), self.wait, f"another nvcc-evo is appending to {self.path}"):
+        with locked(self.path, lock_for(self.path), self.wait, "another nvcc-evo is appending to "
+                                                               f"{self.path}"):
             append(self.path, line + "\n", whole_lines=True, sync=True)
 
     def read(self, decode: Callable[[str], T]) -> list[T]:
         """Each line `decode` accepts; a missing or unreadable file has none."""
         found: list[T] = []
         self.skipped = 0
-        if not self.path.is_file():      # none yet; a FIFO would block, a device never end (append says so)
+        if not self.path.is_file():      # none yet; a FIFO would block, a device never end (append
+                                         # says so)
             return found
         try:
             lines = self.path.read_text(errors="replace").splitlines()

@@ -30,19 +30,20 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import NamedTuple
+from typing import Mapping, NamedTuple
 
 PRIVATE_FOLDER = re.compile(r"nvcc-evo-(?:cand|steps)-([0-9]+)-.+")
 CANDIDATE_ACF = re.compile(r"\.nvcc-evo-candidate-([0-9]+)(?:-[A-Za-z0-9_]+)?\.acf")
 LOCK_NAME = ".nvcc-evo.lock"
-UNLOCKED_AGE = 3600          # seconds: a private folder with no lock file (an older nvcc-evo's) is left this long
+UNLOCKED_AGE = 3600          # seconds: a private folder with no lock file (an older nvcc-evo's) is
+                             # left this long
 SHELL = "/bin/sh"
 # The group's guard. Its stdin is the read end of a pipe whose write end only this process holds
-# (_death_pipe): a reader beside the command sees the end of that pipe when nvcc-evo dies, however it
-# dies, and kills the whole group (itself, the command, everything the command started); a SIGTERM
-# does the same. The command itself gets an empty stdin. No code of ours runs in the forked child
-# before the exec (no preexec_fn): in a threaded process that is unsafe, and children that never
-# reached their exec once hung several searches at once on a GPU machine for good.
+# (_death_pipe): a reader beside the command sees the end of that pipe when nvcc-evo dies, however
+# it dies, and kills the whole group (itself, the command, everything the command started); a
+# SIGTERM does the same. The command itself gets an empty stdin. No code of ours runs in the forked
+# child before the exec (no preexec_fn): in a threaded process that is unsafe, and children that
+# never reached their exec once hung several searches at once on a GPU machine for good.
 GUARD = ('exec 3<&0 </dev/null; trap "kill -KILL 0" TERM; '
          '{ read _ <&3; kill -KILL 0; } >/dev/null 2>&1 & watch=$!; '
          '"$@" 3<&- & wait $!; status=$?; kill -KILL $watch 2>/dev/null; exit $status')
@@ -97,10 +98,12 @@ def _free_folder(entry: os.DirEntry) -> int | None:
     """The fd of the folder's lock, taken here, when no process holds it;
     -1 for an old folder with no lock file; None when it is in use."""
     try:
-        fd = os.open(os.path.join(entry.path, LOCK_NAME), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(os.path.join(entry.path, LOCK_NAME),
+                     os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         try:
-            return -1 if time.time() - entry.stat(follow_symlinks=False).st_mtime > UNLOCKED_AGE else None
+            age = time.time() - entry.stat(follow_symlinks=False).st_mtime
+            return -1 if age > UNLOCKED_AGE else None
         except OSError:
             return None
     except OSError:
@@ -163,10 +166,11 @@ def _remove_if_free(path: str) -> bool:
         os.close(fd)
 
 
-def sweep_acf_folder(acf_path) -> list[str]:
+def sweep_acf_folder(acf_path: str | os.PathLike[str]) -> list[str]:
     """Remove, beside the ACF, the temporary files of this uid that no writer
     holds (`.NAME.PID.XXXX.tmp`, `.nvcc-evo-candidate-PID-XXXX.acf`); the paths removed."""
-    folder, name = os.path.split(os.path.realpath(acf_path))      # (a linked ACF is written at its target)
+    folder, name = os.path.split(os.path.realpath(acf_path))      # (a linked ACF is written at its
+                                                                  # target)
     patterns = (_temporary_file(name), CANDIDATE_ACF)
     removed: list[str] = []
     try:
@@ -180,7 +184,7 @@ def sweep_acf_folder(acf_path) -> list[str]:
     return removed
 
 
-def sweep_for(acf_path) -> list[str]:
+def sweep_for(acf_path: str | os.PathLike[str]) -> list[str]:
     """Everything of processes that are gone: private folders in the
     temporary folder, temporary files beside the ACF (at a retune's start)."""
     return sweep_temporary() + sweep_acf_folder(acf_path)
@@ -195,8 +199,9 @@ class Finished(NamedTuple):
 
 _running: dict = {}               # the groups now running -> their owner, for kill_running
 _running_lock = threading.Lock()
-# Who starts the groups of this thread's work (a compile pool, say): `kill_running(owner)` kills only
-# those, so that one search cancelling its compiles leaves another's running (several tasks at once).
+# Who starts the groups of this thread's work (a compile pool, say): `kill_running(owner)` kills
+# only those, so that one search cancelling its compiles leaves another's running (several tasks at
+# once).
 OWNER: contextvars.ContextVar = contextvars.ContextVar("nvcc_evo_group_owner", default=None)
 
 
@@ -210,7 +215,8 @@ def _death_pipe() -> int:
     global _pipe
     with _pipe_lock:
         if _pipe is None or _pipe[0] != os.getpid():      # (a forked child makes its own)
-            read, _write = os.pipe()                       # both close on exec; the write end is never closed
+            read, _write = os.pipe()                       # both close on exec; the write end is
+                                                           # never closed
             _pipe = (os.getpid(), read)
         return _pipe[1]
 
@@ -222,16 +228,18 @@ def kill_group(process: subprocess.Popen) -> None:
         pass
 
 
-def kill_running(owner=None) -> None:
+def kill_running(owner: object = None) -> None:
     """Kill every group started here that is still running (on an
     interrupt), or only those `owner` started (see OWNER)."""
     with _running_lock:
-        running = [process for process, whose in _running.items() if owner is None or whose is owner]
+        running = [process
+                   for process, whose in _running.items() if owner is None or whose is owner]
     for process in running:
         kill_group(process)
 
 
-def run_in_group(argv: list[str], cwd=None, env=None, timeout: float | None = None) -> Finished:
+def run_in_group(argv: list[str], cwd: str | os.PathLike[str] | None = None,
+                 env: Mapping[str, str] | None = None, timeout: float | None = None) -> Finished:
     """Run `argv` in a process group (and session) of its own, output
     captured, stdin empty; its whole group is killed at the timeout, on an
     exception here (an interrupt), and when this process dies."""

@@ -104,12 +104,13 @@ def _private(fd: int, path: str, mode: int, group: int | None) -> None:
         if group is not None and info.st_gid != group:
             try:
                 os.fchown(fd, -1, group)
-            except PermissionError:                  # not of that group: the lock stays this user's alone
+            except PermissionError:  # not of that group: the lock stays this user's alone
                 mode &= 0o7700
         os.fchmod(fd, mode)
     elif info.st_mode & 0o007:
-        raise Refused(path, f"may be opened by every user (mode {info.st_mode & 0o7777:04o}, owner uid "
-                            f"{info.st_uid}): anyone could hold its lock forever; remove it")
+        raise Refused(path, f"may be opened by every user (mode {info.st_mode & 0o7777:04o}, "
+                            f"owner uid {info.st_uid}): anyone could hold its lock forever; "
+                            "remove it")
 
 
 def _open_lock(path: Path, like: os.stat_result) -> int:
@@ -117,7 +118,7 @@ def _open_lock(path: Path, like: os.stat_result) -> int:
     so that only the guarded file's writers may open it."""
     group = _shared_group(like)
     state = folders(path.parent.parent.parent, path.parent.parent.name)
-    locks = folder(os.path.join(state, path.parent.name), private=True)      # a link there is refused
+    locks = folder(os.path.join(state, path.parent.name), private=True)  # a link there is refused
     at = os.open(locks, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         _private(at, locks, 0o2770 if group is not None else 0o700, group)
@@ -148,7 +149,9 @@ def holders(fd: int) -> str:
     if pids and not live:               # the taker has exited; a child it started holds the lock on
         live = _openers((info.st_dev, info.st_ino))
     said = [_process(pid) for pid in sorted(live, key=int)]
-    return "; ".join(said) if said else "a process nvcc-evo cannot see (another machine, or a pid namespace)"
+    if not said:
+        return "a process nvcc-evo cannot see (another machine, or a pid namespace)"
+    return "; ".join(said)
 
 
 def _openers(file: tuple[int, int]) -> list[str]:
@@ -205,7 +208,8 @@ def locked(guarded: Path, lock: Path, wait: Wait, waiting: str) -> Iterator[None
 
 def _wait_for(fd: int, lock: Path, wait: Wait, waiting: str) -> None:
     who = holders(fd)
-    wait.say(f"{waiting} ({who}); waiting for it to finish (at most {wait.seconds:g} s: {WAIT_SETTING})")
+    wait.say(f"{waiting} ({who}); waiting for it to finish (at most {wait.seconds:g} s: "
+             f"{WAIT_SETTING})")
     deadline, pause = time.monotonic() + wait.seconds, 0.02
     while not _try_lock(fd):
         left = deadline - time.monotonic()

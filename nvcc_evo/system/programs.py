@@ -23,5 +23,6 @@ def note(program: str, why: str) -> None:
 def said() -> str:
     """`PROGRAM ×N (why)`, one per program and reason; "nothing" when none ran."""
     with _lock:
-        return "; ".join(f"{program} x{count} ({why})" for (program, why), count in sorted(_ran.items())) \
+        return "; ".join(f"{program} x{count} ({why})"
+                         for (program, why), count in sorted(_ran.items())) \
             or "nothing (every answer was cached)"

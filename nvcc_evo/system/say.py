@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import sys
 
-# Bidi controls (embeddings, overrides, isolates, marks), zero-width characters, a byte-order mark out of
-# place, C0 and C1 controls (DEL too) but tab and line feed: what compilers' -Wbidi-chars warns of, and more.
-HIDDEN = frozenset([*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0), 0x061c, 0x200b, 0x200c, 0x200d,
+# Bidi controls (embeddings, overrides, isolates, marks), zero-width characters, a byte-order mark
+# out of place, C0 and C1 controls (DEL too) but tab and line feed: what compilers' -Wbidi-chars
+# warns of, and more.
+HIDDEN = frozenset([*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0), 0x061c, 0x200b,
+                    0x200c, 0x200d,
                     0x200e, 0x200f, *range(0x202a, 0x202f), 0x2060, *range(0x2066, 0x206a), 0xfeff])
 _ESCAPES = {code: f"\\u{code:04x}" for code in HIDDEN}
 

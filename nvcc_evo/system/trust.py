@@ -20,6 +20,10 @@ from __future__ import annotations
 
 import os
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:          # (the compile path imports neither typing nor collections.abc)
+    from collections.abc import Mapping
+
 TRUST_ENV = "NVCC_EVO_TRUST"
 
 
@@ -34,20 +38,21 @@ def trust_file() -> str | None:
     return os.path.join(base, "nvcc-evo", "trusted")
 
 
-def _listed(environ) -> list[str]:
+def _listed(environ: Mapping[str, str]) -> list[str]:
     folders = [f for f in environ.get(TRUST_ENV, "").split(os.pathsep) if f]
     listing = trust_file()
     if listing:
         try:
-            if os.stat(listing).st_uid in (os.geteuid(), 0):      # the list itself must be the user's
+            if os.stat(listing).st_uid in (os.geteuid(), 0):  # the list itself must be the user's
                 with open(listing, encoding="utf-8", errors="replace") as handle:
-                    folders += [line.strip() for line in handle if line.strip() and not line.startswith("#")]
+                    folders += [line.strip()
+                                for line in handle if line.strip() and not line.startswith("#")]
         except OSError:
             pass
     return folders
 
 
-def trusted_on_purpose(path: str, environ) -> bool:
+def trusted_on_purpose(path: str, environ: Mapping[str, str]) -> bool:
     folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
     for listed in _listed(environ):
         if listed == "*":
@@ -73,7 +78,7 @@ def _owner_problem(path: str, uid: int) -> str:
     return ""
 
 
-def untrusted(path, environ=os.environ) -> str:
+def untrusted(path: str | os.PathLike[str], environ: Mapping[str, str] = os.environ) -> str:
     """Why the file found at `path` is not used ("" when it is trusted):
     whose it is, and how to trust it."""
     path = os.fspath(path)

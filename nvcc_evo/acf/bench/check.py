@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Iterable
 
 from nvcc_evo.acf import model, unitpath
 from nvcc_evo.acf.expressions import Expr, Span
@@ -17,12 +18,12 @@ from nvcc_evo.acf.bench import command as benchcommand, spec as benchspec
 from nvcc_evo.system.files import not_regular
 
 
-def listed(values) -> str:
+def listed(values: Iterable[str]) -> str:
     """Names, sorted, comma-separated (for messages)."""
     return ", ".join(sorted(values))
 
 
-def shown(value) -> str:
+def shown(value: object) -> str:
     """A value as the ACF spells it (for messages)."""
     if isinstance(value, bool):
         return "true" if value else "false"

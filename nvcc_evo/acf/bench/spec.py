@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping, cast
+from typing import Callable, Iterable, Mapping, Sequence, cast
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.expressions import Binary, Call, Expr, Literal, Ref, Unary
@@ -38,7 +38,7 @@ INITS: dict[str, tuple[tuple[str, ...], int]] = {
 }
 
 
-def _cdiv(a, b):
+def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
@@ -119,12 +119,13 @@ def require_holds(require: model.SpaceRequire, defines: Mapping[str, int | float
         return False
 
 
-def require_names(requires) -> list[str]:
+def require_names(requires: Iterable[model.SpaceRequire]) -> list[str]:
     """The define names a set of requires reads, sorted."""
     return sorted({r.name for q in requires for side in (q.left, q.right) for r in names_in(side)})
 
 
-def requires_unmet(requires, values: Mapping[str, tuple], limit: int) -> int:
+def requires_unmet(requires: Sequence[model.SpaceRequire], values: Mapping[str, tuple],
+                   limit: int) -> int:
     """How many combinations of the named defines' values were tried and
     none met every require (0: one did, or there are more than `limit`)."""
     named = require_names(requires)
@@ -195,7 +196,9 @@ INIT_DEFAULTS: dict[str, dict[str, int | float]] = {
     "constant": {"value": 0}, "output": {}}
 
 
-def _dims(exprs, env, what: str) -> tuple[int, int, int]:
+def _dims(exprs: Sequence[Expr] | None, env: Mapping[str, int | float],
+          what: str) -> tuple[int, int, int]:
+    assert exprs is not None                 # (resolve: every bench has its grid and block)
     values = [evaluate(e, env) for e in exprs]
     if any(not isinstance(v, int) or v <= 0 for v in values):
         raise ExprError(exprs[0], f"{what} must be positive integers, got {values}")

@@ -10,6 +10,7 @@ links, mode and spelling kept).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.expressions import NO_SPAN, Span
@@ -51,7 +52,7 @@ def _leaf(span: Span) -> _Node:
     return _Node(span, None)
 
 
-def _block(span: Span, children) -> _Node:
+def _block(span: Span, children: Iterable[_Node]) -> _Node:
     return _Node(span,
                  sorted((c for c in children if c.span.start >= 0), key=lambda n: n.span.start))
 
@@ -80,7 +81,7 @@ def _target_node(target: model.Target) -> _Node:
     return _block(target.span, parts)
 
 
-def _bench_items(bench: model.Bench):
+def _bench_items(bench: model.Bench) -> list:
     texts = [t for t in (bench.kernel, bench.reference, bench.command) if t is not None]
     runs = [part for part in (bench.confirm, bench.repeat, bench.timeout) if part is not None]
     return [*texts, *bench.metrics, *bench.run_checks, *runs, *bench.lets, *bench.args,

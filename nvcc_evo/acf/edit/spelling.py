@@ -33,14 +33,16 @@ def show_number(value: int | float) -> str:
     return repr(value)
 
 
-def show_value(value) -> str:
+def show_value(value: object) -> str:
+    """A knob's value as the ACF spells it (a bool, a number, a bare name, else a string)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return show_number(value)
-    if BARE_NAME.fullmatch(value) and value not in KEYWORDS:
-        return value
-    return show_string(value)
+    text = str(value)
+    if BARE_NAME.fullmatch(text) and text not in KEYWORDS:
+        return text
+    return show_string(text)
 
 
 def show_string(text: str) -> str:

@@ -217,7 +217,7 @@ class _Files:
     def __enter__(self) -> "_Files":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         os.close(self.base)
         self._forget_written()
 

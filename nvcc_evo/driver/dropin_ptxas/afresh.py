@@ -64,8 +64,8 @@ def through_stand_ins(environ: dict, folder: str) -> dict:
 
 @contextmanager
 def afresh(environ: dict) -> Iterator[dict]:
-    """`through_stand_ins` with the caches in a private folder of its own, removed after: one run of the
-    program whose Triton kernels compile anew (a kernel unit's first run for a retune)."""
+    """`through_stand_ins` with the caches in a private folder of its own, removed after: one run of
+    the program whose Triton kernels compile anew (a kernel unit's first run for a retune)."""
     folder = private_folder("afresh")
     try:
         yield through_stand_ins(environ, folder)
