@@ -126,8 +126,9 @@ class Origins:
                    or self.by_base.get(base(name)) or [])
         if name in self.by_symbol:            # (extern "C", a PTX entry: spelled as it is)
             symbols = [name]
+        # (the symbols of files' anonymous namespaces come in any order)
         found = sorted({(o.source, o.arch): o for s in symbols for o in self.by_symbol[s]}.values(),
-                       key=lambda o: (o.source, o.arch))     # (symbols of files' anonymous namespaces: any order)
+                       key=lambda o: (o.source, o.arch))
         return (symbols[0] if len(symbols) == 1 else " | ".join(symbols)), found
 
 
