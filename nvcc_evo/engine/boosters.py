@@ -36,11 +36,14 @@ class Family:
 
 
 def families(data: str | None = None) -> tuple[Family, ...]:
-    data = data if data is not None else resources.files(__package__).joinpath("boosters.toml").read_text()
+    if data is None:
+        data = resources.files(__package__).joinpath("boosters.toml").read_text()
     found = []
     for family in tomllib.loads(data)["family"]:
-        seeds = tuple(Seed(family["name"], s["from"], tuple(s["knobs"].items())) for s in family.get("seed", ()))
-        found.append(Family(family["name"], tuple(family.get("names", ())), tuple(family.get("text", ())), seeds))
+        seeds = tuple(Seed(family["name"], s["from"], tuple(s["knobs"].items()))
+                      for s in family.get("seed", ()))
+        found.append(Family(family["name"], tuple(family.get("names", ())),
+                            tuple(family.get("text", ())), seeds))
     return tuple(found)
 
 

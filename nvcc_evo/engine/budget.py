@@ -28,7 +28,8 @@ INF = math.inf
 
 
 class Asked(Protocol):
-    """The budget a retune decided (retune.scope.options.Options is one): inf where there is no cap."""
+    """The budget a retune decided (retune.scope.options.Options is one): inf where there is no
+    cap."""
 
     @property
     def evaluations(self) -> float: ...
@@ -40,14 +41,16 @@ class Asked(Protocol):
     def patience(self) -> int | None: ...
 
 
-def budget_of(asked: Asked, deadline: Deadline = NONE, log: Callable[[str], None] = lambda said: None) -> Budget:
+def budget_of(asked: Asked, deadline: Deadline = NONE,
+              log: Callable[[str], None] = lambda said: None) -> Budget:
     """The search's Budget: the caps asked for and the search's `deadline`
     (its time, less what is kept back for the steps after the search: said
     through `log` when there is such a reserve)."""
     if deadline.limited and deadline.reserve:
         left = deadline.search_left()
-        log(f"{deadline.reserve:.0f} s of the {deadline.seconds:g} s budget kept for the steps after the search "
-            f"(the backend's confirmation, drift runs, ship check, comparison builds): {left:.0f} s to search"
+        log(f"{deadline.reserve:.0f} s of the {deadline.seconds:g} s budget kept for the steps "
+            "after the search (the backend's confirmation, drift runs, ship check, comparison "
+            f"builds): {left:.0f} s to search"
             + (" (raise --time-limit to search at all)" if left == 0 else ""))
     return Budget(asked.evaluations, asked.generations if asked.generations is not None else INF,
                   asked.patience, deadline)
@@ -66,7 +69,8 @@ def stagnation(engine: Engine) -> tuple[tuple[str, str], ...]:
         said.append(("guided", f"{engine.guided} proposed by the surrogate"))
     if engine.warm:
         whence = ", ".join(f"{count} from {origin}" for origin, count in engine.warm_seeds.items())
-        said.append(("warm start", f"{sum(engine.warm_seeds.values())} seed(s)" + (f": {whence}" if whence else "")
-                     + f"; {sum(map(len, engine.warm))} evaluations known"
+        seeds = f"{sum(engine.warm_seeds.values())} seed(s)" + (f": {whence}" if whence else "")
+        said.append(("warm start",
+                     f"{seeds}; {sum(map(len, engine.warm))} evaluations known"
                      + (", starting the surrogate" if engine.guide is not None else "")))
     return tuple(said)

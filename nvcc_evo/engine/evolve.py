@@ -19,10 +19,12 @@ from typing import Any, Callable, Iterable, Protocol, Sequence, TypeVar, runtime
 
 import numpy as np
 
-# The Pareto machinery (engine.fronts), by the names the engine's users have always imported from here.
-from nvcc_evo.engine.fronts import (Evaluation, crowding_distance, dominates, hypervolume_2d, non_dominated_sort,
-                                    pareto_front, survivors)
-from nvcc_evo.engine.space import Genome, SearchSpace, crossover, mutate, sample, spread, step, unseen
+# The Pareto machinery (engine.fronts), by the names the engine's users have always imported from
+# here.
+from nvcc_evo.engine.fronts import (Evaluation, crowding_distance, dominates, hypervolume_2d,
+                                    non_dominated_sort, pareto_front, survivors)
+from nvcc_evo.engine.space import (Genome, SearchSpace, crossover, mutate, sample, spread, step,
+                                   unseen)
 from nvcc_evo.engine.surrogate import Guide, Surrogate, ranked
 from nvcc_evo.system.clock import NONE
 
@@ -47,8 +49,10 @@ class TimeLeft(Protocol):
 class Budget:
     evaluations: float = 60      # a cap (inf: none)
     generations: float = INF
-    patience: int | None = None  # generations without a new front point before stopping (None: never)
-    deadline: TimeLeft = NONE    # the search's time (system.clock.Deadline): asked, never computed here
+    patience: int | None = None  # generations without a new front point before stopping (None:
+                                 # never)
+    deadline: TimeLeft = NONE    # the search's time (system.clock.Deadline): asked, never computed
+                                 # here
 
     def patient(self, progress: "Progress") -> bool:
         return self.patience is None or progress.stale_generations < self.patience
@@ -75,8 +79,9 @@ class Avoid(Protocol):
 
 
 class Known(Protocol):
-    """Evaluations made before this search, mapped into its space (execute.warm: the same unit in another
-    context, a similar unit of the project): ranked on their own; `origin` says where they come from."""
+    """Evaluations made before this search, mapped into its space (execute.warm: the same unit in
+    another context, a similar unit of the project): ranked on their own; `origin` says where they
+    come from."""
 
     @property
     def origin(self) -> str: ...
@@ -89,26 +94,31 @@ class Engine:
     """Ask for genomes, tell their evaluations; NSGA-II in between."""
 
     def __init__(self, space: SearchSpace, rng: np.random.Generator, population: int = 12,
-                 seeds: Sequence[Genome] = (), history: Sequence[Evaluation] = (), local_share: float = 0.5,
-                 avoid: "Avoid | None" = None, guide: Guide | None = None, warm: Sequence[Known] = (),
-                 spread: bool = True):
+                 seeds: Sequence[Genome] = (), history: Sequence[Evaluation] = (),
+                 local_share: float = 0.5,
+                 avoid: "Avoid | None" = None, guide: Guide | None = None,
+                 warm: Sequence[Known] = (), spread: bool = True):
         self.space, self.rng, self.size, self.local_share = space, rng, population, local_share
-        # The first generation (after the seeds) drawn far apart (space.spread), not at random, where no
-        # warm start says where to look: chosen by leave-one-kernel-out on brute-forced spaces (BENCHMARKS.md).
+        # The first generation (after the seeds) drawn far apart (space.spread), not at random,
+        # where no warm start says where to look: chosen by leave-one-kernel-out on brute-forced
+        # spaces (BENCHMARKS.md).
         self.spread = spread and not warm
-        # The surrogate (None: unguided); `warm`: groups of evaluations known before (the same unit on
-        # another GPU or toolkit, a similar unit), each ranked on its own: their WARM_SEEDS best seed the
-        # first generation, after `seeds`, and they start the surrogate.
+        # The surrogate (None: unguided); `warm`: groups of evaluations known before (the same unit
+        # on another GPU or toolkit, a similar unit), each ranked on its own: their WARM_SEEDS best
+        # seed the first generation, after `seeds`, and they start the surrogate.
         self.guide, self.model = guide, Surrogate(space, guide) if guide is not None else None
-        known = [(group.origin, [e for e in group.evaluations if e.genome in space]) for group in warm]
+        known = [(group.origin, [e for e in group.evaluations if e.genome in space])
+                 for group in warm]
         self.warm = [evaluations for _, evaluations in known if evaluations]
         self.guided = 0                 # proposals the surrogate made
-        self.modelled = {e.genome: e for e in history if e.genome in space}   # what the surrogate learns from
+        # what the surrogate learns from
+        self.modelled = {e.genome: e for e in history if e.genome in space}
         self.seen: dict[Genome, Evaluation] = {e.genome: e for e in history}
         self.pending: set[Genome] = set()
         self.population: list[Evaluation] = survivors(list(self.seen.values()), population)
         self.seeds = [g for g in dict.fromkeys(seeds) if g not in self.seen]
-        self.warm_seeds: dict[str, int] = {}    # the first generation's seeds from each origin (progress line)
+        self.warm_seeds: dict[str, int] = {}    # the first generation's seeds from each origin
+                                                # (progress line)
         for origin, group in known:
             best = [g for g, ok in list(zip(*ranked(group, 0.0)[:2]))[:WARM_SEEDS] if ok]
             fresh = [g for g in dict.fromkeys(best) if g not in self.seen and g not in self.seeds]
@@ -127,7 +137,9 @@ class Engine:
     def _fresh(self, genome: Genome, batch: list[Genome]) -> bool:
         """Not evaluated, asked for or in this batch, allowed by the space's
         requires and not known to fail (`avoid`)."""
-        if genome in self.seen or genome in self.pending or genome in batch or not self.space.allows(genome):
+        if genome in self.seen or genome in self.pending or genome in batch:
+            return False
+        if not self.space.allows(genome):
             return False
         if self.avoid is not None and self.avoid.forbids(genome):
             self.avoided.add(genome)
@@ -153,17 +165,18 @@ class Engine:
         if wanted > 0 and self._fitted():
             batch += self._modelled(wanted, batch)
         if len(batch) < count and self.spread and not self.seen and not self.pending:
-            batch += spread(self.space, self.rng, count - len(batch), lambda g: self._fresh(g, batch))
+            batch += spread(self.space, self.rng, count - len(batch),
+                            lambda g: self._fresh(g, batch))
         if len(batch) < count:
             batch += self._offspring(count - len(batch), batch, tries=50 * count)
-        if len(batch) < count:                         # random draws find nothing new: the rest, in order
+        if len(batch) < count:  # random draws find nothing new: the rest, in order
             batch += unseen(self.space, lambda g: self._fresh(g, batch), count - len(batch))
         self.pending.update(batch)
         return batch
 
     def _modelled(self, wanted: int, batch: list[Genome]) -> list[Genome]:
-        """The guide's share of `wanted` (a fraction drawn as a chance): for each, the surrogate's best
-        of `guide.candidates` fresh points drawn from its good density."""
+        """The guide's share of `wanted` (a fraction drawn as a chance): for each, the surrogate's
+        best of `guide.candidates` fresh points drawn from its good density."""
         assert self.guide is not None and self.model is not None
         share = min(wanted, int(self.guide.share * wanted + self.rng.random()))
         drawn = self.model.draw(self.rng, self.guide.candidates * share)
@@ -173,7 +186,8 @@ class Engine:
         return [fresh[i] for i in sorted(best)]
 
     def _offspring(self, count: int, batch: list[Genome], tries: int) -> list[Genome]:
-        """Up to `count` fresh proposals of the operators, none in `batch`, in at most `tries` draws."""
+        """Up to `count` fresh proposals of the operators, none in `batch`, in at most `tries`
+        draws."""
         found: list[Genome] = []
         tried = 0
         while len(found) < count and tried < tries:
@@ -186,8 +200,9 @@ class Engine:
         return found
 
     def _fitted(self) -> bool:
-        """The surrogate learned from what is told so far and the warm starts (each of those counting
-        `guide.warm` of one of this search's, less as this search tells as many); False: unguided."""
+        """The surrogate learned from what is told so far and the warm starts (each of those
+        counting `guide.warm` of one of this search's, less as this search tells as many); False:
+        unguided."""
         if self.guide is None or self.model is None:
             return False
         told = list(self.modelled.values())
@@ -196,7 +211,8 @@ class Engine:
         if len(told) + worth * warm < self.guide.after:
             return False
         groups = [ranked(told, 1.0)] if told else []
-        self.model.fit(groups + [ranked(group, worth) for group in self.warm if group and worth > 0])
+        warmed = [ranked(group, worth) for group in self.warm if group and worth > 0]
+        self.model.fit(groups + warmed)
         return True
 
     def _elite(self) -> Genome:
@@ -211,7 +227,9 @@ class Engine:
         random stream of a search that keeps improving is what it was.)"""
         if len(self.population) < 2:
             return sample(self.space, self.rng)
-        shake = min(MAX_SHAKE, SHAKE_STEP * (self.stale - RESTART_AFTER + 1)) if self.stale >= RESTART_AFTER else 0.0
+        shake = 0.0
+        if self.stale >= RESTART_AFTER:
+            shake = min(MAX_SHAKE, SHAKE_STEP * (self.stale - RESTART_AFTER + 1))
         if shake:
             draw = self.rng.random()
             if draw < shake / 2:
@@ -219,13 +237,16 @@ class Engine:
                 return sample(self.space, self.rng)                        # an immigrant
             if draw < shake and self._front:
                 self.diversified += 1
-                return mutate(self._elite(), self.space, self.rng, rate=JUMP_RATE)   # a jump from the front
+                # a jump from the front
+                return mutate(self._elite(), self.space, self.rng, rate=JUMP_RATE)
         if self._front and self.rng.random() < self.local_share:
             return step(self._elite(), self.space, self.rng)
-        return mutate(crossover(self._tournament(), self._tournament(), self.rng, self.space), self.space, self.rng)
+        return mutate(crossover(self._tournament(), self._tournament(), self.rng, self.space),
+                      self.space, self.rng)
 
     def learn(self, failures: Sequence[Evaluation]) -> None:
-        """Failures known before their batch is told (its refused compiles): taught to `avoid` at once."""
+        """Failures known before their batch is told (its refused compiles): taught to `avoid` at
+        once."""
         if self.avoid is not None:
             for failure in failures:
                 self.avoid.learn(failure)
@@ -247,8 +268,10 @@ class Engine:
 
     def _offer(self, candidate: Evaluation) -> bool:
         """Keep the front up to date, one point at a time."""
-        if not candidate.feasible or any(dominates(e, candidate) or e.objectives == candidate.objectives
-                                         for e in self._front):
+        if not candidate.feasible:
+            return False
+        if any(dominates(e, candidate) or e.objectives == candidate.objectives
+               for e in self._front):
             return False
         self._front = [e for e in self._front if not dominates(candidate, e)] + [candidate]
         return True
@@ -278,7 +301,8 @@ class Overlapping(Protocol[Started]):
 
 
 def run_search(engine: Engine, evaluate: Evaluate, budget: Budget,
-               on_generation: OnGeneration = lambda p, e: None, done: int = 0, overlap: bool = False) -> Progress:
+               on_generation: OnGeneration = lambda p, e: None, done: int = 0,
+               overlap: bool = False) -> Progress:
     """The ask/tell loop, until the budget or the patience runs out. `done`:
     evaluations made before (read back from the results store); they count
     toward `budget.evaluations`, so a resumed search only reaches the budget.
@@ -290,7 +314,8 @@ def run_search(engine: Engine, evaluate: Evaluate, budget: Budget,
     progress = Progress(evaluations=done, resumed=done)
     if overlap:
         if not isinstance(evaluate, Overlapping):
-            raise TypeError("overlap asks for an evaluate with start, finish and refused (engine.evolve.Overlapping)")
+            raise TypeError("overlap asks for an evaluate with start, finish and refused "
+                            "(engine.evolve.Overlapping)")
         return _overlapped(engine, evaluate, budget, on_generation, progress)
     while _within(progress, budget, 0):
         batch = engine.ask(_room(engine, budget, progress.evaluations))
@@ -302,19 +327,21 @@ def run_search(engine: Engine, evaluate: Evaluate, budget: Budget,
 
 
 def _room(engine: Engine, budget: Budget, taken: int) -> int:
-    """How many to ask for: a generation, or what is left of the budget's cap (a float: inf is none)."""
+    """How many to ask for: a generation, or what is left of the budget's cap (a float: inf is
+    none)."""
     return int(min(engine.size, budget.evaluations - taken))
 
 
 def _within(progress: Progress, budget: Budget, pending: int) -> bool:
-    return (progress.evaluations + pending < budget.evaluations and progress.generation < budget.generations
+    return (progress.evaluations + pending < budget.evaluations and
+            progress.generation < budget.generations
             and budget.deadline.search_left() > 0 and budget.patient(progress))
 
 
 def _told(engine: Engine, progress: Progress, asked: int, evaluations: list[Evaluation],
           on_generation: OnGeneration) -> bool:
-    """A generation's evaluations told (none: nothing told); False when fewer came back than were asked
-    for (the evaluator's time is up), so the search ends."""
+    """A generation's evaluations told (none: nothing told); False when fewer came back than were
+    asked for (the evaluator's time is up), so the search ends."""
     if not evaluations:
         return False
     improved = engine.tell(evaluations)
@@ -325,8 +352,8 @@ def _told(engine: Engine, progress: Progress, asked: int, evaluations: list[Eval
     return len(evaluations) == asked
 
 
-def _overlapped(engine: Engine, evaluate: Overlapping[Any], budget: Budget, on_generation: OnGeneration,
-                progress: Progress) -> Progress:
+def _overlapped(engine: Engine, evaluate: Overlapping[Any], budget: Budget,
+                on_generation: OnGeneration, progress: Progress) -> Progress:
     """run_search with each batch asked for, and compiling, before the one
     before it is measured (see there)."""
     batch = engine.ask(_room(engine, budget, progress.evaluations)) \
@@ -338,15 +365,16 @@ def _overlapped(engine: Engine, evaluate: Overlapping[Any], budget: Budget, on_g
             engine.learn(evaluate.refused(started))   # compiles it failed
             following = engine.ask(_room(engine, budget, progress.evaluations + len(batch)))
         ahead = evaluate.start(following) if following else None
-        complete = _told(engine, progress, len(batch), evaluate.finish(started, 0, len(batch)), on_generation)
+        complete = _told(engine, progress, len(batch), evaluate.finish(started, 0, len(batch)),
+                         on_generation)
         if not complete or budget.deadline.search_left() <= 0 or not budget.patient(progress):
-            break                                  # the batch compiling ahead is dropped, never measured
+            break  # the batch compiling ahead is dropped, never measured
         batch, started = following, ahead
     return progress
 
 
-def random_search(space: SearchSpace, evaluate: Evaluate, evaluations: int, rng: np.random.Generator,
-                  batch: int = 12) -> list[Evaluation]:
+def random_search(space: SearchSpace, evaluate: Evaluate, evaluations: int,
+                  rng: np.random.Generator, batch: int = 12) -> list[Evaluation]:
     """The reference a GA must beat: uniform samples, never the same twice."""
     seen: dict[Genome, Evaluation] = {}
     tries = 0

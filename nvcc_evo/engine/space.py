@@ -17,12 +17,15 @@ import numpy as np
 
 from nvcc_evo.acf import knobs, model
 from nvcc_evo.acf.bench.spec import require_holds, require_names
+from nvcc_evo.acf.edit.spelling import show_value
 from nvcc_evo.acf.knobs import Scalar
 from nvcc_evo.acf.sources import define_values, source_default, source_defines
 
-COUNT_LIMIT = 100_000      # combinations of constrained defines enumerated to count a space's points
+COUNT_LIMIT = 100_000      # combinations of constrained defines enumerated to count a space's
+                           # points
 UNSEEN_LIMIT = 200_000     # points of a space looked at, in order, for one not yet seen
-TRIES = 32                 # draws an operator makes before it falls back to a point the requires allow
+TRIES = 32                 # draws an operator makes before it falls back to a point the requires
+                           # allow
 
 # Searched when a unit gives no search block: knobs that change codegen but
 # not results (docs/acf.md, the knob table), kept to what the toolkit takes.
@@ -61,7 +64,7 @@ class Genome:
         return {k: v for k, v in self.items if v is not None}
 
     def __str__(self) -> str:
-        from nvcc_evo.acf.edit.spelling import show_value     # spelled as the ACF spells it (false, not False)
+        # spelled as the ACF spells it (false, not False)
         shown = [f"{k}={show_value(v)}" for k, v in self.items if v is not None]
         return " ".join(shown) or "(defaults)"
 
@@ -94,7 +97,8 @@ class SearchSpace:
         if not self.requires or combinations > COUNT_LIMIT:
             return total
         base = dict(self.baseline().items)
-        allowed = sum(self.allows(Genome(tuple({**base, **dict(zip((d.knob for d in constrained), values))}.items())))
+        allowed = sum(self.allows(Genome(tuple({**base, **dict(zip((d.knob for d in constrained),
+                                                                   values))}.items())))
                       for values in itertools.product(*(d.choices for d in constrained)))
         return total // combinations * allowed
 
@@ -104,7 +108,8 @@ class SearchSpace:
     def __contains__(self, genome: Genome) -> bool:
         """A genome of this space (a stored one may be of an earlier space)."""
         return len(genome.items) == len(self.dimensions) and all(
-            knob == d.knob and value in d.choices for (knob, value), d in zip(genome.items, self.dimensions))
+            knob == d.knob and value in d.choices
+            for (knob, value), d in zip(genome.items, self.dimensions))
 
     def genome(self, values: dict) -> Genome:
         """A genome from knob values; missing knobs take the baseline, and
@@ -123,8 +128,8 @@ def baseline_defines(source: Path, space: "SearchSpace") -> dict:
     """Values of source parameters a bench expression may name at the
     space's baseline: the source's own #defines, then the baselines and pins
     of the space."""
-    return {**source_defines(source),
-            **define_values({d.knob: d.baseline for d in space.dimensions if d.baseline is not None})}
+    baselines = {d.knob: d.baseline for d in space.dimensions if d.baseline is not None}
+    return {**source_defines(source), **define_values(baselines)}
 
 
 def _baseline(knob_name: str, source: Path | None) -> Scalar | None:
@@ -140,7 +145,8 @@ def build_space(unit: model.Unit, source: Path | None,
     """The unit's search block (or DEFAULT_SPACE) and its pins, fixed (a pin
     outside the search block is a one-value dimension), with only knobs the
     toolkit takes (`accepts`)."""
-    entries = [(s.knob, model.domain_values(s.domain)) for s in unit.space] if unit.space else list(DEFAULT_SPACE)
+    entries = [(s.knob, model.domain_values(s.domain))
+               for s in unit.space] if unit.space else list(DEFAULT_SPACE)
     pins = {p.knob: p.value for p in unit.pins}
     dimensions = []
     for name, values in entries:
@@ -157,7 +163,7 @@ def build_space(unit: model.Unit, source: Path | None,
             choices = (baseline, *choices)
         dimensions.append(Dimension(name, choices, baseline))
     searched = {name for name, _ in entries}
-    for name, value in pins.items():         # pinned but not searched: still built and benched with it
+    for name, value in pins.items():  # pinned but not searched: still built and benched with it
         if name not in searched and accepts(name):
             knob = knobs.lookup(name)
             value = knob.normalise(value) if knob is not None else value
@@ -186,17 +192,19 @@ def sample(space: SearchSpace, rng: np.random.Generator) -> Genome:
     return _allowed(space, draw, space.baseline())
 
 
-def spread(space: SearchSpace, rng: np.random.Generator, count: int, fresh: Callable[[Genome], bool],
-           draws: int = 16) -> list[Genome]:
+def spread(space: SearchSpace, rng: np.random.Generator, count: int,
+           fresh: Callable[[Genome], bool], draws: int = 16) -> list[Genome]:
     """Up to `count` fresh points far apart, a first generation that covers
     the space: of `draws` times as many samples, greedily the one farthest
     from those taken (the distance: each dimension's choices as positions in
     [0, 1], summed over the dimensions)."""
-    pool = list(dict.fromkeys(g for g in (sample(space, rng) for _ in range(draws * count)) if fresh(g)))
+    drawn = (sample(space, rng) for _ in range(draws * count))
+    pool = list(dict.fromkeys(g for g in drawn if fresh(g)))
     if len(pool) <= count:
         return pool
     scale = [max(1, len(d.choices) - 1) for d in space.dimensions]
-    where = np.array([[d.choices.index(v) / n for (_, v), d, n in zip(g.items, space.dimensions, scale)]
+    where = np.array([[d.choices.index(v) / n for (_, v), d, n in zip(g.items, space.dimensions,
+                                                                      scale)]
                       for g in pool])
     taken = [int(rng.integers(len(pool)))]
     nearest = np.abs(where - where[taken[0]]).sum(axis=1)
@@ -206,7 +214,8 @@ def spread(space: SearchSpace, rng: np.random.Generator, count: int, fresh: Call
     return [pool[i] for i in taken]
 
 
-def crossover(a: Genome, b: Genome, rng: np.random.Generator, space: SearchSpace | None = None) -> Genome:
+def crossover(a: Genome, b: Genome, rng: np.random.Generator,
+              space: SearchSpace | None = None) -> Genome:
     """Uniform crossover: each gene from either parent (a child the space's
     requires exclude is drawn again, else parent `a`)."""
     def draw() -> Genome:
@@ -215,11 +224,13 @@ def crossover(a: Genome, b: Genome, rng: np.random.Generator, space: SearchSpace
     return draw() if space is None else _allowed(space, draw, a)
 
 
-def mutate(genome: Genome, space: SearchSpace, rng: np.random.Generator, rate: float | None = None) -> Genome:
+def mutate(genome: Genome, space: SearchSpace, rng: np.random.Generator,
+           rate: float | None = None) -> Genome:
     return _allowed(space, lambda: _mutate(genome, space, rng, rate), genome)
 
 
-def _mutate(genome: Genome, space: SearchSpace, rng: np.random.Generator, rate: float | None) -> Genome:
+def _mutate(genome: Genome, space: SearchSpace, rng: np.random.Generator,
+            rate: float | None) -> Genome:
     """Each gene changes with probability `rate` (default 1/len): to a
     neighbouring choice half the time (ordered domains), else to any choice."""
     rate = rate if rate is not None else 1.0 / max(1, len(space.dimensions))
@@ -284,10 +295,11 @@ REPAIRS: tuple[tuple, ...] = (
      "ptxas.maxrregcount", "nvcc's -maxrregcount wins over ptxas's; keep one"),
     (lambda g: g.get("ptxas.minnctapersm") is not None and g.get("ptxas.maxntid") is None,
      "ptxas.minnctapersm", "min CTAs per SM only acts with a block-size hint"),
-    # ptxas 13.0: "Conflicting options -opt-level=<0,2,3> and --Ofast-compile=min" (knobs.level_refused,
-    # the build's rule too; tests/data/recorded/spill_space.jsonl holds such failures): the -Ofc level
-    # gives way, else (pinned) the -O level.
-    *((lambda g, fast=fast: _level_refused(g, fast), fast, "ptxas refuses this -O level with this -Ofc level")
+    # ptxas 13.0: "Conflicting options -opt-level=<0,2,3> and --Ofast-compile=min"
+    # (knobs.level_refused, the build's rule too; tests/data/recorded/spill_space.jsonl holds such
+    # failures): the -Ofc level gives way, else (pinned) the -O level.
+    *((lambda g, fast=fast: _level_refused(g, fast), fast, "ptxas refuses this -O level with this "
+                                                           "-Ofc level")
       for fast in sorted(knobs.FAST_COMPILE)),
     (lambda g: any(_level_refused(g, fast) for fast in knobs.FAST_COMPILE), "ptxas.opt_level",
      "ptxas refuses this -O level with a pinned -Ofc level"),
@@ -313,7 +325,8 @@ def repair(genome: Genome, space: SearchSpace) -> Genome:
     for d in space.dimensions:
         if space.allows(repaired):
             break
-        if knobs.is_define(d.knob) and d.knob[len(knobs.DEFINE_PREFIX):] in named and d.knob in values:
+        define = knobs.is_define(d.knob) and d.knob[len(knobs.DEFINE_PREFIX):] in named
+        if define and d.knob in values:
             values[d.knob] = d.baseline
             repaired = Genome(tuple((k, values[k]) for k, _ in genome.items))
     return repaired

@@ -49,16 +49,20 @@ class Guide:
     defaults were chosen by leave-one-kernel-out on brute-forced spaces (BENCHMARKS.md)."""
 
     share: float = 0.5        # of each batch the surrogate proposes (the operators the rest)
-    candidates: int = 24      # points drawn from the good density per proposal, the best by l/g taken
+    candidates: int = 24      # points drawn from the good density per proposal, the best by l/g
+                              # taken
     good: float = 0.2         # the share of the told evaluations that makes the good density
     bandwidth: float = 2.0    # a numeric dimension's kernel, in steps of its choices
-    after: int = 10           # evaluations told (warm starts counted at their worth) before it proposes
-    warm: float = 0.5         # what one warm-start evaluation counts for, against one of this search
+    after: int = 10           # evaluations told (warm starts counted at their worth) before it
+                              # proposes
+    warm: float = 0.5         # what one warm-start evaluation counts for, against one of this
+                              # search
 
 
 def _numeric(dimension: Dimension) -> bool:
     values = [c for c in dimension.choices if c is not None]
-    return len(values) > 2 and all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in values)
+    return len(values) > 2 and all(isinstance(c, (int, float)) and not isinstance(c, bool)
+                                   for c in values)
 
 
 class Surrogate:
@@ -72,10 +76,13 @@ class Surrogate:
         self.matrix = np.zeros((64, len(space.dimensions)), dtype=int)
         self.table: list[np.ndarray] = []        # per dimension: each choice's log l/g
         self.good: list[np.ndarray] = []         # per dimension: the good density l
-        self.failing = False                     # some told evaluation failed: the classifier below is fitted
-        self.passes: list[np.ndarray] = []       # per dimension: each choice's log density among the feasible
+        self.failing = False                     # some told evaluation failed: the classifier below
+                                                 # is fitted
+        self.passes: list[np.ndarray] = []       # per dimension: each choice's log density among
+                                                 # the feasible
         self.fails: list[np.ndarray] = []        # ... among the failures
-        self.counts = (0.0, 0.0)                 # log of the feasible and the failed evaluations' weight
+        self.counts = (0.0, 0.0)                 # log of the feasible and the failed evaluations'
+                                                 # weight
 
     @staticmethod
     def _kernel(dimension: Dimension, bandwidth: float) -> np.ndarray:
@@ -87,12 +94,14 @@ class Surrogate:
         return np.exp(-0.5 * ((steps[:, None] - steps[None, :]) / bandwidth) ** 2)
 
     def rows(self, genomes: Sequence[Genome]) -> np.ndarray:
-        """Each genome's choice indices (-1: a value outside its dimension), each genome's worked out once."""
+        """Each genome's choice indices (-1: a value outside its dimension), each genome's worked
+        out once."""
         for g in genomes:
             if g not in self.known:
                 if len(self.known) == len(self.matrix):
                     self.matrix = np.concatenate([self.matrix, np.zeros_like(self.matrix)])
-                self.matrix[len(self.known)] = [self.index[d].get(v, -1) for d, (_, v) in enumerate(g.items)]
+                self.matrix[len(self.known)] = [self.index[d].get(v, -1)
+                                                for d, (_, v) in enumerate(g.items)]
                 self.known[g] = len(self.known)
         return self.matrix[[self.known[g] for g in genomes]]
 
@@ -105,9 +114,9 @@ class Surrogate:
         return counts / counts.sum()
 
     def fit(self, groups: Sequence[tuple[Sequence[Genome], Sequence[bool], float]]) -> None:
-        """Learn from groups of genomes, each ranked best first with their feasibility and what one of
-        them counts for: this search's, and warm starts' (ranked apart: another GPU's times are not
-        this one's)."""
+        """Learn from groups of genomes, each ranked best first with their feasibility and what one
+        of them counts for: this search's, and warm starts' (ranked apart: another GPU's times are
+        not this one's)."""
         rows, good, ok, weight = [], [], [], []
         for genomes, feasible, worth in groups:
             flags = np.asarray(feasible, dtype=bool)
@@ -117,22 +126,27 @@ class Surrogate:
             good.append(best & flags if flags.any() else best)
             ok.append(flags)
             weight.append(np.full(len(genomes), worth))
-        self.learn(np.concatenate(rows), np.concatenate(good), np.concatenate(ok), np.concatenate(weight))
+        self.learn(np.concatenate(rows), np.concatenate(good), np.concatenate(ok),
+                   np.concatenate(weight))
 
     def learn(self, rows: np.ndarray, good: np.ndarray, ok: np.ndarray, weight: np.ndarray) -> None:
         dims = range(len(self.dimensions))
         self.good = [self._density(rows[good], weight[good], d) for d in dims]
-        self.table = [np.log(self.good[d]) - np.log(self._density(rows[~good], weight[~good], d)) for d in dims]
+        self.table = [np.log(self.good[d]) - np.log(self._density(rows[~good], weight[~good], d))
+                      for d in dims]
         self.failing = bool((~ok).any())
         if self.failing:           # a naive Bayes classifier of feasibility
             self.passes = [np.log(self._density(rows[ok], weight[ok], d)) for d in dims]
             self.fails = [np.log(self._density(rows[~ok], weight[~ok], d)) for d in dims]
-            self.counts = (math.log(max(float(weight[ok].sum()), PRIOR)), math.log(float(weight[~ok].sum())))
+            self.counts = (math.log(max(float(weight[ok].sum()), PRIOR)),
+                           math.log(float(weight[~ok].sum())))
 
     def draw(self, rng: np.random.Generator, count: int) -> list[Genome]:
-        """`count` points drawn from the good density, each dimension on its own (TPE's proposals)."""
+        """`count` points drawn from the good density, each dimension on its own (TPE's
+        proposals)."""
         picks = [rng.choice(len(density), size=count, p=density) for density in self.good]
-        return [Genome(tuple((d.knob, d.choices[int(pick[i])]) for d, pick in zip(self.dimensions, picks)))
+        return [Genome(tuple((d.knob, d.choices[int(pick[i])])
+                             for d, pick in zip(self.dimensions, picks)))
                 for i in range(count)]
 
     def _sum(self, tables: list[np.ndarray], rows: np.ndarray) -> np.ndarray:
@@ -159,9 +173,10 @@ Group = tuple[list[Genome], list[bool], float]
 
 
 def ranked(evaluations: Sequence[Evaluation], weight: float) -> Group:
-    """The evaluations best first, as constrained domination ranks them: the feasible by how many others
-    dominate each (one objective: by its value), then the sum of their objectives scaled to the front's
-    spread; the infeasible after them by violation. With their feasibility, and what each counts for."""
+    """The evaluations best first, as constrained domination ranks them: the feasible by how many
+    others dominate each (one objective: by its value), then the sum of their objectives scaled to
+    the front's spread; the infeasible after them by violation. With their feasibility, and what
+    each counts for."""
     feasible = [e for e in evaluations if e.feasible]
     failed = sorted((e for e in evaluations if not e.feasible), key=lambda e: e.violation)
     if feasible:
@@ -176,4 +191,5 @@ def ranked(evaluations: Sequence[Evaluation], weight: float) -> Group:
             dominated = (at_most & better).sum(axis=0)
             order = np.lexsort((scaled.sum(axis=1), dominated))
         feasible = [feasible[i] for i in order]
-    return [e.genome for e in feasible + failed], [True] * len(feasible) + [False] * len(failed), weight
+    feasibility = [True] * len(feasible) + [False] * len(failed)
+    return [e.genome for e in feasible + failed], feasibility, weight
