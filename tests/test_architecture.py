@@ -245,13 +245,14 @@ def test_no_code_compares_a_backend_name():
 
 
 MOST_COLUMNS = 100         # a line read without scrolling, beside another file
-# Packages that do not meet the limits below yet (issue 39 point 10); each leaves once it does.
-PENDING = {"execute", "measure", "retune"}
+# What does not meet the limits below yet (issue 39 point 10): packages, and modules at the 400-line
+# cap already that outgrow it once wrapped and wait for a split by concern; each leaves once it does.
+PENDING = {"measure", "retune", "nvcc_evo/execute/measurers.py"}
 
 
 def _checked_sources():
     for path in sorted(PACKAGE.rglob("*.py")):
-        if part(module_name(path)) not in PENDING:
+        if not {part(module_name(path)), str(path.relative_to(ROOT))} & PENDING:
             yield path, path.read_text()
 
 

@@ -2,8 +2,8 @@
 `local:N`; the setting `retune.cluster`): compiles as tasks on the
 cluster's CPUs, measurements on its GPUs (one actor per GPU for the whole
 retune, holding its measuring process and a Backend per search: several
-searches, after or beside one another, share it). The static, replay and command backends measure here,
-in the driver: a static measurement reads the ptxas report the compile task
+searches, after or beside one another, share it). The static, replay and command backends measure
+here, in the driver: a static measurement reads the ptxas report the compile task
 sent back (0.2 ms), where a Ray task's round trip took 0.3-0.7 s per
 candidate on a 2-core machine (benchmarks/parallel.py), and a bench command
 builds in this project.
@@ -30,17 +30,23 @@ from dataclasses import replace
 from typing import Any
 
 from nvcc_evo import backends
-from nvcc_evo.driver.specs import RayPlace
 from nvcc_evo.cubin.compile import CompileResult, compile_candidate, front_end, ptxas_only
+from nvcc_evo.driver.specs import RayPlace
 from nvcc_evo.errors import EnvironmentProblem
+from nvcc_evo.execute import measurers
 from nvcc_evo.execute.lanes import LOST, Lane, LaneLost, LaneSet
+from nvcc_evo.execute.measurers import backend_for
+from nvcc_evo.measure.backend import Composed, composed
+from nvcc_evo.measure.pycuda.devices import gpu_names
+from nvcc_evo.measure.pycuda.pool import POOLS
 
 RETRIES = 1          # Ray's own retries of a task whose worker died, before it counts as lost
 _SEARCHES = itertools.count(1)   # the searches measuring on the GPU actors, one key each
 
 
 def open_cluster(spec: RayPlace | None, dry_run: bool) -> "Cluster | None":
-    """The Ray cluster `retune.cluster` names, connected (None: this machine; a dry run connects to none)."""
+    """The Ray cluster `retune.cluster` names, connected (None: this machine; a dry run connects to
+    none)."""
     return connect(spec) if spec and not dry_run else None
 
 
@@ -51,16 +57,19 @@ def connect(spec: RayPlace) -> "Cluster":
     except ImportError:
         raise EnvironmentProblem(f"--cluster {spec.text} needs Ray, which is not installed here: "
                                  "pip install 'nvcc-evo[cluster]'") from None
-    quiet: dict[str, Any] = dict(log_to_driver=False, logging_level="ERROR", configure_logging=False)   # ray.init's
+    # ray.init's
+    quiet: dict[str, Any] = dict(log_to_driver=False, logging_level="ERROR",
+                                 configure_logging=False)
     try:
-        with warnings.catch_warnings():      # Ray Client warns of a timeout, then raises it: said once, below
+        with warnings.catch_warnings():      # Ray Client warns of a timeout, then raises it: said
+                                             # once, below
             warnings.simplefilter("ignore")
-            if address is None:          # a Ray of its own, even where `ray start` runs one on this machine
-                ray.init(address="local", num_cpus=workers or os.cpu_count() or 1, num_gpus=_local_gpus(),
-                         include_dashboard=False, **quiet)
+            if address is None:  # a Ray of its own, even where `ray start` runs one on this machine
+                ray.init(address="local", num_cpus=workers or os.cpu_count() or 1,
+                         num_gpus=_local_gpus(), include_dashboard=False, **quiet)
             else:
                 ray.init(address=address, **quiet)
-    except Exception as error:       # Ray's own: ConnectionError, ValueError, RuntimeError, grpc's ...
+    except Exception as error:  # Ray's own: ConnectionError, ValueError, RuntimeError, grpc's ...
         raise EnvironmentProblem(f"--cluster {spec.text}: {_connect_problem(error)}") from None
     return Cluster(ray, spec.text)
 
@@ -74,7 +83,6 @@ def _connect_problem(error: Exception) -> str:
 
 
 def _local_gpus() -> int:
-    from nvcc_evo.measure.pycuda.devices import gpu_names
     return len(gpu_names())
 
 
@@ -111,13 +119,13 @@ class MeasuringActor:
         self.measurers: dict = {}
 
     def hello(self) -> dict:
-        from nvcc_evo.measure.pycuda.pool import POOLS
         return dict(POOLS.get(0).hello)
 
     def add(self, key: str, factory) -> tuple:
         """A search's Backend, made here; what the driver needs of it."""
         m = self.measurers[key] = factory()
-        return m.objectives, m.device, m.describe, m.hello, m.primary, m.maximize, m.build, m.race is not None
+        return (m.objectives, m.device, m.describe, m.hello, m.primary, m.maximize, m.build,
+                m.race is not None)
 
     def drop(self, key: str) -> None:
         self.measurers.pop(key, None)
@@ -174,8 +182,8 @@ class Cluster:
             try:
                 self._gpu_actors = [(handle, self._get(handle.hello.remote())) for handle in made]
             except LaneLost as lost:
-                raise EnvironmentProblem(f"the cluster {self.spec}: a GPU's measuring actor did not start "
-                                         f"({lost})") from None
+                raise EnvironmentProblem(f"the cluster {self.spec}: a GPU's measuring actor did "
+                                         f"not start ({lost})") from None
         return self._gpu_actors
 
     def gpu_arch(self) -> str:
@@ -188,16 +196,18 @@ class Cluster:
         return RayCompiler(self, reuse)
 
     def lanes(self, backend: str, wanted) -> LaneSet:
-        """A search's lanes (`wanted`: what its backend's factory may use, execute.measurers.Wanted)."""
-        from nvcc_evo.execute import measurers
-        from nvcc_evo.measure.backend import composed
+        """A search's lanes (`wanted`: what its backend's factory may use,
+        execute.measurers.Wanted)."""
         task = wanted.task
-        if not backends.row(backend).needs_gpu:    # static, replay, command: measured here (the module's docstring)
+        if not backends.row(backend).needs_gpu:    # static, replay, command: measured here (the
+                                                   # module's docstring)
             made = measurers.backend_for(backend, replace(wanted, device=0))
-            return LaneSet([Lane(0, composed(made, describe=f"{made.describe}; compiles on {self.workers} Ray "
-                                                               f"worker(s)"), "this machine")])
+            return LaneSet([Lane(0, composed(made, describe=f"{made.describe}; compiles on "
+                                                               f"{self.workers} Ray worker(s)"),
+                                 "this machine")])
         if not self.gpus:
-            raise EnvironmentProblem(f"the cluster {self.spec} has no GPU for the {backend} backend")
+            raise EnvironmentProblem(f"the cluster {self.spec} has no GPU for the {backend} "
+                                     "backend")
         everyone = self.gpu_actors()
         try:
             mine = [everyone[i] for i in gpus_for(task.arch, [hello for _, hello in everyone])]
@@ -208,7 +218,8 @@ class Cluster:
         lanes = []
         for i, (handle, hello) in enumerate(mine):
             described = self._get(handle.add.remote(key, factory))
-            lanes.append(Lane(i, _actor_measurer(self, handle, key, *described), f"ray GPU {i} ({hello.get('name')})"))
+            measurer = _actor_measurer(self, handle, key, *described)
+            lanes.append(Lane(i, measurer, f"ray GPU {i} ({hello.get('name')})"))
         return LaneSet(lanes, closing=lambda: [handle.drop.remote(key) for handle, _ in mine])
 
     def _get(self, ref):
@@ -218,7 +229,8 @@ class Cluster:
         except self.ray.exceptions.RayTaskError:
             raise
         except self.ray.exceptions.RayError as error:
-            raise LaneLost(f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from None
+            said = str(error).splitlines()[0] if str(error) else ""
+            raise LaneLost(f"{type(error).__name__}: {said}") from None
 
     def close(self) -> None:
         for handle in self.actors:
@@ -240,27 +252,31 @@ def gpus_for(arch: str, hellos: list[dict]) -> list[int]:
 
 
 def _gpu_factory(backend: str, wanted):
-    """What an actor calls to make its GPU's Backend (device 0: Ray gives each actor its own GPU)."""
+    """What an actor calls to make its GPU's Backend (device 0: Ray gives each actor its own
+    GPU)."""
     def make():
-        from nvcc_evo.execute.measurers import backend_for
         return backend_for(backend, wanted)
     return make
 
 
-def _actor_measurer(cluster: Cluster, handle, key: str, objectives, device, describe, hello, primary, maximize,
-                    build, races):
+def _actor_measurer(cluster: Cluster, handle, key: str, objectives, device, describe, hello,
+                    primary, maximize, build, races):
     """The driver's Backend of one search on one GPU actor (its calls carry the search's key)."""
-    from nvcc_evo.measure.backend import Composed
     get = cluster._get
 
-    def confirm(baseline, chosen, make):       # built here (the driver's toolkit), confirmed on the actor's GPU
-        return get(handle.confirm.remote(key, baseline, chosen, {g: make(g) for g in (baseline, chosen)}))
+    def confirm(baseline, chosen, make):       # built here (the driver's toolkit), confirmed on the
+                                               # actor's GPU
+        return get(handle.confirm.remote(key, baseline, chosen,
+                                         {g: make(g) for g in (baseline, chosen)}))
 
-    return Composed(lambda genome, flags, result: get(handle.measure.remote(key, genome, flags, result)), objectives,
+    return Composed(lambda genome, flags, result: get(handle.measure.remote(key, genome, flags,
+                                                                            result)), objectives,
                     device=device, describe=f"{describe} on the cluster", hello=hello,
                     confirm=confirm if hello is not None else None,
-                    drift=lambda: get(handle.drift.remote(key)), primary=primary, maximize=maximize, build=build,
-                    race=(lambda median, spread: handle.race.remote(key, median, spread)) if races else None,
+                    drift=lambda: get(handle.drift.remote(key)), primary=primary, maximize=maximize,
+                    build=build,
+                    race=((lambda median, spread: handle.race.remote(key, median, spread))
+                          if races else None),
                     fresh_baseline=True, reserve=lambda: get(handle.reserve.remote(key)))
 
 
@@ -292,7 +308,8 @@ class RayCompiler:
         try:
             return self.cluster._get(ref)
         except LaneLost as lost:
-            return CompileResult(LOST, 0.0, f"the compile's worker was lost ({lost}), after {RETRIES} retry")
+            return CompileResult(LOST, 0.0, f"the compile's worker was lost ({lost}), after "
+                                            f"{RETRIES} retry")
         except BaseException:
             self.close(cancel=True)
             raise

@@ -55,7 +55,8 @@ class Builds:
     lost: Callable[[Genome], str] = lambda genome: ""
 
     def jobs(self, genomes: list[Genome], flags: list[tuple[str, ...]]) -> list[CompileJob]:
-        return [replace(self.job, flags=f, ptxas=self.program(g) or self.job.ptxas) for g, f in zip(genomes, flags)]
+        return [replace(self.job, flags=f, ptxas=self.program(g) or self.job.ptxas)
+                for g, f in zip(genomes, flags)]
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,8 @@ class Compiling:
     slots shared with the searches beside it (`slots`), reusing PTX across
     candidates of one front end (`ptx`)."""
 
-    def __init__(self, workers: int | None = None, ptx: PtxCache | None = None, pool: Compiles | None = None,
-                 slots: threading.Semaphore | None = None):
+    def __init__(self, workers: int | None = None, ptx: PtxCache | None = None,
+                 pool: Compiles | None = None, slots: threading.Semaphore | None = None):
         self.workers, self.ptx, self.slots = workers, ptx, slots
         self._pool = pool                       # made on the first `start` where none is given
 
@@ -135,7 +136,9 @@ class Racing:
     def offer(self, measurement: Measurement, evaluation: Evaluation) -> None:
         """A better runtime becomes the incumbent (runtime as the one objective
         only: with several, a slower candidate may still be on the front)."""
-        if self.race is None or self.goal.minimize != ("runtime",) or not evaluation.feasible or measurement.raced:
+        if self.race is None or self.goal.minimize != ("runtime",):
+            return
+        if not evaluation.feasible or measurement.raced:
             return
         runtime = measurement.get("runtime")
         if runtime < self.incumbent:
@@ -147,16 +150,20 @@ class Evaluator:
     """Compiles, measures and stores candidates into `measured` (see the module's docstring)."""
 
     def __init__(self, measured: Measured, store: Store, builds: Builds, measure: Measure,
-                 compiling: Compiling | None, *, race: Race | None = None, lanes: Lanes | None = None,
-                 stopping: threading.Event | None = None):
+                 compiling: Compiling | None, *, race: Race | None = None,
+                 lanes: Lanes | None = None, stopping: threading.Event | None = None):
         self.measured, self.store, self.builds, self.measure = measured, store, builds, measure
-        self.compiling = compiling               # None: the backend answers without a compile (replay)
+        self.compiling = compiling  # None: the backend answers without a compile (replay)
         self.racing = Racing(race, measured.goal)
-        self.lanes = lanes                       # several measuring lanes (execute.lanes.LaneSet), if any
-        self.stopping = stopping                 # set: the retune is interrupted (Stopped, nothing recorded)
-        self.deadline = NONE                     # the search's (system.clock): no candidate measured past it
+        self.lanes = lanes                       # several measuring lanes (execute.lanes.LaneSet),
+                                                 # if any
+        self.stopping = stopping                 # set: the retune is interrupted (Stopped, nothing
+                                                 # recorded)
+        self.deadline = NONE                     # the search's (system.clock): no candidate
+                                                 # measured past it
         self._guard = threading.Lock()           # the lanes' threads record one at a time
-        self._kept: dict[Genome, CompileResult | None] = {}     # genomes whose compile is kept (`keep_compile`)
+        self._kept: dict[Genome, CompileResult | None] = {}     # genomes whose compile is kept
+                                                                # (`keep_compile`)
 
     @property
     def compiles(self) -> bool:
@@ -175,11 +182,13 @@ class Evaluator:
         self._kept.setdefault(genome, None)
 
     def kept_compile(self, genome: Genome) -> CompileResult | None:
-        """The kept compile of a genome measured by this evaluator (None: not compiled here), handed over."""
+        """The kept compile of a genome measured by this evaluator (None: not compiled here), handed
+        over."""
         return self._kept.pop(genome, None)
 
     def offer_incumbent(self, genome: Genome) -> None:
-        """A measured genome (read back from the store) offered as the incumbent candidates race against."""
+        """A measured genome (read back from the store) offered as the incumbent candidates race
+        against."""
         measurement = self.measured[genome]
         self.racing.offer(measurement, self.measured.evaluation(genome, measurement))
 
@@ -189,9 +198,11 @@ class Evaluator:
         if self.lanes is not None:               # measured on the lanes, in order (see finish)
             return self.finish(self.start(genomes), 0, len(genomes))
         flags = [self.builds.flags(g) for g in genomes]
-        finished: Iterable[tuple[int, CompileResult | None]] = \
-            self.compiling.each(self.builds.jobs(genomes, flags)) if self.compiling is not None else \
-            ((i, None) for i in range(len(genomes)))
+        finished: Iterable[tuple[int, CompileResult | None]]
+        if self.compiling is not None:
+            finished = self.compiling.each(self.builds.jobs(genomes, flags))
+        else:
+            finished = ((i, None) for i in range(len(genomes)))
         done = {}
         for index, result in finished:
             if self.out_of_time():
@@ -200,9 +211,10 @@ class Evaluator:
         return [done[i] for i in range(len(genomes)) if i in done]
 
     def out_of_time(self) -> bool:
-        """No time left for one more candidate: a candidate is started only where one as long as the typical
-        one so far (the median) ends by the deadline, so a slow bench (a program run per candidate, 6-15 s
-        for a Triton kernel) does not overrun the search's time, and with it the confirmation's."""
+        """No time left for one more candidate: a candidate is started only where one as long as the
+        typical one so far (the median) ends by the deadline, so a slow bench (a program run per
+        candidate, 6-15 s for a Triton kernel) does not overrun the search's time, and with it the
+        confirmation's."""
         return self.deadline.search_left() <= self.measured.typical_pace()
 
     def start(self, genomes: list[Genome]) -> Started:
@@ -222,7 +234,7 @@ class Evaluator:
         taken = []
         for i in range(begin, end):
             if self.out_of_time():
-                break              # the search's time is up (a slow backend: a bench command per candidate)
+                break  # the search's time is up (a slow backend: a bench command per candidate)
             taken.append(self.take(started.genomes[i], started.flags[i], self.compiled(started, i)))
         return taken
 
@@ -236,7 +248,8 @@ class Evaluator:
             genome, flags = started.genomes[i], started.flags[i]
             result = self.compiled(started, i)
             digest = digest_of(result)
-            if digest and digest in flying:             # the same binary is being measured: reuse it after
+            if digest and digest in flying:             # the same binary is being measured: reuse
+                                                        # it after
                 waiting.append((i, genome, flags, result))
                 continue
             futures[i] = lanes.submit(self.take, genome, flags, result)
@@ -248,9 +261,10 @@ class Evaluator:
         return [done[i] for i in range(begin, end)]
 
     def refused(self, started: Started) -> list[Evaluation]:
-        """The candidates of a started batch whose compile failed, once the whole batch has compiled (the
-        same for a given seed, whichever compile ended first): what they teach (execute.learned) reaches the
-        batch asked next instead of the one after it. Their measurements are kept for the learners (`refuse`)."""
+        """The candidates of a started batch whose compile failed, once the whole batch has compiled
+        (the same for a given seed, whichever compile ended first): what they teach
+        (execute.learned) reaches the batch asked next instead of the one after it. Their
+        measurements are kept for the learners (`refuse`)."""
         refused = []
         for index, genome in enumerate(started.genomes):
             result = self.compiled(started, index)
@@ -268,7 +282,8 @@ class Evaluator:
         if self.compiling is not None:
             self.compiling.close()
 
-    def take(self, genome: Genome, flag_list: tuple[str, ...], result: CompileResult | None) -> Evaluation:
+    def take(self, genome: Genome, flag_list: tuple[str, ...],
+             result: CompileResult | None) -> Evaluation:
         """One compiled candidate measured (or its binary's measurement reused), stored, counted
         (from several lanes' threads at once: the bookkeeping under the guard)."""
         self._unless_stopping()
@@ -279,7 +294,8 @@ class Evaluator:
             self._measure_once(genome, flag_list, result)
         with self._guard:
             self._unless_stopping()      # its compile may have been killed: not a result to keep
-            self.store.append(StoredResult(genome, flag_list, measurement, digest, self.measured.context))
+            self.store.append(StoredResult(genome, flag_list, measurement, digest,
+                                           self.measured.context))
             ptxas_only = self.compiling.ptxas_only() if self.compiling is not None else 0
             evaluation = self.measured.record(genome, measurement, digest, ptxas_only)
             self.racing.offer(measurement, evaluation)
@@ -302,7 +318,8 @@ class Evaluator:
         with self._guard:
             self.measured.paced(time.perf_counter() - started)
         digest = measurement.sass_hash or digest    # replay's recorded hash (it compiles nothing)
-        if not measurement.costs:                   # a backend that does not say where its time went
+        if not measurement.costs:                   # a backend that does not say where its time
+                                                    # went
             measurement = replace(measurement, costs=(("other", time.perf_counter() - started),))
         measurement = replace(measurement, costs=compiled + measurement.costs)
         with self._guard:

@@ -22,9 +22,10 @@ class Goal:
     select: str = ""
     select_where: tuple[model.Condition, ...] = ()
     note: str = ""
-    maximize: tuple[str, ...] = ()     # of the objectives, those where higher is better (scored negated)
-    # No kernel's registers may allow fewer warps per SM than the baseline's (a speed-safe static search:
-    # retune.search.speedsafe; the unit's worst kernel alone is `register_warps`).
+    maximize: tuple[str, ...] = ()     # of the objectives, those where higher is better (scored
+                                       # negated)
+    # No kernel's registers may allow fewer warps per SM than the baseline's (a speed-safe static
+    # search: retune.search.speedsafe; the unit's worst kernel alone is `register_warps`).
     kernels_keep_warps: bool = False
 
     def __str__(self) -> str:
@@ -44,11 +45,12 @@ class Goal:
         return after > before if metric in self.maximize else after < before
 
     def violation(self, metrics: Mapping[str, float], baseline: Mapping[str, float]) -> float:
-        """How far from feasible: the requires' distances, and (kernels_keep_warps) one for each kernel
-        whose registers allow fewer warps per SM than they do in the baseline."""
+        """How far from feasible: the requires' distances, and (kernels_keep_warps) one for each
+        kernel whose registers allow fewer warps per SM than they do in the baseline."""
         broken = sum(holds(c, metrics, baseline) for c in self.require)
         if self.kernels_keep_warps:
-            broken += sum(1 for k, v in metrics.items() if k.startswith(KERNEL_WARPS) and v < baseline.get(k, v))
+            broken += sum(1 for k, v in metrics.items() if k.startswith(KERNEL_WARPS) and
+                          v < baseline.get(k, v))
         return broken
 
 
@@ -63,17 +65,21 @@ def goal_for(tune: model.Tune | None, available: tuple[str, ...], primary: tuple
     if not usable:
         usable = primary or tuple(m for m in STATIC_DEFAULT if m in available) or available[:1]
         if wanted:
-            note = f"{', '.join(wanted)} cannot be measured here; tuning {', '.join(usable)} instead"
+            note = (f"{', '.join(wanted)} cannot be measured here; tuning {', '.join(usable)} "
+                    "instead")
     require = tuple(c for c in (tune.require if tune else ()) if c.metric in available)
     select = tune.select if tune and tune.select in usable else usable[0]
     where = tuple(c for c in (tune.select_where if tune else ()) if c.metric in available)
     return Goal(usable, require, select, where, note, tuple(m for m in usable if m in maximize))
 
 
-def holds(condition: model.Condition, metrics: Mapping[str, float], baseline: Mapping[str, float]) -> float:
+def holds(condition: model.Condition, metrics: Mapping[str, float],
+          baseline: Mapping[str, float]) -> float:
     """How far `metrics` is from meeting the condition (0: it holds)."""
     value = metrics.get(condition.metric, math.inf)
-    bound = condition.bound * baseline.get(condition.metric, math.inf) if condition.relative else condition.bound
+    bound = condition.bound
+    if condition.relative:
+        bound *= baseline.get(condition.metric, math.inf)
     if condition.op in ("<=", "<"):
         gap = value - bound
         return max(0.0, gap) + (1e-9 if condition.op == "<" and gap == 0 else 0.0)

@@ -70,7 +70,8 @@ def scaled(measurement: Measurement, scale: dict) -> Measurement:
     """A lane's measurement in lane 0's units."""
     if not measurement.ok or not scale:
         return measurement
-    return replace(measurement, metrics=tuple((k, v * scale.get(k, 1.0)) for k, v in measurement.metrics))
+    return replace(measurement,
+                   metrics=tuple((k, v * scale.get(k, 1.0)) for k, v in measurement.metrics))
 
 
 def choose_gpus(spec: Gpus | None, names: list[str], first: int = 0) -> list[int]:
@@ -80,7 +81,8 @@ def choose_gpus(spec: Gpus | None, names: list[str], first: int = 0) -> list[int
     `1` or `0,2` (those, of one model). Raises UsageError otherwise."""
     count = len(names)
     if spec is None or not (spec.count or spec.devices):
-        return [first] + [i for i in range(count) if i != first and names[i] == names[first]] if count else []
+        return [first] + [i for i in range(count) if i != first and
+                          names[i] == names[first]] if count else []
     if spec.count > count:
         raise UsageError(f"--gpus {spec.text}: {count} GPU(s) visible")
     numbers = list(spec.devices) or list(range(spec.count))
@@ -89,8 +91,9 @@ def choose_gpus(spec: Gpus | None, names: list[str], first: int = 0) -> list[int
         raise UsageError(f"--gpus {spec.text}: devices 0..{count - 1} are visible, each named once")
     models = {names[n] for n in numbers}
     if len(models) > 1:
-        raise UsageError(f"--gpus {spec.text}: GPUs of different models ({', '.join(sorted(models))}) are never "
-                         "mixed in one search; name those of one model")
+        raise UsageError(f"--gpus {spec.text}: GPUs of different models "
+                         f"({', '.join(sorted(models))}) are never mixed in one search; name those "
+                         "of one model")
     return numbers
 
 
@@ -121,7 +124,8 @@ class LaneSet:
         while True:
             with self.guard:
                 if self.alive == 0:
-                    raise EnvironmentProblem("every measuring lane was lost: " + "; ".join(self.notes))
+                    raise EnvironmentProblem("every measuring lane was lost: "
+                                             + "; ".join(self.notes))
             try:
                 return self.free.get(timeout=0.5)
             except queue.Empty:
@@ -141,7 +145,8 @@ class LaneSet:
                     self.alive -= 1
                     self.notes.append(problem)
                 continue
-            except BaseException:              # the backend's own error (or an interrupt): the lane is still there
+            except BaseException:              # the backend's own error (or an interrupt): the lane
+                                               # is still there
                 self.free.put(lane)
                 raise
             self.free.put(lane)
@@ -151,13 +156,15 @@ class LaneSet:
     def calibrate(self, genome, flags, result) -> list[Measurement]:
         """The baseline timed on every lane at once; each lane's scale to lane
         0's. A lane whose baseline fails is dropped (said in `notes`)."""
-        runs = list(self.pool.map(lambda lane: lane.measurer.measure(genome, flags, result), self.lanes))
+        runs = list(self.pool.map(lambda lane: lane.measurer.measure(genome, flags, result),
+                                  self.lanes))
         if not runs[0].ok:
             return runs
         for lane, run in zip(self.lanes, runs):
             lane.scale = scale_to(run, runs[0]) if lane.index else {}
             if not run.ok:
-                self.notes.append(f"{lane.name}: the baseline failed there ({run.status}); lane left out")
+                self.notes.append(f"{lane.name}: the baseline failed there ({run.status}); lane "
+                                  "left out")
         kept = [lane for lane, run in zip(self.lanes, runs) if run.ok]
         if len(kept) < len(self.lanes):
             self.pool.shutdown(wait=True)
@@ -180,7 +187,8 @@ class LaneSet:
     def measurer(self) -> Composed:
         """What the search holds: measure on any lane; confirm and drift on lane 0."""
         first = self.lanes[0].measurer
-        return composed(first, measure=self.measure, race=self.race if first.race is not None else None,
+        return composed(first, measure=self.measure,
+                        race=self.race if first.race is not None else None,
                         describe=self.describe())
 
     def submit(self, take: Callable[..., T], genome, flags, result) -> Future[T]:

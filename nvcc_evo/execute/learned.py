@@ -2,8 +2,8 @@
 
 A kernel bench's candidate whose launch the driver would refuse comes back
 `launch-refused` after its compile, with why as a fact (the measurement's
-`refusal`, cubin.occupancy.LaunchRefusal). Each such refusal teaches a constraint over the unit's defines, and
-the engine (engine.evolve, its `avoid`) never proposes a genome known to
+`refusal`, cubin.occupancy.LaunchRefusal). Each such refusal teaches a constraint over the unit's
+defines, and the engine (engine.evolve, its `avoid`) never proposes a genome known to
 break it, so a user who writes no `require` pays for a kind of failure once,
 not for every candidate of it:
 
@@ -83,10 +83,13 @@ class LaunchLimits:
                  refusal_of: Callable[[Genome], LaunchRefusal | None]):
         self.bench, self.defines_for, self.refusal_of = bench, defines_for, refusal_of
         self.threads = math.inf                    # a block of this many threads or more is refused
-        self.axes = [math.inf, math.inf, math.inf]  # a block this long in x, y, z or more is refused
-        self.dynamic = math.inf                    # this much dynamic shared memory or more (no static part)
+        self.axes = [math.inf, math.inf, math.inf]  # a block this long in x, y, z or more is
+                                                    # refused
+        self.dynamic = math.inf                    # this much dynamic shared memory or more (no
+                                                   # static part)
         self.same_defines: set[tuple] = set()      # defines whose launch is refused (shared memory)
-        self.registers: dict[tuple, int] = {}      # defines -> registers per thread that were too many
+        self.registers: dict[tuple, int] = {}      # defines -> registers per thread that were too
+                                                   # many
         self.said: list[str] = []                  # what was learned, in words
 
     def launch(self, genome: Genome) -> LaunchShape | None:
@@ -114,12 +117,14 @@ class LaunchLimits:
                 self.said.append(f"blocks of {size} threads or more in {refusal.limit}")
         elif refusal.limit == "registers":
             self.registers[_defines_of(genome)] = refusal.registers
-            self.said.append(f"{refusal.registers} registers per thread at {refusal.threads} threads ({_shown(genome)})")
+            self.said.append(f"{refusal.registers} registers per thread at {refusal.threads} "
+                             f"threads ({_shown(genome)})")
         elif refusal.limit == "shared":
             if refusal.static == 0 and refusal.dynamic < self.dynamic:
                 self.dynamic = refusal.dynamic
             self.same_defines.add(_defines_of(genome))
-            self.said.append(f"{refusal.static + refusal.dynamic} bytes of shared memory per block ({_shown(genome)})")
+            self.said.append(f"{refusal.static + refusal.dynamic} bytes of shared memory per block "
+                             f"({_shown(genome)})")
 
     def forbids(self, genome: Genome) -> bool:
         """Known to be refused: it breaks a learned constraint."""
@@ -128,7 +133,8 @@ class LaunchLimits:
             return True
         if defines in self.registers and _register_cap(genome) >= self.registers[defines]:
             return True
-        if self.threads == math.inf and self.dynamic == math.inf and all(a == math.inf for a in self.axes):
+        unbounded = self.threads == math.inf and self.dynamic == math.inf
+        if unbounded and all(a == math.inf for a in self.axes):
             return False
         launch = self.launch(genome)
         if launch is None:
@@ -139,18 +145,22 @@ class LaunchLimits:
 
 class SharedData:
     """Static shared memory over ptxas's limit, learned from refused compiles of one unit (see the
-    module's words); `overflow_of` says what a genome's compile was refused for (cubin.compile's fact)."""
+    module's words); `overflow_of` says what a genome's compile was refused for (cubin.compile's
+    fact)."""
 
     def __init__(self, defines_for: Callable[[Genome], dict],
                  overflow_of: Callable[[Genome], SharedOverflow | None]):
         self.defines_for, self.overflow_of = defines_for, overflow_of
-        self.refused: list[tuple[tuple, dict]] = []   # (other knobs, defines) of the genomes ptxas refused
+        self.refused: list[tuple[tuple, dict]] = []   # (other knobs, defines) of the genomes ptxas
+                                                      # refused
         self.built: list[tuple[tuple, dict]] = []     # the same, of genomes that compiled
-        self.growing = True                           # more of every define never needs less shared memory
+        self.growing = True                           # more of every define never needs less shared
+                                                      # memory
         self.said: list[str] = []
 
     def _key(self, genome: Genome) -> tuple[tuple, dict]:
-        others = tuple((k, v) for k, v in genome.items if not knobs.is_define(k) and not k.startswith("ptxas."))
+        others = tuple((k, v) for k, v in genome.items if not knobs.is_define(k) and
+                       not k.startswith("ptxas."))
         return others, self.defines_for(genome)
 
     def learn(self, evaluation: Evaluation) -> None:
@@ -158,9 +168,10 @@ class SharedData:
         if evaluation.status in BUILT:
             self.built.append(key)
             contradicted = self.growing and any(_covers(key, r) for r in self.refused)
-        elif evaluation.status == Status.COMPILE_ERROR and (found := self.overflow_of(evaluation.genome)):
+        elif (evaluation.status == Status.COMPILE_ERROR
+              and (found := self.overflow_of(evaluation.genome))):
             if key in self.refused:
-                return                    # (learned before its batch was told: engine.evolve's overlap)
+                return  # (learned before its batch was told: engine.evolve's overlap)
             self.refused.append(key)
             if not self.said:
                 self.said.append(f"e.g. {found.used} bytes with {_shown(evaluation.genome)}, "
@@ -170,7 +181,8 @@ class SharedData:
             return
         if contradicted:
             self.growing = False
-            self.said.append("only the same defines avoided: a genome with defines as large compiled")
+            self.said.append("only the same defines avoided: a genome with defines as large "
+                             "compiled")
 
     def forbids(self, genome: Genome) -> bool:
         if not self.refused:
@@ -183,13 +195,17 @@ WRONG = Status.WRONG_ANSWER
 
 
 class WrongAnswers:
-    """Defines whose output was wrong, learned from one unit's checks (see the module's words); `wrong_of`
-    says what a genome's check found (the measurement's `wrong`; None where it did not say)."""
+    """Defines whose output was wrong, learned from one unit's checks (see the module's words);
+    `wrong_of` says what a genome's check found (the measurement's `wrong`; None where it did not
+    say)."""
 
-    def __init__(self, defines_for: Callable[[Genome], dict], wrong_of: Callable[[Genome], Wrong | None]):
+    def __init__(self, defines_for: Callable[[Genome], dict],
+                 wrong_of: Callable[[Genome], Wrong | None]):
         self.defines_for, self.wrong_of = defines_for, wrong_of
-        self.wrong: set[tuple] = set()        # (defines, knobs that may change results) of wrong outputs
-        self.broken: list[dict] = []          # defines wrong whatever the rounding (NaN or unwritten, exact math)
+        self.wrong: set[tuple] = set()        # (defines, knobs that may change results) of wrong
+                                              # outputs
+        self.broken: list[dict] = []          # defines wrong whatever the rounding (NaN or
+                                              # unwritten, exact math)
         self.right: list[dict] = []           # defines whose output was right (exact math)
         self.shrinking = True                 # less of every define never covers more of the output
         self.said: list[str] = []
@@ -212,7 +228,8 @@ class WrongAnswers:
             contradicted = self.shrinking and any(_at_most(r, defines) for r in self.right)
         if contradicted:
             self.shrinking = False
-            self.said.append("only the same defines avoided: a genome with defines as small was right")
+            self.said.append("only the same defines avoided: a genome with defines as small "
+                             "was right")
 
     def forbids(self, genome: Genome) -> bool:
         if _results_key(genome) in self.wrong:
@@ -231,22 +248,26 @@ def _at_most(defines: dict, than: dict) -> bool:
 def _results_key(genome: Genome) -> tuple:
     """The defines and the knobs that may change what a build computes."""
     return tuple((k, v) for k, v in genome.items
-                 if knobs.is_define(k) or ((knob := knobs.lookup(k)) is not None and (knob.numeric or knob.hazard)))
+                 if knobs.is_define(k) or ((knob := knobs.lookup(k)) is not None and
+                                           (knob.numeric or knob.hazard)))
 
 
 def _exact(genome: Genome) -> bool:
     """No approximating knob on: IEEE arithmetic, as the toolkit's defaults."""
-    return all(v is None or v == knobs.KNOB_BY_NAME[k].default for k, v in genome.items if k in knobs.APPROXIMATING)
+    return all(v is None or v == knobs.KNOB_BY_NAME[k].default
+               for k, v in genome.items if k in knobs.APPROXIMATING)
 
 
 def _covers(key: tuple[tuple, dict], refused: tuple[tuple, dict]) -> bool:
-    """`key`'s defines are at least `refused`'s everywhere (numbers; any other value equal), its other knobs the same."""
+    """`key`'s defines are at least `refused`'s everywhere (numbers; any other value equal), its
+    other knobs the same."""
     (others, defines), (refused_others, refused_defines) = key, refused
     if others != refused_others or defines.keys() != refused_defines.keys():
         return False
     for name, value in defines.items():
         least = refused_defines[name]
-        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (value, least))
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                      for v in (value, least))
         if not (value >= least if numbers else value == least):
             return False
     return True
@@ -262,7 +283,8 @@ def _register_cap(genome: Genome) -> float:
 
 
 def _shown(genome: Genome) -> str:
-    return " ".join(f"{k[len(knobs.DEFINE_PREFIX):]}={v}" for k, v in _defines_of(genome)) or "the defaults"
+    return " ".join(f"{k[len(knobs.DEFINE_PREFIX):]}={v}"
+                    for k, v in _defines_of(genome)) or "the defaults"
 
 
 class Avoiding:
@@ -270,14 +292,16 @@ class Avoiding:
     (`lost(genome)` says why not, "" when it does) and nothing learned of
     refused launches or compiles refuses it."""
 
-    def __init__(self, lost: Callable[[Genome], str], limits: LaunchLimits | None, shared: SharedData | None = None,
-                 wrong: WrongAnswers | None = None):
+    def __init__(self, lost: Callable[[Genome], str], limits: LaunchLimits | None,
+                 shared: SharedData | None = None, wrong: WrongAnswers | None = None):
         self.lost, self.limits, self.shared, self.wrong = lost, limits, shared, wrong
-        self.reasons: dict[Genome, str] = {}       # genome -> why the build would drop a knob of it ("": none)
+        self.reasons: dict[Genome, str] = {}       # genome -> why the build would drop a knob of it
+                                                   # ("": none)
 
     @property
     def learners(self) -> tuple:
-        return tuple(learner for learner in (self.limits, self.shared, self.wrong) if learner is not None)
+        return tuple(learner for learner in (self.limits, self.shared, self.wrong)
+                     if learner is not None)
 
     def learn(self, evaluation: Evaluation) -> None:
         for learner in self.learners:
@@ -296,7 +320,8 @@ class Avoiding:
         return [why for why in self.reasons.values() if why]
 
 
-def limits_for(bench: Bench | None, source: Path, space: SearchSpace, measured: Measured) -> LaunchLimits | None:
+def limits_for(bench: Bench | None, source: Path, space: SearchSpace,
+               measured: Measured) -> LaunchLimits | None:
     """The learner of a unit with a kernel bench (the backends that launch
     it say `launch-refused`); None for a bench command or no bench."""
     if bench is None or bench.kernel is None:
@@ -305,8 +330,8 @@ def limits_for(bench: Bench | None, source: Path, space: SearchSpace, measured: 
 
 
 def shared_for(source: Path, space: SearchSpace, measured: Measured) -> SharedData:
-    """The learner of refused compiles (every backend compiles): a compile's `overflow` fact, measured or
-    refused before its batch was measured (Measured.refuse)."""
+    """The learner of refused compiles (every backend compiles): a compile's `overflow` fact,
+    measured or refused before its batch was measured (Measured.refuse)."""
     return SharedData(_defines_for(source, space), measured.overflow)
 
 
@@ -328,16 +353,20 @@ def said(engine: Engine, avoiding: Avoiding) -> str:
         parts.append(f"{len(unshipped)} proposal(s) the build would not take whole, never built "
                      f"(e.g. {avoiding.reasons[unshipped[0]]})")
     refused = len(engine.avoided) - len(unshipped)
-    taught = [f"launches refused for {'; '.join(dict.fromkeys(limits.said))}"] if limits is not None and limits.said \
-        else []
+    taught = []
+    if limits is not None and limits.said:
+        taught.append(f"launches refused for {'; '.join(dict.fromkeys(limits.said))}")
     shared = avoiding.shared
     if shared is not None and shared.refused:
-        taught.append(f"{len(shared.refused)} compile(s) refused for static shared memory ({'; '.join(shared.said)})")
+        taught.append(f"{len(shared.refused)} compile(s) refused for static shared memory "
+                      f"({'; '.join(shared.said)})")
     wrong = avoiding.wrong
     if wrong is not None and wrong.wrong:
-        taught.append(f"{len(wrong.wrong)} wrong output(s)" + (f" ({'; '.join(wrong.said)})" if wrong.said else ""))
+        said = f" ({'; '.join(wrong.said)})" if wrong.said else ""
+        taught.append(f"{len(wrong.wrong)} wrong output(s){said}")
     if taught and refused:
         parts.append(f"{refused} proposal(s) known to fail: " + "; ".join(taught))
     elif taught:
-        parts.append("learned from " + "; ".join(taught) + ", though no later proposal was known to fail")
+        parts.append("learned from " + "; ".join(taught) + ", though no later proposal was known "
+                                                           "to fail")
     return "; ".join(parts)

@@ -58,7 +58,8 @@ class Tally:
     failures: dict[Status, Failures] = field(default_factory=dict)
     raced: int = 0           # timing stopped early: clearly slower than the incumbent
     ptxas_only: int = 0      # built from an earlier candidate's PTX: only ptxas ran
-    costs: dict[str, float] = field(default_factory=dict)     # stage -> seconds, summed over this run's candidates
+    costs: dict[str, float] = field(default_factory=dict)     # stage -> seconds, summed over this
+                                                              # run's candidates
     started: float = field(default_factory=time.monotonic)
     stopped: float | None = None     # when this unit's search and verification ended (`stop`)
 
@@ -86,7 +87,8 @@ class Tally:
 
     def count_failure(self, measurement: Measurement) -> None:
         self.failed += 1
-        seen = self.failures.setdefault(measurement.status, Failures(0, first_problem(measurement.detail)))
+        seen = self.failures.setdefault(measurement.status,
+                                        Failures(0, first_problem(measurement.detail)))
         seen.count += 1
 
     def most_failures(self) -> list[tuple[Status, Failures]]:
@@ -95,7 +97,8 @@ class Tally:
 
     def failures_text(self) -> str:
         """`compile-error 14 (e.g. "ptxas error : ..."); timeout 1 (...)`, or ""."""
-        return "; ".join(f'{status} {seen.count} (e.g. "{seen.example}")' for status, seen in self.most_failures())
+        return "; ".join(f'{status} {seen.count} (e.g. "{seen.example}")'
+                         for status, seen in self.most_failures())
 
 
 @dataclass
@@ -106,11 +109,16 @@ class Measured:
     context: Context
     tally: Tally = field(default_factory=Tally)
     _measurements: dict[Genome, Measurement] = field(default_factory=dict)
-    _digests: dict[Genome, str] = field(default_factory=dict)           # a genome's binary's SASS hash ("" if none)
-    _binaries: dict[str, Measurement] = field(default_factory=dict)     # SASS hash -> its measurement (ok only)
-    _refusals: dict[Genome, Measurement] = field(default_factory=dict)  # failed compiles, known before measuring
-    _baseline: dict[str, float] = field(default_factory=dict)           # the baseline's metrics (relative conditions)
-    _paces: list[float] = field(default_factory=list)                   # seconds each measured candidate took
+    _digests: dict[Genome, str] = field(default_factory=dict)           # a genome's binary's SASS
+                                                                        # hash ("" if none)
+    _binaries: dict[str, Measurement] = field(default_factory=dict)     # SASS hash -> its
+                                                                        # measurement (ok only)
+    _refusals: dict[Genome, Measurement] = field(default_factory=dict)  # failed compiles, known
+                                                                        # before measuring
+    _baseline: dict[str, float] = field(default_factory=dict)           # the baseline's metrics
+                                                                        # (relative conditions)
+    _paces: list[float] = field(default_factory=list)                   # seconds each measured
+                                                                        # candidate took
 
     # ------------------------------------------------------------ read
     def __contains__(self, genome: object) -> bool:
@@ -132,7 +140,8 @@ class Measured:
 
     @property
     def baseline(self) -> Mapping[str, float]:
-        """The baseline's metrics, which relative conditions (`<= 1.05 baseline`) are read against."""
+        """The baseline's metrics, which relative conditions (`<= 1.05 baseline`) are read
+        against."""
         return MappingProxyType(self._baseline)
 
     def digest(self, genome: Genome) -> str:
@@ -166,12 +175,15 @@ class Measured:
     def evaluation(self, genome: Genome, measurement: Measurement) -> Evaluation:
         """A measurement scored by the goal (a failure: infinite objectives, its status)."""
         if not measurement.ok:
-            return Evaluation(genome, tuple(math.inf for _ in self.goal.minimize), math.inf, measurement.status)
+            return Evaluation(genome, tuple(math.inf for _ in self.goal.minimize), math.inf,
+                              measurement.status)
         metrics = dict(measurement.metrics)
-        return Evaluation(genome, self.goal.scores(metrics), self.goal.violation(metrics, self._baseline))
+        return Evaluation(genome, self.goal.scores(metrics),
+                          self.goal.violation(metrics, self._baseline))
 
     def evaluations(self, space: SearchSpace) -> list[Evaluation]:
-        """The evaluations of the space's points measured so far (what a resumed engine has seen)."""
+        """The evaluations of the space's points measured so far (what a resumed engine has
+        seen)."""
         return [self.evaluation(g, m) for g, m in self._measurements.items() if g in space]
 
     def searched(self, space: SearchSpace) -> int:
@@ -180,8 +192,8 @@ class Measured:
         return sum(1 for genome in self._measurements if genome in space and genome != baseline)
 
     def reused(self, digest: str, costs: tuple[tuple[str, float], ...]) -> Measurement | None:
-        """The measurement of a binary measured before (its SASS hash), marked reused with this candidate's
-        own `costs`, and counted; None where the binary is new."""
+        """The measurement of a binary measured before (its SASS hash), marked reused with this
+        candidate's own `costs`, and counted; None where the binary is new."""
         measurement = self._binaries.get(digest) if digest else None
         if measurement is None:
             return None
@@ -209,9 +221,10 @@ class Measured:
         self._measurements.pop(genome, None)
         self._binaries.pop(self._digests.pop(genome, ""), None)
 
-    def record(self, genome: Genome, measurement: Measurement, digest: str, ptxas_only: int = 0) -> Evaluation:
-        """A candidate's measurement (and its binary's SASS hash), counted (`ptxas_only`: the candidates so far
-        built from an earlier one's PTX); its evaluation."""
+    def record(self, genome: Genome, measurement: Measurement, digest: str,
+               ptxas_only: int = 0) -> Evaluation:
+        """A candidate's measurement (and its binary's SASS hash), counted (`ptxas_only`: the
+        candidates so far built from an earlier one's PTX); its evaluation."""
         self._measurements[genome] = measurement
         self._digests[genome] = digest
         self.tally.evaluated += 1
@@ -228,8 +241,8 @@ class Measured:
             self._binaries[digest] = measurement
 
     def refuse(self, genome: Genome, failure: Measurement) -> None:
-        """A candidate's compile failed (`failure`: its measurement), known to the learners before it is
-        measured."""
+        """A candidate's compile failed (`failure`: its measurement), known to the learners before
+        it is measured."""
         self._refusals[genome] = failure
 
     def paced(self, seconds: float) -> None:
@@ -237,6 +250,7 @@ class Measured:
         self._paces.append(seconds)
 
     def set_baseline(self, metrics: Mapping[str, float]) -> None:
-        """The baseline's metrics, once measured: relative conditions are read against them from now on."""
+        """The baseline's metrics, once measured: relative conditions are read against them from now
+        on."""
         self._baseline.clear()
         self._baseline.update(metrics)

@@ -52,7 +52,8 @@ class StoredResult:
     measurement: Measurement
     sass_hash: str
     context: Context
-    time: float = field(default=0.0, compare=False)     # when it was measured (seconds since the epoch)
+    time: float = field(default=0.0, compare=False)     # when it was measured (seconds since the
+                                                        # epoch)
 
 
 class MixedResults(EvoError):
@@ -69,20 +70,26 @@ def _encode(record: StoredResult) -> str:
         "costs": {stage: round(seconds, 6) for stage, seconds in m.costs},
         **({"refusal": [list(m.refusal.block), *m.refusal[1:]]} if m.refusal is not None else {}),
         **({"raced": True} if m.raced else {}),
-        **({"wrong": m.wrong and m.wrong.value} if m.status == Status.WRONG_ANSWER else {}),   # (null: not said)
-        **({"overflow": m.overflow and list(m.overflow)} if m.status == Status.COMPILE_ERROR else {}),  # (null: none)
+        # (null: not said)
+        **({"wrong": m.wrong and m.wrong.value} if m.status == Status.WRONG_ANSWER else {}),
+        # (null: none)
+        **({"overflow": m.overflow and list(m.overflow)}
+           if m.status == Status.COMPILE_ERROR else {}),
     })
 
 
 CONTEXT_FIELDS = tuple(Context.__dataclass_fields__)
 STATUSES = frozenset(status.value for status in Status)
-RACED_BEFORE = "raced:"         # how stores written before the raced field say it: their detail's first word
-UNWRITTEN_BEFORE = "NaN or unwritten elements"   # how they said Wrong.UNWRITTEN: words of a wrong answer's detail
+RACED_BEFORE = "raced:"         # how stores written before the raced field say it: their detail's
+                                # first word
+UNWRITTEN_BEFORE = "NaN or unwritten elements"   # how they said Wrong.UNWRITTEN: words of a wrong
+                                                 # answer's detail
 WRONGS = frozenset(wrong.value for wrong in Wrong)
 
 
 class OtherShape(ValueError):
-    """Valid JSON, but not a result line of this shape (another version's, an edit, a stranger's store)."""
+    """Valid JSON, but not a result line of this shape (another version's, an edit, a stranger's
+    store)."""
 
 
 def _number(value) -> bool:
@@ -90,14 +97,18 @@ def _number(value) -> bool:
 
 
 def _numbers(data, what: str) -> tuple[tuple[str, float], ...]:
-    if not isinstance(data, dict) or not all(isinstance(k, str) and _number(v) for k, v in data.items()):
+    if not isinstance(data, dict) or not all(isinstance(k, str) and _number(v)
+                                             for k, v in data.items()):
         raise OtherShape(f"{what} is not an object of numbers")
     return tuple((k, float(v)) for k, v in data.items())
 
 
 def _genome(data) -> Genome:
     scalar = (str, int, float, bool, type(None))
-    if not isinstance(data, list) or not all(isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+    if not isinstance(data,
+                      list) or not all(isinstance(item,
+                                                  list) and len(item) == 2 and isinstance(item[0],
+                                                                                          str)
                                              and isinstance(item[1], scalar) for item in data):
         raise OtherShape("genome is not a list of [knob, value] pairs")
     return Genome(tuple((knob, value) for knob, value in data))
@@ -120,7 +131,9 @@ def _refusal(data) -> LaunchRefusal | None:
     """A launch refusal's fields as stored (none: None)."""
     if data is None:
         return None
-    if not (isinstance(data, list) and len(data) == len(LaunchRefusal._fields) and isinstance(data[0], list)
+    if not (isinstance(data,
+                       list) and len(data) == len(LaunchRefusal._fields) and isinstance(data[0],
+                                                                                        list)
             and len(data[0]) == 3 and isinstance(data[1], str)
             and all(isinstance(v, int) for v in data[0] + data[2:])):
         raise OtherShape("refusal is not this version's")
@@ -140,10 +153,14 @@ def _decode(line: str) -> StoredResult:
     raced = data.get("raced", detail.startswith(RACED_BEFORE))
     if not isinstance(raced, bool):
         raise OtherShape("raced is not this version's")
-    measurement = Measurement(Status(status), metrics, _numbers(data.get("spreads"), "spreads"), detail,
-                              costs=_numbers(data.get("costs", {}), "costs"), refusal=_refusal(data.get("refusal")),
-                              raced=raced, wrong=_wrong(data, status, detail), overflow=_overflow(data, status, detail))
-    return StoredResult(_genome(data.get("genome")), _strings(data.get("flags"), "flags"), measurement, sass,
+    measurement = Measurement(Status(status), metrics, _numbers(data.get("spreads"), "spreads"),
+                              detail,
+                              costs=_numbers(data.get("costs", {}), "costs"),
+                              refusal=_refusal(data.get("refusal")),
+                              raced=raced, wrong=_wrong(data, status, detail),
+                              overflow=_overflow(data, status, detail))
+    return StoredResult(_genome(data.get("genome")), _strings(data.get("flags"), "flags"),
+                        measurement, sass,
                         _context(data.get("context")), float(data.get("time", 0.0)))
 
 
@@ -161,8 +178,8 @@ def _overflow(data: dict, status: str, detail: str) -> SharedOverflow | None:
 
 
 def _wrong(data: dict, status: str, detail: str) -> Wrong | None:
-    """What a wrong answer's check found, as stored; a store written before the field says an unwritten
-    output in its detail's words."""
+    """What a wrong answer's check found, as stored; a store written before the field says an
+    unwritten output in its detail's words."""
     if "wrong" not in data:
         unwritten = status == Status.WRONG_ANSWER and UNWRITTEN_BEFORE in detail
         return Wrong.UNWRITTEN if unwritten else None
@@ -203,8 +220,10 @@ class Store:
             raise self._cannot(error) from None
 
     def _cannot(self, error: OSError) -> EnvironmentProblem:
-        return EnvironmentProblem(f"cannot append to the results store {self.path}: {error.strerror or error} "
-                                  "(the evaluations written before are kept; the same command resumes from them)")
+        return EnvironmentProblem(f"cannot append to the results store {self.path}: "
+                                  f"{error.strerror or error} "
+                                  "(the evaluations written before are kept; the same command "
+                                  "resumes from them)")
 
 
 def require_same_context(records: list[StoredResult], context: Context, source: str) -> None:

@@ -35,7 +35,7 @@ from nvcc_evo import backends
 from nvcc_evo.execute.evaluate import Stopped
 from nvcc_evo.system.leftovers import kill_running
 
-WAIT_AFTER_INTERRUPT = 30.0      # seconds the searches get to stop (a candidate being timed ends first)
+WAIT_AFTER_INTERRUPT = 30.0  # seconds the searches get to stop (a candidate being timed ends first)
 
 
 @dataclass
@@ -44,8 +44,10 @@ class Together:
 
     slots: threading.Semaphore                      # the retune's compile slots
     stopping: threading.Event = field(default_factory=threading.Event)
-    writing: threading.Lock = field(default_factory=threading.Lock)   # one write into the ACF at a time
-    board: object | None = None             # the searches' progress bars (retune.search.progress.Board), if shown
+    writing: threading.Lock = field(default_factory=threading.Lock)   # one write into the ACF at a
+                                                                      # time
+    board: object | None = None             # the searches' progress bars
+                                            # (retune.search.progress.Board), if shown
 
 
 def how_many(asked: int | None, tasks: int, backend: str, population: int, cluster=None,
@@ -55,8 +57,8 @@ def how_many(asked: int | None, tasks: int, backend: str, population: int, clust
     (a generation's compiles each); one for a backend that rebuilds the project."""
     if backends.row(backend).rebuilds:
         if asked and asked > 1:
-            say(f"--at-once {asked}: the {backend} backend builds and runs the project's own bench, "
-                "so its searches run one at a time")
+            say(f"--at-once {asked}: the {backend} backend builds and runs the project's own "
+                "bench, so its searches run one at a time")
         return 1
     if asked is None:
         asked = max(1, cluster.workers // max(1, population)) if cluster is not None else 1
@@ -89,13 +91,14 @@ def run_together(tasks: list, count: int, jobs: int | None, one: Callable, board
                 kill_running()
                 return
 
-    threads = [threading.Thread(target=search, name=f"search-{i}", daemon=True) for i in range(count)]
+    threads = [threading.Thread(target=search, name=f"search-{i}", daemon=True)
+               for i in range(count)]
     for thread in threads:
         thread.start()
     try:
         for thread in threads:
             while thread.is_alive():
-                thread.join(0.2)                 # (a join without a timeout would not see the Ctrl-C)
+                thread.join(0.2)  # (a join without a timeout would not see the Ctrl-C)
     except KeyboardInterrupt:
         together.stopping.set()
         kill_running()

@@ -52,8 +52,10 @@ from nvcc_evo.execute.store import Context, StoredResult, Store
 
 KNOBS_ALIKE = 0.6          # shared knob names over all the two searches name (Jaccard), at least
 PARAMETERS_ALIKE = 0.75    # shared source parameters over the fewer of the two, at least
-DOMAINS_ALIKE = 0.5        # of the other search's values of the shared knobs, those inside this space's domains
-KERNEL_RATIOS = {"registers": 1.25, "instructions": 1.5, "shared": 2.0}   # the most one kernel's may be the other's
+DOMAINS_ALIKE = 0.5        # of the other search's values of the shared knobs, those inside this
+                           # space's domains
+# the most one kernel's may be the other's
+KERNEL_RATIOS = {"registers": 1.25, "instructions": 1.5, "shared": 2.0}
 MIX_ALIKE = 0.95           # the least cosine of two kernels' instruction mixes (classes)
 
 
@@ -66,7 +68,8 @@ class WarmStart:
 
 
 Facts = tuple[KernelFacts, ...]
-KernelsOf = Callable[[str, str], "Facts | None"]     # (unit, arch) -> its baseline's kernels, where known
+KernelsOf = Callable[[str, str], "Facts | None"]     # (unit, arch) -> its baseline's kernels, where
+                                                     # known
 
 
 def _unknown(unit: str, arch: str) -> Facts | None:
@@ -75,20 +78,21 @@ def _unknown(unit: str, arch: str) -> Facts | None:
 
 @dataclass(frozen=True)
 class ProjectStores:
-    """Where a search finds similar units' evaluations: the ACF's units (as a results store names them),
-    the results stores the settings list besides the retune's own that may be read (`project_stores`), and
-    each unit's baseline kernels as its latest retune compared them (kerneldiff.compare's kernels.jsonl)."""
+    """Where a search finds similar units' evaluations: the ACF's units (as a results store names
+    them), the results stores the settings list besides the retune's own that may be read
+    (`project_stores`), and each unit's baseline kernels as its latest retune compared them
+    (kerneldiff.compare's kernels.jsonl)."""
 
     units: frozenset[str]
     stores: tuple[Path, ...] = ()
     kernels_of: KernelsOf = _unknown
-    own: bool = True          # the retune's own store may be read for other units' (it is the user's)
+    own: bool = True  # the retune's own store may be read for other units' (it is the user's)
 
 
 def project_stores(folder: Path, units: Iterable[str], listed: Iterable[Path], own: Path,
                    say: Callable[[str], None], kernels_of: KernelsOf = _unknown) -> ProjectStores:
-    """The project's units and the stores that may be read for other units' evaluations: the retune's
-    own, and those listed; each one that may not, said once with why."""
+    """The project's units and the stores that may be read for other units' evaluations: the
+    retune's own, and those listed; each one that may not, said once with why."""
     mine = _untrusted(own, folder) if os.path.lexists(own) else ""
     if mine:
         say(f"results store {own} not read for other units' warm starts: {mine}")
@@ -104,12 +108,14 @@ def project_stores(folder: Path, units: Iterable[str], listed: Iterable[Path], o
     return ProjectStores(frozenset(units), tuple(readable), kernels_of, not mine)
 
 
-def warm_starts(store: Store, project: ProjectStores | None, context: Context, goal: Goal, space: SearchSpace,
+def warm_starts(store: Store, project: ProjectStores | None, context: Context, goal: Goal,
+                space: SearchSpace,
                 say: Callable[[str], None], baseline: CompileJob | None = None) -> list[WarmStart]:
     """The groups of evaluations this search starts from, the same unit's first; what was found, and
-    what was left aside and why, said through `say` (after the search's name, as the retune says it).
-    `baseline`: how this unit's baseline is built, compiled only where another unit's kernels are known and
-    its search names no source parameters like this one's (its kernels compared then)."""
+    what was left aside and why, said through `say` (after the search's name, as the retune says
+    it). `baseline`: how this unit's baseline is built, compiled only where another unit's kernels
+    are known and its search names no source parameters like this one's (its kernels compared
+    then)."""
     def tell(words: str) -> None:
         say(f"{context.unit} [{context.arch}]: {words}")
 
@@ -122,14 +128,17 @@ def warm_starts(store: Store, project: ProjectStores | None, context: Context, g
     found = [WarmStart(_origin(context, group[0].context), _mapped(group, goal, space))
              for group in groups.values() if _same_unit(context, group[0].context)]
     if project is not None:
-        found += _similar(others, project, context, goal, space, tell, _facts_of(baseline, context.arch))
+        found += _similar(others, project, context, goal, space, tell,
+                          _facts_of(baseline, context.arch))
     found = [group for group in found if group.evaluations]
     if found:
-        tell("warm start from " + "; ".join(f"{len(g.evaluations)} evaluations of {g.origin}" for g in found))
+        tell("warm start from " + "; ".join(f"{len(g.evaluations)} evaluations of {g.origin}"
+                                            for g in found))
     return found
 
 
-def _by_context(records: Iterable[StoredResult], exclude: dict | None = None) -> dict[str, list[StoredResult]]:
+def _by_context(records: Iterable[StoredResult],
+                exclude: dict | None = None) -> dict[str, list[StoredResult]]:
     groups: dict[str, list[StoredResult]] = {}
     for record in records:
         if exclude is None or record.context.key not in exclude:
@@ -166,7 +175,8 @@ def _untrusted(path: Path, folder: Path) -> str:
     if not stat.S_ISREG(info.st_mode):
         return "it is not a regular file"
     if info.st_uid != os.geteuid():
-        return f"it is owned by uid {info.st_uid}, not by you (uid {os.geteuid()}): another user's file is not trusted"
+        return (f"it is owned by uid {info.st_uid}, not by you (uid {os.geteuid()}): another "
+                "user's file is not trusted")
     return ""
 
 
@@ -184,10 +194,12 @@ def _facts_of(job: CompileJob | None, arch: str) -> Callable[[], Facts | None]:
     return facts
 
 
-def _similar(groups: dict[str, list[StoredResult]], project: ProjectStores, context: Context, goal: Goal,
-             space: SearchSpace, say: Callable[[str], None], mine: Callable[[], Facts | None]) -> list[WarmStart]:
-    """The groups of other units of the ACF measured as this search measures, whose searches are alike:
-    largely the same knobs and values, and the same source parameters or alike kernels."""
+def _similar(groups: dict[str, list[StoredResult]], project: ProjectStores, context: Context,
+             goal: Goal,
+             space: SearchSpace, say: Callable[[str], None],
+             mine: Callable[[], Facts | None]) -> list[WarmStart]:
+    """The groups of other units of the ACF measured as this search measures, whose searches are
+    alike: largely the same knobs and values, and the same source parameters or alike kernels."""
     found, unlike, foreign = [], {}, 0
     for group in groups.values():
         other = group[0].context
@@ -199,21 +211,26 @@ def _similar(groups: dict[str, list[StoredResult]], project: ProjectStores, cont
             continue
         why = unlike_knobs(space, [r.genome for r in group])
         evidence = unlike_parameters(space, group[0].genome) if not why else why
-        if evidence and not why:           # no source parameters alike: their kernels, where both are known
+        if evidence and not why:           # no source parameters alike: their kernels, where both
+                                           # are known
             theirs = project.kernels_of(other.unit, other.arch)
             facts = mine() if theirs is not None else None
-            kernels = unlike_kernels(facts, theirs) if facts is not None and theirs is not None else \
-                "their kernels not compared"
+            kernels = "their kernels not compared"
+            if facts is not None and theirs is not None:
+                kernels = unlike_kernels(facts, theirs)
             why = f"{evidence}; {kernels}" if kernels else ""
         if why:
             unlike[other.unit] = why
         else:
-            words = alike_words(space, group[0].genome, "same source parameters" if not evidence else "alike kernels")
+            words = alike_words(space, group[0].genome,
+                                "same source parameters" if not evidence else "alike kernels")
             found.append(WarmStart(f"{other.unit} ({words})", _mapped(group, goal, space)))
     if foreign:
-        say(f"{foreign} evaluations of units this ACF does not have left aside (another project's results)")
+        say(f"{foreign} evaluations of units this ACF does not have left aside (another project's "
+            "results)")
     if unlike:
-        say("not started from units unlike this one: " + "; ".join(f"{u} ({w})" for u, w in unlike.items()))
+        said = "; ".join(f"{u} ({w})" for u, w in unlike.items())
+        say(f"not started from units unlike this one: {said}")
     return found
 
 
@@ -222,14 +239,14 @@ def _parameters(names: Iterable[str]) -> set[str]:
 
 
 def unlike_search(space: SearchSpace, genomes: list[Genome]) -> str:
-    """Why the search that measured `genomes` is unlike this space's by its knobs and source parameters
-    ("" where it is alike)."""
+    """Why the search that measured `genomes` is unlike this space's by its knobs and source
+    parameters ("" where it is alike)."""
     return unlike_knobs(space, genomes) or unlike_parameters(space, genomes[0])
 
 
 def unlike_knobs(space: SearchSpace, genomes: list[Genome]) -> str:
-    """Why the search that measured `genomes` is unlike this space's ("" where it is alike): the knobs
-    the two name, its values against this space's domains."""
+    """Why the search that measured `genomes` is unlike this space's ("" where it is alike): the
+    knobs the two name, its values against this space's domains."""
     mine = {d.knob for d in space.dimensions}
     theirs = {knob for genome in genomes[:1] for knob, _ in genome.items}
     shared = mine & theirs
@@ -244,9 +261,10 @@ def unlike_knobs(space: SearchSpace, genomes: list[Genome]) -> str:
 
 
 def unlike_parameters(space: SearchSpace, genome: Genome) -> str:
-    """Why the source parameters of the search that measured `genome` say nothing of its kernels being
-    like this unit's ("" where they do: most of the fewer shared, one at least)."""
-    mine, theirs = _parameters(d.knob for d in space.dimensions), _parameters(knob for knob, _ in genome.items)
+    """Why the source parameters of the search that measured `genome` say nothing of its kernels
+    being like this unit's ("" where they do: most of the fewer shared, one at least)."""
+    mine = _parameters(d.knob for d in space.dimensions)
+    theirs = _parameters(knob for knob, _ in genome.items)
     shared, fewer = mine & theirs, min(len(mine), len(theirs))
     if not fewer:
         return "no source parameter searched by both"
@@ -255,9 +273,10 @@ def unlike_parameters(space: SearchSpace, genome: Genome) -> str:
 
 
 def unlike_kernels(mine: Facts, theirs: Facts) -> str:
-    """Why two builds' kernels are unlike ("" where they are alike): as many kernels, paired by size, each
-    pair's registers, instructions and static shared memory within KERNEL_RATIOS, their instruction mixes
-    (the classes a reader compares) at least MIX_ALIKE alike (cosine) where both are known."""
+    """Why two builds' kernels are unlike ("" where they are alike): as many kernels, paired by
+    size, each pair's registers, instructions and static shared memory within KERNEL_RATIOS, their
+    instruction mixes (the classes a reader compares) at least MIX_ALIKE alike (cosine) where both
+    are known."""
     if len(mine) != len(theirs) or not mine:
         return f"{len(theirs)} kernel(s) against {len(mine)}"
     for a, b in zip(sorted(mine, key=_size), sorted(theirs, key=_size)):
@@ -266,7 +285,8 @@ def unlike_kernels(mine: Facts, theirs: Facts) -> str:
             if max(x, y) > ratio * max(min(x, y), 1 if what != "shared" else 1024):
                 return f"kernels unlike: {what} {y} against {x}"
         if a.mix and b.mix:
-            u, v = np.array(list(a.classes().values()), float), np.array(list(b.classes().values()), float)
+            u, v = np.array(list(a.classes().values()), float), np.array(list(b.classes().values()),
+                                                                         float)
             cosine = float(u @ v / (np.linalg.norm(u) * np.linalg.norm(v) or 1.0))
             if cosine < MIX_ALIKE:
                 return f"kernels unlike: instruction mixes {cosine:.2f} alike"
@@ -279,20 +299,24 @@ def _size(kernel: KernelFacts) -> tuple[int, int]:
 
 def alike_words(space: SearchSpace, genome: Genome, evidence: str) -> str:
     mine, theirs = {d.knob for d in space.dimensions}, {knob for knob, _ in genome.items}
-    knobs = "same knobs" if mine == theirs else f"{len(mine & theirs)} of {len(mine | theirs)} knobs shared"
+    knobs = "same knobs"
+    if mine != theirs:
+        knobs = f"{len(mine & theirs)} of {len(mine | theirs)} knobs shared"
     return f"{knobs}, {evidence}"
 
 
 def _mapped(group: list[StoredResult], goal: Goal, space: SearchSpace) -> tuple[Evaluation, ...]:
-    """The group's evaluations in this space (values outside its domains dropped), one per genome (the
-    best of those that map to it), scored by this search's goal against the group's first record."""
+    """The group's evaluations in this space (values outside its domains dropped), one per genome
+    (the best of those that map to it), scored by this search's goal against the group's first
+    record."""
     first = group[0].measurement
     baseline = dict(first.metrics) if first.ok else {}
     best: dict[Genome, Evaluation] = {}
     for record in group:
         measurement, genome = record.measurement, space.genome(dict(record.genome.items))
         if not measurement.ok:
-            evaluation = Evaluation(genome, tuple(math.inf for _ in goal.minimize), math.inf, measurement.status)
+            evaluation = Evaluation(genome, tuple(math.inf for _ in goal.minimize), math.inf,
+                                    measurement.status)
         else:
             metrics = dict(measurement.metrics)
             if not all(m in metrics for m in goal.minimize):
