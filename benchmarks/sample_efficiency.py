@@ -11,7 +11,7 @@ three times the budget (the new engine, seed 100), then per seed (`--seeds`, 0 1
 engine, in turns (old first for even seeds, so a drift of the GPU favours neither). The old engine is the
 evolutionary operators alone (`retune.search = operators`, `--old`), the new the tree's default (`--new`;
 where the default is the old engine itself, the guided search, said). Each search is a retune's search
-(retune.search.tune: prepare, then baseline and engine) of `--evaluations` candidates from its own empty results
+(retune.search.prepare, then retune.search.tune: baseline and engine) of `--evaluations` candidates from its own empty results
 store, without the steps after it (confirmation, kernels compared, write-back; no time kept back for them):
 what is counted is the engine's measurements. A candidate's speedup is its runtime over its own search's
 baseline's (both timed in the same process; a failed or raced candidate counts 0); the best point is the
@@ -47,7 +47,8 @@ from nvcc_evo.measure.backend import composed  # noqa: E402
 from nvcc_evo.retune.scope.options import Options, Request, choose_settings, decide_options  # noqa: E402
 from nvcc_evo.retune.run import Where  # noqa: E402
 from nvcc_evo.retune.scope.tasks import find_tasks  # noqa: E402
-from nvcc_evo.retune.search.tune import Retune, prepare, search  # noqa: E402
+from nvcc_evo.retune.search.prepare import Retune, prepare  # noqa: E402
+from nvcc_evo.retune.search.tune import search  # noqa: E402
 
 WITHIN = 0.01
 REFERENCE_SEED = 100

@@ -83,7 +83,7 @@ def test_a_retune_decides_its_options_once_and_every_search_reads_that_value(tmp
     """A real static retune, in this process: decide_options runs once, and the Options it made is the one
     the search's stages are given (the same object: never decided again, never replaced)."""
     from nvcc_evo.retune import run
-    from nvcc_evo.retune.search import tune
+    from nvcc_evo.retune.search import prepare as stage
     (tmp_path / "scale.cu").write_text(KERNEL)
     (tmp_path / "nvcc-evo.acf").write_text('acf 1\nunit "scale.cu" {\n}\n')
     monkeypatch.chdir(tmp_path)
@@ -98,7 +98,7 @@ def test_a_retune_decides_its_options_once_and_every_search_reads_that_value(tmp
 
     def prepare(task, retune, together=None):
         seen.append(retune.options)
-        return tune.prepare(task, retune, together)
+        return stage.prepare(task, retune, together)
 
     monkeypatch.setattr(run, "decide_options", counted)
     monkeypatch.setattr(run, "prepare", prepare)

@@ -7,7 +7,7 @@ exit status) over three parts, in the order a retune goes through them:
   targets, which are stale and why, how each is built; options: what one
   retune does, each setting decided once; reach: only knob values that
   reach the user's binary are searched, the ship check before a write)
-- search: one search (tune: prepare -> search -> decide, each stage
+- search: one search (prepare, then tune: search -> decide, each stage
   returning a typed value; progress: a live bar or lines on stderr;
   speedsafe: no slower kernels without a GPU)
 - outcome: what a search ends with (choice: the selection rule, the

@@ -4,7 +4,7 @@ written back into the ACF.
 What one retune does and the settings it runs with come from
 nvcc_evo.retune.scope.options; what is stale and how each unit is built from
 nvcc_evo.retune.scope.tasks; one search, as prepare -> search -> decide, from
-nvcc_evo.retune.search.tune; the write into the ACF (by identity, under its lock)
+nvcc_evo.retune.search.prepare and .tune; the write into the ACF (by identity, under its lock)
 from nvcc_evo.retune.outcome.writeback. Here: the ACF and its settings, the one
 Options decided from them (retune.scope.options), the tasks, every search (one
 after another or several at once), the ship check and the write, the end
@@ -46,7 +46,8 @@ from nvcc_evo.retune.scope.reach import REGISTER_CAPS, hangs, not_shipped, recor
 from nvcc_evo.retune.search.speedsafe import say_waiting, set_aside
 from nvcc_evo.driver.targets import check_target
 from nvcc_evo.retune.scope.tasks import Task, find_tasks
-from nvcc_evo.retune.search.tune import Candidates, Retune, decide, prepare, search
+from nvcc_evo.retune.search.prepare import Candidates, Retune, prepare
+from nvcc_evo.retune.search.tune import decide, search
 from nvcc_evo.retune.outcome.writeback import fixed_settings, one_retune_at_a_time, say_rebuild, verdict_of, write_back
 from nvcc_evo.system.leftovers import sweep_for
 from nvcc_evo.system.locks import Wait
@@ -210,7 +211,7 @@ def _exit_status(outcomes: list[Outcome], skipped: list[str]) -> int:
 
 
 def _one(task: Task, retune: Retune, together: Together | None = None) -> Outcome:
-    """One search, prepare -> search -> decide (retune.search.tune), and its choice
+    """One search, prepare -> search -> decide (retune.search.prepare, .tune), and its choice
     written into the ACF (one write at a time)."""
     rng = np.random.default_rng(retune.options.seed)
     prepared = prepare(task, retune, together)
