@@ -41,7 +41,7 @@ from nvcc_evo.acf.resolve import load  # noqa: E402
 from nvcc_evo.driver import settings  # noqa: E402
 from nvcc_evo.driver.project import open_project  # noqa: E402
 from nvcc_evo.driver.toolkit import load_toolkit  # noqa: E402
-from nvcc_evo.execute.measurers import close_pool, measuring_gpu  # noqa: E402
+from nvcc_evo.execute.devices import close_pool, measuring_gpu  # noqa: E402
 from nvcc_evo.execute.store import Store  # noqa: E402
 from nvcc_evo.measure.backend import composed  # noqa: E402
 from nvcc_evo.retune.scope.options import Options, Request, choose_settings, decide_options  # noqa: E402

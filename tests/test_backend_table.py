@@ -15,7 +15,7 @@ from nvcc_evo import backends
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.driver import specs
 from nvcc_evo.errors import EnvironmentProblem
-from nvcc_evo.execute import measurers
+from nvcc_evo.execute import devices, measurers
 from nvcc_evo.execute.store import Context, StoredResult, Store
 from nvcc_evo.measure import Measurement
 from nvcc_evo.engine.space import Genome
@@ -126,7 +126,7 @@ def test_the_gpu_backend_has_the_capabilities_its_row_says(tmp_path, full):
         assert said == {capability: getattr(row, capability) and not (full and capability == "race")
                         for capability in said}
     finally:
-        measurers.close_pool()
+        devices.close_pool()
 
 
 def test_a_row_under_another_name_is_made_and_answered_as_the_original(tmp_path, monkeypatch):
@@ -144,7 +144,7 @@ def test_a_row_under_another_name_is_made_and_answered_as_the_original(tmp_path,
         same = lambda ask: ask(f"{name}-copy") == ask(name)
         assert same(lambda backend: search_guard(unit.tune, "sm_90", backend)), name
         assert same(lambda backend: how_many(4, 8, backend, 20)), name
-        assert same(lambda backend: measurers.measuring_gpu(measurers.Measuring(backend), dry_run=False)), name
+        assert same(lambda backend: devices.measuring_gpu(devices.Measuring(backend), dry_run=False)), name
         assert same(lambda backend: measurers.bench_problem(unit, backend)), name
     assert search_guard(unit.tune, "sm_90", "static-copy") is not None        # (the answers are not all None)
     assert how_many(4, 8, "command-copy", 20) == 1 and how_many(4, 8, "static-copy", 20) == 4

@@ -216,7 +216,7 @@ def test_concurrent_appenders_from_threads_and_processes_lose_and_tear_nothing(t
 
 
 def test_the_retunes_calibration_times_the_baseline_on_every_gpu_lane_and_drops_a_failing_one(suite, capfd):
-    from nvcc_evo.execute.measurers import calibrate
+    from nvcc_evo.execute.devices import calibrate
     folder, space, job = suite
     def broken(genome, flags, result):
         return Measurement("crash", detail="the measuring process died")

@@ -1,7 +1,7 @@
 """Which backend measures a retune's candidates: each row of the table of
 backends (nvcc_evo.backends) made by the factory its row names (`make_*`
-here, given what a retune knows: `Wanted`; `backend_for`), and, with
-several GPUs or a cluster, the lanes it measures on.
+here, given what a retune knows: `Wanted`; `backend_for`); the lanes it
+measures on with several GPUs or a cluster are execute.devices'.
 
 Returns a Backend (measure.backend): the function the Evaluator calls per
 candidate, the objectives it can answer, whether candidates must be
@@ -15,17 +15,15 @@ import importlib
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 from nvcc_evo.acf import model, unitpath
 from nvcc_evo.acf.bench.command import identity
 from nvcc_evo.acf.sources import define_values
 from nvcc_evo import backends
-from nvcc_evo.driver.specs import Gpus
 from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
 from nvcc_evo.measure import Measurement, static
 from nvcc_evo.measure.backend import Backend, Composed
-from nvcc_evo.execute.lanes import Lane, LaneSet, choose_gpus
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.measure.static import REGISTER_WARPS, with_register_warps
 from nvcc_evo.execute.store import Context, Store, require_same_context
@@ -48,19 +46,6 @@ class Wanted:
     flags_for: Callable | None = None
     full: bool = False
     device: int = 0
-
-
-class Measuring(NamedTuple):
-    """What a retune's options say of how its candidates are measured (retune.scope.options.Options.measuring):
-    the backend (resolved), the CUDA device and the GPUs, the replay's store, a run's timeout, the protocol
-    (`full`: every candidate measured the whole way)."""
-
-    backend: str
-    device: int = 0
-    gpus: Gpus | None = None
-    replay: str | None = None
-    timeout: float = 300.0
-    full: bool = False
 
 
 # The static backend's steps after its search: the ship check's build of the choice and the comparison's
@@ -165,7 +150,7 @@ def make_command(wanted: Wanted) -> Backend:
     task, acf_path, timeout, flags_for = wanted.task, wanted.acf_path, wanted.timeout, wanted.flags_for
     bench = task.unit.bench
     at_start = read_text(acf_path)
-    assert flags_for is not None               # (a retune's: measuring hands it one)
+    assert flags_for is not None               # (a retune's: devices.measuring hands it one)
     timed = any(m.kernels for m in bench.metrics)
     clock = KernelClock(task.job.nvcc if timed else "", active=timed)
     unit = CommandUnit(bench, task.unit.globs, task.arch, bench.timeout.seconds if bench.timeout else timeout,
@@ -212,12 +197,6 @@ def make_replay(wanted: Wanted) -> Backend:
                     device=records[0].context.device, describe=f"replay of {path}")
 
 
-def close_pool() -> None:
-    """The retune's measuring processes ended (measure.pycuda.pool.POOLS)."""
-    from nvcc_evo.measure.pycuda.pool import POOLS
-    POOLS.close()
-
-
 def load_reference(bench: model.Bench, folder: Path):
     """The bench's `reference "FILE.py:FUNCTION"`, imported from beside the ACF."""
     if bench.reference is None:
@@ -262,29 +241,6 @@ def make_pycuda(wanted: Wanted) -> Backend:
                     describe=f"pycuda on {pool.hello['name']} (sm {pool.hello['cc']}; {energy})")
 
 
-def gpu_arch(device: int, cluster=None) -> str:
-    """The SASS architecture of the GPU measured on (lane 0's)."""
-    from nvcc_evo.measure.pycuda.pool import POOLS
-    return cluster.gpu_arch() if cluster is not None else POOLS.get(device).hello["arch"]
-
-
-def measuring_gpu(asked: Measuring, dry_run: bool, cluster=None) -> str:
-    """The GPU model the pycuda backend measures on (lane 0's), or a bench command runs on (command_gpu);
-    "" for a backend that measures on none (an entry measured on another model is stale:
-    retune.scope.tasks.stale_reasons). Asked in a child, as gpu_available does (a dry run starts no measuring
-    process), or of the cluster's first GPU."""
-    row = backends.row(asked.backend)
-    if row.rebuilds:                 # a whole program runs, on whichever GPU it finds
-        return command_gpu()
-    if not row.needs_gpu:
-        return ""
-    if cluster is not None:
-        return "" if dry_run else str(cluster.gpu_actors()[0][1].get("name", ""))
-    from nvcc_evo.measure.pycuda.devices import gpu_names
-    names = gpu_names()
-    return names[asked.device] if 0 <= asked.device < len(names) else ""
-
-
 @functools.lru_cache(maxsize=1)
 def command_gpu() -> str:
     """The GPU model a bench command runs on, where that is plain: every visible GPU one model (PyCUDA's
@@ -302,17 +258,6 @@ def command_gpu() -> str:
             return ""
         names = [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
     return names[0] if names and len(set(names)) == 1 else ""
-
-
-def resolve_backend(backend: str, cluster=None) -> str:
-    """`auto`: the GPU when PyCUDA and a device are there (on the cluster, a
-    GPU), else static."""
-    if backend != backends.AUTO:
-        return backend
-    if cluster is not None:
-        return cluster.backend(backend)
-    from nvcc_evo.measure.pycuda.devices import gpu_available
-    return backends.auto_choice(gpu=gpu_available())
 
 
 def factory_of(backend: str) -> Callable[[Wanted], Backend]:
@@ -333,63 +278,3 @@ def backend_for(backend: str, wanted: Wanted) -> Backend:
     if problem:
         raise UsageError(problem)
     return factory(wanted)
-
-
-def pycuda_devices(gpus: Gpus | None, first: int) -> list[int]:
-    """The CUDA devices a pycuda retune measures on: `retune.gpus` among the
-    visible ones (default: every one of the model of `retune.device`, which
-    is lane 0)."""
-    from nvcc_evo.measure.pycuda.devices import gpu_names
-    names = gpu_names()
-    if not names:
-        return [first]
-    if not 0 <= first < len(names):
-        raise UsageError(f"--device {first}: {len(names)} GPU(s) visible")
-    chosen = choose_gpus(gpus, names, first)
-    others = [f"{i} ({names[i]})" for i in range(len(names)) if i not in chosen and names[i] != names[first]]
-    if others:
-        from nvcc_evo.system.say import log
-        log(f"GPU(s) {', '.join(others)} left out: not the model of device {first} ({names[first]}); "
-            "GPUs of different models are never mixed in one search")
-    return chosen
-
-
-def wanted_by(asked: Measuring, task, acf_path: Path, context: Context, space_defaults: dict | None,
-              flags_for) -> Wanted:
-    """What a retune's options give a backend's factory."""
-    return Wanted(task, acf_path, context, asked.replay, asked.timeout, space_defaults, flags_for, asked.full,
-                  asked.device)
-
-
-def measuring(asked: Measuring, task, acf_path: Path, context: Context, space_defaults: dict, flags_for,
-              cluster=None) -> tuple[Backend, LaneSet | None]:
-    """The retune's Backend and, with several GPUs (or `retune.gpus` named,
-    even one) or a cluster, the lanes it measures on (their `measure` is the
-    Backend's)."""
-    wanted = wanted_by(asked, task, acf_path, context, space_defaults, flags_for)
-    if cluster is not None:
-        lanes = cluster.lanes(asked.backend, wanted)
-        return lanes.measurer(), lanes
-    on_gpu = backends.row(asked.backend).needs_gpu
-    devices = pycuda_devices(asked.gpus, asked.device) if on_gpu else []
-    if not devices or (len(devices) == 1 and asked.gpus is None):   # no GPU backend, or one GPU: as always
-        return backend_for(asked.backend, replace(wanted, device=devices[0] if devices else asked.device)), None
-    lanes = LaneSet([Lane(i, backend_for(asked.backend, replace(wanted, device=device)), f"GPU {device}")
-                     for i, device in enumerate(devices)])
-    return lanes.measurer(), lanes
-
-
-def calibrate(lanes: LaneSet | None, measurer: Backend, baseline, job) -> None:
-    """Each GPU lane's baseline, timed on every lane at once (lanes.LaneSet.calibrate)."""
-    if lanes is None or len(lanes) < 2 or measurer.hello is None:
-        return
-    from nvcc_evo.cubin.compile import compile_candidate
-    from nvcc_evo.system.say import log
-    result = compile_candidate(job)
-    if not result.ok:
-        return
-    names = [lane.name for lane in lanes.lanes]
-    runs = lanes.calibrate(baseline, job.flags, result)
-    times = ", ".join(f"{name} {run.get('runtime'):.4g} us" for name, run in zip(names, runs) if run.ok)
-    log(f"the baseline on each lane: {times}; runtimes scaled to {lanes.lanes[0].name}'s"
-        + "".join(f"; {note}" for note in lanes.notes))

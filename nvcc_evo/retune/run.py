@@ -31,7 +31,8 @@ from nvcc_evo.driver.toolkit import Toolkit, cache_folder_if_any
 from nvcc_evo.errors import AcfChanged, AcfError, ExitCode, Interrupted
 from nvcc_evo.execute.cluster import Cluster, open_cluster
 from nvcc_evo.execute.evaluate import Stopped
-from nvcc_evo.execute.measurers import check_benches, close_pool, gpu_arch, measuring_gpu, resolve_backend
+from nvcc_evo.execute.devices import close_pool, gpu_arch, measuring_gpu, resolve_backend
+from nvcc_evo.execute.measurers import check_benches
 from nvcc_evo.execute.store import Store
 from nvcc_evo.execute.together import Together, how_many, run_together
 from nvcc_evo.execute.warm import project_stores

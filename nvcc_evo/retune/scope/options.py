@@ -36,7 +36,7 @@ from nvcc_evo.driver import settings, specs
 from nvcc_evo.driver.specs import Gpus, RayPlace
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.engine.space import SearchSpace
-from nvcc_evo.execute.measurers import Measuring
+from nvcc_evo.execute.devices import Measuring
 from nvcc_evo.system.say import log
 
 if TYPE_CHECKING:

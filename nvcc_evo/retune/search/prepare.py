@@ -24,7 +24,7 @@ from nvcc_evo.execute.evaluate import Builds, Compiling, Evaluator
 from nvcc_evo.execute.goal import Goal, goal_for
 from nvcc_evo.execute.lanes import LaneSet
 from nvcc_evo.execute.measured import Measured
-from nvcc_evo.execute.measurers import measuring
+from nvcc_evo.execute.devices import measuring
 from nvcc_evo.execute.store import Context, Store
 from nvcc_evo.execute.together import Together
 from nvcc_evo.execute.warm import ProjectStores

@@ -22,7 +22,7 @@ from nvcc_evo.engine.surrogate import Guide
 from nvcc_evo.engine.space import Genome, SearchSpace, baseline_defines
 from nvcc_evo.execute import learned
 from nvcc_evo.execute.evaluate import Evaluator, Stopped
-from nvcc_evo.execute.measurers import calibrate
+from nvcc_evo.execute.devices import calibrate
 from nvcc_evo.execute.together import Together
 from nvcc_evo.execute.warm import warm_starts
 from nvcc_evo.measure import Measurement
