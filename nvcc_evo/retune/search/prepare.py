@@ -3,8 +3,9 @@ reach, how each genome is built (`Candidates`), the backend and its lanes,
 the goal, and the evaluator, built complete by one factory (`evaluator_for`)
 and resumed from the results store: `Prepared`.
 
-What every search of one retune shares (the decided options, toolkit, results store, the ACF's path, the
-cluster, the project's stores) travels as one `Retune`; what the searches at once share, as `Together`.
+What every search of one retune shares (the decided options, toolkit, results
+store, the ACF's path, the cluster, the project's stores) travels as one
+`Retune`; what the searches at once share, as `Together`.
 """
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.backend import Backend
 from nvcc_evo.retune.outcome.writeback import fixed_settings
 from nvcc_evo.retune.scope.options import Options, describe, ptxas_programs
-from nvcc_evo.retune.scope.reach import (BuildStep, link_safe, not_shipped, reachable, recorded_build,
-                                         say)
+from nvcc_evo.retune.scope.reach import (BuildStep, link_safe, not_shipped, reachable,
+                                         recorded_build, say)
 from nvcc_evo.retune.scope.tasks import Task
 from nvcc_evo.retune.search.speedsafe import guarded_goal, narrowed, search_guard
 from nvcc_evo.system.say import log
@@ -41,7 +42,8 @@ from nvcc_evo.system.say import log
 
 @dataclass(frozen=True)
 class Retune:
-    """What every search of one retune shares (`project`: where it finds similar units', execute.warm)."""
+    """What every search of one retune shares (`project`: where it finds similar units',
+    execute.warm)."""
 
     options: Options
     toolkit: Toolkit
@@ -89,16 +91,17 @@ class Prepared:
     """A search made ready (`prepare`)."""
 
     task: Task
-    started: float                       # time.monotonic() once its backend was ready (the unit's time)
+    started: float         # time.monotonic() once its backend was ready (the unit's time)
     space: SearchSpace
     candidates: Candidates
     measurer: Backend
     lanes: LaneSet | None
     goal: Goal
     evaluator: Evaluator
-    listeners: list[Callable[[], None]] = field(default_factory=list)   # told of each measured candidate
-    unrunnable: frozenset = frozenset()  # (knob, value) left out after the baseline: its binary could not run
-
+    # told of each measured candidate
+    listeners: list[Callable[[], None]] = field(default_factory=list)
+    # (knob, value) left out after the baseline: its binary could not run
+    unrunnable: frozenset = frozenset()
 
 
 # ---------------------------------------------------------------- prepare
@@ -107,34 +110,41 @@ def prepare(task: Task, retune: Retune, together: Together | None = None) -> Pre
     from the store (`together`: what it shares with the searches beside it)."""
     options, toolkit = retune.options, retune.toolkit
     space = build_space(task.unit, task.source, toolkit.accepts)
-    build = recorded_build(task, retune.acf_path, toolkit, options.ptxas.paths)   # the plan the wrapper builds with
+    # the plan the wrapper builds with
+    build = recorded_build(task, retune.acf_path, toolkit, options.ptxas.paths)
     space, fixed, left_out = reachable(task, space, fixed_settings(task, space), build)
     say(task, left_out)
     guard = search_guard(task.unit.tune, task.arch, options.backend)
-    space = narrowed(space, guard) if guard else space      # registers and spills cannot rank speed
-    programs = ptxas_programs(space, toolkit, retune.acf_path, options.ptxas, options.backend, task.arch,
-                              fixed.get("ptxas.version"))
+    space = narrowed(space, guard) if guard else space   # registers and spills cannot rank speed
+    programs = ptxas_programs(space, toolkit, retune.acf_path, options.ptxas, options.backend,
+                              task.arch, fixed.get("ptxas.version"))
     candidates = Candidates(task, build, fixed, programs, space.baseline().settings())
     space, unlinkable = link_safe(space, build, lambda: candidates.compiled(space.baseline()))
     say(task, unlinkable)
-    context = Context(task.toolkit(toolkit), task.fingerprint, task.arch, "cpu", options.backend, str(task.unit),
-                      build_key(task.job, retune.acf_path.parent))
+    context = Context(task.toolkit(toolkit), task.fingerprint, task.arch, "cpu", options.backend,
+                      str(task.unit), build_key(task.job, retune.acf_path.parent))
     measurer, lanes = measuring(options.measuring(), task, retune.acf_path, context,
-                                baseline_defines(task.source, space), candidates.flags, retune.cluster)
+                                baseline_defines(task.source, space), candidates.flags,
+                                retune.cluster)
     # the unit's time starts with its backend ready: the GPU's measuring process starts once for the
-    # whole retune (about 5 s on the H200, which the first searches at once had taken from their budget)
+    # whole retune (about 5 s on the H200, which the first searches at once had taken from their
+    # budget)
     started = time.monotonic()
     context = replace(context, device=measurer.device)
-    if measurer.build:          # a bench command is part of how candidates are built: another one, other results
-        context = replace(context, build=hashlib.sha256((context.build + measurer.build).encode()).hexdigest()[:16])
+    # a bench command is part of how candidates are built: another one, other results
+    if measurer.build:
+        built = hashlib.sha256((context.build + measurer.build).encode()).hexdigest()[:16]
+        context = replace(context, build=built)
     goal = goal_for(task.unit.tune, measurer.objectives, measurer.primary, measurer.maximize)
     goal = guarded_goal(goal, guard) if guard else goal
     listeners: list[Callable[[], None]] = []
-    evaluator = evaluator_for(retune, task, Measured(goal, context), candidates, measurer, lanes, listeners, together)
+    evaluator = evaluator_for(retune, task, Measured(goal, context), candidates, measurer, lanes,
+                              listeners, together)
     stored = _resume(task, retune.store, context, evaluator.measured, space, goal)
-    # (said before the baseline is measured: a bench command's baseline runs take a while and say their own line)
-    log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; space {space.size} points, "
-        f"{len(space.dimensions)} knobs; {describe(options)}"
+    # (said before the baseline is measured: a bench command's baseline runs take a while and say
+    # their own line)
+    log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; "
+        f"space {space.size} points, {len(space.dimensions)} knobs; {describe(options)}"
         + (f"; resuming with {stored} stored evaluations" if stored else ""))
     return Prepared(task, started, space, candidates, measurer, lanes, goal, evaluator, listeners)
 
@@ -142,13 +152,15 @@ def prepare(task: Task, retune: Retune, together: Together | None = None) -> Pre
 def evaluator_for(retune: Retune, task: Task, measured: Measured, candidates: Candidates,
                   measurer: Backend, lanes: LaneSet | None, listeners: list[Callable[[], None]],
                   together: Together | None = None) -> Evaluator:
-    """The search's Evaluator, complete, writing into `measured`: the backend's measure (each measured
-    candidate told to `listeners`), its racing and PTX reuse in the fast
-    protocol, the lanes, the compile pool (the cluster's CPUs with one), the
-    compile slots and stop event it shares, the not-shipped check."""
+    """The search's Evaluator, complete, writing into `measured`: the backend's
+    measure (each measured candidate told to `listeners`), its racing and PTX
+    reuse in the fast protocol, the lanes, the compile pool (the cluster's
+    CPUs with one), the compile slots and stop event it shares, the
+    not-shipped check."""
     options, fast = retune.options, retune.options.protocol == "fast"
 
-    def measure(genome: Genome, flags: tuple[str, ...], result: CompileResult | None) -> Measurement:
+    def measure(genome: Genome, flags: tuple[str, ...],
+                result: CompileResult | None) -> Measurement:
         measurement = measurer.measure(genome, flags, result)
         for told in listeners:
             told()
@@ -157,8 +169,9 @@ def evaluator_for(retune: Retune, task: Task, measured: Measured, candidates: Ca
     compiling = Compiling(options.jobs, PtxCache() if fast else None,
                           retune.cluster.compiler(fast) if retune.cluster is not None else None,
                           together.slots if together else None) if measurer.compiles else None
-    return Evaluator(measured, retune.store, Builds(task.job, candidates.flags, candidates.program, candidates.lost),
-                     measure, compiling=compiling, race=measurer.race if fast else None, lanes=lanes,
+    builds = Builds(task.job, candidates.flags, candidates.program, candidates.lost)
+    return Evaluator(measured, retune.store, builds, measure, compiling=compiling,
+                     race=measurer.race if fast else None, lanes=lanes,
                      stopping=together.stopping if together else None)
 
 
@@ -174,9 +187,11 @@ def _resume(task: Task, store: Store, context: Context, measured: Measured, spac
         log(f"{task}: {len(others)} other context(s) in the results store left aside "
             f"(e.g. {'; '.join(context.differences(others[0]))})")
     fitting = [record for record in mine if record.genome in space
-               and (not record.measurement.ok or all(m in dict(record.measurement.metrics) for m in goal.minimize))]
+               and (not record.measurement.ok
+                    or all(m in dict(record.measurement.metrics) for m in goal.minimize))]
     if len(fitting) < len(mine):
-        log(f"{task}: {len(mine) - len(fitting)} stored evaluation(s) of an earlier search space left aside")
+        log(f"{task}: {len(mine) - len(fitting)} stored evaluation(s) of an earlier search space "
+            "left aside")
     measured.resume(fitting)
     return len(fitting)
 

@@ -31,14 +31,15 @@ class ProgressLine:
     reused: int                                 # same binary as an earlier candidate
     failures: tuple[tuple[str, int, str], ...]  # (status, count, first message), most first
     front: int                                  # points on the Pareto front
-    best: tuple[tuple[str, float], ...]         # (objective, value) of the best feasible point so far
+    best: tuple[tuple[str, float], ...]         # (objective, value) of the best feasible point
     baseline: tuple[tuple[str, float], ...]     # (objective, value) of the baseline
     elapsed: float                              # seconds, this run
     made: int                                   # evaluations made by this run (the pace's)
     drift: float | None = None                  # the backend's baseline drift, where it has one
-    costs: str = ""                             # the cost breakdown: candidates/min, seconds per stage
-    extra: tuple[tuple[str, str], ...] = field(default=())   # (name, text) more fields, shown as given
-    seconds_left: float | None = None           # of the search's time budget (None: no time limit)
+    costs: str = ""                             # the cost breakdown: candidates/min, s per stage
+    # (name, text) more fields, shown as given
+    extra: tuple[tuple[str, str], ...] = field(default=())
+    seconds_left: float | None = None           # of the search's time budget (None: no limit)
 
     @property
     def failed(self) -> int:
@@ -50,15 +51,20 @@ class ProgressLine:
 
     @property
     def left(self) -> int | None:
-        return int(self.budget - self.evaluations) if self.evaluations < self.budget < math.inf else None
+        if self.evaluations < self.budget < math.inf:
+            return int(self.budget - self.evaluations)
+        return None
 
     @property
     def eta(self) -> float | None:
-        """Seconds the evaluations left take at this pace, where they, not the time budget, end the search
-        (`--evaluations 10000 --time-limit 235` said "at most 9988 more, ~94779 s" beside "40 s left")."""
+        """Seconds the evaluations left take at this pace, where they, not the time budget, end the
+        search (`--evaluations 10000 --time-limit 235` said "at most 9988 more, ~94779 s" beside
+        "40 s left")."""
         pace = self.seconds_per_candidate
         eta = pace * self.left if pace is not None and self.left is not None else None
-        return None if eta is None or (self.seconds_left is not None and eta >= self.seconds_left) else eta
+        if eta is None or (self.seconds_left is not None and eta >= self.seconds_left):
+            return None
+        return eta
 
     def _best(self) -> str:
         return ", ".join(f"{m}={v:.4g}" for m, v in self.best) if self.best else "none feasible"
@@ -66,7 +72,8 @@ class ProgressLine:
     def _failed(self) -> str:
         if not self.failed:
             return "0 failed"
-        return f"{self.failed} failed: " + "; ".join(f'{s} {n} (e.g. "{e}")' for s, n, e in self.failures)
+        examples = "; ".join(f'{s} {n} (e.g. "{e}")' for s, n, e in self.failures)
+        return f"{self.failed} failed: {examples}"
 
     def against_baseline(self) -> str:
         """`runtime -12.3%` of the first objective against the baseline's, or ""."""
@@ -80,12 +87,15 @@ class ProgressLine:
     def text(self) -> str:
         """The plain line, one per generation."""
         noted = f", baseline drift {self.drift:+.2%}" if self.drift is not None else ""
-        pace = f"; at most {self.left} more, ~{self.eta:.0f} s at this pace" if self.eta is not None else ""
+        pace = ""
+        if self.eta is not None:
+            pace = f"; at most {self.left} more, ~{self.eta:.0f} s at this pace"
         pace += f"; {self.seconds_left:.0f} s left" if self.seconds_left is not None else ""
         more = "".join(f", {name} {value}" for name, value in self.extra)
-        return (f"{self.unit} gen {self.generation}: {self.evaluations} evaluations ({self.reused} same binary, "
-                f"{self._failed()}), front {self.front}, best {self._best()}{noted}{more} "
-                f"[{self.elapsed:.0f} s{pace}{'; ' + self.costs if self.costs else ''}]")
+        costs = "; " + self.costs if self.costs else ""
+        return (f"{self.unit} gen {self.generation}: {self.evaluations} evaluations "
+                f"({self.reused} same binary, {self._failed()}), front {self.front}, "
+                f"best {self._best()}{noted}{more} [{self.elapsed:.0f} s{pace}{costs}]")
 
     def bar_text(self) -> str:
         """The fields beside the bar (short: the bar has one line)."""
@@ -101,20 +111,21 @@ class ProgressLine:
 
 def progress_line(unit: str, goal, progress, engine, measured, baseline_drift=None,
                   budget=None) -> ProgressLine:
-    """One generation's line of a search (retune.search.tune): the engine's front,
-    what was measured (execute.measured.Measured: its tally and the baseline), the budget's time left."""
+    """One generation's line of a search (retune.search.tune): the engine's front, what was
+    measured (execute.measured.Measured: its tally and the baseline), the budget's time left."""
     front = engine.front()
     t = measured.tally
     base = measured.baseline
+    best = tuple(zip(goal.minimize, goal.values(front[0].objectives))) if front else ()
+    made = max(1, progress.evaluations - progress.resumed)      # this run's pace, not the store's
+    # the backend's baseline again (its `drift`; None: not known)
+    drift = baseline_drift() if baseline_drift else None
     return ProgressLine(
         unit, progress.generation, progress.evaluations,
         budget.evaluations if budget is not None else float("inf"), t.reused,
         tuple((status, seen.count, seen.example) for status, seen in t.most_failures()),
-        len(front), tuple(zip(goal.minimize, goal.values(front[0].objectives))) if front else (),
-        tuple((m, float(base[m])) for m in goal.minimize if m in base),
-        progress.elapsed(), max(1, progress.evaluations - progress.resumed),       # this run's pace, not the store's
-        baseline_drift() if baseline_drift else None,   # the backend's baseline again (its `drift`; None: not known)
-        costs=t.costs_text(), extra=stagnation(engine),
+        len(front), best, tuple((m, float(base[m])) for m in goal.minimize if m in base),
+        progress.elapsed(), made, drift, costs=t.costs_text(), extra=stagnation(engine),
         seconds_left=_left(budget))
 
 
@@ -148,7 +159,8 @@ class Bar:
     def __init__(self, unit: str, budget: float, stream, say, done: int = 0):
         from rich.console import Console
         from rich.markup import escape
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn)
         from rich.text import Text
 
         class TwoLines(Progress):
@@ -162,10 +174,10 @@ class Bar:
         self.last: ProgressLine | None = None
         console = Console(file=stream, stderr=stream is sys.stderr)
         self.progress = TwoLines(TextColumn("[bold]{task.description}"), BarColumn(bar_width=None),
-                                 MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True,
-                                 redirect_stderr=True, expand=True)
-        self.task = self.progress.add_task(escape(unit), total=budget if math.isfinite(budget) else None,
-                                           completed=done)
+                                 MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                                 transient=True, redirect_stderr=True, expand=True)
+        total = budget if math.isfinite(budget) else None
+        self.task = self.progress.add_task(escape(unit), total=total, completed=done)
         self.progress.start()
 
     def advance(self) -> None:
@@ -191,13 +203,14 @@ class Board:
 
     def __init__(self, stream, say):
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn)
         self.say = say
         console = Console(file=stream, stderr=stream is sys.stderr)
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=24),
                                  MofNCompleteColumn(), TimeElapsedColumn(),
-                                 TextColumn("{task.fields[info]}", markup=False), console=console, transient=True,
-                                 redirect_stderr=True, expand=False)
+                                 TextColumn("{task.fields[info]}", markup=False), console=console,
+                                 transient=True, redirect_stderr=True, expand=False)
         self.progress.start()
 
     def row(self, unit: str, budget: float, done: int = 0) -> "BoardRow":
@@ -214,8 +227,10 @@ class BoardRow:
         from rich.markup import escape
         self.board = board
         self.last: ProgressLine | None = None
-        self.task = board.progress.add_task(escape(unit), total=budget if math.isfinite(budget) else None,
-                                            completed=done, info="compiling the baseline and the first generation")
+        total = budget if math.isfinite(budget) else None
+        self.task = board.progress.add_task(
+            escape(unit), total=total, completed=done,
+            info="compiling the baseline and the first generation")
 
     def advance(self) -> None:
         self.board.progress.update(self.task, advance=1, refresh=True)
@@ -231,7 +246,8 @@ class BoardRow:
 
 
 def board_for(mode: str, say, stream=None) -> Board | None:
-    """A Board where `mode` and the stream call for bars and rich is installed, else None (lines)."""
+    """A Board where `mode` and the stream call for bars and rich is installed, else None
+    (lines)."""
     stream = stream or sys.stderr
     if not wants_bar(mode, stream):
         return None
@@ -239,7 +255,8 @@ def board_for(mode: str, say, stream=None) -> Board | None:
         return Board(stream, say)
     except ImportError:
         if mode == "bar":
-            say("the progress bars need rich (pip install 'nvcc-evo[progress]'): one line per generation")
+            say("the progress bars need rich (pip install 'nvcc-evo[progress]'): one line per "
+                "generation")
         return None
 
 
@@ -258,5 +275,6 @@ def reporter(mode: str, unit: str, budget: float, say, stream=None, done: int = 
             return Bar(unit, budget, stream, say, done)
         except ImportError:
             if mode == "bar":
-                say("the progress bar needs rich (pip install 'nvcc-evo[progress]'): one line per generation")
+                say("the progress bar needs rich (pip install 'nvcc-evo[progress]'): one line per "
+                    "generation")
     return Lines(unit, budget, stream, say, done)

@@ -10,8 +10,8 @@ most units. So:
   block and no tune block asks for its measurement too): `needs_measuring`
   says what it asks for, `how_to_measure` how to run it where it can be;
 - the static backend, unless the tune block asks for compiler facts alone
-  (`minimize spills, registers`), leaves out lower optimisation levels (`ptxas.opt_level`
-  below 3, `-Ofc` other than 0: compile time is what they buy) and counts
+  (`minimize spills, registers`), leaves out lower optimisation levels
+  (`ptxas.opt_level` below 3, `-Ofc` other than 0: compile time is what they buy) and counts
   registers only by the resident warps per SM they allow (`register_warps`),
   so a register cap that does not raise occupancy ties with the baseline
   (which wins the tie: fewest knobs moved) and one that lowers it is worse
@@ -49,14 +49,17 @@ def needs_measuring(unit: model.Unit) -> tuple[str, ...]:
         return tuple(m for m in unit.tune.minimize if m not in static.OBJECTIVES)
     if unit.bench is None:
         return ()
-    return ("runtime",) if unit.bench.kernel is not None else tuple(m.name for m in unit.bench.metrics[:1])
+    if unit.bench.kernel is not None:
+        return ("runtime",)
+    return tuple(m.name for m in unit.bench.metrics[:1])
 
 
 def how_to_measure(unit: model.Unit) -> str:
     """The command that tunes the unit where it can be measured."""
     named = f"nvcc-evo --retune '{unit.globs[0]}'"
     if unit.bench is not None and unit.bench.command is not None:
-        return f"{named} --backend command (its bench command; add --target sm_XX where no GPU answers)"
+        return (f"{named} --backend command (its bench command; add --target sm_XX where no GPU "
+                "answers)")
     return f"{named} on a machine with a GPU and PyCUDA (pip install 'nvcc-evo[gpu]')"
 
 
@@ -83,8 +86,8 @@ def guard_for(tune: model.Tune | None, arch: str) -> Guard:
 
 
 def search_guard(tune: model.Tune | None, arch: str, backend: str) -> Guard | None:
-    """The guard of a search measured by `backend`: guard_for's where compiler facts are all it measures
-    (its row of the table says so), else None."""
+    """The guard of a search measured by `backend`: guard_for's where compiler facts are all it
+    measures (its row of the table says so), else None."""
     return guard_for(tune, arch) if backends.row(backend).facts_only else None
 
 
@@ -98,8 +101,8 @@ def narrowed(space: SearchSpace, guard: Guard) -> SearchSpace:
         if allowed is None or d.pinned:
             kept.append(d)
             continue
-        kept.append(Dimension(d.knob, tuple(c for c in d.choices if c in allowed or c == d.baseline) or (d.baseline,),
-                              d.baseline))
+        choices = tuple(c for c in d.choices if c in allowed or c == d.baseline)
+        kept.append(Dimension(d.knob, choices or (d.baseline,), d.baseline))
     return replace(space, dimensions=tuple(kept))
 
 
@@ -122,8 +125,8 @@ def set_aside(tasks: list[Task], log) -> tuple[list[Task], list[Task]]:
         (waiting if needs_measuring(task.unit) else kept).append(task)
     for unit in dict.fromkeys(task.unit for task in waiting):
         archs = ", ".join(task.arch for task in waiting if task.unit == unit)
-        log(f"{unit} [{archs}]: asks for {', '.join(needs_measuring(unit))}, which only a measurement answers; "
-            f"no GPU here (backend auto is static): not tuned, nothing written")
+        log(f"{unit} [{archs}]: asks for {', '.join(needs_measuring(unit))}, which only a "
+            "measurement answers; no GPU here (backend auto is static): not tuned, nothing written")
     return kept, waiting
 
 
@@ -134,4 +137,5 @@ def say_waiting(waiting: list, log) -> None:
     units = list(dict.fromkeys(task.unit for task in waiting))
     log(f"{len(units)} unit(s) not tuned here, they need a measurement:\n"
         + "\n".join(f"    {how_to_measure(unit)}" for unit in units)
-        + "\n  (or tune their compiler facts here, registers and spills, with --backend static: not their speed)")
+        + "\n  (or tune their compiler facts here, registers and spills, with --backend static: "
+          "not their speed)")

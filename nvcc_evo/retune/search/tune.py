@@ -17,8 +17,9 @@ import numpy as np
 from nvcc_evo.driver.toolkit import Toolkit
 from nvcc_evo.engine import budget
 from nvcc_evo.engine.boosters import family_of
-from nvcc_evo.engine.evolve import Engine, Progress, run_search
+from nvcc_evo.engine.evolve import Budget, Engine, Progress, run_search
 from nvcc_evo.engine.surrogate import Guide
+from nvcc_evo.cubin.compile import CompileResult
 from nvcc_evo.engine.space import Genome, SearchSpace, baseline_defines
 from nvcc_evo.execute import learned
 from nvcc_evo.execute.evaluate import Evaluator, Stopped
@@ -27,7 +28,8 @@ from nvcc_evo.execute.together import Together
 from nvcc_evo.execute.warm import warm_starts
 from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.backend import Backend
-from nvcc_evo.retune.outcome.choice import Outcome, Verification, choose, confirm, end_drift, front_chosen_from
+from nvcc_evo.retune.outcome.choice import (Outcome, Verification, choose, confirm, end_drift,
+                                            front_chosen_from)
 from nvcc_evo.kerneldiff.compare import after_search
 from nvcc_evo.retune.scope.options import Options
 from nvcc_evo.retune.search.prepare import Prepared, Retune
@@ -47,9 +49,9 @@ class Searched:
     baseline_measurement: Measurement
     engine: Engine
     progress: Progress
-    settled: str                         # why nothing is written: the entry is up to date ("" otherwise)
-    drift: float | None                  # the baseline's drift after the search, where the backend says one
-    learned: str                         # what refused launches taught (execute.learned)
+    settled: str           # why nothing is written: the entry is up to date ("" otherwise)
+    drift: float | None    # the baseline's drift after the search, where the backend says one
+    learned: str           # what refused launches taught (execute.learned)
 
 
 # ---------------------------------------------------------------- search
@@ -57,13 +59,15 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
            together: Together | None = None) -> Searched:
     """The baseline (a failed one: nothing searched, said why), then the
     engine until the budget; the backend's drift of the baseline after it."""
-    task, space, evaluator, measurer = prepared.task, prepared.space, prepared.evaluator, prepared.measurer
+    task, space, evaluator = prepared.task, prepared.space, prepared.evaluator
+    measurer = prepared.measurer
     baseline = space.baseline()
     measured = evaluator.measured
     evaluator.keep_compile(baseline)
     baseline_measurement = measure_baseline(evaluator, measurer, baseline)
-    if baseline_measurement.ok and measurer.compiles:    # (a value whose binary cannot run is never searched;
-        space = prepared.space = _runnable(prepared, baseline)     # replay's answers compile nothing)
+    # (a value whose binary cannot run is never searched; replay's answers compile nothing)
+    if baseline_measurement.ok and measurer.compiles:
+        space = prepared.space = _runnable(prepared, baseline)
     # never proposed: what the build would not take whole, what a refused launch teaches
     avoiding = learned.Avoiding(prepared.candidates.lost,
                                 learned.limits_for(task.unit.bench, task.source, space, measured),
@@ -75,13 +79,15 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
     for evaluation in history:
         evaluator.offer_incumbent(evaluation.genome)
     known = warm_starts(retune.store, retune.project, measured.context, prepared.goal, space, log,
-                        prepared.candidates.job(baseline))      # (the baseline's kernels, compiled if asked)
-    engine = Engine(space, rng, retune.options.population, seeds=_seeds(task, space), history=history,
-                    avoid=avoiding, guide=Guide() if retune.options.search == "guided" else None, warm=known)
+                        prepared.candidates.job(baseline))   # (its kernels, compiled if asked)
+    guide = Guide() if retune.options.search == "guided" else None
+    engine = Engine(space, rng, retune.options.population, seeds=_seeds(task, space),
+                    history=history, avoid=avoiding, guide=guide, warm=known)
     drift = None
-    if not baseline_measurement.ok:      # every candidate would fail the same way: say why, search nothing
-        log(f"{task}: the baseline (the build's own flags) failed, {baseline_measurement.status}:\n"
-            + _first_lines(baseline_measurement.detail))
+    # every candidate would fail the same way: say why, search nothing
+    if not baseline_measurement.ok:
+        log(f"{task}: the baseline (the build's own flags) failed, "
+            f"{baseline_measurement.status}:\n" + _first_lines(baseline_measurement.detail))
         progress, settled = Progress(), ""
     else:
         progress, settled = _shown_search(prepared, retune, engine, together)
@@ -93,12 +99,15 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
 
 
 def _runnable(prepared: Prepared, baseline: Genome) -> SearchSpace:
-    """The space without the values whose binaries could not run, as the baseline's compile shows them
-    (reach.reconfigure_safe), said once; the baseline's compile kept by the evaluator, else compiled again
-    (read back from the store)."""
+    """The space without the values whose binaries could not run, as the baseline's compile shows
+    them (reach.reconfigure_safe), said once; the baseline's compile kept by the evaluator, else
+    compiled again (read back from the store)."""
     kept = prepared.evaluator.kept_compile(baseline)
-    space, notes = reconfigure_safe(prepared.space, prepared.task.arch,
-                                    lambda: kept if kept is not None else prepared.candidates.compiled(baseline))
+
+    def compiled() -> CompileResult:
+        return kept if kept is not None else prepared.candidates.compiled(baseline)
+
+    space, notes = reconfigure_safe(prepared.space, prepared.task.arch, compiled)
     say(prepared.task, notes)
     values = lambda of: {(d.knob, c) for d in of.dimensions for c in d.choices}
     prepared.unrunnable = frozenset(values(prepared.space) - values(space))
@@ -130,7 +139,8 @@ def _seeds(task: Task, space: SearchSpace) -> list[Genome]:
     boosted = [space.genome(dict(seed.knobs)) for seed in family.seeds] if family else []
     boosted = [g for g in dict.fromkeys(boosted) if g not in seeds]
     if boosted and family is not None:
-        log(f"{task}: a new unit of the {family.name} family: {len(boosted)} curated starting point(s) seeded")
+        log(f"{task}: a new unit of the {family.name} family: {len(boosted)} curated starting "
+            "point(s) seeded")
     return seeds + boosted
 
 
@@ -138,25 +148,35 @@ def _shown_search(prepared: Prepared, retune: Retune, engine: Engine,
                   together: Together | None) -> tuple[Progress, str]:
     """The search with its progress shown (a bar or lines; a row of the
     searches' board when several run at once), moved per measured candidate."""
-    task, options, evaluator, measurer = prepared.task, retune.options, prepared.evaluator, prepared.measurer
+    task, options, evaluator = prepared.task, retune.options, prepared.evaluator
+    measurer = prepared.measurer
     done = evaluator.measured.searched(prepared.space)
-    board = together.board if together else None       # (a Board, where searches run at once on a terminal)
-    shown = board.row(str(task), options.evaluations, done) if isinstance(board, Board) else \
-        reporter("lines" if together else options.progress, str(task), options.evaluations, log, done=done)
+    board = together.board if together else None   # (a Board: searches at once on a terminal)
+    if isinstance(board, Board):
+        shown = board.row(str(task), options.evaluations, done)
+    else:
+        shown = reporter("lines" if together else options.progress, str(task), options.evaluations,
+                         log, done=done)
     prepared.listeners.append(shown.advance)
+
+    def report(progress: Progress, searching: Engine, limit: Budget) -> None:
+        shown.update(progress_line(str(task), prepared.goal, progress, searching,
+                                   evaluator.measured, measurer.drift, limit))
+
     try:
-        deadline = Deadline(prepared.started, options.seconds, measurer.reserve())   # the search's one clock
+        # the search's one clock
+        deadline = Deadline(prepared.started, options.seconds, measurer.reserve())
         measurer.finish_by(deadline)
-        return _search(task, options, retune.toolkit, engine, evaluator, prepared.space, lambda p, e, b: shown.update(
-            progress_line(str(task), prepared.goal, p, e, evaluator.measured, measurer.drift, b)), deadline,
-            prepared.unrunnable)
+        return _search(task, options, retune.toolkit, engine, evaluator, prepared.space, report,
+                       deadline, prepared.unrunnable)
     finally:
         prepared.listeners.clear()
         shown.close()
 
 
 def _search(task: Task, options: Options, toolkit: Toolkit, engine: Engine, evaluator: Evaluator,
-            space: SearchSpace, report, deadline: Deadline, unrunnable: frozenset) -> tuple[Progress, str]:
+            space: SearchSpace, report, deadline: Deadline,
+            unrunnable: frozenset) -> tuple[Progress, str]:
     """Search until the budget is reached, counting the evaluations of this
     search space read back from the store (the baseline aside, as in a first
     run), so a rerun or a resumed run only reaches the budget. Returns the
@@ -164,33 +184,36 @@ def _search(task: Task, options: Options, toolkit: Toolkit, engine: Engine, eval
     to date, why nothing is to be written either ("" otherwise)."""
     limit = budget.budget_of(options, deadline, log=lambda said: log(f"{task}: {said}"))
     searched = evaluator.measured.searched(space)
-    left = space.size - 1 - searched               # a space searched whole has nothing left, whatever the budget
+    left = space.size - 1 - searched    # a space searched whole has none left, whatever the budget
     if searched < limit.evaluations and left > 0:
         overlap = options.protocol == "fast" and evaluator.compiles
         evaluator.measure_until(deadline)          # no candidate measured past it
         try:
-            return run_search(engine, evaluator, limit, lambda p, e: report(p, e, limit), done=searched,
-                              overlap=overlap), ""
+            return run_search(engine, evaluator, limit, lambda p, e: report(p, e, limit),
+                              done=searched, overlap=overlap), ""
         finally:
             evaluator.close()                      # a batch compiling ahead when the search stopped
     reached = "the whole space" if left <= 0 else f"--evaluations {limit.evaluations}"
-    within = f"already within budget ({searched} evaluations of this search space stored besides the baseline, " \
-             f"{reached})"
+    within = (f"already within budget ({searched} evaluations of this search space stored besides "
+              f"the baseline, {reached})")
     if not _entry_is_current(task, toolkit, options, unrunnable):
-        log(f"{task}: {within}: nothing to search; its entry is not up to date: the choice is written")
+        log(f"{task}: {within}: nothing to search; its entry is not up to date: the choice is "
+            "written")
         return Progress(), ""
     log(f"{task}: {within}: nothing to search; its entry is up to date: nothing to write")
     return Progress(), f"{within}; the entry is up to date, not rewritten"
 
 
-def _entry_is_current(task: Task, toolkit: Toolkit, options: Options, unrunnable: frozenset = frozenset()) -> bool:
-    """The unit's entry for the task's architecture is up to date, was written by this backend (a static
-    search never settles for a GPU's entry) and holds no value whose binary could not run (`unrunnable`)."""
+def _entry_is_current(task: Task, toolkit: Toolkit, options: Options,
+                      unrunnable: frozenset = frozenset()) -> bool:
+    """The unit's entry for the task's architecture is up to date, was written by this backend (a
+    static search never settles for a GPU's entry) and holds no value whose binary could not run
+    (`unrunnable`)."""
     target = task.entry
     return (target is not None and target.backend == options.backend
             and not any((s.knob, s.value) in unrunnable for s in target.settings)
-            and not stale_reasons(task.unit, task.arch, task.fingerprint, task.toolkit(toolkit), task.build,
-                                  task.gpu, built_for=task.built_for))
+            and not stale_reasons(task.unit, task.arch, task.fingerprint, task.toolkit(toolkit),
+                                  task.build, task.gpu, built_for=task.built_for))
 
 
 def _first_lines(detail: str, count: int = 8) -> str:
@@ -200,37 +223,41 @@ def _first_lines(detail: str, count: int = 8) -> str:
 
 
 # ---------------------------------------------------------------- decide
-def decide(prepared: Prepared, searched: Searched, retune: Retune, together: Together | None = None) -> Outcome:
+def decide(prepared: Prepared, searched: Searched, retune: Retune,
+           together: Together | None = None) -> Outcome:
     """The choice: the selection rule over the front and the baseline; an
     up-to-date entry stands (`settled`); else the backend's confirmation,
     where it has one, of a winner that is not the baseline. Then the lanes
     closed, the search's time, the kernels compared (kerneldiff.compare)."""
-    task, space, evaluator, measurer = prepared.task, prepared.space, prepared.evaluator, prepared.measurer
+    task, space, evaluator = prepared.task, prepared.space, prepared.evaluator
+    measurer = prepared.measurer
     measured = evaluator.measured
     base, current = searched.baseline_measurement, current_genome(task, space)
-    best = choose(list(searched.engine.seen.values()), searched.engine.front(),
-                  measured.evaluation(searched.baseline, base), prepared.goal, measured.measurements,
+    seen, front_of_engine = list(searched.engine.seen.values()), searched.engine.front()
+    at_baseline = measured.evaluation(searched.baseline, base)
+    best = choose(seen, front_of_engine, at_baseline, prepared.goal, measured.measurements,
                   measured.baseline, current)
     chosen, chosen_measurement = best.genome, measured[best.genome]
     verification = Verification(None, "")
-    if searched.settled:          # the ACF's entry stands (it may be a verified baseline): report it, not a new choice
+    # the ACF's entry stands (it may be a verified baseline): report it, not a new choice
+    if searched.settled:
         if current is not None and current in measured:
             chosen, chosen_measurement = current, measured[current]
     elif measurer.confirm is not None and chosen != searched.baseline and base.ok:
         if together is not None and together.stopping.is_set():
             raise Stopped()
-        verification = confirm(task, space.baseline(), chosen, measurer, prepared.candidates.compiled)
+        verification = confirm(task, space.baseline(), chosen, measurer,
+                               prepared.candidates.compiled)
         if verification.rejected:
             chosen, chosen_measurement = searched.baseline, base
     if prepared.lanes is not None:
         prepared.lanes.close()
-    front = front_chosen_from(list(searched.engine.seen.values()), searched.engine.front(),
-                              measured.evaluation(searched.baseline, base), prepared.goal, measured.measurements,
-                              measured.baseline, chosen)
+    front = front_chosen_from(seen, front_of_engine, at_baseline, prepared.goal,
+                              measured.measurements, measured.baseline, chosen)
     outcome = Outcome(task, prepared.goal, space, base, chosen, chosen_measurement, front,
-                      measured, searched.progress, time.monotonic() - prepared.started, prepared.candidates.fixed,
-                      measurer.hello, searched.settled, verification.verdict, verification.rejected,
-                      searched.drift, searched.learned)
+                      measured, searched.progress, time.monotonic() - prepared.started,
+                      prepared.candidates.fixed, measurer.hello, searched.settled,
+                      verification.verdict, verification.rejected, searched.drift, searched.learned)
     measured.tally.stop()
     if base.ok:         # why the choice is faster, kernel by kernel (kerneldiff.compare)
         outcome.kernels = after_search(outcome, prepared.candidates.job, retune.store.path.parent,
