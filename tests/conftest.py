@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,21 @@ def cmake_build(build: Path, env: dict) -> subprocess.CompletedProcess:
     done = subprocess.run(["cmake", "--build", str(build)], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     return done
+
+
+def compile_seconds(source: Path, arch: str = "sm_90", *defines: str) -> float:
+    """How long the real nvcc takes, here and now, to compile `source` as a retune compiles a
+    candidate (`-c`, one SASS target, ptxas verbose; into a folder of its own): what a test sets a
+    time limit or a timeout against, so that the test asks the same of a loaded machine as of an
+    idle one."""
+    with tempfile.TemporaryDirectory(prefix="compile-seconds-") as work:
+        started = time.monotonic()
+        done = subprocess.run(["nvcc", "-c", str(source), f"-gencode=arch={arch.replace('sm_', 'compute_')},"
+                               f"code={arch}", "-Xptxas", "-v", *defines, "-o", os.path.join(work, "timed.o")],
+                              cwd=work, capture_output=True, text=True)
+        seconds = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    return seconds
 
 
 def cuobjdump() -> Path:

@@ -6,6 +6,7 @@ shared test data (read where they are, never copied into the repository)."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EVO, ROOT, cmake_build, cmake_configure, cuobjdump, evo_env, run_evo, sass
+from conftest import (EVO, ROOT, cmake_build, cmake_configure, compile_seconds, cuobjdump, evo_env, run_evo,
+                      sass)
 from test_ptxas_choice import FIXTURES, PTXAS133, needs_133, needs_fixtures
 
 from nvcc_evo.acf.parse import parse_text
@@ -201,13 +203,17 @@ def _counting_nvcc(folder: Path, real: Path, when: str, nth: int, then: str) -> 
 
 def test_the_ship_check_compiles_with_a_timeout_of_its_own(tmp_path, evo_cache, real_nvcc):
     """The search's --timeout is for candidates; the ship check compiles a genome that compiled already,
-    so a slow compile of it (a loaded machine) still writes the entry."""
+    so a slow compile of it (a loaded machine) still writes the entry. The candidates' timeout is five
+    of this machine's compiles of the unit, measured here, and the ship check's compile sleeps past it:
+    a fixed 5 s timed the candidates out themselves once a compile took that long."""
     _project(tmp_path, "    search {\n        define.TILE in {2, 4, 8}\n    }\n    tune {\n"
                        "        minimize instructions\n    }")
     _record(tmp_path, evo_cache, "-arch=sm_90", "-c", "k.cu", "-o", "k.o")
-    fake = _counting_nvcc(tmp_path, real_nvcc, '*" -DTILE=2 "*', 2, "sleep 8")   # (1: the search's)
-    tuned = run_evo("--retune", "--backend", "static", "--evaluations", "3", "--timeout", "5", cwd=tmp_path,
-                    env=evo_env(evo_cache, fake))
+    timeout = max(5, math.ceil(5 * compile_seconds(tmp_path / "k.cu", "sm_90", "-DTILE=2")))
+    fake = _counting_nvcc(tmp_path, real_nvcc, '*" -DTILE=2 "*', 2,
+                          f"sleep {timeout + 3}")                  # (1: the search's)
+    tuned = run_evo("--retune", "--backend", "static", "--evaluations", "3", "--timeout", str(timeout),
+                    cwd=tmp_path, env=evo_env(evo_cache, fake))
     assert tuned.returncode == 0, tuned.stderr
     assert "define.TILE = 2" in (tmp_path / "nvcc-evo.acf").read_text(), tuned.stderr
 
