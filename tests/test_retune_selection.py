@@ -195,7 +195,7 @@ def test_an_entry_measured_on_another_gpu_model_is_stale_for_a_retune_on_this_on
     a pycuda retune on an H100 (same sm_90) and says how to keep both; a retune that measures on no GPU
     (static, command) judges it as before, and an entry without a GPU (the command backend's) never is."""
     from nvcc_evo.acf.parse import parse_text
-    from nvcc_evo.retune.scope.tasks import stale_reasons
+    from nvcc_evo.retune.scope.staleness import stale_reasons
     entry = ('acf 1\nunit "a.cu" {\n    target sm_90 {\n        ptxas.opt_level = 2\n        provenance {\n'
              '            fingerprint = "sha256:f"\n            toolkit = "13.0.88"\n            GPU\n'
              '            backend = pycuda\n        }\n    }\n}\n')

@@ -42,7 +42,7 @@ PROVENANCE_KEYS: dict[str, type] = {
     "tune_digest": str,      # of the unit's tune block (acf.Unit.tune_digest): staleness
     "settings_digest": str,  # of the knobs it wrote (acf.model.settings_digest): --acf-check says a
                              # hand edit
-    "build": str,            # the build it was tuned for (retune.scope.tasks.build_identity):
+    "build": str,            # the build it was tuned for (retune.scope.staleness.build_identity):
                              # staleness
     "gpu": str,
     "cc": str,

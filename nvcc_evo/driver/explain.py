@@ -93,7 +93,7 @@ def _reconfiguring(decision: Decision, cwd: Path) -> list[str]:
     unit and the headers it includes with quotes, as its fingerprint reads them) use setmaxnreg: a
     kernel whose warp groups move registers hangs under a cap below the registers it launches with,
     and ptxas says nothing. Nothing is compiled here: `--sass` builds it and says whether a kernel
-    is capped so (retune.scope.reach.hangs)."""
+    is capped so (retune.scope.caps.hangs)."""
     assert decision.flags is not None          # (a call that passes through returned before)
     steps = dict(decision.per_step)
     warned = []

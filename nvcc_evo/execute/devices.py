@@ -49,7 +49,7 @@ def gpu_arch(device: int, cluster=None) -> str:
 def measuring_gpu(asked: Measuring, dry_run: bool, cluster=None) -> str:
     """The GPU model the pycuda backend measures on (lane 0's), or a bench command runs on (command_gpu);
     "" for a backend that measures on none (an entry measured on another model is stale:
-    retune.scope.tasks.stale_reasons). Asked in a child, as gpu_available does (a dry run starts no measuring
+    retune.scope.staleness.stale_reasons). Asked in a child, as gpu_available does (a dry run starts no measuring
     process), or of the cluster's first GPU."""
     row = backends.row(asked.backend)
     if row.rebuilds:                 # a whole program runs, on whichever GPU it finds

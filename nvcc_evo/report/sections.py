@@ -17,7 +17,7 @@ from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.driver import compiledb
 from nvcc_evo.engine.space import build_space
 from nvcc_evo.execute.store import Store, StoredResult
-from nvcc_evo.retune.scope.tasks import current_fingerprints, stale_reasons
+from nvcc_evo.retune.scope.staleness import current_fingerprints, stale_reasons
 
 SECOND_AXES = ("energy", "registers", "instructions", "spills")     # the front's other axis, for
                                                                     # one objective

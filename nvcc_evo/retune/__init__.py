@@ -4,9 +4,10 @@ run (the whole retune: one search per stale unit and target, the write,
 exit status) over three parts, in the order a retune goes through them:
 
 - scope: what a retune covers and can reach (tasks: which units and
-  targets, which are stale and why, how each is built; options: what one
-  retune does, each setting decided once; reach: only knob values that
-  reach the user's binary are searched, the ship check before a write)
+  targets, which are stale, how each is built; staleness: why; options:
+  what one retune does, each setting decided once; reach: only knob values
+  that reach the user's binary are searched; caps: register caps the link
+  or a kernel would not survive; ship: the ship check before a write)
 - search: one search (prepare, then tune: search -> decide, each stage
   returning a typed value; progress: a live bar or lines on stderr;
   speedsafe: no slower kernels without a GPU)

@@ -43,7 +43,9 @@ from nvcc_evo.kerneldiff.compare import STORE_NAME, Comparison, KernelStore, Sas
 from nvcc_evo.retune.scope.options import (Chosen, Request, Selection, choose_settings, decide_options, ptxas_listed,
                                      say_settings)
 from nvcc_evo.retune.search.progress import board_for
-from nvcc_evo.retune.scope.reach import REGISTER_CAPS, hangs, not_shipped, recorded_build, ship_check
+from nvcc_evo.retune.scope.caps import REGISTER_CAPS, hangs
+from nvcc_evo.retune.scope.reach import not_shipped, recorded_build
+from nvcc_evo.retune.scope.ship import ship_check
 from nvcc_evo.retune.search.speedsafe import say_waiting, set_aside
 from nvcc_evo.driver.targets import check_target
 from nvcc_evo.retune.scope.tasks import Task, find_tasks

@@ -1,6 +1,6 @@
 """What a retune covers: the units the command line names (by their globs or by a file they cover:
 `--retune 'sgemm*'`, `--retune kernels/a.cu`), the `--target` architecture, which (unit, target) pairs
-are stale and why, and how each is built (its compile-database record, or `-c SOURCE`). A name that
+are stale (retune.scope.staleness says why), and how each is built (its compile-database record, or `-c SOURCE`). A name that
 matches no unit, or an architecture the toolkit does not build, is a usage error before anything is compiled."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from nvcc_evo.acf import model
 from nvcc_evo import backends
@@ -19,15 +19,15 @@ from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.driver import compiledb
 from nvcc_evo.cubin.compile import CompileJob
 from nvcc_evo.driver.cmdline.nvcc_options import parse_call
-from nvcc_evo.driver.match.builds import (build_key, changed_sources, compiled, difference, named_build, older_keys,
-                                          sources_read, where)
+from nvcc_evo.driver.match.builds import build_key, compiled, difference, older_keys, where
 from nvcc_evo.driver.match.calls import is_lto_compile
 from nvcc_evo.driver.match.index import index_units
-from nvcc_evo.driver.match.stale import SPACE_CHANGED, TUNE_CHANGED, fingerprint
 from nvcc_evo.driver.common import GPU_ENV
 from nvcc_evo.driver.match.units import entry_for, match_unit
 from nvcc_evo.driver.targets import not_built
 from nvcc_evo.errors import UsageError
+from nvcc_evo.retune.scope.staleness import (STATIC_ONLY, Namer, build_identity, served_release,
+                                             source_fingerprint, stale_reasons)
 from nvcc_evo.system.say import log
 
 if TYPE_CHECKING:
@@ -151,42 +151,6 @@ def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list,
             f"build's own flags (build it once through nvcc-evo to tune it as the build compiles it)")
 
 
-def stale_reasons(unit: model.Unit, arch: str, unit_fingerprint: str, toolkit_version: str, build: str = "",
-                  gpu: str = "", also_builds: tuple[str, ...] = (), built_for: str | None = None,
-                  namer: Namer | None = None) -> tuple[str, ...]:
-    """Why the unit's entry for `arch` (the block a build for the GPU `built_for` reads) is not what a retune
-    here would write ("" each: it is), `gpu` the model this retune measures on ("" where it measures on none:
-    the static and command backends); `also_builds`: the same build as older nvcc-evo named it; `namer`
-    names what changed (the files, the other build) where the retune knows how it builds the unit."""
-    target = entry_for(unit, arch, built_for)
-    if target is None:
-        return (f"no entry for {arch}",)
-    if target.provenance is None:
-        return ("never tuned (no provenance)",)
-    reasons = []
-    recorded = target.record("fingerprint")
-    if recorded is None or recorded.value != unit_fingerprint:
-        reasons.append(namer.source_changed(str(recorded.value)) if namer and recorded else "source changed")
-    toolkit = target.record("toolkit")
-    if toolkit is None or toolkit.value != toolkit_version:
-        reasons.append(f"toolkit {toolkit.value if toolkit else '?'} -> {toolkit_version}")
-    space = target.record("space_digest")     # absent in entries written before it existed: not stale for it
-    if space is not None and space.value != unit.space_digest:
-        reasons.append(SPACE_CHANGED)
-    tune = target.record("tune_digest")       # (likewise)
-    if tune is not None and tune.value != unit.tune_digest:
-        reasons.append(TUNE_CHANGED)
-    tuned_for = target.record("build")        # (likewise absent in older entries)
-    if build and tuned_for is not None and tuned_for.value not in (build, *also_builds):
-        words = f"tuned for another build ({tuned_for.value}; now {build})"
-        reasons.append((namer.another_build(str(tuned_for.value)) or words) if namer else words)
-    measured_on = target.record("gpu")        # (entries the GPU backend measured)
-    if gpu and measured_on is not None and measured_on.value != gpu:
-        reasons.append(f"measured on {measured_on.value}; this GPU is {gpu} (for an entry of each, name the GPU "
-                       f"in a target of its own: target {arch} \"{measured_on.value}\")")
-    return tuple(reasons)
-
-
 def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit, selection: Selection, gpu: str = "",
                run_benches: bool = False) -> tuple[list[Task], list[str], int]:
     """The (unit, target) searches to run, those that cannot be, and how many stale entries a static retune
@@ -283,45 +247,6 @@ def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, tool
                                     gpu))
 
 
-def source_fingerprint(unit: model.Unit, source: Path, argv: tuple[str, ...], env: tuple[tuple[str, str], ...],
-                       cwd: str, acf_dir: Path) -> str:
-    """The unit's fingerprint as the build that compiles it (a compile-database record, or `-c SOURCE` in the
-    ACF's folder) reads its sources now, made as the build's own (match.stale.fingerprint, -I folders too)."""
-    return fingerprint(source, parse_call(list(argv), dict(env), cwd), cwd, unit.named_files(), acf_dir)
-
-
-def current_fingerprints(unit: model.Unit, acf_path: Path, records: list) -> set[str]:
-    """The unit's fingerprints as each of its compile-database records (`records`: compiledb.scan's) compiles
-    it, or, with none, as `nvcc -c SOURCE` of each file its globs name: the sources as they are now."""
-    mine = [r for r in records if r.unit_globs == unit.globs]
-    if mine:
-        return {source_fingerprint(unit, Path(r.input), r.argv, r.compile_env(), r.cwd, acf_path.parent)
-                for r in mine}
-    return {source_fingerprint(unit, source, ("-c", str(source)), (), str(acf_path.parent), acf_path.parent)
-            for source in unit_sources(unit, acf_path.parent)}
-
-
-class Namer(NamedTuple):
-    """How a retune builds a unit for `arch`, which names what changed: a source's files (those a written entry's
-    fingerprint read were kept: builds.keep_sources), another build's folder and difference (None: unknown)."""
-
-    arch: str
-    source: Path
-    job: CompileJob
-    mine: list
-    root: Path
-    nvcc: str
-
-    def source_changed(self, recorded: str) -> str:
-        job, root = self.job, self.root
-        files = changed_sources(root, recorded, sources_read(self.source, job.argv, job.env, job.cwd, root))
-        return "source changed" + (f" ({', '.join(files[:4])}{' ...' if len(files) > 4 else ''})" if files else "")
-
-    def another_build(self, tuned_for: str) -> str | None:
-        records = sorted((r for r in self.mine if r.arch == self.arch), key=lambda r: r.time, reverse=True)
-        return named_build(tuned_for, records, self.root, self.nvcc)
-
-
 def _say_other_builds(unit: model.Unit, arch: str, mine: list, root: Path, nvcc: str) -> None:
     """Where the unit's records for `arch` compile it in more than one way (a Debug and a Release folder, not
     output names alone), which one the retune tunes for (the latest) and what the others do differently."""
@@ -369,32 +294,9 @@ def _bench_builds_it(unit: model.Unit, acf_path: Path, selection: Selection) -> 
             + "".join(f"\n    {line}" for line in said))
 
 
-def served_release(job: CompileJob) -> str:
-    """The release of the ptxas a kernel unit's program runs (Triton's own), not the toolkit's: another ptxas
-    makes its entries stale and sets its results aside. "" for a unit nvcc compiles (or a ptxas that cannot say)."""
-    if not job.ptxas:
-        return ""
-    from nvcc_evo.driver.cmdline.ptxas import probe
-    try:
-        return probe(job.ptxas).version
-    except OSError:
-        return ""
-
-
-STATIC_ONLY = "its entry holds static objectives only (compiler facts): never measured"
-
-
 def _measured_on(target: model.Target | None) -> str | None:
     """Where the unit's current entry was measured (runtime, not compiler facts), or None."""
     if target is None or not backends.row(target.backend).times:
         return None
     gpu, date = target.record("gpu"), target.record("date")
     return f"backend {target.backend}" + (f" on {gpu.value}" if gpu else "") + (f", {date.value}" if date else "")
-
-
-def build_identity(job: CompileJob, root: Path, recorded: bool) -> str:
-    """What provenance says of the build an entry was tuned for: the recorded compile's key, or that there was
-    none (and what was compiled instead), so an entry tuned before the real build was recorded is stale once it is."""
-    if recorded:
-        return f"recorded compile {build_key(job, root)}"
-    return f"no recorded build: nvcc -c {os.path.relpath(job.source, root)} for {job.arch}"

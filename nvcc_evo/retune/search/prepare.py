@@ -33,8 +33,8 @@ from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.backend import Backend
 from nvcc_evo.retune.outcome.writeback import fixed_settings
 from nvcc_evo.retune.scope.options import Options, describe, ptxas_programs
-from nvcc_evo.retune.scope.reach import (BuildStep, link_safe, not_shipped, reachable,
-                                         recorded_build, say)
+from nvcc_evo.retune.scope.caps import link_safe
+from nvcc_evo.retune.scope.reach import BuildStep, not_shipped, reachable, recorded_build, say
 from nvcc_evo.retune.scope.tasks import Task
 from nvcc_evo.retune.search.speedsafe import guarded_goal, narrowed, search_guard
 from nvcc_evo.system.say import log

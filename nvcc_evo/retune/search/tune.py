@@ -34,8 +34,10 @@ from nvcc_evo.kerneldiff.compare import after_search
 from nvcc_evo.retune.scope.options import Options
 from nvcc_evo.retune.search.prepare import Prepared, Retune
 from nvcc_evo.retune.search.progress import Board, progress_line, reporter
-from nvcc_evo.retune.scope.reach import reconfigure_safe, same_code, say
-from nvcc_evo.retune.scope.tasks import Task, stale_reasons
+from nvcc_evo.retune.scope.caps import reconfigure_safe
+from nvcc_evo.retune.scope.reach import same_code, say
+from nvcc_evo.retune.scope.staleness import stale_reasons
+from nvcc_evo.retune.scope.tasks import Task
 from nvcc_evo.retune.outcome.writeback import current_genome
 from nvcc_evo.system.clock import Deadline
 from nvcc_evo.system.say import log
@@ -100,7 +102,7 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
 
 def _runnable(prepared: Prepared, baseline: Genome) -> SearchSpace:
     """The space without the values whose binaries could not run, as the baseline's compile shows
-    them (reach.reconfigure_safe), said once; the baseline's compile kept by the evaluator, else
+    them (caps.reconfigure_safe), said once; the baseline's compile kept by the evaluator, else
     compiled again (read back from the store)."""
     kept = prepared.evaluator.kept_compile(baseline)
 
