@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nvcc_evo.kerneldiff.view import change
+from nvcc_evo.acf.edit.spelling import show_condition, show_value
+from nvcc_evo.execute.goal import holds
+from nvcc_evo.kerneldiff.view import change, lines as kernel_lines, notes
+from nvcc_evo.retune.outcome.writeback import current_genome, settings_of
 
 if TYPE_CHECKING:
     from nvcc_evo.retune.outcome.choice import Outcome
@@ -18,15 +21,16 @@ def render(outcomes: list[Outcome]) -> str:
     rows = [("unit", "target", "objective", "baseline", "tuned", "change")]
     for o in outcomes:
         extra = tuple(m for m in ("runtime", "energy", "power") if m in dict(o.baseline.metrics))
-        for metric in dict.fromkeys(o.goal.minimize + extra + ("registers", "spills", "instructions")):
+        shown = o.goal.minimize + extra + ("registers", "spills", "instructions")
+        for metric in dict.fromkeys(shown):
             before, after = o.baseline.get(metric), o.chosen_measurement.get(metric)
-            rows.append((str(o.task.unit), o.task.arch, metric, _cell(before), _cell(after), change(before, after)))
+            rows.append((str(o.task.unit), o.task.arch, metric, _cell(before), _cell(after),
+                         change(before, after)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     for o in outcomes:
         lines += _summary(o)
-    from nvcc_evo.kerneldiff.view import notes
     said = notes([o.kernels for o in outcomes])
     return "\n".join(lines + ([""] + said if said else [])) + "\n"
 
@@ -39,7 +43,8 @@ def _summary(o: Outcome) -> list[str]:
         why = _off_front(o)
         lines.append(f"  chosen: {_written(o)}" + (f"  ({why})" if why else ""))
     spreads = [f"{m} +- {o.baseline.get(m) * s:.3g} / +- {o.chosen_measurement.get(m) * u:.3g}"
-               for m, s in o.baseline.spreads for n, u in o.chosen_measurement.spreads if n == m]
+               for m, s in o.baseline.spreads
+               for n, u in o.chosen_measurement.spreads if n == m]
     if spreads:
         lines.append("  spread (p20..p80, baseline / tuned): " + "; ".join(spreads))
     if o.verification is not None:
@@ -47,9 +52,10 @@ def _summary(o: Outcome) -> list[str]:
     if o.drift is not None:
         lines.append(f"  baseline drift: {o.drift:+.2%} (run again after the search)")
     seconds = o.seconds
-    lines.append(f"  {t.evaluated} evaluated, {t.resumed} resumed from the store, {t.reused} same binary "
-                 f"as an earlier candidate (measurement reused), {t.failed} failed; "
-                 f"{o.progress.generation} generation{'' if o.progress.generation == 1 else 's'}, {seconds:.0f} s"
+    plural = "" if o.progress.generation == 1 else "s"
+    lines.append(f"  {t.evaluated} evaluated, {t.resumed} resumed from the store, {t.reused} "
+                 f"same binary as an earlier candidate (measurement reused), {t.failed} failed; "
+                 f"{o.progress.generation} generation{plural}, {seconds:.0f} s"
                  + ("; written to the ACF" if o.written else ""))
     if t.failed:
         lines.append(f"  failures: {t.failures_text()}")
@@ -58,27 +64,27 @@ def _summary(o: Outcome) -> list[str]:
     if t.evaluated:
         lines.append(f"  cost: {t.costs_text()}")
     if o.kernels is not None:
-        from nvcc_evo.kerneldiff.view import lines as kernel_lines
         lines += kernel_lines(o.kernels, note=False)
     if len(o.goal.minimize) > 1 and o.front:
         lines.append("  Pareto front (" + ", ".join(o.goal.minimize) + "):")
         for point in o.front:
-            lines.append("    " + "  ".join(_cell(v) for v in o.goal.values(point.objectives)) + f"   {point.genome}"
+            scores = "  ".join(_cell(v) for v in o.goal.values(point.objectives))
+            lines.append(f"    {scores}   {point.genome}"
                          + ("   <- chosen" if point.genome == o.chosen else ""))
     return lines
 
 
 def _written(o) -> str:
     """The chosen values as the ACF gets them (defaults and pins left out)."""
-    from nvcc_evo.acf.edit.spelling import show_value
-    from nvcc_evo.retune.outcome.writeback import settings_of
     shown = lambda settings: " ".join(f"{s.knob}={show_value(s.value)}" for s in settings)
     written = settings_of(o)
-    searched, kept = [s for s in written if s.knob not in o.fixed], [s for s in written if s.knob in o.fixed]
+    searched = [s for s in written if s.knob not in o.fixed]
+    kept = [s for s in written if s.knob in o.fixed]
     if not kept:
         return shown(searched) or "(the toolkit's defaults)"
     # (the entry's knobs outside the search stay: beside "baseline kept" they read as a choice made)
-    return (shown(searched) or "no searched knob moved") + f"; kept from the entry, not searched: {shown(kept)}"
+    return ((shown(searched) or "no searched knob moved")
+            + f"; kept from the entry, not searched: {shown(kept)}")
 
 
 def _off_front(o) -> str:
@@ -98,24 +104,23 @@ def _off_front(o) -> str:
 
 
 def _why_the_twin_lost(o, twin) -> str:
-    """The chosen point and a front point score the same: why this one (choice.choose's tie rules)."""
-    from nvcc_evo.retune.outcome.writeback import current_genome
+    """The chosen point and a front point score the same: why this one (choice.choose's tie
+    rules)."""
     base = dict(o.space.baseline().items)
     moved = lambda genome: sum(value != base.get(knob) for knob, value in genome.items)
     if o.chosen == current_genome(o.task, o.space):
         return "the same scores as a front point: the unit's current entry, kept"
     if moved(o.chosen) < moved(twin):
         return "the same scores as a front point, with fewer knobs moved from the baseline"
-    return f"the same scores as a front point, as many knobs moved ({moved(o.chosen)}): the first in a fixed order"
+    return (f"the same scores as a front point, as many knobs moved ({moved(o.chosen)}): the first "
+            "in a fixed order")
 
 
 def _select_rule(o) -> str:
-    from nvcc_evo.acf.edit.spelling import show_condition
     where = " and ".join(show_condition(c) for c in o.goal.select_where)
     return f"select {o.goal.select} where {where}" if where else ""
 
 
 def _meets_rule(o, genome) -> bool:
-    from nvcc_evo.execute.goal import holds
     metrics = dict(o.measured[genome].metrics)
     return all(holds(c, metrics, o.measured.baseline) == 0 for c in o.goal.select_where)
