@@ -59,7 +59,7 @@ TUNED_ON = frozenset({
 })
 REPEATS, QUICK_REPEATS = 25, 10        # five runs are too few to rank strategies (their scores swap)
 # The engine's settings --loko chooses among, per kernel left out: the operators with a first generation
-# drawn far apart (engine.space.spread, the default) or at random. (The surrogate's settings, engine.surrogate.
+# drawn far apart (engine.space.spread) or at random (the default). (The surrogate's settings, engine.surrogate.
 # Guide, lost to the operators alone in the leave-one-kernel-out of 2026-12-06, BENCHMARKS.md, and cost
 # several times their CPU: `--guided` runs the guide.)
 CHOICES = {

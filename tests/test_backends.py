@@ -14,9 +14,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import ga_vs_random  # noqa: E402  (the benchmark's own functions, so test and benchmark agree)
 
 
-@pytest.mark.xfail(strict=True, reason="since e620d1f (the first generation drawn far apart, engine.space.spread, "
-                   "the engine's default) the GA ties random search on this recorded H200 space (medians 1584 "
-                   "against 1584 at budget 20, 1576 against 1576 at 30): issue 40 must decide the default")
 def test_ga_beats_random_search_on_the_recorded_space():
     ga, rnd, wins, losses = ga_vs_random.compare(budget=20, seeds=21)
     assert ga < rnd, (ga, rnd)

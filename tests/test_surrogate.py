@@ -102,9 +102,11 @@ def test_a_batch_costs_milliseconds_in_a_space_of_millions_of_points():
 
 
 def test_a_retune_on_another_architecture_starts_from_the_first_ones_measurements(tmp_path, evo_cache):
-    """The results store's evaluations of the same unit in another context (here sm_80's, the static
-    backend) seed sm_90's first generation (the operators alone, the default) and start its surrogate
-    (`search = guided`, the environment), said in the progress line."""
+    """The results store's evaluations of the same unit in another context (here sm_90's, the static
+    backend, where most points spill less than the baseline) seed sm_80's first generation (the operators
+    alone, the default): the first search's best point is measured there, and the progress line says so;
+    they start the surrogate too (`search = guided`, the environment)."""
+    import json
     import shutil
     from conftest import DATA, evo_env, run_evo
     shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
@@ -112,14 +114,24 @@ def test_a_retune_on_another_architecture_starts_from_the_first_ones_measurement
                                            '{32, 40, 48, 64, 80, 96, 128}\n        ptxas.register_usage_level in 0..10\n'
                                            '        ptxas.dlcm in {ca, cg, cs}\n    }\n}\n')
     env = evo_env(evo_cache)
-    first = run_evo("--retune", "--target", "sm_80", "--backend", "static", "--evaluations", "8", "--progress",
+    first = run_evo("--retune", "--target", "sm_90", "--backend", "static", "--evaluations", "8", "--progress",
                     "lines", cwd=tmp_path, env=env)
     assert first.returncode == 0, first.stderr
     assert "warm start" not in first.stderr and "proposed by the surrogate" not in first.stderr
-    second = run_evo("--retune", "--target", "sm_90", "--backend", "static", "--evaluations", "8", "--progress",
+
+    def measured(arch: str) -> list[dict]:
+        lines = (tmp_path / ".nvcc-evo" / "results.jsonl").read_text().splitlines()
+        return [r for r in map(json.loads, lines) if r["context"]["arch"] == arch and r["status"] == "ok"]
+    fewest = min(r["metrics"]["spills"] for r in measured("sm_90"))
+    assert fewest < measured("sm_90")[0]["metrics"]["spills"], first.stderr   # the baseline (first) beaten
+    best = {json.dumps(r["genome"]) for r in measured("sm_90") if r["metrics"]["spills"] == fewest}
+    second = run_evo("--retune", "--target", "sm_80", "--backend", "static", "--evaluations", "8", "--progress",
                      "lines", cwd=tmp_path, env=env)
     assert second.returncode == 0, second.stderr
-    assert re.search(r"warm start (\d) seed\(s\): \1 from this unit \(sm_80\)", second.stderr), second.stderr
+    assert re.search(r"gen 1: .*warm start (\d) seed\(s\): \1 from this unit \(sm_90\)", second.stderr), \
+        second.stderr
+    # its one generation (8 of 352 points) holds sm_90's best
+    assert best & {json.dumps(r["genome"]) for r in measured("sm_80")}, (best, second.stderr)
     guided = run_evo("--retune", "--target", "sm_86", "--backend", "static", "--evaluations", "30", "--progress",
                      "lines", cwd=tmp_path, env={**env, "NVCC_EVO_SEARCH": "guided"})
     assert guided.returncode == 0, guided.stderr
