@@ -6,12 +6,16 @@ the recorded builds (hot.origin, hot.table), printed on stdout and saved as
 `.nvcc-evo/hot/profile.json` beside the ACF. `--hot --from FILE`: the same
 from a saved profile or Nsight Systems' kernel summary. `--write` adds unit
 blocks for the hot units no ACF unit tunes yet (hot.write). Progress and
-problems go to stderr.
+problems go to stderr; the command's own output passes through as it comes
+(its stdout on stdout, before the table; its stderr on stderr, its tail
+kept for the message should it fail).
 """
 from __future__ import annotations
 
 import os
 import shlex
+import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Mapping
@@ -28,7 +32,7 @@ from nvcc_evo.hot.table import attribute, render
 from nvcc_evo.hot.write import write_units
 from nvcc_evo.measure.profile.library import find_cupti, library, toolkit_paths
 from nvcc_evo.measure.profile.records import environment, read_run
-from nvcc_evo.system.leftovers import private_folder, remove_private, run_in_group
+from nvcc_evo.system.leftovers import private_folder, remove_private, run_in_group_shown
 from nvcc_evo.system.say import log
 
 TAIL = 12
@@ -65,10 +69,31 @@ def injection(environ: Mapping[str, str]) -> str:
     return library(environ, nvcc)
 
 
+def missing_program(command: list[str], environ: Mapping[str, str]) -> str:
+    """Why the command's program cannot be started ("" when it can): said once, before it runs (the
+    shell that starts it would say it too, and its failure again), after what the machine lacks."""
+    name = command[0]
+    if os.sep not in name:
+        if shutil.which(name, path=environ.get("PATH", os.defpath)) is None:
+            return f"{name}: command not found (no such program on PATH)"
+        return ""
+    if not os.path.exists(name):
+        return f"{name}: no such file"
+    if os.path.isdir(name):
+        return f"{name}: is a folder, not a program"
+    if not os.access(name, os.X_OK):
+        return (f"{name}: not executable (chmod +x {shlex.quote(name)}, or name its interpreter "
+                "first)")
+    return ""
+
+
 def profiled(command: list[str]) -> Profile:
-    """The command run once with the injection library; its kernels (EvoError: it failed, or ran no
-    kernel)."""
+    """The command run once with the injection library, its output shown as it comes; its kernels
+    (EvoError: it failed, or ran no kernel)."""
     lib = injection(os.environ)
+    missing = missing_program(command, os.environ)
+    if missing:
+        raise UsageError(f"--hot -- {missing}")
     folder = private_folder("hot")
     shown = shlex.join(command)
     try:
@@ -78,16 +103,13 @@ def profiled(command: list[str]) -> Profile:
             log(f"CUDA_INJECTION64_PATH={os.environ['CUDA_INJECTION64_PATH']} is replaced for this "
                 "run (one injection library a process)")
         log(f"running {shown} with kernel recording (CUPTI activity, no counters)")
+        sys.stdout.flush()
         started = time.monotonic()
-        done = run_in_group(command, cwd=os.getcwd(), env=env)
+        done = run_in_group_shown(command, cwd=os.getcwd(), env=env)
         seconds = time.monotonic() - started
         rows, problems = read_run(folder)
     finally:
         remove_private(folder)
-    for stream in (done.stdout, done.stderr):
-        if stream:
-            os.write(2, stream.encode(errors="replace"))     # the program's own output: stderr
-                                                             # (stdout is the report's)
     if done.returncode != 0:
         said = [line for line in done.stderr.splitlines() if line.strip()][-TAIL:]
         tail = "\n".join(f"    | {line}" for line in said) or "    | (nothing on stderr)"

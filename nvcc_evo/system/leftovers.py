@@ -14,7 +14,9 @@ an hour old.
 Child processes run in a process group of their own, under a small shell
 that kills the whole group when nvcc-evo dies (it sees the end of a pipe
 only nvcc-evo holds open), so that no nvcc, cicc or ptxas outlives a killed
-retune; a timeout or an interrupt kills the group too.
+retune; a timeout or an interrupt kills the group too. Their output is
+captured (run_in_group), or shown as it comes, the tail of their stderr kept
+(run_in_group_shown: a user's program that runs long).
 
 Only os-level modules here: the split build path uses the folders and the sweep.
 """
@@ -24,6 +26,7 @@ import contextvars
 import fcntl
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -266,3 +269,64 @@ def run_in_group(argv: list[str], cwd: str | os.PathLike[str] | None = None,
     finally:
         with _running_lock:
             _running.pop(process, None)
+
+
+SHOWN_TAIL = 64 * 1024      # bytes of a shown command's stderr kept for the message that quotes it
+LINGER = 2.0                # seconds a shown command's stderr is read on once the command has ended
+
+
+def run_in_group_shown(argv: list[str], cwd: str | os.PathLike[str] | None = None,
+                       env: Mapping[str, str] | None = None) -> Finished:
+    """Run `argv` as run_in_group does, its output shown as it comes: its stdout is this process's
+    (inherited: a terminal stays one), its stderr passed on to this process's stderr as it is
+    written and its last SHOWN_TAIL bytes kept (Finished.stderr; Finished.stdout is ""). A process
+    it left running that holds its stderr open is read LINGER seconds more, then no longer."""
+    process = subprocess.Popen([SHELL, "-c", GUARD, "nvcc-evo-group", *argv], cwd=cwd, env=env,
+                               stdin=_death_pipe(), stdout=None, stderr=subprocess.PIPE,
+                               start_new_session=True)
+    with _running_lock:
+        _running[process] = OWNER.get()
+    try:
+        assert process.stderr is not None
+        tail = _pass_on(process, process.stderr.fileno())
+        process.stderr.close()
+        return Finished(process.wait(), "", tail.decode(errors="replace"))
+    except BaseException:
+        kill_group(process)
+        process.wait()
+        raise
+    finally:
+        with _running_lock:
+            _running.pop(process, None)
+
+
+def _pass_on(process: subprocess.Popen, fd: int) -> bytes:
+    """What `fd` (the command's stderr) gives, written to this stderr as it comes, until its end or
+    LINGER seconds after the command's; its last SHOWN_TAIL bytes."""
+    tail = bytearray()
+    ended: float | None = None
+    while True:
+        if ended is None and process.poll() is not None:
+            ended = time.monotonic()
+        if ended is not None and time.monotonic() - ended > LINGER:
+            return bytes(tail)
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if not ready:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return bytes(tail)
+        _write_all(2, chunk)
+        tail += chunk
+        del tail[:-SHOWN_TAIL]
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """`data` to `fd`, whole; nothing where the fd is closed (the command's output is lost, not its
+    run)."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+        except OSError:
+            return
