@@ -11,6 +11,7 @@ from nvcc_evo.acf import knobs
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.engine import boosters
 from nvcc_evo.retune.search.tune import _seeds
+from nvcc_evo.retune.scope.staleness import ASKED
 from nvcc_evo.retune.scope.tasks import Task
 from nvcc_evo.engine.space import build_space
 
@@ -49,7 +50,7 @@ def _task(acf_text: str, tmp_path) -> Task:
     (tmp_path / "softmax.cu").write_text((KERNELS / "softmax.cu").read_text())
     (tmp_path / "block_reduce.cuh").write_text((KERNELS / "block_reduce.cuh").read_text())
     unit = parse_text(acf_text, "nvcc-evo.acf").units[0]
-    return Task(0, unit, "sm_90", tmp_path / "softmax.cu", None, "", ("asked",))
+    return Task(0, unit, "sm_90", tmp_path / "softmax.cu", None, "", (ASKED,))
 
 
 SPACE = 'acf 1\nunit "softmax.cu" {\n    search {\n        define.VEC in {1, 2, 4}\n' \

@@ -195,6 +195,7 @@ def test_an_entry_measured_on_another_gpu_model_is_stale_for_a_retune_on_this_on
     a pycuda retune on an H100 (same sm_90) and says how to keep both; a retune that measures on no GPU
     (static, command) judges it as before, and an entry without a GPU (the command backend's) never is."""
     from nvcc_evo.acf.parse import parse_text
+    from nvcc_evo.driver.match.stale import ReasonKind
     from nvcc_evo.retune.scope.staleness import stale_reasons
     entry = ('acf 1\nunit "a.cu" {\n    target sm_90 {\n        ptxas.opt_level = 2\n        provenance {\n'
              '            fingerprint = "sha256:f"\n            toolkit = "13.0.88"\n            GPU\n'
@@ -203,10 +204,34 @@ def test_an_entry_measured_on_another_gpu_model_is_stale_for_a_retune_on_this_on
     same = (unit, "sm_90", "sha256:f", "13.0.88")
     assert stale_reasons(*same) == () and stale_reasons(*same, gpu="NVIDIA H200") == ()
     (reason,) = stale_reasons(*same, gpu="NVIDIA H100 80GB HBM3")
-    assert reason.startswith("measured on NVIDIA H200; this GPU is NVIDIA H100 80GB HBM3"), reason
-    assert 'target sm_90 "NVIDIA H200"' in reason
+    assert reason.kind is ReasonKind.GPU
+    assert str(reason).startswith("measured on NVIDIA H200; this GPU is NVIDIA H100 80GB HBM3"), reason
+    assert 'target sm_90 "NVIDIA H200"' in str(reason)
     unmeasured = parse_text(entry.replace("GPU", 'date = "2026-12-04"')).units[0]
     assert stale_reasons(unmeasured, "sm_90", "sha256:f", "13.0.88", gpu="NVIDIA H100 80GB HBM3") == ()
+
+
+def test_a_stale_reason_is_a_kind_and_the_files_it_names_said_in_words():
+    """The build's staleness and the retune's give each reason its kind (what --explain reads to
+    name a changed source's files); the words, and the files (four at most), are for people."""
+    from nvcc_evo.acf.parse import parse_text
+    from nvcc_evo.driver.match.index import TargetEntry
+    from nvcc_evo.driver.match.stale import Reason, ReasonKind, staleness
+    from nvcc_evo.retune.scope.staleness import stale_reasons
+    entry = TargetEntry("sm_90", None, 3, (), "sha256:old", "12.8", "d1", tune_digest="t1")
+    why = staleness(entry, "sha256:new", "13.0", "d2", "t1")
+    assert [r.kind for r in why] == [ReasonKind.SOURCE, ReasonKind.TOOLKIT, ReasonKind.SPACE]
+    assert list(map(str, why)) == ["source changed since it was tuned",
+                                   "tuned with CUDA 12.8, building with 13.0",
+                                   "pins or search space changed"]
+    unit = parse_text('acf 1\nunit "a.cu" {\n    target sm_90 {\n        provenance {\n'
+                      '            fingerprint = "sha256:old"\n            toolkit = "13.0"\n'
+                      '        }\n    }\n}\n').units[0]
+    assert [r.kind for r in stale_reasons(unit, "sm_90", "sha256:new", "13.0")] == [ReasonKind.SOURCE]
+    assert [r.kind for r in stale_reasons(unit, "sm_80", "sha256:old", "13.0")] == [ReasonKind.NO_ENTRY]
+    named = Reason(ReasonKind.SOURCE, "source changed", ("a.h", "b.h", "c.h", "d.h", "e.h"))
+    assert str(named) == "source changed (a.h, b.h, c.h, d.h ...)"
+    assert str(named._replace(files=("a.h",))) == "source changed (a.h)"
 
 
 def test_an_entry_an_older_nvcc_evo_tuned_for_a_build_stays_up_to_date_for_it(tmp_path, evo_cache, real_nvcc):

@@ -9,7 +9,8 @@ from nvcc_evo.acf.edit.spelling import show_value
 from nvcc_evo.driver.cmdline.flags import DEFAULT_PASSES_NOTHING, ptxas_values
 from nvcc_evo.driver.match.builds import changed_sources, sources_read
 from nvcc_evo.driver.match.find import named_acf_problem
-from nvcc_evo.driver.match.stale import source_digests
+from nvcc_evo.driver.match.units import Match
+from nvcc_evo.driver.match.stale import Reason, ReasonKind, source_digests
 from nvcc_evo.driver.settings import load
 from nvcc_evo.driver.specs import BUILD_KEYS, REPORT_KEYS, RETUNE_KEYS
 from nvcc_evo.driver.wrapper import Decision, decide, find_real_nvcc
@@ -43,7 +44,7 @@ def report(decision: Decision) -> str:
         if match.note:
             lines.append(f"    {match.note}")
         for why in match.stale:
-            lines.append(f"    stale: {why}{_changed_files(why, match, decision, plan.acf_path)}")
+            lines.append(f"    stale: {_with_files(why, match, decision, plan.acf_path)}")
         lines.append(f"    fingerprint {match.fingerprint}")
     # (as a shell takes them)
     lines.append("would add: " + (shlex.join(decision.extra_args) or "(nothing)"))
@@ -71,18 +72,17 @@ def report(decision: Decision) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _changed_files(why: str, match, decision: Decision, acf_path: Path | None) -> str:
-    """" (FILES)": the files that changed since the entry's fingerprint, where a retune kept what it
-    read (match.builds.keep_sources); "" for another reason, or where none was kept."""
-    if not why.startswith("source changed") or match.target is None:
-        return ""
+def _with_files(why: Reason, match: Match, decision: Decision, acf_path: Path | None) -> Reason:
+    """A changed source's reason with the files that changed since the entry's fingerprint, where
+    a retune kept what it read (match.builds.keep_sources); any other reason as it is."""
+    if why.kind is not ReasonKind.SOURCE or match.target is None:
+        return why
     if not match.target.fingerprint or decision.call is None or acf_path is None:
-        return ""
+        return why
     cwd, root = str(Path.cwd()), acf_path.parent
     now = sources_read(Path(cwd) / match.input, decision.call.argv, tuple(os.environ.items()), cwd,
                        root)
-    files = changed_sources(root, match.target.fingerprint, now)
-    return f" ({', '.join(files[:4])}{' ...' if len(files) > 4 else ''})" if files else ""
+    return why._replace(files=tuple(changed_sources(root, match.target.fingerprint, now)))
 
 
 REGISTER_CAPS = ("ptxas.maxrregcount", "nvcc.maxrregcount")

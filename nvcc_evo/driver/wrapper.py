@@ -215,7 +215,7 @@ def _record(decision: Decision, argv: list[str], environ, cwd: Path) -> None:
             decision.toolkit.version, str((cwd / match.input).resolve()), output,
             match.unit.position,
             match.unit.globs, match.arch, str(match.target) if match.target else None,
-            match.fingerprint, match.stale, decision.extra_args, time.time()),
+            match.fingerprint, tuple(map(str, match.stale)), decision.extra_args, time.time()),
                          keep_existing=candidate_build)
 
 

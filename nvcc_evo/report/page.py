@@ -202,7 +202,7 @@ def _summary_row(section: Section) -> list:
     return [tag("a", str(section.unit), href=f"#{_anchor(section)}"), section.arch, section.device,
             verdict_text,
             f"{first} {_change(section, chosen, first) or '—'}", str(len(section.records)),
-            str(failed), "; ".join(section.stale) or "up to date"]
+            str(failed), "; ".join(map(str, section.stale)) or "up to date"]
 
 
 def _anchor(section: Section) -> str:
@@ -239,8 +239,8 @@ def render(acf_path: Path, found: list[Section], stores: list[Path], aside: int,
                  table(["unit", "entries"], [[u, state] for u, state in unsearched])]
     for section in found:
         chosen = section.chosen()
-        stale = (tag("p", f"Stale: {'; '.join(section.stale)}", class_="stale") if section.stale
-                 else tag("p", "Up to date."))
+        why = "; ".join(map(str, section.stale))
+        stale = tag("p", f"Stale: {why}", class_="stale") if why else tag("p", "Up to date.")
         body.append(tag("section", tag("h2", section.title), stale,
                         tag("h3", "Chosen knobs"), _knobs(section), tag("h3", "Objectives"),
                         _objectives(section, chosen), tag("h3", "Kernels: baseline against chosen"),

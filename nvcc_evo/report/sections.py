@@ -15,6 +15,7 @@ from nvcc_evo.acf.edit.spelling import show_value
 from nvcc_evo.acf.knobs import arch_order
 from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.driver import compiledb
+from nvcc_evo.driver.match.stale import Reason
 from nvcc_evo.engine.space import build_space
 from nvcc_evo.execute.store import Store, StoredResult
 from nvcc_evo.retune.scope.staleness import current_fingerprints, stale_reasons
@@ -32,7 +33,7 @@ class Section:
     device: str
     backend: str
     records: tuple[StoredResult, ...]    # in the order they were measured: the baseline first
-    stale: tuple[str, ...]
+    stale: tuple[Reason, ...]
     apart: int = 0  # evaluations of another search space or build: not in this section
 
     @property
@@ -162,7 +163,7 @@ def _unsearched_state(unit: model.Unit, prints: set[str], toolkit_version: str |
         why = stale_reasons(unit, t.arch, next(iter(prints)),
                             toolkit_version or _entry_toolkit(unit, t.arch))
         states.append(f"{', '.join(t.archs)}{' ' + t.gpu if t.gpu else ''}: "
-                      f"{'; '.join(why) or 'up to date'}")
+                      f"{'; '.join(map(str, why)) or 'up to date'}")
     return "; ".join(states)
 
 

@@ -176,7 +176,7 @@ def _nothing_to_retune(skipped: list[str], waiting: list, kept: int) -> int:
 def _dry_run(tasks: list[Task], skipped: list[str]) -> int:
     """`--dry-run`: what is stale and why, on stdout; nothing tuned."""
     for task in tasks:
-        print(f"{task}: {'; '.join(task.reasons)}")
+        print(f"{task}: {'; '.join(map(str, task.reasons))}")
     log(f"{len(tasks)} to retune (dry run: nothing tuned)" + (f"; {len(skipped)} skipped" if skipped else ""))
     log(f"programs run: {said()}")
     return ExitCode.INVALID_INPUT if skipped else ExitCode.OK

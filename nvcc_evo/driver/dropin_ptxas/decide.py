@@ -208,9 +208,9 @@ def record(decision: PtxasDecision, call: PtxasCall, acf_path: Path, environ) ->
         argv, str(acf_path.parent), compiledb.relevant_env(environ), decision.program,
         _version(decision.program), match.input, "", match.unit.position, match.unit.globs,
         match.arch,
-        str(match.target) if match.target else None, match.fingerprint, match.stale,
-        decision.flags.flags,
-        time.time()), keep_existing=PHASE_ENV in environ)
+        str(match.target) if match.target else None, match.fingerprint,
+        tuple(map(str, match.stale)), decision.flags.flags, time.time()),
+        keep_existing=PHASE_ENV in environ)
 
 
 def _version(program: str) -> str:

@@ -45,7 +45,7 @@ def _served_lines(decision) -> list[str]:
                  f"{f'{match.target} (line {match.target.line})' if match.target else '(none)'}"
                  f"{'; ' + match.note if match.note else ''}")
     if match.stale:
-        lines.append(f"stale: {'; '.join(match.stale)}")
+        lines.append(f"stale: {'; '.join(map(str, match.stale))}")
     flags = decision.flags
     lines.append(f"added: {shlex.join(decision.options) or '(nothing)'}")
     lines += [f"left out: {knob}: {why}" for knob, why in flags.skipped]

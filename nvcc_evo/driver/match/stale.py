@@ -1,14 +1,16 @@
 """Whether a tuned entry is out of date: the source's fingerprint (the unit,
 the project headers it includes with quotes, the files its knobs name) and
-`staleness` (source, toolkit, pins or search space changed since it was tuned).
+`staleness` (source, toolkit, pins or search space changed since it was tuned),
+each reason a `Reason`: what changed and the files it names, words for people.
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import re
+from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.driver.match.index import TargetEntry
 
@@ -18,6 +20,37 @@ if TYPE_CHECKING:
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 SPACE_CHANGED = "pins or search space changed"  # the same words in --explain and --retune --dry-run
 TUNE_CHANGED = "tune block changed (objectives, require, select)"
+MOST_FILES_NAMED = 4
+
+
+class ReasonKind(Enum):
+    """Why an entry is (re)tuned: what changed since it was tuned, or what it lacks."""
+
+    SOURCE = "source"          # the unit's sources: its fingerprint
+    TOOLKIT = "toolkit"        # the toolkit (or the ptxas a kernel unit's program runs)
+    SPACE = "space"            # the unit's pins or search block
+    TUNE = "tune"              # the unit's tune block
+    BUILD = "build"            # the build it was tuned for
+    GPU = "gpu"                # the GPU model it was measured on
+    NO_ENTRY = "no entry"      # no target block for the architecture
+    UNTUNED = "untuned"        # a block without provenance: never tuned
+    STATIC_ONLY = "static"     # static objectives only: never measured
+    ASKED = "asked"            # named on the command line (or --all): retuned regardless
+
+
+class Reason(NamedTuple):
+    """One reason an entry is stale: its kind, the words a person reads, and the files it names
+    (a changed source's, where they are known)."""
+
+    kind: ReasonKind
+    words: str
+    files: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        if not self.files:
+            return self.words
+        more = " ..." if len(self.files) > MOST_FILES_NAMED else ""
+        return f"{self.words} ({', '.join(self.files[:MOST_FILES_NAMED])}{more})"
 
 
 def fingerprint(source: Path, call: NvccCall | None = None, cwd: str | os.PathLike = "",
@@ -86,18 +119,20 @@ def _sources(source: Path, include_dirs: list[str]):
 
 def staleness(target: TargetEntry | None, unit_fingerprint: str, toolkit_version: str,
               space_digest: str = "",
-              tune_digest: str = "") -> tuple[str, ...]:
+              tune_digest: str = "") -> tuple[Reason, ...]:
     """Why a target's entry is out of date. A provenance without a key (an
-    entry written before it existed) is not stale for that key."""
+    entry written before it existed) is not stale for that key. A changed
+    source names no file here (a build does not look for them: --explain does)."""
     if target is None:
         return ()
     why = []
     if target.fingerprint is not None and target.fingerprint != unit_fingerprint:
-        why.append("source changed since it was tuned")
+        why.append(Reason(ReasonKind.SOURCE, "source changed since it was tuned"))
     if target.toolkit is not None and target.toolkit != toolkit_version:
-        why.append(f"tuned with CUDA {target.toolkit}, building with {toolkit_version}")
+        why.append(Reason(ReasonKind.TOOLKIT,
+                          f"tuned with CUDA {target.toolkit}, building with {toolkit_version}"))
     if target.space_digest is not None and space_digest and target.space_digest != space_digest:
-        why.append(SPACE_CHANGED)
+        why.append(Reason(ReasonKind.SPACE, SPACE_CHANGED))
     if target.tune_digest is not None and tune_digest and target.tune_digest != tune_digest:
-        why.append(TUNE_CHANGED)
+        why.append(Reason(ReasonKind.TUNE, TUNE_CHANGED))
     return tuple(why)

@@ -14,7 +14,7 @@ from nvcc_evo.driver.common import GPU_ENV, STALE_ENV
 from nvcc_evo.driver.match.archs import no_sass_archs, sass_archs
 from nvcc_evo.driver.match.calls import is_lto_compile, lto_objects, tunable_inputs
 from nvcc_evo.driver.match.index import TargetEntry, UnitEntry, load_units
-from nvcc_evo.driver.match.stale import fingerprint, staleness
+from nvcc_evo.driver.match.stale import Reason, fingerprint, staleness
 
 if TYPE_CHECKING:
     from nvcc_evo.driver.cmdline.nvcc_options import NvccCall
@@ -34,7 +34,7 @@ class Match(NamedTuple):
     unit: UnitEntry | None
     target: TargetEntry | None = None
     fingerprint: str = ""
-    stale: tuple[str, ...] = ()       # why the entry is out of date
+    stale: tuple[Reason, ...] = ()    # why the entry is out of date
     note: str = ""
 
     def settings(self, stale_policy: str) -> dict:

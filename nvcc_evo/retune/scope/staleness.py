@@ -17,45 +17,51 @@ from nvcc_evo.acf.sources import unit_sources
 from nvcc_evo.cubin.compile import CompileJob
 from nvcc_evo.driver.cmdline.nvcc_options import parse_call
 from nvcc_evo.driver.match.builds import build_key, changed_sources, named_build, sources_read
-from nvcc_evo.driver.match.stale import SPACE_CHANGED, TUNE_CHANGED, fingerprint
+from nvcc_evo.driver.match.stale import SPACE_CHANGED, TUNE_CHANGED, Reason, ReasonKind, fingerprint
 from nvcc_evo.driver.match.units import entry_for
 
-STATIC_ONLY = "its entry holds static objectives only (compiler facts): never measured"
+STATIC_ONLY = Reason(ReasonKind.STATIC_ONLY,
+                     "its entry holds static objectives only (compiler facts): never measured")
+ASKED = Reason(ReasonKind.ASKED, "asked")
 
 
 def stale_reasons(unit: model.Unit, arch: str, unit_fingerprint: str, toolkit_version: str, build: str = "",
                   gpu: str = "", also_builds: tuple[str, ...] = (), built_for: str | None = None,
-                  namer: Namer | None = None) -> tuple[str, ...]:
+                  namer: Namer | None = None) -> tuple[Reason, ...]:
     """Why the unit's entry for `arch` (the block a build for the GPU `built_for` reads) is not what a retune
     here would write ("" each: it is), `gpu` the model this retune measures on ("" where it measures on none:
     the static and command backends); `also_builds`: the same build as older nvcc-evo named it; `namer`
     names what changed (the files, the other build) where the retune knows how it builds the unit."""
     target = entry_for(unit, arch, built_for)
     if target is None:
-        return (f"no entry for {arch}",)
+        return (Reason(ReasonKind.NO_ENTRY, f"no entry for {arch}"),)
     if target.provenance is None:
-        return ("never tuned (no provenance)",)
+        return (Reason(ReasonKind.UNTUNED, "never tuned (no provenance)"),)
     reasons = []
     recorded = target.record("fingerprint")
     if recorded is None or recorded.value != unit_fingerprint:
-        reasons.append(namer.source_changed(str(recorded.value)) if namer and recorded else "source changed")
+        files = namer.source_changed(str(recorded.value)) if namer and recorded else ()
+        reasons.append(Reason(ReasonKind.SOURCE, "source changed", files))
     toolkit = target.record("toolkit")
     if toolkit is None or toolkit.value != toolkit_version:
-        reasons.append(f"toolkit {toolkit.value if toolkit else '?'} -> {toolkit_version}")
+        then = toolkit.value if toolkit else "?"
+        reasons.append(Reason(ReasonKind.TOOLKIT, f"toolkit {then} -> {toolkit_version}"))
     space = target.record("space_digest")     # absent in entries written before it existed: not stale for it
     if space is not None and space.value != unit.space_digest:
-        reasons.append(SPACE_CHANGED)
+        reasons.append(Reason(ReasonKind.SPACE, SPACE_CHANGED))
     tune = target.record("tune_digest")       # (likewise)
     if tune is not None and tune.value != unit.tune_digest:
-        reasons.append(TUNE_CHANGED)
+        reasons.append(Reason(ReasonKind.TUNE, TUNE_CHANGED))
     tuned_for = target.record("build")        # (likewise absent in older entries)
     if build and tuned_for is not None and tuned_for.value not in (build, *also_builds):
         words = f"tuned for another build ({tuned_for.value}; now {build})"
-        reasons.append((namer.another_build(str(tuned_for.value)) or words) if namer else words)
+        named = namer.another_build(str(tuned_for.value)) if namer else None
+        reasons.append(Reason(ReasonKind.BUILD, named or words))
     measured_on = target.record("gpu")        # (entries the GPU backend measured)
     if gpu and measured_on is not None and measured_on.value != gpu:
-        reasons.append(f"measured on {measured_on.value}; this GPU is {gpu} (for an entry of each, name the GPU "
-                       f"in a target of its own: target {arch} \"{measured_on.value}\")")
+        block = f'target {arch} "{measured_on.value}"'
+        reasons.append(Reason(ReasonKind.GPU, f"measured on {measured_on.value}; this GPU is {gpu} "
+                              f"(for an entry of each, name the GPU in a target of its own: {block})"))
     return tuple(reasons)
 
 
@@ -88,10 +94,11 @@ class Namer(NamedTuple):
     root: Path
     nvcc: str
 
-    def source_changed(self, recorded: str) -> str:
+    def source_changed(self, recorded: str) -> tuple[str, ...]:
+        """The files changed since the fingerprint `recorded` (where builds.keep_sources kept them)."""
         job, root = self.job, self.root
-        files = changed_sources(root, recorded, sources_read(self.source, job.argv, job.env, job.cwd, root))
-        return "source changed" + (f" ({', '.join(files[:4])}{' ...' if len(files) > 4 else ''})" if files else "")
+        now = sources_read(self.source, job.argv, job.env, job.cwd, root)
+        return tuple(changed_sources(root, recorded, now))
 
     def another_build(self, tuned_for: str) -> str | None:
         records = sorted((r for r in self.mine if r.arch == self.arch), key=lambda r: r.time, reverse=True)

@@ -22,11 +22,12 @@ from nvcc_evo.driver.cmdline.nvcc_options import parse_call
 from nvcc_evo.driver.match.builds import build_key, compiled, difference, older_keys, where
 from nvcc_evo.driver.match.calls import is_lto_compile
 from nvcc_evo.driver.match.index import index_units
+from nvcc_evo.driver.match.stale import Reason
 from nvcc_evo.driver.common import GPU_ENV
 from nvcc_evo.driver.match.units import entry_for, match_unit
 from nvcc_evo.driver.targets import not_built
 from nvcc_evo.errors import UsageError
-from nvcc_evo.retune.scope.staleness import (STATIC_ONLY, Namer, build_identity, served_release,
+from nvcc_evo.retune.scope.staleness import (ASKED, STATIC_ONLY, Namer, build_identity, served_release,
                                              source_fingerprint, stale_reasons)
 from nvcc_evo.system.say import log
 
@@ -52,7 +53,7 @@ class Task:
     source: Path
     job: CompileJob
     fingerprint: str
-    reasons: tuple[str, ...]
+    reasons: tuple[Reason, ...]
     build_env: tuple[tuple[str, str], ...] = ()   # the record's environment that chooses entries (NVCC_EVO_GPU)
     build: str = ""                                # build_identity: what the entry is tuned for
     release: str = ""     # the ptxas release a kernel unit's program runs ("": the toolkit's; see served_release)
@@ -230,12 +231,12 @@ def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, tool
         older = tuple(f"recorded compile {key}" for key in older_keys(job, acf_path.parent)) if mine else ()
         release = served_release(job)
         namer = Namer(arch, source, job, mine, acf_path.parent, toolkit.nvcc)
-        reasons = ("asked",) if asked else stale_reasons(unit, arch, unit_fingerprint, release or toolkit.version,
+        reasons = (ASKED,) if asked else stale_reasons(unit, arch, unit_fingerprint, release or toolkit.version,
                                                          build, gpu, older, built_for, namer)
         _say_other_builds(unit, arch, mine, acf_path.parent, toolkit.nvcc)
         measured = None if asked else _measured_on(entry)
         if reasons and measures.facts_only and measured:
-            log(f"{unit} [{arch}]: {'; '.join(reasons)}, but its entry was measured ({measured}); static "
+            log(f"{unit} [{arch}]: {'; '.join(map(str, reasons))}, but its entry was measured ({measured}); static "
                 f"objectives cannot judge runtime, so it stays until a retune on a GPU (name the unit or "
                 f"use --all to overwrite it anyway)")
             found.kept += 1

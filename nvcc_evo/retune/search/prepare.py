@@ -143,7 +143,7 @@ def prepare(task: Task, retune: Retune, together: Together | None = None) -> Pre
     stored = _resume(task, retune.store, context, evaluator.measured, space, goal)
     # (said before the baseline is measured: a bench command's baseline runs take a while and say
     # their own line)
-    log(f"{task}: {', '.join(task.reasons)}; backend {measurer.describe}; {goal}; "
+    log(f"{task}: {', '.join(map(str, task.reasons))}; backend {measurer.describe}; {goal}; "
         f"space {space.size} points, {len(space.dimensions)} knobs; {describe(options)}"
         + (f"; resuming with {stored} stored evaluations" if stored else ""))
     return Prepared(task, started, space, candidates, measurer, lanes, goal, evaluator, listeners)
