@@ -24,34 +24,39 @@ from typing import Callable, cast
 import numpy as np
 
 from nvcc_evo import backends
+from nvcc_evo.acf.resolve import load
+from nvcc_evo.cubin.compile import compile_candidate
+from nvcc_evo.cubin.sass import KernelFacts
 from nvcc_evo.driver.cache import prune
 from nvcc_evo.driver.cmdline.nvcc_options import tokenize, without_programs
 from nvcc_evo.driver.project import Project, open_project
-from nvcc_evo.driver.toolkit import Toolkit, cache_folder_if_any
+from nvcc_evo.driver.targets import check_target
+from nvcc_evo.driver.toolkit import Toolkit, cache_folder_if_any, load_toolkit
+from nvcc_evo.engine.space import baseline_defines, build_space
 from nvcc_evo.errors import AcfChanged, AcfError, ExitCode, Interrupted
 from nvcc_evo.execute.cluster import Cluster, open_cluster
-from nvcc_evo.execute.evaluate import Stopped
 from nvcc_evo.execute.devices import close_pool, gpu_arch, measuring_gpu, resolve_backend
+from nvcc_evo.execute.evaluate import Stopped
 from nvcc_evo.execute.measurers import check_benches
 from nvcc_evo.execute.store import Store
 from nvcc_evo.execute.together import Together, how_many, run_together
 from nvcc_evo.execute.warm import project_stores
-from nvcc_evo.cubin.sass import KernelFacts
-from nvcc_evo.engine.space import baseline_defines, build_space
+from nvcc_evo.kerneldiff.compare import (STORE_NAME, Comparison, KernelStore, SassUnavailable,
+                                         compare)
 from nvcc_evo.retune.outcome.choice import Outcome
-from nvcc_evo.kerneldiff.compare import STORE_NAME, Comparison, KernelStore, SassUnavailable, compare
-from nvcc_evo.retune.scope.options import (Chosen, Request, Selection, choose_settings, decide_options, ptxas_listed,
-                                     say_settings)
-from nvcc_evo.retune.search.progress import board_for
+from nvcc_evo.retune.outcome.summary import render
+from nvcc_evo.retune.outcome.writeback import (fixed_settings, one_retune_at_a_time, say_rebuild,
+                                               verdict_of, write_back)
 from nvcc_evo.retune.scope.caps import REGISTER_CAPS, hangs
+from nvcc_evo.retune.scope.options import (Chosen, Request, Selection, choose_settings,
+                                           decide_options, ptxas_listed, say_settings)
 from nvcc_evo.retune.scope.reach import not_shipped, recorded_build
 from nvcc_evo.retune.scope.ship import ship_check
-from nvcc_evo.retune.search.speedsafe import say_waiting, set_aside
-from nvcc_evo.driver.targets import check_target
 from nvcc_evo.retune.scope.tasks import Task, find_tasks
 from nvcc_evo.retune.search.prepare import Candidates, Retune, prepare
+from nvcc_evo.retune.search.progress import board_for
+from nvcc_evo.retune.search.speedsafe import say_waiting, set_aside
 from nvcc_evo.retune.search.tune import decide, search
-from nvcc_evo.retune.outcome.writeback import fixed_settings, one_retune_at_a_time, say_rebuild, verdict_of, write_back
 from nvcc_evo.system.leftovers import sweep_for
 from nvcc_evo.system.locks import Wait
 from nvcc_evo.system.programs import said
@@ -76,38 +81,39 @@ def _write_or_say_why(retune: Retune, outcome: Outcome, candidates: Candidates) 
         reason = f"the ACF has errors now:\n{problem}"
     except FileNotFoundError:
         reason = f"{acf_path} is gone"
-    except OSError as problem:           # a full disk: the other units go on, the table is printed, exit 3
+    except OSError as problem:   # a full disk: the other units go on, the table is printed, exit 3
         reason = f"cannot write the ACF {acf_path}: {problem.strerror or problem}"
         outcome.cannot_write = True
     outcome.not_written = reason
     outcome.verdict += f"; NOT written: {reason}"
-    log(f"{outcome.task}: not written to the ACF: {reason} (its evaluations are kept in the results store)")
+    log(f"{outcome.task}: not written to the ACF: {reason} (its evaluations are kept in the "
+        "results store)")
 
 
 # ---------------------------------------------------------------- entry point
 def run_retune(request: Request) -> int:
-    from nvcc_evo.acf.resolve import load
-    from nvcc_evo.retune.outcome.summary import render
-    opened = open_project("the retune", request.acf, request.globs)      # found, trusted, readable; settings
+    # found, trusted, readable; settings
+    opened = open_project("the retune", request.acf, request.globs)
     acf_path, project = opened.acf_path, opened.settings
-    chosen = choose_settings(request, project)          # each setting by the settings' precedence, once
+    chosen = choose_settings(request, project)   # each setting by the settings' precedence, once
     toolkit = _set_up(request.dry_run, chosen, opened)
     held = one_retune_at_a_time(acf_path, request.dry_run, Wait(chosen.lock_wait, log))
     cluster = None
     try:
         file = load(acf_path)
         cluster = open_cluster(chosen.cluster, request.dry_run)
-        options = decide_options(request, chosen, Where(cluster))   # the retune's one Options, never decided again
+        # the retune's one Options, never decided again
+        options = decide_options(request, chosen, Where(cluster))
         row = backends.row(options.backend)
         log(f"{acf_path}: {toolkit}; backend {options.backend}"
             + (" (no GPU timing: registers, spills and other compiler facts are the objectives)"
                if row.facts_only else ""))
         say_settings(project, options)
-        tasks, skipped, kept = find_tasks(file, acf_path, toolkit, options.selection(),
-                                          measuring_gpu(options.measuring(), options.dry_run, cluster),
+        gpu = measuring_gpu(options.measuring(), options.dry_run, cluster)
+        tasks, skipped, kept = find_tasks(file, acf_path, toolkit, options.selection(), gpu,
                                           run_benches=True)
         tasks, waiting = set_aside(tasks, log) if options.auto and row.facts_only else (tasks, [])
-        if not options.dry_run:          # (a dry run lists what is stale, whatever would measure it)
+        if not options.dry_run:   # (a dry run lists what is stale, whatever would measure it)
             check_benches(tasks, options.backend)
         if not tasks:
             return _nothing_to_retune(skipped, waiting, kept)
@@ -115,9 +121,9 @@ def run_retune(request: Request) -> int:
             return _dry_run(tasks, skipped)
         store = _results_store(acf_path, Wait(options.lock_wait, log))
         listed = project.value("report.stores").value             # (a list of paths, or None)
-        known = project_stores(acf_path.parent, (str(unit) for unit in file.units),
-                               [Path(p) for p in listed] if isinstance(listed, list) else [], store.path, log,
-                               _kernels_of(store.path.parent / STORE_NAME))
+        stores = [Path(p) for p in listed] if isinstance(listed, list) else []
+        known = project_stores(acf_path.parent, (str(unit) for unit in file.units), stores,
+                               store.path, log, _kernels_of(store.path.parent / STORE_NAME))
         outcomes = _retune_all(tasks, Retune(options, toolkit, store, acf_path, cluster, known))
     finally:
         close_pool()
@@ -133,21 +139,23 @@ def run_retune(request: Request) -> int:
 def _set_up(dry_run: bool, chosen: Chosen, opened: Project) -> Toolkit:
     """The cache kept bounded, what killed runs left swept (not by a dry
     run); the toolkit, and the target chosen checked against it."""
-    from nvcc_evo.driver.toolkit import load_toolkit
     if not dry_run:                 # (a dry run removes nothing: it lists)
         cache = cache_folder_if_any()   # (none where a link or a file is in its place)
         if cache is not None:
             prune(cache)                # the cache folder kept bounded (driver.cache)
         swept = sweep_for(opened.acf_path)
         if swept:
-            log(f"removed {len(swept)} folder(s) and file(s) that killed runs left: {', '.join(swept)}")
+            log(f"removed {len(swept)} folder(s) and file(s) that killed runs left: "
+                f"{', '.join(swept)}")
     toolkit = load_toolkit(opened.real_nvcc())
-    check_target(cast("str | None", chosen.value("retune.target")), toolkit, chosen.source("retune.target"))
+    check_target(cast("str | None", chosen.value("retune.target")), toolkit,
+                 chosen.source("retune.target"))
     return toolkit
 
 
 class Where:
-    """Where candidates are measured (retune.scope.options.Machine): this machine, or the cluster."""
+    """Where candidates are measured (retune.scope.options.Machine): this machine, or the
+    cluster."""
 
     def __init__(self, cluster: Cluster | None):
         self.cluster = cluster
@@ -163,21 +171,29 @@ def _nothing_to_retune(skipped: list[str], waiting: list, kept: int) -> int:
     """Said, and the exit status: 1 where a unit was skipped; 3 (as `--backend
     pycuda` without a GPU) where every stale unit waits for a measurement
     this machine cannot make: nothing was done that the run was asked for."""
-    log(f"nothing retuned: {len(skipped)} skipped, as said above" if skipped else
-        "nothing retuned: every stale unit asks for a measurement, and no GPU answers here (backend auto is "
-        "static)" if waiting else
-        f"nothing retuned: {kept} stale entr{'y' if kept == 1 else 'ies'} measured on a GPU kept for one, as said "
-        "above; the rest are up to date (name a unit or use --all to overwrite)" if kept else
-        "nothing to retune: every unit and target is up to date (use --all to force)")
+    if skipped:
+        log(f"nothing retuned: {len(skipped)} skipped, as said above")
+    elif waiting:
+        log("nothing retuned: every stale unit asks for a measurement, and no GPU answers here "
+            "(backend auto is static)")
+    elif kept:
+        entries = "entry" if kept == 1 else "entries"
+        log(f"nothing retuned: {kept} stale {entries} measured on a GPU kept for one, as said "
+            "above; the rest are up to date (name a unit or use --all to overwrite)")
+    else:
+        log("nothing to retune: every unit and target is up to date (use --all to force)")
     say_waiting(waiting, log)
-    return ExitCode.INVALID_INPUT if skipped else ExitCode.ENVIRONMENT if waiting else ExitCode.OK
+    if skipped:
+        return ExitCode.INVALID_INPUT
+    return ExitCode.ENVIRONMENT if waiting else ExitCode.OK
 
 
 def _dry_run(tasks: list[Task], skipped: list[str]) -> int:
     """`--dry-run`: what is stale and why, on stdout; nothing tuned."""
     for task in tasks:
         print(f"{task}: {'; '.join(map(str, task.reasons))}")
-    log(f"{len(tasks)} to retune (dry run: nothing tuned)" + (f"; {len(skipped)} skipped" if skipped else ""))
+    log(f"{len(tasks)} to retune (dry run: nothing tuned)"
+        + (f"; {len(skipped)} skipped" if skipped else ""))
     log(f"programs run: {said()}")
     return ExitCode.INVALID_INPUT if skipped else ExitCode.OK
 
@@ -186,16 +202,17 @@ def _results_store(acf_path: Path, wait: Wait) -> Store:
     store = Store(acf_path.parent / ".nvcc-evo" / "results.jsonl", wait)
     store.read()
     if store.skipped:
-        log(f"{store.skipped} line(s) of the results store {store.path} skipped (cut short, or not results of "
-            "this version's shape)")
+        log(f"{store.skipped} line(s) of the results store {store.path} skipped (cut short, or "
+            "not results of this version's shape)")
     return store
 
 
 def _kernels_of(path: Path) -> Callable[[str, str], tuple[KernelFacts, ...] | None]:
-    """A unit's baseline kernels on an architecture as its latest retune compared them (kernels.jsonl,
-    read when asked: a search of this retune may have written them)."""
+    """A unit's baseline kernels on an architecture as its latest retune compared them
+    (kernels.jsonl, read when asked: a search of this retune may have written them)."""
     def latest(unit: str, arch: str) -> tuple[KernelFacts, ...] | None:
-        found = [c.baseline.kernels for c in KernelStore(path).read() if (c.unit, c.arch) == (unit, arch)]
+        found = [c.baseline.kernels for c in KernelStore(path).read()
+                 if (c.unit, c.arch) == (unit, arch)]
         return found[-1] if found else None
     return latest
 
@@ -204,10 +221,12 @@ def _exit_status(outcomes: list[Outcome], skipped: list[str]) -> int:
     """A retune that could not build (or even find) some unit must not look finished."""
     failed = [str(o.task) for o in outcomes if not o.baseline.ok]
     if failed:
-        log(f"{len(failed)} of {len(outcomes)} not tuned, their baseline failed: {', '.join(failed)} (see above)")
+        log(f"{len(failed)} of {len(outcomes)} not tuned, their baseline failed: "
+            f"{', '.join(failed)} (see above)")
     if skipped:
         log(f"{len(skipped)} skipped before the search: {', '.join(skipped)} (see above)")
-    not_written = any(o.not_written is not None for o in outcomes)     # the ACF changed under the retune (said above)
+    # the ACF changed under the retune (said above)
+    not_written = any(o.not_written is not None for o in outcomes)
     if any(o.cannot_write for o in outcomes):
         return ExitCode.ENVIRONMENT
     return ExitCode.INVALID_INPUT if failed or skipped or not_written else ExitCode.OK
@@ -230,19 +249,23 @@ def _one(task: Task, retune: Retune, together: Together | None = None) -> Outcom
 
 
 def _retune_all(tasks: list[Task], retune: Retune) -> list[Outcome]:
-    """Every task's search and choice, one after another or several at once (execute.together)."""
+    """Every task's search and choice, one after another or several at once
+    (execute.together)."""
     options, cluster = retune.options, retune.cluster
-    count = how_many(options.at_once, len(tasks), options.backend, options.population, cluster, log)
+    count = how_many(options.at_once, len(tasks), options.backend, options.population, cluster,
+                     log)
     try:
         if count > 1:
-            shared = f"the cluster's {cluster.workers} CPUs" if cluster is not None else \
-                f"{options.jobs or os.cpu_count()} slots"
-            log(f"{len(tasks)} searches, {count} at once (compiles sharing {shared}; one candidate at a time on "
-                "each GPU)")
+            if cluster is not None:
+                shared = f"the cluster's {cluster.workers} CPUs"
+            else:
+                shared = f"{options.jobs or os.cpu_count()} slots"
+            log(f"{len(tasks)} searches, {count} at once (compiles sharing {shared}; one "
+                "candidate at a time on each GPU)")
             board = board_for(options.progress, log)     # a bar each, on a terminal
             try:
-                return run_together(tasks, count, options.jobs, lambda task, together: _one(task, retune, together),
-                                    board)
+                return run_together(tasks, count, options.jobs,
+                                    lambda task, together: _one(task, retune, together), board)
             finally:
                 if board is not None:
                     board.close()
@@ -252,11 +275,12 @@ def _retune_all(tasks: list[Task], retune: Retune) -> list[Outcome]:
                           "the same command resumes from there") from None
 
 
-# ---------------------------------------------------------------- --sass: an entry's kernels against the build's own
+# ------------------------------------------- --sass: an entry's kernels against the build's own
 @dataclass(frozen=True)
 class EntryCompared:
-    """One unit and target of --sass: the kernels of its build's own flags against those of its ACF entry
-    (`held`: it has one; else the baseline twice); None where they could not be built (said on stderr)."""
+    """One unit and target of --sass: the kernels of its build's own flags against those of its
+    ACF entry (`held`: it has one; else the baseline twice); None where they could not be built
+    (said on stderr)."""
 
     task: Task
     held: bool
@@ -265,23 +289,26 @@ class EntryCompared:
 
 def compare_entries(opened: Project, globs: tuple[str, ...], target: str | None,
                     run_recorded: bool) -> tuple[list[EntryCompared], list[str]]:
-    """Each unit's entry and baseline built as the wrapper builds them (the compile plan of its recorded build)
-    and compared kernel by kernel, and the (unit, target) pairs that could not be; no program a compile record
-    names is run unless `run_recorded`."""
-    from nvcc_evo.acf.resolve import load
-    from nvcc_evo.driver.toolkit import load_toolkit
+    """Each unit's entry and baseline built as the wrapper builds them (the compile plan of its
+    recorded build) and compared kernel by kernel, and the (unit, target) pairs that could not be;
+    no program a compile record names is run unless `run_recorded`."""
     acf_path = opened.acf_path
     toolkit = load_toolkit(opened.real_nvcc())
     check_target(target, toolkit)
-    listed = ptxas_listed(opened.settings)      # the ptxas binaries ptxas.version chooses among, as a build
-    tasks, skipped, _ = find_tasks(load(acf_path), acf_path, toolkit, Selection(globs, True, target))
-    return [_entry_compared(task if run_recorded else _own_programs(task), acf_path, toolkit, listed.paths)
+    # the ptxas binaries ptxas.version chooses among, as a build
+    listed = ptxas_listed(opened.settings)
+    selection = Selection(globs, True, target)
+    tasks, skipped, _ = find_tasks(load(acf_path), acf_path, toolkit, selection)
+    return [_entry_compared(task if run_recorded else _own_programs(task), acf_path, toolkit,
+                            listed.paths)
             for task in tasks], skipped
 
 
-def _entry_compared(task: Task, acf_path: Path, toolkit: Toolkit, ptxas: tuple[str, ...]) -> EntryCompared:
+def _entry_compared(task: Task, acf_path: Path, toolkit: Toolkit,
+                    ptxas: tuple[str, ...]) -> EntryCompared:
     space = build_space(task.unit, task.source, toolkit.accepts)
-    build = recorded_build(task, acf_path, toolkit, ptxas)      # the compile plan the wrapper builds with
+    # the compile plan the wrapper builds with
+    build = recorded_build(task, acf_path, toolkit, ptxas)
     entry = task.entry
     baseline = {**fixed_settings(task, space), **space.baseline().settings()}
     held = {s.knob: s.value for s in entry.settings} if entry is not None else baseline
@@ -306,14 +333,14 @@ def _side(task, build, settings: dict):
     """One side of the comparison: the knob values that reach the target's
     code, how to build it (the flags and ptxas program the compile plan
     gives that step), and the step's FlagPlan."""
-    from nvcc_evo.cubin.compile import compile_candidate
     step, program = build.step(settings)
     job = replace(task.job, flags=step.flags, ptxas=program or task.job.ptxas)
     return dict(step.applied), lambda: compile_candidate(job), step
 
 
-# A compile record's environment that names programs or code its compile runs: the host compiler, the libraries
-# nvcc's tools load; and the flags nvcc reads from the environment (kept, less what names a program).
+# A compile record's environment that names programs or code its compile runs: the host compiler,
+# the libraries nvcc's tools load; and the flags nvcc reads from the environment (kept, less what
+# names a program).
 PROGRAM_ENV = ("NVCC_CCBIN", "CUDAHOSTCXX", "LD_LIBRARY_PATH")
 FLAGS_ENV = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
 
@@ -343,6 +370,6 @@ def _own_programs(task: Task) -> Task:
         left.append(f"the ptxas {job.ptxas}")
     if not left:
         return task
-    log(f"{task}: --sass runs no program a compile record names; left out: {'; '.join(left)} (--run-recorded "
-        f"runs them, as the build did)")
+    log(f"{task}: --sass runs no program a compile record names; left out: {'; '.join(left)} "
+        "(--run-recorded runs them, as the build did)")
     return replace(task, job=replace(job, argv=tuple(argv), env=tuple(env), ptxas=None))
