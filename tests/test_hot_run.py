@@ -138,3 +138,181 @@ def test_a_command_that_cannot_be_started_is_said_once_before_it_runs(tmp_path, 
         assert cli.main(["--hot", "--", *command]) == 2
         assert capfd.readouterr() == ("", f"nvcc-evo: error: --hot -- {said}\n")
     assert not (tmp_path / ".nvcc-evo").exists()
+
+
+# ---------------------------------------------------------------- the injection library's files
+@pytest.fixture(scope="module")
+def injection(tmp_path_factory) -> str:
+    """The injection library, built here by the real C compiler against this machine's CUPTI."""
+    from nvcc_evo.measure.profile.library import library
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("inject-cache")))
+        return library(os.environ, "nvcc")
+
+
+WRITER = """\
+import ctypes, os, sys
+lib = ctypes.CDLL(sys.argv[1])
+for _ in range(int(sys.argv[2])):
+    lib.nvcc_evo_add(b"_Z4tilePf", 8, 1, 1, 256, 1, 1, 40, 0, ctypes.c_ulonglong(1000))
+    assert lib.nvcc_evo_write() == 0
+print(os.getpid(), os.stat("/proc/self/ns/pid").st_ino)
+"""
+NAME = r"kernels-(\d+)-(\d+)-[A-Za-z0-9]{6}(?:-\d+)?\.tsv"
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_each_write_is_a_file_of_its_own_named_by_pid_and_pid_namespace_and_all_are_read(injection, tmp_path):
+    """A process that writes its table twice leaves two files (its pid, its pid namespace's inode, a random
+    part), no temporary; the reader adds both up (before: `kernels-PID.tsv`, the second write over the first,
+    2 calls read of 3)."""
+    import re
+    from nvcc_evo.measure.profile.records import read_file, read_run
+    done = subprocess.run([sys.executable, "-c", WRITER, injection, "2"], capture_output=True, text=True,
+                          env={**os.environ, "NVCC_EVO_KERNEL_TIMES": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    pid, namespace = done.stdout.split()
+    names = _files(tmp_path)
+    assert len(names) == 2 and all(re.fullmatch(NAME, n) for n in names), names
+    assert {re.fullmatch(NAME, n).groups() for n in names} == {(pid, namespace)}
+    assert open(tmp_path / names[0]).readline().startswith(f"# nvcc-evo kernel times 1 pid={pid} "
+                                                          f"pidns={namespace} dropped=0")
+    assert sorted(read_file(tmp_path / n)[0][0].calls for n in names) == [1, 2]     # (each its table then)
+    rows, problems = read_run(str(tmp_path))
+    assert problems == [] and [(r.name, r.calls, r.total_ns) for r in rows] == [("_Z4tilePf", 3, 3000)]
+
+
+def _unshare_works() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--pid", "--fork", "true"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _unshare_works(), reason="unshare cannot make a user and pid namespace here "
+                                                 "(unprivileged user namespaces refused)")
+def test_two_processes_of_one_pid_in_two_pid_namespaces_keep_both_files(injection, tmp_path):
+    """Each process the first of a new pid namespace (`unshare --pid --fork`: pid 1 in both, as two
+    containers' programs): two files, both read (before: both wrote kernels-1.tsv, one table lost)."""
+    from nvcc_evo.measure.profile.records import read_run
+    env = {**os.environ, "NVCC_EVO_KERNEL_TIMES": str(tmp_path)}
+    seen = []
+    for _ in range(2):
+        done = subprocess.run(["unshare", "--user", "--map-root-user", "--pid", "--fork", sys.executable, "-c",
+                               WRITER, injection, "1"], capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr
+        seen.append(done.stdout.split())
+    assert seen[0][0] == seen[1][0] == "1" and seen[0][1] != seen[1][1]       # one pid, two namespaces
+    assert len(_files(tmp_path)) == 2
+    rows, problems = read_run(str(tmp_path))
+    assert problems == [] and [(r.calls, r.total_ns) for r in rows] == [(2, 2000)]
+
+
+FORKS = """\
+import ctypes, os, signal, sys, threading
+lib = ctypes.CDLL(sys.argv[1])
+lib.nvcc_evo_arm()                      # what InitializeInjection does once CUPTI records (no GPU here)
+add = lambda name, ns: lib.nvcc_evo_add(name, 1, 1, 1, 32, 1, 1, 8, 0, ctypes.c_ulonglong(ns))
+add(b"parent_before", 1000)
+busy = threading.Event()
+def keep_adding():                      # a thread inside the table (under its lock) while the main thread forks:
+    while not busy.is_set():            # a long name is long to hash and compare
+        add(b"busy" + b"_" * 1000000, 1)
+thread = threading.Thread(target=keep_adding, daemon=True)
+thread.start()
+children = []
+for n in range(int(sys.argv[2])):
+    pid = os.fork()
+    if pid == 0:                        # the child records a kernel of its own and ends normally (atexit)
+        signal.alarm(20)                # (a child that hangs is killed, and said by its status)
+        add(b"child", 10)
+        sys.exit(0)
+    children.append(pid)
+for pid in children:
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, f"child {pid}: status {os.waitstatus_to_exitcode(status)}"
+busy.set()
+thread.join()
+add(b"parent_after", 2000)
+print(os.getpid(), " ".join(map(str, children)))
+"""
+
+
+def test_a_forked_child_that_ends_normally_writes_its_own_kernels_and_the_parent_its_own(injection, tmp_path):
+    """The library's fork handling with no GPU (nvcc_evo_arm: what InitializeInjection arms): 20 children
+    forked while another thread adds to the table, each ends with exit(); each child's file holds its own
+    kernel alone, the parent's its own (none twice), in the format the reader reads. The lock is held across
+    the fork: a child forked while the thread held it hung at its first add before (a timeout here)."""
+    import re
+    from nvcc_evo.measure.profile.records import read_file, read_run
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", FORKS, injection, "20"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "NVCC_EVO_KERNEL_TIMES": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    parent, *children = done.stdout.split()
+    by_pid = {re.fullmatch(NAME, n).group(1): n for n in _files(tmp_path)}
+    assert sorted(by_pid) == sorted([parent, *children]), _files(tmp_path)       # one file a process
+    for child in children:
+        rows, dropped = read_file(tmp_path / by_pid[child])
+        assert [(r.name, r.calls, r.total_ns) for r in rows] == [("child", 1, 10)] and dropped == 0
+    mine = {r.name: r.calls for r in read_file(tmp_path / by_pid[parent])[0]}
+    assert mine.pop("parent_before") == 1 and mine.pop("parent_after") == 1 and [n[:6] for n in mine] == ["busy__"]
+    rows, problems = read_run(str(tmp_path))
+    assert problems == [] and {r.name: r.calls for r in rows if not r.name.startswith("busy")} == \
+        {"parent_before": 1, "parent_after": 1, "child": 20}
+
+
+FORKING_CUDA = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sys/wait.h>
+#include <unistd.h>
+__global__ void parent_kernel(float *x) { x[threadIdx.x] += 1.0f; }
+__global__ void exec_kernel(float *x) { x[threadIdx.x] *= 2.0f; }
+int main(int argc, char **argv) {
+    float *x;
+    if (cudaMalloc(&x, 256 * sizeof(float)) != cudaSuccess) { fprintf(stderr, "no GPU memory\n"); return 1; }
+    bool executed = argc > 1 && !strcmp(argv[1], "exec");
+    for (int i = 0; i < 5; i++) {
+        if (executed) exec_kernel<<<1, 256>>>(x); else parent_kernel<<<1, 256>>>(x);
+    }
+    if (cudaDeviceSynchronize() != cudaSuccess) return 2;
+    if (executed) { printf("exec done\n"); return 0; }
+    pid_t plain = fork();              // after its CUDA work: a child that ends normally, no CUDA in it
+    if (plain == 0) { printf("child done\n"); exit(0); }
+    pid_t again = fork();              // and one that runs the program again: a CUDA process of its own
+    if (again == 0) { execl(argv[0], argv[0], "exec", (char *)0); _exit(127); }
+    int status_plain, status_again;
+    waitpid(plain, &status_plain, 0);
+    waitpid(again, &status_again, 0);
+    for (int i = 0; i < 3; i++) parent_kernel<<<1, 256>>>(x);
+    if (cudaDeviceSynchronize() != cudaSuccess) return 3;
+    printf("parent done %d %d\n", WEXITSTATUS(status_plain), WEXITSTATUS(status_again));
+    return WEXITSTATUS(status_plain) || WEXITSTATUS(status_again);
+}
+"""
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_a_program_that_forks_after_its_cuda_work_is_profiled_whole(tmp_path, evo_cache):
+    """The real thing (run on the H200): a CUDA program forks after its kernels, one child ending with exit()
+    and one exec'ing the program again (a CUDA process of its own); --hot ends (no hang at the children's
+    exits), every process's kernels counted once: parent_kernel 8 calls (5 before the forks, 3 after),
+    exec_kernel 5, from the two files of the two CUDA processes."""
+    (tmp_path / "forks.cu").write_text(FORKING_CUDA)
+    built = subprocess.run(["nvcc", "-arch=native", "-o", "forks", "forks.cu"], cwd=tmp_path, capture_output=True,
+                           text=True)
+    assert built.returncode == 0, built.stderr
+    result = subprocess.run([*EVO_COMMAND, "--hot", "--", "./forks"], cwd=tmp_path, env=evo_env(evo_cache),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "child done\n" in result.stdout and "exec done\n" in result.stdout and \
+        "parent done 0 0\n" in result.stdout, result.stdout
+    rows = {line.split()[-1]: line.split() for line in result.stdout.splitlines()
+            if line.startswith(" ") and "%" in line}
+    assert rows["parent_kernel(float*)"][2] == "8" and rows["exec_kernel(float*)"][2] == "5", result.stdout
+    assert "kernel times:" not in result.stderr, result.stderr           # (no file unreadable, nothing dropped)

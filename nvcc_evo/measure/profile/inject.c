@@ -6,21 +6,32 @@
  * It asks CUPTI's activity API for CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
  * records (no hardware counters: kernels still run concurrently and at
  * their speed), adds each one to a table keyed by kernel name and launch
- * shape, and at exit writes the table to FOLDER/kernels-PID.tsv, FOLDER
- * being NVCC_EVO_KERNEL_TIMES (a new name, then a rename: a reader never
- * sees half a file). Lines: a header "# nvcc-evo kernel times 1 ...", then
- * calls, total, least and most ns, grid x y z, block x y z, registers per
- * thread, shared bytes (static + dynamic) and the (mangled) name, by tabs.
+ * shape, and at exit writes the table to FOLDER/kernels-PID-NS-XXXXXX.tsv,
+ * FOLDER being NVCC_EVO_KERNEL_TIMES, NS the inode of the process's pid
+ * namespace (one pid names two processes in two containers, or after
+ * `unshare --pid`), XXXXXX the random part of the temporary the table is
+ * written to first (created O_EXCL), which is then linked to its name (a
+ * reader never sees half a file, and no process's file replaces another's).
+ * Lines: a header "# nvcc-evo kernel times 1 pid=PID pidns=NS dropped=N",
+ * then calls, total, least and most ns, grid x y z, block x y z, registers
+ * per thread, shared bytes (static + dynamic) and the (mangled) name, by tabs.
+ *
+ * A fork: the lock is held across it (no thread of the parent is inside the
+ * table then), and the child's table starts empty: what the parent recorded
+ * before is the parent's to write; the child writes what it records itself,
+ * at its own exit, under its own pid.
  *
  * Built by nvcc_evo.measure.profile.library against the CUPTI it finds
  * (the nvidia-cuda-cupti wheel's headers and libcupti), once per release. */
 #include <cupti.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define BUFFER_BYTES (8u << 20)
@@ -38,7 +49,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static Row *rows;
 static size_t capacity, used;
 static uint64_t dropped;
-static int started, written;
+static int started, written, armed;
 
 static uint64_t hash_of(const char *name, const int32_t *grid, const int32_t *block, uint32_t registers,
                         uint32_t shared) {
@@ -105,19 +116,19 @@ EXPORT void nvcc_evo_add(const char *name, int gx, int gy, int gz, int bx, int b
     pthread_mutex_unlock(&lock);
 }
 
-/* The table to FOLDER/kernels-PID.tsv; 0 when written (or nothing asked). */
-EXPORT int nvcc_evo_write(void) {
-    const char *folder = getenv("NVCC_EVO_KERNEL_TIMES");
-    if (!folder || !*folder) return 0;
-    char path[4096], temporary[4200];
-    if (snprintf(path, sizeof path, "%s/kernels-%ld.tsv", folder, (long)getpid()) >= (int)sizeof path) return 1;
-    snprintf(temporary, sizeof temporary, "%s.tmp", path);
-    int fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) return 1;
+/* The inode of this process's pid namespace (0 where /proc says none). */
+static unsigned long long pid_namespace(void) {
+    struct stat ns;
+    return stat("/proc/self/ns/pid", &ns) == 0 ? (unsigned long long)ns.st_ino : 0;
+}
+
+/* The table into `fd` (the temporary); 0 when written whole. */
+static int write_table(int fd, long pid, unsigned long long ns) {
     FILE *out = fdopen(fd, "w");
     if (!out) { close(fd); return 1; }
     pthread_mutex_lock(&lock);
-    fprintf(out, "# nvcc-evo kernel times 1 pid=%ld dropped=%llu\n", (long)getpid(), (unsigned long long)dropped);
+    fprintf(out, "# nvcc-evo kernel times 1 pid=%ld pidns=%llu dropped=%llu\n", pid, ns,
+            (unsigned long long)dropped);
     for (size_t i = 0; i < capacity; i++) {
         const Row *r = &rows[i];
         if (r->name)
@@ -129,8 +140,33 @@ EXPORT int nvcc_evo_write(void) {
     pthread_mutex_unlock(&lock);
     int failed = fflush(out) != 0 || fsync(fd) != 0;
     failed |= fclose(out) != 0;
-    if (failed || rename(temporary, path) != 0) { unlink(temporary); return 1; }
-    return 0;
+    return failed;
+}
+
+/* The table to FOLDER/kernels-PID-NS-XXXXXX.tsv, a name no other file has; 0 when written (or nothing
+ * asked). */
+EXPORT int nvcc_evo_write(void) {
+    const char *folder = getenv("NVCC_EVO_KERNEL_TIMES");
+    if (!folder || !*folder) return 0;
+    long pid = (long)getpid();
+    unsigned long long ns = pid_namespace();
+    char temporary[4200], path[4300];
+    if (snprintf(temporary, sizeof temporary, "%s/.kernels-%ld-%llu-XXXXXX", folder, pid, ns)
+        >= (int)sizeof temporary) return 1;
+    int fd = mkstemp(temporary);                      /* O_CREAT | O_EXCL: a planted file or link refused */
+    if (fd < 0) return 1;
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    if (write_table(fd, pid, ns) != 0) { unlink(temporary); return 1; }
+    const char *random = temporary + strlen(temporary) - 6;
+    for (int again = 0; again < 100; again++) {
+        if (again) snprintf(path, sizeof path, "%s/kernels-%ld-%llu-%s-%d.tsv", folder, pid, ns, random, again);
+        else snprintf(path, sizeof path, "%s/kernels-%ld-%llu-%s.tsv", folder, pid, ns, random);
+        if (link(temporary, path) == 0) { unlink(temporary); return 0; }   /* (link: never over a file) */
+        if (errno != EEXIST) break;
+    }
+    int failed = errno != EEXIST ? rename(temporary, path) != 0 : 1;    /* (a file system of no links) */
+    if (failed) unlink(temporary);
+    return failed;
 }
 
 static void CUPTIAPI requested(uint8_t **buffer, size_t *size, size_t *most_records) {
@@ -168,6 +204,10 @@ static void at_exit(void) {
                                        getenv("NVCC_EVO_KERNEL_TIMES"));
 }
 
+static void before_fork(void) { pthread_mutex_lock(&lock); }      /* the table whole across the fork */
+
+static void after_fork(void) { pthread_mutex_unlock(&lock); }
+
 static void in_child(void) {          /* a fork: the child's table starts empty (the parent writes its own) */
     for (size_t i = 0; i < capacity; i++) free(rows[i].name);
     free(rows);
@@ -176,6 +216,15 @@ static void in_child(void) {          /* a fork: the child's table starts empty 
     dropped = 0;
     written = 0;
     started = 0;                      /* (CUDA is not usable in a forked child: nothing to flush there) */
+    pthread_mutex_unlock(&lock);      /* (taken before the fork by this very thread) */
+}
+
+/* The table written at exit, emptied in a forked child; once. */
+EXPORT void nvcc_evo_arm(void) {       /* (InitializeInjection's, once CUPTI records; the tests' way in) */
+    if (armed) return;
+    armed = 1;
+    pthread_atfork(before_fork, after_fork, in_child);
+    atexit(at_exit);
 }
 
 EXPORT int InitializeInjection(void) {
@@ -186,7 +235,6 @@ EXPORT int InitializeInjection(void) {
         return 0;
     }
     started = 1;
-    pthread_atfork(NULL, NULL, in_child);
-    atexit(at_exit);
+    nvcc_evo_arm();
     return 1;
 }

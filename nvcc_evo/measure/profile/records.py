@@ -1,8 +1,9 @@
 """What the injection library's processes wrote: kernel times per name and launch shape.
 
-One file per process (`kernels-PID.tsv` in the run's folder, named by
-NVCC_EVO_KERNEL_TIMES): children and MPI ranks write their own, and a run's
-times are the sum over its files. `environment` is what a run is given so
+One file per process (`kernels-PID-NS-XXXXXX.tsv` in the run's folder,
+named by NVCC_EVO_KERNEL_TIMES; NS the pid namespace, XXXXXX a random part:
+one pid in two containers names two files): children, forked ones and MPI
+ranks write their own, and a run's times are the sum over all its files. `environment` is what a run is given so
 that the CUDA driver loads the library; `time_of` is the GPU time of a set
 of kernels in a run (the command backend's `metric NAME kernels`).
 """
