@@ -33,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from nvcc_evo import backends  # noqa: E402
 from nvcc_evo.execute.store import Store  # noqa: E402
 
 COPIED = ("*.cu", "*.cuh", "*.h", "*.py", "nvcc-evo.acf")
@@ -95,7 +96,9 @@ def main() -> int:
     args = parser.parse_args()
     n = args.workers
     units = [u for u in args.units.split(",") if u]
-    rows = [("serial", ["--jobs", "1"])] if args.backend == "static" else []
+    # Compiler facts are the same on any machine: every row's outcome is compared with the serial one.
+    same_answers = backends.row(args.backend).facts_only
+    rows = [("serial", ["--jobs", "1"])] if same_answers else []
     rows += [(f"local, {n} compiles", ["--jobs", str(n)])]
     if not args.no_ray:
         rows += [("ray local:1", ["--cluster", "local:1"]), (f"ray local:{n}", ["--cluster", f"local:{n}"])]
@@ -106,7 +109,7 @@ def main() -> int:
     warm = project(args.out, "warm-up")          # the toolkit's probe, cached before any row is timed
     subprocess.run([*evo_command(), "--retune", "--dry-run", "--acf", str(warm / "nvcc-evo.acf"), "--backend",
                     "static"], cwd=warm, capture_output=True)
-    if args.backend == "pycuda":                 # the GPU's comparison kernels, compiled and cached once
+    if backends.row(args.backend).needs_gpu:     # the GPU's comparison kernels, compiled and cached once
         retune(warm, 1, args.seed, [], args.backend, units[:1] or ["scale.cu"])
     results = []
     for name, extra in rows:
@@ -124,7 +127,7 @@ def main() -> int:
         count = distinct(folder)
         rate = count / seconds
         print(f"| {name} | {seconds:.1f} | {count} | {rate * 60:.1f} | {rate / base:.2f}x | "
-              f"{('yes' if outcome(folder) == serial else 'NO') if args.backend == 'static' else '-'} |")
+              f"{('yes' if outcome(folder) == serial else 'NO') if same_answers else '-'} |")
     return 0
 
 

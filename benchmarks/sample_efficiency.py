@@ -37,6 +37,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from defaults import project  # noqa: E402
+from nvcc_evo import backends  # noqa: E402
 from nvcc_evo.acf.resolve import load  # noqa: E402
 from nvcc_evo.driver import settings  # noqa: E402
 from nvcc_evo.driver.project import open_project  # noqa: E402
@@ -229,8 +230,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds a compile or GPU run may take")
     parser.add_argument("--out", type=Path, default=Path("out/sample-efficiency"))
     args = parser.parse_args()
-    args.target = args.target or ("sm_90" if args.backend == "static" else None)
-    args.metric = args.metric or ("registers" if args.backend == "static" else "runtime")
+    row = backends.row(args.backend)
+    args.target = args.target or (None if row.needs_gpu else "sm_90")      # (a GPU's: its own)
+    args.metric = args.metric or ("registers" if row.facts_only else "runtime")
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     faulthandler.dump_traceback_later(args.wall + 60, exit=True)     # a hang ends the call; results.json stays

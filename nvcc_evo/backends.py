@@ -23,8 +23,7 @@ from typing import NamedTuple
 
 INF = math.inf
 
-AUTO = "auto"          # not a backend: the GPU where PyCUDA and a device are there, else static
-AUTO_WHAT = "pycuda when PyCUDA and a GPU are there, else static"
+AUTO = "auto"          # not a backend: the one its row's `auto` says, with a GPU or without
 
 
 class Row(NamedTuple):
@@ -49,7 +48,7 @@ class Row(NamedTuple):
     # whichever GPU the machine shows: one search at a time, a unit never built is built by its
     # command first, and the outputs it rebuilt are left to be built again.
     rebuilds: bool = False
-    auto: str = ""            # why `auto` stands for it ("" where it never does)
+    auto: str = ""            # when `auto` stands for it ("" where it never does)
     # Its optional capabilities (measure.backend.Backend): None or False where a backend has none.
     confirm: bool = False     # re-measures winner and baseline, interleaved, and judges
     drift: bool = False       # the baseline measured again between generations
@@ -57,19 +56,20 @@ class Row(NamedTuple):
     race: bool = False        # stops timing clearly slower candidates (the fast protocol)
     fresh_baseline: bool = False   # the baseline is measured in every retune, before any candidate
     # Its default budget per unit and target, where the user gives none
-    # (retune.scope.options.decided): a time where candidates are timed, a count where the answers
-    # do not depend on the machine's load; and why.
+    # (retune.scope.options.decide_options): a time where candidates are timed, a count where the
+    # answers do not depend on the machine's load; and why, said with the budget before a search
+    # (retune.scope.options.describe).
     seconds: float = INF
     evaluations: float = 60   # a cap (inf: none)
-    budget_why: str = "compiler facts, the same on any machine: a count reproduces the run"
+    budget_why: str = "compiler facts, the same on any machine, so a count reproduces the run"
 
 
 _FACTORIES = "nvcc_evo.execute.measurers:"
 TABLE = (
     Row("pycuda", "kernel time and energy on the GPU", _FACTORIES + "make_pycuda", "kernel",
-        "bench { kernel ... }", times=True, needs_gpu=True, auto="PyCUDA and a GPU found",
+        "bench { kernel ... }", times=True, needs_gpu=True, auto="PyCUDA and a GPU are there",
         confirm=True, drift=True, race=True, fresh_baseline=True,
-        seconds=180.0, evaluations=INF, budget_why="kernels timed on the GPU: hundreds of binaries "
+        seconds=180.0, evaluations=INF, budget_why="kernels timed on the GPU, hundreds of binaries "
                                                    "a minute"),
     Row("static", "ptxas facts, no GPU", _FACTORIES + "make_static", facts_only=True,
         auto="no PyCUDA GPU here"),
@@ -79,7 +79,7 @@ TABLE = (
         seconds=300.0, evaluations=INF, budget_why="a build and a run of the project's command per "
                                                    "candidate"),
     Row("replay", "a recorded results store: --replay", _FACTORIES + "make_replay", compiles=False,
-        budget_why="recorded answers: a count reproduces the run"),
+        budget_why="recorded answers, so a count reproduces the run"),
 )
 BACKENDS = {row.name: row for row in TABLE}
 NAMES = tuple(BACKENDS)
@@ -103,6 +103,7 @@ def auto_choice(gpu: bool) -> str:
 
 def help_text() -> str:
     """What `retune.backend` says of its values (the settings' table, `--backend`'s help): each row
-    in the table's order, then auto."""
+    in the table's order, then auto, in the words of the rows it stands for."""
+    with_gpu = BACKENDS[auto_choice(True)]
     return ("what measures a candidate: " + ", ".join(f"{row.name} ({row.what})" for row in TABLE)
-            + f", or {AUTO} ({AUTO_WHAT})")
+            + f", or {AUTO} ({with_gpu.name} when {with_gpu.auto}, else {auto_choice(False)})")

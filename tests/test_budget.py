@@ -11,6 +11,7 @@ import time
 import pytest
 
 from conftest import DATA, compile_seconds, evo_env, run_evo
+from nvcc_evo import backends
 from nvcc_evo.driver import settings
 from nvcc_evo.engine import budget
 from nvcc_evo.retune.scope.options import Request, choose_settings, decide_options, describe
@@ -42,6 +43,7 @@ def test_with_no_budget_given_the_backend_decides_it(backend, seconds, evaluatio
     assert options.patience is None                    # no stop rule unless asked for
     said = describe(options)
     assert said.startswith("budget ") and f"built-in default for the {backend} backend" in said
+    assert said.endswith(f"backend: {backends.row(backend).budget_why})")      # why, from its row
 
 
 def test_evaluations_alone_keep_their_meaning_and_a_time_alone_has_no_cap():

@@ -46,7 +46,7 @@ def test_the_options_are_decided_from_the_settings_precedence_and_the_machine():
     assert (options.seed, sources["retune.seed"]) == (7, "nvcc-evo.toml:2")                    # the file
     assert options.gpus is not None and options.gpus.count == 2 and sources["retune.gpus"] == "NVCC_EVO_GPUS"
     assert options.backend == "pycuda" and options.auto
-    assert sources["retune.backend"] == "auto, built-in default: PyCUDA and a GPU found"
+    assert sources["retune.backend"] == "auto, built-in default: PyCUDA and a GPU are there"
     assert (options.target, here.asked) == ("sm_80", [1])          # the GPU's, of the device asked for
     assert (options.seconds, options.evaluations) == (180.0, math.inf)
     assert sources["retune.time-limit"] == "built-in default for the pycuda backend"

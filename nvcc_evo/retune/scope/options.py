@@ -289,7 +289,8 @@ def ptxas_programs(space: SearchSpace, toolkit: Toolkit, acf_path: Path, listed:
 
 def describe(options: Options) -> str:
     """The budget in words, said before the search: `budget 180 s (built-in
-    default for the pycuda backend)`."""
+    default for the pycuda backend: kernels timed on the GPU, hundreds of
+    binaries a minute)`, the backend's row saying why its default is what it is."""
     parts = []
     if math.isfinite(options.seconds):
         parts.append(f"{options.seconds:g} s")
@@ -297,7 +298,9 @@ def describe(options: Options) -> str:
         parts.append(f"{options.evaluations} evaluations")
     source = dict(options.sources).get("retune.time-limit" if math.isfinite(options.seconds)
                                        else "retune.evaluations", "")
-    said = "budget " + (" or ".join(parts) or "none") + (f" ({source})" if source.startswith("built-in") else "")
+    said = "budget " + (" or ".join(parts) or "none")
+    if source.startswith("built-in"):
+        said += f" ({source}: {backends.row(options.backend).budget_why})"
     if options.patience is not None:
         said += f", stopping after {options.patience} generations without a new front point"
     return said
