@@ -45,8 +45,8 @@ from nvcc_evo.kerneldiff.compare import (STORE_NAME, Comparison, KernelStore, Sa
                                          compare)
 from nvcc_evo.retune.outcome.choice import Outcome
 from nvcc_evo.retune.outcome.summary import render
-from nvcc_evo.retune.outcome.writeback import (fixed_settings, one_retune_at_a_time, say_rebuild,
-                                               verdict_of, write_back)
+from nvcc_evo.retune.outcome.writeback import (Writing, fixed_settings, one_retune_at_a_time,
+                                               say_rebuild, verdict_of, write_back)
 from nvcc_evo.retune.scope.caps import REGISTER_CAPS, hangs
 from nvcc_evo.retune.scope.options import (Chosen, Request, Selection, choose_settings,
                                            decide_options, ptxas_listed, say_settings)
@@ -63,7 +63,8 @@ from nvcc_evo.system.programs import said
 from nvcc_evo.system.say import log
 
 
-def _write_or_say_why(retune: Retune, outcome: Outcome, candidates: Candidates) -> None:
+def _write_or_say_why(retune: Retune, writing: Writing, outcome: Outcome,
+                      candidates: Candidates) -> None:
     """Write the outcome (once the ship check finds the build would give the
     code that was measured); a unit the ACF no longer has as it was (or an
     ACF that does not parse now) is reported on stderr and in the summary."""
@@ -73,7 +74,7 @@ def _write_or_say_why(retune: Retune, outcome: Outcome, candidates: Candidates) 
                              candidates.job(outcome.chosen))
         if shipped:
             raise AcfChanged(f"ship check: {outcome.task.unit} [{outcome.task.arch}]: {shipped}")
-        write_back(acf_path, outcome, toolkit, options)
+        write_back(acf_path, outcome, toolkit, writing)
         return
     except AcfChanged as problem:
         reason = str(problem)
@@ -119,12 +120,14 @@ def run_retune(request: Request) -> int:
             return _nothing_to_retune(skipped, waiting, kept)
         if options.dry_run:
             return _dry_run(tasks, skipped)
-        store = _results_store(acf_path, Wait(options.lock_wait, log))
+        wait = Wait(options.lock_wait, log)
+        store = _results_store(acf_path, wait)
         listed = project.value("report.stores").value             # (a list of paths, or None)
         stores = [Path(p) for p in listed] if isinstance(listed, list) else []
         known = project_stores(acf_path.parent, (str(unit) for unit in file.units), stores,
                                store.path, log, _kernels_of(store.path.parent / STORE_NAME))
-        outcomes = _retune_all(tasks, Retune(options, toolkit, store, acf_path, cluster, known))
+        retune = Retune(options, toolkit, store, acf_path, cluster, known)
+        outcomes = _retune_all(tasks, retune, Writing(options.backend, options.seed, wait))
     finally:
         close_pool()
         if cluster is not None:
@@ -232,7 +235,8 @@ def _exit_status(outcomes: list[Outcome], skipped: list[str]) -> int:
     return ExitCode.INVALID_INPUT if failed or skipped or not_written else ExitCode.OK
 
 
-def _one(task: Task, retune: Retune, together: Together | None = None) -> Outcome:
+def _one(task: Task, retune: Retune, writing: Writing,
+         together: Together | None = None) -> Outcome:
     """One search, prepare -> search -> decide (retune.search.prepare, .tune), and its choice
     written into the ACF (one write at a time)."""
     rng = np.random.default_rng(retune.options.seed)
@@ -244,11 +248,11 @@ def _one(task: Task, retune: Retune, together: Together | None = None) -> Outcom
             if together is not None and together.stopping.is_set():
                 raise Stopped()
             with together.slots if together else nullcontext():    # (the ship check compiles)
-                _write_or_say_why(retune, outcome, prepared.candidates)
+                _write_or_say_why(retune, writing, outcome, prepared.candidates)
     return outcome
 
 
-def _retune_all(tasks: list[Task], retune: Retune) -> list[Outcome]:
+def _retune_all(tasks: list[Task], retune: Retune, writing: Writing) -> list[Outcome]:
     """Every task's search and choice, one after another or several at once
     (execute.together)."""
     options, cluster = retune.options, retune.cluster
@@ -265,11 +269,12 @@ def _retune_all(tasks: list[Task], retune: Retune) -> list[Outcome]:
             board = board_for(options.progress, log)     # a bar each, on a terminal
             try:
                 return run_together(tasks, count, options.jobs,
-                                    lambda task, together: _one(task, retune, together), board)
+                                    lambda task, together: _one(task, retune, writing, together),
+                                    board)
             finally:
                 if board is not None:
                     board.close()
-        return [_one(task, retune) for task in tasks]
+        return [_one(task, retune, writing) for task in tasks]
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted: every finished evaluation is kept in {retune.store.path}; "
                           "the same command resumes from there") from None

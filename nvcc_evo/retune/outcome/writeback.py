@@ -13,7 +13,7 @@ import os
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.edit.retarget import find_unit, replace_target
@@ -33,7 +33,6 @@ from nvcc_evo.system.locks import Wait, lock_file, locked
 if TYPE_CHECKING:
     from nvcc_evo.driver.toolkit import Toolkit
     from nvcc_evo.retune.outcome.choice import Outcome
-    from nvcc_evo.retune.scope.options import Options
 
 
 def fixed_settings(task, space: SearchSpace) -> dict:
@@ -63,7 +62,17 @@ def settings_of(outcome: Outcome) -> tuple[model.Setting, ...]:
     return tuple(chosen)
 
 
-def provenance(outcome: Outcome, toolkit: Toolkit, options: Options) -> tuple[model.Record, ...]:
+class Writing(NamedTuple):
+    """What the write into the ACF is given of a retune's options, made once (retune.run): the
+    backend and seed its provenance names, and the wait for the ACF's lock."""
+
+    backend: str
+    seed: int
+    wait: Wait
+
+
+def provenance(outcome: Outcome, toolkit: Toolkit,
+               writing: Writing) -> tuple[model.Record, ...]:
     t = outcome.measured.tally
     records = [model.Record("fingerprint", outcome.task.fingerprint),
                model.Record("toolkit", outcome.task.toolkit(toolkit)),
@@ -77,9 +86,9 @@ def provenance(outcome: Outcome, toolkit: Toolkit, options: Options) -> tuple[mo
         records += [model.Record(key, str(hello[field]) if key == "driver" else hello[field])
                     for key, field in (("gpu", "name"), ("cc", "cc"), ("driver", "driver"))
                     if field in hello]
-    records += [model.Record("backend", options.backend),
+    records += [model.Record("backend", writing.backend),
                 model.Record("date", time.strftime("%Y-%m-%d")),
-                model.Record("seed", options.seed),
+                model.Record("seed", writing.seed),
                 model.Record("evaluations", t.evaluated + t.resumed),
                 model.Record("reused", t.reused)]
     records += [model.Record("resumed", t.resumed)] if t.resumed else []
@@ -113,13 +122,13 @@ def provenance(outcome: Outcome, toolkit: Toolkit, options: Options) -> tuple[mo
     return tuple(records)
 
 
-def write_back(acf_path: Path, outcome: Outcome, toolkit: Toolkit, options: Options) -> None:
+def write_back(acf_path: Path, outcome: Outcome, toolkit: Toolkit, writing: Writing) -> None:
     """Into the unit with the task's globs in the ACF as it is at write time,
     under its lock. AcfChanged (nothing written) when that unit is gone, or
     its pins or search space are not those the search ran with: the result
     would be stale."""
     task = outcome.task
-    settings, records = settings_of(outcome), provenance(outcome, toolkit, options)
+    settings, records = settings_of(outcome), provenance(outcome, toolkit, writing)
 
     def update(text: str) -> str:
         file = parse_text(text, str(acf_path))
@@ -129,7 +138,7 @@ def write_back(acf_path: Path, outcome: Outcome, toolkit: Toolkit, options: Opti
         gpu = written_for(unit, task.arch, task.built_for)   # (the block the recorded build reads)
         return replace_target(text, file, unit, model.Target(task.arch, gpu, settings, records))
 
-    rewrite(acf_path, update, Wait(options.lock_wait, log))
+    rewrite(acf_path, update, writing.wait)
     outcome.written = True
     # (the files its fingerprint read, so that "source changed" can name them later)
     job = task.job
