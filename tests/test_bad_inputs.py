@@ -44,23 +44,73 @@ def assert_clean(done: subprocess.CompletedProcess) -> None:
 
 
 # ------------------------------------------------------------------ caches
-@pytest.mark.parametrize("content", ["[1]", '"text"', "null", '{"answer": 5}', DEEP])
-def test_a_cache_file_of_another_shape_is_a_miss(project, tmp_path_factory, evo_cache, content):
-    """Valid JSON of the wrong shape in every cache file (toolkit probe, ACF
-    index, ptxas answers): was "internal error (TypeError ...)" and an untuned
-    build, and a traceback from --retune."""
+SHAPES = ["[1]", '"text"', "null", '{"answer": 5}', DEEP]
+
+
+@pytest.fixture(scope="module")
+def probed_cache(tmp_path_factory) -> Path:
+    """A cache folder that holds the toolkit probe (a build's first step, the costly one): copied by
+    each test that breaks a cache, so that the probe is made once."""
+    folder = tmp_path_factory.mktemp("probed-project")
+    (folder / "k.cu").write_text(KERNEL)
+    (folder / "nvcc-evo.acf").write_text(CAPPED)
+    cache = tmp_path_factory.mktemp("probed-cache")
+    built = build(folder, cache)
+    assert built.returncode == 0 and TUNED in built.stderr, built.stderr
+    assert list(cache.rglob("toolkit-*.json"))
+    return cache
+
+
+def _broken(probed: Path, project: Path, tmp_path_factory, content: str) -> Path:
+    """A cache folder a build of `project` filled (the probe copied, the project's ACF index its own:
+    keyed by the ACF's path), then `content` written into every one of its cache files."""
     cache = tmp_path_factory.mktemp("broken-cache")
+    shutil.copytree(probed, cache, dirs_exist_ok=True)
     assert build(project, cache).returncode == 0                    # fills the cache
     files = [p for p in cache.rglob("*.json")]
-    assert files
+    assert {p.name.split("-")[0] for p in files} == {"toolkit", "acf"}, files
     for path in files:
         path.write_text(content)
+    return cache
+
+
+# A non-mapping (TypeError where a key is read), a mapping of other keys (KeyError), JSON nested past
+# the recursion limit (RecursionError): the ways a reader meets another shape. A list, a string and
+# null read alike; each is a miss of the ACF index's reader below, without a build.
+BROKEN = pytest.mark.parametrize("content", ["[1]", '{"answer": 5}', DEEP], ids=["list", "other-keys", "deep"])
+
+
+@BROKEN
+def test_a_cache_file_of_another_shape_is_a_miss(project, tmp_path_factory, probed_cache, content):
+    """Valid JSON of the wrong shape in every cache file (toolkit probe, ACF
+    index): was "internal error (TypeError ...)" and an untuned build."""
+    cache = _broken(probed_cache, project, tmp_path_factory, content)
     built = build(project, cache)
     assert built.returncode == 0 and TUNED in built.stderr, built.stderr
     assert_clean(built)
+
+
+@BROKEN
+def test_a_retune_reads_a_cache_file_of_another_shape_as_a_miss(project, tmp_path_factory, probed_cache,
+                                                                 content):
+    """The same broken cache read first by a retune (a build that read it first fills it again): was
+    a traceback."""
+    cache = _broken(probed_cache, project, tmp_path_factory, content)
     tuned = retune(project, cache)
     assert tuned.returncode == 0, tuned.stderr
     assert_clean(tuned)
+
+
+@pytest.mark.parametrize("content", SHAPES, ids=["list", "string", "null", "other-keys", "deep"])
+def test_an_acf_index_file_of_another_shape_is_a_miss(tmp_path, content):
+    from nvcc_evo.driver.match import indexfile
+    acf = tmp_path / "nvcc-evo.acf"
+    acf.write_text(CAPPED)
+    entry = {"units": [], "kernel_globs": [], "files": []}
+    indexfile.write(str(tmp_path), acf.read_bytes(), str(acf), entry)
+    assert indexfile.read(str(tmp_path), acf.read_bytes(), str(acf)) is not None      # a hit, as written
+    Path(indexfile.cache_path(str(tmp_path), acf.read_bytes(), str(acf))).write_text(content)
+    assert indexfile.read(str(tmp_path), acf.read_bytes(), str(acf)) is None
 
 
 def test_a_cache_folder_that_cannot_be_made_keeps_the_tuned_flags(project, tmp_path):
