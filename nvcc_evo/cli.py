@@ -198,7 +198,18 @@ def hot(rest: list[str]) -> int:
     parser.add_argument("--run", metavar="CMD",
                         help="--write with --from an nsys summary: the command that runs the "
                              "program")
-    args = parser.parse_args(options)
+    args, extra = parser.parse_known_args(options)
+    if extra and not extra[0].startswith("-") and "--" not in rest:
+        import shlex
+        from nvcc_evo.errors import UsageError
+        raise UsageError(f"--hot {shlex.join(extra)}: the command to run goes after `--`: nvcc-evo "
+                         f"--hot [options] -- {shlex.join(extra)}")
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if not 0 <= args.min_share <= 100:            # (NaN too)
+        from nvcc_evo.errors import UsageError
+        raise UsageError(f"--hot --min-share {args.min_share:g}: a percentage of the GPU time, "
+                         "from 0 to 100")
     _readable_acf(args.acf)
     return run_hot(args.acf, args.source, command, args.write, args.min_share / 100, args.build,
                    args.run)

@@ -268,3 +268,22 @@ unit "spill.cu" {{
     from nvcc_evo.acf.parse import parse_text
     target = parse_text((tmp_path / "nvcc-evo.acf").read_text()).units[0].targets[0]
     assert {s.knob: s.value for s in target.settings} == {}, result.stdout      # the baseline, not -O1 or -O0
+
+
+def test_a_command_without_its_dashes_and_a_share_out_of_range_are_usage_errors(tmp_path, evo_cache):
+    """`nvcc-evo --hot ./app 10` (the `--` forgotten) says where the command goes (before: argparse's
+    usage and `unrecognized arguments`); --min-share outside 0-100, or NaN, is refused (before: -5 wrote every
+    unit, NaN and 200 none, each with exit 0 or 1 as the rest of the run went)."""
+    env = evo_env(evo_cache)
+    result = run_evo("--hot", "./app", "10", cwd=tmp_path, env=env)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == ("nvcc-evo: error: --hot ./app 10: the command to run goes after `--`: nvcc-evo --hot "
+                             "[options] -- ./app 10\n"), result.stderr
+    shutil.copy(DATA / "hot" / "profile.json", tmp_path / "profile.json")
+    for share in ("-5", "nan", "200"):
+        result = run_evo("--hot", "--from", "profile.json", "--write", "--min-share", share, cwd=tmp_path, env=env)
+        assert (result.returncode, result.stdout) == (2, ""), result.stderr
+        assert result.stderr == f"nvcc-evo: error: --hot --min-share {share}: a percentage of the GPU time, from 0 " \
+                                "to 100\n", result.stderr
+    unknown = run_evo("--hot", "--frm", "profile.json", cwd=tmp_path, env=env)     # (an unknown option: argparse's)
+    assert unknown.returncode == 2 and "unrecognized arguments: --frm" in unknown.stderr

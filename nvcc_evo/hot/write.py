@@ -124,8 +124,15 @@ def write_units(acf_path: Path, units: list[HotUnit], profile: Profile, least: f
     for unit in (u for u in untuned if u not in hot):
         log(f"--write: {unit.source} left out: {unit.total_ns / whole:.1%} of the GPU time, under "
             f"--min-share {least * 100:g}")
+    if whole and not untuned:
+        tuned = "; ".join(f"{u.source}: unit {next(o.unit for o in u.origins if o.tuned)}"
+                          for u in units)
+        log(f"--write: no unit to add: every unit of the profile's kernels is tuned already "
+            f"({tuned})")
+        return
     if not hot:
-        log(f"--write: no unit to add: none untuned takes {least:.0%} of the GPU time or more")
+        log(f"--write: no unit to add: none untuned takes {least * 100:g}% of the GPU time or more "
+            "(--min-share)")
         return
     blocks = []
     for unit in hot:
