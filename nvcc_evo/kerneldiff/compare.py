@@ -18,12 +18,13 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ContextManager, Generic, Protocol, TypeVar
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.bench.spec import plan_bench
 from nvcc_evo.acf.sources import define_values
-from nvcc_evo.cubin.compile import CompileResult, compile_candidate
+from nvcc_evo.acf.knobs import Scalar
+from nvcc_evo.cubin.compile import CompileJob, CompileResult, PtxCache, compile_candidate
 from nvcc_evo.cubin.sass import sass_hash
 from nvcc_evo.errors import EvoError
 from nvcc_evo.cubin.occupancy import Occupancy, occupancy
@@ -139,8 +140,58 @@ def compare(unit: model.Unit, arch: str, device: str, backend: str, baseline: Si
                       "" if nvdisasm else MISSING, time.time())
 
 
-def after_search(outcome, job_for, folder: Path, defaults: dict, say: Callable[[str], None],
-                 ptx=None, slots=None) -> Comparison | None:
+# What the end of a search gives `after_search` (retune.outcome.choice.Outcome and what it holds),
+# as far as a comparison reads it: this layer imports neither the retune, the execution nor the
+# engine. G is the search's point (engine.space.Genome).
+class Point(Protocol):
+    def settings(self) -> dict[str, Scalar]: ...
+
+
+G = TypeVar("G", bound=Point)
+G_in = TypeVar("G_in", bound=Point, contravariant=True)
+G_out = TypeVar("G_out", bound=Point, covariant=True)
+
+
+class SearchedTask(Protocol):
+    @property
+    def unit(self) -> model.Unit: ...
+    @property
+    def arch(self) -> str: ...
+    @property
+    def job(self) -> CompileJob: ...
+
+
+class MeasuredContext(Protocol):
+    @property
+    def device(self) -> str: ...
+    @property
+    def backend(self) -> str: ...
+
+
+class MeasuredBuilds(Protocol, Generic[G_in]):
+    @property
+    def context(self) -> MeasuredContext: ...
+    def digest(self, genome: G_in) -> str: ...        # the SASS hash its build measured as
+
+
+class SearchedSpace(Protocol, Generic[G_out]):
+    def baseline(self) -> G_out: ...
+
+
+class SearchEnd(Protocol, Generic[G]):
+    @property
+    def task(self) -> SearchedTask: ...
+    @property
+    def space(self) -> SearchedSpace[G]: ...
+    @property
+    def chosen(self) -> G: ...
+    @property
+    def measured(self) -> MeasuredBuilds[G]: ...
+
+
+def after_search(outcome: SearchEnd[G], job_for: Callable[[G], CompileJob], folder: Path,
+                 defaults: dict, say: Callable[[str], None], ptx: PtxCache | None = None,
+                 slots: ContextManager[object] | None = None) -> Comparison | None:
     """The end of one search: its baseline and its choice built once more
     and compared, for the summary (the outcome's `kernels`) and the report
     (kernels.jsonl in `folder`); a build that fails is said, not raised (None)."""
@@ -150,11 +201,13 @@ def after_search(outcome, job_for, folder: Path, defaults: dict, say: Callable[[
                                                    measured.digest(outcome.chosen))
     if kept is not None:  # these two binaries were compared before: nothing to build
         return kept
-    def build(genome):  # in one of the retune's compile slots, as its candidates are
-        with slots if slots is not None else nullcontext():
+    def build(genome: G) -> CompileResult:  # in one of the retune's compile slots, as its
+        with slots if slots is not None else nullcontext():        # candidates are
             return compile_candidate(job_for(genome), ptx)
 
-    side = lambda genome: (genome.settings(), lambda: build(genome))
+    def side(genome: G) -> Side:
+        return genome.settings(), lambda: build(genome)
+
     try:
         comparison = compare(task.unit, task.arch, context.device, context.backend,
                              side(outcome.space.baseline()),

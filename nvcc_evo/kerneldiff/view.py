@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import shutil
 import subprocess
+from collections.abc import Iterable
 
 from nvcc_evo.cubin.occupancy import Occupancy
 from nvcc_evo.cubin.mix import CLASS_ORDER
@@ -36,7 +37,7 @@ def change(before: float | None, after: float | None) -> str:
     return f"{(after - before) / before:+.1%}" if before else "new"
 
 
-def _fact_row(label: str, before, after) -> tuple[str, ...]:
+def _fact_row(label: str, before: float | None, after: float | None) -> tuple[str, ...]:
     shown = lambda v: "—" if v is None else str(v)
     return label, shown(before), shown(after), change(before, after)
 
@@ -96,7 +97,7 @@ def lines(comparison: Comparison, indent: str = "  ", note: bool = True) -> list
     return out
 
 
-def notes(comparisons) -> list[str]:
+def notes(comparisons: Iterable[Comparison | None]) -> list[str]:
     """The comparisons' notes, each once (no nvdisasm: the same words for every unit)."""
     noted = dict.fromkeys(c.note for c in comparisons if c is not None and c.note)
     return [f"note: {n}" for n in noted]
