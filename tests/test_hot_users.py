@@ -287,3 +287,62 @@ def test_a_command_without_its_dashes_and_a_share_out_of_range_are_usage_errors(
                                 "to 100\n", result.stderr
     unknown = run_evo("--hot", "--frm", "profile.json", cwd=tmp_path, env=env)     # (an unknown option: argparse's)
     assert unknown.returncode == 2 and "unrecognized arguments: --frm" in unknown.stderr
+
+
+# `nsys stats --format csv report.nsys-rep` with its default reports: each one's banner and table in turn, the OS
+# runtime's and the CUDA API's tables beginning with Time (%) too, the memory operations' after the kernels'
+NSYS_STATS = """\
+Generating SQLite file report1.sqlite from report1.nsys-rep
+Processing [report1.sqlite] with [/opt/nvidia/nsight-systems/2024.5.1/host-linux-x64/reports/nvtx_sum.py]...
+SKIPPED: report1.sqlite does not contain NV Tools Extension (NVTX) data.
+
+Processing [report1.sqlite] with [/opt/nvidia/nsight-systems/2024.5.1/host-linux-x64/reports/osrt_sum.py]...
+
+ ** OS Runtime Summary (osrt_sum):
+
+Time (%),Total Time (ns),Num Calls,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name
+61.2,1038473045,20,51923652.3,100116208.0,2416,100181457,50478740.9,poll
+38.8,658101432,573,1148519.0,11376.0,1007,62467395,4946064.9,ioctl
+
+Processing [report1.sqlite] with [/opt/nvidia/nsight-systems/2024.5.1/host-linux-x64/reports/cuda_api_sum.py]...
+
+ ** CUDA API Summary (cuda_api_sum):
+
+Time (%),Total Time (ns),Num Calls,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name
+90.0,243000000,1,243000000.0,243000000.0,243000000,243000000,0.0,cudaDeviceSynchronize
+10.0,27000000,3,9000000.0,9000000.0,8000000,10000000,1000000.0,cudaMalloc
+
+Processing [report1.sqlite] with [/opt/nvidia/nsight-systems/2024.5.1/host-linux-x64/reports/cuda_gpu_kern_sum.py]...
+
+ ** CUDA GPU Kernel Summary (cuda_gpu_kern_sum):
+
+Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name
+98.7,233937000,306,764500.0,763900.0,2100,1520000,400000.0,"void sgemmWarptiling<(int)128, (int)128, (int)16, (int)64, (int)64, (int)4, (int)8, (int)4, (int)128>(int, int, int, float, float *, float *, float, float *)"
+1.3,3371000,7,481571.4,480000.0,3000,1000000,300000.0,sm90_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas
+
+Processing [report1.sqlite] with [/opt/nvidia/nsight-systems/2024.5.1/host-linux-x64/reports/cuda_gpu_mem_time_sum.py]...
+
+ ** CUDA GPU MemOps Summary (by Time) (cuda_gpu_mem_time_sum):
+
+Time (%),Total Time (ns),Count,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Operation
+100.0,5000000,3,1666666.7,1600000.0,1500000,1900000,200000.0,[CUDA memcpy Host-to-Device]
+"""
+
+
+def test_the_kernel_summary_among_the_reports_of_nsys_stats_is_read_alone(tmp_path):
+    """`nsys stats --format csv` of every default report, kept in one file: the kernels' table is found by its
+    columns and read to its end (before: the OS runtime's table, the first to begin with Time (%), was taken
+    for it: 'the kernel summary lacks the column(s) Instances'); a file of those other tables alone is still a
+    located error naming the missing column."""
+    from nvcc_evo.errors import LocatedError
+    from nvcc_evo.hot.profile import read_profile
+    (tmp_path / "stats.csv").write_text(NSYS_STATS)
+    profile = read_profile(str(tmp_path / "stats.csv"))
+    assert [(k.name[:20], k.calls, k.total_ns) for k in profile.kernels] == [
+        ("void sgemmWarptiling", 306, 233937000), ("sm90_xmma_gemm_f32f3", 7, 3371000)]
+    others = NSYS_STATS[:NSYS_STATS.index("Processing [report1.sqlite] with [/opt/nvidia/nsight-systems/2024.5.1/"
+                                          "host-linux-x64/reports/cuda_gpu_kern_sum.py]")]
+    (tmp_path / "others.csv").write_text(others)
+    with pytest.raises(LocatedError, match=r"others.csv:9:1: error: the kernel summary lacks the column\(s\) "
+                                           r"Instances"):
+        read_profile(str(tmp_path / "others.csv"))

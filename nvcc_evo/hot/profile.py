@@ -4,7 +4,8 @@ Three shapes: a run of `--hot -- COMMAND` (the injection's records,
 measure.profile.records: mangled names, launch shapes, registers), the same
 saved as JSON under `.nvcc-evo/hot/` (`save`, `read_profile`), and Nsight
 Systems' kernel summary (`nsys stats --report cuda_gpu_kern_sum --format
-csv`: demangled names, no shapes). A file of another shape is a located
+csv`: demangled names, no shapes; alone, or among the other reports of an
+`nsys stats --format csv`). A file of another shape is a located
 error (`path:LINE:COL: error: ...`).
 """
 from __future__ import annotations
@@ -134,8 +135,12 @@ def _nth(text: str, needle: str, index: int) -> int:
 
 def _nsys(path: str, text: str) -> Profile:
     rows = list(csv.reader(io.StringIO(text)))
-    start = next((i for i, row in enumerate(rows) if row and row[0].strip() == NSYS_COLUMNS[0]),
-                 None)
+    # `nsys stats --format csv` of several reports prints each one's table in turn, a blank line
+    # after each (the OS runtime's and the CUDA API's begin with Time (%) too): the kernels' is the
+    # one with every column, and ends at its blank line
+    headers = [i for i, row in enumerate(rows) if row and row[0].strip() == NSYS_COLUMNS[0]]
+    start = next((i for i in headers if set(NSYS_COLUMNS) <= {c.strip() for c in rows[i]}),
+                 headers[0] if headers else None)
     if start is None:
         raise _error(path, text, 1, 1, "not a kernel profile: neither nvcc-evo's (JSON) nor Nsight "
                                        "Systems' kernel summary (`nsys stats --report "
@@ -148,9 +153,11 @@ def _nsys(path: str, text: str) -> Profile:
                                                f"{', '.join(missing)} (expected "
                                                f"{','.join(NSYS_COLUMNS)})")
     column = {name: header.index(name) for name in NSYS_COLUMNS}
-    kernels = []
+    kernels: list[KernelTime] = []
     for number, row in enumerate(rows[start + 1:], start + 2):
         if not row or not any(cell.strip() for cell in row):
+            if kernels:
+                break                   # (the next report's table, if any, follows)
             continue
         if len(row) < len(header):
             raise _error(path, text, number, 1, f"row {number - start - 1} has {len(row)} "
