@@ -25,9 +25,10 @@ import numpy as np
 
 from nvcc_evo import backends
 from nvcc_evo.acf.resolve import load
-from nvcc_evo.cubin.compile import compile_candidate
+from nvcc_evo.cubin.compile import CompileResult, compile_candidate
 from nvcc_evo.cubin.sass import KernelFacts
 from nvcc_evo.driver.cache import prune
+from nvcc_evo.driver.cmdline.flags import FlagPlan
 from nvcc_evo.driver.cmdline.nvcc_options import tokenize, without_programs
 from nvcc_evo.driver.project import Project, open_project
 from nvcc_evo.driver.targets import check_target
@@ -50,7 +51,7 @@ from nvcc_evo.retune.outcome.writeback import (Writing, fixed_settings, one_retu
 from nvcc_evo.retune.scope.caps import REGISTER_CAPS, hangs
 from nvcc_evo.retune.scope.options import (Chosen, Request, Selection, choose_settings,
                                            decide_options, ptxas_listed, say_settings)
-from nvcc_evo.retune.scope.reach import not_shipped, recorded_build
+from nvcc_evo.retune.scope.reach import BuildStep, not_shipped, recorded_build
 from nvcc_evo.retune.scope.ship import ship_check
 from nvcc_evo.retune.scope.tasks import Task, find_tasks
 from nvcc_evo.retune.search.prepare import Candidates, Retune, prepare
@@ -334,7 +335,8 @@ def _entry_compared(task: Task, acf_path: Path, toolkit: Toolkit,
     return EntryCompared(task, entry is not None, comparison)
 
 
-def _side(task, build, settings: dict):
+def _side(task: Task, build: BuildStep,
+          settings: dict) -> tuple[dict, Callable[[], CompileResult], FlagPlan]:
     """One side of the comparison: the knob values that reach the target's
     code, how to build it (the flags and ptxas program the compile plan
     gives that step), and the step's FlagPlan."""

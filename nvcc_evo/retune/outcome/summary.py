@@ -10,6 +10,7 @@ from nvcc_evo.kerneldiff.view import change, lines as kernel_lines, notes
 from nvcc_evo.retune.outcome.writeback import current_genome, settings_of
 
 if TYPE_CHECKING:
+    from nvcc_evo.engine.space import Genome
     from nvcc_evo.retune.outcome.choice import Outcome
 
 
@@ -74,7 +75,7 @@ def _summary(o: Outcome) -> list[str]:
     return lines
 
 
-def _written(o) -> str:
+def _written(o: Outcome) -> str:
     """The chosen values as the ACF gets them (defaults and pins left out)."""
     shown = lambda settings: " ".join(f"{s.knob}={show_value(s.value)}" for s in settings)
     written = settings_of(o)
@@ -87,7 +88,7 @@ def _written(o) -> str:
             + f"; kept from the entry, not searched: {shown(kept)}")
 
 
-def _off_front(o) -> str:
+def _off_front(o: Outcome) -> str:
     """Why the chosen point is not one of the printed front's, if it is not."""
     if len(o.goal.minimize) < 2 or any(p.genome == o.chosen for p in o.front):
         return ""
@@ -103,7 +104,7 @@ def _off_front(o) -> str:
     return f"picked by the select rule `{_select_rule(o)}`" if o.goal.select_where else ""
 
 
-def _why_the_twin_lost(o, twin) -> str:
+def _why_the_twin_lost(o: Outcome, twin: Genome) -> str:
     """The chosen point and a front point score the same: why this one (choice.choose's tie
     rules)."""
     base = dict(o.space.baseline().items)
@@ -116,11 +117,11 @@ def _why_the_twin_lost(o, twin) -> str:
             "in a fixed order")
 
 
-def _select_rule(o) -> str:
+def _select_rule(o: Outcome) -> str:
     where = " and ".join(show_condition(c) for c in o.goal.select_where)
     return f"select {o.goal.select} where {where}" if where else ""
 
 
-def _meets_rule(o, genome) -> bool:
+def _meets_rule(o: Outcome, genome: Genome) -> bool:
     metrics = dict(o.measured[genome].metrics)
     return all(holds(c, metrics, o.measured.baseline) == 0 for c in o.goal.select_where)

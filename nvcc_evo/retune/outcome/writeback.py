@@ -33,9 +33,10 @@ from nvcc_evo.system.locks import Wait, lock_file, locked
 if TYPE_CHECKING:
     from nvcc_evo.driver.toolkit import Toolkit
     from nvcc_evo.retune.outcome.choice import Outcome
+    from nvcc_evo.retune.scope.tasks import Task
 
 
-def fixed_settings(task, space: SearchSpace) -> dict:
+def fixed_settings(task: Task, space: SearchSpace) -> dict:
     """Knobs set in the current target but outside the search space stay set."""
     searched = {d.knob for d in space.dimensions}
     current = task.entry
@@ -43,7 +44,7 @@ def fixed_settings(task, space: SearchSpace) -> dict:
     return {s.knob: s.value for s in settings if s.knob not in searched}
 
 
-def current_genome(task, space: SearchSpace) -> Genome | None:
+def current_genome(task: Task, space: SearchSpace) -> Genome | None:
     """The unit's entry for the task's architecture as a genome of `space`."""
     current = task.entry
     if current is None:

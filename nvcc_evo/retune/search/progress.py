@@ -14,10 +14,15 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
+from typing import Callable, Iterator, Protocol, TextIO
 
 from nvcc_evo.engine.budget import stagnation
+from nvcc_evo.engine.evolve import Budget, Engine, Progress
+from nvcc_evo.execute.goal import Goal
+from nvcc_evo.execute.measured import Measured
 
 MODES = ("auto", "bar", "lines")
+Say = Callable[[str], None]         # where a plain line goes (system.say.log)
 
 
 @dataclass(frozen=True)
@@ -109,8 +114,9 @@ class ProgressLine:
         return " | ".join(p for p in parts if p)
 
 
-def progress_line(unit: str, goal, progress, engine, measured, baseline_drift=None,
-                  budget=None) -> ProgressLine:
+def progress_line(unit: str, goal: Goal, progress: Progress, engine: Engine, measured: Measured,
+                  baseline_drift: Callable[[], float | None] | None = None,
+                  budget: Budget | None = None) -> ProgressLine:
     """One generation's line of a search (retune.search.tune): the engine's front, what was
     measured (execute.measured.Measured: its tally and the baseline), the budget's time left."""
     front = engine.front()
@@ -129,16 +135,26 @@ def progress_line(unit: str, goal, progress, engine, measured, baseline_drift=No
         seconds_left=_left(budget))
 
 
-def _left(budget) -> float | None:
+def _left(budget: Budget | None) -> float | None:
     """Seconds the search has left, as its deadline says (None: no time limit)."""
     left = budget.deadline.search_left() if budget is not None else math.inf
     return left if math.isfinite(left) else None
 
 
+class Reporter(Protocol):
+    """One search's progress, as the search moves it (Lines, Bar, a Board's row)."""
+
+    def advance(self) -> None: ...              # one more candidate measured
+
+    def update(self, line: ProgressLine) -> None: ...   # a generation done
+
+    def close(self) -> None: ...
+
+
 class Lines:
     """One plain line per generation (stderr not a terminal, or asked for)."""
 
-    def __init__(self, unit: str, budget: float, stream, say, done: int = 0):
+    def __init__(self, unit: str, budget: float, stream: TextIO, say: Say, done: int = 0):
         self.say = say
 
     def advance(self) -> None:
@@ -156,8 +172,8 @@ class Bar:
     the line's fields on the next. Messages printed meanwhile go above it;
     the last plain line stays in the scrollback when the search ends."""
 
-    def __init__(self, unit: str, budget: float, stream, say, done: int = 0):
-        from rich.console import Console
+    def __init__(self, unit: str, budget: float, stream: TextIO, say: Say, done: int = 0):
+        from rich.console import Console, RenderableType
         from rich.markup import escape
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                    TimeElapsedColumn)
@@ -166,7 +182,7 @@ class Bar:
         class TwoLines(Progress):
             info = "compiling the baseline and the first generation"
 
-            def get_renderables(self):
+            def get_renderables(self) -> Iterator[RenderableType]:
                 yield self.make_tasks_table(self.tasks)
                 yield Text("  " + self.info, overflow="fold")
 
@@ -201,7 +217,7 @@ class Board:
     time, the line's fields beside it), added as a search starts and taken
     away as it ends, its last plain line kept in the scrollback."""
 
-    def __init__(self, stream, say):
+    def __init__(self, stream: TextIO, say: Say) -> None:
         from rich.console import Console
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                    TimeElapsedColumn)
@@ -245,7 +261,7 @@ class BoardRow:
             self.board.say(self.last.text())
 
 
-def board_for(mode: str, say, stream=None) -> Board | None:
+def board_for(mode: str, say: Say, stream: TextIO | None = None) -> Board | None:
     """A Board where `mode` and the stream call for bars and rich is installed, else None
     (lines)."""
     stream = stream or sys.stderr
@@ -260,12 +276,13 @@ def board_for(mode: str, say, stream=None) -> Board | None:
         return None
 
 
-def wants_bar(mode: str, stream=None) -> bool:
+def wants_bar(mode: str, stream: TextIO | None = None) -> bool:
     stream = stream or sys.stderr
     return mode == "bar" or (mode == "auto" and hasattr(stream, "isatty") and stream.isatty())
 
 
-def reporter(mode: str, unit: str, budget: float, say, stream=None, done: int = 0):
+def reporter(mode: str, unit: str, budget: float, say: Say, stream: TextIO | None = None,
+             done: int = 0) -> Reporter:
     """A Bar where `mode` and the stream call for one and rich is installed,
     else Lines (said once when a bar was asked for and cannot be had).
     `done`: evaluations made before (read back from the results store)."""

@@ -23,7 +23,7 @@ most units. So:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from nvcc_evo import backends
 from nvcc_evo.acf import model
@@ -116,7 +116,7 @@ def guarded_goal(goal: Goal, guard: Guard) -> Goal:
                    maximize=goal.maximize + (REGISTER_WARPS,), kernels_keep_warps=True)
 
 
-def set_aside(tasks: list[Task], log) -> tuple[list[Task], list[Task]]:
+def set_aside(tasks: list[Task], log: Callable[[str], None]) -> tuple[list[Task], list[Task]]:
     """The auto backend found no GPU: the tasks it may tune (compiler facts),
     and those whose unit asks for a measurement (said, one line a unit)."""
     kept: list[Task] = []
@@ -130,7 +130,7 @@ def set_aside(tasks: list[Task], log) -> tuple[list[Task], list[Task]]:
     return kept, waiting
 
 
-def say_waiting(waiting: list, log) -> None:
+def say_waiting(waiting: list[Task], log: Callable[[str], None]) -> None:
     """Which units need a GPU (or their bench command) and how to tune each."""
     if not waiting:
         return

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -33,7 +34,7 @@ from nvcc_evo.retune.outcome.choice import (Outcome, Verification, choose, confi
 from nvcc_evo.kerneldiff.compare import after_search
 from nvcc_evo.retune.scope.options import Options
 from nvcc_evo.retune.search.prepare import Prepared, Retune
-from nvcc_evo.retune.search.progress import Board, progress_line, reporter
+from nvcc_evo.retune.search.progress import Board, Reporter, progress_line, reporter
 from nvcc_evo.retune.scope.caps import reconfigure_safe
 from nvcc_evo.retune.scope.reach import same_code, say
 from nvcc_evo.retune.scope.staleness import stale_reasons
@@ -154,6 +155,7 @@ def _shown_search(prepared: Prepared, retune: Retune, engine: Engine,
     measurer = prepared.measurer
     done = evaluator.measured.searched(prepared.space)
     board = together.board if together else None   # (a Board: searches at once on a terminal)
+    shown: Reporter
     if isinstance(board, Board):
         shown = board.row(str(task), options.evaluations, done)
     else:
@@ -177,8 +179,8 @@ def _shown_search(prepared: Prepared, retune: Retune, engine: Engine,
 
 
 def _search(task: Task, options: Options, toolkit: Toolkit, engine: Engine, evaluator: Evaluator,
-            space: SearchSpace, report, deadline: Deadline,
-            unrunnable: frozenset) -> tuple[Progress, str]:
+            space: SearchSpace, report: Callable[[Progress, Engine, Budget], None],
+            deadline: Deadline, unrunnable: frozenset) -> tuple[Progress, str]:
     """Search until the budget is reached, counting the evaluations of this
     search space read back from the store (the baseline aside, as in a first
     run), so a rerun or a resumed run only reaches the budget. Returns the
