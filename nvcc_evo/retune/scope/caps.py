@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Sequence
 
+from nvcc_evo.cubin.sass import external_functions, resources, shown_name
 from nvcc_evo.driver.cmdline.compileplan import RecordedBuild
+from nvcc_evo.driver.cmdline.flags import read_facts
 from nvcc_evo.engine.space import SearchSpace
 
 if TYPE_CHECKING:
@@ -19,17 +21,16 @@ if TYPE_CHECKING:
 
 
 REGISTER_CAPS = ("ptxas.maxrregcount", "nvcc.maxrregcount")
+OVERRIDE = "ptxas.override_directive_values"     # whose launch bounds a cap may override
 
 
 def link_safe(space: SearchSpace, build: BuildStep, compiled) -> tuple[SearchSpace, list[str]]:
-    """The space without register caps where the device link would refuse them: a relocatable compile (-dc,
-    -rdc=true) whose code calls functions other objects define (the device runtime's, another unit's), as the
-    baseline compiles (`compiled()`: its CompileResult, asked only then). nvlink refuses a kernel whose cap is
-    under a callee's registers ("entry function 'k' with max regcount of 24 calls function 'f' with regcount
-    of 83"), and no compile of the unit alone can know the callee's: a cap the search found here broke the
-    project's device link."""
-    from nvcc_evo.driver.cmdline.flags import read_facts
-    from nvcc_evo.cubin.sass import external_functions
+    """The space without register caps where the device link would refuse them: a relocatable
+    compile (-dc, -rdc=true) whose code calls functions other objects define (the device runtime's,
+    another unit's), as the baseline compiles (`compiled()`: its CompileResult, asked only then).
+    nvlink refuses a kernel whose cap is under a callee's registers ("entry function 'k' with max
+    regcount of 24 calls function 'f' with regcount of 83"), and no compile of the unit alone can
+    know the callee's: a cap the search found here broke the project's device link."""
     caps = [d for d in space.dimensions if d.knob in REGISTER_CAPS and not d.pinned
             and any(c is not None and c != d.baseline for c in d.choices)]
     if not caps or not isinstance(build, RecordedBuild) or not read_facts(build.call).relocatable:
@@ -39,21 +40,21 @@ def link_safe(space: SearchSpace, build: BuildStep, compiled) -> tuple[SearchSpa
     if not callees:
         return space, []
     named = ", ".join(callees[:3]) + (f" and {len(callees) - 3} more" if len(callees) > 3 else "")
-    notes = [f"{d.knob}: all its values left out of the search: its relocatable code calls functions other "
-             f"objects define ({named}), and the device link refuses a kernel whose register cap is under a "
-             f"callee's registers" for d in caps]
+    notes = [f"{d.knob}: all its values left out of the search: its relocatable code calls "
+             f"functions other objects define ({named}), and the device link refuses a kernel "
+             f"whose register cap is under a callee's registers" for d in caps]
     return replace(space, dimensions=tuple(d for d in space.dimensions if d not in caps)), notes
 
 
 def reconfigure_safe(space: SearchSpace, arch: str, compiled) -> tuple[SearchSpace, list[str]]:
-    """The space without register caps under the registers the baseline's kernels that move registers
-    between their warp groups (setmaxnreg in PTX, USETMAXREG in SASS) launch with (`compiled()`: the
-    baseline's CompileResult, asked only where a cap has a value to leave out). Their warp groups share
-    out the block's launch allocation (registers x threads) with setmaxnreg.dec/.inc; under a cap that
-    allocation is smaller than what .inc asks for, the allocation's retry loop spins for ever and the kernel
-    never ends, and ptxas says nothing (a cap of 96 with --override-directive-values on a 384-thread CUTLASS
-    kernel of 168 registers: 36,864 registers for warp groups that need 64,512)."""
-    from nvcc_evo.cubin.sass import resources, shown_name
+    """The space without register caps under the registers the baseline's kernels that move
+    registers between their warp groups (setmaxnreg in PTX, USETMAXREG in SASS) launch with
+    (`compiled()`: the baseline's CompileResult, asked only where a cap has a value to leave out).
+    Their warp groups share out the block's launch allocation (registers x threads) with
+    setmaxnreg.dec/.inc; under a cap that allocation is smaller than what .inc asks for, the
+    allocation's retry loop spins for ever and the kernel never ends, and ptxas says nothing (a cap
+    of 96 with --override-directive-values on a 384-thread CUTLASS kernel of 168 registers: 36,864
+    registers for warp groups that need 64,512)."""
     caps = [d for d in space.dimensions if d.knob in REGISTER_CAPS and not d.pinned
             and any(isinstance(c, int) and c != d.baseline for c in d.choices)]
     if not caps:
@@ -65,16 +66,19 @@ def reconfigure_safe(space: SearchSpace, arch: str, compiled) -> tuple[SearchSpa
     if not moving:
         return space, inert
     floor = max(k.registers for k in moving)
-    named = ", ".join(f"{shown_name(k.name)} ({k.registers} registers, {k.threads or 'unbounded'} threads)"
-                      for k in moving)
+    named = ", ".join(f"{shown_name(k.name)} ({k.registers} registers, "
+                      f"{k.threads or 'unbounded'} threads)" for k in moving)
     kept, notes = [], []
     for d in space.dimensions:
-        under = [c for c in d.choices if d in caps and isinstance(c, int) and c < floor and c != d.baseline]
+        under = [c for c in d.choices
+                 if d in caps and isinstance(c, int) and c < floor and c != d.baseline]
         if under:
-            notes.append(f"{d.knob}: {', '.join(map(str, under))} left out of the search: under the "
-                         f"{floor} registers a thread that {named} launches with; its warp groups move registers "
-                         f"between them (setmaxnreg), and under a smaller allocation setmaxnreg.inc waits for "
-                         f"registers for ever: the kernel would never end (ptxas says nothing)")
+            left_out = ", ".join(map(str, under))
+            notes.append(f"{d.knob}: {left_out} left out of the search: under the {floor} "
+                         f"registers a thread that {named} launches with; its warp groups move "
+                         f"registers between them (setmaxnreg), and under a smaller allocation "
+                         f"setmaxnreg.inc waits for registers for ever: the kernel would never "
+                         f"end (ptxas says nothing)")
             d = replace(d, choices=tuple(c for c in d.choices if c not in under))
         if len(d.choices) > 1 or d.pinned:
             kept.append(d)
@@ -82,41 +86,44 @@ def reconfigure_safe(space: SearchSpace, arch: str, compiled) -> tuple[SearchSpa
 
 
 def inert_caps(space: SearchSpace, caps: list, kernels: Sequence[KernelFacts]) -> list[str]:
-    """Where the baseline's kernels have launch bounds (__launch_bounds__: .maxntid), whose register limit
-    ptxas keeps over a cap unless --override-directive-values is on in the search, that a cap leaves them
-    be, said once: searched without a word, it read as a search of registers that changed no kernel."""
-    override = next((d for d in space.dimensions if d.knob == "ptxas.override_directive_values"), None)
+    """Where the baseline's kernels have launch bounds (__launch_bounds__: .maxntid), whose register
+    limit ptxas keeps over a cap unless --override-directive-values is on in the search, that a cap
+    leaves them be, said once: searched without a word, it read as a search of registers that
+    changed no kernel."""
+    override = next((d for d in space.dimensions if d.knob == OVERRIDE), None)
     bounded = [k.name for k in kernels if k.threads]
     if not caps or not bounded or (override is not None and True in override.choices):
         return []
-    which = "every kernel of the unit" if len(bounded) == len(kernels) else \
-        f"{len(bounded)} of its {len(kernels)} kernels"
+    every = len(bounded) == len(kernels)
+    which = "every kernel of the unit" if every else f"{len(bounded)} of its {len(kernels)} kernels"
     named = ", ".join(bounded[:4]) + (" ..." if len(bounded) > 4 else "")
     one = len(bounded) == 1
-    verb = "has" if one or len(bounded) == len(kernels) else "have"
-    return [f"{', '.join(d.knob for d in caps)}: {which} ({named}) {verb} __launch_bounds__, whose register "
-            f"limit ptxas keeps over a cap unless ptxas.override_directive_values "
-            f"is true: the cap leaves {'it' if one else 'them'} as {'it is' if one else 'they are'} (searched anyway; "
-            f"search ptxas.override_directive_values in {{false, true}} too for it to apply)"]
+    verb = "has" if one or every else "have"
+    them, they_are = ("it", "it is") if one else ("them", "they are")
+    return [f"{', '.join(d.knob for d in caps)}: {which} ({named}) {verb} __launch_bounds__, whose "
+            f"register limit ptxas keeps over a cap unless {OVERRIDE} is true: the cap leaves "
+            f"{them} as {they_are} (searched anyway; search {OVERRIDE} in {{false, true}} too for "
+            f"it to apply)"]
 
 
 def hangs(settings: dict, kernels, uncapped, arch: str) -> str:
-    """Why the register cap of `settings` would hang one of `kernels` (a build's KernelFacts with the cap):
-    one that moves registers between its warp groups (setmaxnreg) left fewer registers a thread than it
-    launches with uncapped (`uncapped()`: that build's CompileResult, asked only where such a kernel is
-    capped); "" where none would (reconfigure_safe)."""
-    from nvcc_evo.cubin.sass import resources, shown_name
+    """Why the register cap of `settings` would hang one of `kernels` (a build's KernelFacts with
+    the cap): one that moves registers between its warp groups (setmaxnreg) left fewer registers a
+    thread than it launches with uncapped (`uncapped()`: that build's CompileResult, asked only
+    where such a kernel is capped); "" where none would (reconfigure_safe)."""
     caps = {k: v for k, v in settings.items() if k in REGISTER_CAPS and v is not None}
     moving = [k for k in kernels if k.reconfigures] if caps else []
     if not moving:
         return ""
     plain = uncapped()
-    free = {k.name: k.registers for k in resources(plain.stderr, arch, plain.cubin)} if plain.ok else {}
-    short = [f"{shown_name(k.name)} gets {k.registers} registers a thread, under the {free[k.name]} it launches "
-             f"with uncapped" for k in moving if k.registers < free.get(k.name, 0)]
+    launched = resources(plain.stderr, arch, plain.cubin) if plain.ok else []
+    free = {k.name: k.registers for k in launched}
+    short = [f"{shown_name(k.name)} gets {k.registers} registers a thread, under the "
+             f"{free[k.name]} it launches with uncapped"
+             for k in moving if k.registers < free.get(k.name, 0)]
     if not short:
         return ""
     shown = ", ".join(f"{k} = {v}" for k, v in caps.items())
-    return (f"{shown} would hang the kernel: {'; '.join(short)}; its warp groups move registers between them "
-            f"(setmaxnreg), and under a smaller allocation setmaxnreg.inc waits for registers for ever "
-            f"(ptxas says nothing); leave the cap out of this unit's entry")
+    return (f"{shown} would hang the kernel: {'; '.join(short)}; its warp groups move registers "
+            f"between them (setmaxnreg), and under a smaller allocation setmaxnreg.inc waits for "
+            f"registers for ever (ptxas says nothing); leave the cap out of this unit's entry")

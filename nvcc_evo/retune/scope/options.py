@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, cast
 from nvcc_evo import backends
 from nvcc_evo.acf.knobs import TOOLKIT_TOOL
 from nvcc_evo.driver import settings, specs
+from nvcc_evo.driver.cmdline import ptxas
 from nvcc_evo.driver.specs import Gpus, RayPlace
 from nvcc_evo.errors import EnvironmentProblem
 from nvcc_evo.engine.space import SearchSpace
@@ -83,11 +84,13 @@ class Request:
     cluster: str | None = None
     at_once: int | None = None
     progress: str | None = None
-    ptxas: tuple[str, ...] = ()     # ptxas binaries set in code: they win over NVCC_EVO_PTXAS and the file
+    ptxas: tuple[str, ...] = ()     # ptxas binaries set in code: they win over NVCC_EVO_PTXAS
+                                    # and the file
 
     def given(self) -> dict[str, object]:
         """{setting key: value} of the search settings given."""
-        return {key: getattr(self, name) for key, name in SETTING_FIELDS.items() if getattr(self, name) is not None}
+        return {key: getattr(self, name) for key, name in SETTING_FIELDS.items()
+                if getattr(self, name) is not None}
 
 
 class PtxasList(NamedTuple):
@@ -101,9 +104,16 @@ class PtxasList(NamedTuple):
 def ptxas_listed(project: settings.Settings, given: tuple[str, ...] = ()) -> PtxasList:
     """The project's `ptxas` list (`given`, set in code, wins)."""
     listed = project.value("ptxas", {"ptxas": list(given)} if given else None)
-    value = listed.value                       # a path list: text (the environment) or a list (file, code)
-    paths = value.split(os.pathsep) if isinstance(value, str) else value if isinstance(value, list) else []
-    return PtxasList(tuple(p for p in paths if p), listed.source)
+    return PtxasList(tuple(p for p in _paths(listed.value) if p), listed.source)
+
+
+def _paths(value: object) -> list[str]:
+    """A path list as a setting holds it: text (the environment), or a list (the file, code)."""
+    if isinstance(value, str):
+        return value.split(os.pathsep)
+    if isinstance(value, list):
+        return value
+    return []
 
 
 class Chosen(NamedTuple):
@@ -129,12 +139,14 @@ def choose_settings(request: Request, project: settings.Settings) -> Chosen:
     reads too (`ptxas`, `lock.wait`)."""
     given = request.given()
     values = {key: project.value(key, given) for key in SETTING_FIELDS}
-    return Chosen(values, ptxas_listed(project, request.ptxas), cast(float, project.value("lock.wait").value),
+    lock_wait = cast(float, project.value("lock.wait").value)
+    return Chosen(values, ptxas_listed(project, request.ptxas), lock_wait,
                   specs.ray_place(cast("str | None", values["retune.cluster"].value)))
 
 
 class Machine(Protocol):
-    """What deciding the options asks of where candidates are measured (this machine, or the cluster)."""
+    """What deciding the options asks of where candidates are measured (this machine, or the
+    cluster)."""
 
     def backend(self, asked: str) -> str: ...       # `auto` resolved (another backend: itself)
 
@@ -151,7 +163,8 @@ class Options:
     dry_run: bool
     protocol: str                     # PROTOCOLS
     backend: str
-    auto: bool                        # the backend was `auto`, resolved here (search.speedsafe: what waits for a GPU)
+    auto: bool                        # the backend was `auto`, resolved here (search.speedsafe:
+                                      # what waits for a GPU)
     evaluations: float                # a cap (inf: none)
     generations: int | None
     seconds: float                    # the time per unit and target (inf: none)
@@ -166,17 +179,20 @@ class Options:
     device: int                       # the CUDA device the pycuda backend measures on
     gpus: Gpus | None                 # the GPUs it measures on, one lane each (execute.lanes)
     cluster: RayPlace | None          # a Ray cluster (execute.cluster), or None: this machine
-    at_once: int | None               # searches run at once (execute.together; None: 1, or the cluster's)
+    at_once: int | None               # searches run at once (execute.together; None: 1, or the
+                                      # cluster's)
     progress: str                     # auto (a live bar on a terminal), bar, lines
     ptxas: PtxasList
     lock_wait: float                  # seconds a wait for another's lock lasts (system.locks)
     sources: tuple[tuple[str, str], ...]    # (setting, where its value came from)
 
     def selection(self) -> Selection:
-        return Selection(self.globs, self.all, self.target, self.backend, self.timeout, self.dry_run)
+        return Selection(self.globs, self.all, self.target, self.backend, self.timeout,
+                         self.dry_run)
 
     def measuring(self) -> Measuring:
-        return Measuring(self.backend, self.device, self.gpus, self.replay, self.timeout, self.protocol == "full")
+        return Measuring(self.backend, self.device, self.gpus, self.replay, self.timeout,
+                         self.protocol == "full")
 
 
 class Selection(NamedTuple):
@@ -205,25 +221,28 @@ def decide_options(request: Request, chosen: Chosen, machine: Machine) -> Option
     if asked == backends.AUTO and backend != backends.AUTO:
         why = row.auto or "the cluster's"
         source = sources["retune.backend"]
-        sources["retune.backend"] = f"auto, {'built-in default' if source == settings.DEFAULT else source}: {why}"
+        given = "built-in default" if source == settings.DEFAULT else source
+        sources["retune.backend"] = f"auto, {given}: {why}"
     evaluations = cast("float | None", value("retune.evaluations"))
     seconds = cast("float | None", value("retune.time-limit"))
     if evaluations is None and seconds is None:
         evaluations, seconds = row.evaluations, row.seconds
-        sources["retune.evaluations"] = sources["retune.time-limit"] = f"built-in default for the {backend} backend"
+        default = f"built-in default for the {backend} backend"
+        sources["retune.evaluations"] = sources["retune.time-limit"] = default
     device, target = cast(int, value("retune.device")), cast("str | None", value("retune.target"))
     if row.needs_gpu and target is None and not request.dry_run:
         target = machine.gpu_target(device)          # what this GPU runs
     return Options(
-        request.globs, request.all, request.dry_run, request.protocol, backend, asked == backends.AUTO,
-        evaluations if evaluations is not None else INF, cast("int | None", value("retune.generations")),
-        seconds if seconds is not None else INF, cast("int | None", value("retune.patience")),
-        cast(int, value("retune.population")), cast(str, value("retune.search")), cast(int, value("retune.seed")),
+        request.globs, request.all, request.dry_run, request.protocol, backend,
+        asked == backends.AUTO, evaluations if evaluations is not None else INF,
+        cast("int | None", value("retune.generations")), seconds if seconds is not None else INF,
+        cast("int | None", value("retune.patience")), cast(int, value("retune.population")),
+        cast(str, value("retune.search")), cast(int, value("retune.seed")),
         cast("int | None", value("retune.jobs")), cast(float, value("retune.timeout")),
         cast("str | None", value("retune.replay")), target, device,
         specs.gpus(cast("str | None", value("retune.gpus"))), chosen.cluster,
-        cast("int | None", value("retune.at-once")), cast(str, value("retune.progress")), chosen.ptxas,
-        chosen.lock_wait, tuple(sources.items()))
+        cast("int | None", value("retune.at-once")), cast(str, value("retune.progress")),
+        chosen.ptxas, chosen.lock_wait, tuple(sources.items()))
 
 
 def add_flags(parser) -> None:
@@ -231,8 +250,9 @@ def add_flags(parser) -> None:
     its spelling, the Options field it fills, type, choices, metavar and help
     (the default said by the table)."""
     for field, key in _KEY_OF.items():
-        parser.add_argument(key.flag, dest=field, type=FLAG_TYPES.get(key.kind, str), choices=key.choices or None,
-                            metavar=key.metavar or None, help=key.help())
+        parser.add_argument(key.flag, dest=field, type=FLAG_TYPES.get(key.kind, str),
+                            choices=key.choices or None, metavar=key.metavar or None,
+                            help=key.help())
 
 
 def usage() -> list[str]:
@@ -247,9 +267,12 @@ def say_settings(project: settings.Settings, options: Options) -> None:
     sources = dict(options.sources)
     shown = [key for key in SETTING_FIELDS if options.dry_run or sources[key] != settings.DEFAULT]
     values = [f"{key.partition('.')[2]} = "
-              f"{settings.Value(_as_given(getattr(options, SETTING_FIELDS[key])), sources[key])}" for key in shown]
-    if options.dry_run or options.ptxas.source != settings.DEFAULT:      # a build setting the candidates use too
-        values.append(f"ptxas = {settings.Value(list(options.ptxas.paths) or None, options.ptxas.source)}")
+              f"{settings.Value(_as_given(getattr(options, SETTING_FIELDS[key])), sources[key])}"
+              for key in shown]
+    if options.dry_run or options.ptxas.source != settings.DEFAULT:
+        # (a build setting the candidates use too)
+        listed = settings.Value(list(options.ptxas.paths) or None, options.ptxas.source)
+        values.append(f"ptxas = {listed}")
     if not values:
         return
     log(f"settings ({where}):\n    " + "\n    ".join(values))
@@ -260,25 +283,26 @@ def _as_given(value: object) -> object:
     return value.text if isinstance(value, (Gpus, RayPlace)) else value
 
 
-def ptxas_programs(space: SearchSpace, toolkit: Toolkit, acf_path: Path, listed: PtxasList, backend: str, arch: str,
-                   fixed=None) -> dict[str, str | None]:
+def ptxas_programs(space: SearchSpace, toolkit: Toolkit, acf_path: Path, listed: PtxasList,
+                   backend: str, arch: str, fixed=None) -> dict[str, str | None]:
     """{ptxas.version value: the ptxas binary} for the releases the space
     names (and `fixed`, the unit's value outside it) besides the toolkit's,
     chosen among the binaries a build chooses among (`listed`). One that
     is not listed, or whose cubins the driver here does not load (asked where
     the `backend` runs them on this machine's GPU), is an error before
     anything is searched, saying which."""
-    from nvcc_evo.driver.cmdline import ptxas
     dimension = next((d for d in space.dimensions if d.knob == "ptxas.version"), None)
-    wanted = [str(v) for v in (*(dimension.choices if dimension else ()), fixed) if v not in (None, TOOLKIT_TOOL)]
+    named = (*(dimension.choices if dimension else ()), fixed)
+    wanted = [str(v) for v in named if v not in (None, TOOLKIT_TOOL)]
     environ = {ptxas.PTXAS_ENV: os.pathsep.join(listed.paths)}
     programs = {}
     for version in dict.fromkeys(wanted):
         try:
             found = ptxas.choose(version, toolkit, environ)
         except ptxas.NoPtxas as missing:
-            raise EnvironmentProblem(f"{acf_path}: ptxas.version {version}: {missing}"
-                                     + (f" (the list: {listed.source})" if listed.paths else "")) from None
+            where = f" (the list: {listed.source})" if listed.paths else ""
+            said = f"{acf_path}: ptxas.version {version}: {missing}{where}"
+            raise EnvironmentProblem(said) from None
         if backends.row(backend).needs_gpu:
             problem = ptxas.driver_problem(found, arch)
             if problem:

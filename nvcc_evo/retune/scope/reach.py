@@ -17,8 +17,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Protocol
 
-from nvcc_evo.driver.cmdline.compileplan import RecordedBuild
-from nvcc_evo.driver.cmdline.flags import DEFAULT_PASSES_NOTHING
+from nvcc_evo.driver.cmdline.compileplan import RecordedBuild, ptx_step
+from nvcc_evo.driver.cmdline.flags import DEFAULT_PASSES_NOTHING, ptxas_values
+from nvcc_evo.driver.cmdline.ptxas import PTXAS_ENV
 from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import Dimension, Genome, SearchSpace
 
@@ -28,9 +29,10 @@ if TYPE_CHECKING:
 
 
 class BuildStep(Protocol):
-    """What a retune asks of a unit's build (RecordedBuild: an nvcc call; KernelBuild: a kernel unit's ptxas step):
-    `step`, the flags and ptxas program (None: nvcc's) that reach the target's code with `settings` as its
-    entry; `call_values`, what every other architecture's entry of the call sets to one value ({}: none)."""
+    """What a retune asks of a unit's build (RecordedBuild: an nvcc call; KernelBuild: a kernel
+    unit's ptxas step): `step`, the flags and ptxas program (None: nvcc's) that reach the target's
+    code with `settings` as its entry; `call_values`, what every other architecture's entry of the
+    call sets to one value ({}: none)."""
 
     def step(self, settings: dict) -> tuple[FlagPlan, str | None]: ...
 
@@ -38,20 +40,19 @@ class BuildStep(Protocol):
 
 
 class KernelBuild:
-    """A kernel unit's build (a PTX its program hands nvcc-evo-ptxas, driver.dropin_ptxas.decide): its one
-    ptxas step, asked of the function the drop-in ptxas asks (compileplan.ptx_step), with the record's own
-    ptxas options and the ptxas it ran."""
+    """A kernel unit's build (a PTX its program hands nvcc-evo-ptxas, driver.dropin_ptxas.decide):
+    its one ptxas step, asked of the function the drop-in ptxas asks (compileplan.ptx_step), with
+    the record's own ptxas options and the ptxas it ran."""
 
     builds_arch = True
 
     def __init__(self, task, toolkit: Toolkit, acf_dir: str, environ):
-        from nvcc_evo.driver.cmdline.flags import ptxas_values
-        self.options = ptxas_values(tuple(task.job.argv))      # (the record's argv: -Xptxas OPTION each, the PTX)
+        # (the record's argv: -Xptxas OPTION each, the PTX)
+        self.options = ptxas_values(tuple(task.job.argv))
         self.real, self.arch = task.job.ptxas or toolkit.ptxas, task.arch
         self.acf_dir, self.environ = acf_dir, environ
 
     def step(self, settings: dict) -> tuple[FlagPlan, str | None]:
-        from nvcc_evo.driver.cmdline.compileplan import ptx_step
         return ptx_step(settings, self.options, self.real, self.arch, self.environ, self.acf_dir)
 
     def call_values(self) -> dict:
@@ -59,13 +60,14 @@ class KernelBuild:
 
 
 def recorded_build(task, acf_path: Path, toolkit: Toolkit, ptxas: tuple[str, ...]) -> BuildStep:
-    """The unit's build as the compile plan sees it (the record the task compiles as; `ptxas`: PtxasList.paths)."""
-    from nvcc_evo.driver.cmdline.ptxas import PTXAS_ENV
+    """The unit's build as the compile plan sees it (the record the task compiles as; `ptxas`:
+    PtxasList.paths)."""
     environ = {**dict(task.job.env), **dict(task.build_env), PTXAS_ENV: os.pathsep.join(ptxas)}
     if task.unit.is_kernel:
         return KernelBuild(task, toolkit, str(acf_path.parent), environ)
-    return RecordedBuild(task.job.argv, task.job.cwd, dict(task.job.env), task.job.source, task.arch,
-                         task.unit.globs, acf_path, toolkit, environ)
+    job = task.job
+    return RecordedBuild(job.argv, job.cwd, dict(job.env), job.source, task.arch, task.unit.globs,
+                         acf_path, toolkit, environ)
 
 
 def why_left_out(build: BuildStep, settings: dict, knob: str) -> str:
@@ -79,9 +81,11 @@ def why_left_out(build: BuildStep, settings: dict, knob: str) -> str:
     return reasons[0] if reasons else "the build passes nothing for it"
 
 
-def _reaches_somewhere(build: BuildStep, base: dict, space: SearchSpace, dim: Dimension, value) -> str:
-    """Why `dim = value` reaches the target's code at no point of the space near the baseline ("" when it
-    reaches at the baseline or with one other knob changed: a controls file needs its ptxas release)."""
+def _reaches_somewhere(build: BuildStep, base: dict, space: SearchSpace, dim: Dimension,
+                       value) -> str:
+    """Why `dim = value` reaches the target's code at no point of the space near the baseline (""
+    when it reaches at the baseline or with one other knob changed: a controls file needs its ptxas
+    release)."""
     why = why_left_out(build, {**base, dim.knob: value}, dim.knob)
     for other in (d for d in space.dimensions if d is not dim and not d.pinned and why):
         for choice in (c for c in other.choices if c is not None and c != other.baseline):
@@ -98,7 +102,8 @@ def not_shipped(step, settings: dict) -> str:
     for knob, value in settings.items():
         if knob in applied:
             continue
-        reasons = [why for name, why in step.skipped if name == knob or name.startswith(f"{knob} (")]
+        reasons = [why for name, why in step.skipped
+                   if name == knob or name.startswith(f"{knob} (")]
         if reasons and reasons[0] != DEFAULT_PASSES_NOTHING:
             lost.append(f"{knob} = {value}: {reasons[0]}")
     return "; ".join(lost)
@@ -109,42 +114,54 @@ def reachable(task, space: SearchSpace, fixed: dict,
     """The space with only values the build passes (a dimension left with
     its baseline alone is dropped), the fixed settings the build passes, and
     a line for each knob left out (its values, the reason)."""
-    shared = {k: v for k, v in build.call_values().items() if k in {d.knob for d in space.dimensions if not d.pinned}}
+    searched = {d.knob for d in space.dimensions if not d.pinned}
+    shared = {k: v for k, v in build.call_values().items() if k in searched}
     base = {**fixed, **space.baseline().settings(), **shared}
-    notes = [f"{k} = {v}: fixed, not searched: the call's other architectures' entries set it, and the call has "
-             f"one value for it" for k, v in shared.items()]
+    notes = [f"{k} = {v}: fixed, not searched: the call's other architectures' entries set it, and "
+             f"the call has one value for it" for k, v in shared.items()]
     kept = []
-    if isinstance(build, RecordedBuild) and not build.builds_arch:     # (a kernel unit's build builds it)
+    if isinstance(build, RecordedBuild) and not build.builds_arch:
+        # (a kernel unit's build builds it)
         jit = "".join(f"; {n}" for n in build.base.notes)
         notes.append(f"the recorded build does not build {task.arch} (it builds SASS for "
-                     f"{', '.join(build.base.archs) or 'none'}{jit}): its entry reaches no binary of that build")
+                     f"{', '.join(build.base.archs) or 'none'}{jit}): its entry reaches no binary "
+                     f"of that build")
     for dim in space.dimensions:
         if dim.knob in shared:
             continue
-        dropped, reason = [], ""
-        for value in dim.choices:
-            if value is None or value == dim.baseline or dim.pinned:
-                continue
-            why = _reaches_somewhere(build, base, space, dim, value)
-            if why:
-                dropped.append(value)
-                reason = reason or why
+        dropped, reason = _left_out(build, base, space, dim)
         choices = tuple(c for c in dim.choices if c not in dropped)
         if dropped:
-            shown = "all its values" if len(choices) <= 1 else ", ".join(str(v) for v in dropped)
+            alone = len(choices) <= 1
+            shown = "all its values" if alone else ", ".join(str(v) for v in dropped)
             notes.append(f"{dim.knob}: {shown} left out of the search: the build would not pass "
-                         f"{'it' if len(choices) <= 1 else 'them'} ({reason})")
+                         f"{'it' if alone else 'them'} ({reason})")
         if len(choices) > 1 or dim.pinned or not dropped:
             kept.append(replace(dim, choices=choices))
     shipped = dict(shared)
     for knob, value in fixed.items():
         why = why_left_out(build, {**base, knob: value}, knob)
         if why:
-            notes.append(f"{knob} = {value} (in its entry, outside the search space) is not kept: the build "
-                         f"would not pass it ({why})")
+            notes.append(f"{knob} = {value} (in its entry, outside the search space) is not kept: "
+                         f"the build would not pass it ({why})")
         else:
             shipped[knob] = value
     return replace(space, dimensions=tuple(kept)), shipped, notes
+
+
+def _left_out(build: BuildStep, base: dict, space: SearchSpace,
+              dim: Dimension) -> tuple[list, str]:
+    """The values of `dim` that reach the target's code nowhere near the baseline, and the first
+    one's reason."""
+    dropped, reason = [], ""
+    for value in dim.choices:
+        if value is None or value == dim.baseline or dim.pinned:
+            continue
+        why = _reaches_somewhere(build, base, space, dim, value)
+        if why:
+            dropped.append(value)
+            reason = reason or why
+    return dropped, reason
 
 
 def say(task, notes: list[str]) -> None:
@@ -168,6 +185,6 @@ def same_code(space: SearchSpace, digests: Mapping[Genome, str]) -> list[str]:
         compared = [by_value for by_value in groups.values() if len(by_value) > 1]
         if compared and all(len(set().union(*by_value.values())) == 1 for by_value in compared):
             values = sorted({"default" if v is None else str(v) for g in compared for v in g})
-            notes.append(f"{dim.knob}: {', '.join(values)} gave the same SASS in each of {len(compared)} "
-                         f"comparison(s): it changes nothing in this unit's code")
+            notes.append(f"{dim.knob}: {', '.join(values)} gave the same SASS in each of "
+                         f"{len(compared)} comparison(s): it changes nothing in this unit's code")
     return notes

@@ -1,7 +1,8 @@
 """What a retune covers: the units the command line names (by their globs or by a file they cover:
-`--retune 'sgemm*'`, `--retune kernels/a.cu`), the `--target` architecture, which (unit, target) pairs
-are stale (retune.scope.staleness says why), and how each is built (its compile-database record, or `-c SOURCE`). A name that
-matches no unit, or an architecture the toolkit does not build, is a usage error before anything is compiled."""
+`--retune 'sgemm*'`, `--retune kernels/a.cu`), the `--target` architecture, which (unit, target)
+pairs are stale (retune.scope.staleness says why), and how each is built (its compile-database
+record, or `-c SOURCE`). A name that matches no unit, or an architecture the toolkit does not build,
+is a usage error before anything is compiled."""
 from __future__ import annotations
 
 import difflib
@@ -23,12 +24,15 @@ from nvcc_evo.driver.match.builds import build_key, compiled, difference, older_
 from nvcc_evo.driver.match.calls import is_lto_compile
 from nvcc_evo.driver.match.index import index_units
 from nvcc_evo.driver.match.stale import Reason
-from nvcc_evo.driver.common import GPU_ENV
+from nvcc_evo.driver.common import GPU_ENV, GUARD_ENV
+from nvcc_evo.driver.dropin_ptxas.afresh import afresh
 from nvcc_evo.driver.match.units import entry_for, match_unit
 from nvcc_evo.driver.targets import not_built
 from nvcc_evo.errors import UsageError
-from nvcc_evo.retune.scope.staleness import (ASKED, STATIC_ONLY, Namer, build_identity, served_release,
-                                             source_fingerprint, stale_reasons)
+from nvcc_evo.execute.measurers import bench_problem, check_benches
+from nvcc_evo.retune.scope.staleness import (ASKED, STATIC_ONLY, Namer, build_identity,
+                                             served_release, source_fingerprint, stale_reasons)
+from nvcc_evo.system.leftovers import SHELL, run_in_group
 from nvcc_evo.system.say import log
 
 if TYPE_CHECKING:
@@ -37,11 +41,17 @@ if TYPE_CHECKING:
 
 DEFAULT_ARCH = "sm_90"
 # What a compile for link-time optimisation ships (measured with CUDA 13.0: tests/test_fidelity.py).
-LTO_BUILD = ("its build compiles it for link-time optimisation (-dlto): ptxas never compiles it on its own; "
-             "the device link (-dlink -dlto) makes its SASS, with every object of the link at once, so no "
-             "candidate compiled alone is what the binary holds: not tuned (an entry written by hand still "
-             "applies: its defines at this compile, its ptxas knobs at the link where every object's entry gives "
-             "the same; of nvcc's options only some reach the linked code, see docs/wrapper.md)")
+LTO_BUILD = ("its build compiles it for link-time optimisation (-dlto): ptxas never compiles it "
+             "on its own; the device link (-dlink -dlto) makes its SASS, with every object of the "
+             "link at once, so no candidate compiled alone is what the binary holds: not tuned (an "
+             "entry written by hand still applies: its defines at this compile, its ptxas knobs at "
+             "the link where every object's entry gives the same; of nvcc's options only some "
+             "reach the linked code, see docs/wrapper.md)")
+NEVER_THROUGH_PTXAS = ("never compiled through nvcc-evo-ptxas for this ACF: run the program "
+                       "that compiles it once with TRITON_PTXAS_PATH=nvcc-evo-ptxas (and, for "
+                       "sm_100 and later, "
+                       "TRITON_PTXAS_BLACKWELL_PATH=nvcc-evo-ptxas-blackwell), so that its PTX "
+                       "is known")
 CHOOSING_ENV = (GPU_ENV, "NVCC_EVO_STALE")      # a build's environment that chooses its entries
 
 
@@ -54,23 +64,28 @@ class Task:
     job: CompileJob
     fingerprint: str
     reasons: tuple[Reason, ...]
-    build_env: tuple[tuple[str, str], ...] = ()   # the record's environment that chooses entries (NVCC_EVO_GPU)
-    build: str = ""                                # build_identity: what the entry is tuned for
-    release: str = ""     # the ptxas release a kernel unit's program runs ("": the toolkit's; see served_release)
+    # The record's environment that chooses entries (NVCC_EVO_GPU).
+    build_env: tuple[tuple[str, str], ...] = ()
+    build: str = ""       # build_identity: what the entry is tuned for
+    release: str = ""     # the ptxas release a kernel unit's program runs ("": the toolkit's; see
+                          # served_release)
     gpu: str = ""         # the GPU model the retune measures on ("": none)
 
     @property
     def built_for(self) -> str | None:
-        """The GPU model the recorded build names (NVCC_EVO_GPU), which chooses the block it reads."""
+        """The GPU model the recorded build names (NVCC_EVO_GPU), which chooses the block it
+        reads."""
         return dict(self.build_env).get(GPU_ENV)
 
     @property
     def entry(self) -> model.Target | None:
-        """The unit's target block the build reads for `arch`: the retune's and the build's one rule."""
+        """The unit's target block the build reads for `arch`: the retune's and the build's one
+        rule."""
         return entry_for(self.unit, self.arch, self.built_for)
 
     def toolkit(self, toolkit: Toolkit) -> str:
-        """The release its entry's `toolkit` names, its results are kept under and a change of makes it stale."""
+        """The release its entry's `toolkit` names, its results are kept under and a change of makes
+        it stale."""
         return self.release or toolkit.version
 
     def __str__(self) -> str:
@@ -87,7 +102,8 @@ def _covers(unit: model.Unit, entry, pattern: str, acf_path: Path, cwd: Path) ->
     return named.is_file() and match_unit((entry,), acf_path.parent, named) is not None
 
 
-def select_units(file: model.AcfFile, acf_path: Path, patterns: tuple[str, ...], cwd: Path) -> list[int]:
+def select_units(file: model.AcfFile, acf_path: Path, patterns: tuple[str, ...],
+                 cwd: Path) -> list[int]:
     """The indices of the units the command line names (all without
     patterns); a pattern that names no unit is a usage error."""
     if not patterns:
@@ -95,12 +111,15 @@ def select_units(file: model.AcfFile, acf_path: Path, patterns: tuple[str, ...],
     entries = index_units(file)
     chosen = set()
     for pattern in patterns:
-        hits = {i for i, unit in enumerate(file.units) if _covers(unit, entries[i], pattern, acf_path, cwd)}
+        hits = {i for i, unit in enumerate(file.units)
+                if _covers(unit, entries[i], pattern, acf_path, cwd)}
         if not hits:
             known = ", ".join(str(u) for u in file.units) or "none"
-            close = difflib.get_close_matches(pattern, [g for u in file.units for g in u.globs], n=1)
+            globs = [g for u in file.units for g in u.globs]
+            close = difflib.get_close_matches(pattern, globs, n=1)
             hint = f"; did you mean {close[0]}?" if close else ""
-            raise UsageError(f"--retune {pattern}: no unit of {acf_path} matches it{hint} (units: {known})")
+            raise UsageError(f"--retune {pattern}: no unit of {acf_path} matches it{hint} "
+                             f"(units: {known})")
         chosen |= hits
     return sorted(chosen)
 
@@ -108,59 +127,76 @@ def select_units(file: model.AcfFile, acf_path: Path, patterns: tuple[str, ...],
 def _job_for(unit: model.Unit, arch: str, acf_path: Path, mine: list, unreadable: list, nvcc: str,
              timeout: float) -> tuple[CompileJob, Path, tuple] | str:
     """How the build compiles this unit: its latest usable compile-database record (`mine`), else
-    `-c SOURCE`; or why it cannot be built as the build does (`unreadable`: records of no known unit)."""
+    `-c SOURCE`; or why it cannot be built as the build does (`unreadable`: records of no known
+    unit)."""
     if mine:
-        record = max(mine, key=lambda r: (r.arch == arch, r.time))
-        real = os.path.realpath(record.input)
-        token = next((a for a in record.argv if os.path.realpath(os.path.join(record.cwd, a)) == real),
-                     record.input)
-        chooses = tuple((k, record.env[k]) for k in CHOOSING_ENV if k in record.env)
-        if is_lto_compile(parse_call(list(record.argv), {}, record.cwd)):   # (options files: the call's folder)
-            return LTO_BUILD
-        # A kernel unit's PTX is compiled by the ptxas its program ran (Triton's own): what it measures ships.
-        program = record.nvcc if unit.is_kernel and os.path.isfile(record.nvcc) else None
-        return CompileJob(nvcc, tuple(record.argv), record.cwd, token, arch, (), record.compile_env(),
-                          timeout, program), Path(record.input), chooses
+        return _recorded_job(unit, arch, mine, nvcc, timeout)
     if unreadable:
-        return (f"no usable compile-database record, and {len(unreadable)} record(s) cannot be read (e.g. "
-                f"{unreadable[0]}), so how the build compiles it is unknown: not tuned (rebuild it through "
-                f"nvcc-evo, or remove the broken file)")
+        return (f"no usable compile-database record, and {len(unreadable)} record(s) cannot be "
+                f"read (e.g. {unreadable[0]}), so how the build compiles it is unknown: not tuned "
+                f"(rebuild it through nvcc-evo, or remove the broken file)")
     if unit.is_kernel:
-        return ("never compiled through nvcc-evo-ptxas for this ACF: run the program that compiles it once with "
-                "TRITON_PTXAS_PATH=nvcc-evo-ptxas (and, for sm_100 and later, "
-                "TRITON_PTXAS_BLACKWELL_PATH=nvcc-evo-ptxas-blackwell), so that its PTX is known")
+        return NEVER_THROUGH_PTXAS
     files = unit_sources(unit, acf_path.parent)
     if not files:
         return f"no source file matches it under {acf_path.parent}"
     source = files[0]
-    return CompileJob(nvcc, ("-c", str(source)), str(acf_path.parent), str(source), arch, (), (), timeout), source, ()
+    folder = str(acf_path.parent)
+    job = CompileJob(nvcc, ("-c", str(source)), folder, str(source), arch, (), (), timeout)
+    return job, source, ()
+
+
+def _recorded_job(unit: model.Unit, arch: str, mine: list, nvcc: str,
+                  timeout: float) -> tuple[CompileJob, Path, tuple] | str:
+    """How the unit's latest compile-database record for `arch` (else its latest) compiles it, and
+    the record's environment that chooses its entries; why not, for a compile for link-time
+    optimisation."""
+    record = max(mine, key=lambda r: (r.arch == arch, r.time))
+    real = os.path.realpath(record.input)
+    token = next((a for a in record.argv if os.path.realpath(os.path.join(record.cwd, a)) == real),
+                 record.input)
+    chooses = tuple((k, record.env[k]) for k in CHOOSING_ENV if k in record.env)
+    # (options files: the call's folder)
+    if is_lto_compile(parse_call(list(record.argv), {}, record.cwd)):
+        return LTO_BUILD
+    # A kernel unit's PTX is compiled by the ptxas its program ran (Triton's own): what it
+    # measures ships.
+    program = record.nvcc if unit.is_kernel and os.path.isfile(record.nvcc) else None
+    job = CompileJob(nvcc, tuple(record.argv), record.cwd, token, arch, (), record.compile_env(),
+                     timeout, program)
+    return job, Path(record.input), chooses
 
 
 def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list, folder: Path,
                  defaulted: bool) -> None:
-    """Each unused compile-database record of `unit` and what happens instead, or that it has none (so it is
-    built as `-c SOURCE`, for DEFAULT_ARCH unless `--target` or a block says); globs matching no file first."""
+    """Each unused compile-database record of `unit` and what happens instead, or that it has none
+    (so it is built as `-c SOURCE`, for DEFAULT_ARCH unless `--target` or a block says); globs
+    matching no file first."""
     if not (mine or not_used or unit.is_kernel) and not unit_sources(unit, folder):
         log(f"unit {unit}: its globs match no file under {folder}")
         return
-    instead = "another record of it is used" if mine else "it is compiled as `nvcc -c SOURCE` instead"
+    instead = ("another record of it is used" if mine else
+               "it is compiled as `nvcc -c SOURCE` instead")
     for entry in not_used:
         log(f"{unit}: compile database {entry}: not used; {instead}")
     if not (mine or not_used or unreadable or unit.is_kernel):
-        arch = f" for {DEFAULT_ARCH} (the built-in default target; --target sm_XX for another)" if defaulted else ""
-        log(f"{unit}: never built through nvcc-evo for this ACF: compiled as `nvcc -c SOURCE`{arch}, without the "
-            f"build's own flags (build it once through nvcc-evo to tune it as the build compiles it)")
+        arch = ""
+        if defaulted:
+            arch = f" for {DEFAULT_ARCH} (the built-in default target; --target sm_XX for another)"
+        log(f"{unit}: never built through nvcc-evo for this ACF: compiled as `nvcc -c "
+            f"SOURCE`{arch}, without the build's own flags (build it once through nvcc-evo to tune "
+            f"it as the build compiles it)")
 
 
-def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit, selection: Selection, gpu: str = "",
-               run_benches: bool = False) -> tuple[list[Task], list[str], int]:
-    """The (unit, target) searches to run, those that cannot be, and how many stale entries a static retune
-    keeps for a GPU (both said on stderr); `gpu`: the model the pycuda backend measures on ("": none). A unit
-    of neither search nor bench block records the build's compiles: a backend that runs a bench passes it by,
-    said (a usage error where it is all that is selected). A query, which runs nothing, unless `run_benches`
-    (a retune): then a unit never built that its command bench builds is looked at last, after its bench has
-    run once (_bench_builds_it), and only once every other unit to search has the bench its backend needs."""
-    from nvcc_evo.execute.measurers import bench_problem, check_benches
+def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit, selection: Selection,
+               gpu: str = "", run_benches: bool = False) -> tuple[list[Task], list[str], int]:
+    """The (unit, target) searches to run, those that cannot be, and how many stale entries a static
+    retune keeps for a GPU (both said on stderr); `gpu`: the model the pycuda backend measures on
+    ("": none). A unit of neither search nor bench block records the build's compiles: a backend
+    that runs a bench passes it by, said (a usage error where it is all that is selected). A query,
+    which runs nothing, unless `run_benches` (a retune): then a unit never built that its command
+    bench builds is looked at last, after its bench has run once (_bench_builds_it), and only once
+    every other unit to search has the bench its backend needs."""
     records, unusable = compiledb.scan(acf_path)
     unreadable = [u for u in unusable if not u.unit_globs]
     for broken in unreadable:
@@ -171,24 +207,30 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit, selection:
     for index, unit in enumerate(file.units):
         if index not in selected:
             continue
-        if not (unit.space or unit.requires or unit.bench) and bench_problem(unit, selection.backend):
-            records_only.append(str(bench_problem(unit, selection.backend)))    # (it records the build's compiles)
+        problem = bench_problem(unit, selection.backend)
+        if not (unit.space or unit.requires or unit.bench) and problem:
+            records_only.append(str(problem))    # (it records the build's compiles)
             continue
-        if run_benches and not any(r.unit_globs == unit.globs for r in records) and _built_by_bench(unit, selection):
+        recorded = any(r.unit_globs == unit.globs for r in records)
+        if run_benches and not recorded and _built_by_bench(unit, selection):
             built_by_bench.append((index, unit))
             continue
-        _unit_tasks(found, index, unit, acf_path, toolkit, selection, gpu, records, unusable, unreadable)
+        _unit_tasks(found, index, unit, acf_path, toolkit, selection, gpu, records, unusable,
+                    unreadable)
     if built_by_bench:
         check_benches(found.tasks, selection.backend)
         for index, unit in built_by_bench:
             _bench_builds_it(unit, acf_path, selection)
-        records, unusable = compiledb.scan(acf_path)            # with what the benches' builds recorded
+        records, unusable = compiledb.scan(acf_path)     # with what the benches' builds recorded
         for index, unit in built_by_bench:
-            _unit_tasks(found, index, unit, acf_path, toolkit, selection, gpu, records, unusable, unreadable)
+            _unit_tasks(found, index, unit, acf_path, toolkit, selection, gpu, records, unusable,
+                        unreadable)
     if records_only and len(records_only) == len(selected):
-        raise UsageError("; ".join(records_only) + " (nor a search block: it records the build's compiles)")
+        raise UsageError("; ".join(records_only)
+                         + " (nor a search block: it records the build's compiles)")
     for problem in records_only:
-        log(f"{problem}, nor a search block: it records the build's compiles (for --hot, other units): not retuned")
+        log(f"{problem}, nor a search block: it records the build's compiles (for --hot, other "
+            f"units): not retuned")
     return sorted(found.tasks, key=lambda t: t.unit_index), found.skipped, found.kept
 
 
@@ -201,24 +243,20 @@ class Found:
     kept: int
 
 
-def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, toolkit: Toolkit, selection: Selection,
-                gpu: str, records: list, unusable: list, unreadable: list) -> None:
-    """One unit's searches (each architecture its records, its target blocks or --target name), into `found`."""
+def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, toolkit: Toolkit,
+                selection: Selection, gpu: str, records: list, unusable: list,
+                unreadable: list) -> None:
+    """One unit's searches (each architecture its records, its target blocks or --target name),
+    into `found`."""
     mine = [r for r in records if r.unit_globs == unit.globs]
     asked, measures = selection.all or bool(selection.globs), backends.row(selection.backend)
-    known = [selection.target] if selection.target else sorted(
-        {r.arch for r in mine} | set(unit.archs), key=arch_order)
-    archs = known or [DEFAULT_ARCH]
-    for arch in [a for a in archs if a in unit.archs and not selection.target]:
-        why = not_built(arch, toolkit.nvcc, toolkit.version)
-        if why:
-            log(f"unit {unit} [{arch}]: its target block names {arch}: {why}; skipped")
-            found.skipped.append(f"{unit} [{arch}]")
-            archs.remove(arch)
-    _say_records(unit, mine, [u for u in unusable if u.unit_globs == unit.globs], unreadable, acf_path.parent,
-                 not known)
+    root = acf_path.parent
+    archs, named = _archs(found, unit, mine, toolkit, selection)
+    not_used = [u for u in unusable if u.unit_globs == unit.globs]
+    _say_records(unit, mine, not_used, unreadable, root, not named)
     for arch in archs:
-        job_found = _job_for(unit, arch, acf_path, mine, unreadable, toolkit.nvcc, selection.timeout)
+        job_found = _job_for(unit, arch, acf_path, mine, unreadable, toolkit.nvcc,
+                             selection.timeout)
         if isinstance(job_found, str):
             log(f"unit {unit} [{arch}]: {job_found}; skipped")
             found.skipped.append(f"{unit} [{arch}]")
@@ -226,73 +264,97 @@ def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, tool
         job, source, chooses = job_found
         built_for = dict(chooses).get(GPU_ENV)
         entry = entry_for(unit, arch, built_for)           # (the block the build reads)
-        unit_fingerprint = source_fingerprint(unit, source, job.argv, job.env, job.cwd, acf_path.parent)
-        build = build_identity(job, acf_path.parent, bool(mine))
-        older = tuple(f"recorded compile {key}" for key in older_keys(job, acf_path.parent)) if mine else ()
+        unit_fingerprint = source_fingerprint(unit, source, job.argv, job.env, job.cwd, root)
+        build = build_identity(job, root, bool(mine))
+        older = tuple(f"recorded compile {key}" for key in older_keys(job, root)) if mine else ()
         release = served_release(job)
-        namer = Namer(arch, source, job, mine, acf_path.parent, toolkit.nvcc)
-        reasons = (ASKED,) if asked else stale_reasons(unit, arch, unit_fingerprint, release or toolkit.version,
-                                                         build, gpu, older, built_for, namer)
-        _say_other_builds(unit, arch, mine, acf_path.parent, toolkit.nvcc)
+        namer = Namer(arch, source, job, mine, root, toolkit.nvcc)
+        reasons: tuple[Reason, ...] = (ASKED,)
+        if not asked:
+            reasons = stale_reasons(unit, arch, unit_fingerprint, release or toolkit.version, build,
+                                    gpu, older, built_for, namer)
+        _say_other_builds(unit, arch, mine, root, toolkit.nvcc)
         measured = None if asked else _measured_on(entry)
         if reasons and measures.facts_only and measured:
-            log(f"{unit} [{arch}]: {'; '.join(map(str, reasons))}, but its entry was measured ({measured}); static "
-                f"objectives cannot judge runtime, so it stays until a retune on a GPU (name the unit or "
-                f"use --all to overwrite it anyway)")
+            log(f"{unit} [{arch}]: {'; '.join(map(str, reasons))}, but its entry was measured "
+                f"({measured}); static objectives cannot judge runtime, so it stays until a retune "
+                f"on a GPU (name the unit or use --all to overwrite it anyway)")
             found.kept += 1
             continue
-        if not reasons and measures.times and backends.row(entry.backend if entry else None).facts_only:
+        static_entry = backends.row(entry.backend if entry else None).facts_only
+        if not reasons and measures.times and static_entry:
             reasons = (STATIC_ONLY,)
         if reasons:
-            found.tasks.append(Task(index, unit, arch, source, job, unit_fingerprint, reasons, chooses, build, release,
-                                    gpu))
+            found.tasks.append(Task(index, unit, arch, source, job, unit_fingerprint, reasons,
+                                    chooses, build, release, gpu))
+
+
+def _archs(found: Found, unit: model.Unit, mine: list, toolkit: Toolkit,
+           selection: Selection) -> tuple[list[str], list[str]]:
+    """The architectures to search the unit for (DEFAULT_ARCH where none is named), and those
+    named: --target's, else its records' and target blocks'. A block's architecture the toolkit
+    does not build is skipped, said."""
+    named = [selection.target] if selection.target else sorted(
+        {r.arch for r in mine} | set(unit.archs), key=arch_order)
+    archs = named or [DEFAULT_ARCH]
+    for arch in [a for a in archs if a in unit.archs and not selection.target]:
+        why = not_built(arch, toolkit.nvcc, toolkit.version)
+        if why:
+            log(f"unit {unit} [{arch}]: its target block names {arch}: {why}; skipped")
+            found.skipped.append(f"{unit} [{arch}]")
+            archs.remove(arch)
+    return archs, named
 
 
 def _say_other_builds(unit: model.Unit, arch: str, mine: list, root: Path, nvcc: str) -> None:
-    """Where the unit's records for `arch` compile it in more than one way (a Debug and a Release folder, not
-    output names alone), which one the retune tunes for (the latest) and what the others do differently."""
-    ways: dict[tuple[str, str], compiledb.CompileRecord] = {}     # (build_key, fingerprint) -> its latest record
+    """Where the unit's records for `arch` compile it in more than one way (a Debug and a Release
+    folder, not output names alone), which one the retune tunes for (the latest) and what the others
+    do differently."""
+    # (build_key, fingerprint) -> its latest record
+    ways: dict[tuple[str, str], compiledb.CompileRecord] = {}
     for record in sorted((r for r in mine if r.arch == arch), key=lambda r: r.time, reverse=True):
-        unit_fingerprint = source_fingerprint(unit, Path(record.input), record.argv, record.compile_env(), record.cwd,
-                                              root)
+        unit_fingerprint = source_fingerprint(unit, Path(record.input), record.argv,
+                                              record.compile_env(), record.cwd, root)
         ways.setdefault((build_key(compiled(record, nvcc), root), unit_fingerprint), record)
     if len(ways) < 2:
         return
     latest, other, *more = ways.values()
-    log(f"{unit} [{arch}]: {len(ways)} builds compile it differently (recorded in {where(latest, other)} and "
-        f"{where(other, latest)}{' and more' if more else ''}; {difference(latest, other, root)}): tuned for "
-        f"the latest, in {latest.cwd}")
+    log(f"{unit} [{arch}]: {len(ways)} builds compile it differently (recorded in "
+        f"{where(latest, other)} and {where(other, latest)}{' and more' if more else ''}; "
+        f"{difference(latest, other, root)}): tuned for the latest, in {latest.cwd}")
 
 
 def _built_by_bench(unit: model.Unit, selection: Selection) -> bool:
-    """A unit the bench command of a backend that rebuilds the project builds, in a retune that runs it."""
+    """A unit the bench command of a backend that rebuilds the project builds, in a retune that runs
+    it."""
     bench = unit.bench
-    return backends.row(selection.backend).rebuilds and not selection.dry_run and bool(bench and bench.command)
+    runs = backends.row(selection.backend).rebuilds and not selection.dry_run
+    return runs and bool(bench and bench.command)
 
 
 def _bench_builds_it(unit: model.Unit, acf_path: Path, selection: Selection) -> None:
-    """A command-backend retune of a unit never built through nvcc-evo (a kernel unit: never compiled as this
-    unit, as after --hot --write) runs its bench command once first, as a user's build would run (the ACF as
-    it is; Triton's compiles through the stand-ins, its caches fresh, as for a candidate), so that the build
-    it measures is recorded, tuned as it compiles and named in the entry (else: "no recorded build", stale
-    for the build its own bench recorded next time; a kernel unit skipped)."""
+    """A command-backend retune of a unit never built through nvcc-evo (a kernel unit: never
+    compiled as this unit, as after --hot --write) runs its bench command once first, as a user's
+    build would run (the ACF as it is; Triton's compiles through the stand-ins, its caches fresh, as
+    for a candidate), so that the build it measures is recorded, tuned as it compiles and named in
+    the entry (else: "no recorded build", stale for the build its own bench recorded next time; a
+    kernel unit skipped)."""
     bench = unit.bench
     assert bench is not None and bench.command is not None        # (_built_by_bench)
-    from nvcc_evo.driver.common import GUARD_ENV
-    from nvcc_evo.driver.dropin_ptxas.afresh import afresh
-    from nvcc_evo.system.leftovers import SHELL, run_in_group
     command = bench.command.text
-    log(f"{unit}: never {'compiled through nvcc-evo-ptxas' if unit.is_kernel else 'built through nvcc-evo'} for "
-        f"this ACF: its bench command runs once first, so that the build it measures is recorded ({command})")
+    never = ("compiled through nvcc-evo-ptxas" if unit.is_kernel else
+             "built through nvcc-evo")
+    log(f"{unit}: never {never} for this ACF: its bench command runs once first, so that the build "
+        f"it measures is recorded ({command})")
     plain = {k: v for k, v in os.environ.items() if k != GUARD_ENV}
+    timeout = bench.timeout.seconds if bench.timeout else selection.timeout
     with afresh(plain) if unit.is_kernel else nullcontext(plain) as env:
-        done = run_in_group([SHELL, "-c", command], cwd=acf_path.parent, env=env,
-                            timeout=bench.timeout.seconds if bench.timeout else selection.timeout)
+        done = run_in_group([SHELL, "-c", command], cwd=acf_path.parent, env=env, timeout=timeout)
     if done.returncode != 0:
         said = (done.stdout + done.stderr).strip().splitlines()[-3:]
-        log(f"{unit}: its bench command " + ("ran past its timeout" if done.returncode is None else
-                                               f"exited with status {done.returncode}")
-            + "".join(f"\n    {line}" for line in said))
+        ended = ("ran past its timeout" if done.returncode is None else
+                 f"exited with status {done.returncode}")
+        log(f"{unit}: its bench command {ended}" + "".join(f"\n    {line}" for line in said))
 
 
 def _measured_on(target: model.Target | None) -> str | None:
@@ -300,4 +362,6 @@ def _measured_on(target: model.Target | None) -> str | None:
     if target is None or not backends.row(target.backend).times:
         return None
     gpu, date = target.record("gpu"), target.record("date")
-    return f"backend {target.backend}" + (f" on {gpu.value}" if gpu else "") + (f", {date.value}" if date else "")
+    on = f" on {gpu.value}" if gpu else ""
+    when = f", {date.value}" if date else ""
+    return f"backend {target.backend}{on}{when}"
