@@ -13,18 +13,23 @@ from pathlib import Path
 from typing import NamedTuple
 
 from nvcc_evo import backends
+from nvcc_evo.cubin.compile import compile_candidate
 from nvcc_evo.driver.specs import Gpus
 from nvcc_evo.errors import UsageError
 from nvcc_evo.measure.backend import Backend
+from nvcc_evo.measure.pycuda.devices import gpu_available, gpu_names
+from nvcc_evo.measure.pycuda.pool import POOLS
 from nvcc_evo.execute.lanes import Lane, LaneSet, choose_gpus
 from nvcc_evo.execute.measurers import Wanted, backend_for, command_gpu
 from nvcc_evo.execute.store import Context
+from nvcc_evo.system.say import log
 
 
 class Measuring(NamedTuple):
-    """What a retune's options say of how its candidates are measured (retune.scope.options.Options.measuring):
-    the backend (resolved), the CUDA device and the GPUs, the replay's store, a run's timeout, the protocol
-    (`full`: every candidate measured the whole way)."""
+    """What a retune's options say of how its candidates are measured
+    (retune.scope.options.Options.measuring): the backend (resolved), the CUDA device and the
+    GPUs, the replay's store, a run's timeout, the protocol (`full`: every candidate measured the
+    whole way)."""
 
     backend: str
     device: int = 0
@@ -36,21 +41,19 @@ class Measuring(NamedTuple):
 
 def close_pool() -> None:
     """The retune's measuring processes ended (measure.pycuda.pool.POOLS)."""
-    from nvcc_evo.measure.pycuda.pool import POOLS
     POOLS.close()
 
 
 def gpu_arch(device: int, cluster=None) -> str:
     """The SASS architecture of the GPU measured on (lane 0's)."""
-    from nvcc_evo.measure.pycuda.pool import POOLS
     return cluster.gpu_arch() if cluster is not None else POOLS.get(device).hello["arch"]
 
 
 def measuring_gpu(asked: Measuring, dry_run: bool, cluster=None) -> str:
-    """The GPU model the pycuda backend measures on (lane 0's), or a bench command runs on (command_gpu);
-    "" for a backend that measures on none (an entry measured on another model is stale:
-    retune.scope.staleness.stale_reasons). Asked in a child, as gpu_available does (a dry run starts no measuring
-    process), or of the cluster's first GPU."""
+    """The GPU model the pycuda backend measures on (lane 0's), or a bench command runs on
+    (command_gpu); "" for a backend that measures on none (an entry measured on another model is
+    stale: retune.scope.staleness.stale_reasons). Asked in a child, as gpu_available does (a dry run
+    starts no measuring process), or of the cluster's first GPU."""
     row = backends.row(asked.backend)
     if row.rebuilds:                 # a whole program runs, on whichever GPU it finds
         return command_gpu()
@@ -58,7 +61,6 @@ def measuring_gpu(asked: Measuring, dry_run: bool, cluster=None) -> str:
         return ""
     if cluster is not None:
         return "" if dry_run else str(cluster.gpu_actors()[0][1].get("name", ""))
-    from nvcc_evo.measure.pycuda.devices import gpu_names
     names = gpu_names()
     return names[asked.device] if 0 <= asked.device < len(names) else ""
 
@@ -70,7 +72,6 @@ def resolve_backend(backend: str, cluster=None) -> str:
         return backend
     if cluster is not None:
         return cluster.backend(backend)
-    from nvcc_evo.measure.pycuda.devices import gpu_available
     return backends.auto_choice(gpu=gpu_available())
 
 
@@ -78,30 +79,29 @@ def pycuda_devices(gpus: Gpus | None, first: int) -> list[int]:
     """The CUDA devices a pycuda retune measures on: `retune.gpus` among the
     visible ones (default: every one of the model of `retune.device`, which
     is lane 0)."""
-    from nvcc_evo.measure.pycuda.devices import gpu_names
     names = gpu_names()
     if not names:
         return [first]
     if not 0 <= first < len(names):
         raise UsageError(f"--device {first}: {len(names)} GPU(s) visible")
     chosen = choose_gpus(gpus, names, first)
-    others = [f"{i} ({names[i]})" for i in range(len(names)) if i not in chosen and names[i] != names[first]]
+    others = [f"{i} ({names[i]})" for i in range(len(names))
+              if i not in chosen and names[i] != names[first]]
     if others:
-        from nvcc_evo.system.say import log
-        log(f"GPU(s) {', '.join(others)} left out: not the model of device {first} ({names[first]}); "
-            "GPUs of different models are never mixed in one search")
+        log(f"GPU(s) {', '.join(others)} left out: not the model of device {first} "
+            f"({names[first]}); GPUs of different models are never mixed in one search")
     return chosen
 
 
-def wanted_by(asked: Measuring, task, acf_path: Path, context: Context, space_defaults: dict | None,
-              flags_for) -> Wanted:
+def wanted_by(asked: Measuring, task, acf_path: Path, context: Context,
+              space_defaults: dict | None, flags_for) -> Wanted:
     """What a retune's options give a backend's factory."""
-    return Wanted(task, acf_path, context, asked.replay, asked.timeout, space_defaults, flags_for, asked.full,
-                  asked.device)
+    return Wanted(task, acf_path, context, asked.replay, asked.timeout, space_defaults, flags_for,
+                  asked.full, asked.device)
 
 
-def measuring(asked: Measuring, task, acf_path: Path, context: Context, space_defaults: dict, flags_for,
-              cluster=None) -> tuple[Backend, LaneSet | None]:
+def measuring(asked: Measuring, task, acf_path: Path, context: Context, space_defaults: dict,
+              flags_for, cluster=None) -> tuple[Backend, LaneSet | None]:
     """The retune's Backend and, with several GPUs (or `retune.gpus` named,
     even one) or a cluster, the lanes it measures on (their `measure` is the
     Backend's)."""
@@ -111,10 +111,11 @@ def measuring(asked: Measuring, task, acf_path: Path, context: Context, space_de
         return lanes.measurer(), lanes
     on_gpu = backends.row(asked.backend).needs_gpu
     devices = pycuda_devices(asked.gpus, asked.device) if on_gpu else []
-    if not devices or (len(devices) == 1 and asked.gpus is None):   # no GPU backend, or one GPU: as always
-        return backend_for(asked.backend, replace(wanted, device=devices[0] if devices else asked.device)), None
-    lanes = LaneSet([Lane(i, backend_for(asked.backend, replace(wanted, device=device)), f"GPU {device}")
-                     for i, device in enumerate(devices)])
+    if not devices or (len(devices) == 1 and asked.gpus is None):   # no GPU, or one: as always
+        device = devices[0] if devices else asked.device
+        return backend_for(asked.backend, replace(wanted, device=device)), None
+    lanes = LaneSet([Lane(i, backend_for(asked.backend, replace(wanted, device=device)),
+                          f"GPU {device}") for i, device in enumerate(devices)])
     return lanes.measurer(), lanes
 
 
@@ -122,13 +123,12 @@ def calibrate(lanes: LaneSet | None, measurer: Backend, baseline, job) -> None:
     """Each GPU lane's baseline, timed on every lane at once (lanes.LaneSet.calibrate)."""
     if lanes is None or len(lanes) < 2 or measurer.hello is None:
         return
-    from nvcc_evo.cubin.compile import compile_candidate
-    from nvcc_evo.system.say import log
     result = compile_candidate(job)
     if not result.ok:
         return
     names = [lane.name for lane in lanes.lanes]
     runs = lanes.calibrate(baseline, job.flags, result)
-    times = ", ".join(f"{name} {run.get('runtime'):.4g} us" for name, run in zip(names, runs) if run.ok)
+    times = ", ".join(f"{name} {run.get('runtime'):.4g} us"
+                      for name, run in zip(names, runs) if run.ok)
     log(f"the baseline on each lane: {times}; runtimes scaled to {lanes.lanes[0].name}'s"
         + "".join(f"; {note}" for note in lanes.notes))

@@ -12,32 +12,48 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import os
+import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from nvcc_evo.acf import model, unitpath
 from nvcc_evo.acf.bench.command import identity
+from nvcc_evo.acf.bench.spec import plan_bench
+from nvcc_evo.acf.edit.retarget import update_target
 from nvcc_evo.acf.sources import define_values
+from nvcc_evo.acf.text import read_text
 from nvcc_evo import backends
 from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
 from nvcc_evo.measure import Measurement, static
 from nvcc_evo.measure.backend import Backend, Composed
+from nvcc_evo.measure.command.bench import CommandBench
+from nvcc_evo.measure.command.metrics import CommandUnit
+from nvcc_evo.measure.command.run import Runner
+from nvcc_evo.measure.profile.clock import KernelClock
+from nvcc_evo.measure.pycuda.bench import OBJECTIVES as GPU_OBJECTIVES, GpuBench
+from nvcc_evo.measure.pycuda.devices import gpu_names
+from nvcc_evo.measure.pycuda.pool import POOLS
+from nvcc_evo.measure.replay import Replay
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.measure.static import REGISTER_WARPS, with_register_warps
 from nvcc_evo.execute.store import Context, Store, require_same_context
 from nvcc_evo.system.leftovers import held_file
 from nvcc_evo.system.programs import note
+from nvcc_evo.system.say import log
 
 
 @dataclass(frozen=True)
 class Wanted:
-    """What a backend's factory may use: the search's task, its ACF and results' context, the settings that
-    name a backend's inputs (the replay's store, a run's timeout), the space's defaults, the flags of a genome,
-    the protocol (`full`: every candidate measured the whole way) and the CUDA device."""
+    """What a backend's factory may use: the search's task, its ACF and results' context, the
+    settings that name a backend's inputs (the replay's store, a run's timeout), the space's
+    defaults, the flags of a genome, the protocol (`full`: every candidate measured the whole way)
+    and the CUDA device."""
 
-    task: Any                          # retune.scope.tasks.Task (a layer above: its unit, arch and source)
+    task: Any                          # retune.scope.tasks.Task (a layer above: its unit, arch
+                                       # and source)
     acf_path: Path
     context: Context
     replay: str | None = None
@@ -48,14 +64,15 @@ class Wanted:
     device: int = 0
 
 
-# The static backend's steps after its search: the ship check's build of the choice and the comparison's
-# builds of baseline and choice (kerneldiff.compare.compare), each about as long as the baseline's compile.
+# The static backend's steps after its search: the ship check's build of the choice and the
+# comparison's builds of baseline and choice (kerneldiff.compare.compare), each about as long as
+# the baseline's compile.
 STATIC_AFTER_COMPILES = 3
 
 
 def make_static(wanted: Wanted) -> Backend:
     arch = wanted.task.arch
-    first: list[float] = []                       # the baseline's compile seconds (the first measured)
+    first: list[float] = []  # the baseline's compile seconds (the first measured)
 
     def measure(genome, flags, result):
         launches = _bench_launch(wanted, genome)
@@ -63,9 +80,9 @@ def make_static(wanted: Wanted) -> Backend:
             first.append(result.seconds)
             assumed = static.unknown_blocks(result, arch, launches)
             if assumed:
-                from nvcc_evo.system.say import log
                 log(f"{wanted.task}: {assumed}")
-        return with_register_warps(static.measure(result, arch, each_kernel=True, launches=launches), arch)
+        measured = static.measure(result, arch, each_kernel=True, launches=launches)
+        return with_register_warps(measured, arch)
 
     return Composed(measure, static.OBJECTIVES + (REGISTER_WARPS,),
                     reserve=lambda: 1.2 * STATIC_AFTER_COMPILES * first[0] if first else 0.0,
@@ -73,14 +90,14 @@ def make_static(wanted: Wanted) -> Backend:
 
 
 def _bench_launch(wanted: Wanted, genome) -> dict[str, tuple[int, int]]:
-    """The kernel a kernel bench launches, with its threads per block and dynamic shared bytes for the
-    genome's defines ({} for a command bench, none, or a block the defines cannot size)."""
+    """The kernel a kernel bench launches, with its threads per block and dynamic shared bytes for
+    the genome's defines ({} for a command bench, none, or a block the defines cannot size)."""
     bench = wanted.task.unit.bench
     if bench is None or bench.kernel is None:
         return {}
-    from nvcc_evo.acf.bench.spec import plan_bench
+    defines = {**(wanted.space_defaults or {}), **define_values(genome.settings())}
     try:
-        plan = plan_bench(bench, {**(wanted.space_defaults or {}), **define_values(genome.settings())})
+        plan = plan_bench(bench, defines)
     except (EvoError, ValueError, ArithmeticError, TypeError):
         return {}
     return {plan.kernel: (plan.block[0] * plan.block[1] * plan.block[2], int(plan.shared))}
@@ -100,14 +117,13 @@ class CandidateAcf:
         self.fd = -1
 
     def __call__(self, genome: Genome) -> Path:
-        from nvcc_evo.acf.edit.retarget import update_target
-        from nvcc_evo.acf.text import read_text
         settings = genome.settings().items()
         target = model.Target(self.task.arch, None, tuple(model.Setting(k, v) for k, v in settings))
+        globs, where = self.task.unit.globs, str(self.acf_path)
         try:
-            text = update_target(read_text(self.acf_path), self.task.unit.globs, target, str(self.acf_path))
-        except EvoError:           # AcfChanged, AcfError: the search's own ACF still says how to build
-            text = update_target(self.at_start, self.task.unit.globs, target, str(self.acf_path))
+            text = update_target(read_text(self.acf_path), globs, target, where)
+        except EvoError:  # AcfChanged, AcfError: the search's own ACF still says how to build
+            text = update_target(self.at_start, globs, target, where)
         if self.fd >= 0:
             os.close(self.fd)      # the last copy's lock (the bench has removed it)
         path, self.fd = held_file(str(self.acf_path.parent), ".nvcc-evo-candidate-", ".acf")
@@ -126,7 +142,8 @@ def _primary(bench: model.Bench, tune: model.Tune | None) -> str:
 
 
 def bench_problem(unit: model.Unit, backend: str) -> str | None:
-    """Why `backend` cannot run `unit` (no bench block of the form its row of the table names), or None."""
+    """Why `backend` cannot run `unit` (no bench block of the form its row of the table names),
+    or None."""
     row = backends.row(backend)
     if not row.bench or (unit.bench is not None and getattr(unit.bench, row.bench) is not None):
         return None
@@ -138,23 +155,19 @@ def check_benches(tasks, backend: str) -> None:
     usage error naming all that lack one, before anything is built or run."""
     missing = list(dict.fromkeys(p for p in (bench_problem(t.unit, backend) for t in tasks) if p))
     if missing:
-        raise UsageError("; ".join(missing) + " (name the units to retune, or write their bench blocks)")
+        raise UsageError("; ".join(missing)
+                         + " (name the units to retune, or write their bench blocks)")
 
 
 def make_command(wanted: Wanted) -> Backend:
-    from nvcc_evo.acf.text import read_text
-    from nvcc_evo.measure.command.bench import CommandBench
-    from nvcc_evo.measure.command.metrics import CommandUnit
-    from nvcc_evo.measure.command.run import Runner
-    from nvcc_evo.measure.profile.clock import KernelClock
-    task, acf_path, timeout, flags_for = wanted.task, wanted.acf_path, wanted.timeout, wanted.flags_for
+    task, acf_path, flags_for = wanted.task, wanted.acf_path, wanted.flags_for
     bench = task.unit.bench
     at_start = read_text(acf_path)
     assert flags_for is not None               # (a retune's: devices.measuring hands it one)
     timed = any(m.kernels for m in bench.metrics)
     clock = KernelClock(task.job.nvcc if timed else "", active=timed)
-    unit = CommandUnit(bench, task.unit.globs, task.arch, bench.timeout.seconds if bench.timeout else timeout,
-                       triton=task.unit.is_kernel)
+    timeout = bench.timeout.seconds if bench.timeout else wanted.timeout
+    unit = CommandUnit(bench, task.unit.globs, task.arch, timeout, triton=task.unit.is_kernel)
     runner = CommandBench(Runner(unit, acf_path, _primary(bench, task.unit.tune), clock=clock),
                           CandidateAcf(acf_path, task, at_start), flags_for)
 
@@ -163,7 +176,7 @@ def make_command(wanted: Wanted) -> Backend:
         if not compiled.ok:
             return compiled
         if clock.active:
-            clock.learn(genome, result.cubin)        # (its metric: the time of this build's kernels)
+            clock.learn(genome, result.cubin)  # (its metric: the time of this build's kernels)
         ran = runner.measure(genome, flags)
         return replace(ran, metrics=compiled.metrics + ran.metrics) if ran.ok else ran
 
@@ -171,7 +184,7 @@ def make_command(wanted: Wanted) -> Backend:
 
     def confirm(baseline: Genome, chosen: Genome, build):
         for genome in (baseline, chosen) if clock.active else ():
-            if not clock.knows(genome):              # (a genome of the store, never compiled by this run)
+            if not clock.knows(genome):     # (a genome of the store, never compiled by this run)
                 clock.learn(genome, build(genome).cubin)
         return runner.confirm(baseline, chosen, build)
 
@@ -184,7 +197,6 @@ def make_command(wanted: Wanted) -> Backend:
 
 
 def make_replay(wanted: Wanted) -> Backend:
-    from nvcc_evo.measure.replay import Replay
     path, context = wanted.replay, wanted.context
     if not path:
         raise UsageError("--backend replay needs --replay FILE (a results store)")
@@ -201,11 +213,12 @@ def load_reference(bench: model.Bench, folder: Path):
     """The bench's `reference "FILE.py:FUNCTION"`, imported from beside the ACF."""
     if bench.reference is None:
         return None
-    import importlib.util
     path, _, name = bench.reference.text.rpartition(":")
-    if unitpath.path_problem(path) or unitpath.inside(folder / path, folder) is None:   # (the check says so)
+    # (the check says so)
+    if unitpath.path_problem(path) or unitpath.inside(folder / path, folder) is None:
         raise UsageError(f"reference file '{path}' lies outside the ACF's folder {folder}")
-    spec = importlib.util.spec_from_file_location(f"nvcc_evo_reference_{Path(path).stem}", folder / path)
+    spec = importlib.util.spec_from_file_location(f"nvcc_evo_reference_{Path(path).stem}",
+                                                  folder / path)
     assert spec is not None and spec.loader is not None    # (a .py file: the check says so)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -219,44 +232,51 @@ def uses_energy(tune: model.Tune | None) -> bool:
     """Whether an objective, a constraint or the select rule names energy or power."""
     if tune is None:
         return False
-    named = set(tune.minimize) | {c.metric for c in tune.require + tune.select_where} | {tune.select}
+    constrained = {c.metric for c in tune.require + tune.select_where}
+    named = set(tune.minimize) | constrained | {tune.select}
     return bool(named & set(ENERGY_METRICS))
 
 
 def make_pycuda(wanted: Wanted) -> Backend:
-    from nvcc_evo.measure.pycuda.bench import GpuBench, OBJECTIVES
-    from nvcc_evo.measure.pycuda.pool import POOLS
-    task, acf_folder, full, space_defaults = wanted.task, wanted.acf_path.parent, wanted.full, wanted.space_defaults or {}
+    task, full, space_defaults = wanted.task, wanted.full, wanted.space_defaults or {}
     bench = task.unit.bench
     pool = POOLS.get(wanted.device)
     defines = lambda genome: {**space_defaults, **define_values(genome.settings())}
     with_energy = full or uses_energy(task.unit.tune)
-    gpu = GpuBench(bench, pool, task.arch, defines, energy=with_energy, expected_fn=load_reference(bench, acf_folder),
+    gpu = GpuBench(bench, pool, task.arch, defines, energy=with_energy,
+                   expected_fn=load_reference(bench, wanted.acf_path.parent),
                    settle=not full, timeout=wanted.timeout)
     gpu.prefetch(space_defaults)        # the baseline's reference, while the baseline builds
-    energy = ("energy from NVML" if pool.hello.get("nvml") else "no NVML: energy dropped") if with_energy else \
-        "energy not measured: the tune block does not name it"
-    return Composed(gpu.measure, OBJECTIVES, device=pool.hello["name"], hello=pool.hello, confirm=gpu.confirm,
-                    drift=gpu.drift, race=None if full else gpu.race_against, fresh_baseline=True, reserve=gpu.reserve,
+    if not with_energy:
+        energy = "energy not measured: the tune block does not name it"
+    elif pool.hello.get("nvml"):
+        energy = "energy from NVML"
+    else:
+        energy = "no NVML: energy dropped"
+    return Composed(gpu.measure, GPU_OBJECTIVES, device=pool.hello["name"], hello=pool.hello,
+                    confirm=gpu.confirm, drift=gpu.drift,
+                    race=None if full else gpu.race_against, fresh_baseline=True,
+                    reserve=gpu.reserve,
                     describe=f"pycuda on {pool.hello['name']} (sm {pool.hello['cc']}; {energy})")
 
 
 @functools.lru_cache(maxsize=1)
 def command_gpu() -> str:
-    """The GPU model a bench command runs on, where that is plain: every visible GPU one model (PyCUDA's
-    names, which follow CUDA_VISIBLE_DEVICES, else nvidia-smi's); "" with none, or several models (which
-    one the command takes is its own affair). Its results are kept under it, its entries name it."""
-    from nvcc_evo.measure.pycuda.devices import gpu_names
+    """The GPU model a bench command runs on, where that is plain: every visible GPU one model
+    (PyCUDA's names, which follow CUDA_VISIBLE_DEVICES, else nvidia-smi's); "" with none, or several
+    models (which one the command takes is its own affair). Its results are kept under it, its
+    entries name it."""
     names = gpu_names()
     if not names:
-        import subprocess
         note("nvidia-smi", "the GPU a bench command runs on")
         try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                                 text=True, timeout=30)
+            out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.SubprocessError):
             return ""
-        names = [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+        if out.returncode != 0:
+            return ""
+        names = [line.strip() for line in out.stdout.splitlines() if line.strip()]
     return names[0] if names and len(set(names)) == 1 else ""
 
 
@@ -271,8 +291,8 @@ def factory_of(backend: str) -> Callable[[Wanted], Backend]:
 
 
 def backend_for(backend: str, wanted: Wanted) -> Backend:
-    """The backend named `backend` (a row of the table), made by its factory, for a unit that has the bench
-    block its row runs."""
+    """The backend named `backend` (a row of the table), made by its factory, for a unit that has
+    the bench block its row runs."""
     factory = factory_of(backend)
     problem = bench_problem(wanted.task.unit, backend)
     if problem:

@@ -18,8 +18,8 @@ What every backend measures is a candidate compiled as the build compiles
 it (nvcc_evo.cubin: the compile, the SASS hash, the kernels' facts).
 
 Imports: nvcc_evo.acf (bench specs), nvcc_evo.driver (the build's flags and
-steps), nvcc_evo.cubin, nvcc_evo.backends, nvcc_evo.errors and nvcc_evo.system; never the layers above it
-(engine, execute, retune, report).
+steps), nvcc_evo.cubin, nvcc_evo.backends, nvcc_evo.errors and nvcc_evo.system; never the layers
+above it (engine, execute, retune, report).
 """
 from __future__ import annotations
 
@@ -37,10 +37,10 @@ if TYPE_CHECKING:
 
 
 class Wrong(str, Enum):
-    """What an outputs' check found wrong, as a fact (measure.check.Mismatch; its words are for people):
-    str-valued, so the results store keeps the word."""
+    """What an outputs' check found wrong, as a fact (measure.check.Mismatch; its words are for
+    people): str-valued, so the results store keeps the word."""
 
-    UNWRITTEN = "unwritten"      # NaN in a checked output: an element never written (outputs are poisoned first)
+    UNWRITTEN = "unwritten"      # NaN in a checked output: never written (outputs poisoned first)
     UNEQUAL = "unequal"          # elements that differ under an exact check
     OUTSIDE = "outside"          # elements outside the bench's tolerances
     UNCHECKED = "unchecked"      # no reference to compare with
@@ -51,7 +51,7 @@ class Wrong(str, Enum):
 
 @dataclass(frozen=True)
 class Measurement:
-    status: Status                                   # ok, compile-error, timeout, crash, wrong-answer, ...
+    status: Status                                # ok, compile-error, timeout, crash, ...
     metrics: tuple[tuple[str, float], ...] = ()
     spreads: tuple[tuple[str, float], ...] = ()
     detail: str = ""                              # stderr or the reason, kept for the user
@@ -61,10 +61,14 @@ class Measurement:
     costs: tuple[tuple[str, float], ...] = field(default=(), compare=False)
     # The binary's SASS hash where a backend knows it without a compile (replay: the recorded one).
     sass_hash: str = field(default="", compare=False)
-    refusal: "LaunchRefusal | None" = None        # launch-refused: why the driver would refuse it, as a fact
-    raced: bool = False                           # timed only until it was clearly slower than the incumbent
-    wrong: Wrong | None = None                    # wrong-answer: what the outputs' check found (None: not said)
-    overflow: "SharedOverflow | None" = None      # compile-error: ptxas refused its static shared memory
+    # launch-refused: why the driver would refuse it, as a fact
+    refusal: "LaunchRefusal | None" = None
+    # timed only until it was clearly slower than the incumbent
+    raced: bool = False
+    # wrong-answer: what the outputs' check found (None: not said)
+    wrong: Wrong | None = None
+    # compile-error: ptxas refused its static shared memory
+    overflow: "SharedOverflow | None" = None
 
     @property
     def ok(self) -> bool:
@@ -113,4 +117,5 @@ class Clock:
 
 def failed(status: Status, detail: str, refusal: "LaunchRefusal | None" = None,
            wrong: Wrong | None = None, overflow: "SharedOverflow | None" = None) -> Measurement:
-    return Measurement(status, detail=detail[-4000:], refusal=refusal, wrong=wrong, overflow=overflow)
+    return Measurement(status, detail=detail[-4000:], refusal=refusal, wrong=wrong,
+                       overflow=overflow)

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 
 
 class Measure(Protocol):
-    def __call__(self, genome: Any, flags: tuple[str, ...], result: "CompileResult | None") -> Measurement: ...
+    def __call__(self, genome: Any, flags: tuple[str, ...],
+                 result: "CompileResult | None") -> Measurement: ...
 
 
 class ConfirmStep(Protocol):
@@ -48,7 +49,8 @@ class ConfirmStep(Protocol):
     CompileResult, compiled as the search compiled it; the backend builds what
     it needs, and only that)."""
 
-    def __call__(self, baseline: Any, chosen: Any, build: Callable[[Any], "CompileResult"]) -> Confirmation: ...
+    def __call__(self, baseline: Any, chosen: Any,
+                 build: Callable[[Any], "CompileResult"]) -> Confirmation: ...
 
 
 class Drift(Protocol):
@@ -56,11 +58,13 @@ class Drift(Protocol):
 
 
 class EndDrift(Protocol):
-    def __call__(self, genome: Any, first: Measurement) -> float | None: ...   # against `first`, its measurement
+    # against `first`, its measurement
+    def __call__(self, genome: Any, first: Measurement) -> float | None: ...
 
 
 class Race(Protocol):
-    def __call__(self, median: float, spread: float) -> None: ...     # the best feasible runtime so far
+    # the best feasible runtime so far
+    def __call__(self, median: float, spread: float) -> None: ...
 
 
 class Backend(Protocol):
@@ -74,12 +78,15 @@ class Backend(Protocol):
     def describe(self) -> str: ...
     @property
     def hello(self) -> dict | None: ...          # the GPU's name, compute capability and driver
+    # what to tune when the tune block names nothing measurable
     @property
-    def primary(self) -> tuple[str, ...]: ...    # what to tune when the tune block names nothing measurable
+    def primary(self) -> tuple[str, ...]: ...
+    # objectives where higher is better (a bench command's rates)
     @property
-    def maximize(self) -> tuple[str, ...]: ...   # objectives where higher is better (a bench command's rates)
+    def maximize(self) -> tuple[str, ...]: ...
+    # what else builds a candidate (a bench command): in the results' key
     @property
-    def build(self) -> str: ...                  # what else builds a candidate (a bench command): in the results' key
+    def build(self) -> str: ...
     # The optional capabilities (see the module's docstring).
     @property
     def confirm(self) -> ConfirmStep | None: ...
@@ -92,7 +99,8 @@ class Backend(Protocol):
     @property
     def fresh_baseline(self) -> bool: ...
 
-    def measure(self, genome: Any, flags: tuple[str, ...], result: "CompileResult | None") -> Measurement: ...
+    def measure(self, genome: Any, flags: tuple[str, ...],
+                result: "CompileResult | None") -> Measurement: ...
     def reserve(self) -> float: ...
     def finish_by(self, deadline: Deadline) -> None: ...
 

@@ -34,8 +34,8 @@ class Mismatch:
         if self.kind == Wrong.UNEQUAL:
             return f"{self.output}: {self.elements} elements differ (exact check)"
         if self.kind == Wrong.OUTSIDE:
-            return f"{self.output}: {self.elements} elements outside rtol {self.rtol} atol {self.atol} " \
-                   f"(worst relative error {self.worst:.3g})"
+            return (f"{self.output}: {self.elements} elements outside rtol {self.rtol} atol "
+                    f"{self.atol} (worst relative error {self.worst:.3g})")
         return "no reference here"
 
 
@@ -71,14 +71,19 @@ def checked(request, outputs: dict, references: dict) -> dict:
     answer: dict[str, dict | Mismatch | None] = {"outputs": outputs} if request.outputs else {}
     if request.compare:
         reference = references.get(request.compare)
-        answer["wrong"] = Mismatch(Wrong.UNCHECKED) if reference is None else outputs_match(outputs, reference, plan)
+        if reference is None:
+            answer["wrong"] = Mismatch(Wrong.UNCHECKED)
+        else:
+            answer["wrong"] = outputs_match(outputs, reference, plan)
     return answer
 
 
 def outputs_match(got: dict, reference: dict, plan: BenchPlan) -> Mismatch | None:
-    """None when every checked output is within tolerance, else what is wrong with the first that is not."""
+    """None when every checked output is within tolerance, else what is wrong with the first
+    that is not."""
     for check in plan.checks:
-        out, ref = as_float(got[check.name], plan, check.name), as_float(reference[check.name], plan, check.name)
+        out = as_float(got[check.name], plan, check.name)
+        ref = as_float(reference[check.name], plan, check.name)
         if check.exact:
             if not np.array_equal(out, ref):
                 nan = int(np.isnan(out).sum())
@@ -91,7 +96,8 @@ def outputs_match(got: dict, reference: dict, plan: BenchPlan) -> Mismatch | Non
                 return Mismatch(Wrong.UNWRITTEN, check.name, nan)
             bad = np.abs(out - ref) > check.atol + check.rtol * np.abs(ref)
             worst = float(np.max(np.abs(out - ref) / (np.abs(ref) + check.atol + 1e-30)))
-            return Mismatch(Wrong.OUTSIDE, check.name, int(bad.sum()), check.rtol, check.atol, worst)
+            return Mismatch(Wrong.OUTSIDE, check.name, int(bad.sum()), check.rtol, check.atol,
+                            worst)
     return None
 
 

@@ -31,7 +31,8 @@ class Replay(Generic[R]):
     def __init__(self, records: Iterable[R]):
         self.answers: dict[Hashable, R] = {r.genome: r for r in records}
 
-    def measure(self, genome: Hashable, flags: tuple[str, ...] = (), result: object = None) -> Measurement:
+    def measure(self, genome: Hashable, flags: tuple[str, ...] = (),
+                result: object = None) -> Measurement:
         """The recorded measurement, with its SASS hash (`sass_hash`); not-recorded if absent."""
         record = self.answers.get(genome)
         if record is None:

@@ -37,7 +37,8 @@ def summarize(samples: Sequence[float]) -> Summary:
     return Summary(float(median), float(p20), float(p80), len(values))
 
 
-def repetitions(one_launch_s: float, min_seconds: float = 0.3, least: int = 20, most: int = 2000) -> int:
+def repetitions(one_launch_s: float, min_seconds: float = 0.3, least: int = 20,
+                most: int = 2000) -> int:
     """Enough launches that a short kernel is timed for long enough."""
     if one_launch_s <= 0:
         return most
@@ -63,7 +64,8 @@ def race_checkpoints(count: int) -> tuple[int, ...]:
     return (*looks, count)
 
 
-def clearly_slower(samples: Sequence[float], incumbent: float, margin: float, alpha: float = RACE_ALPHA) -> bool:
+def clearly_slower(samples: Sequence[float], incumbent: float, margin: float,
+                   alpha: float = RACE_ALPHA) -> bool:
     """One-sided sign test: were so few launches faster than the incumbent's
     median (plus the margin) that, if this candidate were no slower than
     that, seeing it would have probability under `alpha`?"""
@@ -95,8 +97,8 @@ def median_interval(samples: Sequence[float], z: float = 1.96) -> tuple[float, f
     return float(values[low]), float(values[high])
 
 
-def settled(samples_us: Sequence[float], precision: float = SETTLE_PRECISION, least: int = SETTLE_LEAST,
-            seconds: float = SETTLE_SECONDS) -> bool:
+def settled(samples_us: Sequence[float], precision: float = SETTLE_PRECISION,
+            least: int = SETTLE_LEAST, seconds: float = SETTLE_SECONDS) -> bool:
     """Whether timing may stop: enough launches, long enough, and the median
     known within `precision` of itself."""
     if len(samples_us) < least or sum(samples_us) * 1e-6 < seconds:
@@ -138,7 +140,9 @@ class Verdict:
     judged: str = ""         # the metric judged where it is not a time ("" or a time: a speedup)
 
     def __str__(self) -> str:
-        effect = f"{self.judged} {self.effect:.4f}x better" if self.judged else f"speedup {self.effect:.4f}x"
+        effect = f"speedup {self.effect:.4f}x"
+        if self.judged:
+            effect = f"{self.judged} {self.effect:.4f}x better"
         return (f"{self.test}: p={self.p_value:.2g}, {effect}, noise {self.noise:.2%}: "
                 + ("significant" if self.significant else "not significant"))
 
@@ -189,7 +193,8 @@ def verdict_clear(baseline: Sequence[float], candidate: Sequence[float], most: i
         return True
     left = most - rounds
     low, high = min(*baseline, *candidate), max(*baseline, *candidate)
-    best_case = faster(list(baseline) + [high * 2 + 1] * left, list(candidate) + [low / 2] * left, alpha, 0.0)
+    best_case = faster(list(baseline) + [high * 2 + 1] * left, list(candidate) + [low / 2] * left,
+                       alpha, 0.0)
     return best_case.p_value >= alpha
 
 
@@ -205,8 +210,9 @@ def judged(samples: dict[str, list[float]], maximize: bool) -> Verdict:
 
 def judged_clear(samples: dict[str, list[float]], most: int, least: int, maximize: bool) -> bool:
     """`verdict_clear` on the samples `judged` judges (the sides swapped to maximise, as there)."""
-    sides = (samples["chosen"], samples["baseline"]) if maximize else (samples["baseline"], samples["chosen"])
-    return verdict_clear(*sides, most, least)
+    if maximize:
+        return verdict_clear(samples["chosen"], samples["baseline"], most, least)
+    return verdict_clear(samples["baseline"], samples["chosen"], most, least)
 
 
 ENERGY_STEPS = 4        # counter steps an energy window spans
@@ -214,7 +220,8 @@ ENERGY_LEAST = 0.2      # seconds it spans at least
 
 
 def energy_window(batch: Callable[[], int], read: Callable[[], float], clock: Callable[[], float],
-                  seconds: float = 1.0, steps: int = ENERGY_STEPS, least: float = ENERGY_LEAST) -> dict:
+                  seconds: float = 1.0, steps: int = ENERGY_STEPS,
+                  least: float = ENERGY_LEAST) -> dict:
     """Energy per launch from a total-energy counter that moves in steps
     (NVML's: every 20-100 ms): `batch` runs some launches and waits for them
     (their count), `read` is the counter (mJ), `clock` the time (s). The
@@ -238,6 +245,7 @@ def energy_window(batch: Callable[[], int], read: Callable[[], float], clock: Ca
         spent, elapsed, counted = value - first, now - started, launches
     else:
         (opened, opened_at, opened_after), (closed, closed_at, closed_after) = seen[0], seen[-1]
-        spent, elapsed, counted = closed - opened, closed_at - opened_at, closed_after - opened_after
-    return {"energy_mj": spent / counted, "power_w": spent / 1e3 / elapsed if elapsed > 0 else 0.0,
-            "launches": counted}
+        spent, elapsed = closed - opened, closed_at - opened_at
+        counted = closed_after - opened_after
+    power = spent / 1e3 / elapsed if elapsed > 0 else 0.0
+    return {"energy_mj": spent / counted, "power_w": power, "launches": counted}

@@ -21,6 +21,13 @@ from nvcc_evo.measure.stats import Summary, enough, summarize
 from nvcc_evo.system.clock import NONE, Deadline
 
 
+def _described(metric: model.Metric) -> str:
+    """A metric in the backend's words: its name, how it is read, which match, maximized."""
+    how = "the unit's kernels' GPU time" if metric.kernels else f"/{metric.regex}/"
+    take = f" {metric.take}" if metric.take != "first" else ""
+    return f"{metric.name} {how}{take}" + (" maximized" if metric.maximize else "")
+
+
 @dataclass
 class CommandBench:
     """Runs one unit's bench command for its candidates (through `runner`)."""
@@ -28,8 +35,8 @@ class CommandBench:
     runner: Runner
     candidate_acf: Callable[..., Path]  # genome -> Path of a copy of the ACF holding the candidate
     flags_for: Callable                 # genome -> the flags the wrapper must add for it
-    best: Summary | None = None         # the primary metric's best so far (adaptive repeats stop early)
-    first: float = 0.0                  # seconds of the first candidate's (the baseline's) measurement
+    best: Summary | None = None         # the primary metric's best (adaptive repeats stop early)
+    first: float = 0.0                  # seconds of the first (the baseline's) measurement
     deadline: Deadline = NONE           # the search's, which the confirmation ends by (finish_by)
 
     @property
@@ -56,13 +63,14 @@ class CommandBench:
 
     def describe(self) -> str:
         """The backend in words: the command, its metrics, runs per candidate, a run's timeout."""
-        shown = "; ".join(f"{m.name} " + ("the unit's kernels' GPU time" if m.kernels else f"/{m.regex}/")
-                          + (f" {m.take}" if m.take != "first" else "")
-                          + (" maximized" if m.maximize else "") for m in self.bench.metrics)
+        shown = "; ".join(_described(m) for m in self.bench.metrics)
         repeat = self.bench.repeat
-        runs = f"{repeat.low}..{repeat.high} runs" if repeat and repeat.high > repeat.low else \
-            f"{repeat.low if repeat else 1} run(s)"
-        return f"command `{self.command}` ({shown}; {runs} per candidate, {self.timeout:g} s a run at most)"
+        if repeat and repeat.high > repeat.low:
+            runs = f"{repeat.low}..{repeat.high} runs"
+        else:
+            runs = f"{repeat.low if repeat else 1} run(s)"
+        return (f"command `{self.command}` ({shown}; {runs} per candidate, "
+                f"{self.timeout:g} s a run at most)")
 
     def measure(self, genome, flags: tuple[str, ...], phase: str = "search") -> Measurement:
         """`repeat` runs (the first builds), medians and relative spreads."""
@@ -75,11 +83,13 @@ class CommandBench:
             while len(runs) < high:
                 run = self.runner.run(self.command, acf, flags, phase, must_build=not runs)
                 if not run.ok:
-                    self.runner.say(f"{self.runner.unit} candidate {' '.join(flags) or '(baseline)'}: "
-                                    f"{run.status} after {run.seconds:.1f} s; the last lines:\n{tail(run.detail)}")
+                    self.runner.say(f"{self.runner.unit} candidate "
+                                    f"{' '.join(flags) or '(baseline)'}: {run.status} after "
+                                    f"{run.seconds:.1f} s; the last lines:\n{tail(run.detail)}")
                     return failed(run.status, run.detail)
                 runs.append(run)
-                if enough([r.value(self.primary) for r in runs], low, high, self.best, self.primary in self.maximized):
+                if enough([r.value(self.primary) for r in runs], low, high, self.best,
+                          self.primary in self.maximized):
                     break
         finally:
             acf.unlink(missing_ok=True)
@@ -91,8 +101,9 @@ class CommandBench:
         return measurement
 
     def reserve(self) -> float:
-        """Seconds the end drift and the confirmation's least rounds are expected to take, with a margin of a
-        fifth: kept back from a time budget (further rounds only as the time left allows: `finish_by`)."""
+        """Seconds the end drift and the confirmation's least rounds are expected to take, with a
+        margin of a fifth: kept back from a time budget (further rounds only as the time left
+        allows: `finish_by`)."""
         return 1.2 * (benchcommand.LEAST_ROUNDS * self.runner.round_cost() + self.first)
 
     def finish_by(self, deadline: Deadline) -> None:   # the steps after the search end by its end
@@ -106,11 +117,13 @@ class CommandBench:
     def _note(self, measurement: Measurement, flags, count: int) -> None:
         """The progress of a slow search: one line per candidate, with its cost."""
         units = {m.name: m.unit for m in self.bench.metrics}
+        spreads = dict(measurement.spreads)
         shown = ", ".join(f"{name} {value:.5g}{(' ' + units[name]) if units.get(name) else ''}"
-                          + (f" ±{dict(measurement.spreads)[name]:.1%}" if name in dict(measurement.spreads) else "")
+                          + (f" ±{spreads[name]:.1%}" if name in spreads else "")
                           for name, value in measurement.metrics if name in units)
         self.runner.say(f"{self.runner.unit} {' '.join(flags) or '(baseline)'}: {shown} "
-                        f"({count} run{'s' if count > 1 else ''}, {measurement.get('command_time'):.1f} s)")
+                        f"({count} run{'s' if count > 1 else ''}, "
+                        f"{measurement.get('command_time'):.1f} s)")
 
     def drift(self, genome, first: Measurement) -> float | None:
         """The baseline (`genome`) rebuilt and run again after the search, as
@@ -132,7 +145,8 @@ class CommandBench:
         rounds = spec.rounds or benchcommand.DEFAULT_ROUNDS
         command = spec.command or self.command
         try:
-            return Confirmation(*interleaved(self.runner, command, rounds, {"baseline": baseline, "chosen": chosen},
+            return Confirmation(*interleaved(self.runner, command, rounds,
+                                             {"baseline": baseline, "chosen": chosen},
                                              self.candidate_acf, self.flags_for, self.deadline))
         finally:
             self._leave_stale()

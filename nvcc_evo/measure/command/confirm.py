@@ -17,8 +17,9 @@ from nvcc_evo.system.clock import Deadline
 SIDES = ("baseline", "chosen")
 
 
-def interleaved(runner: Runner, command: str, rounds: int, sides: dict, candidate_acf: Callable[..., Path],
-                flags_for: Callable, deadline: Deadline) -> tuple[Verdict, str]:
+def interleaved(runner: Runner, command: str, rounds: int, sides: dict,
+                candidate_acf: Callable[..., Path], flags_for: Callable,
+                deadline: Deadline) -> tuple[Verdict, str]:
     """The verdict of up to `rounds` rounds of `sides` (baseline, chosen: genomes) run in turn with
     `command`, and what failed ("" when nothing did: a failed run ends the confirmation)."""
     samples: dict[str, list[float]] = {side: [] for side in SIDES}
@@ -34,15 +35,16 @@ def interleaved(runner: Runner, command: str, rounds: int, sides: dict, candidat
                 acf.unlink(missing_ok=True)
             if not run.ok:
                 who = "baseline" if side == "baseline" else "chosen candidate"
-                problem = f"the {who}'s confirmation run {index + 1} of {rounds} {run.failure or run.status}"
+                problem = (f"the {who}'s confirmation run {index + 1} of {rounds} "
+                           f"{run.failure or run.status}")
                 runner.say(f"{runner.unit}: {problem}; the last lines:\n{tail(run.detail)}")
                 return verdict(runner, samples), problem
             samples[side].append(run.value(runner.primary))
         if judged_clear(samples, rounds, benchcommand.LEAST_ROUNDS, maximized):
             break              # sequential: the verdict will not change with more rounds
         if index + 1 >= benchcommand.LEAST_ROUNDS and deadline.left() < runner.round_cost():
-            runner.say(f"{runner.unit}: confirmation ends after {index + 1} of {rounds} rounds: no time left for "
-                       "another")
+            runner.say(f"{runner.unit}: confirmation ends after {index + 1} of {rounds} rounds: no "
+                       "time left for another")
             break
     return verdict(runner, samples), ""
 
@@ -51,4 +53,6 @@ def verdict(runner: Runner, samples: dict[str, list[float]]) -> Verdict:
     """The primary metric's verdict (stats.judged), named where it is not a time or a rate."""
     metric = next(m for m in runner.unit.bench.metrics if m.name == runner.primary)
     found = judged(samples, metric.maximize)
-    return found if a_speed(metric.name, metric.unit, metric.maximize) else replace(found, judged=metric.name)
+    if a_speed(metric.name, metric.unit, metric.maximize):
+        return found
+    return replace(found, judged=metric.name)

@@ -24,7 +24,7 @@ class Run:
     values: tuple[tuple[str, float], ...] = ()
     seconds: float = 0.0
     detail: str = ""
-    failure: str = ""                   # what went wrong, in a few words: "exited with status 2", ...
+    failure: str = ""  # what went wrong, in a few words: "exited with status 2", ...
 
     @property
     def ok(self) -> bool:
@@ -51,8 +51,8 @@ class Ran:
 
 @dataclass(frozen=True)
 class CommandUnit:
-    """The unit a bench command builds and runs: its globs, architecture, bench, whether it is a kernel unit
-    (Triton's, through nvcc-evo-ptxas) and a run's timeout."""
+    """The unit a bench command builds and runs: its globs, architecture, bench, whether it is a
+    kernel unit (Triton's, through nvcc-evo-ptxas) and a run's timeout."""
 
     bench: model.Bench
     globs: tuple[str, ...]
@@ -64,18 +64,22 @@ class CommandUnit:
         return f"{' '.join(self.globs)} [{self.arch}]"
 
 
-def judge(unit: CommandUnit, ran: Ran, command: str, flags: tuple[str, ...], must_build: bool) -> Run:
-    """A run's Run: failed (timeout, exit status, not built with its flags, a failed check, no metric) or ok
-    with each metric's value."""
+def judge(unit: CommandUnit, ran: Ran, command: str, flags: tuple[str, ...],
+          must_build: bool) -> Run:
+    """A run's Run: failed (timeout, exit status, not built with its flags, a failed check, no
+    metric) or ok with each metric's value."""
     seconds, output = ran.seconds, ran.output
     if ran.code is None:
-        return Run(Status.TIMEOUT, seconds=seconds, detail=f"the run exceeded {unit.timeout:g} s: {command}\n{output}",
+        detail = f"the run exceeded {unit.timeout:g} s: {command}\n{output}"
+        return Run(Status.TIMEOUT, seconds=seconds, detail=detail,
                    failure=f"ran past its timeout of {unit.timeout:g} s")
     exit_checked = any(c.kind == "exit" for c in unit.bench.run_checks)
     if ran.code != 0 and not exit_checked:
-        return Run(Status.COMMAND_FAILED, seconds=seconds, detail=f"exit {ran.code}: {command}\n{output}",
+        return Run(Status.COMMAND_FAILED, seconds=seconds,
+                   detail=f"exit {ran.code}: {command}\n{output}",
                    failure=f"exited with status {ran.code}")
-    status, why = flags_problem(ran.log_lines, unit.globs, unit.arch, flags, must_build, unit.triton)
+    status, why = flags_problem(ran.log_lines, unit.globs, unit.arch, flags, must_build,
+                                unit.triton)
     if status:
         return Run(status, seconds=seconds, detail=f"{why}\n{output}",
                    failure=f"was not built with its flags ({status}): {why.split(': ')[0]}")
@@ -85,7 +89,11 @@ def judge(unit: CommandUnit, ran: Ran, command: str, flags: tuple[str, ...], mus
                    failure=f"failed its check: {wrong}")
     values = []
     for metric in unit.bench.metrics:
-        value = (ran.timed[1] or ran.timed[0]) if metric.kernels else benchcommand.read_metric(metric, output)
+        value: float | str
+        if metric.kernels:
+            value = ran.timed[1] or ran.timed[0]
+        else:
+            value = benchcommand.read_metric(metric, output)
         if isinstance(value, str):
             return Run(Status.NO_METRIC, seconds=seconds, detail=f"{value} of {command}\n{output}",
                        failure=f"printed no metric: {value}")
@@ -94,21 +102,22 @@ def judge(unit: CommandUnit, ran: Ran, command: str, flags: tuple[str, ...], mus
 
 
 def summary(bench: model.Bench, runs: list[Run], seconds: float) -> Measurement:
-    """A candidate's runs: each metric's median and (with more than one run) relative spread, the seconds
-    they took and how many there were."""
+    """A candidate's runs: each metric's median and (with more than one run) relative spread, the
+    seconds they took and how many there were."""
     metrics, spreads = [], []
     for metric in bench.metrics:
         summarized = summarize([r.value(metric.name) for r in runs])
         metrics.append((metric.name, summarized.median))
-        if len(runs) > 1:       # one run has no spread: "+- 0" would claim a precision never measured
-            spreads.append((metric.name, summarized.spread if math.isfinite(summarized.spread) else 0.0))
-    return Measurement(Status.OK, tuple(metrics) + (("command_time", round(seconds, 3)), ("runs", len(runs))),
-                       tuple(spreads))
+        if len(runs) > 1:  # one run has no spread: "+- 0" would claim a precision never measured
+            spread = summarized.spread if math.isfinite(summarized.spread) else 0.0
+            spreads.append((metric.name, spread))
+    counted = (("command_time", round(seconds, 3)), ("runs", len(runs)))
+    return Measurement(Status.OK, tuple(metrics) + counted, tuple(spreads))
 
 
 class Resolution:
-    """The primary metric's printed resolution, read from the first good run's digits and said once where
-    it is coarser than the least gain a retune accepts."""
+    """The primary metric's printed resolution, read from the first good run's digits and said once
+    where it is coarser than the least gain a retune accepts."""
 
     def __init__(self, metric: model.Metric, say: Callable[[str], None]):
         self.metric, self.say = metric, say

@@ -12,14 +12,16 @@ from nvcc_evo.driver.compiledb import outputs_of
 from nvcc_evo.status import Status
 from nvcc_evo.system.files import append
 
-LONG_AGO = 86400.0          # what re-dated outputs are stamped with (1970-01-02): older than any source
-NOT_REBUILT = ("no compile of unit {} for {} went through nvcc-evo during the run: the build skipped it (nvcc-evo "
-               "re-dates the outputs the compile database knows: build it once through nvcc-evo first), or does not "
-               "use nvcc-evo as its compiler (NVCC=nvcc-evo, CMAKE_CUDA_COMPILER)")
-KERNEL_NOT_REBUILT = ("no compile of kernel unit {} for {} went through nvcc-evo-ptxas during the run: the program "
-                      "took the kernel from a cache it sets itself (TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR; the "
-                      "run is given empty ones), names another ptxas (TRITON_PTXAS_PATH, "
-                      "TRITON_PTXAS_BLACKWELL_PATH), or no longer compiles that kernel for this architecture")
+LONG_AGO = 86400.0  # what re-dated outputs are stamped with (1970-01-02): older than any source
+NOT_REBUILT = ("no compile of unit {} for {} went through nvcc-evo during the run: the build "
+               "skipped it (nvcc-evo re-dates the outputs the compile database knows: build it "
+               "once through nvcc-evo first), or does not use nvcc-evo as its compiler "
+               "(NVCC=nvcc-evo, CMAKE_CUDA_COMPILER)")
+KERNEL_NOT_REBUILT = ("no compile of kernel unit {} for {} went through nvcc-evo-ptxas during the "
+                      "run: the program took the kernel from a cache it sets itself "
+                      "(TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR; the run is given empty ones), "
+                      "names another ptxas (TRITON_PTXAS_PATH, TRITON_PTXAS_BLACKWELL_PATH), or no "
+                      "longer compiles that kernel for this architecture")
 
 
 def redate(paths: list[Path]) -> None:
@@ -40,7 +42,8 @@ def leave_stale(acf_path: Path, globs: tuple[str, ...], arch: str) -> None:
 def _tokens(flags) -> set[str]:
     """A flag list as comparable options: each -Xptxas value on its own."""
     flags = tuple(flags)
-    rest = [f for i, f in enumerate(flags) if f != "-Xptxas" and not (i and flags[i - 1] == "-Xptxas")]
+    rest = [f for i, f in enumerate(flags)
+            if f != "-Xptxas" and not (i and flags[i - 1] == "-Xptxas")]
     return set(ptxas_values(flags)) | set(rest)
 
 
@@ -58,7 +61,8 @@ def flags_problem(log_lines: list[dict], globs: tuple[str, ...], arch: str, flag
     if not mine:
         if not must_build:
             return None, ""
-        return Status.NOT_REBUILT, (KERNEL_NOT_REBUILT if kernel else NOT_REBUILT).format(' '.join(globs), arch)
+        said = KERNEL_NOT_REBUILT if kernel else NOT_REBUILT
+        return Status.NOT_REBUILT, said.format(' '.join(globs), arch)
     wanted = _tokens(flags)
     for line, name in mine:
         got = _tokens(line.get("added", ()))
@@ -68,16 +72,18 @@ def flags_problem(log_lines: list[dict], globs: tuple[str, ...], arch: str, flag
         missing = sorted(wanted - got)
         if missing:
             skipped = "; ".join(line.get("skipped", ())) or "nothing"
-            return Status.FLAGS_NOT_APPLIED, (f"the candidate's flags did not reach the compile of {name}: missing "
-                                         f"{' '.join(missing)} (the wrapper added: {' '.join(line.get('added', ()))}"
-                                         f"; skipped: {skipped})")
+            added = " ".join(line.get("added", ()))
+            return Status.FLAGS_NOT_APPLIED, ("the candidate's flags did not reach the compile of "
+                                              f"{name}: missing {' '.join(missing)} (the wrapper "
+                                              f"added: {added}; skipped: {skipped})")
     return None, ""
 
 
 def read_log(path: Path) -> list[dict]:
     """The wrapper's log of one run, a JSON value per line (a line of another shape skipped)."""
     lines: list[dict] = []
-    text = path.read_text() if path.exists() else ""      # (a private folder: a run that compiled nothing has none)
+    # (a private folder: a run that compiled nothing has none)
+    text = path.read_text() if path.exists() else ""
     for line in text.splitlines():
         try:
             lines.append(json.loads(line))

@@ -40,16 +40,17 @@ def to_stderr(message: str) -> None:
 
 @dataclass
 class Runner:
-    """Runs a unit's bench command (or its confirmation command) in the project's folder, counting the
-    runs (NVCC_EVO_RUN) and the seconds of those that built their candidate."""
+    """Runs a unit's bench command (or its confirmation command) in the project's folder, counting
+    the runs (NVCC_EVO_RUN) and the seconds of those that built their candidate."""
 
     unit: CommandUnit
     acf_path: Path
     primary: str = "metric"             # the metric the confirmation judges
     say: Callable[[str], None] = to_stderr
-    clock: KernelClock = field(default_factory=lambda: KernelClock(active=False))   # `metric NAME kernels`
+    # `metric NAME kernels`
+    clock: KernelClock = field(default_factory=lambda: KernelClock(active=False))
     runs: int = 0                       # runs so far (NVCC_EVO_RUN)
-    built: tuple[float, ...] = ()       # seconds of each run that built its candidate (what a confirmation run costs)
+    built: tuple[float, ...] = ()       # seconds of each run that built (a confirmation's cost)
     resolution: Resolution | None = None
 
     def __post_init__(self) -> None:
@@ -60,7 +61,8 @@ class Runner:
     def folder(self) -> Path:
         return self.acf_path.parent
 
-    def run(self, command: str, acf: Path, flags: tuple[str, ...], phase: str, must_build: bool) -> Run:
+    def run(self, command: str, acf: Path, flags: tuple[str, ...], phase: str,
+            must_build: bool) -> Run:
         """One run of `command` with the candidate whose copy of the ACF is `acf`, judged."""
         if must_build:
             leave_stale(self.acf_path, self.unit.globs, self.unit.arch)
@@ -70,35 +72,38 @@ class Runner:
             env = self._environment(acf, flags, phase, scratch / "wrapper.log")
             env.update(self.clock.environment(str(scratch)))
             started = time.monotonic()
-            done = run_in_group([SHELL, "-c", command], cwd=self.folder, env=env, timeout=self.unit.timeout)
+            done = run_in_group([SHELL, "-c", command], cwd=self.folder, env=env,
+                                timeout=self.unit.timeout)
             seconds = time.monotonic() - started
             timed = self.clock.read(str(scratch))
             self.built += (seconds,) if must_build else ()
             log_lines = read_log(scratch / "wrapper.log")
             copy_to_users_log(scratch / "wrapper.log")
-            checks = done.returncode is not None and any(c.kind == "command" for c in self.unit.bench.run_checks)
-            checked = self._check_commands(env) if checks else ""
+            commands = any(c.kind == "command" for c in self.unit.bench.run_checks)
+            checked = self._check_commands(env) if done.returncode is not None and commands else ""
         finally:
             remove_private(str(scratch))
         output = done.stdout + ("\n" if done.stdout and done.stderr else "") + done.stderr
-        judged = judge(self.unit, Ran(done.returncode, output, log_lines, checked, seconds, timed), command, flags,
-                       must_build)
+        judged = judge(self.unit, Ran(done.returncode, output, log_lines, checked, seconds, timed),
+                       command, flags, must_build)
         if judged.ok and self.resolution is not None:
             self.resolution.read(self.unit, output, judged.value(self.primary))
         return judged
 
     def round_cost(self) -> float:
-        """Seconds one confirmation round (two builds and runs) is expected to take, from the runs so far."""
+        """Seconds one confirmation round (two builds and runs) is expected to take, from the
+        runs so far."""
         return 2 * statistics.median(self.built) if self.built else 0.0
 
     def _environment(self, acf: Path, flags: tuple[str, ...], phase: str, log: Path) -> dict:
         env = dict(os.environ, NVCC_EVO_ACF=str(acf), NVCC_EVO_CANDIDATE_FLAGS=" ".join(flags),
-                   NVCC_EVO_CANDIDATE=candidate_name(flags), **{PHASE_ENV: phase}, NVCC_EVO_RUN=str(self.runs),
-                   NVCC_EVO_LOG=str(log))
+                   NVCC_EVO_CANDIDATE=candidate_name(flags), **{PHASE_ENV: phase},
+                   NVCC_EVO_RUN=str(self.runs), NVCC_EVO_LOG=str(log))
         env.pop("NVCC_EVO_ACTIVE", None)
         if self.unit.triton:
-            # Triton compiles the kernel anew in each run (Triton's and TorchInductor's caches of the run's own),
-            # through the stand-ins: the log then shows whether the candidate's ptxas ran.
+            # Triton compiles the kernel anew in each run (Triton's and TorchInductor's caches of
+            # the run's own), through the stand-ins: the log then shows whether the candidate's
+            # ptxas ran.
             env = through_stand_ins(env, str(log.parent))
         return env
 

@@ -10,6 +10,7 @@ user's cache; records reads what the processes of one run wrote, and says
 how much GPU time a set of kernels took. `nvcc-evo --hot` and the command
 backend's `metric NAME kernels` both use it.
 
-Imports: nvcc_evo.driver (the real nvcc, the CUDA driver), nvcc_evo.errors
-and nvcc_evo.system; never the layers above it.
+Imports: nvcc_evo.driver (the real nvcc, the CUDA driver), nvcc_evo.cubin
+(the kernels a cubin defines), nvcc_evo.errors and nvcc_evo.system; never
+the layers above it.
 """

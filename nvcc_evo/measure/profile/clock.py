@@ -1,4 +1,4 @@
-"""The command backend's `metric NAME kernels`: a unit's own kernels' GPU time in a bench command's run.
+"""The command backend's `metric NAME kernels`: a unit's own kernels' GPU time in a bench run.
 
 Each run gets the injection library and a folder of its own for the
 processes' files (measure.profile.records); its metric is the time of the
@@ -11,20 +11,23 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from nvcc_evo.cubin.sass import cubin_sections
+from nvcc_evo.measure.profile.library import library
 from nvcc_evo.measure.profile.records import environment, read_run, time_of
 
 
 def kernel_names(cubin: bytes) -> frozenset[str]:
     """The kernels a cubin defines (its `.text.NAME` sections)."""
-    from nvcc_evo.cubin.sass import cubin_sections
-    return frozenset(name[len(".text."):] for name in cubin_sections(cubin) if name.startswith(".text."))
+    return frozenset(name[len(".text."):] for name in cubin_sections(cubin)
+                     if name.startswith(".text."))
 
 
 class KernelClock:
     """The injection for a bench's runs and the reading of one unit's kernels' time."""
 
     def __init__(self, nvcc: str = "", active: bool = True):
-        self.nvcc, self.active = nvcc, active       # (inactive: a bench without such a metric; no injection)
+        # (inactive: a bench without such a metric; no injection)
+        self.nvcc, self.active = nvcc, active
         self.library: str | None = None
         self.own: dict[Any, frozenset[str]] = {}
         self.current: frozenset[str] = frozenset()
@@ -41,8 +44,8 @@ class KernelClock:
         self.current = self.own.get(genome, frozenset())
 
     def environment(self, scratch: str) -> dict[str, str]:
-        """What a run's environment gets (the library built on first use: EnvironmentProblem without CUPTI)."""
-        from nvcc_evo.measure.profile.library import library
+        """What a run's environment gets (the library built on first use: EnvironmentProblem
+        without CUPTI)."""
         if not self.active:
             return {}
         if self.library is None:
@@ -61,5 +64,6 @@ class KernelClock:
             return milliseconds, ""
         ran = f"; it ran {len(rows)} other kernel(s)" if rows else "; it ran no kernel at all"
         said = f" ({'; '.join(problems)})" if problems else ""
-        return float("nan"), (f"none of the unit's kernels ({', '.join(sorted(self.current)[:3]) or 'none known'}"
-                              f"{', ...' if len(self.current) > 3 else ''}) ran{ran}{said}")
+        known = ", ".join(sorted(self.current)[:3]) or "none known"
+        known += ", ..." if len(self.current) > 3 else ""
+        return float("nan"), f"none of the unit's kernels ({known}) ran{ran}{said}"

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from nvcc_evo.errors import EnvironmentProblem
+from nvcc_evo.system.files import cache_folder
+from nvcc_evo.system.leftovers import private_folder, remove_private
 
 SOURCE = Path(__file__).with_name("inject.c")
 CUPTI_ENV = "NVCC_EVO_CUPTI"
@@ -39,9 +41,12 @@ class Cupti(NamedTuple):
 
 
 def _release(include: Path, library: Path) -> str:
-    """The wheel's version where a wheel installed it, else the header's CUPTI_API_VERSION and the file's name."""
-    site = library.parents[3] if len(library.parents) > 3 else None     # (site-packages/nvidia/cu13/lib/)
-    for info in sorted(site.glob("nvidia_cuda_cupti-*.dist-info")) if site is not None else ():
+    """The wheel's version where a wheel installed it, else the header's CUPTI_API_VERSION and
+    the file's name."""
+    # (a wheel's: site-packages/nvidia/cu13/lib/libcupti.so)
+    site = library.parents[3] if len(library.parents) > 3 else None
+    wheels = sorted(site.glob("nvidia_cuda_cupti-*.dist-info")) if site is not None else []
+    for info in wheels:
         return info.name[len("nvidia_cuda_cupti-"):-len(".dist-info")]
     try:
         text = (include / "cupti_version.h").read_text(errors="replace")
@@ -67,31 +72,36 @@ def _roots(environ, toolkit: str | None) -> list[Path]:
     roots: list[Path] = []
     try:
         import nvidia             # the namespace package pip's CUDA wheels install into
-        roots += sorted(p for base in getattr(nvidia, "__path__", ()) for p in Path(base).iterdir() if p.is_dir())
+        roots += sorted(p for base in getattr(nvidia, "__path__", ())
+                        for p in Path(base).iterdir() if p.is_dir())
     except ImportError:
         pass
-    if toolkit:          # (a toolkit installer's extras/CUPTI; Linux packages put it among the toolkit's own)
+    # (a toolkit installer's extras/CUPTI; Linux packages put it among the toolkit's own)
+    if toolkit:
         roots += [Path(toolkit) / "extras" / "CUPTI", Path(toolkit)]
     return roots
 
 
 def find_cupti(environ, toolkit: str | None) -> Cupti:
-    """The CUPTI NVCC_EVO_CUPTI names, else the first of the wheels and the toolkit; EnvironmentProblem when
-    there is none, or the named folder holds none (another CUPTI is not taken in its place silently)."""
+    """The CUPTI NVCC_EVO_CUPTI names, else the first of the wheels and the toolkit;
+    EnvironmentProblem when there is none, or the named folder holds none (another CUPTI is not
+    taken in its place silently)."""
     named = environ.get(CUPTI_ENV)
     if named:
         found = _in_folder(Path(named))
         if found is None:
-            raise EnvironmentProblem(f"{CUPTI_ENV}={named} holds no include/cupti.h and lib/libcupti.so (or "
-                                     f"lib64/): name a folder that does, or unset it to use the nvidia-cuda-cupti "
-                                     f"wheel ({INSTALL}) or the toolkit's CUPTI")
+            raise EnvironmentProblem(f"{CUPTI_ENV}={named} holds no include/cupti.h and "
+                                     "lib/libcupti.so (or lib64/): name a folder that does, or "
+                                     f"unset it to use the nvidia-cuda-cupti wheel ({INSTALL}) or "
+                                     "the toolkit's CUPTI")
         return found
     for root in _roots(environ, toolkit):
         found = _in_folder(root)
         if found is not None:
             return found
     raise EnvironmentProblem(f"no CUPTI found: kernel times need NVIDIA's CUPTI library: {INSTALL} "
-                             f"(or name a folder holding include/cupti.h and lib/libcupti.so in {CUPTI_ENV})")
+                             "(or name a folder holding include/cupti.h and lib/libcupti.so in "
+                             f"{CUPTI_ENV})")
 
 
 def toolkit_paths(nvcc: str) -> tuple[str | None, tuple[str, ...]]:
@@ -103,7 +113,8 @@ def toolkit_paths(nvcc: str) -> tuple[str | None, tuple[str, ...]]:
         return None, ()
     top = re.search(r"^#\$ TOP=(.*)$", done.stderr, re.M)
     includes = re.search(r'^#\$ INCLUDES="(.*?)"', done.stderr, re.M)
-    folders = tuple(part[2:] for part in (includes.group(1).split() if includes else ()) if part.startswith("-I"))
+    parts = includes.group(1).split() if includes else []
+    folders = tuple(part[2:] for part in parts if part.startswith("-I"))
     return (os.path.normpath(top.group(1)) if top else None), folders
 
 
@@ -112,13 +123,12 @@ def compiler(environ) -> str:
         found = shutil.which(name) if name else None
         if found:
             return found
-    raise EnvironmentProblem("no C compiler (CC, cc or gcc) to build the kernel-time library with: install one "
-                             "(the host compiler nvcc uses will do)")
+    raise EnvironmentProblem("no C compiler (CC, cc or gcc) to build the kernel-time library with: "
+                             "install one (the host compiler nvcc uses will do)")
 
 
 def library(environ, nvcc: str) -> str:
     """The injection library's path, built first where this CUPTI and source have none yet."""
-    from nvcc_evo.system.files import cache_folder
     top, includes = toolkit_paths(nvcc)
     cupti = find_cupti(environ, top)
     source = SOURCE.read_bytes()
@@ -132,13 +142,14 @@ def library(environ, nvcc: str) -> str:
 
 
 def _build(environ, cupti: Cupti, includes: tuple[str, ...], target: Path) -> None:
-    from nvcc_evo.system.leftovers import private_folder, remove_private
-    work = private_folder("inject", parent=str(target.parent))      # (one file system: a rename moves it)
+    # (one file system: a rename moves it)
+    work = private_folder("inject", parent=str(target.parent))
     try:
         made = Path(work) / target.name
         lib = os.path.dirname(os.path.realpath(cupti.library))
-        command = [compiler(environ), "-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-o", str(made), str(SOURCE),
-                   "-I", cupti.include, *(f"-I{folder}" for folder in includes),
+        command = [compiler(environ), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
+                   "-o", str(made), str(SOURCE), "-I", cupti.include,
+                   *(f"-I{folder}" for folder in includes),
                    os.path.realpath(cupti.library), f"-Wl,-rpath,{lib}", "-lpthread"]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=300)
@@ -146,10 +157,12 @@ def _build(environ, cupti: Cupti, includes: tuple[str, ...], target: Path) -> No
             raise EnvironmentProblem(f"cannot build the kernel-time library: {error}") from None
         if done.returncode != 0:
             said = "\n".join(f"    | {line}" for line in done.stderr.strip().splitlines()[-8:])
-            raise EnvironmentProblem(f"building the kernel-time library against CUPTI {cupti.release} "
-                                     f"({cupti.include}) failed:\n{said}")
-        os.replace(made, target)      # (the cache folder and the private folder: one file system in practice)
+            raise EnvironmentProblem("building the kernel-time library against CUPTI "
+                                     f"{cupti.release} ({cupti.include}) failed:\n{said}")
+        # (the cache folder and the private folder: one file system in practice)
+        os.replace(made, target)
     except OSError as error:
-        raise EnvironmentProblem(f"cannot keep the kernel-time library in {target.parent}: {error}") from None
+        raise EnvironmentProblem(f"cannot keep the kernel-time library in {target.parent}: "
+                                 f"{error}") from None
     finally:
         remove_private(work)

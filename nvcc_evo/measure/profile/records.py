@@ -1,11 +1,12 @@
 """What the injection library's processes wrote: kernel times per name and launch shape.
 
-One file per process (`kernels-PID-NS-XXXXXX.tsv` in the run's folder,
-named by NVCC_EVO_KERNEL_TIMES; NS the pid namespace, XXXXXX a random part:
-one pid in two containers names two files): children, forked ones and MPI
-ranks write their own, and a run's times are the sum over all its files. `environment` is what a run is given so
-that the CUDA driver loads the library; `time_of` is the GPU time of a set
-of kernels in a run (the command backend's `metric NAME kernels`).
+One file per process (`kernels-PID-NS-XXXXXX.tsv` in the run's folder, named
+by NVCC_EVO_KERNEL_TIMES; NS the pid namespace, XXXXXX a random part: one
+pid in two containers names two files): children, forked ones and MPI ranks
+write their own, and a run's times are the sum over all its files.
+`environment` is what a run is given so that the CUDA driver loads the
+library; `time_of` is the GPU time of a set of kernels in a run (the command
+backend's `metric NAME kernels`).
 """
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ def _row(line: str) -> KernelTime:
     if len(parts) != 13:
         raise ValueError(f"{len(parts)} fields, not 13")
     n = [int(p) for p in parts[:12]]
-    return KernelTime(parts[12], n[0], n[1], n[2], n[3], (n[4], n[5], n[6]), (n[7], n[8], n[9]), n[10], n[11])
+    return KernelTime(parts[12], n[0], n[1], n[2], n[3], (n[4], n[5], n[6]), (n[7], n[8], n[9]),
+                      n[10], n[11])
 
 
 def read_file(path: Path) -> tuple[list[KernelTime], int]:
@@ -59,11 +61,13 @@ def read_file(path: Path) -> tuple[list[KernelTime], int]:
 
 
 def read_run(folder: str) -> tuple[list[KernelTime], list[str]]:
-    """Every process's rows of a run, merged by name and shape, and what could not be read or was dropped."""
+    """Every process's rows of a run, merged by name and shape, and what could not be read or
+    was dropped."""
     rows: list[KernelTime] = []
     problems = []
     try:
-        names = sorted(n for n in os.listdir(folder) if n.startswith("kernels-") and n.endswith(".tsv"))
+        names = sorted(n for n in os.listdir(folder)
+                       if n.startswith("kernels-") and n.endswith(".tsv"))
     except OSError as error:
         return [], [f"{folder}: {error.strerror}"]
     for name in names:
@@ -74,7 +78,8 @@ def read_run(folder: str) -> tuple[list[KernelTime], list[str]]:
             continue
         rows += found
         if dropped:
-            problems.append(f"{name}: CUPTI dropped {dropped} kernel record(s): its times are short of the run's")
+            problems.append(f"{name}: CUPTI dropped {dropped} kernel record(s): its times are "
+                            "short of the run's")
     return merged(rows), problems
 
 

@@ -21,13 +21,13 @@ from nvcc_evo.status import Status
 
 OBJECTIVES = ("runtime", "energy") + static.OBJECTIVES
 RACE_MARGIN = 0.02      # slower than the incumbent by more than this (or its spread) ends a race
-REQUEST_SECONDS = 0.05  # a request's own cost beside its launches (the pipe, a module load, the check)
+REQUEST_SECONDS = 0.05  # a request's own cost beside its launches (pipe, module load, check)
 
 
 @dataclass(frozen=True)
 class BaselineRun:
-    """The baseline's first run: its binary, plan and median (us), for the drift; its compile's seconds and
-    its kernel's median seconds, for the reserve."""
+    """The baseline's first run: its binary, plan and median (us), for the drift; its compile's
+    seconds and its kernel's median seconds, for the reserve."""
 
     cubin: bytes
     plan: BenchPlan
@@ -45,11 +45,11 @@ class GpuBench:
     arch: str
     defines_for: Callable                 # genome -> {NAME: value}
     energy: bool = True
-    reference: InitVar[dict | None] = None          # the baseline's outputs, where known before its run
+    reference: InitVar[dict | None] = None          # the baseline's outputs, known before its run
     expected_fn: InitVar[Callable | None] = None    # the bench's numpy reference, if it names one
     min_seconds: float = 0.3                # timing window per candidate
-    timeout: float | None = None            # seconds a candidate's run may take (--timeout; None: the pool's)
-    settle: bool = False                    # timing may stop once the median is known well enough (stats.settled)
+    timeout: float | None = None            # a candidate's run at most, s (None: the pool's)
+    settle: bool = False                    # stop once the median is known well (stats.settled)
     incumbent: Incumbent | None = None      # what a race is run against
     baseline_run: BaselineRun | None = None
     references: References = field(init=False, repr=False)
@@ -58,14 +58,15 @@ class GpuBench:
         self.references = References(f"{id(self)}:", expected_fn, reference)
 
     def prefetch(self, defines: dict) -> None:
-        """The numpy reference at the baseline's `defines` started in a thread (References.prefetch)."""
+        """The numpy reference at the baseline's `defines` started in a thread
+        (References.prefetch)."""
         self.references.prefetch(self.bench, defines)
 
     def plan(self, genome) -> BenchPlan:
         return plan_bench(self.bench, self.defines_for(genome))
 
     def measure(self, genome, flags, result: CompileResult | None) -> Measurement:
-        assert result is not None              # (a backend that compiles: each candidate comes built)
+        assert result is not None  # (a backend that compiles: each candidate comes built)
         compiled = static.measure(result, self.arch)
         if not result.ok:
             return compiled
@@ -75,23 +76,28 @@ class GpuBench:
             return failed(Status.BAD_BENCH, f"bench spec with this candidate's defines: {error}")
         first = self.references.baseline is None         # the first measurement is the baseline's
         sent = time.perf_counter()
-        if self.references.expected_fn is not None:   # computed before the GPU is held: seconds on a large
-            self.references.expected_outputs(plan)    # bench, in which the other searches at once measure nothing
+        # computed before the GPU is held: seconds on a large bench, in which the other searches
+        # at once measure nothing
+        if self.references.expected_fn is not None:
+            self.references.expected_outputs(plan)
         with self.pool.lock:                   # the references it holds are this process's
-            answer = self.pool.request(RunRequest(
-                result.cubin, plan, time=True, min_seconds=self.min_seconds, race=self.incumbent, settle=self.settle,
-                energy=bool(self.energy and self.pool.hello.get("nvml")), outputs=first,
-                **self.references.comparison(plan, first, self.pool.replaced)), self.timeout)
+            energy = bool(self.energy and self.pool.hello.get("nvml"))
+            request = RunRequest(result.cubin, plan, time=True, min_seconds=self.min_seconds,
+                                 race=self.incumbent, settle=self.settle, energy=energy,
+                                 outputs=first,
+                                 **self.references.comparison(plan, first, self.pool.replaced))
+            answer = self.pool.request(request, self.timeout)
         costs = dict(answer.costs)
-        costs["other"] = time.perf_counter() - sent - sum(costs.values())    # the pipe, pickling, a restart
+        costs["other"] = time.perf_counter() - sent - sum(costs.values())   # pipe, pickle, restart
         measurement = self._judge(answer, plan, compiled, first)
         if first and measurement.ok:
             self.references.baseline = answer.outputs
-            self.baseline_run = BaselineRun(result.cubin, plan, timed(answer).median, result.seconds,
-                                            measurement.get("runtime") / 1e6)
+            self.baseline_run = BaselineRun(result.cubin, plan, timed(answer).median,
+                                            result.seconds, measurement.get("runtime") / 1e6)
         return replace(measurement, costs=tuple(costs.items()))
 
-    def _judge(self, answer: Answer, plan: BenchPlan, compiled: Measurement, first: bool) -> Measurement:
+    def _judge(self, answer: Answer, plan: BenchPlan, compiled: Measurement,
+               first: bool) -> Measurement:
         """The worker's answer as a Measurement: the outputs' check, times summarised."""
         if answer.status != Status.OK:
             return failed(answer.status, answer.detail, answer.refusal)
@@ -99,19 +105,25 @@ class GpuBench:
         wrong = answer.wrong
         if wrong is not None:
             return failed(Status.WRONG_ANSWER, self._against(first) + str(wrong), wrong=wrong.kind)
-        metrics = (("runtime", times.median),) + tuple((k, v) for k, v in compiled.metrics if k != "runtime")
+        compiled_metrics = tuple((k, v) for k, v in compiled.metrics if k != "runtime")
+        metrics = (("runtime", times.median),) + compiled_metrics
         if answer.energy_mj is not None and answer.power_w is not None:      # (measured together)
             metrics += (("energy", answer.energy_mj), ("power", answer.power_w))
-        raced = self.incumbent if answer.stopped == "raced" else None         # (a race has its incumbent)
-        detail = f"raced: stopped after {times.count} of {answer.planned} timed launches, clearly slower " \
-                 f"than the incumbent ({raced.median:.4g} us)" if raced is not None else ""
-        return Measurement(Status.OK, metrics, (("runtime", times.spread),), detail, raced=raced is not None)
+        raced = self.incumbent if answer.stopped == "raced" else None   # (a race has its incumbent)
+        detail = ""
+        if raced is not None:
+            detail = (f"raced: stopped after {times.count} of {answer.planned} timed launches, "
+                      f"clearly slower than the incumbent ({raced.median:.4g} us)")
+        return Measurement(Status.OK, metrics, (("runtime", times.spread),), detail,
+                           raced=raced is not None)
 
     def _against(self, first: bool) -> str:
         """What a wrong answer was compared with, in words ("" for the baseline's outputs)."""
         if self.references.expected_fn is None:
             return ""
-        return "the baseline disagrees with the numpy reference: " if first else "against the numpy reference: "
+        if first:
+            return "the baseline disagrees with the numpy reference: "
+        return "against the numpy reference: "
 
     def reserve(self) -> float:
         """Seconds the steps after the search are expected to take, from the
@@ -142,10 +154,11 @@ class GpuBench:
         """The confirmation step (confirm.verify) on the two genomes, each built
         again (`build`: genome -> CompileResult), as the Backend's `confirm`."""
         builds = {genome: build(genome) for genome in (baseline, chosen)}
-        failed_builds = [f"{side} {builds[g].status}" for side, g in (("baseline", baseline), ("chosen", chosen))
-                         if not builds[g].ok]
+        sides = (("baseline", baseline), ("chosen", chosen))
+        failed_builds = [f"{side} {builds[g].status}" for side, g in sides if not builds[g].ok]
         if failed_builds:
-            return Confirmation(None, f"recompiling for the verification failed ({', '.join(failed_builds)})")
+            return Confirmation(None, "recompiling for the verification failed "
+                                      f"({', '.join(failed_builds)})")
         stats, problem = verify(self.pool, (builds[baseline].cubin, self.plan(baseline)),
                                 (builds[chosen].cubin, self.plan(chosen)))
         return Confirmation(stats, f"wrong on fresh inputs: {problem}" if problem else "")

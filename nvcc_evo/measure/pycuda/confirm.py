@@ -32,15 +32,19 @@ def verify(pool: WorkerPool, baseline: tuple[bytes, BenchPlan], chosen: tuple[by
     for _ in range(rounds):
         with pool.lock:
             for side, (cubin, plan) in (("a", baseline), ("b", chosen)):
-                answer = pool.request(RunRequest(cubin, plan, time=True, min_seconds=CONFIRM_SECONDS))
+                answer = pool.request(RunRequest(cubin, plan, time=True,
+                                                 min_seconds=CONFIRM_SECONDS))
                 if answer.status != Status.OK:
-                    raise EnvironmentProblem(f"verification run failed: {answer.detail or answer.status}")
+                    raise EnvironmentProblem("verification run failed: "
+                                             f"{answer.detail or answer.status}")
                 medians[side].append(timed(answer).median)
     with pool.lock:
-        fresh = [pool.request(RunRequest(cubin, plan, outputs=True, seed=1000)) for cubin, plan in (baseline, chosen)]
+        fresh = [pool.request(RunRequest(cubin, plan, outputs=True, seed=1000))
+                 for cubin, plan in (baseline, chosen)]
     problem = "" if all(f.status == Status.OK for f in fresh) else "fresh-input run failed"
     if not problem:
         outputs = [f.outputs for f in fresh]
-        assert outputs[0] is not None and outputs[1] is not None     # (ok answers to RunRequest(outputs=True))
+        # (ok answers to RunRequest(outputs=True))
+        assert outputs[0] is not None and outputs[1] is not None
         problem = str(outputs_match(outputs[1], outputs[0], chosen[1]) or "")
     return faster(medians["a"], medians["b"]), problem

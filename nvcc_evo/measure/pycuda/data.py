@@ -12,7 +12,8 @@ from nvcc_evo.acf.bench.spec import DTYPES, ArrayPlan, BenchPlan, ScalarPlan
 
 CACHE_BYTES = 8 << 30        # host copies of inputs kept between requests
 DEVICE_CACHE_BYTES = 16 << 30   # device copies of inputs kept between requests
-POISON = 0xFF     # every byte of an output before the launch: NaN in f16, bf16, f32 and f64; all ones in integers
+# Every byte of an output before the launch: NaN in f16, bf16, f32 and f64; all ones in integers.
+POISON = 0xFF
 
 
 def host_array(plan: ArrayPlan, seed_offset: int) -> np.ndarray:

@@ -23,11 +23,14 @@ from typing import Any
 import numpy as np
 
 from nvcc_evo.acf.bench.spec import DTYPES, BenchPlan
+from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc, replace_file
+from nvcc_evo.driver.toolkit import cache_folder
+from nvcc_evo.system.files import folders
 
 # The C type each bench dtype is read as (bf16 is its raw upper 16 bits).
-C_TYPES = {"f16": "__half", "bf16": "bf16_bits", "f32": "float", "f64": "double", "i8": "signed char",
-           "u8": "unsigned char", "i16": "short", "u16": "unsigned short", "i32": "int", "u32": "unsigned int",
-           "i64": "long long", "u64": "unsigned long long"}
+C_TYPES = {"f16": "__half", "bf16": "bf16_bits", "f32": "float", "f64": "double",
+           "i8": "signed char", "u8": "unsigned char", "i16": "short", "u16": "unsigned short",
+           "i32": "int", "u32": "unsigned int", "i64": "long long", "u64": "unsigned long long"}
 
 KEPT_BYTES = 8 << 30          # float64 references kept on the device, at most
 BLOCK, GRID = 256, 1024       # threads of the comparison (a grid-stride loop)
@@ -35,7 +38,9 @@ BLOCK, GRID = 256, 1024       # threads of the comparison (a grid-stride loop)
 SOURCE = r"""
 #include <cuda_fp16.h>
 struct bf16_bits { unsigned short bits; };
-template <typename T> __device__ double value(const T* p, unsigned long long i) { return (double)p[i]; }
+template <typename T> __device__ double value(const T* p, unsigned long long i) {
+    return (double)p[i];
+}
 template <> __device__ double value<__half>(const __half* p, unsigned long long i) {
     return (double)__half2float(p[i]);
 }
@@ -44,8 +49,8 @@ template <> __device__ double value<bf16_bits>(const bf16_bits* p, unsigned long
 }
 // *count += the elements outside the tolerance, or unequal (NaN compares false either way)
 template <typename T>
-__device__ void outside(const T* out, const double* ref, unsigned long long n, double rtol, double atol,
-                        int exact, unsigned long long* count) {
+__device__ void outside(const T* out, const double* ref, unsigned long long n, double rtol,
+                        double atol, int exact, unsigned long long* count) {
     unsigned long long bad = 0;
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long)gridDim.x * blockDim.x) {
@@ -72,8 +77,9 @@ def kernel_name(dtype: str) -> str:
 def source() -> str:
     """The comparison kernels, one per bench dtype."""
     entries = "".join(
-        f"__global__ void {kernel_name(d)}(const {c}* o, const double* r, unsigned long long n, double rtol, "
-        f"double atol, int exact, unsigned long long* c) {{ outside(o, r, n, rtol, atol, exact, c); }}\n"
+        f"__global__ void {kernel_name(d)}(const {c}* o, const double* r, unsigned long long n, "
+        f"double rtol, double atol, int exact, unsigned long long* c) "
+        f"{{ outside(o, r, n, rtol, atol, exact, c); }}\n"
         for d, c in C_TYPES.items())
     return SOURCE + entries + "}\n"
 
@@ -82,16 +88,14 @@ def compile_kernels(arch: str, nvcc: str | None = None, cache: Path | None = Non
     """The comparison kernels' cubin for `arch` (sm_90), built with the real
     nvcc once and cached by source, arch and nvcc binary; None where nvcc is
     missing or fails (the host check is then used)."""
-    from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc, replace_file
-    from nvcc_evo.driver.toolkit import cache_folder
-    from nvcc_evo.system.files import folders
     try:
         nvcc = nvcc or find_real_nvcc()
         stat = os.stat(nvcc)
     except (OSError, NvccNotFound):    # no nvcc here
         return None
     text = source()
-    key = hashlib.sha256(f"{text}|{arch}|{os.path.realpath(nvcc)}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+    identity = f"{text}|{arch}|{os.path.realpath(nvcc)}|{stat.st_size}|{stat.st_mtime_ns}"
+    key = hashlib.sha256(identity.encode())
     try:
         path = (cache or cache_folder()) / f"check-{key.hexdigest()[:20]}.cubin"
         if path.is_file():
@@ -102,8 +106,9 @@ def compile_kernels(arch: str, nvcc: str | None = None, cache: Path | None = Non
         src, out = Path(folder) / "check.cu", Path(folder) / "check.cubin"
         src.write_text(text)
         try:
-            done = subprocess.run([nvcc, "-cubin", f"-arch={arch}", "-O3", "-o", str(out), str(src)],
-                                  capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+            command = [nvcc, "-cubin", f"-arch={arch}", "-O3", "-o", str(out), str(src)]
+            done = subprocess.run(command, capture_output=True, text=True,
+                                  stdin=subprocess.DEVNULL, timeout=300)
         except (OSError, subprocess.SubprocessError):
             return None
         if done.returncode != 0 or not out.is_file():
@@ -124,9 +129,11 @@ class DeviceCheck:
 
     def __init__(self, cuda, arch: str):
         self.cuda, self.arch = cuda, arch
-        self.module: Any = None                # pycuda's Module and DeviceAllocation (untyped), once loaded
+        # pycuda's Module and DeviceAllocation (untyped), once loaded
+        self.module: Any = None
         self.usable = True
-        self.kept: dict[str, tuple[dict, dict]] = {}        # key -> (host reference, {name: (copy, count)})
+        # key -> (host reference, {name: (copy, count)})
+        self.kept: dict[str, tuple[dict, dict]] = {}
         self.count: Any = None
 
     def _load(self) -> bool:
@@ -145,12 +152,13 @@ class DeviceCheck:
             return held[1]
         self.kept.pop(key, None)
         size = sum(a.nbytes for a in reference.values())
-        if size + sum(sum(a.nbytes for a in h.values()) for h, _ in self.kept.values()) > KEPT_BYTES:
+        held_bytes = sum(sum(a.nbytes for a in h.values()) for h, _ in self.kept.values())
+        if size + held_bytes > KEPT_BYTES:
             self.kept.clear()
             if size > KEPT_BYTES:
                 return None
-        copies = {name: (self.cuda.to_device(np.ascontiguousarray(values, dtype=np.float64)), values.size)
-                  for name, values in reference.items()}
+        copies = {name: (self.cuda.to_device(np.ascontiguousarray(values, dtype=np.float64)),
+                         values.size) for name, values in reference.items()}
         self.kept[key] = (reference, copies)
         return copies
 

@@ -24,10 +24,13 @@ def _gpu_names() -> tuple[str, ...]:
     probe = ("import pycuda.driver as d; d.init(); "
              "print('\\n'.join(d.Device(i).name() for i in range(d.Device.count())))")
     try:
-        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                             timeout=60)
     except (OSError, subprocess.SubprocessError):
         return ()
-    return tuple(line.strip() for line in out.stdout.splitlines() if line.strip()) if out.returncode == 0 else ()
+    if out.returncode != 0:
+        return ()
+    return tuple(line.strip() for line in out.stdout.splitlines() if line.strip())
 
 
 def gpu_available() -> bool:

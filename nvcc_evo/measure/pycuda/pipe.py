@@ -23,7 +23,8 @@ class Hello:
     l2: int                 # bytes
     nvml: bool              # energy can be measured
 
-    def as_dict(self) -> dict:      # what a backend's `hello` holds (the results' context, the ACF's provenance)
+    # what a backend's `hello` holds (the results' context, the ACF's provenance)
+    def as_dict(self) -> dict:
         return asdict(self)
 
 
@@ -34,9 +35,9 @@ class NoGpu:                # the hello of a worker that found no usable device
 
 @dataclass(frozen=True)
 class RunRequest:
-    """Run `cubin` on `plan`'s data (`seed`: the inputs' offset); its outputs `keep`t as a reference by key,
-    `compare`d with one (a `reference` handed over first: key, outputs), sent back (`outputs`); `time`d
-    (racing an incumbent, settling), with `energy`."""
+    """Run `cubin` on `plan`'s data (`seed`: the inputs' offset); its outputs `keep`t as a reference
+    by key, `compare`d with one (a `reference` handed over first: key, outputs), sent back
+    (`outputs`); `time`d (racing an incumbent, settling), with `energy`."""
 
     cubin: bytes
     plan: BenchPlan

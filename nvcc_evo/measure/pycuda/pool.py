@@ -24,7 +24,7 @@ class TurnLock:
         self._turns = threading.Condition()
         self._owner: int | None = None
         self._depth = self._next = self._serving = 0
-        self._left: set[int] = set()        # turns whose threads stopped waiting (an exception: Ctrl-C)
+        self._left: set[int] = set()  # turns whose threads stopped waiting (an exception: Ctrl-C)
 
     def __enter__(self) -> None:
         me = threading.get_ident()
@@ -70,7 +70,8 @@ class WorkerPool:
     def _start(self) -> dict:
         """The new measuring process's Hello, as the dict a backend's `hello` holds."""
         self.connection, child = self.context.Pipe()
-        self.process = self.context.Process(target=self.target, args=(child, self.device), daemon=True)
+        self.process = self.context.Process(target=self.target, args=(child, self.device),
+                                            daemon=True)
         self.process.start()
         child.close()
         if not self.connection.poll(self.timeout):
@@ -100,11 +101,13 @@ class WorkerPool:
         try:
             self.connection.send(message)
             if not self.connection.poll(timeout or self.timeout):
-                # the watchdog: a kernel that never ends (a deadlock) holds its process in the driver; killed,
-                # its CUDA context goes with it, and a fresh process measures the next candidate
+                # the watchdog: a kernel that never ends (a deadlock) holds its process in the
+                # driver; killed, its CUDA context goes with it, and a fresh process measures the
+                # next candidate
                 self._replace()
-                return Answer(Status.TIMEOUT, f"no answer within {timeout or self.timeout:g} s (a kernel that never "
-                                         f"ends?): its measuring process was killed and a fresh one started")
+                said = (f"no answer within {timeout or self.timeout:g} s (a kernel that never "
+                        "ends?): its measuring process was killed and a fresh one started")
+                return Answer(Status.TIMEOUT, said)
             answer = self.connection.recv()
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
             self.process.join(5)             # reap it, so that its exit code is known
@@ -139,7 +142,8 @@ class WorkerPools:
                 try:
                     import pycuda  # noqa: F401
                 except ImportError:
-                    raise EnvironmentProblem("the pycuda backend needs PyCUDA (pip install 'nvcc-evo[gpu]') and a GPU")
+                    raise EnvironmentProblem("the pycuda backend needs PyCUDA (pip install "
+                                             "'nvcc-evo[gpu]') and a GPU")
                 self.pools[device] = WorkerPool(device=device)
             return self.pools[device]
 

@@ -21,21 +21,24 @@ def reference_outputs(reference: Callable, plan: BenchPlan, seed: int = 0) -> di
     """A numpy reference called with the plan's inputs (as float64), scalars,
     sizes and defines, by name."""
     inputs: dict[str, object] = dict(plan.sizes)
-    inputs.update({a.name: as_float(host_array(a, seed), plan, a.name) for a in plan.arrays if a.init != "output"})
+    inputs.update({a.name: as_float(host_array(a, seed), plan, a.name)
+                   for a in plan.arrays if a.init != "output"})
     inputs.update({s.name: s.value for s in plan.args if isinstance(s, ScalarPlan)})
     return reference(**inputs)
 
 
 class References:
     """One unit's references (`owner`: the prefix of their keys in a measuring process, which other
-    benches' references share): the numpy reference's outputs (`expected_fn`: the bench's function, None
-    where it names none) or the baseline's (`baseline`, kept on its first run)."""
+    benches' references share): the numpy reference's outputs (`expected_fn`: the bench's function,
+    None where it names none) or the baseline's (`baseline`, kept on its first run)."""
 
-    def __init__(self, owner: str, expected_fn: Callable | None = None, baseline: dict | None = None):
+    def __init__(self, owner: str, expected_fn: Callable | None = None,
+                 baseline: dict | None = None):
         self.owner, self.expected_fn, self.baseline = owner, expected_fn, baseline
         self.expected: dict | None = None
         self.computing: threading.Thread | None = None       # the numpy reference, started early
-        self.sent: tuple[int, set[str]] = (-1, set())        # (the measuring process, by pool.replaced; keys it holds)
+        # (the measuring process, by pool.replaced; the keys it holds)
+        self.sent: tuple[int, set[str]] = (-1, set())
 
     def prefetch(self, bench: model.Bench, defines: dict) -> None:
         """Start the numpy reference for the bench at `defines` (the baseline's)
@@ -61,14 +64,14 @@ class References:
         if self.computing is not None and self.computing is not threading.current_thread():
             self.computing.join()
         if self.expected is None:
-            assert self.expected_fn is not None        # (asked only of a bench that names a reference)
+            assert self.expected_fn is not None  # (asked only of a bench that names a reference)
             self.expected = reference_outputs(self.expected_fn, plan)
         return self.expected
 
     def comparison(self, plan: BenchPlan, first: bool, process: int) -> dict:
-        """What the measuring process (`process`: which one, by pool.replaced) compares the outputs with
-        (RunRequest's fields, by name): the numpy reference's outputs, else the baseline's (this run's,
-        when it is the baseline); sent to it once per measuring process."""
+        """What the measuring process (`process`: which one, by pool.replaced) compares the outputs
+        with (RunRequest's fields, by name): the numpy reference's outputs, else the baseline's
+        (this run's, when it is the baseline); sent to it once per measuring process."""
         if process != self.sent[0]:
             self.sent = (process, set())          # a new measuring process holds nothing yet
         given: dict | None

@@ -13,8 +13,8 @@ import numpy as np
 
 from nvcc_evo.acf.bench.spec import BenchPlan
 from nvcc_evo.measure import Clock
-from nvcc_evo.measure.stats import (ENERGY_LEAST, clearly_slower, energy_window, race_checkpoints, repetitions,
-                                    settled)
+from nvcc_evo.measure.stats import (ENERGY_LEAST, clearly_slower, energy_window, race_checkpoints,
+                                    repetitions, settled)
 
 
 class Incumbent(NamedTuple):      # what a race is run against
@@ -23,7 +23,8 @@ class Incumbent(NamedTuple):      # what a race is run against
 
 
 class Timer:
-    """Times launches of one device (`l2`: its L2 size, flushed through a scratch allocation twice as large)."""
+    """Times launches of one device (`l2`: its L2 size, flushed through a scratch allocation twice
+    as large)."""
 
     def __init__(self, cuda, l2: int) -> None:
         self.cuda, self.l2 = cuda, l2
@@ -90,11 +91,11 @@ def copy_rate(cuda, size: int = 1 << 30, repeats: int = 20) -> float:
 
 
 def energy(cuda, nvml, launch: Callable[[], None], kernel: float, seconds: float = 1.0) -> dict:
-    """Energy per launch from NVML's total-energy counter (`nvml`: the device's handle), between two of
-    its steps (stats.energy_window). Launches run in batches of about a
-    millisecond (`kernel`: one launch's seconds), the counter read after
-    each, so a step is seen within a batch; a batch's share of the window
-    stays under 1% (longer kernels get a longer window, up to `seconds`)."""
+    """Energy per launch from NVML's total-energy counter (`nvml`: the device's handle),
+    between two of its steps (stats.energy_window). Launches run in batches of about a
+    millisecond (`kernel`: one launch's seconds), the counter read after each, so a step is seen
+    within a batch; a batch's share of the window stays under 1% (longer kernels get a longer
+    window, up to `seconds`)."""
     import pynvml
     cuda.Context.synchronize()
     per_batch = max(1, min(16, int(1e-3 / max(kernel, 1e-7))))
@@ -105,13 +106,13 @@ def energy(cuda, nvml, launch: Callable[[], None], kernel: float, seconds: float
         cuda.Context.synchronize()
         return per_batch
     least = min(seconds, max(ENERGY_LEAST, 200 * per_batch * kernel))
-    return energy_window(batch, lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(nvml), time.monotonic,
-                         seconds, least=least)
+    return energy_window(batch, lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(nvml),
+                         time.monotonic, seconds, least=least)
 
 
 def nvml_handle(index: int):
-    """NVML's handle of the device (None: no NVML library or no permission; energy is then dropped, said in
-    the worker's hello)."""
+    """NVML's handle of the device (None: no NVML library or no permission; energy is then dropped,
+    said in the worker's hello)."""
     try:
         import pynvml
         pynvml.nvmlInit()

@@ -28,8 +28,8 @@ FATAL_WORDS = ("illegal", "misaligned", "launch failed", "unspecified launch fai
 
 class Device:
     """The measuring process's GPU: its CUDA context, what it allows a block, the bench's data on it
-    (data.BenchData), its timer (timing.Timer), the references kept for the outputs' check; a request
-    run there (`run`)."""
+    (data.BenchData), its timer (timing.Timer), the references kept for the outputs' check; a
+    request run there (`run`)."""
 
     def __init__(self, index: int = 0):
         import pycuda.driver as cuda
@@ -41,9 +41,9 @@ class Device:
         self.data = BenchData(cuda)
         self.timer = Timer(cuda, self.l2)
         self.nvml = nvml_handle(index)
-        self.references: dict[str, dict] = {}                        # key -> float64 outputs to compare with
+        self.references: dict[str, dict] = {}           # key -> float64 outputs to compare with
         major, minor = self.device.compute_capability()
-        self.compare = DeviceCheck(cuda, f"sm_{major}{minor}")        # the same comparisons, on the device
+        self.compare = DeviceCheck(cuda, f"sm_{major}{minor}")   # the same comparisons, on the GPU
         self._limits: dict | None = None
 
     def hello(self) -> Hello:
@@ -78,11 +78,11 @@ class Device:
     def limits(self) -> dict:
         """What this device allows one block (read once)."""
         if self._limits is None:
-            a = self.cuda.device_attribute
-            self._limits = {"threads": self.device.get_attribute(a.MAX_THREADS_PER_BLOCK),
-                            "registers": self.device.get_attribute(a.MAX_REGISTERS_PER_BLOCK),
-                            "shared": self.device.get_attribute(a.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
-                            "dims": tuple(self.device.get_attribute(getattr(a, f"MAX_BLOCK_DIM_{x}"))
+            a, attribute = self.cuda.device_attribute, self.device.get_attribute
+            self._limits = {"threads": attribute(a.MAX_THREADS_PER_BLOCK),
+                            "registers": attribute(a.MAX_REGISTERS_PER_BLOCK),
+                            "shared": attribute(a.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+                            "dims": tuple(attribute(getattr(a, f"MAX_BLOCK_DIM_{x}"))
                                           for x in "XYZ")}
         return self._limits
 
@@ -99,7 +99,8 @@ class Device:
         take_reference(request, self.references)
         module = cuda.module_from_buffer(request.cubin)
         function = module.get_function(plan.kernel)
-        refused = launch_problem(plan.block, plan.shared, self.kernel_facts(function), self.limits())
+        refused = launch_problem(plan.block, plan.shared, self.kernel_facts(function),
+                                 self.limits())
         if refused is not None:  # before any data moves; the context is untouched
             return Answer(Status.LAUNCH_REFUSED, str(refused), clock.lap("load"), refusal=refused)
         device = self.data.stage(plan, request.seed)
@@ -127,7 +128,8 @@ def classify(error: Exception) -> tuple[Status, bool]:
     text = str(error).lower()
     if ("too many resources" in text or "out of resources" in text or "cufuncsetblockshape" in text
             or ("launch" in text and "invalid argument" in text)):
-        return Status.LAUNCH_REFUSED, False       # the driver said no before running anything: context intact
+        # the driver said no before running anything: the context is intact
+        return Status.LAUNCH_REFUSED, False
     if "out of memory" in text:
         return Status.OUT_OF_MEMORY, False
     if "not found" in text and "named symbol" in text:
@@ -136,7 +138,7 @@ def classify(error: Exception) -> tuple[Status, bool]:
 
 
 def worker_main(connection, index: int = 0, device_type: type | None = None) -> None:
-    try:                   # (`device_type`: Device, or what stands in for one in a test without a GPU)
+    try:  # (`device_type`: Device, or what stands in for one in a test without a GPU)
         device = (device_type or Device)(index)
     except Exception as error:
         connection.send(NoGpu(str(error)))
