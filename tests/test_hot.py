@@ -163,6 +163,30 @@ def test_a_run_records_the_kernels_of_the_program_and_its_children_and_saves_the
     assert '"command": [' in saved and '"registers": 38' in saved
 
 
+
+def test_a_run_on_a_gpu_the_build_has_no_cubin_for_says_a_retune_reaches_nothing_there(project, monkeypatch,
+                                                                                        capfd):
+    """The project is built for sm_90; the GPU stands for an sm_100 (device_archs stood aside, as the GPU
+    check): its kernels ran from their PTX, so each hot source is said with the architecture to build for;
+    on an sm_90 nothing is said."""
+    from nvcc_evo.hot import run
+    folder, env = project
+    monkeypatch.setattr(run, "gpu_problem", lambda: "")
+    monkeypatch.setenv("XDG_CACHE_HOME", env["XDG_CACHE_HOME"])
+    monkeypatch.chdir(folder)
+    (folder / "program.py").write_text(CHILDREN)
+    try:
+        for device, said in ((("sm_100",), True), (("sm_90",), False)):
+            monkeypatch.setattr(run, "device_archs", lambda device=device: device)
+            assert run.run_hot(None, None, [sys.executable, "program.py"], False, 0.05, None, None) == 0
+            err = capfd.readouterr().err
+            assert ("nvcc-evo: src/gemm.cu is built for sm_90 alone (its recorded compiles): this machine's GPU "
+                    "(sm_100) runs its kernels from their PTX" in err) is said, err
+            assert ("from their PTX" in err) is said, err
+    finally:
+        (folder / "program.py").unlink()
+
+
 # ---------------------------------------------------------------- the mapping, from saved profiles
 def test_a_saved_profile_maps_each_kernel_to_the_unit_that_builds_it(project):
     result, shown = _hot(project, "--from", str(HOT / "profile.json"))

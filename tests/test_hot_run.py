@@ -316,3 +316,43 @@ def test_on_the_gpu_a_program_that_forks_after_its_cuda_work_is_profiled_whole(t
             if line.startswith(" ") and "%" in line}
     assert rows["parent_kernel(float*)"][2] == "8" and rows["exec_kernel(float*)"][2] == "5", result.stdout
     assert "kernel times:" not in result.stderr, result.stderr           # (no file unreadable, nothing dropped)
+
+
+# ---------------------------------------------------------------- a build for another GPU
+@pytest.mark.parametrize("arch, device, native", [
+    ("sm_90", "sm_90", True), ("sm_80", "sm_86", True), ("sm_86", "sm_80", False), ("sm_86", "sm_90", False),
+    ("sm_90a", "sm_90", True), ("sm_90a", "sm_100", False), ("sm_100", "sm_90", False), ("compute_90", "sm_90", True),
+])
+def test_a_cubin_runs_as_it_is_on_its_major_version_up_from_its_minor(arch, device, native):
+    from nvcc_evo.hot.table import runs_natively
+    assert runs_natively(arch, device) is native
+
+
+def test_a_source_built_for_no_architecture_the_gpu_runs_is_said_once_with_what_to_build():
+    from nvcc_evo.hot.table import jit_warnings
+    said = jit_warnings([("src/runner.cu", {"sm_86"}), ("src/both.cu", {"sm_86", "sm_90"}), ("src/none.cu", set())],
+                        ("sm_90", "sm_90"))
+    assert said == ["src/runner.cu is built for sm_86 alone (its recorded compiles): this machine's GPU (sm_90) runs "
+                    "its kernels from their PTX, compiled by the driver when the program loads them, so the ptxas "
+                    "knobs of a retune reach none of them here: build it for sm_90 too (nvcc -arch=sm_90; CMake: "
+                    "CUDA_ARCHITECTURES 90), rebuild from clean through nvcc-evo and run --hot again"]
+    assert jit_warnings([("src/runner.cu", {"sm_86"})], ()) == []         # (no GPU known: nothing said)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_a_project_built_for_an_older_gpu_is_said_to_run_from_its_ptx(tmp_path, evo_cache):
+    """The real thing (run on the H200, sm_90): the hot project built for sm_80 through nvcc-evo runs, its
+    kernels JIT-compiled from their PTX; --hot says so for each of its hot sources, and nothing of the kind for
+    the same project built for sm_90."""
+    env = evo_env(evo_cache)
+    for arch, said in (("sm_80", True), ("sm_90", False)):
+        folder = tmp_path / arch
+        shutil.copytree(DATA / "projects" / "hot", folder)
+        built = subprocess.run(["make", "-s", f"ARCH={arch}", f"NVCC={shlex.join(EVO_COMMAND)}"], cwd=folder,
+                               env=env, capture_output=True, text=True)
+        assert built.returncode == 0, built.stderr
+        result = run_evo("--hot", "--", "./app", "256", "2", cwd=folder, env=env)
+        assert result.returncode == 0, result.stderr
+        assert ("src/gemm.cu is built for sm_80 alone (its recorded compiles): this machine's GPU (sm_90) runs its "
+                "kernels from their PTX" in result.stderr) is said, result.stderr
+        assert ("runs its kernels from their PTX" in result.stderr) is said, result.stderr

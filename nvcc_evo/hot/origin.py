@@ -88,8 +88,10 @@ class Origins:
         for problem in unusable:
             log(f"compile database {problem}: not used")
         latest: dict[str, CompileRecord] = {}
+        self.archs: dict[str, set[str]] = {}        # every architecture an input is recorded for
         for record in sorted(records, key=lambda r: r.time):
             latest[record.input] = record
+            self.archs.setdefault(record.input, set()).add(record.arch)
         self.by_symbol: dict[str, list[Origin]] = {}
         cache = _Cache(self.folder)
         found = _symbols(list(latest.values()), cache)

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Mapping
 
 from nvcc_evo.acf.resolve import load
-from nvcc_evo.driver.cmdline.cuda_driver import device_count
+from nvcc_evo.driver.cmdline.cuda_driver import device_archs, device_count
 from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc
 from nvcc_evo.driver.compiledb import db_folder
 from nvcc_evo.driver.match.find import find_acf as nearest, unreadable, untrusted_acf
 from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
 from nvcc_evo.hot.origin import Origins
 from nvcc_evo.hot.profile import Profile, read_profile, save
-from nvcc_evo.hot.table import attribute, render
+from nvcc_evo.hot.table import HotUnit, attribute, jit_warnings, render
 from nvcc_evo.hot.write import write_units
 from nvcc_evo.measure.profile.library import find_cupti, library, toolkit_paths
 from nvcc_evo.measure.profile.records import environment, read_run
@@ -161,6 +161,13 @@ def how_to_record(acf_path: Path | None) -> str:
             f"built by a unit of it, through nvcc-evo?): {record}; {again}")
 
 
+def _built_for(units: list[HotUnit], origins: Origins) -> list[tuple[str, set[str]]]:
+    """Each hot source and the architectures its recorded compiles build (Triton's kernels, built
+    for the GPU they run on, left out)."""
+    return [(unit.source, origins.archs.get(unit.origins[0].record.input, set())) for unit in units
+            if not unit.origins[0].is_kernel]
+
+
 def run_hot(acf: str | None, source: str | None, command: list[str], write: bool, least: float,
             build: str | None, run: str | None) -> int:
     acf_path = find_acf(acf)
@@ -178,6 +185,9 @@ def run_hot(acf: str | None, source: str | None, command: list[str], write: bool
     if not source:
         log(f"profile saved as {save(acf_path.parent if acf_path else Path.cwd(), profile)} "
             "(nvcc-evo --hot --from FILE reads it again)")
+        if origins is not None:
+            for warning in jit_warnings(_built_for(units, origins), device_archs() or ()):
+                log(warning)
     if acf_path is None or not units:
         log(how_to_record(acf_path) + (": nothing written" if write else ""))
         return 1 if write else 0

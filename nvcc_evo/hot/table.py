@@ -5,10 +5,13 @@ them (hot.origin) and sums them per translation unit (or kernel unit);
 `render` is the text `--hot` prints: the kernels (share, total, calls,
 mean), each with its unit and the ACF unit that covers it, those of no
 recorded build apart with their share, then the units by share.
+`jit_warnings`: the hot sources built for no architecture the GPU runs as it
+is (its driver compiles their PTX at load: no ptxas knob reaches them).
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+import re
+from typing import Iterable, NamedTuple
 
 from nvcc_evo.acf import model
 from nvcc_evo.hot.names import demangled
@@ -131,3 +134,38 @@ def render(profile: Profile, hot: list[Hot], units: list[HotUnit], folder: str |
                      f"{words}")
     return "\n".join(lines) + "\n"
 
+
+
+def _capability(arch: str) -> tuple[int, int, str] | None:
+    found = re.fullmatch(r"sm_(\d+)(\d)([af]?)", arch)
+    return (int(found[1]), int(found[2]), found[3]) if found else None
+
+
+def runs_natively(arch: str, device: str) -> bool:
+    """Whether a cubin built for `arch` runs on a GPU of `device` as it is (one major version, a
+    minor up to the device's; `sm_90a` on sm_90 alone), not recompiled from its PTX by the driver
+    at load. True where either is no `sm_XY` (unknown: nothing said)."""
+    built, gpu = _capability(arch), _capability(device)
+    if built is None or gpu is None:
+        return True
+    if built[2] == "a":
+        return built[:2] == gpu[:2]
+    return built[0] == gpu[0] and built[1] <= gpu[1]
+
+
+def jit_warnings(units: Iterable[tuple[str, set[str]]], devices: tuple[str, ...]) -> list[str]:
+    """For each (source, the architectures its recorded compiles build) whose cubins none of the
+    `devices` runs as they are, why a retune of them reaches nothing that runs here."""
+    said = []
+    for source, archs in units:
+        if not archs or not devices or any(runs_natively(a, d) for a in archs for d in devices):
+            continue
+        built, gpus = ", ".join(sorted(archs)), ", ".join(sorted(set(devices)))
+        wanted = sorted(set(devices))[0]
+        how = f"nvcc -arch={wanted}; CMake: CUDA_ARCHITECTURES {wanted[3:]}"
+        said.append(f"{source} is built for {built} alone (its recorded compiles): this machine's "
+                    f"GPU ({gpus}) runs its kernels from their PTX, compiled by the driver when "
+                    "the program loads them, so the ptxas knobs of a retune reach none of them "
+                    f"here: build it for {wanted} too ({how}), rebuild from clean through nvcc-evo "
+                    "and run --hot again")
+    return said

@@ -62,3 +62,26 @@ def device_count() -> int | None:
     if cuda is None or cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
         return None
     return count.value
+
+
+COMPUTE_CAPABILITY = (75, 76)      # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, _MINOR
+
+
+def device_archs() -> tuple[str, ...] | None:
+    """Each visible CUDA device's architecture (`sm_90`); None without a driver (or one that does
+    not say)."""
+    cuda = _library()
+    count = ctypes.c_int()
+    if cuda is None or cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return None
+    archs = []
+    for index in range(count.value):
+        handle = ctypes.c_int()
+        if cuda.cuDeviceGet(ctypes.byref(handle), index) != 0:
+            return None
+        capability = [ctypes.c_int(), ctypes.c_int()]
+        for value, attribute in zip(capability, COMPUTE_CAPABILITY):
+            if cuda.cuDeviceGetAttribute(ctypes.byref(value), attribute, handle) != 0:
+                return None
+        archs.append(f"sm_{capability[0].value}{capability[1].value}")
+    return tuple(archs)
