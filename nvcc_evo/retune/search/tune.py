@@ -200,7 +200,7 @@ def _search(task: Task, options: Options, toolkit: Toolkit, engine: Engine, eval
     reached = "the whole space" if left <= 0 else f"--evaluations {limit.evaluations}"
     within = (f"already within budget ({searched} evaluations of this search space stored besides "
               f"the baseline, {reached})")
-    if not _entry_is_current(task, toolkit, options, unrunnable):
+    if not _entry_is_current(task, toolkit, options.backend, unrunnable):
         log(f"{task}: {within}: nothing to search; its entry is not up to date: the choice is "
             "written")
         return Progress(), ""
@@ -208,13 +208,13 @@ def _search(task: Task, options: Options, toolkit: Toolkit, engine: Engine, eval
     return Progress(), f"{within}; the entry is up to date, not rewritten"
 
 
-def _entry_is_current(task: Task, toolkit: Toolkit, options: Options,
+def _entry_is_current(task: Task, toolkit: Toolkit, backend: str,
                       unrunnable: frozenset = frozenset()) -> bool:
     """The unit's entry for the task's architecture is up to date, was written by this backend (a
     static search never settles for a GPU's entry) and holds no value whose binary could not run
     (`unrunnable`)."""
     target = task.entry
-    return (target is not None and target.backend == options.backend
+    return (target is not None and target.backend == backend
             and not any((s.knob, s.value) in unrunnable for s in target.settings)
             and not stale_reasons(task.unit, task.arch, task.fingerprint, task.toolkit(toolkit),
                                   task.build, task.gpu, built_for=task.built_for))
