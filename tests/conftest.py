@@ -192,13 +192,17 @@ def kernels_project(folder: Path, units) -> Path:
 
 
 def searched(folder: Path, units) -> tuple[list, list]:
-    """What a retune of `units` left in `folder`: its stored records without
-    their timings (compile time), and each unit's written entry without its
-    provenance; the same for two runs of a deterministic backend."""
+    """What a retune of `units` left in `folder`: the stored records of those
+    units (a unit's search is the same whatever other units the run searched)
+    without their timings (compile time), and each unit's written entry
+    without its provenance; the same for two runs of a deterministic backend."""
     from nvcc_evo.execute.store import Store
+    spelled = {f'"{unit}"' for unit in units}           # (a record's unit as the ACF spells it)
     records = sorted((r.context.unit, repr(r.genome), r.measurement.status, r.sass_hash,
                       tuple((k, v) for k, v in r.measurement.metrics if k != "compile_time"))
-                     for r in Store(folder / ".nvcc-evo" / "results.jsonl").read())
+                     for r in Store(folder / ".nvcc-evo" / "results.jsonl").read()
+                     if r.context.unit in spelled)
+    assert {record[0] for record in records} == spelled, (folder, units)     # each unit searched
     text = (folder / "nvcc-evo.acf").read_text()
     entries = [text[text.index(f'unit "{unit}"'):] for unit in units]
     return records, [entry[:entry.index("provenance")] for entry in entries]

@@ -98,12 +98,19 @@ def test_a_cluster_setting_that_is_not_one_is_located(tmp_path, evo_cache):
         in result.stderr, result.stderr
 
 
-@needs_ray
-def test_a_local_ray_retune_makes_the_serial_runs_choices_and_records(tmp_path, evo_cache):
-    """Two units: on one worker one after the other, on two at once (--at-once 2)."""
-    serial = _project(tmp_path / "serial")
-    plain = _retune(serial, evo_cache, units=UNITS)
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory, evo_cache) -> Path:
+    """The plain run of both units (no cluster), which each cluster run must repeat: a unit's records
+    and entry are the same whatever other units its run searched (conftest.searched)."""
+    folder = _project(tmp_path_factory.mktemp("serial"))
+    plain = _retune(folder, evo_cache, units=UNITS)
     assert plain.returncode == 0, plain.stderr
+    return folder
+
+
+@needs_ray
+def test_a_local_ray_retune_makes_the_serial_runs_choices_and_records(tmp_path, evo_cache, serial):
+    """Two units: on one worker one after the other, on two at once (--at-once 2)."""
     for workers, at_once in (("1", "1"), ("2", "2")):
         folder = _project(tmp_path / workers)
         (folder / "nvcc-evo.toml").write_text(f'[retune]\ncluster = "local:{workers}"\n')   # the setting
@@ -117,44 +124,49 @@ def test_a_local_ray_retune_makes_the_serial_runs_choices_and_records(tmp_path, 
 
 
 KILLER = """#!/bin/sh
-# nvcc for the test: the compile of the marked candidate kills the Ray worker running it, {when}
+# nvcc for the test: the compile of a marked candidate kills the Ray worker running it, once for
+# BLOCK=512 (Ray's retry compiles it), every time for BLOCK=128 (lost)
 # (this script's parent is the compile's process-group guard, a shell; the worker is the guard's parent)
 case " $* " in
-  *" -DBLOCK=512 "*) {guard} kill -9 "$(cut -d' ' -f4 /proc/$PPID/stat)"; sleep 5 ;;
+  *" -DBLOCK=512 "*) [ -e {marker} ] || {{ touch {marker}; kill -9 "$(cut -d' ' -f4 /proc/$PPID/stat)"; sleep 5; }} ;;
+  *" -DBLOCK=128 "*) kill -9 "$(cut -d' ' -f4 /proc/$PPID/stat)"; sleep 5 ;;
 esac
 exec {nvcc} "$@"
 """
 
 
-def _killer(folder: Path, real_nvcc: Path, once: bool) -> Path:
-    marker = folder / "killed-once"
-    guard = f'[ -e {marker} ] || {{ touch {marker};' if once else "{"
+def _killer(folder: Path, real_nvcc: Path) -> Path:
     script = folder / "bin" / "nvcc"
     script.parent.mkdir()
-    script.write_text(KILLER.format(when="once" if once else "every time", guard=guard,
-                                    nvcc=real_nvcc).replace("sleep 5 ;;", "sleep 5; } ;;"))
+    script.write_text(KILLER.format(marker=folder / "killed-once", nvcc=real_nvcc))
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return script
 
 
 @needs_ray
-@pytest.mark.parametrize("once", [True, False], ids=["retried", "lost"])
-def test_a_killed_worker_loses_only_its_candidate(tmp_path, evo_cache, real_nvcc, once):
+def test_a_killed_worker_loses_only_its_candidate(tmp_path, evo_cache, real_nvcc):
+    """One run, two marked candidates: a worker killed once is retried (its candidate ok), one killed
+    each time loses its candidate (`lost`, said); every other candidate is measured, and the search
+    goes on to its budget."""
     folder = _project(tmp_path / "project")
-    script = _killer(tmp_path, real_nvcc, once)
+    script = _killer(tmp_path, real_nvcc)
     ran = _retune(folder, evo_cache, "--cluster", "local:2", "--evaluations", "12",
                   env=evo_env(evo_cache, NVCC_EVO_REAL_NVCC=str(script)))
     assert ran.returncode == 0, ran.stderr
+    assert (tmp_path / "killed-once").exists()                      # a worker was killed and retried
     records = Store(folder / ".nvcc-evo" / "results.jsonl").read()
-    marked = [r for r in records if dict(r.genome.items).get("define.BLOCK") == 512]
     assert len(records) == 12 and len({r.genome for r in records}) == 12, "the search went on to its budget"
-    assert marked and all(r.measurement.status == ("ok" if once else "lost") for r in marked), \
-        [(r.genome, r.measurement.status, r.measurement.detail) for r in marked]
-    others = [r for r in records if r not in marked]
-    assert all(r.measurement.ok for r in others), [(r.genome, r.measurement.status) for r in others]
-    if not once:
-        assert "the compile's worker was lost" in marked[0].measurement.detail
-        assert "lost " in ran.stdout + ran.stderr          # the failures' tally says so
+    block = {r: dict(r.genome.items).get("define.BLOCK") for r in records}
+    retried = [r for r in records if block[r] == 512]
+    lost = [r for r in records if block[r] == 128]
+    assert retried and all(r.measurement.status == "ok" for r in retried), \
+        [(r.genome, r.measurement.status, r.measurement.detail) for r in retried]
+    assert lost and all(r.measurement.status == "lost" for r in lost), \
+        [(r.genome, r.measurement.status, r.measurement.detail) for r in lost]
+    assert "the compile's worker was lost" in lost[0].measurement.detail
+    assert "lost " in ran.stdout + ran.stderr          # the failures' tally says so
+    others = [r for r in records if r not in retried and r not in lost]
+    assert others and all(r.measurement.ok for r in others), [(r.genome, r.measurement.status) for r in others]
 
 
 def test_ray_is_imported_only_when_a_cluster_is_named(tmp_path, evo_cache):
@@ -171,19 +183,16 @@ def test_ray_is_imported_only_when_a_cluster_is_named(tmp_path, evo_cache):
 
 
 @needs_ray
-def test_a_node_lost_mid_retune_costs_no_evaluation_on_a_cluster_of_three_nodes(tmp_path, evo_cache):
+def test_a_node_lost_mid_retune_costs_no_evaluation_on_a_cluster_of_three_nodes(tmp_path, evo_cache, serial):
     """A real cluster of nodes (a head without CPUs and two worker nodes, each
     its own raylet; `--cluster auto` finds it through RAY_ADDRESS, as on a
     node `ray start` joined): one worker node is removed while the retune
-    runs; Ray runs its tasks again on the other, and the records and the
-    choice are the serial run's."""
+    runs; Ray runs its tasks again on the other, and the unit's records
+    and choice are the serial run's."""
     import subprocess
     import time
     from ray.cluster_utils import Cluster
     from conftest import EVO_COMMAND
-    serial = _project(tmp_path / "serial")
-    plain = _retune(serial, evo_cache, units=("reduce_sum.cu",))
-    assert plain.returncode == 0, plain.stderr
     folder = _project(tmp_path / "cluster")
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
     try:
