@@ -127,8 +127,7 @@ def prepare(task: Task, retune: Retune, together: Together | None = None) -> Pre
                                 baseline_defines(task.source, space), candidates.flags,
                                 retune.cluster)
     # the unit's time starts with its backend ready: the GPU's measuring process starts once for the
-    # whole retune (about 5 s on the H200, which the first searches at once had taken from their
-    # budget)
+    # whole retune (about 5 s on the H200), a cost no one search's budget pays
     started = time.monotonic()
     context = replace(context, device=measurer.device)
     # a bench command is part of how candidates are built: another one, other results

@@ -63,8 +63,8 @@ class ProgressLine:
     @property
     def eta(self) -> float | None:
         """Seconds the evaluations left take at this pace, where they, not the time budget, end the
-        search (`--evaluations 10000 --time-limit 235` said "at most 9988 more, ~94779 s" beside
-        "40 s left")."""
+        search; None where the time left ends it first (a cap of 10000 evaluations names no ETA
+        beside "40 s left")."""
         pace = self.seconds_per_candidate
         eta = pace * self.left if pace is not None and self.left is not None else None
         if eta is None or (self.seconds_left is not None and eta >= self.seconds_left):
