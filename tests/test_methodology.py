@@ -237,3 +237,14 @@ def test_leave_one_kernel_out_scores_no_space_with_settings_chosen_on_it():
     assert [r.score("nvcc-evo") for r in scored] == [0.1, 0.2, 0.1, 0.2]
     assert all(r.score("genetic_algorithm") == 0.5 for r in scored)
     assert all(sum(row.strategy.startswith("nvcc-evo") for row in r.rows) == 1 for r in scored)
+
+
+def test_leave_one_kernel_out_runs_each_setting_as_chosen_unless_the_command_line_says_otherwise():
+    """--loko: each setting of CHOICES keeps its own population (a choice of population 8 runs with 8);
+    --population overrides it for every setting."""
+    import methodology
+    own = dict(methodology.engine_settings(methodology.parse(["--loko"])))
+    assert {name.removeprefix("nvcc-evo[").removesuffix("]"): s for name, s in own.items()} == methodology.CHOICES
+    assert any(s.population == 8 for s in own.values())
+    given = methodology.engine_settings(methodology.parse(["--loko", "--population", "16"]))
+    assert len(given) == len(methodology.CHOICES) and all(s.population == 16 for _, s in given)
