@@ -27,16 +27,19 @@ import itertools
 import os
 import warnings
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 from nvcc_evo import backends
-from nvcc_evo.cubin.compile import CompileResult, compile_candidate, front_end, ptxas_only
+from nvcc_evo.cubin.compile import (CompileJob, CompileResult, compile_candidate, front_end,
+                                    ptxas_only)
 from nvcc_evo.driver.specs import RayPlace
 from nvcc_evo.errors import EnvironmentProblem
+from nvcc_evo.engine.space import Genome
 from nvcc_evo.execute import measurers
 from nvcc_evo.execute.lanes import LOST, Lane, LaneLost, LaneSet
-from nvcc_evo.execute.measurers import backend_for
-from nvcc_evo.measure.backend import Composed, composed
+from nvcc_evo.execute.measurers import Wanted, backend_for
+from nvcc_evo.measure import Confirmation, Measurement
+from nvcc_evo.measure.backend import Backend, Composed, composed
 from nvcc_evo.measure.pycuda.devices import gpu_names
 from nvcc_evo.measure.pycuda.pool import POOLS
 
@@ -87,12 +90,12 @@ def _local_gpus() -> int:
 
 
 # ---------------------------------------------------------------- what runs on the workers
-def compile_remote(job) -> CompileResult:
+def compile_remote(job: CompileJob) -> CompileResult:
     """A candidate compiled in full on a worker."""
     return compile_candidate(job)
 
 
-def reuse_remote(job, first: list) -> CompileResult:
+def reuse_remote(job: CompileJob, first: list) -> CompileResult:
     """A candidate built from the PTX of the first candidate of its front end
     (`first`: that compile's ObjectRef, in a list so that Ray does not wait
     for it: a lost first compile means a full compile here, not a second
@@ -121,7 +124,7 @@ class MeasuringActor:
     def hello(self) -> dict:
         return dict(POOLS.get(0).hello)
 
-    def add(self, key: str, factory) -> tuple:
+    def add(self, key: str, factory: Callable[[], Backend]) -> tuple:
         """A search's Backend, made here; what the driver needs of it."""
         m = self.measurers[key] = factory()
         return (m.objectives, m.device, m.describe, m.hello, m.primary, m.maximize, m.build,
@@ -130,26 +133,28 @@ class MeasuringActor:
     def drop(self, key: str) -> None:
         self.measurers.pop(key, None)
 
-    def measure(self, key: str, genome, flags, result):
+    def measure(self, key: str, genome: Genome, flags: tuple[str, ...],
+                result: CompileResult | None) -> Measurement:
         return self.measurers[key].measure(genome, flags, result)
 
     def race(self, key: str, median: float, spread: float) -> None:
         self.measurers[key].race(median, spread)
 
-    def drift(self, key: str):
+    def drift(self, key: str) -> float | None:
         return self.measurers[key].drift()
 
     def reserve(self, key: str) -> float:
         return self.measurers[key].reserve()
 
-    def confirm(self, key: str, baseline, chosen, builds: dict):
+    def confirm(self, key: str, baseline: Genome, chosen: Genome,
+                builds: dict[Genome, CompileResult]) -> Confirmation:
         """The confirmation on this GPU, of the two builds the driver made."""
         return self.measurers[key].confirm(baseline, chosen, builds.__getitem__)
 
 
 # ---------------------------------------------------------------- the driver's side
 class Cluster:
-    def __init__(self, ray, spec: str):
+    def __init__(self, ray: Any, spec: str) -> None:        # (ray: the module)
         self.ray, self.spec = ray, spec
         self.compile_task = ray.remote(num_cpus=1, max_retries=RETRIES)(compile_remote)
         self.reuse_task = ray.remote(num_cpus=1, max_retries=RETRIES)(reuse_remote)
@@ -195,7 +200,7 @@ class Cluster:
     def compiler(self, reuse: bool) -> "RayCompiler":
         return RayCompiler(self, reuse)
 
-    def lanes(self, backend: str, wanted) -> LaneSet:
+    def lanes(self, backend: str, wanted: Wanted) -> LaneSet:
         """A search's lanes (`wanted`: what its backend's factory may use,
         execute.measurers.Wanted)."""
         task = wanted.task
@@ -222,7 +227,7 @@ class Cluster:
             lanes.append(Lane(i, measurer, f"ray GPU {i} ({hello.get('name')})"))
         return LaneSet(lanes, closing=lambda: [handle.drop.remote(key) for handle, _ in mine])
 
-    def _get(self, ref):
+    def _get(self, ref: Any) -> Any:
         """A task's or actor call's value; a dead worker, actor or node is LaneLost."""
         try:
             return self.ray.get(ref)
@@ -251,32 +256,38 @@ def gpus_for(arch: str, hellos: list[dict]) -> list[int]:
     return [i for i in matching if hellos[i].get("name") == model]
 
 
-def _gpu_factory(backend: str, wanted):
+def _gpu_factory(backend: str, wanted: Wanted) -> Callable[[], Backend]:
     """What an actor calls to make its GPU's Backend (device 0: Ray gives each actor its own
     GPU)."""
-    def make():
+    def make() -> Backend:
         return backend_for(backend, wanted)
     return make
 
 
-def _actor_measurer(cluster: Cluster, handle, key: str, objectives, device, describe, hello,
-                    primary, maximize, build, races):
-    """The driver's Backend of one search on one GPU actor (its calls carry the search's key)."""
+def _actor_measurer(cluster: Cluster, handle: Any, key: str, objectives: tuple[str, ...],
+                    device: str, describe: str, hello: dict | None, primary: tuple[str, ...],
+                    maximize: tuple[str, ...], build: str, races: bool) -> Composed:
+    """The driver's Backend of one search on one GPU actor (`handle`; its calls carry the
+    search's key)."""
     get = cluster._get
 
-    def confirm(baseline, chosen, make):       # built here (the driver's toolkit), confirmed on the
-                                               # actor's GPU
-        return get(handle.confirm.remote(key, baseline, chosen,
-                                         {g: make(g) for g in (baseline, chosen)}))
+    def measure(genome: Genome, flags: tuple[str, ...],
+                result: CompileResult | None) -> Measurement:
+        return get(handle.measure.remote(key, genome, flags, result))
 
-    return Composed(lambda genome, flags, result: get(handle.measure.remote(key, genome, flags,
-                                                                            result)), objectives,
-                    device=device, describe=f"{describe} on the cluster", hello=hello,
-                    confirm=confirm if hello is not None else None,
-                    drift=lambda: get(handle.drift.remote(key)), primary=primary, maximize=maximize,
-                    build=build,
-                    race=((lambda median, spread: handle.race.remote(key, median, spread))
-                          if races else None),
+    # built here (the driver's toolkit), confirmed on the actor's GPU
+    def confirm(baseline: Genome, chosen: Genome,
+                build: Callable[[Genome], CompileResult]) -> Confirmation:
+        return get(handle.confirm.remote(key, baseline, chosen,
+                                         {g: build(g) for g in (baseline, chosen)}))
+
+    def race(median: float, spread: float) -> None:
+        handle.race.remote(key, median, spread)
+
+    return Composed(measure, objectives, device=device, describe=f"{describe} on the cluster",
+                    hello=hello, confirm=confirm if hello is not None else None,
+                    drift=lambda: get(handle.drift.remote(key)), primary=primary,
+                    maximize=maximize, build=build, race=race if races else None,
                     fresh_baseline=True, reserve=lambda: get(handle.reserve.remote(key)))
 
 
@@ -304,7 +315,7 @@ class RayCompiler:
         self.refs += refs
         return refs
 
-    def result(self, ref) -> CompileResult:
+    def result(self, ref: Any) -> CompileResult:
         try:
             return self.cluster._get(ref)
         except LaneLost as lost:

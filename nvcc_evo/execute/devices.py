@@ -10,17 +10,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from nvcc_evo import backends
-from nvcc_evo.cubin.compile import compile_candidate
+from nvcc_evo.cubin.compile import CompileJob, compile_candidate
 from nvcc_evo.driver.specs import Gpus
 from nvcc_evo.errors import UsageError
 from nvcc_evo.measure.backend import Backend
 from nvcc_evo.measure.pycuda.devices import gpu_available, gpu_names
 from nvcc_evo.measure.pycuda.pool import POOLS
+from nvcc_evo.engine.space import Genome
+from nvcc_evo.execute.cluster import Cluster
 from nvcc_evo.execute.lanes import Lane, LaneSet, choose_gpus
-from nvcc_evo.execute.measurers import Wanted, backend_for, command_gpu
+from nvcc_evo.execute.measurers import SearchTask, Wanted, backend_for, command_gpu
 from nvcc_evo.execute.store import Context
 from nvcc_evo.system.say import log
 
@@ -44,12 +46,12 @@ def close_pool() -> None:
     POOLS.close()
 
 
-def gpu_arch(device: int, cluster=None) -> str:
+def gpu_arch(device: int, cluster: Cluster | None = None) -> str:
     """The SASS architecture of the GPU measured on (lane 0's)."""
     return cluster.gpu_arch() if cluster is not None else POOLS.get(device).hello["arch"]
 
 
-def measuring_gpu(asked: Measuring, dry_run: bool, cluster=None) -> str:
+def measuring_gpu(asked: Measuring, dry_run: bool, cluster: Cluster | None = None) -> str:
     """The GPU model the pycuda backend measures on (lane 0's), or a bench command runs on
     (command_gpu); "" for a backend that measures on none (an entry measured on another model is
     stale: retune.scope.staleness.stale_reasons). Asked in a child, as gpu_available does (a dry run
@@ -65,7 +67,7 @@ def measuring_gpu(asked: Measuring, dry_run: bool, cluster=None) -> str:
     return names[asked.device] if 0 <= asked.device < len(names) else ""
 
 
-def resolve_backend(backend: str, cluster=None) -> str:
+def resolve_backend(backend: str, cluster: Cluster | None = None) -> str:
     """`auto`: the GPU when PyCUDA and a device are there (on the cluster, a
     GPU), else static."""
     if backend != backends.AUTO:
@@ -93,15 +95,16 @@ def pycuda_devices(gpus: Gpus | None, first: int) -> list[int]:
     return chosen
 
 
-def wanted_by(asked: Measuring, task, acf_path: Path, context: Context,
-              space_defaults: dict | None, flags_for) -> Wanted:
+def wanted_by(asked: Measuring, task: SearchTask, acf_path: Path, context: Context,
+              space_defaults: dict | None, flags_for: Callable | None) -> Wanted:
     """What a retune's options give a backend's factory."""
     return Wanted(task, acf_path, context, asked.replay, asked.timeout, space_defaults, flags_for,
                   asked.full, asked.device)
 
 
-def measuring(asked: Measuring, task, acf_path: Path, context: Context, space_defaults: dict,
-              flags_for, cluster=None) -> tuple[Backend, LaneSet | None]:
+def measuring(asked: Measuring, task: SearchTask, acf_path: Path, context: Context,
+              space_defaults: dict, flags_for: Callable | None,
+              cluster: Cluster | None = None) -> tuple[Backend, LaneSet | None]:
     """The retune's Backend and, with several GPUs (or `retune.gpus` named,
     even one) or a cluster, the lanes it measures on (their `measure` is the
     Backend's)."""
@@ -119,7 +122,7 @@ def measuring(asked: Measuring, task, acf_path: Path, context: Context, space_de
     return lanes.measurer(), lanes
 
 
-def calibrate(lanes: LaneSet | None, measurer: Backend, baseline, job) -> None:
+def calibrate(lanes: LaneSet | None, measurer: Backend, baseline: Genome, job: CompileJob) -> None:
     """Each GPU lane's baseline, timed on every lane at once (lanes.LaneSet.calibrate)."""
     if lanes is None or len(lanes) < 2 or measurer.hello is None:
         return

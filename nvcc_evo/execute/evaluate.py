@@ -14,7 +14,7 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 from nvcc_evo.cubin.compile import CompileJob, CompileResult, Compiler, PtxCache, compile_each
 from nvcc_evo.cubin.sass import sass_hash
@@ -74,7 +74,7 @@ class Compiles(Protocol):
 
     def submit(self, jobs: list[CompileJob]) -> list: ...
 
-    def result(self, future) -> CompileResult: ...
+    def result(self, future: Any) -> CompileResult: ...       # (a Future, a Ray ObjectRef)
 
     def close(self, cancel: bool = False) -> None: ...
 
@@ -109,7 +109,7 @@ class Compiling:
             self._pool = Compiler(self.workers, self.ptx, self.slots)
         return self._pool.submit(jobs)
 
-    def result(self, future) -> CompileResult:
+    def result(self, future: Any) -> CompileResult:
         assert self._pool is not None       # (start made it)
         return self._pool.result(future)
 

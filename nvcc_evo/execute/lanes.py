@@ -30,7 +30,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable, TypeVar
 
+from nvcc_evo.cubin.compile import CompileResult
 from nvcc_evo.driver.specs import Gpus
+from nvcc_evo.engine.space import Genome
 from nvcc_evo.errors import EnvironmentProblem, UsageError
 from nvcc_evo.measure import Measurement, failed
 from nvcc_evo.measure.backend import Backend, Composed, composed
@@ -100,7 +102,8 @@ def choose_gpus(spec: Gpus | None, names: list[str], first: int = 0) -> list[int
 class LaneSet:
     """The lanes of one search, and the threads that drive them."""
 
-    def __init__(self, lanes: list[Lane], retries: int = 1, closing=None):
+    def __init__(self, lanes: list[Lane], retries: int = 1,
+                 closing: Callable[[], object] | None = None) -> None:
         self.retries, self.closing = retries, closing      # closing(): at close (the cluster's)
         self.notes: list[str] = []
         self._drive(lanes)
@@ -131,7 +134,8 @@ class LaneSet:
             except queue.Empty:
                 continue
 
-    def measure(self, genome, flags, result) -> Measurement:
+    def measure(self, genome: Genome, flags: tuple[str, ...],
+                result: CompileResult | None) -> Measurement:
         """One candidate on the first free lane, in lane 0's units; a lost
         lane's candidate is tried on another, then recorded as `lost`."""
         problem = ""
@@ -153,7 +157,8 @@ class LaneSet:
             return scaled(measurement, lane.scale)
         return failed(LOST, f"{problem} (tried on {self.retries + 1} lanes)")
 
-    def calibrate(self, genome, flags, result) -> list[Measurement]:
+    def calibrate(self, genome: Genome, flags: tuple[str, ...],
+                  result: CompileResult | None) -> list[Measurement]:
         """The baseline timed on every lane at once; each lane's scale to lane
         0's. A lane whose baseline fails is dropped (said in `notes`)."""
         runs = list(self.pool.map(lambda lane: lane.measurer.measure(genome, flags, result),
@@ -191,7 +196,8 @@ class LaneSet:
                         race=self.race if first.race is not None else None,
                         describe=self.describe())
 
-    def submit(self, take: Callable[..., T], genome, flags, result) -> Future[T]:
+    def submit(self, take: Callable[..., T], genome: Genome, flags: tuple[str, ...],
+               result: CompileResult | None) -> Future[T]:
         """One candidate's `take` (the Evaluator's: measured through `measure`,
         on the first free lane, then recorded) on a thread of the lanes' own."""
         return self.pool.submit(take, genome, flags, result)

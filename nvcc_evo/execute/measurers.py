@@ -17,7 +17,7 @@ import os
 import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable, Iterable, Protocol
 
 from nvcc_evo.acf import model, unitpath
 from nvcc_evo.acf.bench.command import identity
@@ -25,9 +25,10 @@ from nvcc_evo.acf.bench.spec import plan_bench
 from nvcc_evo.acf.edit.retarget import update_target
 from nvcc_evo.acf.sources import define_values
 from nvcc_evo.acf.text import read_text
+from nvcc_evo.cubin.compile import CompileJob, CompileResult
 from nvcc_evo import backends
 from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
-from nvcc_evo.measure import Measurement, static
+from nvcc_evo.measure import Confirmation, Measurement, static
 from nvcc_evo.measure.backend import Backend, Composed
 from nvcc_evo.measure.command.bench import CommandBench
 from nvcc_evo.measure.command.metrics import CommandUnit
@@ -45,6 +46,18 @@ from nvcc_evo.system.programs import note
 from nvcc_evo.system.say import log
 
 
+class SearchTask(Protocol):
+    """What a backend's factory reads of the search's task (retune.scope.tasks.Task, a layer
+    above): its unit, the architecture and the recorded compile; its `str` names it."""
+
+    @property
+    def unit(self) -> model.Unit: ...
+    @property
+    def arch(self) -> str: ...
+    @property
+    def job(self) -> CompileJob: ...
+
+
 @dataclass(frozen=True)
 class Wanted:
     """What a backend's factory may use: the search's task, its ACF and results' context, the
@@ -52,8 +65,7 @@ class Wanted:
     defaults, the flags of a genome, the protocol (`full`: every candidate measured the whole way)
     and the CUDA device."""
 
-    task: Any                          # retune.scope.tasks.Task (a layer above: its unit, arch
-                                       # and source)
+    task: SearchTask
     acf_path: Path
     context: Context
     replay: str | None = None
@@ -74,9 +86,11 @@ def make_static(wanted: Wanted) -> Backend:
     arch = wanted.task.arch
     first: list[float] = []  # the baseline's compile seconds (the first measured)
 
-    def measure(genome, flags, result):
+    def measure(genome: Genome, flags: tuple[str, ...],
+                result: CompileResult | None) -> Measurement:
+        assert result is not None      # (a backend that compiles: each candidate comes built)
         launches = _bench_launch(wanted, genome)
-        if result is not None and not first:
+        if not first:
             first.append(result.seconds)
             assumed = static.unknown_blocks(result, arch, launches)
             if assumed:
@@ -89,7 +103,7 @@ def make_static(wanted: Wanted) -> Backend:
                     describe="static (no GPU timing: registers, spills and other compiler facts)")
 
 
-def _bench_launch(wanted: Wanted, genome) -> dict[str, tuple[int, int]]:
+def _bench_launch(wanted: Wanted, genome: Genome) -> dict[str, tuple[int, int]]:
     """The kernel a kernel bench launches, with its threads per block and dynamic shared bytes for
     the genome's defines ({} for a command bench, none, or a block the defines cannot size)."""
     bench = wanted.task.unit.bench
@@ -112,7 +126,7 @@ class CandidateAcf:
     now, lacks the unit or does not parse (an edit under way), the copy is
     made from the text as the search began."""
 
-    def __init__(self, acf_path: Path, task, at_start: str):
+    def __init__(self, acf_path: Path, task: SearchTask, at_start: str) -> None:
         self.acf_path, self.task, self.at_start = acf_path, task, at_start
         self.fd = -1
 
@@ -150,7 +164,7 @@ def bench_problem(unit: model.Unit, backend: str) -> str | None:
     return f"unit {unit} has no `{row.bench_form}` block for the {backend} backend"
 
 
-def check_benches(tasks, backend: str) -> None:
+def check_benches(tasks: Iterable[SearchTask], backend: str) -> None:
     """Every unit a retune will search has the bench its backend runs: a
     usage error naming all that lack one, before anything is built or run."""
     missing = list(dict.fromkeys(p for p in (bench_problem(t.unit, backend) for t in tasks) if p))
@@ -162,6 +176,7 @@ def check_benches(tasks, backend: str) -> None:
 def make_command(wanted: Wanted) -> Backend:
     task, acf_path, flags_for = wanted.task, wanted.acf_path, wanted.flags_for
     bench = task.unit.bench
+    assert bench is not None                   # (backend_for: the unit has its row's bench block)
     at_start = read_text(acf_path)
     assert flags_for is not None               # (a retune's: devices.measuring hands it one)
     timed = any(m.kernels for m in bench.metrics)
@@ -171,7 +186,9 @@ def make_command(wanted: Wanted) -> Backend:
     runner = CommandBench(Runner(unit, acf_path, _primary(bench, task.unit.tune), clock=clock),
                           CandidateAcf(acf_path, task, at_start), flags_for)
 
-    def measure(genome: Genome, flags, result) -> Measurement:
+    def measure(genome: Genome, flags: tuple[str, ...],
+                result: CompileResult | None) -> Measurement:
+        assert result is not None      # (a backend that compiles: each candidate comes built)
         compiled = static.measure(result, task.arch)
         if not compiled.ok:
             return compiled
@@ -182,7 +199,8 @@ def make_command(wanted: Wanted) -> Backend:
 
     names = tuple(m.name for m in bench.metrics)
 
-    def confirm(baseline: Genome, chosen: Genome, build):
+    def confirm(baseline: Genome, chosen: Genome,
+                build: Callable[[Genome], CompileResult]) -> Confirmation:
         for genome in (baseline, chosen) if clock.active else ():
             if not clock.knows(genome):     # (a genome of the store, never compiled by this run)
                 clock.learn(genome, build(genome).cubin)
@@ -209,7 +227,7 @@ def make_replay(wanted: Wanted) -> Backend:
                     device=records[0].context.device, describe=f"replay of {path}")
 
 
-def load_reference(bench: model.Bench, folder: Path):
+def load_reference(bench: model.Bench, folder: Path) -> Callable | None:
     """The bench's `reference "FILE.py:FUNCTION"`, imported from beside the ACF."""
     if bench.reference is None:
         return None
@@ -240,6 +258,7 @@ def uses_energy(tune: model.Tune | None) -> bool:
 def make_pycuda(wanted: Wanted) -> Backend:
     task, full, space_defaults = wanted.task, wanted.full, wanted.space_defaults or {}
     bench = task.unit.bench
+    assert bench is not None                   # (backend_for: the unit has its row's bench block)
     pool = POOLS.get(wanted.device)
     defines = lambda genome: {**space_defaults, **define_values(genome.settings())}
     with_energy = full or uses_energy(task.unit.tune)

@@ -15,6 +15,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from nvcc_evo.errors import EnvironmentProblem, EvoError
 from nvcc_evo.measure import Measurement, Wrong
@@ -92,49 +93,45 @@ class OtherShape(ValueError):
     store)."""
 
 
-def _number(value) -> bool:
+def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _numbers(data, what: str) -> tuple[tuple[str, float], ...]:
+def _numbers(data: Any, what: str) -> tuple[tuple[str, float], ...]:
     if not isinstance(data, dict) or not all(isinstance(k, str) and _number(v)
                                              for k, v in data.items()):
         raise OtherShape(f"{what} is not an object of numbers")
     return tuple((k, float(v)) for k, v in data.items())
 
 
-def _genome(data) -> Genome:
+def _genome(data: Any) -> Genome:
     scalar = (str, int, float, bool, type(None))
-    if not isinstance(data,
-                      list) or not all(isinstance(item,
-                                                  list) and len(item) == 2 and isinstance(item[0],
-                                                                                          str)
-                                             and isinstance(item[1], scalar) for item in data):
+    if not isinstance(data, list) or not all(
+            isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+            and isinstance(item[1], scalar) for item in data):
         raise OtherShape("genome is not a list of [knob, value] pairs")
     return Genome(tuple((knob, value) for knob, value in data))
 
 
-def _context(data) -> Context:
+def _context(data: Any) -> Context:
     if not isinstance(data, dict) or sorted(data) != sorted(CONTEXT_FIELDS) or \
             not all(isinstance(v, str) for v in data.values()):
         raise OtherShape("context is not this version's")
     return Context(**data)
 
 
-def _strings(data, what: str) -> tuple[str, ...]:
+def _strings(data: Any, what: str) -> tuple[str, ...]:
     if not isinstance(data, list) or not all(isinstance(v, str) for v in data):
         raise OtherShape(f"{what} is not a list of strings")
     return tuple(data)
 
 
-def _refusal(data) -> LaunchRefusal | None:
+def _refusal(data: Any) -> LaunchRefusal | None:
     """A launch refusal's fields as stored (none: None)."""
     if data is None:
         return None
-    if not (isinstance(data,
-                       list) and len(data) == len(LaunchRefusal._fields) and isinstance(data[0],
-                                                                                        list)
-            and len(data[0]) == 3 and isinstance(data[1], str)
+    if not (isinstance(data, list) and len(data) == len(LaunchRefusal._fields)
+            and isinstance(data[0], list) and len(data[0]) == 3 and isinstance(data[1], str)
             and all(isinstance(v, int) for v in data[0] + data[2:])):
         raise OtherShape("refusal is not this version's")
     return LaunchRefusal((data[0][0], data[0][1], data[0][2]), data[1], *data[2:])

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from nvcc_evo import backends
+from nvcc_evo.execute.cluster import Cluster
 from nvcc_evo.execute.evaluate import Stopped
 from nvcc_evo.system.leftovers import kill_running
 
@@ -50,7 +51,8 @@ class Together:
                                             # (retune.search.progress.Board), if shown
 
 
-def how_many(asked: int | None, tasks: int, backend: str, population: int, cluster=None,
+def how_many(asked: int | None, tasks: int, backend: str, population: int,
+             cluster: Cluster | None = None,
              say: Callable[[str], None] = lambda _: None) -> int:
     """How many searches run at once: `asked` (retune.at-once), at most the
     tasks; by default one, on a cluster as many as its CPUs keep compiling
@@ -65,7 +67,8 @@ def how_many(asked: int | None, tasks: int, backend: str, population: int, clust
     return max(1, min(asked, tasks))
 
 
-def run_together(tasks: list, count: int, jobs: int | None, one: Callable, board=None) -> list:
+def run_together(tasks: list, count: int, jobs: int | None, one: Callable,
+                 board: object | None = None) -> list:
     """`one(task, together)` for every task, `count` at a time; the results
     in the tasks' order (see the module's docstring). `board`: their bars."""
     together = Together(threading.BoundedSemaphore(jobs or os.cpu_count() or 2), board=board)

@@ -8,6 +8,7 @@ confirmation on fresh inputs. Numpy only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -53,7 +54,24 @@ def as_reference(outputs: dict, plan: BenchPlan) -> dict:
     return {c.name: as_float(np.asarray(outputs[c.name]), plan, c.name) for c in plan.checks}
 
 
-def take_reference(request, references: dict) -> None:
+class OutputsAsked(Protocol):
+    """What a request asks of a run's outputs (pycuda.pipe.RunRequest, which imports this
+    module): its plan, the key they are kept under, the reference they are compared with and one
+    handed over first, and whether they are sent back."""
+
+    @property
+    def plan(self) -> BenchPlan: ...
+    @property
+    def keep(self) -> str: ...
+    @property
+    def compare(self) -> str: ...
+    @property
+    def reference(self) -> tuple[str, dict] | None: ...
+    @property
+    def outputs(self) -> bool: ...
+
+
+def take_reference(request: OutputsAsked, references: dict) -> None:
     """A reference a request (pycuda.pipe.RunRequest) hands the measuring process, kept by its key
     (before the candidate runs, so that it is kept whatever the candidate does)."""
     if request.reference:
@@ -61,7 +79,7 @@ def take_reference(request, references: dict) -> None:
         references[key] = as_reference(given, request.plan)
 
 
-def checked(request, outputs: dict, references: dict) -> dict:
+def checked(request: OutputsAsked, outputs: dict, references: dict) -> dict:
     """The measuring process's answer about a run's outputs (the fields of
     its pycuda.pipe.Answer, by name): kept as a reference (`keep`), compared
     with one (`compare`: "wrong" is None or a Mismatch), sent back (`outputs`)."""

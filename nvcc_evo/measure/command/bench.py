@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Callable
 
@@ -72,7 +73,8 @@ class CommandBench:
         return (f"command `{self.command}` ({shown}; {runs} per candidate, "
                 f"{self.timeout:g} s a run at most)")
 
-    def measure(self, genome, flags: tuple[str, ...], phase: str = "search") -> Measurement:
+    def measure(self, genome: Hashable, flags: tuple[str, ...],
+                phase: str = "search") -> Measurement:
         """`repeat` runs (the first builds), medians and relative spreads."""
         low, high = (self.bench.repeat.low, self.bench.repeat.high) if self.bench.repeat else (1, 1)
         acf = self.candidate_acf(genome)
@@ -114,7 +116,7 @@ class CommandBench:
                                  else primary.median < self.best.median):
             self.best = primary
 
-    def _note(self, measurement: Measurement, flags, count: int) -> None:
+    def _note(self, measurement: Measurement, flags: tuple[str, ...], count: int) -> None:
         """The progress of a slow search: one line per candidate, with its cost."""
         units = {m.name: m.unit for m in self.bench.metrics}
         spreads = dict(measurement.spreads)
@@ -125,7 +127,7 @@ class CommandBench:
                         f"({count} run{'s' if count > 1 else ''}, "
                         f"{measurement.get('command_time'):.1f} s)")
 
-    def drift(self, genome, first: Measurement) -> float | None:
+    def drift(self, genome: Hashable, first: Measurement) -> float | None:
         """The baseline (`genome`) rebuilt and run again after the search, as
         a candidate is (its `repeat` runs): the relative change of its primary
         metric against `first`, its measurement when the search began; None
@@ -136,7 +138,7 @@ class CommandBench:
         again = self.measure(genome, self.flags_for(genome), "drift")
         return again.get(self.primary) / before - 1 if again.ok else None
 
-    def confirm(self, baseline, chosen, build=None) -> Confirmation:
+    def confirm(self, baseline: Hashable, chosen: Hashable, build: object = None) -> Confirmation:
         """Winner and baseline (genomes) rebuilt by the project's command and
         run in turn for `confirm rounds` rounds with the confirmation command
         (command.confirm). `build` (the Backend's compile of a genome) is not

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from nvcc_evo.driver.cmdline.flags import ptxas_values
@@ -39,7 +40,7 @@ def leave_stale(acf_path: Path, globs: tuple[str, ...], arch: str) -> None:
     redate(outputs_of(acf_path, globs, arch))
 
 
-def _tokens(flags) -> set[str]:
+def _tokens(flags: Iterable[str]) -> set[str]:
     """A flag list as comparable options: each -Xptxas value on its own."""
     flags = tuple(flags)
     rest = [f for i, f in enumerate(flags)

@@ -9,7 +9,7 @@ output is not read.
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Hashable
 
 from nvcc_evo.cubin.sass import cubin_sections
 from nvcc_evo.measure.profile.library import library
@@ -29,17 +29,17 @@ class KernelClock:
         # (inactive: a bench without such a metric; no injection)
         self.nvcc, self.active = nvcc, active
         self.library: str | None = None
-        self.own: dict[Any, frozenset[str]] = {}
+        self.own: dict[Hashable, frozenset[str]] = {}
         self.current: frozenset[str] = frozenset()
 
-    def learn(self, genome, cubin: bytes) -> None:
+    def learn(self, genome: Hashable, cubin: bytes) -> None:
         """The kernels of a candidate's build (before its runs)."""
         self.own[genome] = kernel_names(cubin)
 
-    def knows(self, genome) -> bool:
+    def knows(self, genome: Hashable) -> bool:
         return genome in self.own
 
-    def use(self, genome) -> None:
+    def use(self, genome: Hashable) -> None:
         """The candidate the next runs build: their metric is its kernels' time."""
         self.current = self.own.get(genome, frozenset())
 

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -68,7 +69,7 @@ def _in_folder(root: Path) -> Cupti | None:
     return None
 
 
-def _roots(environ, toolkit: str | None) -> list[Path]:
+def _roots(environ: Mapping[str, str], toolkit: str | None) -> list[Path]:
     roots: list[Path] = []
     try:
         import nvidia             # the namespace package pip's CUDA wheels install into
@@ -82,7 +83,7 @@ def _roots(environ, toolkit: str | None) -> list[Path]:
     return roots
 
 
-def find_cupti(environ, toolkit: str | None) -> Cupti:
+def find_cupti(environ: Mapping[str, str], toolkit: str | None) -> Cupti:
     """The CUPTI NVCC_EVO_CUPTI names, else the first of the wheels and the toolkit;
     EnvironmentProblem when there is none, or the named folder holds none (another CUPTI is not
     taken in its place silently)."""
@@ -118,7 +119,7 @@ def toolkit_paths(nvcc: str) -> tuple[str | None, tuple[str, ...]]:
     return (os.path.normpath(top.group(1)) if top else None), folders
 
 
-def compiler(environ) -> str:
+def compiler(environ: Mapping[str, str]) -> str:
     for name in (environ.get("CC"), "cc", "gcc"):
         found = shutil.which(name) if name else None
         if found:
@@ -127,7 +128,7 @@ def compiler(environ) -> str:
                              "install one (the host compiler nvcc uses will do)")
 
 
-def library(environ, nvcc: str) -> str:
+def library(environ: Mapping[str, str], nvcc: str) -> str:
     """The injection library's path, built first where this CUPTI and source have none yet."""
     top, includes = toolkit_paths(nvcc)
     cupti = find_cupti(environ, top)
@@ -141,7 +142,8 @@ def library(environ, nvcc: str) -> str:
     return str(target)
 
 
-def _build(environ, cupti: Cupti, includes: tuple[str, ...], target: Path) -> None:
+def _build(environ: Mapping[str, str], cupti: Cupti, includes: tuple[str, ...],
+           target: Path) -> None:
     # (one file system: a rename moves it)
     work = private_folder("inject", parent=str(target.parent))
     try:

@@ -5,6 +5,7 @@ what the steps after the search are expected to take (`reserve`)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Hashable
 from dataclasses import InitVar, dataclass, field, replace
 from typing import Callable
 
@@ -62,10 +63,11 @@ class GpuBench:
         (References.prefetch)."""
         self.references.prefetch(self.bench, defines)
 
-    def plan(self, genome) -> BenchPlan:
+    def plan(self, genome: Hashable) -> BenchPlan:
         return plan_bench(self.bench, self.defines_for(genome))
 
-    def measure(self, genome, flags, result: CompileResult | None) -> Measurement:
+    def measure(self, genome: Hashable, flags: tuple[str, ...],
+                result: CompileResult | None) -> Measurement:
         assert result is not None  # (a backend that compiles: each candidate comes built)
         compiled = static.measure(result, self.arch)
         if not result.ok:
@@ -150,7 +152,8 @@ class GpuBench:
         answer = self.pool.request(RunRequest(run.cubin, run.plan, time=True, min_seconds=0.1))
         return timed(answer).median / run.median - 1 if answer.status == Status.OK else None
 
-    def confirm(self, baseline, chosen, build: Callable) -> Confirmation:
+    def confirm(self, baseline: Hashable, chosen: Hashable,
+                build: Callable[[Hashable], CompileResult]) -> Confirmation:
         """The confirmation step (confirm.verify) on the two genomes, each built
         again (`build`: genome -> CompileResult), as the Backend's `confirm`."""
         builds = {genome: build(genome) for genome in (baseline, chosen)}

@@ -6,6 +6,8 @@ element a kernel never writes stands out. numpy only; the CUDA module is the
 worker's (PyCUDA, imported there)."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from nvcc_evo.acf.bench.spec import DTYPES, ArrayPlan, BenchPlan, ScalarPlan
@@ -54,14 +56,14 @@ def array_plan(plan: BenchPlan, name: str) -> ArrayPlan:
     return next(a for a in plan.arrays if a.name == name)
 
 
-def scalar_value(plan: ScalarPlan):
+def scalar_value(plan: ScalarPlan) -> np.generic:
     return np.dtype(DTYPES[plan.dtype][1]).type(plan.value)
 
 
 class BenchData:
     """The inputs kept on the host and on the device between requests (`cuda`: pycuda.driver)."""
 
-    def __init__(self, cuda) -> None:
+    def __init__(self, cuda: Any) -> None:
         self.cuda = cuda
         self.inputs: dict[tuple[ArrayPlan, int], np.ndarray] = {}
         self.on_device: dict[tuple[ArrayPlan, int], tuple] = {}     # (allocation, bytes)
@@ -77,7 +79,7 @@ class BenchData:
             self.inputs[key] = host_array(plan, seed)
         return self.inputs[key]
 
-    def device_input(self, plan: ArrayPlan, seed: int):
+    def device_input(self, plan: ArrayPlan, seed: int) -> Any:      # a DeviceAllocation
         """An input's initial data on the device, uploaded once per (array, seed)."""
         key = (plan, seed)
         if key not in self.on_device:

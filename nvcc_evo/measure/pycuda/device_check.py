@@ -127,7 +127,7 @@ class DeviceCheck:
     """Comparisons on one device: the references' float64 copies kept there
     (uploaded once each), the kernels loaded on first use."""
 
-    def __init__(self, cuda, arch: str):
+    def __init__(self, cuda: Any, arch: str) -> None:     # (cuda: pycuda.driver)
         self.cuda, self.arch = cuda, arch
         # pycuda's Module and DeviceAllocation (untyped), once loaded
         self.module: Any = None

@@ -41,7 +41,7 @@ class TurnLock:
                 raise
             self._owner, self._depth = me, 1
 
-    def __exit__(self, *_) -> None:
+    def __exit__(self, *_: object) -> None:
         with self._turns:
             self._depth -= 1
             if self._depth == 0:

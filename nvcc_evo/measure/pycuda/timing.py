@@ -7,7 +7,7 @@ rate, the ceiling a memory-bound kernel is measured against."""
 from __future__ import annotations
 
 import time
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -26,7 +26,7 @@ class Timer:
     """Times launches of one device (`l2`: its L2 size, flushed through a scratch allocation twice
     as large)."""
 
-    def __init__(self, cuda, l2: int) -> None:
+    def __init__(self, cuda: Any, l2: int) -> None:
         self.cuda, self.l2 = cuda, l2
         self.scratch = cuda.mem_alloc(max(2 * l2, 1 << 20))
 
@@ -76,7 +76,7 @@ class Timer:
         return times, count, stopped
 
 
-def copy_rate(cuda, size: int = 1 << 30, repeats: int = 20) -> float:
+def copy_rate(cuda: Any, size: int = 1 << 30, repeats: int = 20) -> float:
     """Device-to-device copy rate (bytes read + written per second)."""
     src, dst = cuda.mem_alloc(size), cuda.mem_alloc(size)
     cuda.memset_d8(src, 1, size)
@@ -90,7 +90,8 @@ def copy_rate(cuda, size: int = 1 << 30, repeats: int = 20) -> float:
     return 2 * size / float(np.median(times))
 
 
-def energy(cuda, nvml, launch: Callable[[], None], kernel: float, seconds: float = 1.0) -> dict:
+def energy(cuda: Any, nvml: Any, launch: Callable[[], None], kernel: float,
+           seconds: float = 1.0) -> dict:
     """Energy per launch from NVML's total-energy counter (`nvml`: the device's handle),
     between two of its steps (stats.energy_window). Launches run in batches of about a
     millisecond (`kernel`: one launch's seconds), the counter read after each, so a step is seen
@@ -110,7 +111,7 @@ def energy(cuda, nvml, launch: Callable[[], None], kernel: float, seconds: float
                          time.monotonic, seconds, least=least)
 
 
-def nvml_handle(index: int):
+def nvml_handle(index: int) -> Any:
     """NVML's handle of the device (None: no NVML library or no permission; energy is then dropped,
     said in the worker's hello)."""
     try:

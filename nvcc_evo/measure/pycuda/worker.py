@@ -9,6 +9,9 @@ references it holds (on the device: device_check), timing and energy
 """
 from __future__ import annotations
 
+from multiprocessing.connection import Connection
+from typing import Any
+
 import numpy as np
 
 from nvcc_evo.acf.bench.spec import ArrayPlan, BenchPlan
@@ -86,7 +89,7 @@ class Device:
                                           for x in "XYZ")}
         return self._limits
 
-    def kernel_facts(self, function) -> dict:
+    def kernel_facts(self, function: Any) -> dict:       # (a pycuda Function)
         f = self.cuda.function_attribute
         return {"threads": function.get_attribute(f.MAX_THREADS_PER_BLOCK),
                 "registers": function.get_attribute(f.NUM_REGS),
@@ -137,7 +140,7 @@ def classify(error: Exception) -> tuple[Status, bool]:
     return Status.CRASH, any(word in text for word in FATAL_WORDS) or "launch" in text
 
 
-def worker_main(connection, index: int = 0, device_type: type | None = None) -> None:
+def worker_main(connection: Connection, index: int = 0, device_type: type | None = None) -> None:
     try:  # (`device_type`: Device, or what stands in for one in a test without a GPU)
         device = (device_type or Device)(index)
     except Exception as error:
