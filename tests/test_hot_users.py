@@ -346,3 +346,23 @@ def test_the_kernel_summary_among_the_reports_of_nsys_stats_is_read_alone(tmp_pa
     with pytest.raises(LocatedError, match=r"others.csv:9:1: error: the kernel summary lacks the column\(s\) "
                                            r"Instances"):
         read_profile(str(tmp_path / "others.csv"))
+
+
+def test_a_dry_run_after_write_says_the_bench_builds_the_new_unit_first(tmp_path, evo_cache):
+    """A unit --write adds has no compile record of its own yet (the build's were the recording unit's): a
+    retune runs its bench once first and tunes it as that build compiles it; its dry run, which runs nothing,
+    says so (before: 'compiled as `nvcc -c SOURCE` for sm_90 ..., without the build's own flags', which the
+    retune does not do)."""
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\n\nunit "spill.cu" {\n    search {\n        ptxas.opt_level in '
+                                           '{1, 3}\n    }\n    tune {\n        minimize time\n    }\n    bench {\n'
+                                           '        command "make -s NVCC=nvcc-evo && ./app"\n        metric time '
+                                           'kernels\n    }\n}\n')
+    result = run_evo("--retune", "--backend", "command", "--dry-run", cwd=tmp_path, env=evo_env(evo_cache))
+    assert result.returncode == 0, result.stderr
+    assert ('nvcc-evo: "spill.cu": never built through nvcc-evo for this ACF: a retune runs its bench command once '
+            'first, so that the build it measures is recorded (make -s NVCC=nvcc-evo && ./app), and tunes it for '
+            "that build's architectures and flags; this dry run runs nothing, so it lists it as `nvcc -c SOURCE` "
+            "for sm_90 builds it\n") in result.stderr, result.stderr
+    assert "without the build's own flags" not in result.stderr
+    assert (tmp_path / "nvcc-evo.acf").read_text().count("unit") == 1 and not list(tmp_path.glob("app"))

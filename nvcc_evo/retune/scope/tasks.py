@@ -168,9 +168,10 @@ def _recorded_job(unit: model.Unit, arch: str, mine: list, nvcc: str,
 
 
 def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list, folder: Path,
-                 defaulted: bool) -> None:
+                 defaulted: bool, bench_builds: bool = False) -> None:
     """Each unused compile-database record of `unit` and what happens instead, or that it has none
-    (so it is built as `-c SOURCE`, for DEFAULT_ARCH unless `--target` or a block says); globs
+    (so it is built as `-c SOURCE`, for DEFAULT_ARCH unless `--target` or a block says; in a dry
+    run where its bench would build it first, `bench_builds`, that the retune would); globs
     matching no file first."""
     if not (mine or not_used or unit.is_kernel) and not unit_sources(unit, folder):
         log(f"unit {unit}: its globs match no file under {folder}")
@@ -183,6 +184,14 @@ def _say_records(unit: model.Unit, mine: list, not_used: list, unreadable: list,
         arch = ""
         if defaulted:
             arch = f" for {DEFAULT_ARCH} (the built-in default target; --target sm_XX for another)"
+        if bench_builds:
+            assert unit.bench is not None and unit.bench.command is not None
+            log(f"{unit}: never built through nvcc-evo for this ACF: a retune runs its bench "
+                f"command once first, so that the build it measures is recorded "
+                f"({unit.bench.command.text}), and tunes it for that build's architectures and "
+                f"flags; this dry run runs nothing, so it lists it as `nvcc -c SOURCE`"
+                f"{' for ' + DEFAULT_ARCH if defaulted else ''} builds it")
+            return
         log(f"{unit}: never built through nvcc-evo for this ACF: compiled as `nvcc -c "
             f"SOURCE`{arch}, without the build's own flags (build it once through nvcc-evo to tune "
             f"it as the build compiles it)")
@@ -253,7 +262,10 @@ def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, tool
     root = acf_path.parent
     archs, named = _archs(found, unit, mine, toolkit, selection)
     not_used = [u for u in unusable if u.unit_globs == unit.globs]
-    _say_records(unit, mine, not_used, unreadable, root, not named)
+    bench = unit.bench
+    bench_builds = (selection.dry_run and backends.row(selection.backend).rebuilds
+                    and bool(bench and bench.command))          # (what _built_by_bench would run)
+    _say_records(unit, mine, not_used, unreadable, root, not named, bench_builds)
     for arch in archs:
         job_found = _job_for(unit, arch, acf_path, mine, unreadable, toolkit.nvcc,
                              selection.timeout)
