@@ -210,6 +210,10 @@ def hot(rest: list[str]) -> int:
         from nvcc_evo.errors import UsageError
         raise UsageError(f"--hot --min-share {args.min_share:g}: a percentage of the GPU time, "
                          "from 0 to 100")
+    if not args.write and (args.build is not None or args.run is not None):
+        from nvcc_evo.errors import UsageError
+        raise UsageError("--hot --build and --run say how the bench --write writes builds and runs "
+                         "the program: without --write nothing is written (add --write)")
     _readable_acf(args.acf)
     return run_hot(args.acf, args.source, command, args.write, args.min_share / 100, args.build,
                    args.run)

@@ -273,7 +273,8 @@ unit "spill.cu" {{
 def test_a_command_without_its_dashes_and_a_share_out_of_range_are_usage_errors(tmp_path, evo_cache):
     """`nvcc-evo --hot ./app 10` (the `--` forgotten) says where the command goes (before: argparse's
     usage and `unrecognized arguments`); --min-share outside 0-100, or NaN, is refused (before: -5 wrote every
-    unit, NaN and 200 none, each with exit 0 or 1 as the rest of the run went)."""
+    unit, NaN and 200 none, each with exit 0 or 1 as the rest of the run went); --run or --build without
+    --write is refused (before: ignored, nothing written)."""
     env = evo_env(evo_cache)
     result = run_evo("--hot", "./app", "10", cwd=tmp_path, env=env)
     assert (result.returncode, result.stdout) == (2, "")
@@ -285,6 +286,11 @@ def test_a_command_without_its_dashes_and_a_share_out_of_range_are_usage_errors(
         assert (result.returncode, result.stdout) == (2, ""), result.stderr
         assert result.stderr == f"nvcc-evo: error: --hot --min-share {share}: a percentage of the GPU time, from 0 " \
                                 "to 100\n", result.stderr
+    for option in ("--run", "--build"):                # (before: the table, nothing written, exit 0)
+        result = run_evo("--hot", "--from", "profile.json", option, "./app", cwd=tmp_path, env=env)
+        assert (result.returncode, result.stdout) == (2, ""), result.stderr
+        assert result.stderr == ("nvcc-evo: error: --hot --build and --run say how the bench --write writes builds "
+                                 "and runs the program: without --write nothing is written (add --write)\n")
     unknown = run_evo("--hot", "--frm", "profile.json", cwd=tmp_path, env=env)     # (an unknown option: argparse's)
     assert unknown.returncode == 2 and "unrecognized arguments: --frm" in unknown.stderr
 
