@@ -120,4 +120,4 @@ def test_the_flag_mapping_refuses_what_the_check_refuses():
     facts = flags.read_facts(parse_call(["-c", "k.cu"], {}))
     plan = flags.plan_flags({"define.EVIL": "$(touch PWN)", "define.OK": 16}, facts)
     assert plan.flags == ("-DOK=16",)
-    assert plan.skipped == (("define.EVIL", knobs.define_value_problem("$(touch PWN)")),)
+    assert plan.skipped == (flags.Skipped("define.EVIL", knobs.define_value_problem("$(touch PWN)")),)

@@ -60,14 +60,14 @@ def report(decision: Decision) -> str:
             lines.append(f"    {name} [{arch}]: "
                          f"{shlex.join(ptxas_values(step.flags)) or '(nothing)'}   [{given}]"
                          + ran_by)
-    defaults = [(knob, why) for knob, why in flags.skipped if why == DEFAULT_PASSES_NOTHING]
-    lost = [(knob, why) for knob, why in flags.skipped if why != DEFAULT_PASSES_NOTHING]
+    defaults = [s for s in flags.skipped if s.why == DEFAULT_PASSES_NOTHING]
+    lost = [s for s in flags.skipped if s.why != DEFAULT_PASSES_NOTHING]
     if lost:  # an entry's knob that this build does not pass: what was measured would not ship
         lines.append("not reaching the binary (the ACF sets them, this build does not pass them):")
-        lines += [f"    error: {knob}: {why}" for knob, why in lost]
+        lines += [f"    error: {s}" for s in lost]
     if defaults:
         lines.append("skipped:")
-        lines += [f"    {knob}: {why}" for knob, why in defaults]
+        lines += [f"    {s}" for s in defaults]
     lines += _reconfiguring(decision, Path.cwd())
     return "\n".join(lines) + "\n"
 

@@ -225,7 +225,7 @@ def _log(decision: Decision, argv: list[str], environ, cwd: Path, per_step: dict
         append_log(path, str(cwd), argv, str(decision.call_plan.acf_path or ""),
                    decision.extra_args,
                    decision.call_plan.passthrough,
-                   [f"{k}: {why}" for k, why in (decision.flags.skipped if decision.flags else ())],
+                   [str(s) for s in (decision.flags.skipped if decision.flags else ())],
                    decision.problems, per_step,
                    [(m.input, m.arch, m.unit.globs)
                     for m in decision.call_plan.matches if m.unit is not None])

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.driver.match.index import TargetEntry
 from nvcc_evo.driver.match.units import CallPlan, build_plan
-from nvcc_evo.driver.cmdline.flags import CallFacts, FlagPlan, plan_flags, ptxas_facts, read_facts
+from nvcc_evo.driver.cmdline.flags import (CallFacts, FlagPlan, Skipped, plan_flags, ptxas_facts,
+                                           read_facts)
 
 if TYPE_CHECKING:
     from nvcc_evo.driver.cmdline.nvcc_options import NvccCall
@@ -52,10 +53,11 @@ class CompilePlan(NamedTuple):
     programs: tuple[tuple[Step, str], ...] = ()
 
     @property
-    def skipped(self) -> tuple[tuple[str, str], ...]:
-        return self.flags.skipped + tuple((f"{knob} ({name} [{arch}])", why)
-                                          for (name, arch), plan in self.per_step
-                                          for knob, why in plan.skipped)
+    def skipped(self) -> tuple[Skipped, ...]:
+        """Every knob left out: the call's, then each ptxas step's (its step named)."""
+        return self.flags.skipped + tuple(left._replace(step=step)
+                                          for step, plan in self.per_step
+                                          for left in plan.skipped)
 
     def step(self, key: Step) -> FlagPlan:
         """What reaches one ptxas step's code: the common flags and its own
@@ -76,15 +78,16 @@ def plan_call(call: NvccCall, call_plan: CallPlan, policy: str, toolkit: Toolkit
     from nvcc_evo.acf.knobs import STEP_ONLY
     settings, dropped = common_settings(call_plan, policy)
     for name in STEP_ONLY & set(settings):
-        dropped.append((name, f"{name}={settings.pop(name)} is given to each ptxas step on "
-                              "its own"))
+        dropped.append(Skipped(name, f"{name}={settings.pop(name)} is given to each ptxas step "
+                                     "on its own"))
     facts = read_facts(call)
     if facts.werror and _checks_ptx(call):
         for name in knobs.CAPS_OF_KERNELS & set(settings):
-            dropped.append((name, f"{name}={settings.pop(name)} is given to each ptxas step on its "
-                                  "own: nvcc's PTX check step (ptxas -arch=compute_XX, for "
-                                  "-arch=sm_XXa) refuses a register cap (\"Too big maxrregcount "
-                                  "value\"), an error with -Werror"))
+            dropped.append(Skipped(name, f"{name}={settings.pop(name)} is given to each ptxas "
+                                         "step on its own: nvcc's PTX check step (ptxas "
+                                         "-arch=compute_XX, for -arch=sm_XXa) refuses a register "
+                                         "cap (\"Too big maxrregcount value\"), an error with "
+                                         "-Werror"))
     steps_caps = {k: v for m in call_plan.matches for k, v in m.settings(policy).items()
                   if k in knobs.CAPS_OF_KERNELS and k not in settings}   # (what each ptxas step
                                                                          # may add)
@@ -113,7 +116,7 @@ def _checks_ptx(call: NvccCall) -> bool:
     return any(re.fullmatch(r"sm_[0-9]+[af]", value) for value in call.values("--gpu-architecture"))
 
 
-def common_settings(plan: CallPlan, stale_policy: str) -> tuple[dict, list[tuple[str, str]]]:
+def common_settings(plan: CallPlan, stale_policy: str) -> tuple[dict, list[Skipped]]:
     """Knob values shared by every (input, arch) of the call, and those that
     differ (flags apply per call, or per ptxas run). An architecture with no
     entry of its unit has no say in a define's or an nvcc option's value
@@ -133,23 +136,23 @@ def common_settings(plan: CallPlan, stale_policy: str) -> tuple[dict, list[tuple
             common[name] = values[0]
         else:
             where = ", ".join(f"{m.input}/{m.arch}={s.get(name, 'default')}" for m, s in voters)
-            dropped.append((name, f"differs within this call ({where})"))
+            dropped.append(Skipped(name, f"differs within this call ({where})"))
     return common, dropped
 
 
-def _per_step(call: NvccCall, call_plan: CallPlan, policy: str, dropped: list[tuple[str, str]],
+def _per_step(call: NvccCall, call_plan: CallPlan, policy: str, dropped: list[Skipped],
               facts: CallFacts, toolkit: Toolkit, acf_dir: str, common: dict
-              ) -> tuple[tuple[tuple[Step, FlagPlan], ...], list[tuple[str, str]]]:
+              ) -> tuple[tuple[tuple[Step, FlagPlan], ...], list[Skipped]]:
     """ptxas knobs whose values differ between the call's inputs or
     architectures, and those only a ptxas step takes (its program, its
     controls file), go to each ptxas step on its own (nvcc_evo.driver.cmdline.split)
     where the call allows it; every other knob that differs stays out, with
     the reason."""
     from nvcc_evo.acf import knobs
-    ptxas = {name for name, _ in dropped if getattr(knobs.lookup(name), "family", "") == "ptxas"}
+    ptxas = {s.knob for s in dropped if getattr(knobs.lookup(s.knob), "family", "") == "ptxas"}
     if not ptxas:
-        return (), [(name, f"{reason}; compile them separately to tune each")
-                    for name, reason in dropped]
+        return (), [s._replace(why=f"{s.why}; compile them separately to tune each")
+                    for s in dropped]
     from nvcc_evo.driver.cmdline.split import why_not      # (subprocess and tempfile: only for
                                                            # calls that need them)
     why = why_not(call)
@@ -159,9 +162,9 @@ def _per_step(call: NvccCall, call_plan: CallPlan, policy: str, dropped: list[tu
             chosen = {k: v for k, v in match.settings(policy).items() if k in ptxas}
             per_step.append(((match.input, match.arch),
                              plan_flags(chosen, facts, toolkit, acf_dir, common)))
-    left = [(name, f"{reason}; not given per ptxas step: {why}" if name in ptxas else
-             f"{reason}; compile them separately to tune each")
-            for name, reason in dropped if not (per_step and name in ptxas)]
+    left = [s._replace(why=f"{s.why}; not given per ptxas step: {why}" if s.knob in ptxas else
+                       f"{s.why}; compile them separately to tune each")
+            for s in dropped if not (per_step and s.knob in ptxas)]
     return tuple(per_step), left
 
 

@@ -35,10 +35,30 @@ class CallFacts(NamedTuple):
                                      # --warning-as-error)
 
 
+class Skipped(NamedTuple):
+    """A knob an entry sets that a plan does not pass, and why: made where the plan is built, so
+    that a reader asks its knob (`knob`) and never parses the words a person reads (`str()`)."""
+
+    knob: str
+    why: str
+    step: tuple[str, str] | None = None   # (input, sm_XX): of one ptxas step; None: the call's
+
+    @property
+    def shown(self) -> str:
+        """The knob as a person reads it: with its step, where it is one step's."""
+        if self.step is None:
+            return self.knob
+        name, arch = self.step
+        return f"{self.knob} ({name} [{arch}])"
+
+    def __str__(self) -> str:
+        return f"{self.shown}: {self.why}"
+
+
 class FlagPlan(NamedTuple):
     flags: tuple[str, ...]
     applied: tuple[tuple[str, Scalar], ...]
-    skipped: tuple[tuple[str, str], ...]      # (knob, why)
+    skipped: tuple[Skipped, ...]
 
     def __str__(self) -> str:
         return " ".join(self.flags) if self.flags else "(no flags)"
@@ -283,7 +303,8 @@ def plan_flags(settings: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit |
     """`acf_dir`: the ACF's folder, where the files knobs name are (without
     it, those knobs are skipped)."""
     flags: list[str] = []
-    applied, skipped = [], []
+    applied: list[tuple[str, Scalar]] = []
+    skipped: list[Skipped] = []
     for name, value in settings.items():
         reason = _skip_reason(name, value, facts, toolkit) or _conflict_reason(name, settings,
                                                                                facts, toolkit,
@@ -293,7 +314,7 @@ def plan_flags(settings: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit |
                 and value != knob.default:
             reason = "names a file, and the ACF's folder is not known here"
         if reason is not None:
-            skipped.append((name, reason))
+            skipped.append(Skipped(name, reason))
             continue
         if knob is not None and knob.form is Form.TOOL and value != knob.default:
             applied.append((name, value))      # no flag: nvcc_evo.driver.cmdline.ptxas picks the
@@ -301,7 +322,7 @@ def plan_flags(settings: dict[str, Scalar], facts: CallFacts, toolkit: Toolkit |
             continue
         text = flag_text(name, value, acf_dir)
         if not text:
-            skipped.append((name, DEFAULT_PASSES_NOTHING))
+            skipped.append(Skipped(name, DEFAULT_PASSES_NOTHING))
             continue
         flags.extend(text)
         applied.append((name, value))

@@ -221,7 +221,7 @@ def settle(plan: FlagPlan, toolkit: Toolkit | Program, environ, arch: str, acf_d
     asks for (else the toolkit's, and why), its controls file tried on that
     ptxas (else left out, with ptxas's message). Returns (the program, None
     for nvcc's own; the FlagPlan with what was left out among `skipped`)."""
-    from nvcc_evo.driver.cmdline.flags import FlagPlan, flag_text
+    from nvcc_evo.driver.cmdline.flags import FlagPlan, Skipped, flag_text
     applied, skipped, flags = dict(plan.applied), list(plan.skipped), list(plan.flags)
     chosen, program = toolkit_ptxas(toolkit), None
     wanted = applied.get("ptxas.version")
@@ -231,7 +231,7 @@ def settle(plan: FlagPlan, toolkit: Toolkit | Program, environ, arch: str, acf_d
             program = None if chosen.path == os.path.realpath(toolkit.ptxas) else chosen.path
         except NoPtxas as missing:
             del applied["ptxas.version"]
-            skipped.append(("ptxas.version", f"{missing}; nvcc's own ptxas runs the step"))
+            skipped.append(Skipped("ptxas.version", f"{missing}; nvcc's own ptxas runs the step"))
     controls = applied.get("ptxas.controls")
     if controls is not None:
         problem = controls_problem(chosen, arch, os.path.join(acf_dir or "", str(controls)))
@@ -239,7 +239,7 @@ def settle(plan: FlagPlan, toolkit: Toolkit | Program, environ, arch: str, acf_d
             text = flag_text("ptxas.controls", controls, acf_dir)
             at = next(i for i in range(len(flags)) if flags[i:i + len(text)] == text)
             del flags[at:at + len(text)], applied["ptxas.controls"]
-            skipped.append(("ptxas.controls", f"{chosen} does not apply it: {problem}"))
+            skipped.append(Skipped("ptxas.controls", f"{chosen} does not apply it: {problem}"))
     kept = tuple((name, value) for name, value in plan.applied if name in applied)
     return program, FlagPlan(tuple(flags), kept, tuple(skipped))
 
@@ -266,7 +266,7 @@ def accepted(plan, real: str, arch: str, environ, acf_dir: str):
     that runs ptxas itself: the program (`ptxas.version` chosen among `real`
     and NVCC_EVO_PTXAS's, a controls file tried), and only the options that
     ptxas takes silently (each other one skipped, with its complaint)."""
-    from nvcc_evo.driver.cmdline.flags import FlagPlan, flag_text, ptxas_values
+    from nvcc_evo.driver.cmdline.flags import FlagPlan, Skipped, flag_text, ptxas_values
     own = probe(real)
     program = real
     if knobs.STEP_ONLY & {name for name, _ in plan.applied}:
@@ -279,7 +279,8 @@ def accepted(plan, real: str, arch: str, environ, acf_dir: str):
         options = [o for o in ptxas_values(tuple(text)) if not o.startswith("--apply-controls")]
         problem = next((p for p in (option_problem(ptxas, arch, o) for o in options) if p), "")
         if problem:
-            skipped.append((name, f"{ptxas} does not take {' '.join(options)} silently: {problem}"))
+            said = f"{ptxas} does not take {' '.join(options)} silently: {problem}"
+            skipped.append(Skipped(name, said))
             continue
         flags += text
         applied.append((name, value))

@@ -234,7 +234,7 @@ def log(decision: PtxasDecision, argv: list[str], acf_path: Path, environ, cwd: 
         if served is not None and served.match is not None and served.match.unit is not None else []
     append_log(path, cwd, [role, *argv], str(acf_path), flags.flags if flags else (),
                served.why if served else "",
-               [f"{k}: {why}" for k, why in (flags.skipped if flags else ())],
+               [str(s) for s in (flags.skipped if flags else ())],
                decision.problems, units=units, program=decision.program)
 
 

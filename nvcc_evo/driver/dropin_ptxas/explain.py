@@ -48,7 +48,7 @@ def _served_lines(decision) -> list[str]:
         lines.append(f"stale: {'; '.join(map(str, match.stale))}")
     flags = decision.flags
     lines.append(f"added: {shlex.join(decision.options) or '(nothing)'}")
-    lines += [f"left out: {knob}: {why}" for knob, why in flags.skipped]
+    lines += [f"left out: {s}" for s in flags.skipped]
     return lines
 
 

@@ -75,7 +75,7 @@ def why_left_out(build: BuildStep, settings: dict, knob: str) -> str:
     plan, _ = build.step(settings)
     if knob in dict(plan.applied):
         return ""
-    reasons = [why for name, why in plan.skipped if name == knob or name.startswith(f"{knob} (")]
+    reasons = [s.why for s in plan.skipped if s.knob == knob]
     if reasons and reasons[0] == DEFAULT_PASSES_NOTHING:
         return ""
     return reasons[0] if reasons else "the build passes nothing for it"
@@ -102,8 +102,7 @@ def not_shipped(step, settings: dict) -> str:
     for knob, value in settings.items():
         if knob in applied:
             continue
-        reasons = [why for name, why in step.skipped
-                   if name == knob or name.startswith(f"{knob} (")]
+        reasons = [s.why for s in step.skipped if s.knob == knob]
         if reasons and reasons[0] != DEFAULT_PASSES_NOTHING:
             lost.append(f"{knob} = {value}: {reasons[0]}")
     return "; ".join(lost)

@@ -18,7 +18,7 @@ from nvcc_evo.cubin.compile import compile_candidate
 from nvcc_evo.cubin.sass import sass_hash
 from nvcc_evo.driver.common import ACF_ENV
 from nvcc_evo.driver.cmdline.compileplan import CompilePlan, RecordedBuild
-from nvcc_evo.driver.cmdline.flags import FlagPlan
+from nvcc_evo.driver.cmdline.flags import FlagPlan, Skipped
 from nvcc_evo.driver.cmdline.ptxas import PTXAS_ENV
 from nvcc_evo.driver.match.units import written_for
 from nvcc_evo.driver.wrapper import decide
@@ -115,7 +115,7 @@ def _skipped(step, knob: str, value) -> str:
     applied = dict(step.applied)
     if knob in applied and applied[knob] == value:
         return ""
-    reasons = [why for name, why in step.skipped if name == knob or name.startswith(f"{knob} (")]
+    reasons = [s.why for s in step.skipped if s.knob == knob]
     if reasons:
         return reasons[0]
     if knob in applied:
@@ -138,7 +138,8 @@ def _as_built(task, written: dict, acf_path: Path, build: RecordedBuild, ptxas: 
     finally:
         copy.unlink(missing_ok=True)
     if decision.flags is None:
-        return FlagPlan((), (), tuple((k, decision.call_plan.passthrough) for k in written)), None
+        passed_through = decision.call_plan.passthrough
+        return FlagPlan((), (), tuple(Skipped(k, passed_through) for k in written)), None
     planned = CompilePlan(decision.flags, decision.per_step, decision.programs)
     key = (build.input, task.arch)
     return planned.step(key), planned.program(key)
