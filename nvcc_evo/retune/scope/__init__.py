@@ -6,5 +6,7 @@ caps the device link or a kernel would not survive) and ship (the ship check
 before a write).
 
 Imports: what nvcc_evo.retune may import, and the retune's outcome
-(choice's `Outcome` for types, writeback's settings lazily).
+(choice's `Outcome` for types; writeback's `settings_of`, the entry the
+ship check compiles). Every function is annotated (mypy's
+disallow_untyped_defs): a task is a `Task`, a plan a `FlagPlan`.
 """

@@ -8,7 +8,7 @@ registers over a cap.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from nvcc_evo.cubin.sass import external_functions, resources, shown_name
 from nvcc_evo.driver.cmdline.compileplan import RecordedBuild
@@ -16,6 +16,7 @@ from nvcc_evo.driver.cmdline.flags import read_facts
 from nvcc_evo.engine.space import SearchSpace
 
 if TYPE_CHECKING:
+    from nvcc_evo.cubin.compile import CompileResult
     from nvcc_evo.cubin.sass import KernelFacts
     from nvcc_evo.retune.scope.reach import BuildStep
 
@@ -24,7 +25,8 @@ REGISTER_CAPS = ("ptxas.maxrregcount", "nvcc.maxrregcount")
 OVERRIDE = "ptxas.override_directive_values"     # whose launch bounds a cap may override
 
 
-def link_safe(space: SearchSpace, build: BuildStep, compiled) -> tuple[SearchSpace, list[str]]:
+def link_safe(space: SearchSpace, build: BuildStep,
+              compiled: Callable[[], CompileResult]) -> tuple[SearchSpace, list[str]]:
     """The space without register caps where the device link would refuse them: a relocatable
     compile (-dc, -rdc=true) whose code calls functions other objects define (the device runtime's,
     another unit's), as the baseline compiles (`compiled()`: its CompileResult, asked only then).
@@ -46,7 +48,8 @@ def link_safe(space: SearchSpace, build: BuildStep, compiled) -> tuple[SearchSpa
     return replace(space, dimensions=tuple(d for d in space.dimensions if d not in caps)), notes
 
 
-def reconfigure_safe(space: SearchSpace, arch: str, compiled) -> tuple[SearchSpace, list[str]]:
+def reconfigure_safe(space: SearchSpace, arch: str,
+                     compiled: Callable[[], CompileResult]) -> tuple[SearchSpace, list[str]]:
     """The space without register caps under the registers the baseline's kernels that move
     registers between their warp groups (setmaxnreg in PTX, USETMAXREG in SASS) launch with
     (`compiled()`: the baseline's CompileResult, asked only where a cap has a value to leave out).
@@ -106,7 +109,8 @@ def inert_caps(space: SearchSpace, caps: list, kernels: Sequence[KernelFacts]) -
             f"it to apply)"]
 
 
-def hangs(settings: dict, kernels, uncapped, arch: str) -> str:
+def hangs(settings: dict, kernels: Sequence[KernelFacts], uncapped: Callable[[], CompileResult],
+          arch: str) -> str:
     """Why the register cap of `settings` would hang one of `kernels` (a build's KernelFacts with
     the cap): one that moves registers between its warp groups (setmaxnreg) left fewer registers a
     thread than it launches with uncapped (`uncapped()`: that build's CompileResult, asked only

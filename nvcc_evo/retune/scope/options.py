@@ -41,6 +41,9 @@ from nvcc_evo.execute.devices import Measuring
 from nvcc_evo.system.say import log
 
 if TYPE_CHECKING:
+    from argparse import ArgumentParser
+
+    from nvcc_evo.acf.knobs import Scalar
     from nvcc_evo.driver.toolkit import Toolkit
 
 
@@ -245,7 +248,7 @@ def decide_options(request: Request, chosen: Chosen, machine: Machine) -> Option
         chosen.ptxas, chosen.lock_wait, tuple(sources.items()))
 
 
-def add_flags(parser) -> None:
+def add_flags(parser: ArgumentParser) -> None:
     """A `--retune` flag for each search setting, from the settings' table:
     its spelling, the Options field it fills, type, choices, metavar and help
     (the default said by the table)."""
@@ -284,7 +287,7 @@ def _as_given(value: object) -> object:
 
 
 def ptxas_programs(space: SearchSpace, toolkit: Toolkit, acf_path: Path, listed: PtxasList,
-                   backend: str, arch: str, fixed=None) -> dict[str, str | None]:
+                   backend: str, arch: str, fixed: Scalar | None = None) -> dict[str, str | None]:
     """{ptxas.version value: the ptxas binary} for the releases the space
     names (and `fixed`, the unit's value outside it) besides the toolkit's,
     chosen among the binaries a build chooses among (`listed`). One that

@@ -24,8 +24,10 @@ from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import Dimension, Genome, SearchSpace
 
 if TYPE_CHECKING:
+    from nvcc_evo.acf.knobs import Scalar
     from nvcc_evo.driver.cmdline.flags import FlagPlan
     from nvcc_evo.driver.toolkit import Toolkit
+    from nvcc_evo.retune.scope.tasks import Task
 
 
 class BuildStep(Protocol):
@@ -46,7 +48,8 @@ class KernelBuild:
 
     builds_arch = True
 
-    def __init__(self, task, toolkit: Toolkit, acf_dir: str, environ):
+    def __init__(self, task: Task, toolkit: Toolkit, acf_dir: str,
+                 environ: dict[str, str]) -> None:
         # (the record's argv: -Xptxas OPTION each, the PTX)
         self.options = ptxas_values(tuple(task.job.argv))
         self.real, self.arch = task.job.ptxas or toolkit.ptxas, task.arch
@@ -59,7 +62,8 @@ class KernelBuild:
         return {}
 
 
-def recorded_build(task, acf_path: Path, toolkit: Toolkit, ptxas: tuple[str, ...]) -> BuildStep:
+def recorded_build(task: Task, acf_path: Path, toolkit: Toolkit,
+                   ptxas: tuple[str, ...]) -> BuildStep:
     """The unit's build as the compile plan sees it (the record the task compiles as; `ptxas`:
     PtxasList.paths)."""
     environ = {**dict(task.job.env), **dict(task.build_env), PTXAS_ENV: os.pathsep.join(ptxas)}
@@ -82,7 +86,7 @@ def why_left_out(build: BuildStep, settings: dict, knob: str) -> str:
 
 
 def _reaches_somewhere(build: BuildStep, base: dict, space: SearchSpace, dim: Dimension,
-                       value) -> str:
+                       value: Scalar) -> str:
     """Why `dim = value` reaches the target's code at no point of the space near the baseline (""
     when it reaches at the baseline or with one other knob changed: a controls file needs its ptxas
     release)."""
@@ -94,7 +98,7 @@ def _reaches_somewhere(build: BuildStep, base: dict, space: SearchSpace, dim: Di
     return why
 
 
-def not_shipped(step, settings: dict) -> str:
+def not_shipped(step: FlagPlan, settings: dict) -> str:
     """Which of a candidate's knob values its step (a FlagPlan of
     RecordedBuild.step) would not pass, and why ("" when all of them reach)."""
     applied = dict(step.applied)
@@ -108,7 +112,7 @@ def not_shipped(step, settings: dict) -> str:
     return "; ".join(lost)
 
 
-def reachable(task, space: SearchSpace, fixed: dict,
+def reachable(task: Task, space: SearchSpace, fixed: dict,
               build: BuildStep) -> tuple[SearchSpace, dict, list[str]]:
     """The space with only values the build passes (a dimension left with
     its baseline alone is dropped), the fixed settings the build passes, and
@@ -163,7 +167,7 @@ def _left_out(build: BuildStep, base: dict, space: SearchSpace,
     return dropped, reason
 
 
-def say(task, notes: list[str]) -> None:
+def say(task: Task, notes: list[str]) -> None:
     for note in notes:
         log(f"{task}: {note}")
 

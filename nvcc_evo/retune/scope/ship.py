@@ -28,8 +28,10 @@ from nvcc_evo.retune.scope.caps import REGISTER_CAPS, hangs
 SHIP_CHECK_TIMEOUT = 900.0      # seconds: the ship check's one compile (see ship_check)
 
 if TYPE_CHECKING:
+    from nvcc_evo.acf.knobs import Scalar
     from nvcc_evo.driver.toolkit import Toolkit
-    from nvcc_evo.cubin.compile import CompileJob
+    from nvcc_evo.cubin.compile import CompileJob, CompileResult
+    from nvcc_evo.retune.scope.tasks import Task
     from nvcc_evo.retune.outcome.choice import Outcome
     from nvcc_evo.retune.scope.reach import BuildStep
 
@@ -90,7 +92,7 @@ def _never_ends(outcome: Outcome, written: dict, acf_path: Path, build: Recorded
     if compared is None:
         return ""
 
-    def uncapped():
+    def uncapped() -> CompileResult:
         plain = {k: v for k, v in written.items() if k not in REGISTER_CAPS}
         step, program = _as_built(task, plain, acf_path, build, ptxas)
         return compile_candidate(replace(task.job, flags=step.flags, ptxas=program,
@@ -105,13 +107,13 @@ def _compiles_now_to(job: CompileJob, code: str) -> bool:
     return again.ok and sass_hash(again.cubin, again.module_id) == code
 
 
-def _entry_now(task) -> dict:
+def _entry_now(task: Task) -> dict:
     """The knobs of the unit's entry for the target as the ACF held it when the search began."""
     current = task.entry
     return {s.knob: s.value for s in current.settings} if current is not None else {}
 
 
-def _skipped(step, knob: str, value) -> str:
+def _skipped(step: FlagPlan, knob: str, value: Scalar) -> str:
     applied = dict(step.applied)
     if knob in applied and applied[knob] == value:
         return ""
@@ -123,7 +125,8 @@ def _skipped(step, knob: str, value) -> str:
     return "it passes nothing"
 
 
-def _as_built(task, written: dict, acf_path: Path, build: RecordedBuild, ptxas: tuple[str, ...]):
+def _as_built(task: Task, written: dict, acf_path: Path, build: RecordedBuild,
+              ptxas: tuple[str, ...]) -> tuple[FlagPlan, str | None]:
     """The wrapper's decision (nvcc_evo.driver.wrapper.decide) for the recorded call with `written`
     as the unit's entry for the target: the target step's FlagPlan and ptxas program."""
     gpu = written_for(task.unit, task.arch, task.built_for)        # (the block write_back writes)

@@ -36,6 +36,7 @@ from nvcc_evo.system.leftovers import SHELL, run_in_group
 from nvcc_evo.system.say import log
 
 if TYPE_CHECKING:
+    from nvcc_evo.driver.match.index import UnitEntry
     from nvcc_evo.driver.toolkit import Toolkit
     from nvcc_evo.retune.scope.options import Selection
 
@@ -92,7 +93,7 @@ class Task:
         return f"{self.unit} [{self.arch}]"
 
 
-def _covers(unit: model.Unit, entry, pattern: str, acf_path: Path, cwd: Path) -> bool:
+def _covers(unit: model.Unit, entry: UnitEntry, pattern: str, acf_path: Path, cwd: Path) -> bool:
     """A selection names a unit by its globs (`sgemm*`, `./a.cu`), or names a
     file (relative to the working folder) that the unit covers."""
     wanted = pattern[2:] if pattern.startswith("./") else pattern
