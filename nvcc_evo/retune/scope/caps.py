@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from nvcc_evo.acf.knobs import CAPS_OF_KERNELS
 from nvcc_evo.cubin.sass import external_functions, resources, shown_name
 from nvcc_evo.driver.cmdline.compileplan import RecordedBuild
 from nvcc_evo.driver.cmdline.flags import read_facts
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from nvcc_evo.retune.scope.reach import BuildStep
 
 
-REGISTER_CAPS = ("ptxas.maxrregcount", "nvcc.maxrregcount")
+REGISTER_CAPS = CAPS_OF_KERNELS       # a kernel's register caps (nvcc's and ptxas's)
 OVERRIDE = "ptxas.override_directive_values"     # whose launch bounds a cap may override
 
 
