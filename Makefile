@@ -41,10 +41,12 @@ setup: $(VENV)/.test
 # machine (2): more would gain little (the suite is mostly real nvcc runs)
 # and would load the tests that wait on a retune or a signal.
 # mypy checks nvcc_evo/ first ([tool.mypy] in pyproject.toml): a type error fails the run.
+# The run ends with its 30 slowest tests (--durations), so that every CI log shows which tests
+# set its time and which grow slow.
 TEST_WORKERS ?= 2
 test: $(VENV)/.test
 	$(BIN)/python -m mypy
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30
 
 # The main job: build the kernels through the wrapper (which records how
 # each is compiled), retune what is stale, and build again with the result.
