@@ -155,3 +155,21 @@ def test_a_ptx_with_no_entry_is_said_so(project, evo_cache):
     assert "not tuned: no kernel unit of tuned.acf names it: it has no .entry (no kernel)\n" in explained.stdout
     done = subprocess.run([str(PTXAS), *argv], cwd=project, env=env, capture_output=True, text=True)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "") and (project / "f.o").exists()
+
+
+def test_explain_with_a_bad_stale_policy_says_the_ptx_is_compiled_as_asked(project, evo_cache):
+    """A kernel unit serves the PTX but NVCC_EVO_STALE is no policy: the call compiles exactly as
+    asked (no flags planned), and --explain says so where it crashed on the flags it did not have."""
+    env = evo_env(evo_cache, NVCC_EVO_REAL_PTXAS=shutil.which("ptxas"), NVCC_EVO_STALE="sometimes",
+                  NVCC_EVO_ACF=_write(project, OTHER.replace("not_this_one*", "*")))
+    explained = subprocess.run([str(PTXAS), "--explain", *ARGV], cwd=project, env=env, capture_output=True,
+                               text=True)
+    assert explained.returncode == 0 and "Traceback" not in explained.stderr, explained.stderr
+    assert "served by unit kernel" in explained.stdout, explained.stdout
+    assert "not tuned: NVCC_EVO_STALE=sometimes: expected one of keep, default; compiling exactly as asked\n" \
+        in explained.stdout, explained.stdout
+    assert "added: (nothing)\n" in explained.stdout
+    done = subprocess.run([str(PTXAS), *ARGV], cwd=project, env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and (project / "k.cubin").read_bytes() == (project / "plain.cubin").read_bytes()
+    assert done.stderr == ("nvcc-evo-ptxas: warning: NVCC_EVO_STALE=sometimes: expected one of keep, default; "
+                           "compiling exactly as asked\n"), done.stderr

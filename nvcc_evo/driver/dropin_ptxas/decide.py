@@ -270,8 +270,7 @@ def _decided(argv, real: str, acf_path: Path, environ, cwd: str, role: str) -> P
     from nvcc_evo.errors import AcfError
     try:
         decision = decide(argv, real, acf_path, environ, cwd)
-        # (decide serves always)
-        if decision.served is not None and decision.served.match is not None:
+        if decision.flags is not None:          # a tuned compile (served, and planned)
             try:
                 record(decision, read_call(argv), acf_path, environ)
             except OSError as error:

@@ -46,9 +46,10 @@ def _served_lines(decision) -> list[str]:
                  f"{'; ' + match.note if match.note else ''}")
     if match.stale:
         lines.append(f"stale: {'; '.join(map(str, match.stale))}")
-    flags = decision.flags
+    lines += [f"not tuned: {problem}" for problem in decision.problems]   # (compiled as asked)
     lines.append(f"added: {shlex.join(decision.options) or '(nothing)'}")
-    lines += [f"left out: {s}" for s in flags.skipped]
+    if decision.flags is not None:
+        lines += [f"left out: {s}" for s in decision.flags.skipped]
     return lines
 
 
