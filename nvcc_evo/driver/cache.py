@@ -22,7 +22,7 @@ MAX_AGE_DAYS = 90
 TEMPORARY_AGE = 3600           # seconds: a `NAME.PID.tmp` this old was left by a killed writer
 
 
-def prune(folder, now: float | None = None) -> list[str]:
+def prune(folder: str | os.PathLike[str], now: float | None = None) -> list[str]:
     """Remove what the bounds above leave out of `folder` (never a folder
     or a link's target: only its own plain files); the names removed."""
     now = time.time() if now is None else now

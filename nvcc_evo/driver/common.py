@@ -9,6 +9,11 @@ from __future__ import annotations
 import os
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:          # (the shim imports this module on every compile: no typing at run time)
+    from collections.abc import Iterable, Mapping
+    from typing import TextIO
+
 REAL_NVCC_ENV = "NVCC_EVO_REAL_NVCC"
 REAL_PTXAS_ENV = "NVCC_EVO_REAL_PTXAS"        # the ptxas nvcc-evo-ptxas stands for
 REAL_PTXAS_BLACKWELL_ENV = "NVCC_EVO_REAL_PTXAS_BLACKWELL"    # the ptxas-blackwell
@@ -40,7 +45,7 @@ PYPROJECT = "pyproject.toml"
 BROKEN_FILE = (OSError, ValueError, LookupError, TypeError, AttributeError, RecursionError)
 
 
-def find_settings_file(acf_path) -> tuple[str, bool] | None:
+def find_settings_file(acf_path: str | os.PathLike[str]) -> tuple[str, bool] | None:
     """The project settings file of an ACF (nvcc_evo.driver.settings reads
     it): (path, whether it is a pyproject.toml), or None. An nvcc-evo.toml
     beside the ACF, else the nearest pyproject.toml at or above its folder
@@ -65,8 +70,10 @@ def find_settings_file(acf_path) -> tuple[str, bool] | None:
         folder = parent
 
 
-def append_log(path: str, cwd: str, argv: list[str], acf: str = "", added=(), passthrough: str = "",
-               skipped=(), problems=(), per_step=None, units=(), program: str = "") -> None:
+def append_log(path: str, cwd: str, argv: list[str], acf: str = "", added: Iterable[str] = (),
+               passthrough: str = "", skipped: Iterable[str] = (), problems: Iterable[str] = (),
+               per_step: Mapping[tuple[str, str], Iterable[str]] | None = None,
+               units: Iterable[tuple[str, str, Iterable[str]]] = (), program: str = "") -> None:
     """One JSON line per compile in NVCC_EVO_LOG (the wrapper's and the shim's);
     `per_step`: {(input, arch): ptxas options} when nvcc's steps ran split;
     `units`: (input, arch, unit globs) of each input the ACF covers (so that
@@ -74,9 +81,10 @@ def append_log(path: str, cwd: str, argv: list[str], acf: str = "", added=(), pa
     `program`: the real program the drop-in ptxas ran."""
     import json
     import time
-    line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "cwd": cwd, "argv": argv, "acf": acf,
-            "added": list(added), "passthrough": passthrough, "skipped": list(skipped),
-            "problems": list(problems)}
+    line: dict[str, object] = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "cwd": cwd, "argv": argv, "acf": acf,
+        "added": list(added), "passthrough": passthrough, "skipped": list(skipped),
+        "problems": list(problems)}
     if program:
         line["program"] = program
     if units:
@@ -102,7 +110,7 @@ def write_log_line(path: str, text: str) -> None:
                       f"({error.strerror or error}); the build goes on"), file=sys.stderr)
 
 
-def replace_file(path, text: str | bytes) -> None:
+def replace_file(path: str | os.PathLike[str], text: str | bytes) -> None:
     """Write a cache file (compile database, ACF index, toolkit facts, a cubin, a report) by a
     new temporary file and one rename, so that parallel builds never read half of
     one; never through a link (nvcc_evo.system.files.replace). (ACFs themselves go through
@@ -117,7 +125,7 @@ class QuietStream:
     on an unwritable one (a full disk, a closed pipe) each write raises. Our
     messages are dropped then, never sent to stdout."""
 
-    def __init__(self, stream):
+    def __init__(self, stream: TextIO | None):
         self.stream = stream
 
     def write(self, text: str) -> int:
@@ -141,7 +149,7 @@ class QuietStream:
         except (OSError, ValueError):
             return False
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> object:
         if self.stream is None:
             raise AttributeError(name)
         return getattr(self.stream, name)
@@ -281,7 +289,8 @@ def usable(path: str) -> bool:
     return os.path.isfile(path) and os.access(path, os.X_OK) and not is_self(path)
 
 
-def explicit_program(environ, variable: str, itself: str, error: type[Exception]) -> str | None:
+def explicit_program(environ: Mapping[str, str], variable: str, itself: str,
+                     error: type[Exception]) -> str | None:
     """The program an environment variable names, made absolute (None when
     unset); `error` when it is no executable file or is `itself`."""
     explicit = environ.get(variable)
@@ -294,7 +303,7 @@ def explicit_program(environ, variable: str, itself: str, error: type[Exception]
     return os.path.abspath(explicit)
 
 
-def find_real_nvcc(environ=os.environ) -> str:
+def find_real_nvcc(environ: Mapping[str, str] = os.environ) -> str:
     """Explicit setting, else CUDA_HOME/CUDA_PATH, else PATH; never ourselves."""
     explicit = explicit_program(environ, REAL_NVCC_ENV, "nvcc-evo", NvccNotFound)
     if explicit:
@@ -315,7 +324,7 @@ def find_real_nvcc(environ=os.environ) -> str:
     raise NvccNotFound(f"no real nvcc found{said}: set {REAL_NVCC_ENV}, CUDA_HOME or PATH")
 
 
-def stale_problem(environ) -> str:
+def stale_problem(environ: Mapping[str, str]) -> str:
     """What is wrong with NVCC_EVO_STALE ("" when it is unset or one of
     STALE_CHOICES), in the settings' words: one rule for builds and verbs."""
     value = environ.get(STALE_ENV)

@@ -18,10 +18,13 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.driver.common import BROKEN_FILE, replace_file
 from nvcc_evo.system.files import folders
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 # The environment that changes what a compile does (include and library
 # search paths, nvcc's own flag variables, the host compiler): recorded with
@@ -195,7 +198,8 @@ def outputs_of(acf_path: Path, globs: tuple[str, ...], arch: str) -> list[Path]:
     return sorted(set(found))
 
 
-def relevant_env(environ) -> dict:
+def relevant_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables of `environ` a compile's record keeps (RELEVANT_ENV)."""
     return {k: environ[k] for k in RELEVANT_ENV if k in environ}
 
 

@@ -11,7 +11,7 @@ from nvcc_evo.driver.match.builds import changed_sources, sources_read
 from nvcc_evo.driver.match.find import named_acf_problem
 from nvcc_evo.driver.match.units import Match
 from nvcc_evo.driver.match.stale import Reason, ReasonKind, source_digests
-from nvcc_evo.driver.settings import load
+from nvcc_evo.driver.settings import Settings, load
 from nvcc_evo.driver.specs import BUILD_KEYS, REPORT_KEYS, RETUNE_KEYS
 from nvcc_evo.driver.wrapper import Decision, decide, find_real_nvcc
 from nvcc_evo.errors import EnvironmentProblem
@@ -123,11 +123,11 @@ def _mentions(path: str, word: bytes) -> bool:
         return False
 
 
-def _no_file(acf_path):
+def _no_file(acf_path: Path | None) -> Settings:
     return load(acf_path, os.environ)  # (no file: every value from the environment or the defaults)
 
 
-def _settings_lines(settings, nvcc) -> list[str]:
+def _settings_lines(settings: Settings | None, nvcc: Path | None) -> list[str]:
     """Each build setting with its value and where it came from (the retune's in --retune
     --dry-run)."""
     if settings is None:

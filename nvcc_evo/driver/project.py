@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.driver import settings
 from nvcc_evo.driver.common import (ACF_NAME, REAL_NVCC_ENV, NvccNotFound, find_real_nvcc,
@@ -18,6 +18,9 @@ from nvcc_evo.driver.common import (ACF_NAME, REAL_NVCC_ENV, NvccNotFound, find_
 from nvcc_evo.driver.match.find import acf_problem, find_acf, untrusted_acf
 from nvcc_evo.errors import EnvironmentProblem, UsageError
 from nvcc_evo.system.say import log
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 
 class Project(NamedTuple):
@@ -32,7 +35,7 @@ class Project(NamedTuple):
 
 
 def open_project(verb: str, named: str | None, globs: tuple[str, ...] = (),
-                 environ=os.environ) -> Project:
+                 environ: Mapping[str, str] = os.environ) -> Project:
     """The project `verb` works on: its ACF (`named` by --acf, else found from
     the files `globs` name and the working folder, and up), refused when
     another user's or no regular file; its settings (SettingsError when they

@@ -23,7 +23,7 @@ tomllib, only when there is one.
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.acf.text import BOM
 from nvcc_evo.driver.common import find_settings_file
@@ -32,6 +32,10 @@ from nvcc_evo.driver.tomlplaces import decode_error, places
 from nvcc_evo.errors import AcfError, Diagnostic, Location, UsageError
 from nvcc_evo.system.files import leaves
 from nvcc_evo.system.trust import untrusted
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Mapping
+    from typing import Any          # a TOML value as tomllib reads it, or a flag's as given
 
 TABLE = ("tool", "nvcc-evo")            # the table in pyproject.toml; nvcc-evo.toml holds its keys
                                         # at top level
@@ -55,7 +59,7 @@ class Settings(NamedTuple):
     path: str | None                           # the settings file, None when there is none
     values: dict                               # key name -> value as read from the file
     places: dict                               # key name -> "FILE:LINE"
-    environ: dict
+    environ: Mapping[str, str]
     ignored: str = ""  # why the file found is not used (another user's): a warning
 
     def value(self, name: str, command_line: dict | None = None) -> Value:
@@ -73,7 +77,7 @@ class Settings(NamedTuple):
             return Value(self.values[name], self.places[name])
         return Value(key.default, DEFAULT)
 
-    def for_build(self) -> dict:
+    def for_build(self) -> Mapping[str, str]:
         """The environment a build decides with: the file's values for the
         variables the environment leaves unset (the environment wins)."""
         added = {BY_NAME[n].env: os.pathsep.join(v) if isinstance(v, list) else str(v)
@@ -81,12 +85,13 @@ class Settings(NamedTuple):
                  if BY_NAME[n].env and not self.environ.get(BY_NAME[n].env) and n in BUILD_KEYS}
         return {**self.environ, **added} if added else self.environ
 
-    def described(self, names=None, command_line: dict | None = None) -> list[str]:
+    def described(self, names: Iterable[str] | None = None,
+                  command_line: dict | None = None) -> list[str]:
         """`name = value (source)` for each setting (all of them by default)."""
         return [f"{name} = {self.value(name, command_line)}" for name in (names or BY_NAME)]
 
 
-def _show(value) -> str:
+def _show(value: object) -> str:
     if value is None:
         return "(unset)"
     if isinstance(value, dict):
@@ -94,7 +99,7 @@ def _show(value) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def load(acf_path, environ) -> Settings:
+def load(acf_path: str | os.PathLike[str] | None, environ: Mapping[str, str]) -> Settings:
     """The settings that apply to the ACF at `acf_path` (SettingsError when
     its file has errors)."""
     found = find_settings_file(acf_path) if acf_path is not None else None
@@ -120,7 +125,7 @@ def load(acf_path, environ) -> Settings:
     return parse(text, path, in_pyproject, environ)
 
 
-def parse(text: str, path: str, in_pyproject: bool, environ) -> Settings:
+def parse(text: str, path: str, in_pyproject: bool, environ: Mapping[str, str]) -> Settings:
     import tomllib                    # (lean: only where a settings file holds the table)
     shown = min(os.path.relpath(path), path, key=len)      # as a compiler names it: short
     try:
@@ -159,7 +164,7 @@ def parse(text: str, path: str, in_pyproject: bool, environ) -> Settings:
     return Settings(path, values, {n: f"{shown}:{where.get(n, (1,))[0]}" for n in values}, environ)
 
 
-def _flatten(table: dict):
+def _flatten(table: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     """(dotted name, value) of the table's keys; our sub-tables opened, a
     table-valued key (ptxas) kept whole."""
     for name, value in table.items():
@@ -169,7 +174,7 @@ def _flatten(table: dict):
             yield name, value
 
 
-def _problem(name: str, raw) -> str:
+def _problem(name: str, raw: Any) -> str:
     key = BY_NAME.get(name)
     if key is None:
         known = sorted(n for n in BY_NAME if n.rpartition(".")[0] == name.rpartition(".")[0])
@@ -196,7 +201,7 @@ def _problem(name: str, raw) -> str:
     return f"'{name}' must be {problem}, got {raw!r}" if problem else ""
 
 
-def value_problem(key: Key, value) -> str:
+def value_problem(key: Key, value: Any) -> str:
     """What a typed value of `key` must be, if it is not (the same check for
     the command line, the environment and the file): positive, a finite
     number of seconds, a spec of the key's form."""
@@ -213,7 +218,7 @@ def value_problem(key: Key, value) -> str:
     return ""
 
 
-def _outside(key: Key, raw, folder: str) -> str:
+def _outside(key: Key, raw: Any, folder: str) -> str:
     """Why a path of nvcc-evo's own data that a settings file names leaves
     the project folder ("" when it stays inside, or the key is no such path)."""
     if not key.inside:
@@ -245,14 +250,14 @@ def _expected(key: Key) -> str:
             "pathlist": "an array of paths"}[key.kind]
 
 
-def _toml_type(raw) -> str:
+def _toml_type(raw: object) -> str:
     kinds = ((bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string"),
              (list, "an array"), (dict, "a table"))
     kind = next((word for t, word in kinds if isinstance(raw, t)), type(raw).__name__)
     return f"{kind} ({raw!r})" if not isinstance(raw, (list, dict)) else kind
 
 
-def _resolve_paths(key: Key, raw, folder: str):
+def _resolve_paths(key: Key, raw: Any, folder: str) -> Any:
     """Paths in a settings file are relative to its folder."""
     if key.kind == "path":
         return os.path.normpath(os.path.join(folder, os.path.expanduser(raw)))
@@ -266,7 +271,7 @@ def _resolve_paths(key: Key, raw, folder: str):
     return raw
 
 
-def _from_env(key: Key, text: str):
+def _from_env(key: Key, text: str) -> int | float | str:
     """An environment variable's value, typed as its key (SettingsError if it is not)."""
     try:
         value = {"int": int, "float": float}.get(key.kind, str)(text)

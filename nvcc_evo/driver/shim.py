@@ -14,10 +14,14 @@ from nvcc_evo.driver.common import (ACF_ENV, ACF_NAME, ENVIRONMENT, GUARD_ENV, L
                                     find_real_nvcc,
                                      note_wrapper)
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:          # (the first code of every compile: no typing at run time)
+    from collections.abc import Mapping
+
 GONE = "the working folder was removed"
 
 
-def acf_may_apply(argv: list[str], environ, cwd: str) -> bool:
+def acf_may_apply(argv: list[str], environ: Mapping[str, str], cwd: str) -> bool:
     """Cheap and on the safe side: is there an ACF above the working folder
     or above any argument that could be a file? (The wrapper then decides
     properly; a False here means nvcc runs exactly as asked.)"""

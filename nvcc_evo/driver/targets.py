@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import functools
 import subprocess
+from typing import TYPE_CHECKING
 
 from nvcc_evo.acf.resolve import ARCH_PATTERN
 from nvcc_evo.errors import UsageError
 from nvcc_evo.system.programs import note
+
+if TYPE_CHECKING:
+    from nvcc_evo.driver.toolkit import Toolkit
 
 
 @functools.lru_cache(maxsize=8)
@@ -34,7 +38,7 @@ def not_built(arch: str, nvcc: str, version: str) -> str:
     return f"CUDA {version}'s nvcc does not build it (it builds {', '.join(built)})"
 
 
-def check_target(arch: str | None, toolkit, source: str = "--target") -> None:
+def check_target(arch: str | None, toolkit: Toolkit, source: str = "--target") -> None:
     """`--target` (or the setting `source` names) is a SASS architecture this nvcc builds."""
     if arch is None:
         return

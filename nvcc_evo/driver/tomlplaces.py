@@ -52,7 +52,8 @@ def _ours(path: tuple[str, ...], prefix: tuple[str, ...], tables: set[str]) -> s
     return ".".join(rest)
 
 
-def decode_error(error, text: str, shown: str) -> Diagnostic:
+def decode_error(error: ValueError, text: str, shown: str) -> Diagnostic:
+    """TOML's own error (tomllib's TOMLDecodeError, a ValueError) located where it says."""
     found = re.search(r"\(at line (\d+), column (\d+)\)", str(error))
     line, column = (int(found.group(1)), int(found.group(2))) if found else (1, 1)
     message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(error)) or "not valid TOML"

@@ -28,6 +28,8 @@ from nvcc_evo.errors import AcfError, EnvironmentProblem, EvoError
 from nvcc_evo.system.say import visible
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from nvcc_evo.driver.cmdline.flags import FlagPlan
     from nvcc_evo.driver.cmdline.nvcc_options import NvccCall
     from nvcc_evo.driver.settings import Settings
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 VERBOSE_ENV = "NVCC_EVO_VERBOSE"
 
 
-def find_real_nvcc(environ=os.environ) -> Path:
+def find_real_nvcc(environ: Mapping[str, str] = os.environ) -> Path:
     """The real nvcc (see nvcc_evo.driver.shim), as an EnvironmentProblem if there is none."""
     try:
         return Path(find_nvcc(environ))
@@ -44,7 +46,7 @@ def find_real_nvcc(environ=os.environ) -> Path:
         raise EnvironmentProblem(str(problem)) from None
 
 
-def _no_nvcc(environ) -> str:
+def _no_nvcc(environ: Mapping[str, str]) -> str:
     """Why no real nvcc was found (the places that run nvcc-evo itself named)."""
     try:
         find_nvcc(environ)
@@ -70,7 +72,7 @@ class Decision(NamedTuple):
     settings: "Settings | None" = None    # the project's settings (nvcc_evo.driver.settings), where
                                           # a file has them
 
-    def build_environ(self, environ) -> dict:
+    def build_environ(self, environ: Mapping[str, str]) -> Mapping[str, str]:
         """The environment the decision was made with: the settings file's
         values where the environment leaves them unset."""
         return self.settings.for_build() if self.settings is not None else environ
@@ -87,7 +89,7 @@ class Decision(NamedTuple):
 
 
 def _read_settings(acf_path: Path, nvcc: Path | None,
-                   environ) -> tuple[Settings, tuple[str, ...], Path] | Decision:
+                   environ: Mapping[str, str]) -> tuple[Settings, tuple[str, ...], Path] | Decision:
     """The project settings beside the ACF, what of them is ignored, and the nvcc they name; or
     the Decision to build untuned where they cannot be used."""
     from nvcc_evo.driver import settings as project
@@ -107,7 +109,7 @@ def _read_settings(acf_path: Path, nvcc: Path | None,
                         acf_error=None if isinstance(error, OSError) else error)
 
 
-def decide(argv: list[str], nvcc: Path | None, environ, cwd: Path) -> Decision:
+def decide(argv: list[str], nvcc: Path | None, environ: Mapping[str, str], cwd: Path) -> Decision:
     """Everything the wrapper would add to this call, and why. The common
     cases (nothing to tune, no ACF) return before anything heavy is loaded."""
     call = parse_call(argv, environ, cwd)
@@ -166,7 +168,8 @@ def decide(argv: list[str], nvcc: Path | None, environ, cwd: Path) -> Decision:
                     call=call, per_step=planned.per_step, programs=planned.programs, settings=found)
 
 
-def _refused_acf(nvcc: Path | None, acf_path: Path, environ) -> Decision | None:
+def _refused_acf(nvcc: Path | None, acf_path: Path,
+                 environ: Mapping[str, str]) -> Decision | None:
     """The untuned build of an ACF that is not trusted or cannot be read (None: it can be used)."""
     distrust = untrusted_acf(acf_path, environ)
     if distrust:
@@ -179,7 +182,7 @@ def _refused_acf(nvcc: Path | None, acf_path: Path, environ) -> Decision | None:
     return None
 
 
-def _settings_nvcc(found, nvcc) -> Path:
+def _settings_nvcc(found: Settings, nvcc: Path | None) -> Path:
     """The settings file's `nvcc` where NVCC_EVO_REAL_NVCC is unset (the
     environment wins, and the shim has already followed it)."""
     from nvcc_evo.driver.settings import DEFAULT
@@ -195,7 +198,7 @@ def _settings_nvcc(found, nvcc) -> Path:
     return Path(path)
 
 
-def _record(decision: Decision, argv: list[str], environ, cwd: Path) -> None:
+def _record(decision: Decision, argv: list[str], environ: Mapping[str, str], cwd: Path) -> None:
     plan_ = decision.call_plan
     if plan_.acf_path is None or not (plan_.matches or plan_.no_sass):
         return
@@ -219,7 +222,8 @@ def _record(decision: Decision, argv: list[str], environ, cwd: Path) -> None:
                          keep_existing=candidate_build)
 
 
-def _log(decision: Decision, argv: list[str], environ, cwd: Path, per_step: dict) -> None:
+def _log(decision: Decision, argv: list[str], environ: Mapping[str, str], cwd: Path,
+         per_step: dict[tuple[str, str], tuple[str, ...]]) -> None:
     path = environ.get(LOG_ENV)
     if path:
         append_log(path, str(cwd), argv, str(decision.call_plan.acf_path or ""),

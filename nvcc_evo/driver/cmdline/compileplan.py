@@ -38,7 +38,10 @@ from nvcc_evo.driver.cmdline.flags import (CallFacts, FlagPlan, Skipped, plan_fl
                                            read_facts)
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
     from nvcc_evo.driver.cmdline.nvcc_options import NvccCall
+    from nvcc_evo.driver.match.units import Match
     from nvcc_evo.driver.toolkit import Toolkit
 
 Step = tuple[str, str]         # (input as the call names it, sm_XX)
@@ -71,7 +74,7 @@ class CompilePlan(NamedTuple):
 
 
 def plan_call(call: NvccCall, call_plan: CallPlan, policy: str, toolkit: Toolkit, acf_dir: str,
-              environ) -> CompilePlan:
+              environ: Mapping[str, str]) -> CompilePlan:
     """The flags of a call whose matches (`call_plan`) hold the knob values of
     each (input, arch)."""
     from nvcc_evo.acf import knobs
@@ -175,9 +178,9 @@ class RecordedBuild:
     once: `step(settings)` is what the build would pass to the target's
     step if the unit's entry for `arch` held `settings`."""
 
-    def __init__(self, argv, cwd: str, env: dict, source: str, arch: str,
-                 unit_globs: tuple[str, ...],
-                 acf_path: Path, toolkit: Toolkit, environ):
+    def __init__(self, argv: Sequence[str], cwd: str, env: dict[str, str], source: str, arch: str,
+                 unit_globs: tuple[str, ...], acf_path: Path, toolkit: Toolkit,
+                 environ: Mapping[str, str]):
         from nvcc_evo.driver.cmdline.nvcc_options import parse_call
         from nvcc_evo.driver.toolkit import cache_folder_if_any
         call = parse_call(list(argv), dict(env), cwd)
@@ -219,7 +222,7 @@ class RecordedBuild:
         key = (self.input, self.arch)
         return plan.step(key), plan.program(key)
 
-    def _standing_in(self, match, settings: dict):
+    def _standing_in(self, match: Match, settings: dict) -> Match:
         if match.unit is None or match.unit.globs != self.globs or match.arch != self.arch:
             return match
         entry = TargetEntry(self.arch, None, 0, tuple(settings.items()))
@@ -227,8 +230,8 @@ class RecordedBuild:
 
 
 # ---------------------------------------------------------------- a PTX's ptxas step
-def ptx_step(settings: dict, options, real: str, arch: str, environ,
-             acf_dir: str) -> tuple[FlagPlan, str]:
+def ptx_step(settings: dict, options: Iterable[str], real: str, arch: str,
+             environ: Mapping[str, str], acf_dir: str) -> tuple[FlagPlan, str]:
     """The ptxas step of a PTX a program compiles itself (nvcc-evo-ptxas's
     command; a kernel unit's candidates): the entry's knobs as ptxas options
     with the call's own `options` winning (flags.ptxas_facts), the ptxas that

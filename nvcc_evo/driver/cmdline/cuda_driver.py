@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes
 
 
-def _library():
+def _library() -> ctypes.CDLL | None:
     for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
         try:
             return ctypes.CDLL(name)
@@ -16,7 +16,7 @@ def _library():
     return None
 
 
-def _error_name(cuda, code: int) -> str:
+def _error_name(cuda: ctypes.CDLL, code: int) -> str:
     text = ctypes.c_char_p()
     if cuda.cuGetErrorName(code, ctypes.byref(text)) == 0 and text.value:
         return text.value.decode()

@@ -13,7 +13,9 @@ from nvcc_evo.acf import knobs
 from nvcc_evo.acf.knobs import Form, Kind, Needs, Scalar
 
 if TYPE_CHECKING:
-    from nvcc_evo.driver.cmdline.nvcc_options import NvccCall
+    from collections.abc import Iterable
+
+    from nvcc_evo.driver.cmdline.nvcc_options import NvccCall, Opt
     from nvcc_evo.driver.toolkit import Toolkit
 
 DEFAULT_PASSES_NOTHING = "the toolkit's default; nothing to pass"
@@ -101,7 +103,7 @@ MACRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 HOST_MACRO = re.compile(r"-[DU](.*)", re.S)
 
 
-def user_macros(opt) -> list[tuple[str, str]]:
+def user_macros(opt: Opt) -> list[tuple[str, str]]:
     """The macros an option defines or undefines, (name, as the user spelled
     it): `-D`/`-U` (a function-like `V(x)=x` defines V), and the host
     compiler's `-Xcompiler -DV=7` in any spelling (nvcc hands those to every
@@ -141,7 +143,7 @@ def read_facts(call: NvccCall) -> CallFacts:
     return CallFacts(_owned(found), debug, spills, relocatable, is_lto_compile(call), werror)
 
 
-def ptxas_facts(tokens) -> CallFacts:
+def ptxas_facts(tokens: Iterable[str]) -> CallFacts:
     """The user's own knobs and hazards from a ptxas command line's options
     (a program that runs ptxas itself: Triton's `--fmad=false`, `-O0`)."""
     found: dict[str, str] = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Mapping, NamedTuple
+from typing import Iterator, Mapping, NamedTuple
 
 from nvcc_evo.driver.cmdline.nvcc_table import (ATTACHED, FLAG, LIST, OPTIONAL, OPTIONAL_VALUES,
                                                 OPTIONS, VALUE, Takes)
@@ -229,7 +229,8 @@ def without_programs(argv: list[str], cwd: str | os.PathLike = "") -> tuple[list
     return kept, left
 
 
-def _options(argv: list[str], cwd: str | os.PathLike, depth: int = 0):
+def _options(argv: list[str], cwd: str | os.PathLike,
+             depth: int = 0) -> Iterator[tuple[str | None, str | None, list[str]]]:
     """(canonical long name, value, words) of each option of `argv`, options
     files read in place; an input is ("", itself, [itself]), an option this
     table does not know (None, itself, [itself])."""

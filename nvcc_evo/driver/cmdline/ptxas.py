@@ -29,6 +29,8 @@ from nvcc_evo.acf import knobs
 from nvcc_evo.driver.common import BROKEN_FILE, replace_file
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
     from nvcc_evo.driver.cmdline.flags import FlagPlan
     from nvcc_evo.driver.toolkit import Toolkit
 
@@ -89,7 +91,7 @@ def _identity(path: str) -> str:
     return f"{real}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
-def _cached(kind: str, key: str, compute):
+def _cached(kind: str, key: str, compute: Callable[[], str]) -> str:
     """compute() once per key, its JSON answer kept in the user's cache folder."""
     try:
         return json.loads(_cache(kind, key).read_text())["answer"]
@@ -129,11 +131,12 @@ def probe(path: str) -> Ptxas:
     return Ptxas(os.path.realpath(path), version)
 
 
-def listed(environ) -> list[str]:
+def listed(environ: Mapping[str, str]) -> list[str]:
+    """The ptxas binaries NVCC_EVO_PTXAS lists."""
     return [p for p in environ.get(PTXAS_ENV, "").split(os.pathsep) if p]
 
 
-def choose(wanted: str, toolkit: Toolkit | Program, environ) -> Ptxas:
+def choose(wanted: str, toolkit: Toolkit | Program, environ: Mapping[str, str]) -> Ptxas:
     """The ptxas of release `wanted` ("13.3" or "13.3.73"; `toolkit`: the
     toolkit's own): the toolkit's when it is that release, else the first of
     NVCC_EVO_PTXAS that is. NoPtxas says what there is."""
@@ -156,7 +159,7 @@ def choose(wanted: str, toolkit: Toolkit | Program, environ) -> Ptxas:
                   "setting `ptxas`)")
 
 
-def file_digest(path) -> str:
+def file_digest(path: str | os.PathLike[str]) -> str:
     with open(path, "rb") as data:
         return hashlib.sha256(data.read()).hexdigest()
 
@@ -215,8 +218,8 @@ def step_command(command: str, program: str | None, options: tuple[str, ...]) ->
     return (shlex.quote(program) if program else "ptxas") + added + body
 
 
-def settle(plan: FlagPlan, toolkit: Toolkit | Program, environ, arch: str, acf_dir: str | None
-           ) -> tuple[str | None, FlagPlan]:
+def settle(plan: FlagPlan, toolkit: Toolkit | Program, environ: Mapping[str, str], arch: str,
+           acf_dir: str | None) -> tuple[str | None, FlagPlan]:
     """One ptxas step's knobs (a FlagPlan) made sure: the ptxas release it
     asks for (else the toolkit's, and why), its controls file tried on that
     ptxas (else left out, with ptxas's message). Returns (the program, None
@@ -261,7 +264,8 @@ def option_problem(ptxas: Ptxas, arch: str, option: str) -> str:
     return _cached("option", f"{_identity(ptxas.path)}:{arch}:{option}", ask)
 
 
-def accepted(plan, real: str, arch: str, environ, acf_dir: str):
+def accepted(plan: FlagPlan, real: str, arch: str, environ: Mapping[str, str],
+             acf_dir: str) -> tuple[str, FlagPlan]:
     """A kernel unit's knobs (a FlagPlan) for the ptxas step of a program
     that runs ptxas itself: the program (`ptxas.version` chosen among `real`
     and NVCC_EVO_PTXAS's, a controls file tried), and only the options that

@@ -27,11 +27,14 @@ import re
 import shlex
 import subprocess
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from nvcc_evo.driver.cmdline.nvcc_options import NvccCall, rebuild_argv
 from nvcc_evo.driver.cmdline.ptxas import step_command
 from nvcc_evo.system.leftovers import private_folder, remove_private, sweep_temporary
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 # Calls whose steps are not a plain compile, or whose user wants to see or
 # keep nvcc's own steps: run as asked.
@@ -180,7 +183,8 @@ class Exec(NamedTuple):
 
 def plan_launch(nvcc: str, call: NvccCall, extra: list[str],
                 options: dict[tuple[str, str], tuple[str, ...]],
-                environ, programs: dict[tuple[str, str], str] | None = None) -> Exec | str | None:
+                environ: Mapping[str, str],
+                programs: dict[tuple[str, str], str] | None = None) -> Exec | str | None:
     """The split run of the call (with the common flags `extra` added) with
     ptxas `options` and `programs` per (input, arch); else why there is none, or None when
     nvcc refuses the call itself (it will say why when run as asked).

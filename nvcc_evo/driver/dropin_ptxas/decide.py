@@ -37,7 +37,10 @@ from nvcc_evo.driver.common import (BLACKWELL_PTXAS as BLACKWELL, GPU_ENV, LOG_E
 from nvcc_evo.driver.dropin_ptxas.untouched import entries as ptx_entries, split_argv
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from nvcc_evo.driver.cmdline.flags import FlagPlan
+    from nvcc_evo.driver.match.index import UnitEntry
     from nvcc_evo.driver.match.units import Match
 
 KERNELS_FOLDER = "kernels"
@@ -73,7 +76,8 @@ class Served(NamedTuple):
     why: str = ""                     # why nothing applies, when so
 
 
-def kernel_units(acf_path: Path):
+def kernel_units(acf_path: Path) -> tuple[UnitEntry, ...]:
+    """The ACF's kernel units, from its cached index where there is one."""
     from nvcc_evo.driver.match.index import load_units
     from nvcc_evo.system.files import cache_folder
     try:
@@ -83,7 +87,9 @@ def kernel_units(acf_path: Path):
     return tuple(u for u in load_units(acf_path, folder) if u.kind == "kernel")
 
 
-def serve(call: PtxasCall, units, acf_path: Path, environ, cwd: str) -> Served:
+def serve(call: PtxasCall, units: tuple[UnitEntry, ...], acf_path: Path,
+          environ: Mapping[str, str], cwd: str) -> Served:
+    """The PTX of the call and the kernel unit's entry that serves it (or why none does)."""
     if len(call.inputs) != 1 or not call.inputs[0].endswith(".ptx"):
         return Served("", (), "", None, f"{len(call.inputs)} inputs, not one PTX: passed through "
                                         "untouched")
@@ -117,7 +123,7 @@ def serve(call: PtxasCall, units, acf_path: Path, environ, cwd: str) -> Served:
                   Match(str(copy), call.arch, unit, target, unit_fingerprint, stale, note))
 
 
-def keep_ptx(acf_path: Path, entries, digest: str, data: bytes) -> Path:
+def keep_ptx(acf_path: Path, entries: tuple[str, ...], digest: str, data: bytes) -> Path:
     """The PTX kept under the ACF's folder (the compile database's input for
     --retune), named for its first entry and digest: the same PTX, the same file."""
     folder = acf_path.parent / ".nvcc-evo" / KERNELS_FOLDER
@@ -140,7 +146,10 @@ class PtxasDecision(NamedTuple):
     real_note: str = ""
 
 
-def decide(argv: list[str], real: str, acf_path: Path, environ, cwd: str) -> PtxasDecision:
+def decide(argv: list[str], real: str, acf_path: Path, environ: Mapping[str, str],
+           cwd: str) -> PtxasDecision:
+    """What this ptxas call runs: the real program, with a kernel unit's knobs where one serves
+    it."""
     call = read_call(argv)
     units = kernel_units(acf_path)
     served = serve(call, units, acf_path, environ, cwd)
@@ -157,7 +166,7 @@ def decide(argv: list[str], real: str, acf_path: Path, environ, cwd: str) -> Ptx
     return PtxasDecision(program, ptxas_values(flag_plan.flags), served, flag_plan)
 
 
-def version_digest(acf_path: Path, environ) -> str:
+def version_digest(acf_path: Path, environ: Mapping[str, str]) -> str:
     """What can change a kernel's code through this ACF, as one digest."""
     import hashlib
     import json
@@ -182,7 +191,7 @@ def version_digest(acf_path: Path, environ) -> str:
     return digest.hexdigest()[:16] if units else ""
 
 
-def answer_version(real: str, acf_path: Path, environ) -> int:
+def answer_version(real: str, acf_path: Path, environ: Mapping[str, str]) -> int:
     """`ptxas --version`: the real answer, and the digest line where kernel units may apply."""
     import subprocess
     done = subprocess.run([real, *sys.argv[1:]], capture_output=True)
@@ -195,7 +204,8 @@ def answer_version(real: str, acf_path: Path, environ) -> int:
     return done.returncode
 
 
-def record(decision: PtxasDecision, call: PtxasCall, acf_path: Path, environ) -> None:
+def record(decision: PtxasDecision, call: PtxasCall, acf_path: Path,
+           environ: Mapping[str, str]) -> None:
     """The compile database's record of a tuned compile (for --retune: which
     kernels a run compiled, and how), and the log line."""
     import time
@@ -221,8 +231,8 @@ def _version(program: str) -> str:
         return ""
 
 
-def log(decision: PtxasDecision, argv: list[str], acf_path: Path, environ, cwd: str,
-        role: str = PLAIN) -> None:
+def log(decision: PtxasDecision, argv: list[str], acf_path: Path, environ: Mapping[str, str],
+        cwd: str, role: str = PLAIN) -> None:
     """The log line: the call as the program it stands in for (`role`) was
     asked, the program that ran, what was added and why not more."""
     path = environ.get(LOG_ENV)
@@ -238,7 +248,7 @@ def log(decision: PtxasDecision, argv: list[str], acf_path: Path, environ, cwd: 
                decision.problems, units=units, program=decision.program)
 
 
-def launch(argv: list[str], real: str | None, acf: str, environ, cwd: str,
+def launch(argv: list[str], real: str | None, acf: str, environ: Mapping[str, str], cwd: str,
            role: str = PLAIN) -> int:
     """Run the real program (`role`: ptxas or ptxas-blackwell) for this call,
     with a kernel unit's knobs where one applies; our own trouble never fails
@@ -259,14 +269,15 @@ def launch(argv: list[str], real: str | None, acf: str, environ, cwd: str,
     os.execv(decision.program, [decision.program, *decision.options, *argv])
 
 
-def refused_acf(acf_path: Path, environ) -> str:
+def refused_acf(acf_path: Path, environ: Mapping[str, str]) -> str:
     """Why the ACF is not used ("" when it is): found by walking up and not
     trusted (nvcc_evo.system.trust, as the drop-in nvcc's rule), or unreadable."""
     from nvcc_evo.driver.match.find import acf_problem, untrusted_acf
     return untrusted_acf(acf_path, environ) or acf_problem(acf_path, environ)
 
 
-def _decided(argv, real: str, acf_path: Path, environ, cwd: str, role: str) -> PtxasDecision:
+def _decided(argv: list[str], real: str, acf_path: Path, environ: Mapping[str, str], cwd: str,
+             role: str) -> PtxasDecision:
     from nvcc_evo.errors import AcfError
     try:
         decision = decide(argv, real, acf_path, environ, cwd)
@@ -293,7 +304,8 @@ def _decided(argv, real: str, acf_path: Path, environ, cwd: str, role: str) -> P
     return decision
 
 
-def with_settings(acf_path: Path, environ, real: str | None, role: str = PLAIN):
+def with_settings(acf_path: Path, environ: Mapping[str, str], real: str | None,
+                  role: str = PLAIN) -> tuple[Mapping[str, str], str | None, str]:
     """The project settings beside the ACF fill the environment (their
     `real-ptxas` where NVCC_EVO_REAL_PTXAS is unset; `real-ptxas-blackwell`
     for ptxas-blackwell); (environ, the real program, why none)."""

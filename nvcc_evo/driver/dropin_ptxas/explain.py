@@ -8,6 +8,7 @@ answer. Runs nothing but the real ptxas's probes; compiles nothing.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 
 from nvcc_evo.driver.common import (ACF_ENV, BLACKWELL_PTXAS as BLACKWELL, PLAIN_PTXAS as PLAIN,
@@ -19,7 +20,7 @@ from nvcc_evo.errors import AcfError
 TRITON_ENV = {PLAIN: TRITON_PTXAS_ENV, BLACKWELL: TRITON_PTXAS_BLACKWELL_ENV}
 
 
-def _real_line(real: str | None, environ, problem: str, role: str) -> str:
+def _real_line(real: str | None, environ: Mapping[str, str], problem: str, role: str) -> str:
     stands = f"stands in for: {role} (Triton's {TRITON_ENV[role]})"
     if real is None:
         return f"{stands}\nreal {role}: none ({problem})"
@@ -32,7 +33,7 @@ def _real_line(real: str | None, environ, problem: str, role: str) -> str:
     return f"{stands}\nreal {role}: {real} ({why})"
 
 
-def _served_lines(decision) -> list[str]:
+def _served_lines(decision: kernels.PtxasDecision) -> list[str]:
     served = decision.served
     if served is None or not served.ptx:
         return [f"nothing to tune: {served.why if served else 'no PTX'}"]
@@ -41,6 +42,7 @@ def _served_lines(decision) -> list[str]:
     match = served.match
     if match is None:
         return lines + [f"not tuned: {served.why}"]
+    assert match.unit is not None               # (a kernel unit serves it)
     lines.append(f"served by unit {match.unit} (line {match.unit.line}), target "
                  f"{f'{match.target} (line {match.target.line})' if match.target else '(none)'}"
                  f"{'; ' + match.note if match.note else ''}")
@@ -53,8 +55,9 @@ def _served_lines(decision) -> list[str]:
     return lines
 
 
-def explain(argv: list[str], real: str | None, acf: str | None, environ, cwd: str,
-            role: str = PLAIN) -> int:
+def explain(argv: list[str], real: str | None, acf: str | None, environ: Mapping[str, str],
+            cwd: str, role: str = PLAIN) -> int:
+    """The drop-in ptxas's decision for this call, in words on stdout; exit status 0."""
     if acf is None:
         print(f"{_real_line(real, environ, 'none found', role)}\nno ACF ({ACF_ENV} unset, no "
               f"nvcc-evo.acf at or above {cwd}): every call runs the real program as asked")

@@ -37,6 +37,10 @@ from nvcc_evo.driver.common import (ACF_ENV, ACF_NAME, BLACKWELL_PTXAS as BLACKW
                                     TRITON_PTXAS_BLACKWELL_ENV, TRITON_PTXAS_ENV, explicit_program,
                                     usable)
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:          # (every Triton ptxas call starts here: no typing at run time)
+    from collections.abc import Mapping
+
 TRITON_LIBRARY = os.sep + os.path.join("triton", "_C", "libtriton")
 EITHER = "ptxas or ptxas-blackwell"     # a `--version` asked of both at once
 FIRST_BLACKWELL = 100  # Triton's get_ptxas(arch): ptxas-blackwell from compute capability 10.0 on
@@ -46,7 +50,7 @@ class PtxasNotFound(Exception):
     pass
 
 
-def stands_for(argv0: str, argv: list[str], environ) -> str:
+def stands_for(argv0: str, argv: list[str], environ: Mapping[str, str]) -> str:
     """PLAIN, BLACKWELL or EITHER: the program this call stands in for. Called as
     `nvcc-evo-ptxas-blackwell` (or any name holding `ptxas-blackwell`):
     BLACKWELL. Plain `nvcc-evo-ptxas` named in TRITON_PTXAS_BLACKWELL_PATH
@@ -66,7 +70,7 @@ def stands_for(argv0: str, argv: list[str], environ) -> str:
     return BLACKWELL if digits.isdigit() and int(digits) >= FIRST_BLACKWELL else PLAIN
 
 
-def _same_file(path: str, other: str, environ) -> bool:
+def _same_file(path: str, other: str, environ: Mapping[str, str]) -> bool:
     """Whether `path` (a bare name: looked up on PATH, as Triton's run of it is) is the file
     `other`."""
     if not path:
@@ -81,7 +85,7 @@ def _same_file(path: str, other: str, environ) -> bool:
     return False
 
 
-def older(environ) -> str:
+def older(environ: Mapping[str, str]) -> str:
     """EITHER's answer: the role whose real program is the older release.
     Triton writes the PTX `.version` of the release it is told, and the
     newer program takes an older PTX, never the reverse."""
@@ -133,7 +137,8 @@ def _beside_us() -> list[str]:
     return [os.path.join(entry, TRITON_BIN) for entry in sys.path if entry]
 
 
-def find_real_ptxas(environ, ppid: int | None = None, role: str = PLAIN) -> str:
+def find_real_ptxas(environ: Mapping[str, str], ppid: int | None = None,
+                    role: str = PLAIN) -> str:
     """The program this call stands for (see the module's words); PtxasNotFound when none."""
     variable = REAL_ENV[role]
     explicit = explicit_program(environ, variable, "nvcc-evo-ptxas", PtxasNotFound)
@@ -152,7 +157,7 @@ def find_real_ptxas(environ, ppid: int | None = None, role: str = PLAIN) -> str:
     raise PtxasNotFound(f"no real {role} found{ships}: set {variable}, CUDA_HOME or PATH")
 
 
-def find_acf(environ, cwd: str) -> str | None:
+def find_acf(environ: Mapping[str, str], cwd: str) -> str | None:
     """NVCC_EVO_ACF, else the nearest nvcc-evo.acf at or above `cwd`."""
     if environ.get(ACF_ENV):
         return os.path.abspath(environ[ACF_ENV])

@@ -19,6 +19,10 @@ import re
 from nvcc_evo.acf import kernelname
 from nvcc_evo.driver.common import ACF_ENV, LOG_ENV, find_settings_file
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:          # (every Triton ptxas call runs this first: no typing at run time)
+    from collections.abc import Mapping
+
 ENTRY = re.compile(rb"\.entry\s+([A-Za-z_$%][\w$]*)")
 # ptxas's options that take a value, which may be the next word (`--maxrregcount 64`; ptxas --help,
 # CUDA 13.0: those shown with `<...>`, and the cache modifiers, which take one though not shown so)
@@ -71,7 +75,7 @@ def entries(data: bytes) -> tuple[str, ...]:
     return tuple(e.decode() for e in ENTRY.findall(data))
 
 
-def kernel_globs(acf: str, environ) -> list[list[str]] | None:
+def kernel_globs(acf: str, environ: Mapping[str, str]) -> list[list[str]] | None:
     """The globs of each kernel unit of a trusted, readable ACF whose
     checked index is cached; None when that is not known here."""
     from nvcc_evo.driver.match import indexfile
@@ -87,7 +91,7 @@ def kernel_globs(acf: str, environ) -> list[list[str]] | None:
     return entry.get("kernel_globs") if entry is not None and "units" in entry else None
 
 
-def certain(argv: list[str], acf: str, environ, cwd: str) -> bool:
+def certain(argv: list[str], acf: str, environ: Mapping[str, str], cwd: str) -> bool:
     """Whether this call runs the real ptxas exactly as asked, and no more
     (nothing logged, nothing said), as the full decision would."""
     if "--version" in argv or environ.get(LOG_ENV) or find_settings_file(acf) is not None:

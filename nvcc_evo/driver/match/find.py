@@ -9,8 +9,13 @@ from pathlib import Path
 
 from nvcc_evo.driver.common import ACF_ENV, ACF_NAME
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:          # (on the compile path: no typing at run time)
+    from collections.abc import Mapping
 
-def find_acf(start_dirs: list[Path], environ) -> Path | None:
+
+def find_acf(start_dirs: list[Path], environ: Mapping[str, str]) -> Path | None:
+    """NVCC_EVO_ACF's file, else the nearest nvcc-evo.acf at or above one of `start_dirs`."""
     explicit = environ.get(ACF_ENV)
     if explicit:
         return Path(explicit).resolve()
@@ -24,7 +29,7 @@ def find_acf(start_dirs: list[Path], environ) -> Path | None:
     return None
 
 
-def untrusted_acf(acf_path: Path, environ) -> str:
+def untrusted_acf(acf_path: Path, environ: Mapping[str, str]) -> str:
     """Why the ACF found by walking up is not used (nvcc_evo.system.trust:
     another user's file, a folder others may write); "" when it is trusted or
     NVCC_EVO_ACF names it (trusted as given)."""
@@ -34,7 +39,7 @@ def untrusted_acf(acf_path: Path, environ) -> str:
     return untrusted(acf_path, environ)
 
 
-def unreadable(path) -> str:
+def unreadable(path: str | os.PathLike[str]) -> str:
     """Why the ACF at `path` cannot be read ("" when it can)."""
     from nvcc_evo.system.files import require_regular_file
     try:
@@ -45,7 +50,7 @@ def unreadable(path) -> str:
         return error.strerror or str(error)
 
 
-def acf_problem(acf_path: Path, environ) -> str:
+def acf_problem(acf_path: Path, environ: Mapping[str, str]) -> str:
     """Why the ACF found cannot be read, naming NVCC_EVO_ACF when it named
     the file ("" when it can be read)."""
     why = unreadable(acf_path)
@@ -55,7 +60,7 @@ def acf_problem(acf_path: Path, environ) -> str:
     return f"cannot read the ACF {acf_path}{named}: {why}"
 
 
-def named_acf_problem(environ) -> str:
+def named_acf_problem(environ: Mapping[str, str]) -> str:
     """Why the ACF that NVCC_EVO_ACF names cannot be read ("" when it can, or
     when it names none): an error for the verbs, a warning in builds."""
     named = environ.get(ACF_ENV)

@@ -13,6 +13,8 @@ from nvcc_evo.system.files import read_regular
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from nvcc_evo.acf.model import AcfFile
+
 
 class TargetEntry(NamedTuple):
     """What a build needs of one target block (a lean copy, cached as JSON)."""
@@ -52,13 +54,14 @@ class UnitEntry(NamedTuple):
         names = " ".join(f'"{g}"' for g in self.globs)
         return f"kernel {names}" if self.kind == "kernel" else names
 
-def index_units(file) -> tuple[UnitEntry, ...]:
+def index_units(file: AcfFile) -> tuple[UnitEntry, ...]:
     """The lean view of a checked AcfFile that builds need."""
     units = []
     for index, unit in enumerate(file.units):
         targets = []
         for target in unit.targets:
-            record = {r.key: r.value for r in target.provenance or ()}
+            # (a checked ACF's provenance keys are strings: acf.objectives' table of them)
+            record = {r.key: str(r.value) for r in target.provenance or ()}
             targets.append(TargetEntry(target.arch, target.gpu, target.span.line,
                                        tuple((s.knob, s.value) for s in target.settings),
                                        record.get("fingerprint"), record.get("toolkit"),

@@ -18,6 +18,10 @@ import zlib
 from nvcc_evo.driver.cache import prune
 from nvcc_evo.driver.common import BROKEN_FILE, replace_file
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:          # (the drop-in ptxas reads the index first: no typing at run time)
+    from collections.abc import Iterable
+
 # Part of the cache's key: an index written before the check refused
 # something (a define's shell characters, a path out of the ACF's folder) is
 # not trusted. Change it whenever the check or the index changes.
@@ -36,12 +40,12 @@ def cache_path(cache_dir: str, data: bytes, acf_path: str) -> str:
     return os.path.join(cache_dir, f"acf-{zlib.crc32(key):08x}-{len(key):x}.json")
 
 
-def facts(names) -> list:
+def facts(names: Iterable[str]) -> list[list[object]]:
     """What a check sees of each path: whether it is a file, and its real path."""
     return [[name, os.path.isfile(name), os.path.realpath(name)] for name in names]
 
 
-def looked_at(files, acf_path: str) -> list:
+def looked_at(files: Iterable[str], acf_path: str) -> list[list[object]]:
     """The facts of the files a check looked at, and of the ACF's folder
     (whether each stays inside it is asked by real paths)."""
     return facts([*files, os.path.dirname(os.path.abspath(acf_path))]) if files else []

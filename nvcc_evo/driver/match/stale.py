@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, NamedTuple
 from nvcc_evo.driver.match.index import TargetEntry
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from nvcc_evo.driver.cmdline.nvcc_options import NvccCall
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
@@ -74,7 +76,7 @@ def fingerprint(source: Path, call: NvccCall | None = None, cwd: str | os.PathLi
     return "sha256:" + digest.hexdigest()[:32]
 
 
-def _sources_digest(source: Path, include_dirs: list[str]):
+def _sources_digest(source: Path, include_dirs: list[str]) -> hashlib._Hash:
     digest = hashlib.sha256()
     for path, data in _sources(source, include_dirs):
         digest.update(path.name.encode() + b"\0" + data + b"\0")
@@ -95,7 +97,7 @@ def _include_dirs(call: NvccCall | None, cwd: str | os.PathLike) -> list[str]:
     return [os.path.join(cwd, d) for d in call.values("--include-path")] if call is not None else []
 
 
-def _sources(source: Path, include_dirs: list[str]):
+def _sources(source: Path, include_dirs: list[str]) -> Iterator[tuple[Path, bytes]]:
     """(path, bytes) of the unit and each header it includes with quotes, found as the preprocessor
     would."""
     seen, todo = set(), [source.resolve()]

@@ -17,6 +17,8 @@ from nvcc_evo.driver.match.index import TargetEntry, UnitEntry, load_units
 from nvcc_evo.driver.match.stale import Reason, fingerprint, staleness
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from nvcc_evo.driver.cmdline.nvcc_options import NvccCall
     from nvcc_evo.driver.compiledb import CompileRecord
     from nvcc_evo.driver.toolkit import Toolkit
@@ -134,8 +136,9 @@ def _ptxas_knobs(settings: tuple[tuple[str, object], ...]) -> tuple[tuple[str, o
     return tuple(s for s in settings if s[0].startswith("ptxas."))
 
 
-def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_dir: Path | None,
-                    acf_path: Path, compiled: dict[str, CompileRecord]) -> CallPlan:
+def build_link_plan(call: NvccCall, cwd: Path, environ: Mapping[str, str], toolkit: Toolkit,
+                    cache_dir: Path | None, acf_path: Path,
+                    compiled: dict[str, CompileRecord]) -> CallPlan:
     """For an LTO device link: each object's unit comes from the compile
     database (how the build compiled it); its target from the link's archs.
     Only ptxas knobs apply here: the sources were compiled already."""
@@ -162,8 +165,8 @@ def build_link_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_
     return CallPlan(acf_path, tuple(matches), tuple(archs), notes=(arch_note,) if arch_note else ())
 
 
-def build_plan(call: NvccCall, cwd: Path, environ, toolkit: Toolkit, cache_dir: Path | None,
-               acf_path: Path) -> CallPlan:
+def build_plan(call: NvccCall, cwd: Path, environ: Mapping[str, str], toolkit: Toolkit,
+               cache_dir: Path | None, acf_path: Path) -> CallPlan:
     """Which ACF entries apply to this call, per input and architecture."""
     inputs = tunable_inputs(call)
     units = load_units(acf_path, cache_dir)
