@@ -92,7 +92,7 @@ def one_search(options: Options, toolkit, task, acf: Path, folder: Path, search_
     run = replace(options, search=search_kind, seed=seed, evaluations=evaluations, seconds=seconds,
                   sources=tuple(sources.items()))
     folder.mkdir(parents=True, exist_ok=True)
-    retune = Retune(run, toolkit, Store(folder / "results.jsonl"), acf)
+    retune = Retune(run.preparing(), run.searching(), toolkit, Store(folder / "results.jsonl"), acf)
     prepared = prepare(task, retune)
     prepared.measurer = composed(prepared.measurer, reserve=no_reserve)     # no step after the search here
     try:

@@ -79,9 +79,25 @@ def test_nothing_but_run_retune_decides_the_options_and_nothing_replaces_them():
     assert calls == {"choose_settings": ["nvcc_evo/retune/run.py"], "decide_options": ["nvcc_evo/retune/run.py"]}
 
 
-def test_a_retune_decides_its_options_once_and_every_search_reads_that_value(tmp_path, evo_cache, monkeypatch):
-    """A real static retune, in this process: decide_options runs once, and the Options it made is the one
-    the search's stages are given (the same object: never decided again, never replaced)."""
+def test_no_stage_below_run_retune_names_the_options():
+    """Read from the sources: the modules of one search and of its outcome (retune/search/, retune/outcome/)
+    never name Options: they are given the narrow values made of it in run_retune (Preparing, Searching,
+    Writing). tune._search, _shown_search, prepare and evaluator_for read the whole Options before."""
+    named = []
+    for path in sorted((ROOT / "nvcc_evo" / "retune").glob("*/*.py")):
+        if path.parent.name == "scope":                  # (where Options is declared, and its pieces)
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Name) and node.id == "Options" or \
+                    isinstance(node, ast.alias) and node.name == "Options":
+                named.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not named
+
+
+def test_a_retune_decides_its_options_once_and_every_search_is_given_values_made_of_it(tmp_path, evo_cache,
+                                                                                       monkeypatch):
+    """A real static retune, in this process: decide_options runs once, and every search is given the values
+    made of that one Options (what prepare needs, what the engine is asked), never the Options itself."""
     from nvcc_evo.retune import run
     from nvcc_evo.retune.search import prepare as stage
     (tmp_path / "scale.cu").write_text(KERNEL)
@@ -90,19 +106,25 @@ def test_a_retune_decides_its_options_once_and_every_search_reads_that_value(tmp
     for key, value in evo_env(evo_cache).items():
         monkeypatch.setenv(key, value)
     made: list[Options] = []
-    seen: list[Options] = []
+    seen: list[stage.Retune] = []
 
     def counted(*args):
         made.append(retune_options.decide_options(*args))
         return made[-1]
 
     def prepare(task, retune, together=None):
-        seen.append(retune.options)
+        seen.append(retune)
         return stage.prepare(task, retune, together)
 
     monkeypatch.setattr(run, "decide_options", counted)
     monkeypatch.setattr(run, "prepare", prepare)
     assert run.run_retune(Request(target="sm_90", evaluations=1, progress="lines")) == 0
-    assert len(made) == 1 and seen and all(options is made[0] for options in seen)
-    assert made[0].backend == "static" and made[0].auto and made[0].evaluations == 1 and made[0].seconds == math.inf
+    assert len(made) == 1 and seen
+    options = made[0]
+    assert options.backend == "static" and options.auto and options.evaluations == 1 and options.seconds == math.inf
+    for retune in seen:
+        assert (retune.preparing, retune.searching) == (options.preparing(), options.searching())
+        assert not any(isinstance(getattr(retune, f.name), Options) for f in dataclasses.fields(retune))
+    searching = seen[0].searching
+    assert searching.limits == (1, None, None, math.inf) and searching.backend == "static" and searching.fast
     assert "target sm_90 {" in (tmp_path / "nvcc-evo.acf").read_text()       # searched and written

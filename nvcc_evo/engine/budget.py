@@ -28,7 +28,7 @@ INF = math.inf
 
 
 class Asked(Protocol):
-    """The budget a retune decided (retune.scope.options.Options is one): inf where there is no
+    """The budget a retune decided (retune.scope.options.Limits is one): inf where there is no
     cap."""
 
     @property

@@ -69,9 +69,9 @@ def _write_or_say_why(retune: Retune, writing: Writing, outcome: Outcome,
     """Write the outcome (once the ship check finds the build would give the
     code that was measured); a unit the ACF no longer has as it was (or an
     ACF that does not parse now) is reported on stderr and in the summary."""
-    acf_path, toolkit, options = retune.acf_path, retune.toolkit, retune.options
+    acf_path, toolkit, ptxas = retune.acf_path, retune.toolkit, retune.preparing.ptxas
     try:
-        shipped = ship_check(outcome, acf_path, toolkit, options.ptxas.paths, candidates.build,
+        shipped = ship_check(outcome, acf_path, toolkit, ptxas.paths, candidates.build,
                              candidates.job(outcome.chosen))
         if shipped:
             raise AcfChanged(f"ship check: {outcome.task.unit} [{outcome.task.arch}]: {shipped}")
@@ -127,8 +127,10 @@ def run_retune(request: Request) -> int:
         stores = [Path(p) for p in listed] if isinstance(listed, list) else []
         known = project_stores(acf_path.parent, (str(unit) for unit in file.units), stores,
                                store.path, log, _kernels_of(store.path.parent / STORE_NAME))
-        retune = Retune(options, toolkit, store, acf_path, cluster, known)
-        outcomes = _retune_all(tasks, retune, Writing(options.backend, options.seed, wait))
+        retune = Retune(options.preparing(), options.searching(), toolkit, store, acf_path,
+                        cluster, known)
+        outcomes = _retune_all(tasks, retune, Writing(options.backend, options.seed, wait),
+                               options.at_once)
     finally:
         close_pool()
         if cluster is not None:
@@ -240,7 +242,7 @@ def _one(task: Task, retune: Retune, writing: Writing,
          together: Together | None = None) -> Outcome:
     """One search, prepare -> search -> decide (retune.search.prepare, .tune), and its choice
     written into the ACF (one write at a time)."""
-    rng = np.random.default_rng(retune.options.seed)
+    rng = np.random.default_rng(retune.searching.seed)
     prepared = prepare(task, retune, together)
     outcome = decide(prepared, search(prepared, retune, rng, together), retune, together)
     outcome.verdict = verdict_of(outcome)
@@ -253,23 +255,23 @@ def _one(task: Task, retune: Retune, writing: Writing,
     return outcome
 
 
-def _retune_all(tasks: list[Task], retune: Retune, writing: Writing) -> list[Outcome]:
-    """Every task's search and choice, one after another or several at once
-    (execute.together)."""
-    options, cluster = retune.options, retune.cluster
-    count = how_many(options.at_once, len(tasks), options.backend, options.population, cluster,
-                     log)
+def _retune_all(tasks: list[Task], retune: Retune, writing: Writing,
+                at_once: int | None) -> list[Outcome]:
+    """Every task's search and choice, one after another or several at once (execute.together:
+    `at_once`, or as many as it decides)."""
+    searching, jobs, cluster = retune.searching, retune.preparing.jobs, retune.cluster
+    count = how_many(at_once, len(tasks), searching.backend, searching.population, cluster, log)
     try:
         if count > 1:
             if cluster is not None:
                 shared = f"the cluster's {cluster.workers} CPUs"
             else:
-                shared = f"{options.jobs or os.cpu_count()} slots"
+                shared = f"{jobs or os.cpu_count()} slots"
             log(f"{len(tasks)} searches, {count} at once (compiles sharing {shared}; one "
                 "candidate at a time on each GPU)")
-            board = board_for(options.progress, log)     # a bar each, on a terminal
+            board = board_for(searching.progress, log)     # a bar each, on a terminal
             try:
-                return run_together(tasks, count, options.jobs,
+                return run_together(tasks, count, jobs,
                                     lambda task, together: _one(task, retune, writing, together),
                                     board)
             finally:

@@ -8,11 +8,13 @@ environment > settings file > built-in default, with where it came from:
 `Chosen`), then `decide_options` (`auto` resolved where candidates are measured,
 `Machine`; the budget: the user's as given, else the backend's default from
 the table of backends; the pycuda backend's default target, the GPU's). The
-Options is frozen: nothing below `run_retune` decides a setting again, and a
-stage takes the Options or the few of its values it needs (`selection`:
-which units and how their tasks are found; `measuring`: what makes the
-backend; `ptxas`: the binaries ptxas.version chooses among, as a build
-decides them, `PtxasList`). `say_settings` and `describe` say them.
+Options is frozen: nothing below `run_retune` decides a setting again or
+holds the Options; a stage takes the few of its values it needs, made once
+there (`selection`: which units and how their tasks are found; `measuring`:
+what makes the backend; `preparing`: what each search is prepared with;
+`searching`: what its engine is asked, the budget (`Limits`) among it;
+`ptxas`: the binaries ptxas.version chooses among, as a build decides them,
+`PtxasList`). `say_settings` and `describe` say them.
 
 A search setting is declared once, in the settings' table
 (nvcc_evo.driver.specs.KEYS): its key, environment variable, type,
@@ -197,6 +199,14 @@ class Options:
         return Measuring(self.backend, self.device, self.gpus, self.replay, self.timeout,
                          self.protocol == "full")
 
+    def preparing(self) -> Preparing:
+        return Preparing(self.measuring(), self.ptxas, self.jobs, describe(self))
+
+    def searching(self) -> Searching:
+        limits = Limits(self.evaluations, self.generations, self.patience, self.seconds)
+        return Searching(limits, self.population, self.search == "guided", self.seed,
+                         self.progress, self.protocol == "fast", self.backend)
+
 
 class Selection(NamedTuple):
     """Which units and targets a retune asks for (globs, all, a target) and
@@ -208,6 +218,38 @@ class Selection(NamedTuple):
     backend: str = "static"
     timeout: float = cast(float, settings.BY_NAME["retune.timeout"].default)
     dry_run: bool = False
+
+
+class Preparing(NamedTuple):
+    """What preparing each search needs (retune.search.prepare): what makes the backend (the
+    backend and the protocol among it), the ptxas binaries ptxas.version chooses among, the compile
+    jobs, the budget in words (`describe`, said as the search starts)."""
+    measuring: Measuring
+    ptxas: PtxasList
+    jobs: int | None
+    budget: str
+
+
+class Limits(NamedTuple):
+    """A search's budget as decided (engine.budget.Asked, and its time): inf where there is no
+    cap or no time limit."""
+    evaluations: float
+    generations: int | None
+    patience: int | None
+    seconds: float            # per unit and target
+
+
+class Searching(NamedTuple):
+    """What each search asks of its engine (retune.search.tune): the budget, the population, the
+    surrogate beside the operators or not (`guided`), the generator's seed, how progress is shown,
+    the fast protocol (compiles ahead of the engine), the backend whose entry may stand."""
+    limits: Limits
+    population: int
+    guided: bool
+    seed: int
+    progress: str             # auto, bar, lines
+    fast: bool
+    backend: str
 
 
 def decide_options(request: Request, chosen: Chosen, machine: Machine) -> Options:

@@ -3,7 +3,8 @@ reach, how each genome is built (`Candidates`), the backend and its lanes,
 the goal, and the evaluator, built complete by one factory (`evaluator_for`)
 and resumed from the results store: `Prepared`.
 
-What every search of one retune shares (the decided options, toolkit, results
+What every search of one retune shares (what it is prepared with and what its
+engine is asked, each made once from the decided options; the toolkit, results
 store, the ACF's path, the cluster, the project's stores) travels as one
 `Retune`; what the searches at once share, as `Together`.
 """
@@ -32,7 +33,7 @@ from nvcc_evo.execute.warm import ProjectStores
 from nvcc_evo.measure import Measurement
 from nvcc_evo.measure.backend import Backend
 from nvcc_evo.retune.outcome.writeback import fixed_settings
-from nvcc_evo.retune.scope.options import Options, describe, ptxas_programs
+from nvcc_evo.retune.scope.options import Preparing, Searching, ptxas_programs
 from nvcc_evo.retune.scope.caps import link_safe
 from nvcc_evo.retune.scope.reach import BuildStep, not_shipped, reachable, recorded_build, say
 from nvcc_evo.retune.scope.tasks import Task
@@ -42,10 +43,12 @@ from nvcc_evo.system.say import log
 
 @dataclass(frozen=True)
 class Retune:
-    """What every search of one retune shares (`project`: where it finds similar units',
-    execute.warm)."""
+    """What every search of one retune shares: what `prepare` needs (`preparing`), what the
+    search asks of its engine (`searching`), both made once from the retune's Options
+    (`project`: where it finds similar units', execute.warm)."""
 
-    options: Options
+    preparing: Preparing
+    searching: Searching
     toolkit: Toolkit
     store: Store
     acf_path: Path
@@ -108,22 +111,23 @@ class Prepared:
 def prepare(task: Task, retune: Retune, together: Together | None = None) -> Prepared:
     """The space the build can reach, the backend, the evaluator resumed
     from the store (`together`: what it shares with the searches beside it)."""
-    options, toolkit = retune.options, retune.toolkit
+    preparing, toolkit = retune.preparing, retune.toolkit
+    backend = preparing.measuring.backend
     space = build_space(task.unit, task.source, toolkit.accepts)
     # the plan the wrapper builds with
-    build = recorded_build(task, retune.acf_path, toolkit, options.ptxas.paths)
+    build = recorded_build(task, retune.acf_path, toolkit, preparing.ptxas.paths)
     space, fixed, left_out = reachable(task, space, fixed_settings(task, space), build)
     say(task, left_out)
-    guard = search_guard(task.unit.tune, task.arch, options.backend)
+    guard = search_guard(task.unit.tune, task.arch, backend)
     space = narrowed(space, guard) if guard else space   # registers and spills cannot rank speed
-    programs = ptxas_programs(space, toolkit, retune.acf_path, options.ptxas, options.backend,
+    programs = ptxas_programs(space, toolkit, retune.acf_path, preparing.ptxas, backend,
                               task.arch, fixed.get("ptxas.version"))
     candidates = Candidates(task, build, fixed, programs, space.baseline().settings())
     space, unlinkable = link_safe(space, build, lambda: candidates.compiled(space.baseline()))
     say(task, unlinkable)
-    context = Context(task.toolkit(toolkit), task.fingerprint, task.arch, "cpu", options.backend,
+    context = Context(task.toolkit(toolkit), task.fingerprint, task.arch, "cpu", backend,
                       str(task.unit), build_key(task.job, retune.acf_path.parent))
-    measurer, lanes = measuring(options.measuring(), task, retune.acf_path, context,
+    measurer, lanes = measuring(preparing.measuring, task, retune.acf_path, context,
                                 baseline_defines(task.source, space), candidates.flags,
                                 retune.cluster)
     # the unit's time starts with its backend ready: the GPU's measuring process starts once for the
@@ -143,7 +147,7 @@ def prepare(task: Task, retune: Retune, together: Together | None = None) -> Pre
     # (said before the baseline is measured: a bench command's baseline runs take a while and say
     # their own line)
     log(f"{task}: {', '.join(map(str, task.reasons))}; backend {measurer.describe}; {goal}; "
-        f"space {space.size} points, {len(space.dimensions)} knobs; {describe(options)}"
+        f"space {space.size} points, {len(space.dimensions)} knobs; {preparing.budget}"
         + (f"; resuming with {stored} stored evaluations" if stored else ""))
     return Prepared(task, started, space, candidates, measurer, lanes, goal, evaluator, listeners)
 
@@ -156,7 +160,8 @@ def evaluator_for(retune: Retune, task: Task, measured: Measured, candidates: Ca
     reuse in the fast protocol, the lanes, the compile pool (the cluster's
     CPUs with one), the compile slots and stop event it shares, the
     not-shipped check."""
-    options, fast = retune.options, retune.options.protocol == "fast"
+    # the fast protocol: slower candidates raced out, PTX reused
+    jobs, fast = retune.preparing.jobs, not retune.preparing.measuring.full
 
     def measure(genome: Genome, flags: tuple[str, ...],
                 result: CompileResult | None) -> Measurement:
@@ -165,7 +170,7 @@ def evaluator_for(retune: Retune, task: Task, measured: Measured, candidates: Ca
             told()
         return measurement
 
-    compiling = Compiling(options.jobs, PtxCache() if fast else None,
+    compiling = Compiling(jobs, PtxCache() if fast else None,
                           retune.cluster.compiler(fast) if retune.cluster is not None else None,
                           together.slots if together else None) if measurer.compiles else None
     builds = Builds(task.job, candidates.flags, candidates.program, candidates.lost)

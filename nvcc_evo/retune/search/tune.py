@@ -32,7 +32,7 @@ from nvcc_evo.measure.backend import Backend
 from nvcc_evo.retune.outcome.choice import (Outcome, Verification, choose, confirm, end_drift,
                                             front_chosen_from)
 from nvcc_evo.kerneldiff.compare import after_search
-from nvcc_evo.retune.scope.options import Options
+from nvcc_evo.retune.scope.options import Searching
 from nvcc_evo.retune.search.prepare import Prepared, Retune
 from nvcc_evo.retune.search.progress import Board, Reporter, progress_line, reporter
 from nvcc_evo.retune.scope.caps import reconfigure_safe
@@ -83,8 +83,8 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
         evaluator.offer_incumbent(evaluation.genome)
     known = warm_starts(retune.store, retune.project, measured.context, prepared.goal, space, log,
                         prepared.candidates.job(baseline))   # (its kernels, compiled if asked)
-    guide = Guide() if retune.options.search == "guided" else None
-    engine = Engine(space, rng, retune.options.population, seeds=_seeds(task, space),
+    guide = Guide() if retune.searching.guided else None
+    engine = Engine(space, rng, retune.searching.population, seeds=_seeds(task, space),
                     history=history, avoid=avoiding, guide=guide, warm=known)
     drift = None
     # every candidate would fail the same way: say why, search nothing
@@ -93,7 +93,8 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
             f"{baseline_measurement.status}:\n" + _first_lines(baseline_measurement.detail))
         progress, settled = Progress(), ""
     else:
-        progress, settled = _shown_search(prepared, retune, engine, together)
+        progress, settled = _shown_search(prepared, retune.searching, retune.toolkit, engine,
+                                          together)
         if progress.generation and measurer.end_drift is not None:
             drift = end_drift(task, measurer, baseline, baseline_measurement)
     say(task, same_code(space, measured.digests))
@@ -147,50 +148,51 @@ def _seeds(task: Task, space: SearchSpace) -> list[Genome]:
     return seeds + boosted
 
 
-def _shown_search(prepared: Prepared, retune: Retune, engine: Engine,
+def _shown_search(prepared: Prepared, searching: Searching, toolkit: Toolkit, engine: Engine,
                   together: Together | None) -> tuple[Progress, str]:
     """The search with its progress shown (a bar or lines; a row of the
     searches' board when several run at once), moved per measured candidate."""
-    task, options, evaluator = prepared.task, retune.options, prepared.evaluator
+    task, evaluator, limits = prepared.task, prepared.evaluator, searching.limits
     measurer = prepared.measurer
     done = evaluator.measured.searched(prepared.space)
     board = together.board if together else None   # (a Board: searches at once on a terminal)
     shown: Reporter
     if isinstance(board, Board):
-        shown = board.row(str(task), options.evaluations, done)
+        shown = board.row(str(task), limits.evaluations, done)
     else:
-        shown = reporter("lines" if together else options.progress, str(task), options.evaluations,
-                         log, done=done)
+        shown = reporter("lines" if together else searching.progress, str(task),
+                         limits.evaluations, log, done=done)
     prepared.listeners.append(shown.advance)
 
-    def report(progress: Progress, searching: Engine, limit: Budget) -> None:
-        shown.update(progress_line(str(task), prepared.goal, progress, searching,
+    def report(progress: Progress, running: Engine, limit: Budget) -> None:
+        shown.update(progress_line(str(task), prepared.goal, progress, running,
                                    evaluator.measured, measurer.drift, limit))
 
     try:
         # the search's one clock
-        deadline = Deadline(prepared.started, options.seconds, measurer.reserve())
+        deadline = Deadline(prepared.started, limits.seconds, measurer.reserve())
         measurer.finish_by(deadline)
-        return _search(task, options, retune.toolkit, engine, evaluator, prepared.space, report,
+        return _search(task, searching, toolkit, engine, evaluator, prepared.space, report,
                        deadline, prepared.unrunnable)
     finally:
         prepared.listeners.clear()
         shown.close()
 
 
-def _search(task: Task, options: Options, toolkit: Toolkit, engine: Engine, evaluator: Evaluator,
-            space: SearchSpace, report: Callable[[Progress, Engine, Budget], None],
-            deadline: Deadline, unrunnable: frozenset) -> tuple[Progress, str]:
+def _search(task: Task, searching: Searching, toolkit: Toolkit, engine: Engine,
+            evaluator: Evaluator, space: SearchSpace,
+            report: Callable[[Progress, Engine, Budget], None], deadline: Deadline,
+            unrunnable: frozenset) -> tuple[Progress, str]:
     """Search until the budget is reached, counting the evaluations of this
     search space read back from the store (the baseline aside, as in a first
     run), so a rerun or a resumed run only reaches the budget. Returns the
     progress and, when there is nothing to search and the unit's entry is up
     to date, why nothing is to be written either ("" otherwise)."""
-    limit = budget.budget_of(options, deadline, log=lambda said: log(f"{task}: {said}"))
+    limit = budget.budget_of(searching.limits, deadline, log=lambda said: log(f"{task}: {said}"))
     searched = evaluator.measured.searched(space)
     left = space.size - 1 - searched    # a space searched whole has none left, whatever the budget
     if searched < limit.evaluations and left > 0:
-        overlap = options.protocol == "fast" and evaluator.compiles
+        overlap = searching.fast and evaluator.compiles
         evaluator.measure_until(deadline)          # no candidate measured past it
         try:
             return run_search(engine, evaluator, limit, lambda p, e: report(p, e, limit),
@@ -200,7 +202,7 @@ def _search(task: Task, options: Options, toolkit: Toolkit, engine: Engine, eval
     reached = "the whole space" if left <= 0 else f"--evaluations {limit.evaluations}"
     within = (f"already within budget ({searched} evaluations of this search space stored besides "
               f"the baseline, {reached})")
-    if not _entry_is_current(task, toolkit, options.backend, unrunnable):
+    if not _entry_is_current(task, toolkit, searching.backend, unrunnable):
         log(f"{task}: {within}: nothing to search; its entry is not up to date: the choice is "
             "written")
         return Progress(), ""
