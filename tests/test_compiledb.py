@@ -148,3 +148,20 @@ def test_a_moved_project_keeps_its_stored_results(project, tmp_path, evo_cache):
     assert done.returncode == 0, done.stderr
     assert "other context(s) in the results store left aside" not in done.stderr
     assert "resuming with" in done.stderr
+
+
+def test_a_unit_added_before_the_recording_unit_is_built_as_its_records_build(project, evo_cache):
+    """`--hot --write` adds a unit before `unit "**/*.cu" {}`, which recorded the build: a retune of
+    the new unit compiles it as those records do (here with the build's -I), not as `nvcc -c
+    SOURCE`, which cannot find params.h."""
+    (project / "nvcc-evo.acf").write_text('acf 1\n\nunit "**/*.cu" {\n}\n')
+    build(project, evo_cache)
+    (project / "nvcc-evo.acf").write_text(ACF + '\nunit "**/*.cu" {\n}\n')
+    done = run_evo("--retune", "--backend", "static", "--evaluations", "2", "src/kernel.cu",
+                   cwd=project, env=evo_env(evo_cache))
+    assert "never built through nvcc-evo" not in done.stderr
+    assert "params.h" not in done.stdout + done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
+    written = (project / "nvcc-evo.acf").read_text()
+    assert 'unit "src/kernel.cu" {' in written
+    assert "target sm_90 {" in written.split('unit "**/*.cu"')[0], written

@@ -101,7 +101,8 @@ def sections(file: model.AcfFile, acf_path: Path, stores: list[Path], chosen_uni
     folder = acf_path.parent
     units = {str(file.units[i]): file.units[i] for i in chosen_units}
     recorded, _ = compiledb.scan(acf_path)  # (as the build compiles each unit: its -I folders)
-    prints = {str(unit): current_fingerprints(unit, acf_path, recorded) for unit in units.values()}
+    prints = {str(unit): current_fingerprints(unit, acf_path, recorded, file.units)
+              for unit in units.values()}
     groups: dict[tuple, list[StoredResult]] = {}
     aside = 0
     for path in stores:

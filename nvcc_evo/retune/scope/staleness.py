@@ -4,7 +4,8 @@ block, the build it was tuned for (`build_identity`) or the GPU it was
 measured on changed since it was written; `Namer` names what changed where the
 retune knows how it builds the unit. A unit's fingerprint is made as the build
 that compiles it reads its sources (`source_fingerprint`,
-`current_fingerprints`).
+`current_fingerprints`), from the compile-database records that build it
+(`unit_records`).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import NamedTuple
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.sources import unit_sources
+from nvcc_evo.acf.unitpath import covers
 from nvcc_evo.cubin.compile import CompileJob
 from nvcc_evo.driver.cmdline.nvcc_options import parse_call
 from nvcc_evo.driver.cmdline.ptxas import probe
@@ -78,12 +80,30 @@ def source_fingerprint(unit: model.Unit, source: Path, argv: tuple[str, ...],
     return fingerprint(source, call, cwd, unit.named_files(), acf_dir)
 
 
-def current_fingerprints(unit: model.Unit, acf_path: Path, records: list) -> set[str]:
-    """The unit's fingerprints as each of its compile-database records (`records`: compiledb.scan's)
-    compiles it, or, with none, as `nvcc -c SOURCE` of each file its globs name: the sources as they
-    are now."""
+def unit_records(unit: model.Unit, units: tuple[model.Unit, ...], records: list,
+                 folder: Path) -> list:
+    """The compile-database records (`records`: compiledb.scan's) that build `unit`: those made for
+    its globs; with none, those another unit made of a file a build now gives `unit` (the first
+    source unit whose globs name it, as the wrapper matches): a unit added before the unit that
+    recorded its file (`--hot --write` adds it before `unit "**/*.cu" {}`) is built as the build
+    compiled that file, not as `nvcc -c SOURCE`."""
     mine = [r for r in records if r.unit_globs == unit.globs]
+    if mine or unit.is_kernel:
+        return mine
+    return [r for r in records if _first_unit(units, r.input, folder) is unit]
+
+
+def _first_unit(units: tuple[model.Unit, ...], source: str, folder: Path) -> model.Unit | None:
+    return next((u for u in units if not u.is_kernel and covers(u.globs, source, folder)), None)
+
+
+def current_fingerprints(unit: model.Unit, acf_path: Path, records: list,
+                         units: tuple[model.Unit, ...] = ()) -> set[str]:
+    """The unit's fingerprints as each of its compile-database records (`records`: compiledb.scan's;
+    `units`: the ACF's, for records another unit made: unit_records) compiles it, or, with none, as
+    `nvcc -c SOURCE` of each file its globs name: the sources as they are now."""
     folder = acf_path.parent
+    mine = unit_records(unit, units or (unit,), records, folder)
     if mine:
         return {source_fingerprint(unit, Path(r.input), r.argv, r.compile_env(), r.cwd, folder)
                 for r in mine}

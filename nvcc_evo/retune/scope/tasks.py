@@ -31,7 +31,8 @@ from nvcc_evo.driver.targets import not_built
 from nvcc_evo.errors import UsageError
 from nvcc_evo.execute.measurers import bench_problem, check_benches
 from nvcc_evo.retune.scope.staleness import (ASKED, STATIC_ONLY, Namer, build_identity,
-                                             served_release, source_fingerprint, stale_reasons)
+                                             served_release, source_fingerprint, stale_reasons,
+                                             unit_records)
 from nvcc_evo.system.leftovers import SHELL, run_in_group
 from nvcc_evo.system.say import log
 
@@ -221,20 +222,20 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit, selection:
         if not (unit.space or unit.requires or unit.bench) and problem:
             records_only.append(str(problem))    # (it records the build's compiles)
             continue
-        recorded = any(r.unit_globs == unit.globs for r in records)
+        recorded = bool(unit_records(unit, file.units, records, acf_path.parent))
         if run_benches and not recorded and _built_by_bench(unit, selection):
             built_by_bench.append((index, unit))
             continue
-        _unit_tasks(found, index, unit, acf_path, toolkit, selection, gpu, records, unusable,
-                    unreadable)
+        _unit_tasks(found, index, file.units, acf_path, toolkit, selection, gpu, records,
+                    unusable, unreadable)
     if built_by_bench:
         check_benches(found.tasks, selection.backend)
         for index, unit in built_by_bench:
             _bench_builds_it(unit, acf_path, selection)
         records, unusable = compiledb.scan(acf_path)     # with what the benches' builds recorded
         for index, unit in built_by_bench:
-            _unit_tasks(found, index, unit, acf_path, toolkit, selection, gpu, records, unusable,
-                        unreadable)
+            _unit_tasks(found, index, file.units, acf_path, toolkit, selection, gpu, records,
+                        unusable, unreadable)
     if records_only and len(records_only) == len(selected):
         raise UsageError("; ".join(records_only)
                          + " (nor a search block: it records the build's compiles)")
@@ -253,12 +254,13 @@ class Found:
     kept: int
 
 
-def _unit_tasks(found: Found, index: int, unit: model.Unit, acf_path: Path, toolkit: Toolkit,
-                selection: Selection, gpu: str, records: list, unusable: list,
+def _unit_tasks(found: Found, index: int, units: tuple[model.Unit, ...], acf_path: Path,
+                toolkit: Toolkit, selection: Selection, gpu: str, records: list, unusable: list,
                 unreadable: list) -> None:
-    """One unit's searches (each architecture its records, its target blocks or --target name),
-    into `found`."""
-    mine = [r for r in records if r.unit_globs == unit.globs]
+    """The searches of the unit at `index` of `units` (each architecture its records, its target
+    blocks or --target name), into `found`."""
+    unit = units[index]
+    mine = unit_records(unit, units, records, acf_path.parent)
     asked, measures = selection.all or bool(selection.globs), backends.row(selection.backend)
     root = acf_path.parent
     archs, named = _archs(found, unit, mine, toolkit, selection)
