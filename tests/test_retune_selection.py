@@ -343,3 +343,19 @@ def test_two_records_differences_are_named_exactly(tmp_path):
     assert difference(record(["-O3", "-c", "spill.cu"], "a.o"), plain, tmp_path) == "the order of their arguments"
     assert difference(record(["-c", "spill.cu", "-O3"], "a.o", {"NVCC_CCBIN": "g++-12"}), plain, tmp_path) == \
         "NVCC_CCBIN (g++-12 against unset)"
+
+
+def test_a_named_file_selects_the_unit_a_build_gives_it(project, evo_cache):
+    """A file is built with the first unit that covers it: naming it selects that unit, not the
+    recording unit after it (`unit "**/*.cu" {}` below the one `--hot --write` adds), whose entries
+    a build of that file never reads."""
+    acf = project / "nvcc-evo.acf"
+    acf.write_text(ACF + '\nunit "**/*.cu" {\n}\n')
+    for name in ("spill.cu", "./spill.cu"):
+        done = dry_run(project, evo_cache, name)
+        assert done.returncode == 0, done.stderr
+        assert listed(done.stdout) == ['"spill.cu"'], done.stdout
+    (project / "other.cu").write_text("__global__ void k() {}\n")
+    done = dry_run(project, evo_cache, "other.cu")          # no unit before it covers other.cu
+    assert listed(done.stdout) == ['"**/*.cu"'], done.stdout + done.stderr
+    assert listed(dry_run(project, evo_cache, "**/*.cu").stdout) == ['"**/*.cu"']

@@ -94,14 +94,17 @@ class Task:
         return f"{self.unit} [{self.arch}]"
 
 
-def _covers(unit: model.Unit, entry: UnitEntry, pattern: str, acf_path: Path, cwd: Path) -> bool:
-    """A selection names a unit by its globs (`sgemm*`, `./a.cu`), or names a
-    file (relative to the working folder) that the unit covers."""
+def _named(units: tuple[model.Unit, ...], entries: tuple[UnitEntry, ...], pattern: str,
+           acf_path: Path, cwd: Path) -> set[int]:
+    """The units a selection names: by their globs (`sgemm*`, `./a.cu`), or by a file (relative to
+    the working folder) that a build gives them (the first unit that covers it: a later one's
+    entries are never read for that file)."""
     wanted = pattern[2:] if pattern.startswith("./") else pattern
-    if any(fnmatch.fnmatchcase(g, wanted) or g == wanted for g in unit.globs):
-        return True
+    hits = {i for i, unit in enumerate(units)
+            if any(fnmatch.fnmatchcase(g, wanted) or g == wanted for g in unit.globs)}
     named = cwd / pattern
-    return named.is_file() and match_unit((entry,), acf_path.parent, named) is not None
+    first = match_unit(entries, acf_path.parent, named) if named.is_file() else None
+    return hits | ({first.position} if first is not None else set())
 
 
 def select_units(file: model.AcfFile, acf_path: Path, patterns: tuple[str, ...],
@@ -113,8 +116,7 @@ def select_units(file: model.AcfFile, acf_path: Path, patterns: tuple[str, ...],
     entries = index_units(file)
     chosen = set()
     for pattern in patterns:
-        hits = {i for i, unit in enumerate(file.units)
-                if _covers(unit, entries[i], pattern, acf_path, cwd)}
+        hits = _named(file.units, entries, pattern, acf_path, cwd)
         if not hits:
             known = ", ".join(str(u) for u in file.units) or "none"
             globs = [g for u in file.units for g in u.globs]
