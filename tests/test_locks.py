@@ -142,3 +142,24 @@ def test_a_wait_for_a_lock_says_who_holds_it_and_gives_up_with_exit_3(tmp_path, 
     assert f"still after 1 s; gave up waiting (the lock {tmp_path}/.nvcc-evo/locks/nvcc-evo.acf.lock" in result.stderr
     assert holder == "itself" or f"pid {pids[0]}," not in result.stderr      # never a pid that has exited
     assert acf.read_text() == UNFORMATTED and "Traceback" not in result.stderr
+
+
+def test_a_lock_let_go_before_its_holder_is_looked_up_is_taken_without_a_word(tmp_path):
+    """A holder that lets the lock go between the failed try and the look at /proc/locks (another
+    writer of a results store appending one line) leaves no holder to name: the lock is taken, and
+    nothing is said (a static retune of cuda-samples' simpleTemplates said 'a process nvcc-evo
+    cannot see (another machine, or a pid namespace); waiting for it' with no other process)."""
+    from nvcc_evo.system import locks
+    acf = tmp_path / "nvcc-evo.acf"
+    acf.write_text(UNFORMATTED)
+    said: list[str] = []
+    fd = locks._open_lock(locks.lock_for(acf), os.stat(acf))
+    try:
+        locks._wait_for(fd, locks.lock_for(acf), locks.Wait(5, said.append), "held")
+        assert said == []
+        busy = subprocess.run([sys.executable, "-c", "import fcntl, os, sys; fd = os.open(sys.argv[1], "
+                               "os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)",
+                               str(locks.lock_for(acf))], capture_output=True, text=True)
+        assert "BlockingIOError" in busy.stderr            # it was taken
+    finally:
+        os.close(fd)

@@ -43,6 +43,11 @@ def _say(message: str) -> None:
     sys.stderr.flush()
 
 
+# who holds a lock where /proc/locks names no live process: one of another machine or pid namespace,
+# or none any more
+UNSEEN = "a process nvcc-evo cannot see (another machine, or a pid namespace)"
+
+
 class Wait(NamedTuple):
     """How long a wait for a lock lasts before it gives up, and where it is said."""
 
@@ -150,7 +155,7 @@ def holders(fd: int) -> str:
         live = _openers((info.st_dev, info.st_ino))
     said = [_process(pid) for pid in sorted(live, key=int)]
     if not said:
-        return "a process nvcc-evo cannot see (another machine, or a pid namespace)"
+        return UNSEEN
     return "; ".join(said)
 
 
@@ -208,6 +213,8 @@ def locked(guarded: Path, lock: Path, wait: Wait, waiting: str) -> Iterator[None
 
 def _wait_for(fd: int, lock: Path, wait: Wait, waiting: str) -> None:
     who = holders(fd)
+    if who == UNSEEN and _try_lock(fd):     # let go before /proc/locks was read: nothing to say
+        return
     wait.say(f"{waiting} ({who}); waiting for it to finish (at most {wait.seconds:g} s: "
              f"{WAIT_SETTING})")
     deadline, pause = time.monotonic() + wait.seconds, 0.02
