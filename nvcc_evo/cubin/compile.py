@@ -17,8 +17,9 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Iterator, NamedTuple, Protocol
 
+from nvcc_evo.acf import model
 from nvcc_evo.driver.cmdline.nvcc_options import rebuild_argv
 from nvcc_evo.driver.cmdline.split import (PTXAS_STEP, SCRIPT_NAME, SHELL, Steps, read_steps,
                                            script, with_options)
@@ -89,6 +90,20 @@ class CompileJob:
         compute = self.arch.replace("sm_", "compute_")
         return [self.nvcc, *base, f"-gencode=arch={compute},code={self.arch}", "-Xptxas", "-v",
                 "--keep", "--keep-dir", work, "-o", os.path.join(work, "candidate.o"), *self.flags]
+
+
+class SearchTask(Protocol):
+    """What the layers below the retune read of a search's task (retune.scope.tasks.Task): its
+    unit, the architecture and the recorded compile its candidates are built from; its `str`
+    names it. A backend's factory (execute.measurers) and a search's comparison
+    (kerneldiff.compare) both take it."""
+
+    @property
+    def unit(self) -> model.Unit: ...
+    @property
+    def arch(self) -> str: ...
+    @property
+    def job(self) -> CompileJob: ...
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from nvcc_evo import backends
-from nvcc_evo.cubin.compile import CompileJob, compile_candidate
+from nvcc_evo.cubin.compile import CompileJob, SearchTask, compile_candidate
 from nvcc_evo.driver.specs import Gpus
 from nvcc_evo.errors import UsageError
 from nvcc_evo.measure.backend import Backend
@@ -22,7 +22,7 @@ from nvcc_evo.measure.pycuda.pool import POOLS
 from nvcc_evo.engine.space import Genome
 from nvcc_evo.execute.cluster import Cluster
 from nvcc_evo.execute.lanes import Lane, LaneSet, choose_gpus
-from nvcc_evo.execute.measurers import SearchTask, Wanted, backend_for, command_gpu
+from nvcc_evo.execute.measurers import Wanted, backend_for, command_gpu
 from nvcc_evo.execute.store import Context
 from nvcc_evo.system.say import log
 

@@ -17,7 +17,7 @@ import os
 import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Iterable
 
 from nvcc_evo.acf import model, unitpath
 from nvcc_evo.acf.bench.command import identity
@@ -25,7 +25,7 @@ from nvcc_evo.acf.bench.spec import plan_bench
 from nvcc_evo.acf.edit.retarget import update_target
 from nvcc_evo.acf.sources import define_values
 from nvcc_evo.acf.text import read_text
-from nvcc_evo.cubin.compile import CompileJob, CompileResult
+from nvcc_evo.cubin.compile import CompileJob, CompileResult, SearchTask
 from nvcc_evo import backends
 from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
 from nvcc_evo.measure import Confirmation, Measurement, static
@@ -44,18 +44,6 @@ from nvcc_evo.execute.store import Context, Store, require_same_context
 from nvcc_evo.system.leftovers import held_file
 from nvcc_evo.system.programs import note
 from nvcc_evo.system.say import log
-
-
-class SearchTask(Protocol):
-    """What a backend's factory reads of the search's task (retune.scope.tasks.Task, a layer
-    above): its unit, the architecture and the recorded compile; its `str` names it."""
-
-    @property
-    def unit(self) -> model.Unit: ...
-    @property
-    def arch(self) -> str: ...
-    @property
-    def job(self) -> CompileJob: ...
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from nvcc_evo.acf import model
 from nvcc_evo.acf.bench.spec import plan_bench
 from nvcc_evo.acf.sources import define_values
 from nvcc_evo.acf.knobs import Scalar
-from nvcc_evo.cubin.compile import CompileJob, CompileResult, PtxCache, compile_candidate
+from nvcc_evo.cubin.compile import (CompileJob, CompileResult, PtxCache, SearchTask,
+                                    compile_candidate)
 from nvcc_evo.cubin.sass import sass_hash
 from nvcc_evo.errors import EvoError
 from nvcc_evo.cubin.occupancy import Occupancy, occupancy
@@ -142,7 +143,7 @@ def compare(unit: model.Unit, arch: str, device: str, backend: str, baseline: Si
 
 # What the end of a search gives `after_search` (retune.outcome.choice.Outcome and what it holds),
 # as far as a comparison reads it: this layer imports neither the retune, the execution nor the
-# engine. G is the search's point (engine.space.Genome).
+# engine. G is the search's point (engine.space.Genome); its task is cubin.compile's SearchTask.
 class Point(Protocol):
     def settings(self) -> dict[str, Scalar]: ...
 
@@ -150,15 +151,6 @@ class Point(Protocol):
 G = TypeVar("G", bound=Point)
 G_in = TypeVar("G_in", bound=Point, contravariant=True)
 G_out = TypeVar("G_out", bound=Point, covariant=True)
-
-
-class SearchedTask(Protocol):
-    @property
-    def unit(self) -> model.Unit: ...
-    @property
-    def arch(self) -> str: ...
-    @property
-    def job(self) -> CompileJob: ...
 
 
 class MeasuredContext(Protocol):
@@ -180,7 +172,7 @@ class SearchedSpace(Protocol, Generic[G_out]):
 
 class SearchEnd(Protocol, Generic[G]):
     @property
-    def task(self) -> SearchedTask: ...
+    def task(self) -> SearchTask: ...
     @property
     def space(self) -> SearchedSpace[G]: ...
     @property
