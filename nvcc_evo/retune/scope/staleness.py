@@ -44,7 +44,7 @@ def stale_reasons(unit: model.Unit, arch: str, unit_fingerprint: str, toolkit_ve
     reasons = []
     recorded = target.record("fingerprint")
     if recorded is None or recorded.value != unit_fingerprint:
-        files = namer.source_changed(str(recorded.value)) if namer and recorded else ()
+        files = namer.changed_files(str(recorded.value)) if namer and recorded else ()
         reasons.append(Reason(ReasonKind.SOURCE, "source changed", files))
     toolkit = target.record("toolkit")
     if toolkit is None or toolkit.value != toolkit_version:
@@ -123,7 +123,7 @@ class Namer(NamedTuple):
     root: Path
     nvcc: str
 
-    def source_changed(self, recorded: str) -> tuple[str, ...]:
+    def changed_files(self, recorded: str) -> tuple[str, ...]:
         """The files changed since the fingerprint `recorded` (where builds.keep_sources kept
         them)."""
         job, root = self.job, self.root
