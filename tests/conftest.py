@@ -156,6 +156,18 @@ def run_evo(*args: str, cwd: Path | None = None, env: dict | None = None, input:
                           capture_output=True, text=True)
 
 
+# nvcc-evo's command line in a Python where the GPU check of kernel times stands aside (CUPTI is still
+# checked): no GPU here, the stand-in programs add their kernels to the injection library themselves.
+WITHOUT_GPU_CHECK = ("import sys\nfrom nvcc_evo.measure.profile import clock\nfrom nvcc_evo.cli import main\n"
+                     "clock.gpu_missing = lambda: ''\nsys.exit(main(sys.argv[1:]))\n")
+
+
+def run_evo_without_gpu_check(*args: str, cwd: Path, env: dict):
+    """`nvcc-evo ARGS` as run_evo runs it, as on a machine with a GPU (WITHOUT_GPU_CHECK)."""
+    return subprocess.run([sys.executable, "-c", WITHOUT_GPU_CHECK, *args], cwd=cwd,
+                          env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
+
+
 @pytest.fixture(scope="session")
 def evo_cache(tmp_path_factory) -> Path:
     """One toolkit-probe cache for the whole session, apart from the user's.

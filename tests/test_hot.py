@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, EVO, EVO_COMMAND, evo_env, run_evo
+from conftest import DATA, EVO, EVO_COMMAND, evo_env, run_evo, run_evo_without_gpu_check
 from nvcc_evo.errors import EnvironmentProblem, EvoError
 from nvcc_evo.measure.profile.records import read_run
 
@@ -105,8 +105,8 @@ def test_a_toolkit_that_holds_cupti_among_its_own_files_is_found_without_the_whe
 
 
 def test_hot_without_a_gpu_exits_3_saying_what_is_missing(tmp_path, evo_cache):
-    from nvcc_evo.hot.run import gpu_problem
-    if not gpu_problem():
+    from nvcc_evo.measure.profile.clock import gpu_missing
+    if not gpu_missing():
         pytest.skip("this machine has a GPU")
     result = run_evo("--hot", "--", "true", cwd=tmp_path, env=evo_env(evo_cache))
     assert result.returncode == 3 and result.stdout == ""
@@ -118,7 +118,8 @@ def test_a_failing_command_says_its_status_and_stderr_and_a_command_of_no_kernel
                                                                                          capsys):
     """(The GPU check stood aside: on this machine no driver loads the library, as a program of no CUDA.)"""
     from nvcc_evo.hot import run
-    monkeypatch.setattr(run, "gpu_problem", lambda: "")
+    from nvcc_evo.measure.profile import clock
+    monkeypatch.setattr(clock, "gpu_missing", lambda: "")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
     with pytest.raises(EvoError, match=r"exited with status 4: no profile saved, nothing written; .*\n    \| oops"):
@@ -145,8 +146,9 @@ def test_a_run_records_the_kernels_of_the_program_and_its_children_and_saves_the
                                                                                         capfd):
     """(The GPU check stood aside; the processes add their kernels themselves, as the driver's would.)"""
     from nvcc_evo.hot import run
+    from nvcc_evo.measure.profile import clock
     folder, env = project
-    monkeypatch.setattr(run, "gpu_problem", lambda: "")
+    monkeypatch.setattr(clock, "gpu_missing", lambda: "")
     monkeypatch.setenv("XDG_CACHE_HOME", env["XDG_CACHE_HOME"])
     monkeypatch.chdir(folder)
     (folder / "program.py").write_text(CHILDREN)
@@ -170,8 +172,9 @@ def test_a_run_on_a_gpu_the_build_has_no_cubin_for_says_a_retune_reaches_nothing
     check): its kernels ran from their PTX, so each hot source is said with the architecture to build for;
     on an sm_90 nothing is said."""
     from nvcc_evo.hot import run
+    from nvcc_evo.measure.profile import clock
     folder, env = project
-    monkeypatch.setattr(run, "gpu_problem", lambda: "")
+    monkeypatch.setattr(clock, "gpu_missing", lambda: "")
     monkeypatch.setenv("XDG_CACHE_HOME", env["XDG_CACHE_HOME"])
     monkeypatch.chdir(folder)
     (folder / "program.py").write_text(CHILDREN)
@@ -406,8 +409,8 @@ unit "spill.cu" {{
     }}
 }}
 """)
-    result = run_evo("--retune", "--target", "sm_90", "--backend", "command", "--evaluations", "2", cwd=tmp_path,
-                     env=evo_env(evo_cache))
+    result = run_evo_without_gpu_check("--retune", "--target", "sm_90", "--backend", "command", "--evaluations",
+                                       "2", cwd=tmp_path, env=evo_env(evo_cache))
     assert result.returncode == 0, result.stderr
     assert "time the unit's kernels' GPU time" in result.stderr and "improved time" in result.stdout
     from nvcc_evo.acf.parse import parse_text
@@ -416,6 +419,48 @@ unit "spill.cu" {{
     assert {s.knob: s.value for s in target.settings} == {"ptxas.opt_level": 1}
     assert 49 < found["baseline.time"] < 51 and 39 < found["tuned.time"] < 41      # mix's 10 calls alone
     assert found["significant"] is True
+
+
+def test_a_retune_of_a_kernel_metric_where_kernels_cannot_be_timed_stops_before_any_build(tmp_path, evo_cache):
+    """No CUPTI (NVCC_EVO_CUPTI names a folder without it; no GPU either, on this machine): exit 3 at once,
+    what is missing and how to get it, as --hot says it, before the bench builds the unit and, once the unit
+    is recorded, before its baseline is compiled. Before: the bench command ran, then the baseline (about
+    60 s on SGEMM_CUDA), and only its runs failed."""
+    shutil.copy(DATA / "cuda" / "spill.cu", tmp_path / "spill.cu")
+    (tmp_path / "app.py").write_text("open('ran', 'w').close()\n")
+    (tmp_path / "nvcc-evo.acf").write_text(f"""acf 1
+unit "spill.cu" {{
+    search {{
+        ptxas.opt_level in {{1, 3}}
+    }}
+    bench {{
+        command "{EVO} -arch=sm_90 -cubin spill.cu -o spill.cubin && {sys.executable} app.py"
+        metric time kernels
+    }}
+}}
+""")
+    (tmp_path / "cupti").mkdir()
+    env = evo_env(evo_cache, NVCC_EVO_CUPTI=tmp_path / "cupti")
+    from nvcc_evo.measure.profile.clock import gpu_missing
+    for recorded in (False, True):
+        if recorded:                                    # the bench's build, run by hand: recorded
+            built = subprocess.run(["sh", "-c", f"{EVO} -arch=sm_90 -cubin spill.cu -o spill.cubin"], cwd=tmp_path,
+                                   env=env, capture_output=True, text=True)
+            assert built.returncode == 0 and (tmp_path / "spill.cubin").is_file(), built.stderr
+            (tmp_path / "spill.cubin").unlink()
+        started = time.monotonic()
+        result = run_evo("--retune", "--target", "sm_90", "--backend", "command", cwd=tmp_path, env=env)
+        assert result.returncode == 3 and result.stdout == "", result.stderr
+        error = result.stderr.splitlines()[-1]
+        assert error.startswith("nvcc-evo: error: unit \"spill.cu\": `metric time kernels` cannot record kernel "
+                                "times here: "), result.stderr
+        assert f"NVCC_EVO_CUPTI={tmp_path / 'cupti'} holds no include/cupti.h and lib/libcupti.so" in error
+        if gpu_missing():
+            assert "no CUDA driver (libcuda.so.1 cannot be loaded, or it does not start): its runs record the GPU " \
+                   "time of the unit's kernels on an NVIDIA GPU: retune it on a machine with one" in error
+        assert "Traceback" not in result.stderr and "baseline" not in result.stderr
+        assert not (tmp_path / "spill.cubin").exists() and not (tmp_path / "ran").exists()   # nothing built or run
+        assert time.monotonic() - started < 30
 
 
 def interleaved(run, rounds: int, out: str | None, name: str) -> dict:

@@ -100,8 +100,8 @@ def test_hot_shows_the_program_s_output_while_it_runs_and_its_stdout_before_the_
     lines arrive while it waits, its stdout on stdout before the table, its stderr on stderr (before: both on
     stderr, and only once it had ended); its failure (status 3) quotes the tail of its stderr."""
     (tmp_path / "slow.py").write_text(SLOW.replace("KERNEL", CUDA_PROGRAM_KERNEL))
-    code = ("import sys\nfrom nvcc_evo.hot import run\nfrom nvcc_evo.cli import main\n"
-            "run.gpu_problem = lambda: ''\n"
+    code = ("import sys\nfrom nvcc_evo.measure.profile import clock\nfrom nvcc_evo.cli import main\n"
+            "clock.gpu_missing = lambda: ''\n"
             "sys.exit(main(['--hot', '--', sys.executable, 'slow.py']))\n")
     env = evo_env(evo_cache, PYTHONPATH=str(ROOT))
     child = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE,
@@ -123,8 +123,8 @@ def test_a_command_that_cannot_be_started_is_said_once_before_it_runs(tmp_path, 
     """One line, exit 2 (usage: found before anything runs; the GPU check stood aside, as on a machine with
     one). Before: the shell's `not found` shown, then quoted again in the failure's message, exit 1."""
     from nvcc_evo import cli
-    from nvcc_evo.hot import run
-    monkeypatch.setattr(run, "gpu_problem", lambda: "")
+    from nvcc_evo.measure.profile import clock
+    monkeypatch.setattr(clock, "gpu_missing", lambda: "")
     monkeypatch.setenv("XDG_CACHE_HOME", str(evo_cache))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "script.sh").write_text("#!/bin/sh\necho hi\n")

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, EVO, EVO_COMMAND, cmake_build, cmake_configure, evo_env, run_evo
+from conftest import (DATA, EVO, EVO_COMMAND, cmake_build, cmake_configure, evo_env, run_evo,
+                      run_evo_without_gpu_check)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +48,8 @@ def test_a_launcher_script_s_two_processes_are_both_profiled_and_their_files_mer
     """`sh launch.sh` starts two ranks side by side and waits (as mpirun does): the injection reaches both
     through the environment, each writes its own file, the table adds them up and the profile is saved."""
     from nvcc_evo.hot import run
-    monkeypatch.setattr(run, "gpu_problem", lambda: "")            # (the GPU check stood aside: no GPU here)
+    from nvcc_evo.measure.profile import clock
+    monkeypatch.setattr(clock, "gpu_missing", lambda: "")            # (the GPU check stood aside: no GPU here)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "rank.py").write_text(RANK)
@@ -161,7 +163,7 @@ def test_an_anonymous_namespace_kernel_of_two_files_is_listed_with_each_unit(tmp
 def test_no_cupti_and_no_gpu_exit_3_saying_both_and_how_to_get_cupti(tmp_path, evo_cache):
     """The console script in a fresh folder, with a toolkit that holds no CUPTI (and no cupti wheel): exit 3,
     what is missing and how to get it, nothing on stdout, no traceback, nothing saved."""
-    from nvcc_evo.hot.run import gpu_problem
+    from nvcc_evo.measure.profile.clock import gpu_missing
     toolkit = tmp_path / "toolkit"
     (toolkit / "bin").mkdir(parents=True)
     nvcc = toolkit / "bin" / "nvcc"                  # (answers the dry run with a TOP of no CUPTI)
@@ -182,7 +184,7 @@ def test_no_cupti_and_no_gpu_exit_3_saying_both_and_how_to_get_cupti(tmp_path, e
     if not has_wheel:
         assert "no CUPTI found: kernel times need NVIDIA's CUPTI library: pip install 'nvcc-evo[profile]' (or " \
                "name a folder holding include/cupti.h and lib/libcupti.so in NVCC_EVO_CUPTI)" in result.stderr
-    if gpu_problem():
+    if gpu_missing():
         assert "no CUDA driver" in result.stderr and "use --hot --from FILE" in result.stderr
     assert result.stderr.startswith("nvcc-evo: error: --hot cannot record kernel times here: ")
     assert "Traceback" not in result.stderr and list(fresh.iterdir()) == []
@@ -259,8 +261,8 @@ unit "spill.cu" {{
 }}
 """
     (tmp_path / "nvcc-evo.acf").write_text(acf)
-    result = run_evo("--retune", "--target", "sm_90", "--backend", "command", "--evaluations", "3", cwd=tmp_path,
-                     env=evo_env(evo_cache))
+    result = run_evo_without_gpu_check("--retune", "--target", "sm_90", "--backend", "command", "--evaluations",
+                                       "3", cwd=tmp_path, env=evo_env(evo_cache))
     assert result.returncode == 0, result.stderr
     assert "candidate -Xptxas -O1: command-failed after" in result.stderr, result.stderr
     assert "candidate -Xptxas -O0: wrong-answer after" in result.stderr

@@ -33,7 +33,7 @@ from nvcc_evo.measure.backend import Backend, Composed
 from nvcc_evo.measure.command.bench import CommandBench
 from nvcc_evo.measure.command.metrics import CommandUnit
 from nvcc_evo.measure.command.run import Runner
-from nvcc_evo.measure.profile.clock import KernelClock
+from nvcc_evo.measure.profile.clock import KernelClock, unrecordable
 from nvcc_evo.measure.pycuda.bench import OBJECTIVES as GPU_OBJECTIVES, GpuBench
 from nvcc_evo.measure.pycuda.devices import gpu_names
 from nvcc_evo.measure.pycuda.pool import POOLS
@@ -159,6 +159,27 @@ def check_benches(tasks: Iterable[SearchTask], backend: str) -> None:
     if missing:
         raise UsageError("; ".join(missing)
                          + " (name the units to retune, or write their bench blocks)")
+
+
+NO_GPU = ("its runs record the GPU time of the unit's kernels on an NVIDIA GPU: retune it on a "
+          "machine with one (--backend static measures compiler facts with none)")
+
+
+def check_kernel_times(units: Iterable[model.Unit], backend: str, nvcc: str) -> None:
+    """Where `backend` runs a command bench with `metric NAME kernels`, that this machine can record
+    kernel times (a GPU and CUPTI): EnvironmentProblem naming what is missing and how to get it,
+    before anything is built or run."""
+    if not backends.row(backend).rebuilds:          # (only a bench command records kernels)
+        return
+    timed: dict[str, None] = {}             # (each unit once, in order)
+    for unit in units:
+        commanded = unit.bench.metrics if unit.bench and unit.bench.command else ()
+        timed.update({f"unit {unit}: `metric {m.name} kernels`": None
+                      for m in commanded if m.kernels})
+    problems = unrecordable(os.environ, nvcc, NO_GPU) if timed else []
+    if problems:
+        raise EnvironmentProblem(f"{', '.join(timed)} cannot record kernel times here: "
+                                 + "; and ".join(problems))
 
 
 def make_command(wanted: Wanted) -> Backend:

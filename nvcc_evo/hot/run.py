@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Mapping
 
 from nvcc_evo.acf.resolve import load
-from nvcc_evo.driver.cmdline.cuda_driver import device_archs, device_count
+from nvcc_evo.driver.cmdline.cuda_driver import device_archs
 from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc
 from nvcc_evo.driver.compiledb import db_folder
 from nvcc_evo.driver.match.find import find_acf as nearest, unreadable, untrusted_acf
@@ -30,7 +30,8 @@ from nvcc_evo.hot.origin import Origins
 from nvcc_evo.hot.profile import Profile, read_profile, save
 from nvcc_evo.hot.table import HotUnit, attribute, jit_warnings, render
 from nvcc_evo.hot.write import write_units
-from nvcc_evo.measure.profile.library import find_cupti, library, toolkit_paths
+from nvcc_evo.measure.profile.clock import unrecordable
+from nvcc_evo.measure.profile.library import library
 from nvcc_evo.measure.profile.records import environment, read_run
 from nvcc_evo.system.leftovers import private_folder, remove_private, run_in_group_shown
 from nvcc_evo.system.say import log
@@ -38,31 +39,18 @@ from nvcc_evo.system.say import log
 TAIL = 12
 
 
-def gpu_problem() -> str:
-    """Why kernels cannot be recorded on this machine's GPU ("" when they can)."""
-    count = device_count()
-    if count is None:
-        return ("no CUDA driver (libcuda.so.1 cannot be loaded, or it does not start): --hot runs "
-                "the command on an NVIDIA GPU; use --hot --from FILE with a profile made on a "
-                "machine with one")
-    if count == 0:
-        return "no CUDA device visible (the driver sees none; CUDA_VISIBLE_DEVICES?)"
-    return ""
+NO_GPU = ("--hot runs the command on an NVIDIA GPU; use --hot --from FILE with a profile made on a "
+          "machine with one")
 
 
 def injection(environ: Mapping[str, str]) -> str:
     """The injection library, after the GPU and CUPTI are known to be there (EnvironmentProblem:
     both said)."""
-    problems = [gpu_problem()]
     try:
         nvcc = find_real_nvcc(environ)
     except NvccNotFound as error:
         raise EnvironmentProblem(f"--hot: {error}") from None
-    try:
-        find_cupti(environ, toolkit_paths(nvcc)[0])
-    except EnvironmentProblem as error:
-        problems.append(str(error))
-    problems = [p for p in problems if p]
+    problems = unrecordable(environ, nvcc, NO_GPU)
     if problems:
         raise EnvironmentProblem("--hot cannot record kernel times here: "
                                  + "; and ".join(problems))

@@ -38,7 +38,7 @@ from nvcc_evo.errors import AcfChanged, AcfError, ExitCode, Interrupted
 from nvcc_evo.execute.cluster import Cluster, open_cluster
 from nvcc_evo.execute.devices import close_pool, gpu_arch, measuring_gpu, resolve_backend
 from nvcc_evo.execute.evaluate import Stopped
-from nvcc_evo.execute.measurers import check_benches
+from nvcc_evo.execute.measurers import check_benches, check_kernel_times
 from nvcc_evo.execute.store import Store
 from nvcc_evo.execute.together import Together, how_many, run_together
 from nvcc_evo.execute.warm import project_stores
@@ -117,6 +117,7 @@ def run_retune(request: Request) -> int:
         tasks, waiting = set_aside(tasks, log) if options.auto and row.facts_only else (tasks, [])
         if not options.dry_run:   # (a dry run lists what is stale, whatever would measure it)
             check_benches(tasks, options.backend)
+            check_kernel_times((t.unit for t in tasks), options.backend, toolkit.nvcc)
         if not tasks:
             return _nothing_to_retune(skipped, waiting, kept)
         if options.dry_run:

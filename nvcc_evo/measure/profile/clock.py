@@ -11,8 +11,12 @@ from __future__ import annotations
 import os
 from collections.abc import Hashable
 
+from typing import Mapping
+
 from nvcc_evo.cubin.sass import cubin_sections
-from nvcc_evo.measure.profile.library import library
+from nvcc_evo.driver.cmdline.cuda_driver import device_count
+from nvcc_evo.errors import EnvironmentProblem
+from nvcc_evo.measure.profile.library import find_cupti, library, toolkit_paths
 from nvcc_evo.measure.profile.records import environment, read_run, time_of
 
 
@@ -20,6 +24,28 @@ def kernel_names(cubin: bytes) -> frozenset[str]:
     """The kernels a cubin defines (its `.text.NAME` sections)."""
     return frozenset(name[len(".text."):] for name in cubin_sections(cubin)
                      if name.startswith(".text."))
+
+
+def gpu_missing() -> str:
+    """Why no kernel runs on a GPU of this machine ("" when one can)."""
+    count = device_count()
+    if count is None:
+        return "no CUDA driver (libcuda.so.1 cannot be loaded, or it does not start)"
+    if count == 0:
+        return "no CUDA device visible (the driver sees none; CUDA_VISIBLE_DEVICES?)"
+    return ""
+
+
+def unrecordable(environ: Mapping[str, str], nvcc: str, gpu_hint: str) -> list[str]:
+    """What this machine lacks to record kernel times, each with how to get it (none: it can): a GPU
+    (`gpu_hint` follows the driver's absence: what to do without one) and CUPTI."""
+    gpu = gpu_missing()
+    problems = [f"{gpu}: {gpu_hint}" if gpu.startswith("no CUDA driver") else gpu]
+    try:
+        find_cupti(environ, toolkit_paths(nvcc)[0])
+    except EnvironmentProblem as error:
+        problems.append(str(error))
+    return [p for p in problems if p]
 
 
 class KernelClock:

@@ -29,7 +29,7 @@ from nvcc_evo.driver.dropin_ptxas.afresh import afresh
 from nvcc_evo.driver.match.units import entry_for, match_unit
 from nvcc_evo.driver.targets import not_built
 from nvcc_evo.errors import UsageError
-from nvcc_evo.execute.measurers import bench_problem, check_benches
+from nvcc_evo.execute.measurers import bench_problem, check_benches, check_kernel_times
 from nvcc_evo.retune.scope.staleness import (ASKED, STATIC_ONLY, Namer, build_identity,
                                              served_release, source_fingerprint, stale_reasons,
                                              unit_records)
@@ -232,6 +232,8 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit, selection:
                     unusable, unreadable)
     if built_by_bench:
         check_benches(found.tasks, selection.backend)
+        check_kernel_times([t.unit for t in found.tasks] + [u for _, u in built_by_bench],
+                           selection.backend, toolkit.nvcc)
         for index, unit in built_by_bench:
             _bench_builds_it(unit, acf_path, selection)
         records, unusable = compiledb.scan(acf_path)     # with what the benches' builds recorded
