@@ -129,15 +129,54 @@ def test_a_command_that_cannot_be_started_is_said_once_before_it_runs(tmp_path, 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "script.sh").write_text("#!/bin/sh\necho hi\n")
     (tmp_path / "folder").mkdir()
+    for name, interpreter in (("nowhere.sh", "/no/such/interpreter-nvcc-evo"), ("data.sh", str(tmp_path / "script.sh"))):
+        (tmp_path / name).write_text(f"#!{interpreter} -e\necho hi\n")
+        (tmp_path / name).chmod(0o755)
     for command, said in ((["no-such-program-nvcc-evo", "1"], "no-such-program-nvcc-evo: command not found (no "
                                                                 "such program on PATH)"),
                           (["./missing", "1"], "./missing: no such file"),
                           (["./folder"], "./folder: is a folder, not a program"),
                           (["./script.sh"], "./script.sh: not executable (chmod +x ./script.sh, or name its "
-                                            "interpreter first)")):
+                                            "interpreter first)"),
+                          (["./nowhere.sh"], "./nowhere.sh: its interpreter /no/such/interpreter-nvcc-evo (its #! "
+                                             "line) does not exist"),
+                          (["./data.sh"], f"./data.sh: its interpreter {tmp_path / 'script.sh'} (its #! line) is not "
+                                          "executable")):
         assert cli.main(["--hot", "--", *command]) == 2
         assert capfd.readouterr() == ("", f"nvcc-evo: error: --hot -- {said}\n")
     assert not (tmp_path / ".nvcc-evo").exists()
+
+
+def test_a_command_the_shell_cannot_start_after_the_check_is_said_once(tmp_path, monkeypatch, evo_cache, capfd):
+    """A program the up-front check lets by that the kernel refuses (an ELF header of another machine: Exec
+    format error): the guard shell's line is held back and said once, in the error, exit 2. Before: the
+    shell's line shown, then quoted again in the failure's message, exit 1."""
+    from nvcc_evo import cli
+    from nvcc_evo.measure.profile import clock
+    monkeypatch.setattr(clock, "gpu_missing", lambda: "")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(evo_cache))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "foreign").write_bytes(b"\x7fELF\x02\x01\x01" + bytes(9) + b"\x02\x00\x15\x00" + bytes(44))
+    (tmp_path / "foreign").chmod(0o755)
+    assert cli.main(["--hot", "--", "./foreign", "1"]) == 2
+    out, err = capfd.readouterr()
+    assert out == "" and err.endswith("\nnvcc-evo: error: --hot -- ./foreign: cannot be started: Exec format "
+                                      "error\n") and err.count("Exec format error") == 1, err
+    assert "nvcc-evo-group" not in err and not (tmp_path / ".nvcc-evo").exists()
+
+
+def test_the_guard_s_words_are_held_back_only_where_the_command_did_not_start(tmp_path, capfd):
+    from nvcc_evo.system.leftovers import not_started, run_in_group_shown
+    (tmp_path / "foreign").write_bytes(b"\x7fELF\x02\x01\x01" + bytes(9) + b"\x02\x00\x15\x00" + bytes(44))
+    (tmp_path / "foreign").chmod(0o755)
+    refused = run_in_group_shown(["./foreign"], cwd=tmp_path)
+    assert refused.returncode == 126 and not_started(refused) and "Exec format error" in refused.stderr
+    assert capfd.readouterr().err == ""                                   # held back: its caller says it
+    # a program that says the guard's words itself and ends well, and one that exits 127 itself: shown
+    mine = run_in_group_shown(["sh", "-c", "echo 'nvcc-evo-group: mine' >&2"], cwd=tmp_path)
+    assert mine.returncode == 0 and not not_started(mine) and capfd.readouterr().err == "nvcc-evo-group: mine\n"
+    own = run_in_group_shown(["sh", "-c", "echo oops >&2; exit 127"], cwd=tmp_path)
+    assert own.returncode == 127 and not not_started(own) and capfd.readouterr().err == "oops\n"
 
 
 # ---------------------------------------------------------------- the injection library's files

@@ -13,6 +13,7 @@ kept for the message should it fail).
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -33,7 +34,8 @@ from nvcc_evo.hot.write import write_units
 from nvcc_evo.measure.profile.clock import unrecordable
 from nvcc_evo.measure.profile.library import library
 from nvcc_evo.measure.profile.records import environment, read_run
-from nvcc_evo.system.leftovers import private_folder, remove_private, run_in_group_shown
+from nvcc_evo.system.leftovers import (GROUP, not_started, private_folder, remove_private,
+                                      run_in_group_shown)
 from nvcc_evo.system.say import log
 
 TAIL = 12
@@ -72,7 +74,30 @@ def missing_program(command: list[str], environ: Mapping[str, str]) -> str:
     if not os.access(name, os.X_OK):
         return (f"{name}: not executable (chmod +x {shlex.quote(name)}, or name its interpreter "
                 "first)")
+    interpreter = _interpreter(name)
+    if interpreter and not os.path.isfile(interpreter):
+        return f"{name}: its interpreter {interpreter} (its #! line) does not exist"
+    if interpreter and not os.access(interpreter, os.X_OK):
+        return f"{name}: its interpreter {interpreter} (its #! line) is not executable"
     return ""
+
+
+def _interpreter(path: str) -> str:
+    """The program a script's `#!` line names ("": no such line, or the file cannot be read)."""
+    try:
+        with open(path, "rb") as file:
+            first = file.readline(4096)
+    except OSError:
+        return ""
+    words = first[2:].decode(errors="replace").split() if first.startswith(b"#!") else []
+    return words[0] if words else ""
+
+
+def _not_started(command: list[str], said: str) -> str:
+    """Why the shell could not start the command, from its own words (`GROUP: 1: NAME: WHY`)."""
+    line = said.strip().splitlines()[0][len(f"{GROUP}: "):]
+    line = re.sub(r"^(line )?\d+: ", "", line)
+    return line.removeprefix(f"{command[0]}: ")
 
 
 def profiled(command: list[str]) -> Profile:
@@ -98,6 +123,9 @@ def profiled(command: list[str]) -> Profile:
         rows, problems = read_run(folder)
     finally:
         remove_private(folder)
+    if not_started(done):          # (its words held back: said here, once)
+        raise UsageError(f"--hot -- {command[0]}: cannot be started: "
+                         f"{_not_started(command, done.stderr)}")
     if done.returncode != 0:
         said = [line for line in done.stderr.splitlines() if line.strip()][-TAIL:]
         tail = "\n".join(f"    | {line}" for line in said) or "    | (nothing on stderr)"

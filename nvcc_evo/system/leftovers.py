@@ -16,7 +16,8 @@ that kills the whole group when nvcc-evo dies (it sees the end of a pipe
 only nvcc-evo holds open), so that no nvcc, cicc or ptxas outlives a killed
 retune; a timeout or an interrupt kills the group too. Their output is
 captured (run_in_group), or shown as it comes, the tail of their stderr kept
-(run_in_group_shown: a user's program that runs long).
+(run_in_group_shown: a user's program that runs long; the guard's own words
+where it cannot start the command are held back for the caller to say).
 
 Only os-level modules here: the split build path uses the folders and the sweep.
 """
@@ -50,6 +51,8 @@ SHELL = "/bin/sh"
 GUARD = ('exec 3<&0 </dev/null; trap "kill -KILL 0" TERM; '
          '{ read _ <&3; kill -KILL 0; } >/dev/null 2>&1 & watch=$!; '
          '"$@" 3<&- & wait $!; status=$?; kill -KILL $watch 2>/dev/null; exit $status')
+GROUP = "nvcc-evo-group"            # the guard's name ($0): the first word of what it says itself
+NOT_STARTED = (126, 127)            # a shell's status for a command it could not start
 _held: dict[str, int] = {}          # a private folder of this process -> the fd holding its lock
 _held_lock = threading.Lock()
 
@@ -246,7 +249,7 @@ def run_in_group(argv: list[str], cwd: str | os.PathLike[str] | None = None,
     """Run `argv` in a process group (and session) of its own, output
     captured, stdin empty; its whole group is killed at the timeout, on an
     exception here (an interrupt), and when this process dies."""
-    process = subprocess.Popen([SHELL, "-c", GUARD, "nvcc-evo-group", *argv], cwd=cwd, env=env,
+    process = subprocess.Popen([SHELL, "-c", GUARD, GROUP, *argv], cwd=cwd, env=env,
                                stdin=_death_pipe(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, start_new_session=True)
     with _running_lock:
@@ -272,6 +275,7 @@ def run_in_group(argv: list[str], cwd: str | os.PathLike[str] | None = None,
 
 
 SHOWN_TAIL = 64 * 1024      # bytes of a shown command's stderr kept for the message that quotes it
+HELD = 4096                 # bytes of the guard's own words held back at most
 LINGER = 2.0                # seconds a shown command's stderr is read on once the command has ended
 
 
@@ -281,16 +285,19 @@ def run_in_group_shown(argv: list[str], cwd: str | os.PathLike[str] | None = Non
     (inherited: a terminal stays one), its stderr passed on to this process's stderr as it is
     written and its last SHOWN_TAIL bytes kept (Finished.stderr; Finished.stdout is ""). A process
     it left running that holds its stderr open is read LINGER seconds more, then no longer."""
-    process = subprocess.Popen([SHELL, "-c", GUARD, "nvcc-evo-group", *argv], cwd=cwd, env=env,
+    process = subprocess.Popen([SHELL, "-c", GUARD, GROUP, *argv], cwd=cwd, env=env,
                                stdin=_death_pipe(), stdout=None, stderr=subprocess.PIPE,
                                start_new_session=True)
     with _running_lock:
         _running[process] = OWNER.get()
     try:
         assert process.stderr is not None
-        tail = _pass_on(process, process.stderr.fileno())
+        tail, held = _pass_on(process, process.stderr.fileno())
         process.stderr.close()
-        return Finished(process.wait(), "", tail.decode(errors="replace"))
+        done = Finished(process.wait(), "", tail.decode(errors="replace"))
+        if held and not not_started(done):
+            _write_all(2, held)         # (the command's own words after all: shown, late)
+        return done
     except BaseException:
         kill_group(process)
         process.wait()
@@ -300,25 +307,38 @@ def run_in_group_shown(argv: list[str], cwd: str | os.PathLike[str] | None = Non
             _running.pop(process, None)
 
 
-def _pass_on(process: subprocess.Popen, fd: int) -> bytes:
+def not_started(done: Finished) -> bool:
+    """Whether the guard could not start the command (its status says so, and its stderr is the
+    guard's own words: run_in_group_shown did not show them)."""
+    return done.returncode in NOT_STARTED and done.stderr.startswith(f"{GROUP}: ")
+
+
+def _pass_on(process: subprocess.Popen, fd: int) -> tuple[bytes, bytes]:
     """What `fd` (the command's stderr) gives, written to this stderr as it comes, until its end or
-    LINGER seconds after the command's; its last SHOWN_TAIL bytes."""
-    tail = bytearray()
+    LINGER seconds after the command's: its last SHOWN_TAIL bytes, and what was held back, not
+    shown: the guard's own words, first of all (the command never started, its caller says why)."""
+    tail, held = bytearray(), bytearray()
     ended: float | None = None
     while True:
         if ended is None and process.poll() is not None:
             ended = time.monotonic()
         if ended is not None and time.monotonic() - ended > LINGER:
-            return bytes(tail)
+            break
         ready, _, _ = select.select([fd], [], [], 0.1)
         if not ready:
             continue
         chunk = os.read(fd, 65536)
         if not chunk:
-            return bytes(tail)
-        _write_all(2, chunk)
+            break
+        guards = bool(held) or (not tail and chunk.startswith(f"{GROUP}: ".encode()))
+        if guards and len(held) + len(chunk) <= HELD:
+            held += chunk
+        else:
+            _write_all(2, bytes(held) + chunk)      # (more than the guard says: the command's)
+            held.clear()
         tail += chunk
         del tail[:-SHOWN_TAIL]
+    return bytes(tail), bytes(held)
 
 
 def _write_all(fd: int, data: bytes) -> None:
