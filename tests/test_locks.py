@@ -163,3 +163,58 @@ def test_a_lock_let_go_before_its_holder_is_looked_up_is_taken_without_a_word(tm
         assert "BlockingIOError" in busy.stderr            # it was taken
     finally:
         os.close(fd)
+
+
+def test_a_process_never_waits_on_itself_and_still_waits_for_another(tmp_path):
+    """Two threads append to one store while a third starts children (each holds a copy of every
+    descriptor from its fork to its exec): no append waits, none names a holder. Before, about one
+    append in eight waited on its own process (the lock outlived its `with` in a child not yet at its
+    exec, or another thread held it through a descriptor of its own) and said "another nvcc-evo is
+    appending" with this pid or "a process nvcc-evo cannot see". A real second process holding the
+    lock is still waited for, and named."""
+    import threading
+    import time
+    from nvcc_evo.system.jsonlines import JsonLines
+    from nvcc_evo.system.locks import Busy, Wait, lock_for
+    said: list[str] = []
+    store = JsonLines(tmp_path / ".nvcc-evo" / "results.jsonl", Wait(5, said.append))
+    store.append("{}")
+    appending = True
+
+    def start_children() -> None:
+        while appending:
+            subprocess.run(["/bin/true"])
+
+    def append(count: int) -> None:
+        for _ in range(count):
+            store.append("{}")
+    starter = threading.Thread(target=start_children)
+    starter.start()
+    try:
+        appenders = [threading.Thread(target=append, args=(200,)) for _ in range(2)]
+        for thread in appenders:
+            thread.start()
+        for thread in appenders:
+            thread.join()
+    finally:
+        appending = False
+        starter.join()
+    assert said == [] and len(store.read(str)) == 401
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(store.path), "itself"], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout is not None
+        pid = holder.stdout.readline().strip()
+        store.wait = Wait(1, said.append)
+        started = time.monotonic()
+        with pytest.raises(Busy):
+            store.append("{}")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert time.monotonic() - started >= 1 and len(said) == 1
+    assert said[0].startswith(f"another nvcc-evo is appending to {store.path} (pid {pid}, {sys.executable} -c ")
+    assert lock_for(store.path) == tmp_path / ".nvcc-evo" / "locks" / "results.jsonl.lock"
+    store.append("{}")                  # the holder gone, the lock is free again
+    assert len(store.read(str)) == 402
+

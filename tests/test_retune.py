@@ -56,6 +56,7 @@ def test_retune_cuts_spills_and_the_build_uses_it(project, evo_cache):
     assert result.returncode == 0, result.stderr
     assert re.search(r"spills\s+284\s+48\s+-83.1%", result.stdout), result.stdout
     assert "backend static (no GPU timing" in result.stderr and "gen 1:" in result.stderr
+    assert "waiting" not in result.stderr          # a lone retune never waits for its own lock
     assert re.search(r"gen 1: 12 evaluations .*\[\d+ s; at most 12 more, ~\d+ s at this pace; "
                      r"[\d.]+ candidates/min; per candidate: compile [\d.]+ s, other [\d.e-]+ s; \d+ ptxas only\]", result.stderr)
     assert re.search(r"  cost: [\d.]+ candidates/min; per candidate: compile [\d.]+ s", result.stdout)

@@ -11,6 +11,13 @@ group in a 2770 folder of that group, so that the team's members take turns
 and nobody else can open it. A lock file or folder that others may open is
 made private where it is this user's, else refused (`Refused`, naming it).
 
+A process never waits on itself: its threads take turns on a lock file
+through a mutex of their own before any of them takes the flock, and a lock
+is released (LOCK_UN) at the end of its `with`, not only by the close of its
+descriptor, since a child another thread forks holds a copy of every
+descriptor until its exec (the lock would outlive the `with` in it, and the
+next taker would wait for that child, naming this process or nobody).
+
 A wait says who holds the lock (/proc/locks names the holder's pid; its
 command line where it may be read; a process that has exited is never
 named) and gives up after `Wait.seconds` with `Busy` (a TimeoutError).
@@ -25,6 +32,7 @@ import fcntl
 import os
 import stat
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +44,8 @@ STATE = ".nvcc-evo"
 LOCKS = "locks"
 WAIT_SETTING = "lock.wait or NVCC_EVO_LOCK_WAIT"      # the setting that says how long a wait lasts
 SHOWN_COMMAND = 120                                  # characters of a holder's command line said
+_turns: dict[tuple[int, int], threading.Lock] = {}   # a lock file (device, inode) -> this process's
+_turns_guard = threading.Lock()                      # threads' turn on it
 
 
 def _say(message: str) -> None:
@@ -204,11 +214,24 @@ def locked(guarded: Path, lock: Path, wait: Wait, waiting: str) -> Iterator[None
         like = os.stat(guarded.parent)
     fd = _open_lock(lock, like)
     try:
-        if not _try_lock(fd):
-            _wait_for(fd, lock, wait, waiting)
-        yield
+        with _turn(fd):
+            if not _try_lock(fd):
+                _wait_for(fd, lock, wait, waiting)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)      # now, whoever else holds a copy of fd
     finally:
         os.close(fd)
+
+
+def _turn(fd: int) -> threading.Lock:
+    """This process's mutex for the lock file open at `fd`: its threads wait
+    for each other there (their own work, said by nobody), never through the
+    flock. Not re-entrant: a thread holding a lock file must not take it again."""
+    info = os.fstat(fd)
+    with _turns_guard:
+        return _turns.setdefault((info.st_dev, info.st_ino), threading.Lock())
 
 
 def _wait_for(fd: int, lock: Path, wait: Wait, waiting: str) -> None:
