@@ -376,3 +376,22 @@ def test_a_dry_run_after_write_says_the_bench_builds_the_new_unit_first(tmp_path
             "for sm_90 builds it\n") in result.stderr, result.stderr
     assert "without the build's own flags" not in result.stderr
     assert (tmp_path / "nvcc-evo.acf").read_text().count("unit") == 1 and not list(tmp_path.glob("app"))
+
+
+def test_a_source_built_for_several_architectures_is_shown_with_each(tmp_path, evo_cache):
+    """A build for several architectures (cuda-samples' CMake lists nine) records one compile for each:
+    the table names them all, not the one whose record was written last (before: 'from k.cu [sm_90]'
+    for a build of sm_80 and sm_90, '[sm_120]' for cuda-samples' nine)."""
+    env = evo_env(evo_cache)
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\n\nunit "*.cu" {\n}\n')
+    (tmp_path / "k.cu").write_text("template <class T> __global__ void k(T *x) { x[threadIdx.x] *= 2; }\n"
+                                   "template __global__ void k<float>(float *);\n")
+    built = run_evo("-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90",
+                    "-c", "k.cu", "-o", "k.o", cwd=tmp_path, env=env)
+    assert built.returncode == 0, built.stderr
+    (tmp_path / "k.csv").write_text("Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),"
+                                    "StdDev (ns),Name\n"
+                                    '100.0,4000,4,1000.0,1000.0,900,1100,5.0,"void k<float>(T1 *)"\n')
+    result = run_evo("--hot", "--from", "k.csv", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "  from k.cu [sm_80, sm_90]; unit \"*.cu\"" in result.stdout, result.stdout

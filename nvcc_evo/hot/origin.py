@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.kernelname import matches as kernel_matches
+from nvcc_evo.acf.knobs import arch_order
 from nvcc_evo.acf.unitpath import inside, matches as path_matches
 from nvcc_evo.cubin.compile import CompileJob, compile_each
 from nvcc_evo.cubin.sass import kernel_facts
@@ -53,6 +54,13 @@ class Origin(NamedTuple):
     registers: int
     entries: tuple[str, ...] = ()      # a kernel unit's PTX entries (empty for a source)
     bounded: bool = False              # its launch bounds fix its block (Symbol.bounded)
+    built_for: tuple[str, ...] = ()    # every architecture its input is recorded for, in order
+
+    @property
+    def archs(self) -> str:
+        """The architectures it is built for, in words: `sm_80, sm_90` (its record's alone where
+        none other is known)."""
+        return ", ".join(self.built_for or (self.arch,))
 
     @property
     def is_kernel(self) -> bool:
@@ -99,12 +107,13 @@ class Origins:
             symbols, entries, digest = found[record.input]
             unit = covering(units, self.folder, record, entries, digest)
             shown = record.input
+            built_for = tuple(sorted(self.archs[record.input], key=arch_order))
             if inside(record.input, self.folder):
                 shown = os.path.relpath(record.input, self.folder)
             for symbol in symbols:
                 self.by_symbol.setdefault(symbol.name, []).append(
                     Origin(shown, record.arch, record, unit, symbol.registers, entries,
-                           symbol.bounded))
+                           symbol.bounded, built_for))
         for origins in self.by_symbol.values():
             origins.sort(key=lambda o: (o.source, o.arch))     # (records come in the order the
                                                                # build wrote them)

@@ -89,10 +89,10 @@ def _origin_lines(kernel: Hot) -> list[str]:
     if len(kernel.origins) == 1:
         origin = kernel.origins[0]
         what = "PTX entry of" if origin.is_kernel else "from"
-        return [f"{'':>33}{what} {origin.source} [{origin.arch}]; {_unit_words(origin)}"]
+        return [f"{'':>33}{what} {origin.source} [{origin.archs}]; {_unit_words(origin)}"]
     lines = [f"{'':>33}defined by {len(kernel.origins)} units (one name in each: their time is "
              "shown together):"]
-    lines += [f"{'':>35}{o.source} [{o.arch}]; {_unit_words(o)}" for o in kernel.origins]
+    lines += [f"{'':>35}{o.source} [{o.archs}]; {_unit_words(o)}" for o in kernel.origins]
     return lines
 
 
