@@ -42,9 +42,10 @@ raise SystemExit(3)
 
 
 def _line_within(stream, seconds: float) -> str:
-    """The next line of a child's pipe, or "" when none comes within `seconds`."""
+    """The next line of a child's unbuffered pipe (bufsize=0: a line read takes no more of the pipe, so
+    select sees what is left), or "" when none comes within `seconds`."""
     ready, _, _ = select.select([stream], [], [], seconds)
-    return stream.readline() if ready else ""
+    return stream.readline().decode() if ready else ""
 
 
 def _let_go(child: subprocess.Popen, folder: Path) -> tuple[str, str, str, str]:
@@ -55,7 +56,7 @@ def _let_go(child: subprocess.Popen, folder: Path) -> tuple[str, str, str, str]:
         first_err = _line_within(child.stderr, 60) or "(nothing)"
     (folder / "go").touch()
     rest_out, rest_err = child.communicate(timeout=120)
-    return first_out, first_err, rest_out, rest_err
+    return first_out, first_err, rest_out.decode(), rest_err.decode()
 
 
 def test_a_shown_command_s_output_comes_as_it_is_written_and_its_stderr_tail_is_kept(tmp_path):
@@ -66,7 +67,7 @@ def test_a_shown_command_s_output_comes_as_it_is_written_and_its_stderr_tail_is_
             f"done = run_in_group_shown([sys.executable, 'slow.py'], cwd={str(tmp_path)!r})\n"
             "print(json.dumps(done))\n")
     child = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                             stderr=subprocess.PIPE, bufsize=0, env={**os.environ, "PYTHONPATH": str(ROOT)})
     first_out, first_err, rest_out, rest_err = _let_go(child, tmp_path)
     assert (first_out, first_err) == ("first out\n", "first err\n")     # while it waits for `go`
     assert rest_out.splitlines() == ["second out", json.dumps([3, "", "first err\nsecond err\n"])]
@@ -105,7 +106,7 @@ def test_hot_shows_the_program_s_output_while_it_runs_and_its_stdout_before_the_
             "sys.exit(main(['--hot', '--', sys.executable, 'slow.py']))\n")
     env = evo_env(evo_cache, PYTHONPATH=str(ROOT))
     child = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=env)
+                             stderr=subprocess.PIPE, bufsize=0, env=env)
     first_out, first_err, rest_out, rest_err = _let_go(child, tmp_path)
     assert (first_out, first_err) == ("first out\n", "first err\n"), (first_out, first_err, rest_err)
     assert child.returncode == 1 and rest_out == "second out\n"
