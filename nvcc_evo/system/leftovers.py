@@ -23,6 +23,7 @@ Only os-level modules here: the split build path uses the folders and the sweep.
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import fcntl
 import os
@@ -34,7 +35,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Mapping, NamedTuple
+from typing import Iterator, Mapping, NamedTuple
 
 PRIVATE_FOLDER = re.compile(r"nvcc-evo-(?:cand|steps)-([0-9]+)-.+")
 CANDIDATE_ACF = re.compile(r"\.nvcc-evo-candidate-([0-9]+)(?:-[A-Za-z0-9_]+)?\.acf")
@@ -244,6 +245,23 @@ def kill_running(owner: object = None) -> None:
         kill_group(process)
 
 
+@contextlib.contextmanager
+def _listed(process: subprocess.Popen) -> Iterator[None]:
+    """`process` listed for kill_running while the block runs; an exception out of the block (an
+    interrupt) kills its whole group and waits for it."""
+    with _running_lock:
+        _running[process] = OWNER.get()
+    try:
+        yield
+    except BaseException:
+        kill_group(process)
+        process.wait()
+        raise
+    finally:
+        with _running_lock:
+            _running.pop(process, None)
+
+
 def run_in_group(argv: list[str], cwd: str | os.PathLike[str] | None = None,
                  env: Mapping[str, str] | None = None, timeout: float | None = None) -> Finished:
     """Run `argv` in a process group (and session) of its own, output
@@ -252,26 +270,18 @@ def run_in_group(argv: list[str], cwd: str | os.PathLike[str] | None = None,
     process = subprocess.Popen([SHELL, "-c", GUARD, GROUP, *argv], cwd=cwd, env=env,
                                stdin=_death_pipe(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, start_new_session=True)
-    with _running_lock:
-        _running[process] = OWNER.get()
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-        return Finished(process.returncode, stdout, stderr)
-    except subprocess.TimeoutExpired:
-        kill_group(process)
+    with _listed(process):
         try:
-            stdout, stderr = process.communicate(timeout=10)
-        except subprocess.TimeoutExpired:          # something left the group and holds the pipes
-            process.wait()
-            stdout, stderr = "", ""
-        return Finished(None, stdout or "", stderr or "")
-    except BaseException:
-        kill_group(process)
-        process.wait()
-        raise
-    finally:
-        with _running_lock:
-            _running.pop(process, None)
+            stdout, stderr = process.communicate(timeout=timeout)
+            return Finished(process.returncode, stdout, stderr)
+        except subprocess.TimeoutExpired:
+            kill_group(process)
+            try:
+                stdout, stderr = process.communicate(timeout=10)
+            except subprocess.TimeoutExpired:      # something left the group and holds the pipes
+                process.wait()
+                stdout, stderr = "", ""
+            return Finished(None, stdout or "", stderr or "")
 
 
 SHOWN_TAIL = 64 * 1024      # bytes of a shown command's stderr kept for the message that quotes it
@@ -288,9 +298,7 @@ def run_in_group_shown(argv: list[str], cwd: str | os.PathLike[str] | None = Non
     process = subprocess.Popen([SHELL, "-c", GUARD, GROUP, *argv], cwd=cwd, env=env,
                                stdin=_death_pipe(), stdout=None, stderr=subprocess.PIPE,
                                start_new_session=True)
-    with _running_lock:
-        _running[process] = OWNER.get()
-    try:
+    with _listed(process):
         assert process.stderr is not None
         tail, held = _pass_on(process, process.stderr.fileno())
         process.stderr.close()
@@ -298,13 +306,6 @@ def run_in_group_shown(argv: list[str], cwd: str | os.PathLike[str] | None = Non
         if held and not not_started(done):
             _write_all(2, held)         # (the command's own words after all: shown, late)
         return done
-    except BaseException:
-        kill_group(process)
-        process.wait()
-        raise
-    finally:
-        with _running_lock:
-            _running.pop(process, None)
 
 
 def not_started(done: Finished) -> bool:
