@@ -142,9 +142,10 @@ raise SystemExit(lib.nvcc_evo_write())
 """
 
 
-def test_a_run_records_the_kernels_of_the_program_and_its_children_and_saves_the_profile(project, monkeypatch,
-                                                                                        capfd):
-    """(The GPU check stood aside; the processes add their kernels themselves, as the driver's would.)"""
+@pytest.fixture
+def children(project, monkeypatch):
+    """The project, run from its folder with CHILDREN as its program.py (removed after) and the GPU check
+    stood aside: its folder and the module hot.run."""
     from nvcc_evo.hot import run
     from nvcc_evo.measure.profile import clock
     folder, env = project
@@ -152,10 +153,14 @@ def test_a_run_records_the_kernels_of_the_program_and_its_children_and_saves_the
     monkeypatch.setenv("XDG_CACHE_HOME", env["XDG_CACHE_HOME"])
     monkeypatch.chdir(folder)
     (folder / "program.py").write_text(CHILDREN)
-    try:
-        assert run.run_hot(None, None, [sys.executable, "program.py"], False, 0.05, None, None) == 0
-    finally:
-        (folder / "program.py").unlink()
+    yield folder, run
+    (folder / "program.py").unlink()
+
+
+def test_a_run_records_the_kernels_of_the_program_and_its_children_and_saves_the_profile(children, capfd):
+    """(The processes add their kernels themselves, as the driver's would.)"""
+    folder, run = children
+    assert run.run_hot(None, None, [sys.executable, "program.py"], False, 0.05, None, None) == 0
     shown = capfd.readouterr()
     assert "2 kernel(s), 6.000 ms on the GPU" in shown.out and "done" not in shown.err
     assert shown.out.startswith("done\ndone\nkernels by GPU time: ")      # the program's stdout, then the table
@@ -165,29 +170,19 @@ def test_a_run_records_the_kernels_of_the_program_and_its_children_and_saves_the
     assert '"command": [' in saved and '"registers": 38' in saved
 
 
-
-def test_a_run_on_a_gpu_the_build_has_no_cubin_for_says_a_retune_reaches_nothing_there(project, monkeypatch,
+def test_a_run_on_a_gpu_the_build_has_no_cubin_for_says_a_retune_reaches_nothing_there(children, monkeypatch,
                                                                                         capfd):
     """The project is built for sm_90; the GPU stands for an sm_100 (device_archs stood aside, as the GPU
     check): its kernels ran from their PTX, so each hot source is said with the architecture to build for;
     on an sm_90 nothing is said."""
-    from nvcc_evo.hot import run
-    from nvcc_evo.measure.profile import clock
-    folder, env = project
-    monkeypatch.setattr(clock, "gpu_missing", lambda: "")
-    monkeypatch.setenv("XDG_CACHE_HOME", env["XDG_CACHE_HOME"])
-    monkeypatch.chdir(folder)
-    (folder / "program.py").write_text(CHILDREN)
-    try:
-        for device, said in ((("sm_100",), True), (("sm_90",), False)):
-            monkeypatch.setattr(run, "device_archs", lambda device=device: device)
-            assert run.run_hot(None, None, [sys.executable, "program.py"], False, 0.05, None, None) == 0
-            err = capfd.readouterr().err
-            assert ("nvcc-evo: src/gemm.cu is built for sm_90 alone (its recorded compiles): this machine's GPU "
-                    "(sm_100) runs its kernels from their PTX" in err) is said, err
-            assert ("from their PTX" in err) is said, err
-    finally:
-        (folder / "program.py").unlink()
+    folder, run = children
+    for device, said in ((("sm_100",), True), (("sm_90",), False)):
+        monkeypatch.setattr(run, "device_archs", lambda device=device: device)
+        assert run.run_hot(None, None, [sys.executable, "program.py"], False, 0.05, None, None) == 0
+        err = capfd.readouterr().err
+        assert ("nvcc-evo: src/gemm.cu is built for sm_90 alone (its recorded compiles): this machine's GPU "
+                "(sm_100) runs its kernels from their PTX" in err) is said, err
+        assert ("from their PTX" in err) is said, err
 
 
 # ---------------------------------------------------------------- the mapping, from saved profiles

@@ -140,6 +140,17 @@ ANONYMOUS = ("namespace {\n__global__ void k(float *x) { x[threadIdx.x] += 1.0f;
              "void run_NAME(float *x) { k<<<1, 32>>>(x); }\n")
 
 
+def _hot_from_summary(folder, env, kernel):
+    """What `--hot --from k.csv` shows of an Nsight Systems kernel summary (written in `folder`) whose one
+    row is `kernel`."""
+    (folder / "k.csv").write_text("Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),"
+                                  "StdDev (ns),Name\n"
+                                  f'100.0,4000,4,1000.0,1000.0,900,1100,5.0,"{kernel}"\n')
+    result = run_evo("--hot", "--from", "k.csv", cwd=folder, env=env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
 def test_an_anonymous_namespace_kernel_of_two_files_is_listed_with_each_unit(tmp_path, evo_cache):
     """Nsight Systems writes `<unnamed>::k(float *)` for the kernel of either file (only the mangled symbol
     tells them apart): the kernel is listed with both units, its time shown together."""
@@ -149,15 +160,11 @@ def test_an_anonymous_namespace_kernel_of_two_files_is_listed_with_each_unit(tmp
         (tmp_path / f"{name}.cu").write_text(ANONYMOUS.replace("NAME", name))
         built = run_evo("-arch=sm_90", "-c", f"{name}.cu", "-o", f"{name}.o", cwd=tmp_path, env=env)
         assert built.returncode == 0, built.stderr
-    (tmp_path / "k.csv").write_text("Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),"
-                                    "StdDev (ns),Name\n"
-                                    '100.0,4000,4,1000.0,1000.0,900,1100,5.0,"<unnamed>::k(float *)"\n')
-    result = run_evo("--hot", "--from", "k.csv", cwd=tmp_path, env=env)
-    assert result.returncode == 0, result.stderr
+    shown = _hot_from_summary(tmp_path, env, "<unnamed>::k(float *)")
     assert "  <unnamed>::k(float *)\n" \
            "                                 defined by 2 units (one name in each: their time is shown together):\n" \
-           "                                   a.cu [sm_90]; unit \"*.cu\"" in result.stdout, result.stdout
-    assert "\n                                   b.cu [sm_90]; unit \"*.cu\"" in result.stdout
+           "                                   a.cu [sm_90]; unit \"*.cu\"" in shown, shown
+    assert "\n                                   b.cu [sm_90]; unit \"*.cu\"" in shown
 
 
 def test_no_cupti_and_no_gpu_exit_3_saying_both_and_how_to_get_cupti(tmp_path, evo_cache):
@@ -389,9 +396,5 @@ def test_a_source_built_for_several_architectures_is_shown_with_each(tmp_path, e
     built = run_evo("-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90",
                     "-c", "k.cu", "-o", "k.o", cwd=tmp_path, env=env)
     assert built.returncode == 0, built.stderr
-    (tmp_path / "k.csv").write_text("Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),"
-                                    "StdDev (ns),Name\n"
-                                    '100.0,4000,4,1000.0,1000.0,900,1100,5.0,"void k<float>(T1 *)"\n')
-    result = run_evo("--hot", "--from", "k.csv", cwd=tmp_path, env=env)
-    assert result.returncode == 0, result.stderr
-    assert "  from k.cu [sm_80, sm_90]; unit \"*.cu\"" in result.stdout, result.stdout
+    shown = _hot_from_summary(tmp_path, env, "void k<float>(T1 *)")
+    assert "  from k.cu [sm_80, sm_90]; unit \"*.cu\"" in shown, shown
