@@ -113,6 +113,23 @@ def test_an_acf_index_file_of_another_shape_is_a_miss(tmp_path, content):
     assert indexfile.read(str(tmp_path), acf.read_bytes(), str(acf)) is None
 
 
+@pytest.mark.parametrize("content", [*SHAPES, '{"key": "another", "answer": "12.0"}'],
+                         ids=["list", "string", "null", "other-keys", "deep", "another-key"])
+def test_a_ptxas_answer_file_of_another_shape_is_asked_again(tmp_path, monkeypatch, content):
+    """A ptxas answer kept in the cache (its release, its controls, an option it takes) holding
+    another shape: `{"answer": 5}` was a hit answering 5."""
+    from nvcc_evo.driver.cmdline import ptxas
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    asked = []
+    def ask() -> str:
+        asked.append(1)
+        return "13.0"
+    assert ptxas._cached("ptxas", "a key", ask) == "13.0" and len(asked) == 1
+    assert ptxas._cached("ptxas", "a key", ask) == "13.0" and len(asked) == 1      # a hit, as written
+    ptxas._cache("ptxas", "a key").write_text(content)
+    assert ptxas._cached("ptxas", "a key", ask) == "13.0" and len(asked) == 2
+
+
 def test_a_cache_folder_that_cannot_be_made_keeps_the_tuned_flags(project, tmp_path):
     """XDG_CACHE_HOME naming a file: the toolkit probe's cache write was an
     "internal error (NotADirectoryError)" and an untuned build."""

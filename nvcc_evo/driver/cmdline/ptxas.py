@@ -92,11 +92,14 @@ def _identity(path: str) -> str:
 
 
 def _cached(kind: str, key: str, compute: Callable[[], str]) -> str:
-    """compute() once per key, its JSON answer kept in the user's cache folder."""
+    """compute() once per key, its JSON answer kept in the user's cache folder; a file of another
+    shape (another key, an answer that is no string) is a miss."""
     try:
-        return json.loads(_cache(kind, key).read_text())["answer"]
+        kept = json.loads(_cache(kind, key).read_text())
     except BROKEN_FILE:
-        pass
+        kept = None
+    if isinstance(kept, dict) and kept.get("key") == key and isinstance(kept.get("answer"), str):
+        return kept["answer"]
     answer = compute()
     try:
         replace_file(_cache(kind, key), json.dumps({"key": key, "answer": answer}))
