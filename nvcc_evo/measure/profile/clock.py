@@ -26,11 +26,14 @@ def kernel_names(cubin: bytes) -> frozenset[str]:
                      if name.startswith(".text."))
 
 
+NO_DRIVER = "no CUDA driver (libcuda.so.1 cannot be loaded, or it does not start)"
+
+
 def gpu_missing() -> str:
     """Why no kernel runs on a GPU of this machine ("" when one can)."""
     count = device_count()
     if count is None:
-        return "no CUDA driver (libcuda.so.1 cannot be loaded, or it does not start)"
+        return NO_DRIVER
     if count == 0:
         return "no CUDA device visible (the driver sees none; CUDA_VISIBLE_DEVICES?)"
     return ""
@@ -40,7 +43,7 @@ def unrecordable(environ: Mapping[str, str], nvcc: str, gpu_hint: str) -> list[s
     """What this machine lacks to record kernel times, each with how to get it (none: it can): a GPU
     (`gpu_hint` follows the driver's absence: what to do without one) and CUPTI."""
     gpu = gpu_missing()
-    problems = [f"{gpu}: {gpu_hint}" if gpu.startswith("no CUDA driver") else gpu]
+    problems = [f"{gpu}: {gpu_hint}" if gpu == NO_DRIVER else gpu]
     try:
         find_cupti(environ, toolkit_paths(nvcc)[0])
     except EnvironmentProblem as error:
