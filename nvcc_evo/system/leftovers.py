@@ -245,6 +245,15 @@ def kill_running(owner: object = None) -> None:
         kill_group(process)
 
 
+def _start(argv: list[str], cwd: str | os.PathLike[str] | None, env: Mapping[str, str] | None,
+           stdout: int | None, text: bool) -> subprocess.Popen:
+    """`argv` started under the guard, in a process group (and session) of its own, its stdin the
+    pipe whose end tells the guard this process died, its stderr a pipe."""
+    return subprocess.Popen([SHELL, "-c", GUARD, GROUP, *argv], cwd=cwd, env=env,
+                            stdin=_death_pipe(), stdout=stdout, stderr=subprocess.PIPE,
+                            text=text, start_new_session=True)
+
+
 @contextlib.contextmanager
 def _listed(process: subprocess.Popen) -> Iterator[None]:
     """`process` listed for kill_running while the block runs; an exception out of the block (an
@@ -267,9 +276,7 @@ def run_in_group(argv: list[str], cwd: str | os.PathLike[str] | None = None,
     """Run `argv` in a process group (and session) of its own, output
     captured, stdin empty; its whole group is killed at the timeout, on an
     exception here (an interrupt), and when this process dies."""
-    process = subprocess.Popen([SHELL, "-c", GUARD, GROUP, *argv], cwd=cwd, env=env,
-                               stdin=_death_pipe(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)
+    process = _start(argv, cwd, env, stdout=subprocess.PIPE, text=True)
     with _listed(process):
         try:
             stdout, stderr = process.communicate(timeout=timeout)
@@ -295,9 +302,7 @@ def run_in_group_shown(argv: list[str], cwd: str | os.PathLike[str] | None = Non
     (inherited: a terminal stays one), its stderr passed on to this process's stderr as it is
     written and its last SHOWN_TAIL bytes kept (Finished.stderr; Finished.stdout is ""). A process
     it left running that holds its stderr open is read LINGER seconds more, then no longer."""
-    process = subprocess.Popen([SHELL, "-c", GUARD, GROUP, *argv], cwd=cwd, env=env,
-                               stdin=_death_pipe(), stdout=None, stderr=subprocess.PIPE,
-                               start_new_session=True)
+    process = _start(argv, cwd, env, stdout=None, text=False)
     with _listed(process):
         assert process.stderr is not None
         tail, held = _pass_on(process, process.stderr.fileno())
