@@ -17,7 +17,7 @@ from nvcc_evo.driver.match.index import TargetEntry, UnitEntry, load_units
 from nvcc_evo.driver.match.stale import Reason, fingerprint, staleness
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from nvcc_evo.driver.cmdline.nvcc_options import NvccCall
     from nvcc_evo.driver.compiledb import CompileRecord
@@ -60,7 +60,21 @@ class CallPlan(NamedTuple):
     no_sass: tuple[Match, ...] = ()
 
 
-def match_unit(units: tuple[UnitEntry, ...], acf_dir: Path, source: Path) -> UnitEntry | None:
+class Covering(Protocol):
+    """A unit as match_unit reads it: an index's UnitEntry (a build's) or acf.model.Unit (a
+    retune's)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def globs(self) -> tuple[str, ...]: ...
+
+
+C = TypeVar("C", bound=Covering)
+
+
+def match_unit(units: Sequence[C], acf_dir: Path, source: str | Path) -> C | None:
     """The first unit whose globs name `source` (nvcc_evo.acf.unitpath: path
     segments, inside the ACF's folder only); kernel units name PTX entries, never files."""
     parts = unitpath.inside(source, acf_dir)

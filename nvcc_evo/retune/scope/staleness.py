@@ -15,13 +15,12 @@ from typing import NamedTuple
 
 from nvcc_evo.acf import model
 from nvcc_evo.acf.sources import unit_sources
-from nvcc_evo.acf.unitpath import covers
 from nvcc_evo.cubin.compile import CompileJob
 from nvcc_evo.driver.cmdline.nvcc_options import parse_call
 from nvcc_evo.driver.cmdline.ptxas import probe
 from nvcc_evo.driver.match.builds import build_key, changed_sources, named_build, sources_read
 from nvcc_evo.driver.match.stale import SPACE_CHANGED, TUNE_CHANGED, Reason, ReasonKind, fingerprint
-from nvcc_evo.driver.match.units import entry_for
+from nvcc_evo.driver.match.units import entry_for, match_unit
 
 STATIC_ONLY = Reason(ReasonKind.STATIC_ONLY,
                      "its entry holds static objectives only (compiler facts): never measured")
@@ -90,11 +89,7 @@ def unit_records(unit: model.Unit, units: tuple[model.Unit, ...], records: list,
     mine = [r for r in records if r.unit_globs == unit.globs]
     if mine or unit.is_kernel:
         return mine
-    return [r for r in records if _first_unit(units, r.input, folder) is unit]
-
-
-def _first_unit(units: tuple[model.Unit, ...], source: str, folder: Path) -> model.Unit | None:
-    return next((u for u in units if not u.is_kernel and covers(u.globs, source, folder)), None)
+    return [r for r in records if match_unit(units, folder, r.input) is unit]
 
 
 def current_fingerprints(unit: model.Unit, acf_path: Path, records: list,
