@@ -12,6 +12,7 @@ import os
 import select
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -120,6 +121,45 @@ def test_hot_shows_the_program_s_output_while_it_runs_and_its_stdout_before_the_
     assert "first err\nsecond err\n" in done.stderr and "first out" not in done.stderr
 
 
+RUNS_ON = """\
+import ctypes, os, time
+lib = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])
+lib.nvcc_evo_arm()                      # what InitializeInjection does once CUPTI records (no GPU here)
+assert lib.nvcc_evo_snapshots() == 0
+for _ in range(4):
+    lib.nvcc_evo_add(b"_Z5trainPf", 96, 1, 1, 256, 1, 1, 64, 0, ctypes.c_ulonglong(3000000))
+print("ready", flush=True)
+time.sleep(120)                         # (a long application: the user presses Ctrl-C)
+"""
+
+
+def test_ctrl_c_of_hot_prints_and_saves_what_the_command_recorded_until_then(tmp_path, evo_cache):
+    """Ctrl-C while the command runs (SIGINT to nvcc-evo, as a terminal sends it: the command runs in a
+    session of its own): its processes are killed, the table of what they recorded until their last
+    snapshot is printed and the profile saved, nothing written, exit 130 saying so (before: nothing printed
+    or saved, every kernel of a long run lost)."""
+    (tmp_path / "nvcc-evo.acf").write_text('acf 1\n\nunit "**/*.cu" {\n}\n')
+    (tmp_path / "train.py").write_text(RUNS_ON)
+    code = ("import sys\nfrom nvcc_evo.measure.profile import clock\nfrom nvcc_evo.cli import main\n"
+            "clock.gpu_missing = lambda: ''\n"
+            "sys.exit(main(['--hot', '--write', '--', sys.executable, 'train.py']))\n")
+    child = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, bufsize=0, env=evo_env(evo_cache, PYTHONPATH=str(ROOT)))
+    assert _line_within(child.stdout, 120) == "ready\n"
+    time.sleep(2.5)                     # (a snapshot a second)
+    child.send_signal(signal.SIGINT)
+    out, err = (stream.decode() for stream in child.communicate(timeout=60))
+    assert child.returncode == 130, err
+    assert out.startswith("kernels by GPU time: the run of ") and "stopped by Ctrl-C" in out, out
+    assert "4     3000.00  train(float*)" in out and "12.000 ms on the GPU" in out, out
+    saved = tmp_path / ".nvcc-evo" / "hot" / "profile.json"
+    assert err.rstrip().endswith(f"saved as {saved}, nothing written; nvcc-evo --hot --from {saved} --write "
+                                 "writes from it") and "nvcc-evo: interrupted: the table above holds" in err, err
+    assert json.loads(saved.read_text())["kernels"][0]["calls"] == 4
+    assert (tmp_path / "nvcc-evo.acf").read_text() == 'acf 1\n\nunit "**/*.cu" {\n}\n'   # nothing written
+    assert subprocess.run(["pgrep", "-f", "train.py"], capture_output=True).returncode == 1    # killed
+
+
 def test_a_command_that_cannot_be_started_is_said_once_before_it_runs(tmp_path, monkeypatch, evo_cache, capfd):
     """One line, exit 2 (usage: found before anything runs; the GPU check stood aside, as on a machine with
     one). Before: the shell's `not found` shown, then quoted again in the failure's message, exit 1."""
@@ -205,10 +245,10 @@ def _files(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
 
-def test_each_write_is_a_file_of_its_own_named_by_pid_and_pid_namespace_and_all_are_read(injection, tmp_path):
-    """A process that writes its table twice leaves two files (its pid, its pid namespace's inode, a random
-    part), no temporary; the reader adds both up (before: `kernels-PID.tsv`, the second write over the first,
-    2 calls read of 3)."""
+def test_a_process_s_writes_replace_its_own_file_named_by_pid_and_pid_namespace(injection, tmp_path):
+    """A process that writes its table twice (a snapshot, then its exit's write) leaves one file (its pid, its
+    pid namespace's inode, a random part), no temporary, holding its whole table at the last write (before:
+    two files, each a whole table then, added up: 3 calls read of 2)."""
     import re
     from nvcc_evo.measure.profile.records import read_file, read_run
     done = subprocess.run([sys.executable, "-c", WRITER, injection, "2"], capture_output=True, text=True,
@@ -216,13 +256,39 @@ def test_each_write_is_a_file_of_its_own_named_by_pid_and_pid_namespace_and_all_
     assert done.returncode == 0, done.stderr
     pid, namespace = done.stdout.split()
     names = _files(tmp_path)
-    assert len(names) == 2 and all(re.fullmatch(NAME, n) for n in names), names
-    assert {re.fullmatch(NAME, n).groups() for n in names} == {(pid, namespace)}
+    assert len(names) == 1 and re.fullmatch(NAME, names[0]), names
+    assert re.fullmatch(NAME, names[0]).groups() == (pid, namespace)
     assert open(tmp_path / names[0]).readline().startswith(f"# nvcc-evo kernel times 1 pid={pid} "
                                                           f"pidns={namespace} dropped=0")
-    assert sorted(read_file(tmp_path / n)[0][0].calls for n in names) == [1, 2]     # (each its table then)
+    assert read_file(tmp_path / names[0])[0][0].calls == 2
     rows, problems = read_run(str(tmp_path))
-    assert problems == [] and [(r.name, r.calls, r.total_ns) for r in rows] == [("_Z4tilePf", 3, 3000)]
+    assert problems == [] and [(r.name, r.calls, r.total_ns) for r in rows] == [("_Z4tilePf", 2, 2000)]
+
+
+KILLED = """\
+import ctypes, os, signal, sys, time
+lib = ctypes.CDLL(sys.argv[1])
+lib.nvcc_evo_arm()
+assert lib.nvcc_evo_snapshots() == 0
+for _ in range(5):
+    lib.nvcc_evo_add(b"_Z4stepPf", 64, 1, 1, 128, 1, 1, 32, 0, ctypes.c_ulonglong(500))
+time.sleep(2.5)                          # (a snapshot a second)
+lib.nvcc_evo_add(b"_Z4lostPf", 1, 1, 1, 32, 1, 1, 8, 0, ctypes.c_ulonglong(7))
+os.kill(os.getpid(), signal.SIGKILL)     # no exit: what Ctrl-C of --hot does to the command's group
+"""
+
+
+def test_a_process_killed_before_its_exit_leaves_its_last_snapshot(injection, tmp_path):
+    """The snapshot thread writes the table every second: a process killed (no atexit) leaves what it
+    recorded until its last snapshot, one file, read whole (before: nothing, the table was written at exit
+    alone: a --hot run stopped by Ctrl-C, a crash or an exec lost every kernel)."""
+    from nvcc_evo.measure.profile.records import read_run
+    done = subprocess.run([sys.executable, "-c", KILLED, injection], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "NVCC_EVO_KERNEL_TIMES": str(tmp_path)})
+    assert done.returncode == -9, done.stderr
+    assert len(_files(tmp_path)) == 1, _files(tmp_path)          # (no temporary left: each renamed whole)
+    rows, problems = read_run(str(tmp_path))
+    assert problems == [] and [(r.name, r.calls, r.total_ns) for r in rows] == [("_Z4stepPf", 5, 2500)]
 
 
 def _unshare_works() -> bool:
@@ -256,6 +322,7 @@ FORKS = """\
 import ctypes, os, signal, sys, threading
 lib = ctypes.CDLL(sys.argv[1])
 lib.nvcc_evo_arm()                      # what InitializeInjection does once CUPTI records (no GPU here)
+assert lib.nvcc_evo_snapshots() == 0    # (its snapshot thread too: it writes while children fork)
 add = lambda name, ns: lib.nvcc_evo_add(name, 1, 1, 1, 32, 1, 1, 8, 0, ctypes.c_ulonglong(ns))
 add(b"parent_before", 1000)
 busy = threading.Event()
@@ -356,6 +423,42 @@ def test_on_the_gpu_a_program_that_forks_after_its_cuda_work_is_profiled_whole(t
             if line.startswith(" ") and "%" in line}
     assert rows["parent_kernel(float*)"][2] == "8" and rows["exec_kernel(float*)"][2] == "5", result.stdout
     assert "kernel times:" not in result.stderr, result.stderr           # (no file unreadable, nothing dropped)
+
+
+ENDLESS_CUDA = r"""
+#include <cstdio>
+__global__ void step_kernel(float *x) { x[threadIdx.x] = x[threadIdx.x] * 0.5f + 1.0f; }
+int main() {
+    float *x;
+    if (cudaMalloc(&x, 256 * sizeof(float)) != cudaSuccess) { fprintf(stderr, "no GPU memory\n"); return 1; }
+    for (long i = 0;; i++) {           // (a training loop: it runs until stopped)
+        step_kernel<<<1, 256>>>(x);
+        if (cudaDeviceSynchronize() != cudaSuccess) return 2;
+        if (i == 100) { printf("ready\n"); fflush(stdout); }
+    }
+}
+"""
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_ctrl_c_of_hot_keeps_the_kernels_of_a_program_that_never_ends(tmp_path, evo_cache):
+    """The real thing (run on the H200): a CUDA program that launches a kernel in a loop until it is
+    stopped; Ctrl-C of --hot after 4 s prints its kernel, thousands of calls from CUPTI's snapshots, exit
+    130 (before: nothing, the table was written at the program's exit alone)."""
+    (tmp_path / "endless.cu").write_text(ENDLESS_CUDA)
+    built = subprocess.run(["nvcc", "-arch=native", "-o", "endless", "endless.cu"], cwd=tmp_path,
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    child = subprocess.Popen([*EVO_COMMAND, "--hot", "--", "./endless"], cwd=tmp_path, env=evo_env(evo_cache),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    assert _line_within(child.stdout, 120) == "ready\n"
+    time.sleep(4)
+    child.send_signal(signal.SIGINT)
+    out, err = (stream.decode() for stream in child.communicate(timeout=60))
+    assert child.returncode == 130, err
+    rows = {line.split()[-1]: line.split() for line in out.splitlines() if line.startswith(" ") and "%" in line}
+    assert int(rows["step_kernel(float*)"][2]) > 1000, out
+    assert "stopped by Ctrl-C" in out and "nvcc-evo: interrupted: the table above holds" in err, err
 
 
 # ---------------------------------------------------------------- a build for another GPU

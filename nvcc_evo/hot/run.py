@@ -26,7 +26,7 @@ from nvcc_evo.driver.cmdline.cuda_driver import device_archs
 from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc
 from nvcc_evo.driver.compiledb import db_folder
 from nvcc_evo.driver.match.find import find_acf as nearest, unreadable, untrusted_acf
-from nvcc_evo.errors import EnvironmentProblem, EvoError, UsageError
+from nvcc_evo.errors import EnvironmentProblem, EvoError, Interrupted, UsageError
 from nvcc_evo.hot.origin import Origins
 from nvcc_evo.hot.profile import Profile, read_profile, save
 from nvcc_evo.hot.table import HotUnit, attribute, jit_warnings, render
@@ -39,6 +39,7 @@ from nvcc_evo.system.leftovers import (GROUP, not_started, private_folder, remov
 from nvcc_evo.system.say import log
 
 TAIL = 12
+SNAPSHOT_SECONDS = 1    # inject.c's: a process's kernels are written this often, and at its exit
 
 
 NO_GPU = ("--hot runs the command on an NVIDIA GPU; use --hot --from FILE with a profile made on a "
@@ -100,9 +101,11 @@ def _not_started(command: list[str], said: str) -> str:
     return line.removeprefix(f"{command[0]}: ")
 
 
-def profiled(command: list[str]) -> Profile:
+def profiled(command: list[str]) -> tuple[Profile, bool]:
     """The command run once with the injection library, its output shown as it comes; its kernels
-    (EvoError: it failed, or ran no kernel)."""
+    (EvoError: it failed, or ran no kernel), and whether Ctrl-C stopped it: then its processes
+    were killed, and the kernels are those of their last snapshots (a second apart; Interrupted:
+    none)."""
     lib = injection(os.environ)
     missing = missing_program(command, os.environ)
     if missing:
@@ -118,7 +121,10 @@ def profiled(command: list[str]) -> Profile:
         log(f"running {shown} with kernel recording (CUPTI activity, no counters)")
         sys.stdout.flush()
         started = time.monotonic()
-        done = run_in_group_shown(command, cwd=os.getcwd(), env=env)
+        try:
+            done = run_in_group_shown(command, cwd=os.getcwd(), env=env)
+        except KeyboardInterrupt:  # (its group killed: what its processes wrote is read)
+            return _stopped(command, folder, time.monotonic() - started), True
         seconds = time.monotonic() - started
         rows, problems = read_run(folder)
     finally:
@@ -138,7 +144,21 @@ def profiled(command: list[str]) -> Profile:
                        "reached the driver through CUDA_INJECTION64_PATH): nothing to rank, no "
                        "profile saved")
     return Profile(tuple(rows), True, f"the run of {shown}", tuple(command), os.getcwd(),
-                   done.returncode, round(seconds, 3), tuple(problems))
+                   done.returncode, round(seconds, 3), tuple(problems)), False
+
+
+def _stopped(command: list[str], folder: str, seconds: float) -> Profile:
+    """The profile of a run Ctrl-C stopped after `seconds`: its processes' last snapshots."""
+    shown = shlex.join(command)
+    rows, problems = read_run(folder)
+    if not rows:
+        raise Interrupted(f"interrupted: {shown} was stopped before a process of it recorded a "
+                          f"kernel (each writes its kernels every {SNAPSHOT_SECONDS} s and at its "
+                          "exit): no profile saved")
+    for problem in problems:
+        log(f"kernel times: {problem}")
+    return Profile(tuple(rows), True, f"the run of {shown}, stopped by Ctrl-C", tuple(command),
+                   os.getcwd(), None, round(seconds, 3), tuple(problems))
 
 
 def find_acf(named: str | None) -> Path | None:
@@ -184,6 +204,17 @@ def _built_for(units: list[HotUnit], origins: Origins) -> list[tuple[str, set[st
             if not unit.origins[0].is_kernel]
 
 
+def _interrupted(saved: Path, write: bool) -> str:
+    """What Ctrl-C of a --hot run leaves: the table printed, the profile saved, nothing
+    written."""
+    then = ""
+    if write:
+        then = f"; nvcc-evo --hot --from {shlex.quote(str(saved))} --write writes from it"
+    return ("interrupted: the table above holds the kernels the command's processes recorded "
+            f"until their last snapshot (every {SNAPSHOT_SECONDS} s) or exit; the profile is saved "
+            f"as {saved}, nothing written{then}")
+
+
 def run_hot(acf: str | None, source: str | None, command: list[str], write: bool, least: float,
             build: str | None, run: str | None) -> int:
     acf_path = find_acf(acf)
@@ -192,15 +223,17 @@ def run_hot(acf: str | None, source: str | None, command: list[str], write: bool
     if not source and not command:
         raise UsageError("--hot needs a command to run (nvcc-evo --hot -- ./app ARGS) or "
                          "--from FILE")
-    profile = read_profile(source) if source else profiled(command)
+    profile, stopped = (read_profile(source), False) if source else profiled(command)
     file = load(str(acf_path)) if acf_path is not None else None
     origins = Origins(acf_path, file.units) if acf_path is not None and file is not None else None
     hot, units = attribute(profile, origins)
     print(render(profile, hot, units, str(acf_path.parent) if acf_path else None), end="",
           flush=True)
     if not source:
-        log(f"profile saved as {save(acf_path.parent if acf_path else Path.cwd(), profile)} "
-            "(nvcc-evo --hot --from FILE reads it again)")
+        saved = save(acf_path.parent if acf_path else Path.cwd(), profile)
+        if stopped:
+            raise Interrupted(_interrupted(saved, write))
+        log(f"profile saved as {saved} (nvcc-evo --hot --from FILE reads it again)")
         if origins is not None:
             for warning in jit_warnings(_built_for(units, origins), device_archs() or ()):
                 log(warning)

@@ -105,7 +105,10 @@ def _kernel_line(kernel: Hot, whole: int) -> str:
 
 def render(profile: Profile, hot: list[Hot], units: list[HotUnit], folder: str | None) -> str:
     whole = profile.total_ns
-    ran = f" (exit {profile.exit}, {profile.seconds:.2f} s)" if profile.seconds is not None else ""
+    ran = ""
+    if profile.seconds is not None:
+        ended = f"exit {profile.exit}, " if profile.exit is not None else ""
+        ran = f" ({ended}{profile.seconds:.2f} s)"
     lines = [f"kernels by GPU time: {profile.source}{ran}: {len(hot)} kernel(s), "
              f"{whole / 1e6:.3f} ms on the GPU", "",
              f"{'share':>7} {'total ms':>11} {'calls':>8} {'mean us':>11}  kernel"]

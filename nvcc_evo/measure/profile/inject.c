@@ -16,10 +16,19 @@
  * then calls, total, least and most ns, grid x y z, block x y z, registers
  * per thread, shared bytes (static + dynamic) and the (mangled) name, by tabs.
  *
- * A fork: the lock is held across it (no thread of the parent is inside the
- * table then), and the child's table starts empty: what the parent recorded
- * before is the parent's to write; the child writes what it records itself,
- * at its own exit, under its own pid.
+ * Snapshots: every SNAPSHOT_SECONDS a thread of its own flushes CUPTI's
+ * buffers and writes the table again over the process's own file (a new
+ * temporary renamed over it), so a process that never reaches its exit
+ * (killed: nvcc-evo --hot interrupted by Ctrl-C kills the command's whole
+ * group; a crash; an exec) leaves what it recorded until its last snapshot.
+ * Each file is a process's whole table then: one file a process image.
+ *
+ * A fork: the locks are held across it (no thread of the parent is inside
+ * the table or a write then), and the child's table starts empty, with no
+ * file of its own yet: what the parent recorded before is the parent's to
+ * write; the child writes what it records itself, at its own exit, under
+ * its own pid (a forked child has no snapshot thread: CUDA is not usable
+ * in it).
  *
  * Built by nvcc_evo.measure.profile.library against the CUPTI it finds
  * (the nvidia-cuda-cupti wheel's headers and libcupti), once per release. */
@@ -32,9 +41,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BUFFER_BYTES (8u << 20)
+#define SNAPSHOT_SECONDS 1
 #define RECORD_ALIGN 8
 #define EXPORT __attribute__((visibility("default")))
 
@@ -45,11 +56,13 @@ typedef struct {
     uint64_t calls, total, least, most;
 } Row;
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;      /* the table */
+static pthread_mutex_t writing = PTHREAD_MUTEX_INITIALIZER;   /* a write of the file (taken before `lock`) */
 static Row *rows;
 static size_t capacity, used;
 static uint64_t dropped;
-static int started, written, armed;
+static int started, written, armed, snapshots;
+static char own[4300];                /* the file this process wrote last ("": none yet) */
 
 static uint64_t hash_of(const char *name, const int32_t *grid, const int32_t *block, uint32_t registers,
                         uint32_t shared) {
@@ -143,9 +156,9 @@ static int write_table(int fd, long pid, unsigned long long ns) {
     return failed;
 }
 
-/* The table to FOLDER/kernels-PID-NS-XXXXXX.tsv, a name no other file has; 0 when written (or nothing
- * asked). */
-EXPORT int nvcc_evo_write(void) {
+/* The table to FOLDER/kernels-PID-NS-XXXXXX.tsv, a name no other file has, or over this process's own
+ * file of an earlier write; 0 when written (or nothing asked). Callers hold `writing`. */
+static int write_file(void) {
     const char *folder = getenv("NVCC_EVO_KERNEL_TIMES");
     if (!folder || !*folder) return 0;
     long pid = (long)getpid();
@@ -157,15 +170,32 @@ EXPORT int nvcc_evo_write(void) {
     if (fd < 0) return 1;
     fcntl(fd, F_SETFD, FD_CLOEXEC);
     if (write_table(fd, pid, ns) != 0) { unlink(temporary); return 1; }
+    if (own[0]) {                                     /* (the process's own file: its table now replaces it) */
+        if (rename(temporary, own) == 0) return 0;
+        unlink(temporary);
+        return 1;
+    }
     const char *random = temporary + strlen(temporary) - 6;
     for (int again = 0; again < 100; again++) {
         if (again) snprintf(path, sizeof path, "%s/kernels-%ld-%llu-%s-%d.tsv", folder, pid, ns, random, again);
         else snprintf(path, sizeof path, "%s/kernels-%ld-%llu-%s.tsv", folder, pid, ns, random);
-        if (link(temporary, path) == 0) { unlink(temporary); return 0; }   /* (link: never over a file) */
+        if (link(temporary, path) == 0) {             /* (link: never over another's file) */
+            unlink(temporary);
+            memcpy(own, path, sizeof own);
+            return 0;
+        }
         if (errno != EEXIST) break;
     }
     int failed = errno != EEXIST ? rename(temporary, path) != 0 : 1;    /* (a file system of no links) */
     if (failed) unlink(temporary);
+    else memcpy(own, path, sizeof own);
+    return failed;
+}
+
+EXPORT int nvcc_evo_write(void) {     /* (the tests' way in) */
+    pthread_mutex_lock(&writing);
+    int failed = write_file();
+    pthread_mutex_unlock(&writing);
     return failed;
 }
 
@@ -197,16 +227,36 @@ static void CUPTIAPI completed(CUcontext context, uint32_t stream, uint8_t *buff
 }
 
 static void at_exit(void) {
-    if (written) return;
-    written = 1;
-    if (started) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    if ((used || dropped) && nvcc_evo_write() != 0) fprintf(stderr, "nvcc-evo: cannot write kernel times to %s\n",
-                                       getenv("NVCC_EVO_KERNEL_TIMES"));
+    pthread_mutex_lock(&writing);
+    if (!written) {
+        written = 1;                                  /* (the snapshots end here) */
+        if (started) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        if ((used || dropped) && write_file() != 0)
+            fprintf(stderr, "nvcc-evo: cannot write kernel times to %s\n", getenv("NVCC_EVO_KERNEL_TIMES"));
+    }
+    pthread_mutex_unlock(&writing);
 }
 
-static void before_fork(void) { pthread_mutex_lock(&lock); }      /* the table whole across the fork */
+/* The snapshot thread: the table written again every SNAPSHOT_SECONDS, until the exit's write. */
+static void *snapshot(void *unused) {
+    (void)unused;
+    struct timespec pause = {SNAPSHOT_SECONDS, 0};
+    for (;;) {
+        nanosleep(&pause, NULL);
+        pthread_mutex_lock(&writing);
+        if (written) break;
+        if (started) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        if (used || dropped) write_file();            /* (a failure: said by the exit's write) */
+        pthread_mutex_unlock(&writing);
+    }
+    pthread_mutex_unlock(&writing);
+    return NULL;
+}
 
-static void after_fork(void) { pthread_mutex_unlock(&lock); }
+/* The locks whole across a fork: `writing` first, as the snapshot thread takes them. */
+static void before_fork(void) { pthread_mutex_lock(&writing); pthread_mutex_lock(&lock); }
+
+static void after_fork(void) { pthread_mutex_unlock(&lock); pthread_mutex_unlock(&writing); }
 
 static void in_child(void) {          /* a fork: the child's table starts empty (the parent writes its own) */
     for (size_t i = 0; i < capacity; i++) free(rows[i].name);
@@ -215,8 +265,24 @@ static void in_child(void) {          /* a fork: the child's table starts empty 
     capacity = used = 0;
     dropped = 0;
     written = 0;
+    own[0] = 0;                       /* (the parent's file is the parent's) */
+    snapshots = 0;                    /* (threads do not cross a fork) */
     started = 0;                      /* (CUDA is not usable in a forked child: nothing to flush there) */
     pthread_mutex_unlock(&lock);      /* (taken before the fork by this very thread) */
+    pthread_mutex_unlock(&writing);
+}
+
+/* The snapshot thread started, once (InitializeInjection's; the tests' way in); 0 when running. */
+EXPORT int nvcc_evo_snapshots(void) {
+    if (snapshots) return 0;
+    pthread_t thread;
+    pthread_attr_t detached;
+    pthread_attr_init(&detached);
+    pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
+    int failed = pthread_create(&thread, &detached, snapshot, NULL);
+    pthread_attr_destroy(&detached);
+    snapshots = !failed;
+    return failed;
 }
 
 /* The table written at exit, emptied in a forked child; once. */
@@ -236,5 +302,7 @@ EXPORT int InitializeInjection(void) {
     }
     started = 1;
     nvcc_evo_arm();
+    if (nvcc_evo_snapshots() != 0)
+        fprintf(stderr, "nvcc-evo: no snapshot thread: kernel times are written at exit alone\n");
     return 1;
 }
