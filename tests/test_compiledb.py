@@ -165,3 +165,22 @@ def test_a_unit_added_before_the_recording_unit_is_built_as_its_records_build(pr
     written = (project / "nvcc-evo.acf").read_text()
     assert 'unit "src/kernel.cu" {' in written
     assert "target sm_90 {" in written.split('unit "**/*.cu"')[0], written
+
+
+def test_git_leaves_the_state_folder_out_unless_the_user_shares_it(project, evo_cache):
+    """A build and a retune in a git repository: `.nvcc-evo/` (records, results, locks) is made with a
+    `.gitignore` of `*`, so `git status` shows the user's own changes alone (before: `?? .nvcc-evo/` after
+    every first build); a user who deleted that file to commit the folder is not overruled."""
+    git = ["git", "-c", "user.email=u@example.com", "-c", "user.name=u"]
+    subprocess.run([*git, "init", "-q"], cwd=project, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=project, check=True)
+    subprocess.run([*git, "commit", "-qm", "project"], cwd=project, check=True)
+    build(project, evo_cache)
+    assert retune(project, evo_cache).returncode == 0
+    status = subprocess.run([*git, "status", "--porcelain"], cwd=project, capture_output=True, text=True)
+    assert status.stdout.splitlines() == [" M nvcc-evo.acf", "?? kernel.o"], status.stdout
+    assert (project / ".nvcc-evo" / "results.jsonl").is_file()
+    (project / ".nvcc-evo" / ".gitignore").unlink()            # the user shares it
+    build(project, evo_cache)
+    assert retune(project, evo_cache).returncode == 0
+    assert not (project / ".nvcc-evo" / ".gitignore").exists()

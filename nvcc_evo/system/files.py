@@ -19,6 +19,8 @@ import os
 import stat
 
 NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+STATE = ".nvcc-evo"          # a project's state folder, beside its ACF
+GITIGNORE = "# made by nvcc-evo: its records, caches and results are this machine's\n*\n"
 
 
 class Refused(OSError):
@@ -73,16 +75,36 @@ def not_regular(path: str | os.PathLike[str]) -> str | None:
 
 def folder(path: str | os.PathLike[str], private: bool = False) -> str:
     """The folder at `path`, made if missing (its parent must exist; 0700 when
-    `private`); a link or a file there is Refused. Returns `path` as a str."""
+    `private`); a link or a file there is Refused. Returns `path` as a str.
+    A project's state folder (STATE) is made with a `.gitignore` of `*` in it,
+    as pytest and mypy make their caches: its records are this machine's, and
+    git leaves it out (a user who deletes that file to share it is not
+    overruled: it is written only where the folder is made)."""
     path = os.fspath(path)
     try:
         os.mkdir(path, 0o700 if private else 0o777)
     except FileExistsError:
         pass
+    else:
+        if os.path.basename(path) == STATE:
+            _ignored_by_git(path)
     mode = os.lstat(path).st_mode
     if not stat.S_ISDIR(mode):
         raise _refuse(path, mode, "a folder")
     return path
+
+
+def _ignored_by_git(path: str) -> None:
+    """`path/.gitignore` of `*`, new (another process's, just made, is kept)."""
+    try:
+        fd = os.open(os.path.join(path, ".gitignore"), os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                     | NOFOLLOW, 0o644)
+    except OSError:
+        return
+    try:
+        os.write(fd, GITIGNORE.encode())
+    finally:
+        os.close(fd)
 
 
 def folders(root: str | os.PathLike[str], *names: str, private: bool = False) -> str:

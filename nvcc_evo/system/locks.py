@@ -38,9 +38,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
-from nvcc_evo.system.files import Refused, folder, folders, open_regular
+from nvcc_evo.system.files import STATE, Refused, folder, folders, open_regular
 
-STATE = ".nvcc-evo"
 LOCKS = "locks"
 WAIT_SETTING = "lock.wait or NVCC_EVO_LOCK_WAIT"      # the setting that says how long a wait lasts
 SHOWN_COMMAND = 120                                  # characters of a holder's command line said
