@@ -202,9 +202,11 @@ class BayesProposer:
                 fresh: Callable[[Genome], bool]) -> list[Genome]:
         """The model's share of `wanted` fresh genomes (none before `Bayes.after` are told, or
         where nothing told is feasible or the space has no dimension of two choices)."""
-        share = min(wanted, int(self.settings.share * wanted + rng.random()))
         usable = len(told) >= self.settings.after and any(e.feasible for e in told)
-        if share <= 0 or not usable or self.encoding.width == 0:
+        if not usable or self.encoding.width == 0:
+            return []               # (no draw: the operators' random stream is theirs until then)
+        share = min(wanted, int(self.settings.share * wanted + rng.random()))
+        if share <= 0:
             return []
         best = self._fit(told, rng)
         pool = self._pool(told, rng, fresh)
