@@ -32,6 +32,7 @@ import numpy as np
 
 from autotune_hub import COST_KEYS, HubSpace
 from autotune_score import Trajectory
+from nvcc_evo.engine.bayes import Bayes
 from nvcc_evo.engine.evolve import Engine, Evaluation
 from nvcc_evo.engine.surrogate import Guide
 
@@ -51,11 +52,13 @@ class EngineSettings:
     local_share: float | None = None
     guide: Guide | None = None             # the surrogate's settings (None: the operators alone, the default)
     spread: bool | None = None             # the first generation far apart (None: the engine's default)
+    bayes: Bayes | None = None             # the Gaussian process's settings (None: it proposes nothing)
 
     def kwargs(self) -> dict:
-        return {"guide": self.guide, **{k: v for k, v in (("population", self.population),
-                                                          ("local_share", self.local_share),
-                                                          ("spread", self.spread)) if v is not None}}
+        return {"guide": self.guide, "bayes": self.bayes,
+                **{k: v for k, v in (("population", self.population),
+                                     ("local_share", self.local_share),
+                                     ("spread", self.spread)) if v is not None}}
 
 
 def run_engine(hub: HubSpace, budget: float, seed: int, settings: EngineSettings = EngineSettings()) -> Trajectory:

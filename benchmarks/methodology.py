@@ -40,6 +40,7 @@ import autotune_hub  # noqa: E402
 import autotune_runs  # noqa: E402
 import autotune_score  # noqa: E402
 from autotune_runs import NVCC_EVO, EngineSettings  # noqa: E402
+from nvcc_evo.engine.bayes import Bayes  # noqa: E402
 from nvcc_evo.engine.surrogate import Guide  # noqa: E402
 
 HUB_VARIABLE = "NVCC_EVO_BENCHMARK_HUB"
@@ -62,10 +63,14 @@ REPEATS, QUICK_REPEATS = 25, 10        # five runs are too few to rank strategie
 # generation at random) or a population of 8 (smaller generations: the best found is exploited sooner), the one
 # setting of those tried in issue 40's second session whose mean over the hub was not below the defaults' on
 # seeds 100-119 (BENCHMARKS.md). The first generation drawn far apart (engine.space.spread) and the surrogate's
-# settings (engine.surrogate.Guide) lost leave-one-kernel-out before (`--guided` runs the guide).
+# settings (engine.surrogate.Guide) lost leave-one-kernel-out before (`--guided` runs the guide). `bayes`: a
+# Gaussian process proposes half (`bayes-75`: three quarters) of each batch by Expected Improvement
+# (engine.bayes; issue 40, seeds 100-119: 0.706 and 0.720 over the hub against the defaults' 0.578).
 CHOICES = {
     "defaults": EngineSettings(),
     "population-8": EngineSettings(population=8),
+    "bayes": EngineSettings(bayes=Bayes()),
+    "bayes-75": EngineSettings(bayes=Bayes(share=0.75)),
 }
 DETERMINISTIC = {"brute_force"}          # one run says it all
 

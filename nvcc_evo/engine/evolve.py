@@ -6,9 +6,11 @@ selection. Constraints use constrained domination (engine.fronts). The engine
 never asks for a genome it has already seen, including those a resumed search
 read back from the results store. With a `guide`, once ten evaluations
 are told, a surrogate (engine.surrogate) proposes a share of each batch:
-the likeliest good of many points drawn from what it learned; the operators
-propose the rest (without one, all of it: the default, chosen by
-leave-one-kernel-out on brute-forced spaces, BENCHMARKS.md).
+the likeliest good of many points drawn from what it learned; with `bayes`,
+after two generations, a Gaussian process (engine.bayes) proposes a share by
+Expected Improvement; the operators propose the rest (without either, all of
+it: the default, chosen by leave-one-kernel-out on brute-forced spaces,
+BENCHMARKS.md).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import numpy as np
 
 # The Pareto machinery (engine.fronts), by the names the engine's users have always imported from
 # here.
+from nvcc_evo.engine.bayes import Bayes, BayesProposer
 from nvcc_evo.engine.fronts import (Evaluation, crowding_distance, dominates, hypervolume_2d,
                                     non_dominated_sort, pareto_front, survivors)
 from nvcc_evo.engine.space import (Genome, SearchSpace, crossover, mutate, sample, spread, step,
@@ -97,7 +100,7 @@ class Engine:
                  seeds: Sequence[Genome] = (), history: Sequence[Evaluation] = (),
                  local_share: float = 0.5,
                  avoid: "Avoid | None" = None, guide: Guide | None = None,
-                 warm: Sequence[Known] = (), spread: bool = False):
+                 warm: Sequence[Known] = (), spread: bool = False, bayes: Bayes | None = None):
         self.space, self.rng, self.size, self.local_share = space, rng, population, local_share
         # `spread`: the first generation (after the seeds) drawn far apart (space.spread) where no
         # warm start says where to look; the default draws it at random (on brute-forced spaces the
@@ -111,6 +114,8 @@ class Engine:
                  for group in warm]
         self.warm = [evaluations for _, evaluations in known if evaluations]
         self.guided = 0                 # proposals the surrogate made
+        # `bayes`: a Gaussian process proposes a share of each batch by Expected Improvement
+        self.bayes = BayesProposer(space, bayes) if bayes is not None else None
         # what the surrogate learns from
         self.modelled = {e.genome: e for e in history if e.genome in space}
         self.seen: dict[Genome, Evaluation] = {e.genome: e for e in history}
@@ -164,6 +169,9 @@ class Engine:
         wanted = count - len(batch)
         if wanted > 0 and self._fitted():
             batch += self._modelled(wanted, batch)
+        if len(batch) < count and self.bayes is not None:
+            batch += self.bayes.propose(list(self.modelled.values()), count - len(batch), self.rng,
+                                        lambda g: self._fresh(g, batch))
         if len(batch) < count and self.spread and not self.seen and not self.pending:
             batch += spread(self.space, self.rng, count - len(batch),
                             lambda g: self._fresh(g, batch))
