@@ -18,7 +18,8 @@ import sample_efficiency as se  # noqa: E402  (the benchmark's own functions)
 def test_the_reference_runs_first_then_old_and_new_in_turns():
     assert se.plan_of([0, 1, 2], 30) == [("new", 100, 90), ("old", 0, 30), ("new", 0, 30), ("new", 1, 30),
                                          ("old", 1, 30), ("old", 2, 30), ("new", 2, 30)]
-    assert se.engines("operators", None)[:2] == ("operators", "guided")       # the default is the old engine
+    assert se.engines("operators", None) == ("operators", "bayes", "new: bayes (the default)")
+    assert se.engines("bayes", None)[:2] == ("bayes", "guided")             # the default is the old engine
     assert se.engines("operators", "guided")[2] == "new: guided (named)"
 
 

@@ -29,8 +29,9 @@ FORMS = {
 }
 
 
-SEARCHES = ("operators", "guided")   # retune.search: the operators alone, or a surrogate proposes a
-                                     # share
+# retune.search: a Gaussian process proposes a share (engine.bayes), the operators alone, or a
+# TPE-like surrogate proposes a share (engine.surrogate)
+SEARCHES = ("bayes", "operators", "guided")
 
 
 class Key(NamedTuple):
@@ -109,9 +110,10 @@ KEYS = (
         default_said="never; a stagnant search diversifies until its budget ends", metavar="N"),
     Key("retune.population", "int", "NVCC_EVO_POPULATION", 12, "candidates per generation",
         positive=True, metavar="N"),
-    Key("retune.search", "choice", "NVCC_EVO_SEARCH", "operators",
-        "how candidates are proposed: operators (the evolutionary operators alone) or guided (a "
-        "surrogate proposes half of each generation)", SEARCHES),
+    Key("retune.search", "choice", "NVCC_EVO_SEARCH", "bayes",
+        "how candidates are proposed: bayes (after two generations a Gaussian process proposes "
+        "half of each by expected improvement, the operators the rest), operators (the "
+        "evolutionary operators alone) or guided (a TPE-like surrogate proposes half)", SEARCHES),
     Key("retune.seed", "int", "NVCC_EVO_SEED", 0,
         "seed of the search (the same seed, the same search)", metavar="N"),
     Key("retune.jobs", "int", "NVCC_EVO_JOBS", None, "parallel compiles", positive=True,

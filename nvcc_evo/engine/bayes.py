@@ -18,6 +18,13 @@ Improvement, each taken point told to the model as its predicted mean (the
 kriging believer), so that the next is drawn away from it where the model is
 unsure.
 
+Warm starts (engine.evolve's `warm`: the same unit on another GPU or
+toolkit, a similar unit): each group's targets are standardised on their
+own (another GPU's times are not this one's; their shape is what carries)
+and join the training set with more noise (`WARM_NOISE`), so this search's
+own measurements outweigh them where both are; they count half toward
+`Bayes.after`, so a warm search is guided sooner.
+
 On the benchmark hub's 16 brute-forced spaces (BENCHMARKS.md) half of each
 batch so proposed read 0.706 against the operators' 0.578 (seeds 100-119).
 """
@@ -42,6 +49,8 @@ LENGTHS = (0.03, 5.0)               # the length-scales' bounds
 PRIOR_WEIGHT = 0.05                 # the weight of the length-scales' log-normal prior
 TUNE_STEPS = 20                     # L-BFGS-B iterations of a length-scale fit
 JUMP_RATE = 0.3                     # of the pool's mutations from the best
+WARM_NOISE = 0.25                   # a warm start's noise, of its standardised target
+WARM_WORTH = 0.5                    # what a warm start's evaluation counts toward `Bayes.after`
 
 
 @dataclass(frozen=True)
@@ -112,28 +121,32 @@ class GaussianProcess:
         self.factor = np.zeros((0, 0))
         self.alpha = np.zeros(0)
 
-    def _covariance(self, x: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-        return matern(x, x, lengths) + self.noise * np.eye(len(x))
+    def _covariance(self, x: np.ndarray, lengths: np.ndarray, extra: np.ndarray) -> np.ndarray:
+        """The kernel's matrix of `x`, each point's noise on the diagonal (`extra` beside the
+        model's own: a warm start's)."""
+        return matern(x, x, lengths) + np.diag(self.noise + extra)
 
-    def _cost(self, logs: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
+    def _cost(self, logs: np.ndarray, x: np.ndarray, y: np.ndarray, extra: np.ndarray) -> float:
         """The negative log marginal likelihood and the prior, at length-scales exp(`logs`)."""
         try:
-            lower = np.linalg.cholesky(self._covariance(x, np.exp(logs)))
+            lower = np.linalg.cholesky(self._covariance(x, np.exp(logs), extra))
         except np.linalg.LinAlgError:
             return 1e10
         alpha = solve_triangular(lower, y, lower=True)
         prior = PRIOR_WEIGHT * float(((logs - math.log(LENGTH)) ** 2).sum())
         return float(0.5 * alpha @ alpha + np.log(np.diag(lower)).sum()) + prior
 
-    def tune(self, x: np.ndarray, y: np.ndarray) -> None:
+    def tune(self, x: np.ndarray, y: np.ndarray, extra: np.ndarray | None = None) -> None:
         bounds = [tuple(map(math.log, LENGTHS))] * x.shape[1]
-        found = minimize(self._cost, np.log(self.lengths), args=(x, y), method="L-BFGS-B",
+        extra = np.zeros(len(x)) if extra is None else extra
+        found = minimize(self._cost, np.log(self.lengths), args=(x, y, extra), method="L-BFGS-B",
                          bounds=bounds, options={"maxiter": TUNE_STEPS})
         self.lengths = np.exp(found.x)
 
-    def condition(self, x: np.ndarray, y: np.ndarray) -> None:
+    def condition(self, x: np.ndarray, y: np.ndarray, extra: np.ndarray | None = None) -> None:
         self.x = x
-        self.factor = cho_factor(self._covariance(x, self.lengths), lower=True)[0]
+        extra = np.zeros(len(x)) if extra is None else extra
+        self.factor = cho_factor(self._covariance(x, self.lengths, extra), lower=True)[0]
         self.alpha = cho_solve((self.factor, True), y)
 
     def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -199,16 +212,20 @@ class BayesProposer:
         self.proposed = 0                  # proposals made (progress)
 
     def propose(self, told: Sequence[Evaluation], wanted: int, rng: np.random.Generator,
-                fresh: Callable[[Genome], bool]) -> list[Genome]:
-        """The model's share of `wanted` fresh genomes (none before `Bayes.after` are told, or
-        where nothing told is feasible or the space has no dimension of two choices)."""
-        usable = len(told) >= self.settings.after and any(e.feasible for e in told)
+                fresh: Callable[[Genome], bool],
+                known: Sequence[Sequence[Evaluation]] = ()) -> list[Genome]:
+        """The model's share of `wanted` fresh genomes (none before `Bayes.after` are told, the
+        warm starts `known` counting WARM_WORTH each, or where nothing told is feasible or the
+        space has no dimension of two choices)."""
+        warm = [group for group in known if any(e.feasible for e in group)]
+        worth = len(told) + WARM_WORTH * sum(map(len, warm))
+        usable = worth >= self.settings.after and any(e.feasible for e in told)
         if not usable or self.encoding.width == 0:
             return []               # (no draw: the operators' random stream is theirs until then)
         share = min(wanted, int(self.settings.share * wanted + rng.random()))
         if share <= 0:
             return []
-        best = self._fit(told, rng)
+        best = self._fit(told, rng, warm)
         pool = self._pool(told, rng, fresh)
         taken = self._take(pool, share, best) if pool else []
         self.proposed += len(taken)
@@ -224,16 +241,23 @@ class BayesProposer:
         drawn = rng.choice(len(rest), size=cap - cap // 2, replace=False)
         return [told[i] for i in order[:cap // 2]] + [told[rest[i]] for i in sorted(drawn)]
 
-    def _fit(self, told: Sequence[Evaluation], rng: np.random.Generator) -> float:
-        """Fit to the training set; the best standardised target told."""
-        training = self._training(told, rng)
-        x, y = self.encoding.rows([e.genome for e in training]), targets(training)
-        y = (y - y.mean()) / (y.std() or 1.0)
+    def _fit(self, told: Sequence[Evaluation], rng: np.random.Generator,
+             warm: Sequence[Sequence[Evaluation]] = ()) -> float:
+        """Fit to the training set and the warm starts (each group standardised on its own,
+        noisier); the best standardised target this search told."""
+        rows, values, extra = [], [], []
+        for group, noise in [(told, 0.0)] + [(g, WARM_NOISE) for g in warm]:
+            training = self._training(group, rng)
+            y = targets(training)
+            rows.append(self.encoding.rows([e.genome for e in training]))
+            values.append((y - y.mean()) / (y.std() or 1.0))
+            extra.append(np.full(len(training), noise))
+        x, y, noisy = np.vstack(rows), np.concatenate(values), np.concatenate(extra)
         if self.fits % self.settings.retune == 0:
-            self.model.tune(x, y)
+            self.model.tune(x, y, noisy)
         self.fits += 1
-        self.model.condition(x, y)
-        return float(y.min())
+        self.model.condition(x, y, noisy)
+        return float(values[0].min())
 
     def _pool(self, told: Sequence[Evaluation], rng: np.random.Generator,
               fresh: Callable[[Genome], bool]) -> list[Genome]:

@@ -67,10 +67,12 @@ def stagnation(engine: Engine) -> tuple[tuple[str, str], ...]:
         said.append(("avoided", f"{len(engine.avoided)} known to fail or not taken by the build"))
     if engine.guided:
         said.append(("guided", f"{engine.guided} proposed by the surrogate"))
+    if engine.bayes is not None and engine.bayes.proposed:
+        said.append(("bayes", f"{engine.bayes.proposed} proposed by the Gaussian process"))
     if engine.warm:
         whence = ", ".join(f"{count} from {origin}" for origin, count in engine.warm_seeds.items())
         seeds = f"{sum(engine.warm_seeds.values())} seed(s)" + (f": {whence}" if whence else "")
         said.append(("warm start",
                      f"{seeds}; {sum(map(len, engine.warm))} evaluations known"
-                     + (", starting the surrogate" if engine.guide is not None else "")))
+                     + (", starting the model" if engine.guide or engine.bayes else "")))
     return tuple(said)

@@ -171,7 +171,7 @@ class Engine:
             batch += self._modelled(wanted, batch)
         if len(batch) < count and self.bayes is not None:
             batch += self.bayes.propose(list(self.modelled.values()), count - len(batch), self.rng,
-                                        lambda g: self._fresh(g, batch))
+                                        lambda g: self._fresh(g, batch), self.warm)
         if len(batch) < count and self.spread and not self.seen and not self.pending:
             batch += spread(self.space, self.rng, count - len(batch),
                             lambda g: self._fresh(g, batch))

@@ -175,7 +175,7 @@ class Options:
     seconds: float                    # the time per unit and target (inf: none)
     patience: int | None
     population: int
-    search: str                       # operators, or guided (a surrogate proposes a share)
+    search: str                       # bayes, operators or guided (driver.specs.SEARCHES)
     seed: int
     jobs: int | None
     timeout: float
@@ -204,7 +204,7 @@ class Options:
 
     def searching(self) -> Searching:
         limits = Limits(self.evaluations, self.generations, self.patience, self.seconds)
-        return Searching(limits, self.population, self.search == "guided", self.seed,
+        return Searching(limits, self.population, self.search, self.seed,
                          self.progress, self.protocol == "fast", self.backend)
 
 
@@ -240,12 +240,13 @@ class Limits(NamedTuple):
 
 
 class Searching(NamedTuple):
-    """What each search asks of its engine (retune.search.tune): the budget, the population, the
-    surrogate beside the operators or not (`guided`), the generator's seed, how progress is shown,
-    the fast protocol (compiles ahead of the engine), the backend whose entry may stand."""
+    """What each search asks of its engine (retune.search.tune): the budget, the population, what
+    proposes beside the operators (`search`: driver.specs.SEARCHES), the generator's seed, how
+    progress is shown, the fast protocol (compiles ahead of the engine), the backend whose entry
+    may stand."""
     limits: Limits
     population: int
-    guided: bool
+    search: str
     seed: int
     progress: str             # auto, bar, lines
     fast: bool

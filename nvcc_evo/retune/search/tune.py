@@ -17,6 +17,7 @@ import numpy as np
 
 from nvcc_evo.driver.toolkit import Toolkit
 from nvcc_evo.engine import budget
+from nvcc_evo.engine.bayes import Bayes
 from nvcc_evo.engine.boosters import family_of
 from nvcc_evo.engine.evolve import Budget, Engine, Progress, run_search
 from nvcc_evo.engine.surrogate import Guide
@@ -83,9 +84,11 @@ def search(prepared: Prepared, retune: Retune, rng: np.random.Generator,
         evaluator.offer_incumbent(evaluation.genome)
     known = warm_starts(retune.store, retune.project, measured.context, prepared.goal, space, log,
                         prepared.candidates.job(baseline))   # (its kernels, compiled if asked)
-    guide = Guide() if retune.searching.guided else None
+    search = retune.searching.search
     engine = Engine(space, rng, retune.searching.population, seeds=_seeds(task, space),
-                    history=history, avoid=avoiding, guide=guide, warm=known)
+                    history=history, avoid=avoiding, warm=known,
+                    guide=Guide() if search == "guided" else None,
+                    bayes=Bayes() if search == "bayes" else None)
     drift = None
     # every candidate would fail the same way: say why, search nothing
     if not baseline_measurement.ok:
