@@ -65,14 +65,12 @@ REPEATS, QUICK_REPEATS = 25, 10        # five runs are too few to rank strategie
 # seeds 100-119 (BENCHMARKS.md). The first generation drawn far apart (engine.space.spread) and the surrogate's
 # settings (engine.surrogate.Guide) lost leave-one-kernel-out before (`--guided` runs the guide). `bayes`: a
 # Gaussian process proposes half (`bayes-75`: three quarters) of each batch by Expected Improvement
-# (engine.bayes; issue 40, seeds 100-119: 0.706 and 0.720 over the hub against the defaults' 0.578);
-# `bayes-pop8`: half, of generations of 8 (the model refitted more often; 0.728 against bayes's 0.697 on 15).
+# (engine.bayes; issue 40, seeds 100-119: 0.706 and 0.720 over the hub against the defaults' 0.578).
 CHOICES = {
     "defaults": EngineSettings(),
     "population-8": EngineSettings(population=8),
     "bayes": EngineSettings(bayes=Bayes()),
     "bayes-75": EngineSettings(bayes=Bayes(share=0.75)),
-    "bayes-pop8": EngineSettings(population=8, bayes=Bayes()),
 }
 DETERMINISTIC = {"brute_force"}          # one run says it all
 
