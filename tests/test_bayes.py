@@ -102,6 +102,8 @@ def test_failures_count_as_the_worst_told_and_several_objectives_by_rank():
     one = targets([Evaluation(a, (2.0,)), Evaluation(b, (8.0,)),
                    Evaluation(c, (float("inf"),), float("inf"), "launch-refused")])
     assert np.allclose(one, np.log([2.0, 8.0, 8.0]))
+    failed = Evaluation(a, (float("inf"),), float("inf"), "wrong-answer")
+    assert list(targets([failed])) == [0.0]
     two = targets([Evaluation(a, (1.0, 1.0)), Evaluation(b, (2.0, 2.0)), Evaluation(c, (0.5, 3.0))])
     assert two[0] < two[1] and two[2] < two[1]
 
@@ -129,3 +131,17 @@ def test_warm_starts_guide_the_model_sooner_and_toward_their_good_region():
     assert len(taken) == 12 and not seen & set(taken)
     tenth = np.quantile([_time(g) for g in drawn], 0.1)
     assert np.median([_time(g) for g in taken]) < tenth, (sorted(_time(g) for g in taken), tenth)
+
+
+def test_failures_and_two_objectives_keep_it_proposing():
+    """A search whose every other point fails, with two objectives: the model learns, proposes."""
+    engine = Engine(SPACE, np.random.default_rng(5), bayes=Bayes(share=1.0))
+    for _ in range(4):
+        told = []
+        for genome in engine.ask():
+            if genome.value("define.TILE") in (1, 4, 8, 12, 16, 20):
+                told.append(Evaluation(genome, (float("inf"),) * 2, float("inf"), "launch-refused"))
+            else:
+                told.append(Evaluation(genome, (_time(genome), float(genome.value("define.BLOCK")))))
+        engine.tell(told)
+    assert engine.bayes is not None and engine.bayes.proposed == 24

@@ -179,7 +179,7 @@ def targets(evaluations: Sequence[Evaluation]) -> np.ndarray:
         order, _, _ = ranked(evaluations, 1.0)
         place = {genome: i for i, genome in enumerate(order)}
         y = np.array([place[e.genome] / len(order) for e in evaluations])
-    y[~feasible] = y[feasible].max()
+    y[~feasible] = y[feasible].max() if feasible.any() else 0.0
     return y
 
 
