@@ -77,7 +77,7 @@ def test_two_lanes_calibrate_to_one_baseline_and_share_the_candidates(tmp_path):
         assert 0.9 < lanes.lanes[1].scale["runtime"] < 1.1, lanes.lanes[1].scale     # one GPU model: about 1
         answers = list(lanes.pool.map(lambda block: lanes.measure(block, (), builds[block]), (128, 512, 1024, 128)))
         assert all(a.ok for a in answers), answers
-        assert all(b.reference is not None for b in benches), "each lane holds its own baseline's outputs"
+        assert all(b.references.baseline is not None for b in benches), "each lane holds its own baseline's outputs"
     finally:
         if lanes is not None:
             lanes.close()
