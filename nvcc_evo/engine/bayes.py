@@ -40,7 +40,7 @@ from scipy.optimize import minimize
 from scipy.special import ndtr
 
 from nvcc_evo.engine.fronts import Evaluation
-from nvcc_evo.engine.space import Dimension, Genome, SearchSpace, mutate, repair, sample
+from nvcc_evo.engine.space import Genome, SearchSpace, mutate, repair, sample
 from nvcc_evo.engine.surrogate import ranked
 
 SQRT5 = math.sqrt(5.0)
@@ -67,12 +67,6 @@ class Bayes:
     noise: float = 1e-3       # of the standardised target
 
 
-def _numeric(dimension: Dimension) -> bool:
-    values = [c for c in dimension.choices if c is not None]
-    return len(values) > 2 and all(isinstance(c, (int, float)) and not isinstance(c, bool)
-                                   for c in values)
-
-
 class Encoding:
     """A genome as a row of numbers: each ordered dimension its choice's place in [0, 1], any
     other one column per choice; a dimension of one choice none."""
@@ -85,7 +79,7 @@ class Encoding:
             size = len(d.choices)
             if size < 2:
                 continue
-            ordered = size == 2 or _numeric(d)
+            ordered = size == 2 or d.numeric
             self.columns.append((i, self.width, ordered))
             self.width += 1 if ordered else size
 
@@ -191,7 +185,7 @@ def neighbours(genome: Genome, space: SearchSpace) -> list[Genome]:
         if len(d.choices) < 2:
             continue
         at = d.choices.index(genome.items[i][1])
-        others = (at - 1, at + 1) if _numeric(d) else range(len(d.choices))
+        others = (at - 1, at + 1) if d.numeric else range(len(d.choices))
         for j in others:
             if 0 <= j < len(d.choices) and j != at:
                 items = list(genome.items)

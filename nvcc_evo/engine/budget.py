@@ -72,7 +72,7 @@ def stagnation(engine: Engine) -> tuple[tuple[str, str], ...]:
     if engine.warm:
         whence = ", ".join(f"{count} from {origin}" for origin, count in engine.warm_seeds.items())
         seeds = f"{sum(engine.warm_seeds.values())} seed(s)" + (f": {whence}" if whence else "")
-        said.append(("warm start",
-                     f"{seeds}; {sum(map(len, engine.warm))} evaluations known"
-                     + (", starting the model" if engine.guide or engine.bayes else "")))
+        modelled = engine.guide is not None or engine.bayes is not None
+        said.append(("warm start", f"{seeds}; {sum(map(len, engine.warm))} evaluations known"
+                     + (", starting the model" if modelled else "")))
     return tuple(said)

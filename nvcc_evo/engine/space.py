@@ -45,6 +45,14 @@ class Dimension:
     baseline: Scalar | None
     pinned: bool = False
 
+    @property
+    def numeric(self) -> bool:
+        """More than two choices (the default left aside), all numbers: a model may read them as
+        ordered and near each other (engine.surrogate, engine.bayes)."""
+        values = [c for c in self.choices if c is not None]
+        return len(values) > 2 and all(isinstance(c, (int, float)) and not isinstance(c, bool)
+                                       for c in values)
+
     def __str__(self) -> str:
         shown = ", ".join("default" if c is None else str(c) for c in self.choices)
         return f"{self.knob} in {{{shown}}}" + (" (pinned)" if self.pinned else "")

@@ -59,12 +59,6 @@ class Guide:
                               # search
 
 
-def _numeric(dimension: Dimension) -> bool:
-    values = [c for c in dimension.choices if c is not None]
-    return len(values) > 2 and all(isinstance(c, (int, float)) and not isinstance(c, bool)
-                                   for c in values)
-
-
 class Surrogate:
     """The densities of one space; `fit` with ranked evaluations, then `scores` of proposals."""
 
@@ -88,7 +82,7 @@ class Surrogate:
     def _kernel(dimension: Dimension, bandwidth: float) -> np.ndarray:
         """How much a told choice (row) counts for each choice (column)."""
         size = len(dimension.choices)
-        if not _numeric(dimension):
+        if not dimension.numeric:
             return np.eye(size)
         steps = np.arange(size)
         return np.exp(-0.5 * ((steps[:, None] - steps[None, :]) / bandwidth) ** 2)
