@@ -33,9 +33,9 @@ from nvcc_evo.hot.table import HotUnit, attribute, jit_warnings, render
 from nvcc_evo.hot.write import write_units
 from nvcc_evo.measure.profile.clock import unrecordable
 from nvcc_evo.measure.profile.library import library
-from nvcc_evo.measure.profile.records import environment, read_run
-from nvcc_evo.system.leftovers import (GROUP, not_started, private_folder, remove_private,
-                                      run_in_group_shown)
+from nvcc_evo.measure.profile.records import KernelTime, environment, read_run
+from nvcc_evo.system.leftovers import (GROUP, Finished, not_started, private_folder,
+                                      remove_private, run_in_group_shown)
 from nvcc_evo.system.say import log
 
 TAIL = 12
@@ -121,14 +121,17 @@ def profiled(command: list[str]) -> tuple[Profile, bool]:
         log(f"running {shown} with kernel recording (CUPTI activity, no counters)")
         sys.stdout.flush()
         started = time.monotonic()
+        done: Finished | None = None            # None: Ctrl-C stopped it (its group killed)
         try:
             done = run_in_group_shown(command, cwd=os.getcwd(), env=env)
-        except KeyboardInterrupt:  # (its group killed: what its processes wrote is read)
-            return _stopped(command, folder, time.monotonic() - started), True
+        except KeyboardInterrupt:
+            pass
         seconds = time.monotonic() - started
-        rows, problems = read_run(folder)
+        rows, problems = read_run(folder)       # (a stopped run: its processes' last snapshots)
     finally:
         remove_private(folder)
+    if done is None:
+        return _stopped(command, rows, problems, seconds), True
     if not_started(done):          # (its words held back: said here, once)
         raise UsageError(f"--hot -- {command[0]}: cannot be started: "
                          f"{_not_started(command, done.stderr)}")
@@ -147,10 +150,10 @@ def profiled(command: list[str]) -> tuple[Profile, bool]:
                    done.returncode, round(seconds, 3), tuple(problems)), False
 
 
-def _stopped(command: list[str], folder: str, seconds: float) -> Profile:
+def _stopped(command: list[str], rows: list[KernelTime], problems: list[str],
+             seconds: float) -> Profile:
     """The profile of a run Ctrl-C stopped after `seconds`: its processes' last snapshots."""
     shown = shlex.join(command)
-    rows, problems = read_run(folder)
     if not rows:
         raise Interrupted(f"interrupted: {shown} was stopped before a process of it recorded a "
                           f"kernel (each writes its kernels every {SNAPSHOT_SECONDS} s and at its "
