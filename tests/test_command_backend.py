@@ -76,7 +76,7 @@ def test_a_real_effect_in_the_projects_own_harness_is_found_and_confirmed(tmp_pa
     assert found["rounds"] == 5 and found["repeats"] == 3 and found["effect_size"] > 1.5
     assert found["baseline.time"] > found["tuned.time"]
     # each candidate: its runs, medians and spread, and the seconds it cost
-    assert "-DNEWTON_STEPS=6: time " in result.stderr and " ms ±" in result.stderr and "(3 runs, " in result.stderr
+    assert "-DNEWTON_STEPS=6: time " in result.stderr and " ms ±" in result.stderr and "(3 runs" in result.stderr
     records = [json.loads(line) for line in (project / ".nvcc-evo" / "results.jsonl").read_text().splitlines()]
     assert all(r["metrics"]["runs"] == 3 and "time" in r["spreads"] for r in records)
     # make rebuilt every candidate (nvcc-evo re-dates the outputs the compile database knows): the
@@ -449,3 +449,49 @@ def test_a_bench_run_that_never_ends_is_a_timeout_its_processes_killed_and_the_r
     with pytest.raises(ProcessLookupError):
         os.kill(int((tmp_path / "hung.pid").read_text()), 0)        # the sleeping child went with its group
     assert "baseline kept" in done.stdout, done.stdout
+
+
+def test_a_unit_added_before_the_unit_that_recorded_the_build_is_rebuilt_for_each_candidate(tmp_path, evo_cache):
+    """`--hot --write` adds a unit before `unit "**/*.cu" {}`, whose globs the build's records
+    name: the candidates' builds must still compile the object again (SGEMM_CUDA on an H100: every
+    candidate was not-rebuilt, its object never re-dated), and so must the user's next build."""
+    project = tmp_path / "harness"
+    shutil.copytree(DATA / "projects" / "harness", project)
+    acf = project / "nvcc-evo.acf"
+    text = acf.read_text()
+    recording = 'unit "**/*.cu" {\n}\n'
+    acf.write_text(f"acf 1\n\n{recording}")
+    env = evo_env(evo_cache, PATH=f"{EVO.parent}{os.pathsep}{os.environ['PATH']}")
+    built = subprocess.run(["make", "-s", "NVCC=nvcc-evo", "bench"], cwd=project, env=env, capture_output=True,
+                           text=True)
+    assert built.returncode == 0, built.stderr
+    unit = text[text.index('unit "bench.cu"'):]
+    start, end = unit.index("    search {"), unit.index("    tune {")
+    unit = unit[:start] + "    search {\n        define.NEWTON_STEPS in {6, 32}\n    }\n" + unit[end:]
+    acf.write_text(f"acf 1\n\n{unit}\n{recording}")
+    result = run_evo("--retune", "--target", "sm_90", "--backend", "command", "--evaluations", "4", cwd=project,
+                     env=env)
+    assert result.returncode == 0 and "not-rebuilt" not in result.stderr, result.stderr[-3000:]
+    assert "improved time" in result.stdout, result.stdout
+    assert "        define.NEWTON_STEPS = 6\n" in acf.read_text()
+    assert (project / "bench").stat().st_mtime == LONG_AGO          # the next build compiles the entry
+
+
+def test_a_candidate_whose_runs_spread_shows_each_run_s_value(tmp_path, evo_cache):
+    """Runs 30% apart (a metric gone wrong, as the kernels' time of SGEMM_CUDA's runs on an H100
+    read in a retune): the progress line shows each run's value, so the user sees which run went
+    astray; runs within NOISY show only the median and spread."""
+    (tmp_path / "runs.py").write_text(
+        "import os\n"
+        "run = int(os.environ['NVCC_EVO_RUN'])\n"
+        "wild = os.environ['NVCC_EVO_CANDIDATE_FLAGS'] == ''\n"
+        "print('time %.4f ms' % ((10, 14, 7)[run % 3] if wild else 10 + 0.01 * (run % 3)))\n")
+    _spill_project(tmp_path, f"{sys.executable} runs.py", ['metric time "time ([0-9.]+) ms"', "repeat 3"])
+    result = run_evo("--retune", "--target", "sm_90", "--backend", "command", "--evaluations", "2",
+                     cwd=tmp_path, env=evo_env(evo_cache))
+    assert result.returncode == 0, result.stderr
+    baseline = next(line for line in result.stderr.splitlines() if "(baseline): time " in line)
+    values = sorted(float(v) for v in baseline.split("(3 runs: ")[1].split(",")[:3])
+    assert values == [7, 10, 14], baseline
+    steady = [line for line in result.stderr.splitlines() if "-Xptxas -O" in line and ": time " in line]
+    assert steady and all("(3 runs, " in line for line in steady), steady

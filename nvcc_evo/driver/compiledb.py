@@ -188,16 +188,6 @@ def read_all(acf_path: Path) -> list[CompileRecord]:
     return scan(acf_path)[0]
 
 
-def outputs_of(acf_path: Path, globs: tuple[str, ...], arch: str) -> list[Path]:
-    """The files the build's compiles of a unit (for one architecture) wrote,
-    as the records say: what a build system compares with the sources."""
-    found = []
-    for entry in read_all(acf_path):
-        if tuple(entry.unit_globs) == tuple(globs) and entry.arch == arch and entry.output:
-            found.append(Path(entry.cwd) / entry.output)
-    return sorted(set(found))
-
-
 def relevant_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The variables of `environ` a compile's record keeps (RELEVANT_ENV)."""
     return {k: environ[k] for k in RELEVANT_ENV if k in environ}

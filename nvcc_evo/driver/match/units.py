@@ -11,13 +11,16 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 from nvcc_evo.acf import unitpath
 from nvcc_evo.driver.common import GPU_ENV, STALE_ENV
+from nvcc_evo.driver.compiledb import read_all
 from nvcc_evo.driver.match.archs import no_sass_archs, sass_archs
 from nvcc_evo.driver.match.calls import is_lto_compile, lto_objects, tunable_inputs
 from nvcc_evo.driver.match.index import TargetEntry, UnitEntry, load_units
 from nvcc_evo.driver.match.stale import Reason, fingerprint, staleness
+from nvcc_evo.errors import AcfError
+from nvcc_evo.system.files import cache_folder
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from nvcc_evo.driver.cmdline.nvcc_options import NvccCall
     from nvcc_evo.driver.compiledb import CompileRecord
@@ -82,6 +85,47 @@ def match_unit(units: Sequence[C], acf_dir: Path, source: str | Path) -> C | Non
         if unit.kind == "source" and any(unitpath.matches(glob, parts) for glob in unit.globs):
             return unit
     return None
+
+
+class UnitRecord(Protocol):
+    """A compile-database record as records_building reads it (compiledb.CompileRecord)."""
+
+    @property
+    def unit_globs(self) -> tuple[str, ...]: ...
+
+    @property
+    def input(self) -> str: ...
+
+
+R = TypeVar("R", bound=UnitRecord)
+
+
+def records_building(unit: C, units: Sequence[C], records: Iterable[R], acf_dir: Path) -> list[R]:
+    """The compile-database records that build `unit` (one of `units`, the ACF's): those made for
+    its globs; with none, those another unit made of a file a build now gives `unit` (the first
+    source unit whose globs name it, as the wrapper matches): a unit added before the unit that
+    recorded its file (`--hot --write` adds it before `unit "**/*.cu" {}`) is built as the build
+    compiled that file, and its objects are those that build wrote."""
+    records = list(records)
+    mine = [r for r in records if tuple(r.unit_globs) == tuple(unit.globs)]
+    if mine or unit.kind != "source":
+        return mine
+    return [r for r in records if match_unit(units, acf_dir, r.input) is unit]
+
+
+def unit_outputs(acf_path: Path, globs: tuple[str, ...], arch: str) -> list[Path]:
+    """The files the build's compiles of the ACF's unit of `globs` (for one architecture) wrote, as
+    the records that build it say (records_building): what a build system compares with the
+    sources. An ACF that cannot be read: the records made for those globs."""
+    records = read_all(acf_path)
+    try:
+        units: tuple[UnitEntry, ...] = load_units(acf_path, Path(cache_folder()))
+    except (AcfError, OSError):
+        units = ()
+    unit = next((u for u in units if u.globs == tuple(globs)), None)
+    mine = records_building(unit, units, records, acf_path.parent) if unit is not None \
+        else [r for r in records if tuple(r.unit_globs) == tuple(globs)]
+    return sorted({Path(r.cwd) / r.output for r in mine if r.arch == arch and r.output})
 
 
 class Block(Protocol):

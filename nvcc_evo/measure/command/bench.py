@@ -21,6 +21,8 @@ from nvcc_evo.measure.command.run import Runner, tail
 from nvcc_evo.measure.stats import Summary, enough, summarize
 from nvcc_evo.system.clock import NONE, Deadline
 
+NOISY = 0.05      # a candidate's relative spread over which its progress line shows each run
+
 
 def _described(metric: model.Metric) -> str:
     """A metric in the backend's words: its name, how it is read, which match, maximized."""
@@ -99,7 +101,7 @@ class CommandBench:
         measurement = summary(self.bench, runs, time.monotonic() - started)
         self._keep_best(summarize([r.value(self.primary) for r in runs]))
         self.first = self.first or time.monotonic() - started
-        self._note(measurement, flags, len(runs))
+        self._note(measurement, flags, [r.value(self.primary) for r in runs])
         return measurement
 
     def reserve(self) -> float:
@@ -116,15 +118,19 @@ class CommandBench:
                                  else primary.median < self.best.median):
             self.best = primary
 
-    def _note(self, measurement: Measurement, flags: tuple[str, ...], count: int) -> None:
-        """The progress of a slow search: one line per candidate, with its cost."""
+    def _note(self, measurement: Measurement, flags: tuple[str, ...], values: list[float]) -> None:
+        """The progress of a slow search: one line per candidate, with its cost; where its runs
+        spread more than NOISY, each run's value of the primary metric too."""
         units = {m.name: m.unit for m in self.bench.metrics}
         spreads = dict(measurement.spreads)
         shown = ", ".join(f"{name} {value:.5g}{(' ' + units[name]) if units.get(name) else ''}"
                           + (f" ±{spreads[name]:.1%}" if name in spreads else "")
                           for name, value in measurement.metrics if name in units)
+        count = len(values)
+        runs = (f": {', '.join(f'{v:.5g}' for v in values)}"
+                if count > 1 and spreads.get(self.primary, 0.0) > NOISY else "")
         self.runner.say(f"{self.runner.unit} {' '.join(flags) or '(baseline)'}: {shown} "
-                        f"({count} run{'s' if count > 1 else ''}, "
+                        f"({count} run{'s' if count > 1 else ''}{runs}, "
                         f"{measurement.get('command_time'):.1f} s)")
 
     def drift(self, genome: Hashable, first: Measurement) -> float | None:

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from nvcc_evo.driver.cmdline.flags import ptxas_values
-from nvcc_evo.driver.compiledb import outputs_of
+from nvcc_evo.driver.match.units import unit_outputs
 from nvcc_evo.status import Status
 from nvcc_evo.system.files import append
 
@@ -35,9 +35,10 @@ def redate(paths: list[Path]) -> None:
 
 
 def leave_stale(acf_path: Path, globs: tuple[str, ...], arch: str) -> None:
-    """The unit's outputs the compile database knows re-dated: the next build
-    compiles them again (a candidate's, or the user's, from what the ACF says)."""
-    redate(outputs_of(acf_path, globs, arch))
+    """The unit's outputs the compile database knows re-dated (those of the records that build
+    it: a unit `--hot --write` added is built from what the unit that recorded it saw): the next
+    build compiles them again (a candidate's, or the user's, from what the ACF says)."""
+    redate(unit_outputs(acf_path, globs, arch))
 
 
 def _tokens(flags: Iterable[str]) -> set[str]:

@@ -19,7 +19,7 @@ from nvcc_evo.acf import model
 from nvcc_evo.acf.edit.retarget import find_unit, replace_target
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.edit.write import rewrite, writable
-from nvcc_evo.driver.compiledb import outputs_of
+from nvcc_evo.driver.match.units import unit_outputs
 from nvcc_evo.driver.match.builds import keep_sources, sources_read
 from nvcc_evo.driver.match.stale import SPACE_CHANGED
 from nvcc_evo.driver.match.units import written_for
@@ -178,7 +178,7 @@ def say_rebuild(acf_path: Path, outcomes: list[Outcome], redated: bool = False,
     if not written:
         return
     outputs = sorted({p for o in written
-                      for p in outputs_of(acf_path, o.task.unit.globs, o.task.arch)})
+                      for p in unit_outputs(acf_path, o.task.unit.globs, o.task.arch)})
     rel = lambda path: (os.path.relpath(path) if not os.path.relpath(path).startswith("../..")
                         else str(path))
     acf = rel(acf_path)

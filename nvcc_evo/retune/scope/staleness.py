@@ -5,7 +5,7 @@ measured on changed since it was written; `Namer` names what changed where the
 retune knows how it builds the unit. A unit's fingerprint is made as the build
 that compiles it reads its sources (`source_fingerprint`,
 `current_fingerprints`), from the compile-database records that build it
-(`unit_records`).
+(driver.match.units.records_building).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from nvcc_evo.driver.cmdline.nvcc_options import parse_call
 from nvcc_evo.driver.cmdline.ptxas import probe
 from nvcc_evo.driver.match.builds import build_key, changed_sources, named_build, sources_read
 from nvcc_evo.driver.match.stale import SPACE_CHANGED, TUNE_CHANGED, Reason, ReasonKind, fingerprint
-from nvcc_evo.driver.match.units import entry_for, match_unit
+from nvcc_evo.driver.match.units import entry_for, records_building
 
 STATIC_ONLY = Reason(ReasonKind.STATIC_ONLY,
                      "its entry holds static objectives only (compiler facts): never measured")
@@ -79,26 +79,13 @@ def source_fingerprint(unit: model.Unit, source: Path, argv: tuple[str, ...],
     return fingerprint(source, call, cwd, unit.named_files(), acf_dir)
 
 
-def unit_records(unit: model.Unit, units: tuple[model.Unit, ...], records: list,
-                 folder: Path) -> list:
-    """The compile-database records (`records`: compiledb.scan's) that build `unit`: those made for
-    its globs; with none, those another unit made of a file a build now gives `unit` (the first
-    source unit whose globs name it, as the wrapper matches): a unit added before the unit that
-    recorded its file (`--hot --write` adds it before `unit "**/*.cu" {}`) is built as the build
-    compiled that file, not as `nvcc -c SOURCE`."""
-    mine = [r for r in records if r.unit_globs == unit.globs]
-    if mine or unit.is_kernel:
-        return mine
-    return [r for r in records if match_unit(units, folder, r.input) is unit]
-
-
 def current_fingerprints(unit: model.Unit, acf_path: Path, records: list,
                          units: tuple[model.Unit, ...] = ()) -> set[str]:
     """The unit's fingerprints as each of its compile-database records (`records`: compiledb.scan's;
-    `units`: the ACF's, for records another unit made: unit_records) compiles it, or, with none, as
-    `nvcc -c SOURCE` of each file its globs name: the sources as they are now."""
+    `units`: the ACF's, for records another unit made: records_building) compiles it, or, with
+    none, as `nvcc -c SOURCE` of each file its globs name: the sources as they are now."""
     folder = acf_path.parent
-    mine = unit_records(unit, units or (unit,), records, folder)
+    mine = records_building(unit, units or (unit,), records, folder)
     if mine:
         return {source_fingerprint(unit, Path(r.input), r.argv, r.compile_env(), r.cwd, folder)
                 for r in mine}

@@ -26,13 +26,12 @@ from nvcc_evo.driver.match.index import index_units
 from nvcc_evo.driver.match.stale import Reason
 from nvcc_evo.driver.common import GPU_ENV, GUARD_ENV
 from nvcc_evo.driver.dropin_ptxas.afresh import afresh
-from nvcc_evo.driver.match.units import entry_for, match_unit
+from nvcc_evo.driver.match.units import entry_for, match_unit, records_building
 from nvcc_evo.driver.targets import not_built
 from nvcc_evo.errors import UsageError
 from nvcc_evo.execute.measurers import bench_problem, check_benches, check_kernel_times
 from nvcc_evo.retune.scope.staleness import (ASKED, STATIC_ONLY, Namer, build_identity,
-                                             served_release, source_fingerprint, stale_reasons,
-                                             unit_records)
+                                             served_release, source_fingerprint, stale_reasons)
 from nvcc_evo.system.leftovers import SHELL, run_in_group
 from nvcc_evo.system.say import log
 
@@ -224,7 +223,7 @@ def find_tasks(file: model.AcfFile, acf_path: Path, toolkit: Toolkit, selection:
         if not (unit.space or unit.requires or unit.bench) and problem:
             records_only.append(str(problem))    # (it records the build's compiles)
             continue
-        recorded = bool(unit_records(unit, file.units, records, acf_path.parent))
+        recorded = bool(records_building(unit, file.units, records, acf_path.parent))
         if run_benches and not recorded and _built_by_bench(unit, selection):
             built_by_bench.append((index, unit))
             continue
@@ -264,7 +263,7 @@ def _unit_tasks(found: Found, index: int, units: tuple[model.Unit, ...], acf_pat
     """The searches of the unit at `index` of `units` (each architecture its records, its target
     blocks or --target name), into `found`."""
     unit = units[index]
-    mine = unit_records(unit, units, records, acf_path.parent)
+    mine = records_building(unit, units, records, acf_path.parent)
     asked, measures = selection.all or bool(selection.globs), backends.row(selection.backend)
     root = acf_path.parent
     archs, named = _archs(found, unit, mine, toolkit, selection)
