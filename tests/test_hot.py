@@ -20,6 +20,7 @@ import pytest
 
 from conftest import DATA, EVO, EVO_COMMAND, evo_env, run_evo, run_evo_without_gpu_check
 from nvcc_evo.errors import EnvironmentProblem, EvoError
+from nvcc_evo.hot.names import WIDEST
 from nvcc_evo.measure.profile.records import read_run
 
 HOT = DATA / "hot"
@@ -334,6 +335,33 @@ def test_write_with_nothing_recorded_says_how_the_build_gets_recorded(tmp_path, 
     assert "rebuild from clean through nvcc-evo" in result.stderr and result.stderr.endswith(": nothing written\n")
     assert "(Triton's kernels: unit kernel \"*\" {}, and the run with TRITON_PTXAS_PATH=nvcc-evo-ptxas" in result.stderr
     assert (tmp_path / "nvcc-evo.acf").read_text() == 'acf 1\n\nunit "**/*.cu" {\n}\n'
+
+
+# Two of PyTorch's kernels as an H100 run of a PyTorch program named them (a line of 5,072 characters
+# in the table before: templates of lambdas of templates).
+TORCH_KERNELS = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<bool, bool, bool, "
+    "at::native::binary_internal::MulFunctor<bool> >, std::array<char*, 3ul> >(int, at::native::BinaryFunctor<"
+    "bool, bool, bool, at::native::binary_internal::MulFunctor<bool> >, std::array<char*, 3ul>)",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, bool, "
+    "at::native::(anonymous namespace)::CompareEqFunctor<float> >, std::array<char*, 3ul> >(int, "
+    "at::native::BinaryFunctor<float, float, bool, at::native::(anonymous namespace)::CompareEqFunctor<float> >, "
+    "std::array<char*, 3ul>)" + "".join(f", std::array<char*, {n}ul>" for n in range(40)),
+)
+
+
+def test_a_long_kernel_name_is_shown_with_its_deepest_brackets_collapsed(tmp_path, evo_cache):
+    header = "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n"
+    rows = "".join(f'{50 - i},{5000 - i},1,1.0,1.0,1,1,0.0,"{name}"\n' for i, name in enumerate(TORCH_KERNELS))
+    (tmp_path / "nsys.csv").write_text(header + rows)
+    result = run_evo("--hot", "--from", "nsys.csv", cwd=tmp_path, env=evo_env(evo_cache))
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if "vectorized_elementwise_kernel" in line]
+    assert len(lines) == 2 and all(len(line) <= 44 + WIDEST for line in lines), lines
+    # the deepest brackets go first: the kernel's own template arguments and parameters stay readable
+    assert lines[0].endswith("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<...>, "
+                             "std::array<...> >(int, at::native::BinaryFunctor<...>, std::array<...>)"), lines[0]
+    assert "CompareEqFunctor" not in lines[1] and "..." in lines[1]
 
 
 @pytest.mark.parametrize("name, text, said", [

@@ -125,3 +125,55 @@ def fits(profiled: str, symbol: str) -> bool:
         return False
 
     return symbol.startswith(pieces[0]) and rest(1, len(pieces[0]))
+
+
+WIDEST = 200        # characters of a kernel's name a table shows (the profile keeps the whole)
+
+
+def shortened(name: str, widest: int = WIDEST) -> str:
+    """A long demangled name as a table shows it: template arguments and parameter lists nested
+    deeper than the kernel's own collapsed to `...` (deepest first, until it fits), then, if
+    still too wide, its middle cut."""
+    if len(name) <= widest:
+        return name
+    for spelling in ANONYMOUS:
+        name = name.replace(spelling, "{anonymous}")
+    depth = max(_depths(name), default=0)
+    while len(name) > widest and depth > 0:
+        name, depth = _collapsed(name, depth), depth - 1
+    if len(name) <= widest:
+        return name
+    keep = widest - 5
+    return f"{name[:keep - keep // 3]} ... {name[len(name) - keep // 3:]}"
+
+
+def _depths(name: str) -> list[int]:
+    depth, found = 0, []
+    for char in name:
+        if char in "<(":
+            depth += 1
+            found.append(depth)
+        elif char in ">)" and depth:
+            depth -= 1
+    return found
+
+
+def _collapsed(name: str, deepest: int) -> str:
+    """`name` with what stands inside brackets opened at `deepest` or deeper as `...`."""
+    out, depth = [], 0
+    for char in name:
+        if char in "<(":
+            depth += 1
+            if depth == deepest:
+                out.append(char + "...")
+            elif depth < deepest:
+                out.append(char)
+            continue
+        if char in ">)" and depth:
+            if depth <= deepest:
+                out.append(char)
+            depth -= 1
+            continue
+        if depth < deepest:
+            out.append(char)
+    return "".join(out)

@@ -14,7 +14,7 @@ import re
 from typing import Iterable, NamedTuple
 
 from nvcc_evo.acf import model
-from nvcc_evo.hot.names import demangled
+from nvcc_evo.hot.names import demangled, shortened
 from nvcc_evo.hot.origin import Origin, Origins
 from nvcc_evo.hot.profile import Profile
 from nvcc_evo.measure.profile.records import KernelTime
@@ -100,7 +100,7 @@ def _kernel_line(kernel: Hot, whole: int) -> str:
     share = kernel.total_ns / whole if whole else 0.0
     mean = kernel.total_ns / kernel.calls / 1e3 if kernel.calls else 0.0
     total_ms = kernel.total_ns / 1e6
-    return f"{share:7.1%} {total_ms:11.3f} {kernel.calls:8d} {mean:11.2f}  {kernel.shown}"
+    return f"{share:7.1%} {total_ms:11.3f} {kernel.calls:8d} {mean:11.2f}  {shortened(kernel.shown)}"
 
 
 def render(profile: Profile, hot: list[Hot], units: list[HotUnit], folder: str | None) -> str:
