@@ -38,6 +38,7 @@ nvcc-evo --acf-check nvcc-evo.acf || exit 1
 cp "$BINARY" /tmp/work/default_binary
 step retune; nvcc-evo --retune --backend command --time-limit "$LIMIT" > "$OUT/retune.txt" 2>> "$OUT/log.txt"
 echo "exit $?"; cat "$OUT/retune.txt"; cp nvcc-evo.acf "$OUT/tuned.acf"
+cp .nvcc-evo/results.jsonl "$OUT/results.jsonl" 2>/dev/null     # (each candidate's runs, as measured)
 step rebuild; bash -c "$BUILD" >> "$OUT/log.txt" 2>&1; cp "$BINARY" /tmp/work/tuned_binary
 step "before and after (the program's own figure, interleaved)"
 ARGS=${RUN#./$BINARY}
