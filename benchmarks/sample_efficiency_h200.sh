@@ -8,8 +8,10 @@
 #
 # and the same with each unit of kernels/nvcc-evo.acf in turn (sgemm_regblock.cu, scale.cu, softmax.cu,
 # rmsnorm.cu, reduce_sum.cu, hgemm_wmma.cu, hgemm_decode.cu, flash_attention.cu, flash_attention_d64.cu,
-# decode_attention.cu). [EVALUATIONS=30] [WALL=420] before `bash` change each run's budget and the searches'
-# time; BACKEND=static PYTHON=.venv/bin/python WORK=FOLDER (no .device-wheels) is a dry run without a GPU.
+# decode_attention.cu). [EVALUATIONS=60] [WALL=420] before `bash` change each run's budget and the searches'
+# time (60: the Gaussian process proposes from the 24th evaluation on, so 30 left old and new the same
+# first 24 and read alike on an H100, 2026-12-07); BACKEND=static PYTHON=.venv/bin/python WORK=FOLDER
+# (no .device-wheels) is a dry run without a GPU.
 # Writes to $OUT: UNIT.md (the table), UNIT.json (every run's speedups in the order measured),
 # UNIT.log (the searches' lines), UNIT-stores.tgz (each run's results store), gpu.txt.
 # benchmarks/sample_efficiency.py's docstring says what is run and counted.
@@ -28,7 +30,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
     2>&1 | tee "$OUT/gpu.txt"
 name=${UNIT%.cu}
 timeout -s KILL 540 "$PYTHON" "$ROOT/benchmarks/sample_efficiency.py" --unit "$UNIT" --backend "${BACKEND:-pycuda}" \
-    --evaluations "${EVALUATIONS:-30}" --wall "${WALL:-420}" --out "$WORK/$name" > /dev/null 2> "$OUT/$name.log"
+    --evaluations "${EVALUATIONS:-60}" --wall "${WALL:-420}" --out "$WORK/$name" > /dev/null 2> "$OUT/$name.log"
 status=$?
 cp "$WORK/$name/table.md" "$OUT/$name.md" 2>/dev/null
 cp "$WORK/$name/results.json" "$OUT/$name.json" 2>/dev/null
