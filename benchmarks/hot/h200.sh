@@ -10,11 +10,14 @@
 # Steps: the build through nvcc-evo (its ACF replaced by a unit "**/*.cu" {} that records it), the
 # injected run's overhead and the metric's noise (overhead.py), --hot, --hot --write, --retune --backend
 # command with the harness-free bench, then the program's own figure before and after, interleaved.
+# PART=tune stops after the retune (its tuned.acf comes back in OUT: a search of a real application needs more
+# time than one call leaves beside the rest); PART=compare TUNED_ACF=FILE (a path in the checkout, carried)
+# builds the program with the recording unit and with that ACF (from clean) and compares the two, interleaved.
 set -uo pipefail
 OUT=$(mkdir -p "$1" && cd "$1" && pwd)       # (absolute: the steps run in the application's folder)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 APP=${APP:-$ROOT/tests/data/projects/hot} BUILD=${BUILD:-make -s NVCC=nvcc-evo} RUN=${RUN:-./app 2048 20}
-METRIC=${METRIC:-time ([0-9.]+) ms} LIMIT=${LIMIT:-90} BINARY=${BINARY:-app}
+METRIC=${METRIC:-time ([0-9.]+) ms} LIMIT=${LIMIT:-90} BINARY=${BINARY:-app} PART=${PART:-all}
 python3 -m pip install -q --no-index --no-deps --target /tmp/site "$ROOT"/.device-wheels/lark-*.whl \
     $(ls "$ROOT"/.device-wheels/nvidia_cuda_cupti-*.whl 2>/dev/null)
 mkdir -p /tmp/site/bin "$OUT"
@@ -29,6 +32,18 @@ rm -rf "$WORK" && mkdir -p /tmp/work && cp -r "$APP" "$WORK" && cd "$WORK" || ex
 printf 'acf 1\n\nunit "**/*.cu" {\n}\n' > nvcc-evo.acf
 step() { echo "== $*" | tee -a "$OUT/log.txt"; }
 step build; bash -c "$BUILD" >> "$OUT/log.txt" 2>&1 || { echo "build failed"; tail "$OUT/log.txt"; exit 1; }
+ARGS=${RUN#./$BINARY}
+compare() {      # the program's own figure, the default build's binary against the tuned build's, interleaved
+    step "before and after (the program's own figure, interleaved)"
+    python3 "$ROOT/benchmarks/interleave.py" --rounds 10 --metric "$METRIC" \
+        "/tmp/work/default_binary$ARGS" "/tmp/work/tuned_binary$ARGS" | tee "$OUT/interleaved.txt"
+}
+if [ "$PART" = compare ]; then   # a tuned ACF of an earlier call (TUNED_ACF): both builds here, then compared
+    cp "$BINARY" /tmp/work/default_binary
+    cp "$ROOT/$TUNED_ACF" nvcc-evo.acf && find . -name '*.o' -delete && rm -f "$BINARY"
+    step "rebuild with $TUNED_ACF"; bash -c "$BUILD" >> "$OUT/log.txt" 2>&1 || { tail "$OUT/log.txt"; exit 1; }
+    cp "$BINARY" /tmp/work/tuned_binary; compare; exit 0
+fi
 step overhead; python3 "$ROOT/benchmarks/hot/overhead.py" --runs 7 --metric "$METRIC" --out "$OUT/overhead.json" \
     -- $RUN | tee "$OUT/overhead.txt"
 step hot; nvcc-evo --hot -- $RUN > "$OUT/hot.txt" 2>> "$OUT/log.txt"; echo "exit $?"; cat "$OUT/hot.txt"
@@ -39,8 +54,6 @@ cp "$BINARY" /tmp/work/default_binary
 step retune; nvcc-evo --retune --backend command --time-limit "$LIMIT" > "$OUT/retune.txt" 2>> "$OUT/log.txt"
 echo "exit $?"; cat "$OUT/retune.txt"; cp nvcc-evo.acf "$OUT/tuned.acf"
 cp .nvcc-evo/results.jsonl "$OUT/results.jsonl" 2>/dev/null     # (each candidate's runs, as measured)
+[ "$PART" = tune ] && exit 0
 step rebuild; bash -c "$BUILD" >> "$OUT/log.txt" 2>&1; cp "$BINARY" /tmp/work/tuned_binary
-step "before and after (the program's own figure, interleaved)"
-ARGS=${RUN#./$BINARY}
-python3 "$ROOT/benchmarks/interleave.py" --rounds 10 --metric "$METRIC" \
-    "/tmp/work/default_binary$ARGS" "/tmp/work/tuned_binary$ARGS" | tee "$OUT/interleaved.txt"
+compare
