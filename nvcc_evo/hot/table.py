@@ -100,7 +100,8 @@ def _kernel_line(kernel: Hot, whole: int) -> str:
     share = kernel.total_ns / whole if whole else 0.0
     mean = kernel.total_ns / kernel.calls / 1e3 if kernel.calls else 0.0
     total_ms = kernel.total_ns / 1e6
-    return f"{share:7.1%} {total_ms:11.3f} {kernel.calls:8d} {mean:11.2f}  {shortened(kernel.shown)}"
+    name = shortened(kernel.shown)
+    return f"{share:7.1%} {total_ms:11.3f} {kernel.calls:8d} {mean:11.2f}  {name}"
 
 
 def render(profile: Profile, hot: list[Hot], units: list[HotUnit], folder: str | None) -> str:
