@@ -78,8 +78,8 @@ def read_run(folder: str) -> tuple[list[KernelTime], list[str]]:
             continue
         rows += found
         if dropped:
-            problems.append(f"{name}: {dropped} kernel record(s) dropped by CUPTI or unfinished at the "
-                            "process's end (no end time): its times are short of the run's")
+            problems.append(f"{name}: {dropped} kernel record(s) dropped by CUPTI or unfinished at "
+                            "the process's end (no end time): its times are short of the run's")
     return merged(rows), problems
 
 
