@@ -11,11 +11,14 @@
 # kernel Triton compiles), the injected run's overhead and the metric's noise (overhead.py), --hot --write,
 # --retune --backend command with the harness-free bench (`metric time kernels`: each candidate's run compiles
 # through the stand-ins with fresh Triton caches), then the program's own figure, Triton's own ptxas against
-# nvcc-evo-ptxas with the tuned ACF, interleaved.
+# nvcc-evo-ptxas with the tuned ACF, interleaved. A candidate costs about 26 s of runs on an H100 and the retune
+# keeps about 141 s for its confirmation: LIMIT under about 200 does not search. PART=tune stops after the retune
+# (tuned.acf comes back in OUT); PART=compare TUNED_ACF=FILE (a path in the checkout, carried) runs the
+# comparison alone with that ACF: the search and the comparison as two device calls.
 set -uo pipefail
 OUT=$(mkdir -p "$1" && cd "$1" && pwd)       # (absolute: the steps run in the program's folder)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-STEPS=${STEPS:-200} LIMIT=${LIMIT:-200} SHARE=${SHARE:-30} METRIC='time ([0-9.]+) ms'
+STEPS=${STEPS:-200} LIMIT=${LIMIT:-200} SHARE=${SHARE:-30} METRIC='time ([0-9.]+) ms' PART=${PART:-all}
 python3 -m pip install -q --no-index --no-deps --target /tmp/site "$ROOT"/.device-wheels/lark-*.whl \
     $(ls "$ROOT"/.device-wheels/nvidia_cuda_cupti-*.whl 2>/dev/null)
 mkdir -p /tmp/site/bin
@@ -36,6 +39,18 @@ rm -rf "$WORK" && mkdir -p "$WORK" && cp "$ROOT/benchmarks/hot/torch_app.py" "$R
 printf 'acf 1\n\nunit kernel "*" {\n}\n' > nvcc-evo.acf
 step() { echo "== $(date +%T) $*" | tee -a "$OUT/log.txt"; }
 RUN="python3 torch_app.py $STEPS"
+compare() {
+    step "before and after (the program's own figure, interleaved; each side's Triton cache warmed first)"
+    DEFAULT="env TRITON_CACHE_DIR=$WORK/cache-default $RUN"
+    TUNED="env TRITON_PTXAS_PATH=nvcc-evo-ptxas TRITON_CACHE_DIR=$WORK/cache-tuned $RUN"
+    $DEFAULT | tee -a "$OUT/log.txt"
+    NVCC_EVO_LOG=$OUT/tuned-ptxas.jsonl $TUNED | tee -a "$OUT/log.txt"   # (each kernel's ptxas call: options added)
+    python3 "$ROOT/benchmarks/interleave.py" --rounds 8 --metric "$METRIC" "$DEFAULT" "$TUNED" \
+        | tee "$OUT/interleaved.txt"
+}
+if [ "$PART" = compare ]; then
+    cp "$ROOT/$TUNED_ACF" nvcc-evo.acf && compare; step done; exit 0
+fi
 step "hot (the first run: Triton compiles through nvcc-evo-ptxas, an empty cache of its own)"
 TRITON_PTXAS_PATH=nvcc-evo-ptxas TRITON_CACHE_DIR=$WORK/cache-hot nvcc-evo --hot -- $RUN > "$OUT/hot.txt" \
     2>> "$OUT/log.txt"; echo "exit $?"; cat "$OUT/hot.txt"; ls .nvcc-evo/kernels | tee -a "$OUT/log.txt"
@@ -50,10 +65,6 @@ step retune
 nvcc-evo --retune --backend command --time-limit "$LIMIT" > "$OUT/retune.txt" 2>> "$OUT/log.txt"
 echo "exit $?"; cat "$OUT/retune.txt"; cp nvcc-evo.acf "$OUT/tuned.acf"
 cp .nvcc-evo/results.jsonl "$OUT/results.jsonl" 2>/dev/null
-step "before and after (the program's own figure, interleaved; each side's Triton cache warmed first)"
-DEFAULT="env TRITON_CACHE_DIR=$WORK/cache-default $RUN"
-TUNED="env TRITON_PTXAS_PATH=nvcc-evo-ptxas TRITON_CACHE_DIR=$WORK/cache-tuned $RUN"
-$DEFAULT | tee -a "$OUT/log.txt"
-NVCC_EVO_LOG=$OUT/tuned-ptxas.jsonl $TUNED | tee -a "$OUT/log.txt"      # (each kernel's ptxas call: options added)
-python3 "$ROOT/benchmarks/interleave.py" --rounds 8 --metric "$METRIC" "$DEFAULT" "$TUNED" | tee "$OUT/interleaved.txt"
+[ "$PART" = tune ] && { step done; exit 0; }
+compare
 step done
