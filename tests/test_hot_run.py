@@ -540,3 +540,25 @@ def test_on_the_gpu_a_project_built_for_an_older_gpu_is_said_to_run_from_its_ptx
         assert ("src/gemm.cu is built for sm_80 alone (its recorded compiles): this machine's GPU (sm_90) runs its "
                 "kernels from their PTX" in result.stderr) is said, result.stderr
         assert ("runs its kernels from their PTX" in result.stderr) is said, result.stderr
+
+
+@pytest.mark.parametrize("dropped, whole", [(0, True), (3, False)])
+def test_a_run_whose_records_were_dropped_or_unfinished_gives_no_kernel_time(tmp_path, dropped, whole):
+    """A process's file saying records were dropped (CUPTI's, or unfinished at its end): the unit's
+    kernels' time is short by an unknown amount, so the run has no metric and says why (before: the
+    short sum was the candidate's time)."""
+    from nvcc_evo.measure.profile.clock import KernelClock
+    folder = tmp_path / "kernel-times"
+    folder.mkdir()
+    (folder / "kernels-10-20-abcdef.tsv").write_text(
+        f"# nvcc-evo kernel times 1 pid=10 pidns=20 dropped={dropped}\n"
+        "4\t8000000\t1900000\t2100000\t64\t1\t1\t256\t1\t1\t40\t0\tmix\n")
+    clock = KernelClock(active=True)
+    clock.own["candidate"] = frozenset({"mix"})
+    clock.use("candidate")
+    milliseconds, why = clock.read(str(tmp_path))
+    if whole:
+        assert (milliseconds, why) == (8.0, "")
+    else:
+        assert milliseconds != milliseconds and why.startswith("the kernels' time of this run is not whole: ")
+        assert "3 kernel record(s) dropped by CUPTI or unfinished" in why, why

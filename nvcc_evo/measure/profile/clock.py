@@ -89,8 +89,11 @@ class KernelClock:
             return float("nan"), "no kernel metric"
         rows, problems = read_run(os.path.join(scratch, "kernel-times"))
         milliseconds, calls = time_of(rows, self.current.__contains__)
-        if calls:
+        if calls and not problems:
             return milliseconds, ""
+        if calls:          # (records dropped or unfinished, a file unreadable: the time is short)
+            return float("nan"), ("the kernels' time of this run is not whole: "
+                                  + "; ".join(problems))
         ran = f"; it ran {len(rows)} other kernel(s)" if rows else "; it ran no kernel at all"
         said = f" ({'; '.join(problems)})" if problems else ""
         known = ", ".join(sorted(self.current)[:3]) or "none known"
