@@ -138,7 +138,7 @@ def shortened(name: str, widest: int = WIDEST) -> str:
         return name
     for spelling in ANONYMOUS:
         name = name.replace(spelling, "{anonymous}")
-    depth = max(_depths(name), default=0)
+    depth = _deepest(name)
     while len(name) > widest and depth > 0:
         name, depth = _collapsed(name, depth), depth - 1
     if len(name) <= widest:
@@ -147,15 +147,16 @@ def shortened(name: str, widest: int = WIDEST) -> str:
     return f"{name[:keep - keep // 3]} ... {name[len(name) - keep // 3:]}"
 
 
-def _depths(name: str) -> list[int]:
-    depth, found = 0, []
+def _deepest(name: str) -> int:
+    """How deep `name`'s brackets (`<`, `(`) nest, 0 for none."""
+    depth = deepest = 0
     for char in name:
         if char in "<(":
             depth += 1
-            found.append(depth)
+            deepest = max(deepest, depth)
         elif char in ">)" and depth:
             depth -= 1
-    return found
+    return deepest
 
 
 def _collapsed(name: str, deepest: int) -> str:

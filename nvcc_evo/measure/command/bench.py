@@ -99,9 +99,10 @@ class CommandBench:
             acf.unlink(missing_ok=True)
             self._leave_stale()
         measurement = summary(self.bench, runs, time.monotonic() - started)
-        self._keep_best(summarize([r.value(self.primary) for r in runs]))
+        values = [r.value(self.primary) for r in runs]
+        self._keep_best(summarize(values))
         self.first = self.first or time.monotonic() - started
-        self._note(measurement, flags, [r.value(self.primary) for r in runs])
+        self._note(measurement, flags, values)
         return measurement
 
     def reserve(self) -> float:

@@ -19,10 +19,9 @@ from nvcc_evo.acf import model
 from nvcc_evo.acf.edit.retarget import find_unit, replace_target
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.edit.write import rewrite, writable
-from nvcc_evo.driver.match.units import unit_outputs
 from nvcc_evo.driver.match.builds import keep_sources, sources_read
 from nvcc_evo.driver.match.stale import SPACE_CHANGED
-from nvcc_evo.driver.match.units import written_for
+from nvcc_evo.driver.match.units import unit_outputs, written_for
 from nvcc_evo.errors import AcfChanged, EnvironmentProblem
 from nvcc_evo.system.say import log
 from nvcc_evo.engine.space import Genome, SearchSpace
