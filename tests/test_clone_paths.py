@@ -8,6 +8,7 @@ outside comes from the command line or the environment only. Real git,
 nvcc and the installed `nvcc-evo`."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -130,3 +131,34 @@ def test_leaves_names_each_way_out(tmp_path):
     assert leaves("out/x", folder) == leaves("out/in/../x", folder) == "a link leads out of it"
     assert leaves("here/../out/x", folder) == "a link leads out of it"
     assert os.path.realpath(tmp_path / "in" / "here") == str(tmp_path / "in" / "sub")
+
+
+def test_a_committed_compile_record_re_dates_no_file_outside_the_clone(tmp_path, evo_cache,
+                                                                        monkeypatch):
+    """The compile database names the outputs a candidate's build must compile again, and a
+    retune re-dates them to 1970 (as `--hot --write` does): a cloned repository may carry records
+    whose output is the victim's file (a path up and out, an absolute one, through a committed
+    link). Those are left as they were; the clone's own object is re-dated, and so is an object of
+    a build folder outside the clone (cmake -B elsewhere), which begins as a compile's output."""
+    from nvcc_evo.measure.command.rebuilt import LONG_AGO, leave_stale
+    home = tmp_path / "home"
+    clone = clone_of(home, {}, links={"keys": "../../.ssh"})
+    built = evo(clone, evo_cache, "-arch=sm_90", "-c", "scale.cu", "-o", "scale.o")
+    assert built.returncode == 0, built.stderr
+    db = clone / ".nvcc-evo" / "compile-db"
+    (genuine,) = db.glob("*.json")
+    record = json.loads(genuine.read_text())
+    outside = tmp_path / "build"                        # an out-of-tree build folder's object
+    outside.mkdir()
+    shutil.copy(clone / "scale.o", outside / "scale.o")
+    keys = home / ".ssh" / "authorized_keys"
+    for n, (cwd, output) in enumerate([(".", "../../.ssh/authorized_keys"), (".", str(keys)),
+                                       (".", "keys/authorized_keys"), (str(home), ".ssh/authorized_keys"),
+                                       (str(outside), "scale.o")]):
+        (db / f"committed{n}.json").write_text(json.dumps({**record, "cwd": cwd, "output": output}))
+    before = keys.stat().st_mtime
+    monkeypatch.setenv("XDG_CACHE_HOME", str(evo_cache))
+    leave_stale(clone / "nvcc-evo.acf", ("scale.cu",), "sm_90")
+    assert victim_untouched(home) and keys.stat().st_mtime == before
+    assert (clone / "scale.o").stat().st_mtime == LONG_AGO
+    assert (outside / "scale.o").stat().st_mtime == LONG_AGO

@@ -154,7 +154,7 @@ def write_units(acf_path: Path, units: list[HotUnit], profile: Profile, least: f
     # The next build compiles them as their new units (and records that): a bench's first build, a
     # retune's.
     redate([Path(o.record.cwd) / o.record.output for unit, _ in blocks for o in unit.origins
-            if o.record.output and not o.is_kernel])
+            if o.record.output and not o.is_kernel], acf_path.parent)
 
 
 def _inserted(text: str, acf_path: Path, blocks: list[tuple[HotUnit, str]],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -14,6 +15,10 @@ from nvcc_evo.status import Status
 from nvcc_evo.system.files import append
 
 LONG_AGO = 86400.0  # what re-dated outputs are stamped with (1970-01-02): older than any source
+# How a compile's output begins (an object, cubin or program: ELF; a library: ar; a fatbinary), and
+# a PTX file's version line: what an output outside the project must be to be re-dated.
+COMPILED = (b"\x7fELF", b"!<arch>\n", b"\x50\xed\x55\xba")
+PTX_VERSION = b"\n.version "
 NOT_REBUILT = ("no compile of unit {} for {} went through nvcc-evo during the run: the build "
                "skipped it (nvcc-evo re-dates the outputs the compile database knows: build it "
                "once through nvcc-evo first), or does not use nvcc-evo as its compiler "
@@ -25,20 +30,39 @@ KERNEL_NOT_REBUILT = ("no compile of kernel unit {} for {} went through nvcc-evo
                       "longer compiles that kernel for this architecture")
 
 
-def redate(paths: list[Path]) -> None:
-    """Make a build system see these outputs as older than their sources."""
+def redate(paths: list[Path], project: Path) -> None:
+    """Make a build system see these outputs (the compile database's) as older than their sources.
+    The database is the project's (a cloned repository may carry one): a path is re-dated only
+    where it is a regular file of the user's, no link, and lies inside the `project` folder or
+    (an out-of-tree build folder's) begins as a compile's output does."""
+    inside = os.path.realpath(project).rstrip(os.sep) + os.sep
     for path in paths:
+        if _compile_output(path, inside):
+            os.utime(path, (LONG_AGO, LONG_AGO), follow_symlinks=False)
+
+
+def _compile_output(path: Path, inside: str) -> bool:
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            return False
+        if os.path.realpath(path).startswith(inside):
+            return True
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
-            os.utime(path, (LONG_AGO, LONG_AGO))
-        except FileNotFoundError:
-            pass
+            head = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+    except OSError:                       # gone, or unreadable: nothing to re-date
+        return False
+    return head.startswith(COMPILED) or (head.startswith(b"//") and PTX_VERSION in head)
 
 
 def leave_stale(acf_path: Path, globs: tuple[str, ...], arch: str) -> None:
     """The unit's outputs the compile database knows re-dated (those of the records that build
     it: a unit `--hot --write` added is built from what the unit that recorded it saw): the next
     build compiles them again (a candidate's, or the user's, from what the ACF says)."""
-    redate(unit_outputs(acf_path, globs, arch))
+    redate(unit_outputs(acf_path, globs, arch), acf_path.parent)
 
 
 def _tokens(flags: Iterable[str]) -> set[str]:
