@@ -145,3 +145,25 @@ def test_failures_and_two_objectives_keep_it_proposing():
                 told.append(Evaluation(genome, (_time(genome), float(genome.value("define.BLOCK")))))
         engine.tell(told)
     assert engine.bayes is not None and engine.bayes.proposed == 24
+
+
+def test_numbers_declared_unordered_are_categories_to_the_model_and_to_a_local_step(tmp_path):
+    """`define.METHOD in {0, 1, 2, 3} unordered` (the ACF, parsed): the model gives it a column
+    per choice, its one-knob neighbours are every other choice, and a local step reaches
+    METHOD=3 from 0 in one move, which steps along the numbers' order never do."""
+    from nvcc_evo.acf.parse import parse_text
+    from nvcc_evo.engine.space import build_space, step
+    text = ('acf 1\nunit "p.cu" {\n    search {\n        define.METHOD in {0, 1, 2, 3} unordered\n'
+            '        define.TILE in {1, 2, 4, 6}\n    }\n}\n')
+    source = tmp_path / "p.cu"
+    source.write_text("#define METHOD 0\n#define TILE 1\n__global__ void p() {}\n")
+    space = build_space(parse_text(text, "nvcc-evo.acf").units[0], source)
+    ordered = build_space(parse_text(text.replace(" unordered", ""), "nvcc-evo.acf").units[0], source)
+    assert [d.unordered for d in space.dimensions] == [True, False] and "unordered" in str(space.dimensions[0])
+    assert Encoding(space).width == 4 + 1 and Encoding(ordered).width == 1 + 1
+    start = space.genome({"define.METHOD": 0, "define.TILE": 1})
+    assert {g.value("define.METHOD") for g in neighbours(start, space)} == {0, 1, 2, 3}
+    assert {g.value("define.METHOD") for g in neighbours(start, ordered)} == {0, 1}
+    rng = np.random.default_rng(0)
+    assert {step(start, space, rng).value("define.METHOD") for _ in range(200)} == {0, 1, 2, 3}
+    assert {step(start, ordered, rng).value("define.METHOD") for _ in range(200)} == {0, 1}

@@ -172,3 +172,14 @@ def test_failed_write_leaves_old_file(tmp_path, monkeypatch):
         write_atomic(path, "new\n")
     assert path.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["p.acf"]
+
+
+def test_unordered_is_read_kept_and_written_where_it_was_said():
+    text = ('acf 1\nunit "a.cu" {\n    search {\n        define.ALGO in {0, 1, 2}   unordered\n'
+            '        define.MODE in 0..6 step 2 unordered\n        define.BM in 1..4\n    }\n}\n')
+    (unit,) = parse_text(text, "nvcc-evo.acf").units
+    assert [s.unordered for s in unit.space] == [True, True, False]
+    formatted = format_text(text)
+    assert "define.ALGO in {0, 1, 2} unordered\n" in formatted
+    assert "define.MODE in 0..6 step 2 unordered\n" in formatted and "define.BM in 1..4\n" in formatted
+    assert [s.unordered for s in parse_text(formatted, "nvcc-evo.acf").units[0].space] == [True, True, False]

@@ -237,6 +237,62 @@ def test_a_compile_that_contradicts_larger_defines_failing_leaves_only_the_same_
     assert not learner.growing and "only the same defines" in learner.said[-1]
 
 
+CHOSEN = '''
+#ifndef ALGO
+#define ALGO 0
+#endif
+extern "C" __global__ void chosen(const float* x, float* y) {
+#if ALGO == 2
+    __shared__ float staged[20480];            /* 80 KiB: over ptxas's 48 */
+#else
+    __shared__ float staged[1024];
+#endif
+    staged[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    y[threadIdx.x] = staged[(threadIdx.x * 7) % 1024];
+}
+'''
+
+
+def test_a_define_declared_unordered_is_a_choice_the_refused_compile_teaches_only_itself(tmp_path, real_nvcc):
+    """`define.ALGO in {0, 1, 2, 3} unordered`: ALGO names an algorithm, not a size, and ptxas
+    refuses ALGO=2's shared memory (a real compile). The learner built from the ACF forbids ALGO=2
+    at any -O, not ALGO=3, which compiles; the same space without `unordered` forbids ALGO=3 too
+    (the larger-defines rule), a compile that would have passed."""
+    import subprocess
+    from nvcc_evo.engine.space import build_space
+    from nvcc_evo.execute.goal import Goal
+    from nvcc_evo.execute.learned import shared_for
+    from nvcc_evo.execute.measured import Measured
+    from nvcc_evo.execute.store import Context
+    (tmp_path / "chosen.cu").write_text(CHOSEN)
+
+    def compiles(algo: int) -> tuple[bool, str]:
+        done = subprocess.run([str(real_nvcc), "-cubin", "-arch=sm_90", f"-DALGO={algo}", "chosen.cu", "-o",
+                               "c.cubin"], cwd=tmp_path, capture_output=True, text=True)
+        return done.returncode == 0, done.stderr
+
+    ok, said = compiles(2)
+    assert not ok and overflow_of(said) is not None, said
+    learners = {}
+    for declared in (" unordered", ""):
+        text = (f'acf 1\nunit "chosen.cu" {{\n    search {{\n        define.ALGO in {{0, 1, 2, 3}}{declared}\n'
+                f'        ptxas.opt_level in 1..3\n    }}\n}}\n')
+        (unit,) = parse_text(text, "nvcc-evo.acf").units
+        space = build_space(unit, tmp_path / "chosen.cu")
+        measured = Measured(Goal(("runtime",)), Context("13.0.88", "f" * 16, "sm_90", "cpu", "static", "u", "b"))
+        learner = shared_for(tmp_path / "chosen.cu", space, measured)
+        learner.overflow_of = lambda genome: overflow_of(said)
+        learner.learn(Evaluation(space.genome({"define.ALGO": 2, "ptxas.opt_level": 3}), (float("inf"),),
+                                 float("inf"), "compile-error"))
+        learners[declared] = (learner, space)
+    learner, space = learners[" unordered"]
+    assert learner.forbids(space.genome({"define.ALGO": 2, "ptxas.opt_level": 1}))
+    assert not learner.forbids(space.genome({"define.ALGO": 3, "ptxas.opt_level": 3})) and compiles(3)[0]
+    learner, space = learners[""]
+    assert learner.forbids(space.genome({"define.ALGO": 3, "ptxas.opt_level": 3}))
+
+
 def _shared_search(learn: bool, said: str, seed: int):
     """A search over SHARED_SPACE whose compiles are refused as ptxas refuses
     TILED's (`said`: its words, from a real compile): over 48 KiB of floats."""
@@ -275,7 +331,7 @@ def test_a_search_that_learns_compiles_fewer_tiles_ptxas_refuses_and_none_larger
         engine, generations, refused = _shared_search(True, said, seed)
         for generation in generations:        # each proposal: none as large as a refusal known when it was made
             for genome, known in generation:
-                assert not any(_covers(((), _only_defines(genome)), r) for r in known), genome
+                assert not any(_covers(((), _only_defines(genome)), r, frozenset()) for r in known), genome
         learned, avoided = learned + len(refused), avoided + len(engine.avoided)
         blind += len(_shared_search(False, said, seed)[2])
     assert avoided > 10
@@ -397,7 +453,7 @@ def test_a_search_that_learns_wrong_outputs_runs_fewer_of_them_and_none_of_defin
         for generation in generations:        # no proposal, exact math, with defines known broken when it was made
             for genome, broken in generation:
                 defines = _only_defines(genome)
-                assert not any(_covers(((), b), ((), defines)) for b in broken), genome
+                assert not any(_covers(((), b), ((), defines), frozenset()) for b in broken), genome
         learned, avoided = learned + len(details), avoided + len(engine.avoided)
         blind += len(_softmax_search(False, seed)[2])
     assert avoided > 10

@@ -62,6 +62,7 @@ class Space:
     knob: str
     domain: Domain
     span: Span = field(default=NO_SPAN, compare=False)
+    unordered: bool = False     # `KNOB in DOMAIN unordered`: its values name choices (docs/acf.md)
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,7 @@ class Build(Transformer):
 
     @v_args(meta=True)
     def space(self, meta: Meta, items: list) -> model.Space:
-        return model.Space(str(items[0]), items[1], _span(meta))
+        return model.Space(str(items[0]), items[1], _span(meta), unordered=items[2] is not None)
 
     def set_domain(self, items: list) -> model.SetDomain:
         return model.SetDomain(tuple(items))

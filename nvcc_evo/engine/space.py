@@ -44,18 +44,21 @@ class Dimension:
     choices: tuple          # ordered: neighbours in the tuple are neighbours for mutation
     baseline: Scalar | None
     pinned: bool = False
+    unordered: bool = False  # the ACF's `unordered`: no choice lies between two others
 
     @property
     def numeric(self) -> bool:
-        """More than two choices (the default left aside), all numbers: a model may read them as
-        ordered and near each other (engine.surrogate, engine.bayes)."""
+        """More than two choices (the default left aside), all numbers, and not declared
+        unordered: a model may read them as ordered and near each other (engine.surrogate,
+        engine.bayes)."""
         values = [c for c in self.choices if c is not None]
-        return len(values) > 2 and all(isinstance(c, (int, float)) and not isinstance(c, bool)
-                                       for c in values)
+        return (not self.unordered and len(values) > 2
+                and all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in values))
 
     def __str__(self) -> str:
         shown = ", ".join("default" if c is None else str(c) for c in self.choices)
-        return f"{self.knob} in {{{shown}}}" + (" (pinned)" if self.pinned else "")
+        return (f"{self.knob} in {{{shown}}}" + (" unordered" if self.unordered else "")
+                + (" (pinned)" if self.pinned else ""))
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,7 @@ def build_space(unit: model.Unit, source: Path | None,
     toolkit takes (`accepts`)."""
     entries = [(s.knob, model.domain_values(s.domain))
                for s in unit.space] if unit.space else list(DEFAULT_SPACE)
+    unordered = {s.knob for s in unit.space if s.unordered}
     pins = {p.knob: p.value for p in unit.pins}
     dimensions = []
     for name, values in entries:
@@ -169,7 +173,7 @@ def build_space(unit: model.Unit, source: Path | None,
             continue
         if baseline not in choices:
             choices = (baseline, *choices)
-        dimensions.append(Dimension(name, choices, baseline))
+        dimensions.append(Dimension(name, choices, baseline, unordered=name in unordered))
     searched = {name for name, _ in entries}
     for name, value in pins.items():  # pinned but not searched: still built and benched with it
         if name not in searched and accepts(name):
@@ -214,11 +218,17 @@ def spread(space: SearchSpace, rng: np.random.Generator, count: int,
     where = np.array([[d.choices.index(v) / n for (_, v), d, n in zip(g.items, space.dimensions,
                                                                       scale)]
                       for g in pool])
+    apart = np.array([d.unordered for d in space.dimensions])   # any two choices 1 apart
+
+    def distance(to: int) -> np.ndarray:
+        gap = np.abs(where - where[to])
+        return np.where(apart, gap > 0, gap).sum(axis=1)
+
     taken = [int(rng.integers(len(pool)))]
-    nearest = np.abs(where - where[taken[0]]).sum(axis=1)
+    nearest = distance(taken[0])
     while len(taken) < count:
         taken.append(int(np.argmax(nearest)))
-        nearest = np.minimum(nearest, np.abs(where - where[taken[-1]]).sum(axis=1))
+        nearest = np.minimum(nearest, distance(taken[-1]))
     return [pool[i] for i in taken]
 
 
@@ -240,13 +250,14 @@ def mutate(genome: Genome, space: SearchSpace, rng: np.random.Generator,
 def _mutate(genome: Genome, space: SearchSpace, rng: np.random.Generator,
             rate: float | None) -> Genome:
     """Each gene changes with probability `rate` (default 1/len): to a
-    neighbouring choice half the time (ordered domains), else to any choice."""
+    neighbouring choice half the time (ordered domains), else to any choice
+    (an unordered one: always to any)."""
     rate = rate if rate is not None else 1.0 / max(1, len(space.dimensions))
     items = []
     for (knob, value), d in zip(genome.items, space.dimensions):
         if len(d.choices) > 1 and rng.random() < rate:
             index = d.choices.index(value)
-            if rng.random() < 0.5:
+            if rng.random() < 0.5 and not d.unordered:
                 index = min(len(d.choices) - 1, max(0, index + (1 if rng.random() < 0.5 else -1)))
             else:
                 index = int(rng.integers(len(d.choices)))
@@ -256,8 +267,8 @@ def _mutate(genome: Genome, space: SearchSpace, rng: np.random.Generator,
 
 
 def step(genome: Genome, space: SearchSpace, rng: np.random.Generator) -> Genome:
-    """Change exactly one gene, to a neighbouring choice: a local move from a
-    good point, which crossover of two good points rarely makes."""
+    """Change exactly one gene, to a neighbouring choice (an unordered knob's: any other): a
+    local move from a good point, which crossover of two good points rarely makes."""
     return _allowed(space, lambda: _step(genome, space, rng), genome)
 
 
@@ -268,9 +279,12 @@ def _step(genome: Genome, space: SearchSpace, rng: np.random.Generator) -> Genom
     i = movable[int(rng.integers(len(movable)))]
     choices = space.dimensions[i].choices
     at = choices.index(genome.items[i][1])
-    index = at + (1 if rng.random() < 0.5 else -1)
-    if not 0 <= index < len(choices):
-        index = at - (index - at)          # at an end: the only neighbour is inward
+    if space.dimensions[i].unordered:
+        index = (at + 1 + int(rng.integers(len(choices) - 1))) % len(choices)
+    else:
+        index = at + (1 if rng.random() < 0.5 else -1)
+        if not 0 <= index < len(choices):
+            index = at - (index - at)          # at an end: the only neighbour is inward
     items = list(genome.items)
     items[i] = (items[i][0], choices[index])
     return repair(Genome(tuple(items)), space)

@@ -23,7 +23,8 @@ shared data") teaches the same way (any backend: it fails before a launch).
 The static size is fixed by the defines (ptxas's knobs do not change the
 arrays the source declares), so a genome with the same defines and the same
 other compiler knobs fails too; and, as tiles and stages grow the arrays, so
-does one whose every numeric define is at least as large. That second rule
+does one whose every numeric define is at least as large (a define the ACF
+declares `unordered` names a choice, not a size: it must be the same). That second rule
 is an assumption, checked against what compiled: once a genome that compiled
 is at least as large as a refused one everywhere, only the first rule is
 kept, and that is said.
@@ -149,8 +150,10 @@ class SharedData:
     fact)."""
 
     def __init__(self, defines_for: Callable[[Genome], dict],
-                 overflow_of: Callable[[Genome], SharedOverflow | None]):
+                 overflow_of: Callable[[Genome], SharedOverflow | None],
+                 unordered: frozenset[str] = frozenset()):
         self.defines_for, self.overflow_of = defines_for, overflow_of
+        self.unordered = unordered                    # defines compared for equality alone
         self.refused: list[tuple[tuple, dict]] = []   # (other knobs, defines) of the genomes ptxas
                                                       # refused
         self.built: list[tuple[tuple, dict]] = []     # the same, of genomes that compiled
@@ -167,7 +170,8 @@ class SharedData:
         key = self._key(evaluation.genome)
         if evaluation.status in BUILT:
             self.built.append(key)
-            contradicted = self.growing and any(_covers(key, r) for r in self.refused)
+            contradicted = self.growing and any(_covers(key, r, self.unordered)
+                                                for r in self.refused)
         elif (evaluation.status == Status.COMPILE_ERROR
               and (found := self.overflow_of(evaluation.genome))):
             if key in self.refused:
@@ -176,7 +180,8 @@ class SharedData:
             if not self.said:
                 self.said.append(f"e.g. {found.used} bytes with {_shown(evaluation.genome)}, "
                                  f"ptxas's limit {found.most}")
-            contradicted = self.growing and any(_covers(b, key) for b in self.built)
+            contradicted = self.growing and any(_covers(b, key, self.unordered)
+                                                for b in self.built)
         else:
             return
         if contradicted:
@@ -188,7 +193,8 @@ class SharedData:
         if not self.refused:
             return False
         key = self._key(genome)
-        return any(key == r or (self.growing and _covers(key, r)) for r in self.refused)
+        return any(key == r or (self.growing and _covers(key, r, self.unordered))
+                   for r in self.refused)
 
 
 WRONG = Status.WRONG_ANSWER
@@ -200,8 +206,10 @@ class WrongAnswers:
     say)."""
 
     def __init__(self, defines_for: Callable[[Genome], dict],
-                 wrong_of: Callable[[Genome], Wrong | None]):
+                 wrong_of: Callable[[Genome], Wrong | None],
+                 unordered: frozenset[str] = frozenset()):
         self.defines_for, self.wrong_of = defines_for, wrong_of
+        self.unordered = unordered                # defines compared for equality alone
         self.wrong: set[tuple] = set()        # (defines, knobs that may change results) of wrong
                                               # outputs
         self.broken: list[dict] = []          # defines wrong whatever the rounding (NaN or
@@ -217,7 +225,8 @@ class WrongAnswers:
         defines = self.defines_for(genome)
         if evaluation.status == Status.OK:
             self.right.append(defines)
-            contradicted = self.shrinking and any(_at_most(defines, b) for b in self.broken)
+            contradicted = self.shrinking and any(_at_most(defines, b, self.unordered)
+                                                  for b in self.broken)
         else:
             self.wrong.add(_results_key(genome))
             if self.wrong_of(genome) != Wrong.UNWRITTEN or defines in self.broken:
@@ -225,7 +234,8 @@ class WrongAnswers:
             self.broken.append(defines)
             if not self.said:
                 self.said.append(f"e.g. {_shown(genome)}: NaN or unwritten elements")
-            contradicted = self.shrinking and any(_at_most(r, defines) for r in self.right)
+            contradicted = self.shrinking and any(_at_most(r, defines, self.unordered)
+                                                  for r in self.right)
         if contradicted:
             self.shrinking = False
             self.said.append("only the same defines avoided: a genome with defines as small "
@@ -237,12 +247,14 @@ class WrongAnswers:
         if not self.broken or not _exact(genome):
             return False
         defines = self.defines_for(genome)
-        return any(defines == b or (self.shrinking and _at_most(defines, b)) for b in self.broken)
+        return any(defines == b or (self.shrinking and _at_most(defines, b, self.unordered))
+                   for b in self.broken)
 
 
-def _at_most(defines: dict, than: dict) -> bool:
-    """Every numeric define of `defines` at most `than`'s (any other value equal)."""
-    return _covers(((), than), ((), defines))
+def _at_most(defines: dict, than: dict, unordered: frozenset[str]) -> bool:
+    """Every numeric define of `defines` at most `than`'s (any other value, and the `unordered`
+    defines, equal)."""
+    return _covers(((), than), ((), defines), unordered)
 
 
 def _results_key(genome: Genome) -> tuple:
@@ -258,16 +270,17 @@ def _exact(genome: Genome) -> bool:
                for k, v in genome.items if k in knobs.APPROXIMATING)
 
 
-def _covers(key: tuple[tuple, dict], refused: tuple[tuple, dict]) -> bool:
-    """`key`'s defines are at least `refused`'s everywhere (numbers; any other value equal), its
-    other knobs the same."""
+def _covers(key: tuple[tuple, dict], refused: tuple[tuple, dict],
+            unordered: frozenset[str]) -> bool:
+    """`key`'s defines are at least `refused`'s everywhere (numbers; any other value, and the
+    `unordered` defines, equal), its other knobs the same."""
     (others, defines), (refused_others, refused_defines) = key, refused
     if others != refused_others or defines.keys() != refused_defines.keys():
         return False
     for name, value in defines.items():
         least = refused_defines[name]
-        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                      for v in (value, least))
+        numbers = name not in unordered and all(isinstance(v, (int, float)) and
+                                                not isinstance(v, bool) for v in (value, least))
         if not (value >= least if numbers else value == least):
             return False
     return True
@@ -332,12 +345,17 @@ def limits_for(bench: Bench | None, source: Path, space: SearchSpace,
 def shared_for(source: Path, space: SearchSpace, measured: Measured) -> SharedData:
     """The learner of refused compiles (every backend compiles): a compile's `overflow` fact,
     measured or refused before its batch was measured (Measured.refuse)."""
-    return SharedData(_defines_for(source, space), measured.overflow)
+    return SharedData(_defines_for(source, space), measured.overflow, _unordered(space))
 
 
 def wrong_for(source: Path, space: SearchSpace, measured: Measured) -> WrongAnswers:
     """The learner of wrong outputs (every backend that checks them)."""
-    return WrongAnswers(_defines_for(source, space), measured.wrong)
+    return WrongAnswers(_defines_for(source, space), measured.wrong, _unordered(space))
+
+
+def _unordered(space: SearchSpace) -> frozenset[str]:
+    """The names of the defines the ACF declares unordered (as `defines_for` names them)."""
+    return frozenset(define_values({d.knob: d for d in space.dimensions if d.unordered}))
 
 
 def _defines_for(source: Path, space: SearchSpace) -> Callable[[Genome], dict]:

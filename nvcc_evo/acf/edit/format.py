@@ -200,7 +200,8 @@ def _write_unit(w: Writer, unit: model.Unit) -> None:
     if unit.space or unit.search_span.start >= 0:
         w.open(unit.search_span, "search")
         for space in unit.space:
-            w.leaf(space.span, f"{space.knob} in {show_domain(space.domain)}")
+            unordered = " unordered" if space.unordered else ""
+            w.leaf(space.span, f"{space.knob} in {show_domain(space.domain)}{unordered}")
         for require in unit.requires:
             w.leaf(require.span, show_space_require(require))
         w.close(unit.search_span)
