@@ -61,6 +61,7 @@ class HubSpace:
     names: tuple[str, ...]
     choices: tuple[tuple, ...]
     answers: dict = field(compare=False, repr=False)
+    unordered: frozenset[str] = frozenset()     # parameters declared to name choices
 
     @cached_property
     def values(self) -> np.ndarray:
@@ -72,7 +73,8 @@ class HubSpace:
 
     @cached_property
     def space(self) -> RecordedSpace:
-        dims = tuple(Dimension(n, c, c[0]) for n, c in zip(self.names, self.choices))
+        dims = tuple(Dimension(n, c, c[0], unordered=n in self.unordered)
+                     for n, c in zip(self.names, self.choices))
         return RecordedSpace(dims, allowed=frozenset(self.answers))
 
     def answer(self, genome: Genome) -> Answer:
@@ -89,7 +91,7 @@ def _answer(record: dict) -> Answer | None:
     return Answer(float(value), float(sum(record.get(k, 0.0) for k in COST_KEYS)))
 
 
-def load(path: Path, hub: Path) -> HubSpace:
+def load(path: Path, hub: Path, unordered: frozenset[str] = frozenset()) -> HubSpace:
     with gzip.open(path, "rt") as handle:
         cache = json.load(handle)
     names = tuple(cache["tune_params_keys"])
@@ -102,7 +104,7 @@ def load(path: Path, hub: Path) -> HubSpace:
         raise ValueError(f"{path}: no configuration without an error")
     name = str(path.relative_to(hub)).removesuffix(".json.gz")
     return HubSpace(name, path, cache["kernel_name"], names,
-                    tuple(tuple(cache["tune_params"][n]) for n in names), answers)
+                    tuple(tuple(cache["tune_params"][n]) for n in names), answers, unordered)
 
 
 def find(hub: Path) -> list[Path]:

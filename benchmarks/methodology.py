@@ -109,6 +109,8 @@ class Plan:
     settings: tuple[tuple[str, EngineSettings], ...]     # (row name, the engine's settings) each run
     store: Path | None = None       # Kernel Tuner's rows kept (`Store`)
     stored_only: bool = False       # a Kernel Tuner row not in the store is left out, not replayed
+    unordered: tuple[str, ...] = ()  # parameters the engine is told name choices (as an ACF's
+                                     # `unordered`): what a user who knows the kernel would say
 
 
 class Store:
@@ -153,7 +155,7 @@ def evaluate_space(job: tuple[Path, Path, Plan]) -> SpaceResult:
     """Every strategy's runs on one space, and their scores."""
     path, hub, plan = job
     cpu = time.process_time()
-    space = autotune_hub.load(path, hub)
+    space = autotune_hub.load(path, hub, frozenset(plan.unordered))
     budget = autotune_score.time_range(space.values, space.costs).end
     seeds = [plan.seed + i for i in range(plan.repeats)]
     started = time.monotonic()
@@ -260,11 +262,16 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--loko", action="store_true",
                    help="choose the engine's settings among CHOICES by leave-one-kernel-out (every space held out)")
     p.add_argument("--guided", action="store_true", help="the engine with its surrogate (engine.surrogate.Guide())")
+    p.add_argument("--operators", action="store_true",
+                   help="the engine's operators alone (default: with its Gaussian process, as a retune searches)")
     p.add_argument("--store", type=Path, help="a JSON-lines file that keeps Kernel Tuner's rows: read back where "
                                               "the space, strategy, seeds and budget are the same")
     p.add_argument("--stored-only", action="store_true",
                    help="Kernel Tuner's rows from --store alone (none replayed); a space without every strategy's "
                         "row is left out of the means, said")
+    p.add_argument("--unordered", nargs="*", default=(),
+                   help="parameters whose numbers name choices, declared to the engine as an ACF's `unordered` "
+                        "does (the hub's spaces say nothing of it: a user's knowledge, not nvcc-evo's score)")
     return p.parse_args(argv)
 
 
@@ -279,9 +286,12 @@ def _chosen(name: str, args: argparse.Namespace) -> bool:
 
 def engine_settings(args: argparse.Namespace) -> tuple[tuple[str, EngineSettings], ...]:
     """The engine's rows: with --loko one per setting of CHOICES, each keeping its own population and local
-    share unless the command line gives one; else the engine as the command line says."""
+    share unless the command line gives one; else the engine as the command line says (a retune's default
+    search, the Gaussian process beside the operators, unless --operators or --guided)."""
     if not args.loko:
-        return ((NVCC_EVO, EngineSettings(args.population, args.local_share, Guide() if args.guided else None)),)
+        bayes = None if args.operators or args.guided else Bayes()
+        return ((NVCC_EVO, EngineSettings(args.population, args.local_share, Guide() if args.guided else None,
+                                          bayes=bayes)),)
     given = {k: v for k, v in (("population", args.population), ("local_share", args.local_share)) if v is not None}
     return tuple((f"{NVCC_EVO}[{name}]", replace(choice, **given)) for name, choice in CHOICES.items())
 
@@ -291,7 +301,7 @@ def run(args: argparse.Namespace) -> list[SpaceResult]:
     paths = [p for p in autotune_hub.find(hub) if _chosen(str(p.relative_to(hub)).removesuffix(".json.gz"), args)]
     repeats = args.repeats or (QUICK_REPEATS if args.quick else REPEATS)
     plan = Plan(tuple(args.strategies), repeats, args.seed, engine_settings(args), args.store and args.store.resolve(),
-                args.stored_only)
+                args.stored_only, tuple(args.unordered))
     named = {name: i for i, name in enumerate(args.only)}
 
     def order(path: Path) -> int:

@@ -248,3 +248,21 @@ def test_leave_one_kernel_out_runs_each_setting_as_chosen_unless_the_command_lin
     assert any(s.population == 8 for s in own.values())
     given = methodology.engine_settings(methodology.parse(["--loko", "--population", "16"]))
     assert len(given) == len(methodology.CHOICES) and all(s.population == 16 for _, s in given)
+
+
+@needs_hub
+def test_the_engine_row_is_a_retune_s_search_and_told_unordered_parameters_as_an_acf_says():
+    """Without --loko the nvcc-evo row is a retune's default search (the Gaussian process beside the
+    operators; --operators: the operators alone), and --unordered declares hub parameters as an
+    ACF's `unordered` does: the space's dimension says so, the model reads it as categories."""
+    import methodology
+    from nvcc_evo.engine.bayes import Encoding
+    ((_, default),) = methodology.engine_settings(methodology.parse([]))
+    ((_, operators),) = methodology.engine_settings(methodology.parse(["--operators"]))
+    assert default.bayes is not None and operators.bayes is None
+    args = methodology.parse(["--unordered", "between_method", "use_method"])
+    told = autotune_hub.load(HUB / f"{SMALL}.json.gz", HUB, frozenset(args.unordered)).space
+    plain = autotune_hub.load(HUB / f"{SMALL}.json.gz", HUB).space
+    assert {d.knob for d in told.dimensions if d.unordered} == {"between_method", "use_method"}
+    assert not any(d.unordered for d in plain.dimensions)
+    assert Encoding(told).width == Encoding(plain).width + 4 + 3 - 2
