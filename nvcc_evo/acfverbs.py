@@ -17,7 +17,8 @@ from nvcc_evo.acf.edit.write import rewrite
 from nvcc_evo.acf.model import AcfFile
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.resolve import check, load
-from nvcc_evo.acf.sources import unit_sources
+from nvcc_evo.acf.model import domain_values
+from nvcc_evo.acf.sources import compared_only, unit_sources
 from nvcc_evo.acf.text import hidden_characters, read_text
 from nvcc_evo.driver import settings
 from nvcc_evo.driver.common import NvccNotFound, find_real_nvcc
@@ -43,6 +44,7 @@ def acf_check(paths: list[str]) -> int:
             _say_hidden(path)
             _say_unmatched(path, file)
             _say_unbuilt(path, file)
+            _say_choices(path, file)
             _say_edited(path, file)
             print(visible(f"{path}: ok ({len(file.units)} unit(s))"))
     return ExitCode.INVALID_INPUT if failed else ExitCode.OK
@@ -66,6 +68,29 @@ def _say_unmatched(path: str, file: AcfFile) -> None:
             print(visible(f"{path}:{unit.span.line}:{unit.span.column}: warning: unit {unit} "
                           f"matches no file under {folder}: a build applies nothing of it"),
                   file=sys.stderr)
+
+
+def _say_choices(path: str, file: AcfFile) -> None:
+    """A note for each searched define of more than two numbers that its sources only compare for
+    equality (`#if ALGO == 2`) and the ACF does not call `unordered`: its values may name choices,
+    which the search then treats as such (docs/acf.md)."""
+    folder = Path(os.path.abspath(path)).parent
+    for unit in file.units:
+        sources = unit_sources(unit, folder)
+        for space in unit.space:
+            values = domain_values(space.domain)
+            if (space.unordered or not space.knob.startswith("define.") or len(values) < 3
+                    or not all(isinstance(v, int) and not isinstance(v, bool) for v in values)):
+                continue
+            name = space.knob.removeprefix("define.")
+            uses = {s: compared_only(s, name) for s in sources}
+            if uses and all(uses.values()):
+                where = ", ".join(os.path.relpath(s, folder) for s in uses)
+                print(visible(f"{path}:{space.span.line}:{space.span.column}: note: {space.knob} "
+                              f"is only compared for equality in {where} "
+                              f"({sum(uses.values())} use(s)): if its numbers name choices, not "
+                              f"amounts, say `unordered` after its values (the search then steps "
+                              f"to any value and learns each apart)"), file=sys.stderr)
 
 
 def _say_edited(path: str, file: AcfFile) -> None:

@@ -48,6 +48,45 @@ def test_acf_check_says_which_unit_matches_no_file(tmp_path):
                            "a build applies nothing of it\n")
 
 
+CHOOSING = """#ifndef ALGO
+#define ALGO 0   // which algorithm: ALGO * 2 in a comment is no use
+#endif
+#ifndef TILE
+#define TILE 4
+#endif
+#if !defined(WIDTH)
+#define WIDTH 2
+#endif
+__global__ void k(float* y) {
+#if ALGO == 2
+    y[threadIdx.x] = 2.0f;
+#elif ALGO != 0
+    float t[TILE];
+    for (int i = 0; i < TILE; ++i) t[i] = i;
+    y[threadIdx.x] = t[threadIdx.x % TILE] * (WIDTH == 2);
+#else
+    y[threadIdx.x] = WIDTH;
+#endif
+}
+"""
+
+
+def test_acf_check_notes_a_define_its_source_only_compares_for_equality(tmp_path):
+    """ALGO is only tested with == and != (its numbers name algorithms): a note at its line says
+    `unordered`; TILE sizes an array and WIDTH is a value too: no note; said unordered, none."""
+    (tmp_path / "k.cu").write_text(CHOOSING)
+    acf = tmp_path / "nvcc-evo.acf"
+    search = "define.ALGO in {0, 1, 2, 3}\n        define.TILE in {1, 2, 4, 8}\n        define.WIDTH in 1..3"
+    acf.write_text(f'acf 1\nunit "k.cu" {{\n    search {{\n        {search}\n    }}\n}}\n')
+    checked = run_evo("--acf-check", str(acf))
+    assert checked.returncode == 0, checked.stderr
+    notes = [line for line in checked.stderr.splitlines() if ": note: " in line]
+    assert len(notes) == 1 and notes[0].startswith(f"{acf}:4:9: note: define.ALGO is only compared for equality "
+                                                   "in k.cu (2 use(s))") and "`unordered`" in notes[0], notes
+    acf.write_text(acf.read_text().replace("{0, 1, 2, 3}", "{0, 1, 2, 3} unordered"))
+    assert ": note: " not in run_evo("--acf-check", str(acf)).stderr
+
+
 def test_acf_check_reports_every_error_of_every_file(tmp_path):
     bad = tmp_path / "bad.acf"
     text = (DATA / "acf" / "err" / "pins.acf").read_text()

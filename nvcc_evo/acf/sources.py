@@ -118,3 +118,26 @@ def unguarded_define(source: Path, name: str,
                                            rest) and name not in guards:
             return source, number, line.index("#") + 1
     return None
+
+
+COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+NAMING = re.compile(r"^\s*#\s*(define|undef|ifdef|ifndef)\b")
+
+
+def compared_only(source: Path, name: str) -> int:
+    """How often a source (and its quoted includes) uses the parameter `name`, where every use
+    compares it for equality (`#if ALGO == 2`, `if (ALGO != 0)`): a parameter whose values name
+    choices, not amounts. 0 where some use is anything else (a size, a bound, a template
+    argument) or there is none; lines that define, undefine or test it for being defined aside."""
+    uses = 0
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    for line in COMMENTS.sub(" ", source_text(source)).splitlines():
+        if NAMING.match(line):
+            continue
+        line = re.sub(rf"defined\s*\(?\s*{re.escape(name)}\b", " ", line)
+        for found in word.finditer(line):
+            before, after = line[:found.start()].rstrip(), line[found.end():].lstrip()
+            if not (after.startswith(("==", "!=")) or before.endswith(("==", "!="))):
+                return 0
+            uses += 1
+    return uses
