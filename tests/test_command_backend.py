@@ -475,6 +475,12 @@ def test_a_unit_added_before_the_unit_that_recorded_the_build_is_rebuilt_for_eac
     assert "improved time" in result.stdout, result.stdout
     assert "        define.NEWTON_STEPS = 6\n" in acf.read_text()
     assert (project / "bench").stat().st_mtime == LONG_AGO          # the next build compiles the entry
+    log = tmp_path / "build.log"
+    rebuilt = subprocess.run(["make", "-s", "NVCC=nvcc-evo", "bench"], cwd=project, env={**env, "NVCC_EVO_LOG": str(log)},
+                             capture_output=True, text=True)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    compiles = [json.loads(line) for line in log.read_text().splitlines()]
+    assert any("-DNEWTON_STEPS=6" in c.get("added", ()) for c in compiles), compiles
 
 
 def test_a_candidate_whose_runs_spread_shows_each_run_s_value(tmp_path, evo_cache):
