@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, EVO_COMMAND, evo_env, run_evo
+from conftest import DATA, EVO_COMMAND, evo_env, interruptible, run_evo
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -145,7 +145,8 @@ def test_ctrl_c_of_hot_prints_and_saves_what_the_command_recorded_until_then(tmp
             "clock.gpu_missing = lambda: ''\n"
             "sys.exit(main(['--hot', '--write', '--', sys.executable, 'train.py']))\n")
     child = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, bufsize=0, env=evo_env(evo_cache, PYTHONPATH=str(ROOT)))
+                             stderr=subprocess.PIPE, bufsize=0, env=evo_env(evo_cache, PYTHONPATH=str(ROOT)),
+                             preexec_fn=interruptible)    # (a suite run in the background ignores SIGINT)
     assert _line_within(child.stdout, 120) == "ready\n"
     time.sleep(2.5)                     # (a snapshot a second)
     child.send_signal(signal.SIGINT)
@@ -451,7 +452,7 @@ def test_on_the_gpu_ctrl_c_of_hot_keeps_the_kernels_of_a_program_that_never_ends
                            capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
     child = subprocess.Popen([*EVO_COMMAND, "--hot", "--", "./endless"], cwd=tmp_path, env=evo_env(evo_cache),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, preexec_fn=interruptible)
     assert _line_within(child.stdout, 120) == "ready\n"
     time.sleep(4)
     child.send_signal(signal.SIGINT)
