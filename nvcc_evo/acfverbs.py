@@ -79,8 +79,15 @@ def _say_choices(path: str, file: AcfFile) -> None:
         sources = unit_sources(unit, folder)
         for space in unit.space:
             values = domain_values(space.domain)
-            if (space.unordered or not space.knob.startswith("define.") or len(values) < 3
-                    or not all(isinstance(v, int) and not isinstance(v, bool) for v in values)):
+            numbers = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+            if space.unordered and (len(values) < 3 or not numbers):
+                print(visible(f"{path}:{space.span.line}:{space.span.column}: note: `unordered` "
+                              f"changes nothing for {space.knob}: "
+                              + ("two values are apart either way" if len(values) < 3 else
+                                 "values that are not all numbers are choices already")),
+                      file=sys.stderr)
+            if space.unordered or not space.knob.startswith("define.") or len(values) < 3 \
+                    or not numbers:
                 continue
             name = space.knob.removeprefix("define.")
             uses = {s: compared_only(s, name) for s in sources}

@@ -85,6 +85,11 @@ def test_acf_check_notes_a_define_its_source_only_compares_for_equality(tmp_path
                                                    "in k.cu (2 use(s))") and "`unordered`" in notes[0], notes
     acf.write_text(acf.read_text().replace("{0, 1, 2, 3}", "{0, 1, 2, 3} unordered"))
     assert ": note: " not in run_evo("--acf-check", str(acf)).stderr
+    acf.write_text(acf.read_text().replace("1..3", "1..2 unordered").replace("{1, 2, 4, 8}", "{1, 2, 4, 8, x} unordered"))
+    notes = [line for line in run_evo("--acf-check", str(acf)).stderr.splitlines() if ": note: " in line]
+    assert [line.split(": note: ")[1] for line in notes] == [
+        "`unordered` changes nothing for define.TILE: values that are not all numbers are choices already",
+        "`unordered` changes nothing for define.WIDTH: two values are apart either way"], notes
 
 
 def test_acf_check_reports_every_error_of_every_file(tmp_path):
