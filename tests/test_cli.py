@@ -59,7 +59,7 @@ CHOOSING = """#ifndef ALGO
 #endif
 __global__ void k(float* y) {
 #if ALGO == 2
-    y[threadIdx.x] = 2.0f;
+    switch (ALGO) { case 2: y[threadIdx.x] = 2.0f; }
 #elif ALGO != 0
     float t[TILE];
     for (int i = 0; i < TILE; ++i) t[i] = i;
@@ -82,7 +82,7 @@ def test_acf_check_notes_a_define_its_source_only_compares_for_equality(tmp_path
     assert checked.returncode == 0, checked.stderr
     notes = [line for line in checked.stderr.splitlines() if ": note: " in line]
     assert len(notes) == 1 and notes[0].startswith(f"{acf}:4:9: note: define.ALGO is only compared for equality "
-                                                   "in k.cu (2 use(s))") and "`unordered`" in notes[0], notes
+                                                   "in k.cu (3 use(s))") and "`unordered`" in notes[0], notes
     acf.write_text(acf.read_text().replace("{0, 1, 2, 3}", "{0, 1, 2, 3} unordered"))
     assert ": note: " not in run_evo("--acf-check", str(acf)).stderr
     acf.write_text(acf.read_text().replace("1..3", "1..2 unordered").replace("{1, 2, 4, 8}", "{1, 2, 4, 8, x} unordered"))

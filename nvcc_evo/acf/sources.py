@@ -126,8 +126,8 @@ NAMING = re.compile(r"^\s*#\s*(define|undef|ifdef|ifndef)\b")
 
 def compared_only(source: Path, name: str) -> int:
     """How often a source (and its quoted includes) uses the parameter `name`, where every use
-    compares it for equality (`#if ALGO == 2`, `if (ALGO != 0)`): a parameter whose values name
-    choices, not amounts. 0 where some use is anything else (a size, a bound, a template
+    compares it for equality (`#if ALGO == 2`, `if (ALGO != 0)`, `switch (ALGO)`): a parameter
+    whose values name choices, not amounts. 0 where some use is anything else (a size, a bound, a template
     argument) or there is none; lines that define, undefine or test it for being defined aside."""
     uses = 0
     word = re.compile(rf"\b{re.escape(name)}\b")
@@ -137,7 +137,8 @@ def compared_only(source: Path, name: str) -> int:
         line = re.sub(rf"defined\s*\(?\s*{re.escape(name)}\b", " ", line)
         for found in word.finditer(line):
             before, after = line[:found.start()].rstrip(), line[found.end():].lstrip()
-            if not (after.startswith(("==", "!=")) or before.endswith(("==", "!="))):
+            switched = re.search(r"\bswitch\s*\($", before) and after.startswith(")")
+            if not (after.startswith(("==", "!=")) or before.endswith(("==", "!=")) or switched):
                 return 0
             uses += 1
     return uses
