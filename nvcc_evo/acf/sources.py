@@ -127,8 +127,9 @@ NAMING = re.compile(r"^\s*#\s*(define|undef|ifdef|ifndef)\b")
 def compared_only(source: Path, name: str) -> int:
     """How often a source (and its quoted includes) uses the parameter `name`, where every use
     compares it for equality (`#if ALGO == 2`, `if (ALGO != 0)`, `switch (ALGO)`): a parameter
-    whose values name choices, not amounts. 0 where some use is anything else (a size, a bound, a template
-    argument) or there is none; lines that define, undefine or test it for being defined aside."""
+    whose values name choices, not amounts. 0 where some use is anything else (a size, a bound, a
+    template argument) or there is none; lines that define, undefine or test it for being defined
+    aside."""
     uses = 0
     word = re.compile(rf"\b{re.escape(name)}\b")
     for line in COMMENTS.sub(" ", source_text(source)).splitlines():
