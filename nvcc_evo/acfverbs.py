@@ -14,10 +14,9 @@ from typing import cast
 
 from nvcc_evo.acf.edit.format import format_file
 from nvcc_evo.acf.edit.write import rewrite
-from nvcc_evo.acf.model import AcfFile
+from nvcc_evo.acf.model import AcfFile, domain_values
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.resolve import check, load
-from nvcc_evo.acf.model import domain_values
 from nvcc_evo.acf.sources import compared_only, unit_sources
 from nvcc_evo.acf.text import hidden_characters, read_text
 from nvcc_evo.driver import settings
@@ -79,7 +78,7 @@ def _say_choices(path: str, file: AcfFile) -> None:
         sources = unit_sources(unit, folder)
         for space in unit.space:
             values = domain_values(space.domain)
-            numbers = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+            numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
             if space.unordered and (len(values) < 3 or not numbers):
                 print(visible(f"{path}:{space.span.line}:{space.span.column}: note: `unordered` "
                               f"changes nothing for {space.knob}: "

@@ -90,6 +90,8 @@ def test_acf_check_notes_a_define_its_source_only_compares_for_equality(tmp_path
     assert [line.split(": note: ")[1] for line in notes] == [
         "`unordered` changes nothing for define.TILE: values that are not all numbers are choices already",
         "`unordered` changes nothing for define.WIDTH: two values are apart either way"], notes
+    acf.write_text(acf.read_text().replace("{1, 2, 4, 8, x} unordered", "{0.5, 1.0, 2.0} unordered"))
+    assert "define.TILE" not in run_evo("--acf-check", str(acf)).stderr    # numbers: the word matters
 
 
 def test_acf_check_reports_every_error_of_every_file(tmp_path):
