@@ -40,7 +40,7 @@ from nvcc_evo.hot.table import HotUnit
 from nvcc_evo.measure.command.rebuilt import redate
 from nvcc_evo.system.say import log
 
-REPEAT = 3
+REPEAT = "2..3"     # adaptive (stats.enough): a third run only where two spread over 1%
 SPACE = (("ptxas.register_usage_level", model.RangeDomain(0, 10)),      # beside the register cap
          ("ptxas.dlcm", model.SetDomain(("ca", "cg"))))
 GLOB_CHARACTERS = "*?["
