@@ -321,6 +321,36 @@ def test_write_leaves_out_a_unit_under_the_least_share_and_says_so(project, tmp_
         acf.write_text(before)
 
 
+def test_written_register_caps_are_those_where_an_sm_holds_more_blocks_of_the_hot_kernels():
+    """A cap that adds no block per SM only spills (an SGEMM of 168 registers capped at 80..160 ran
+    1.2-12x slower, H100): the caps written are where the occupancy table gives a launch shape that
+    takes a tenth of the unit's time another block, down to half its registers; none where shared
+    memory limits it; the old range where the profile has no shapes (an Nsight Systems summary)."""
+    from nvcc_evo.acf import model
+    from nvcc_evo.cubin.occupancy import occupancy
+    from nvcc_evo.hot.origin import Origin
+    from nvcc_evo.hot.table import Hot, HotUnit
+    from nvcc_evo.hot.write import register_caps
+    from nvcc_evo.measure.profile.records import KernelTime
+
+    def unit(*shapes):
+        kernels = tuple(Hot(f"k{i}", f"k{i}", 1, ns, (KernelTime(f"k{i}", 1, ns, ns, ns, (99, 1, 1), block,
+                            registers, shared),) if block else (), ()) for i, (ns, block, registers, shared)
+                        in enumerate(shapes))
+        origin = Origin("src/a.cu", "sm_90", None, None, 168)
+        return HotUnit("src/a.cu", sum(k.total_ns for k in kernels), kernels, (origin,) * len(kernels))
+
+    gemm = (100, (128, 1, 1), 168, 17 * 1024)
+    caps = register_caps(unit(gemm))
+    assert caps == model.SetDomain((96, 128))
+    blocks = [occupancy("sm_90", 128, r, 17 * 1024).blocks for r in (168, 128, 127 + 8, 96, 103)]
+    assert blocks[0] < blocks[1] < blocks[3] and blocks[2] == blocks[0] and blocks[4] == blocks[1]
+    assert register_caps(unit((100, (256, 1, 1), 64, 100 * 1024))) is None     # shared memory limits it
+    assert register_caps(unit(gemm, (5, (256, 1, 1), 96, 0))) == caps          # 5% of the unit's time
+    assert register_caps(unit(gemm, (50, (256, 1, 1), 96, 0))) == model.SetDomain((48, 64, 80, 96, 128))
+    assert register_caps(unit((100, None, 0, 0))) == model.RangeDomain(80, 160, 16)   # no shapes
+
+
 def test_write_with_nothing_recorded_says_how_the_build_gets_recorded(tmp_path, evo_cache):
     """No ACF, then an ACF whose compiles were never recorded: --write writes nothing and says how (a unit
     that records every compile, a rebuild from clean through nvcc-evo); it said "no unit to add" before."""

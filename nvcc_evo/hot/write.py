@@ -5,7 +5,7 @@ A unit is hot when its kernels take at least `least` of the GPU time
 the formatter spells it (acf.edit.format) and holds a search block of the
 knobs that reach its recorded build (retune.scope.reach asked, as a retune asks,
 with the block in a copy of the ACF) sized for its kernels (register caps
-around the most registers they use now), `tune { minimize time }`, and a
+where an SM would hold more of their blocks: cubin.occupancy), `tune { minimize time }`, and a
 bench of no harness: the command that rebuilds through nvcc-evo and runs the
 program, and `metric time kernels`, the unit's own kernels' GPU time.
 Knobs that may change results (the table's `numeric`) are left out: that
@@ -32,6 +32,7 @@ from nvcc_evo.acf.edit.spelling import show_domain, show_string
 from nvcc_evo.acf.edit.write import rewrite
 from nvcc_evo.acf.parse import parse_text
 from nvcc_evo.acf.resolve import check
+from nvcc_evo.cubin import occupancy
 from nvcc_evo.errors import UsageError
 from nvcc_evo.hot.origin import Origin, covering
 from nvcc_evo.hot.profile import Profile
@@ -44,14 +45,49 @@ REPEAT = "2..3"     # adaptive (stats.enough): a third run only where two spread
 SPACE = (("ptxas.register_usage_level", model.RangeDomain(0, 10)),      # beside the register cap
          ("ptxas.dlcm", model.SetDomain(("ca", "cg"))))
 GLOB_CHARACTERS = "*?["
+LEAST_CAP = 24       # ptxas raises a lower -maxrregcount to this
 
 
-def register_caps(registers: int) -> model.RangeDomain | None:
-    """Register caps from about half of `registers` up to it (a cap above what a kernel uses changes
-    nothing), in steps of 8, 16 or 32; None where they use too few for a cap to matter (ptxas raises
-    one under 24)."""
-    low, high = max(24, registers // 2 // 8 * 8), min(255, -(-registers // 8) * 8)
-    if registers <= 24:
+def register_caps(unit: HotUnit) -> model.Domain | None:
+    """Register caps for the unit's kernels: where the run says how they launch (block, registers,
+    shared bytes), the caps at which an SM holds more blocks of a launch shape that takes a tenth of
+    the unit's time or more, while registers are what limits it, down to half of what it uses (a
+    cap that adds no block only spills; one above the use changes nothing); None where registers
+    limit none of them. Without shapes (an Nsight Systems summary): caps from half of the most
+    registers up to them."""
+    arch = unit.origins[0].arch
+    caps: set[int] = set()
+    shapes = [s for k in unit.kernels for s in k.shapes if s.registers and s.block[0]]
+    for shape in shapes:
+        if shape.total_ns * 10 >= unit.total_ns:
+            caps.update(_more_blocks(arch, shape.block[0] * shape.block[1] * shape.block[2],
+                                     shape.registers, shape.shared))
+    if shapes and occupancy.occupancy(arch, 32, 32) is not None:
+        return model.SetDomain(tuple(sorted(caps))) if caps else None
+    return _caps_below(unit.registers)
+
+
+def _more_blocks(arch: str, threads: int, registers: int, shared: int) -> list[int]:
+    """The most registers a thread may use for each more block an SM holds, registers the limit."""
+    now = occupancy.occupancy(arch, threads, registers, shared)
+    if now is None or now.limiter != "registers":
+        return []
+    caps, blocks = [], now.blocks
+    for cap in range((registers - 1) // 8 * 8, max(LEAST_CAP, registers // 2) - 1, -8):
+        then = occupancy.occupancy(arch, threads, cap, shared)
+        if then is not None and then.blocks > blocks:
+            caps.append(cap)
+            blocks = then.blocks
+            if then.limiter != "registers":
+                break
+    return caps
+
+
+def _caps_below(registers: int) -> model.RangeDomain | None:
+    """Caps from about half of `registers` up to it, in steps of 8, 16 or 32; None where they use
+    too few for a cap to matter (ptxas raises one under 24)."""
+    low, high = max(LEAST_CAP, registers // 2 // 8 * 8), min(255, -(-registers // 8) * 8)
+    if registers <= LEAST_CAP:
         return None
     step = next(s for s in (8, 16, 32) if (high - low) // s <= 8 or s == 32)
     return model.RangeDomain(low, low + max(1, (high - low) // step) * step, step)
@@ -210,7 +246,7 @@ def _before(text: str, start: int) -> int:
 def _space(acf_path: Path, unit: HotUnit, command: str) -> list[tuple[str, model.Domain]]:
     """The search block's knobs and domains, each kept where some value of it reaches the recorded
     build."""
-    caps = register_caps(unit.registers)
+    caps = register_caps(unit)
     wanted: list[tuple[str, model.Domain]] = [("ptxas.maxrregcount", caps)] if caps else []
     if caps and unit.bounded and not unit.origins[0].is_kernel:
         # (else ptxas keeps the bounds')
