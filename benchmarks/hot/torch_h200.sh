@@ -5,7 +5,8 @@
 # The program: benchmarks/hot/torch_app.py (a layer norm, a matmul and a softmax of its own in Triton, PyTorch's
 # add; STEPS steps, default 200; it prints `time X ms a step`). LIMIT seconds for the retune of its hottest kernel
 # (default 200), SHARE the least share of the GPU time a kernel needs to be written (default 30: the matmul alone,
-# so that one search fits the call). Needs torch and triton in python3, and in .device-wheels/ lark's wheel and
+# so that one search fits the call), OVERHEAD_RUNS the overhead's runs of each kind (default 5; 0 leaves it
+# out). Needs torch and triton in python3, and in .device-wheels/ lark's wheel and
 # nvidia-cuda-cupti 13.0.x's (unless python3 has CUPTI: torch's).
 # Steps: the program run once through nvcc-evo-ptxas under --hot (its ACF `unit kernel "*" {}` records every
 # kernel Triton compiles), the injected run's overhead and the metric's noise (overhead.py), --hot --write,
@@ -18,7 +19,7 @@
 set -uo pipefail
 OUT=$(mkdir -p "$1" && cd "$1" && pwd)       # (absolute: the steps run in the program's folder)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-STEPS=${STEPS:-200} LIMIT=${LIMIT:-200} SHARE=${SHARE:-30} METRIC='time ([0-9.]+) ms' PART=${PART:-all}
+STEPS=${STEPS:-200} LIMIT=${LIMIT:-200} OVERHEAD_RUNS=${OVERHEAD_RUNS:-5} SHARE=${SHARE:-30} METRIC='time ([0-9.]+) ms' PART=${PART:-all}
 python3 -m pip install -q --no-index --no-deps --target /tmp/site "$ROOT"/.device-wheels/lark-*.whl \
     $(ls "$ROOT"/.device-wheels/nvidia_cuda_cupti-*.whl 2>/dev/null)
 mkdir -p /tmp/site/bin
@@ -54,9 +55,11 @@ fi
 step "hot (the first run: Triton compiles through nvcc-evo-ptxas, an empty cache of its own)"
 TRITON_PTXAS_PATH=nvcc-evo-ptxas TRITON_CACHE_DIR=$WORK/cache-hot nvcc-evo --hot -- $RUN > "$OUT/hot.txt" \
     2>> "$OUT/log.txt"; echo "exit $?"; cat "$OUT/hot.txt"; ls .nvcc-evo/kernels | tee -a "$OUT/log.txt"
-step "overhead (Triton's own ptxas, its cache warmed by overhead.py's first runs: plain and injected in turn)"
-TRITON_CACHE_DIR=$WORK/cache-plain python3 "$ROOT/benchmarks/hot/overhead.py" --runs 5 --metric "$METRIC" \
-    --out "$OUT/overhead.json" -- $RUN | tee "$OUT/overhead.txt"
+if [ "$OVERHEAD_RUNS" != 0 ]; then
+    step "overhead (Triton's own ptxas, its cache warmed by overhead.py's first runs: plain and injected in turn)"
+    TRITON_CACHE_DIR=$WORK/cache-plain python3 "$ROOT/benchmarks/hot/overhead.py" --runs "$OVERHEAD_RUNS" \
+        --metric "$METRIC" --out "$OUT/overhead.json" -- $RUN | tee "$OUT/overhead.txt"
+fi
 step write
 nvcc-evo --hot --from .nvcc-evo/hot/profile.json --write --min-share "$SHARE" > /dev/null 2>> "$OUT/log.txt"
 cp nvcc-evo.acf "$OUT/written.acf"; cat nvcc-evo.acf
