@@ -325,7 +325,8 @@ def test_written_register_caps_are_those_where_an_sm_holds_more_blocks_of_the_ho
     """A cap that adds no block per SM only spills (an SGEMM of 168 registers capped at 80..160 ran
     1.2-12x slower, H100): the caps written are where the occupancy table gives a launch shape that
     takes a tenth of the unit's time another block, down to half its registers; none where shared
-    memory limits it; the old range where the profile has no shapes (an Nsight Systems summary)."""
+    memory limits it; the old range where the profile has no shapes (an Nsight Systems summary) or the
+    occupancy table no row for the architecture."""
     from nvcc_evo.acf import model
     from nvcc_evo.cubin.occupancy import occupancy
     from nvcc_evo.hot.origin import Origin
@@ -333,11 +334,11 @@ def test_written_register_caps_are_those_where_an_sm_holds_more_blocks_of_the_ho
     from nvcc_evo.hot.write import register_caps
     from nvcc_evo.measure.profile.records import KernelTime
 
-    def unit(*shapes):
+    def unit(*shapes, arch="sm_90"):
         kernels = tuple(Hot(f"k{i}", f"k{i}", 1, ns, (KernelTime(f"k{i}", 1, ns, ns, ns, (99, 1, 1), block,
                             registers, shared),) if block else (), ()) for i, (ns, block, registers, shared)
                         in enumerate(shapes))
-        origin = Origin("src/a.cu", "sm_90", None, None, 168)
+        origin = Origin("src/a.cu", arch, None, None, 168)
         return HotUnit("src/a.cu", sum(k.total_ns for k in kernels), kernels, (origin,) * len(kernels))
 
     gemm = (100, (128, 1, 1), 168, 17 * 1024)
@@ -349,6 +350,7 @@ def test_written_register_caps_are_those_where_an_sm_holds_more_blocks_of_the_ho
     assert register_caps(unit(gemm, (5, (256, 1, 1), 96, 0))) == caps          # 5% of the unit's time
     assert register_caps(unit(gemm, (50, (256, 1, 1), 96, 0))) == model.SetDomain((48, 64, 80, 96, 128))
     assert register_caps(unit((100, None, 0, 0))) == model.RangeDomain(80, 160, 16)   # no shapes
+    assert register_caps(unit(gemm, arch="sm_61")) == model.RangeDomain(80, 160, 16)   # no row for it
 
 
 def test_write_with_nothing_recorded_says_how_the_build_gets_recorded(tmp_path, evo_cache):

@@ -53,8 +53,8 @@ def register_caps(unit: HotUnit) -> model.Domain | None:
     shared bytes), the caps at which an SM holds more blocks of a launch shape that takes a tenth of
     the unit's time or more, while registers are what limits it, down to half of what it uses (a
     cap that adds no block only spills; one above the use changes nothing); None where registers
-    limit none of them. Without shapes (an Nsight Systems summary): caps from half of the most
-    registers up to them."""
+    limit none of them. Without shapes (an Nsight Systems summary) or a row of the occupancy
+    table for the architecture: caps from half of the most registers up to them."""
     arch = unit.origins[0].arch
     caps: set[int] = set()
     shapes = [s for k in unit.kernels for s in k.shapes if s.registers and s.block[0]]
@@ -62,7 +62,7 @@ def register_caps(unit: HotUnit) -> model.Domain | None:
         if shape.total_ns * 10 >= unit.total_ns:
             caps.update(_more_blocks(arch, shape.block[0] * shape.block[1] * shape.block[2],
                                      shape.registers, shape.shared))
-    if shapes and occupancy.occupancy(arch, 32, 32) is not None:
+    if shapes and occupancy.compute_capability(arch) in occupancy.SMS:     # (a row for it)
         return model.SetDomain(tuple(sorted(caps))) if caps else None
     return _caps_below(unit.registers)
 
