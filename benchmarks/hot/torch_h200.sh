@@ -19,7 +19,8 @@
 set -uo pipefail
 OUT=$(mkdir -p "$1" && cd "$1" && pwd)       # (absolute: the steps run in the program's folder)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-STEPS=${STEPS:-200} LIMIT=${LIMIT:-200} OVERHEAD_RUNS=${OVERHEAD_RUNS:-5} SHARE=${SHARE:-30} METRIC='time ([0-9.]+) ms' PART=${PART:-all}
+STEPS=${STEPS:-200} LIMIT=${LIMIT:-200} OVERHEAD_RUNS=${OVERHEAD_RUNS:-5} SHARE=${SHARE:-30}
+METRIC='time ([0-9.]+) ms' PART=${PART:-all}
 python3 -m pip install -q --no-index --no-deps --target /tmp/site "$ROOT"/.device-wheels/lark-*.whl \
     $(ls "$ROOT"/.device-wheels/nvidia_cuda_cupti-*.whl 2>/dev/null)
 mkdir -p /tmp/site/bin

@@ -22,6 +22,7 @@ checked before the write as --acf-check checks.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import shlex
 from pathlib import Path
@@ -56,15 +57,12 @@ def register_caps(unit: HotUnit) -> model.Domain | None:
     limit none of them. Without shapes (an Nsight Systems summary) or a row of the occupancy
     table for the architecture: caps from half of the most registers up to them."""
     arch = unit.origins[0].arch
-    caps: set[int] = set()
     shapes = [s for k in unit.kernels for s in k.shapes if s.registers and s.block[0]]
-    for shape in shapes:
-        if shape.total_ns * 10 >= unit.total_ns:
-            caps.update(_more_blocks(arch, shape.block[0] * shape.block[1] * shape.block[2],
-                                     shape.registers, shape.shared))
-    if shapes and occupancy.compute_capability(arch) in occupancy.SMS:     # (a row for it)
-        return model.SetDomain(tuple(sorted(caps))) if caps else None
-    return _caps_below(unit.registers)
+    if not shapes or occupancy.compute_capability(arch) not in occupancy.SMS:
+        return _caps_below(unit.registers)
+    caps = {cap for s in shapes if s.total_ns * 10 >= unit.total_ns
+            for cap in _more_blocks(arch, math.prod(s.block), s.registers, s.shared)}
+    return model.SetDomain(tuple(sorted(caps))) if caps else None
 
 
 def _more_blocks(arch: str, threads: int, registers: int, shared: int) -> list[int]:
